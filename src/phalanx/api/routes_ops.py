@@ -1,0 +1,84 @@
+"""Operator endpoints: health, readiness, metrics and the /debug views of gangs.
+
+All are `async` so they read the model on the event loop, never from a worker thread
+while the loop is writing it.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from phalanx.api.responses import OrjsonResponse, error_response
+from phalanx.service.extender import Extender
+
+NOT_READY = (
+    "the cluster model is not synced yet: "
+    "waiting for the first full list of nodes, pods and podgroups"
+)
+
+
+def ops_router(extender: Extender) -> APIRouter:
+    router = APIRouter(default_response_class=OrjsonResponse)
+
+    @router.get("/healthz")
+    async def healthz() -> Response:
+        return healthz_response()
+
+    @router.get("/readyz")
+    async def readyz() -> Response:
+        return readyz_response(extender)
+
+    @router.get("/metrics")
+    async def metrics() -> Response:
+        return metrics_response(extender)
+
+    @router.get("/debug/groups")
+    async def debug_groups() -> Response:
+        return OrjsonResponse({"groups": extender.debug_groups()})
+
+    @router.get("/debug/groups/{namespace}/{name}")
+    async def debug_group(namespace: str, name: str) -> Response:
+        view = extender.debug_group(namespace, name)
+        if view is None:
+            return error_response(404, f"gang {namespace}/{name} is unknown")
+        return OrjsonResponse(view)
+
+    return router
+
+
+def healthz_response() -> Response:
+    return OrjsonResponse({"status": "ok"})
+
+
+def readyz_response(extender: Extender) -> Response:
+    if extender.ready:
+        return OrjsonResponse({"status": "ready"})
+    return OrjsonResponse({"status": "not ready", "reason": NOT_READY}, status_code=503)
+
+
+def metrics_response(extender: Extender) -> Response:
+    return Response(generate_latest(extender.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def probe_routes(extender: Extender) -> list[Route]:
+    """/metrics, /healthz and /readyz as bare Starlette routes, for the metrics-only app:
+    with the extender port on loopback, kubelet probes and Prometheus reach this one."""
+
+    async def metrics(_request: Request) -> Response:
+        return metrics_response(extender)
+
+    async def healthz(_request: Request) -> Response:
+        return healthz_response()
+
+    async def readyz(_request: Request) -> Response:
+        return readyz_response(extender)
+
+    return [
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]

@@ -1,0 +1,625 @@
+"""The gang transaction: place every member on an overlay of the snapshot, or nothing.
+
+`place_gang` never mutates the snapshot: it tries members on a copy-on-write `Overlay` and
+returns either a `Placed` proposal (member -> node, plan outcome) or an `Unfit` with the
+closest miss. Committing the proposal is `ClusterState.reserve`, one step.
+
+How members are placed:
+1. Members are grouped into *units* that must share a node: the plan's hard units
+   (composite, stream, loop/branch bodies, connected differentiable members), or every
+   member together for `same-node`, or one member per unit otherwise.
+2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
+   lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
+   Domains are tried best-fit first (least spare GPUs), ties by name.
+3. In a domain, units are placed largest-first. Interchangeable units (same requests,
+   same eligible nodes, no plan relations) are placed in bulk with per-node fit counts, so
+   a 64-member gang costs O(nodes log nodes), not O(nodes × members). Units with plan
+   relations are scored one by one (soft rules as preferences) with bounded backtracking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from phalanx.core import eligibility
+from phalanx.core.model import (
+    CPU,
+    EMPTY,
+    MEMORY,
+    Placement,
+    Pod,
+    PolicyKind,
+    Resources,
+)
+from phalanx.core.plan import PlanIntent, PlanNode, PlanOutcome, describe
+from phalanx.core.snapshot import Overlay, Snapshot
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+# Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
+BRANCHING = 4
+BACKTRACK_BUDGET = 256
+# Domains too small for the whole gang are tried only this often, to name the closest.
+HOPELESS_TRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A feasible, not yet committed placement of a gang's members."""
+
+    assignment: Mapping[str, str]  # pod uid -> node name
+    members: tuple[Pod, ...]
+    outcome: PlanOutcome | None = None
+    domain: str = ""  # the clique / label value chosen, for interconnect-local and domain:
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.assignment.values())))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.outcome.warnings if self.outcome is not None else ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """No placement exists on this snapshot; `reason` names what was missing and where."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    """Everything `place_gang` needs to know about one gang."""
+
+    key: str
+    placement: Placement
+    members: tuple[Pod, ...]  # unbound members to place
+    anchors: Mapping[str, str] = field(default_factory=dict)  # bound member uid -> node
+    anchor_pods: tuple[Pod, ...] = ()
+    plan: PlanNode | None = None
+    intent: PlanIntent | None = None
+    exclude: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class _Unit:
+    index: int
+    members: tuple[Pod, ...]
+    requests: Resources
+    eligible: frozenset[str]
+    ids: frozenset[str]  # plan ids of its members
+    relational: bool
+    cls: int = 0  # units with the same class are interchangeable
+
+
+@dataclass(slots=True)
+class _Failure:
+    placed_units: int
+    reason: str
+
+
+def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
+    """Best-fit order: what is left after `count` copies, GPUs first (least leftover first)."""
+    return (
+        free.gpus() - request.gpus() * count,
+        free.get(CPU) - request.get(CPU) * count,
+        free.get(MEMORY) - request.get(MEMORY) * count,
+    )
+
+
+def _describe_request(r: Resources) -> str:
+    shown = {k: v for k, v in r.as_dict().items() if k != "pods"}
+    return "{" + ", ".join(f"{k}: {_fmt(k, v)}" for k, v in shown.items()) + "}"
+
+
+def _fmt(name: str, value: int) -> str:
+    if name == CPU:
+        return f"{value}m" if value % 1000 else str(value // 1000)
+    if name == MEMORY or name.startswith(("ephemeral-storage", "hugepages-")):
+        if value % (1 << 30) == 0:
+            return f"{value >> 30}Gi"
+        if value % (1 << 20) == 0:
+            return f"{value >> 20}Mi"
+    return str(value)
+
+
+def _shortfall_text(short: Mapping[str, int]) -> str:
+    return ", ".join(f"{_fmt(k, v)} {k}" for k, v in short.items())
+
+
+class _Placer:
+    """One gang's trial placement; see module docstring for the algorithm."""
+
+    def __init__(self, snapshot: Snapshot, spec: GangSpec) -> None:
+        self.snapshot = snapshot
+        self.spec = spec
+        self.ineligible: dict[str, int] = {}
+        self.unit_ids: dict[int, frozenset[str]] = {}
+        # Per eligibility key: the nodes it allows. Computed once, so each node's reason
+        # is counted once however many members share the key.
+        self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
+
+    # ---- eligibility -------------------------------------------------------------------
+
+    def eligible_nodes(self, pods: Iterable[Pod], tags: frozenset[str]) -> frozenset[str]:
+        """Nodes every pod may use (capacity aside), counting why the others may not."""
+        cache = self._eligible
+        result: frozenset[str] | None = None
+        for pod in pods:
+            key = (*eligibility.eligibility_key(pod), tags)
+            nodes = cache.get(key)
+            if nodes is None:
+                nodes = cache[key] = self._eligible_for(pod, tags)
+            result = nodes if result is None else result & nodes
+        return result if result is not None else frozenset()
+
+    def _eligible_for(self, pod: Pod, tags: frozenset[str]) -> frozenset[str]:
+        ok = []
+        exclude = self.spec.exclude
+        reasons = self.ineligible
+        for info in self.snapshot:
+            if info.name in exclude:
+                reasons["were excluded after kube-scheduler refused them"] = (
+                    reasons.get("were excluded after kube-scheduler refused them", 0) + 1
+                )
+                continue
+            why = eligibility.ineligibility(pod, info.node, tags)
+            if why is None:
+                ok.append(info.name)
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+        return frozenset(ok)
+
+    # ---- units -------------------------------------------------------------------------
+
+    def build_units(self) -> list[_Unit] | Unfit:
+        spec = self.spec
+        members = spec.members
+        groups: list[list[Pod]]
+        if spec.placement.kind is PolicyKind.SAME_NODE:
+            groups = [list(members)] if members else []
+        elif spec.intent is not None:
+            by_id = {p.plan_node: p for p in (*members, *spec.anchor_pods) if p.plan_node}
+            groups = []
+            seen: set[str] = set()
+            for unit_ids in spec.intent.units:
+                pods = [by_id[i] for i in sorted(unit_ids) if i in by_id and by_id[i] in members]
+                if pods:
+                    groups.append(pods)
+                    seen.update(p.uid for p in pods)
+            groups.extend([p] for p in members if p.uid not in seen)
+        else:
+            groups = [[p] for p in members]
+        units: list[_Unit] = []
+        for i, pods in enumerate(groups):
+            ids = frozenset(p.plan_node for p in pods if p.plan_node)
+            tags: frozenset[str] = frozenset()
+            if spec.intent is not None:
+                for pid in ids:
+                    tags |= spec.intent.required_tags.get(pid, frozenset())
+            requests = EMPTY
+            for p in pods:
+                requests = requests + p.requests
+            units.append(
+                _Unit(
+                    index=i,
+                    members=tuple(pods),
+                    requests=requests,
+                    eligible=self.eligible_nodes(pods, tags),
+                    ids=ids,
+                    relational=self._is_relational(ids),
+                )
+            )
+        self.unit_ids = {u.index: u.ids for u in units}
+        classes: dict[tuple[object, ...], int] = {}
+        for u in units:
+            key: tuple[object, ...] = (u.requests, u.eligible) if not u.relational else (u.index,)
+            u.cls = classes.setdefault(key, len(classes))
+        return units
+
+    def _is_relational(self, ids: frozenset[str]) -> bool:
+        intent = self.spec.intent
+        if intent is None or not ids:
+            return False
+        if any(ids & together and not together <= ids for together in intent.together):
+            return True
+        return any(any(ids & s for s in sets) for sets in (*intent.apart, *intent.trials))
+
+    # ---- domains -----------------------------------------------------------------------
+
+    def domains(self, units: Sequence[_Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
+        """(domain name, node names, whether its spare capacity could hold the gang), the
+        ones that could first, best fit (least spare GPUs) first, ties by name."""
+        policy = self.spec.placement
+        usable: set[str] = set()
+        for u in units:
+            usable |= u.eligible
+        anchor_nodes = set(self.spec.anchors.values())
+        if policy.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
+            label = (
+                CLIQUE_LABEL if policy.kind is PolicyKind.INTERCONNECT_LOCAL else policy.domain_key
+            )
+            by_value: dict[str, list[str]] = {}
+            for info in self.snapshot:
+                value = info.node.labels.get(label, "")
+                if not value:
+                    if policy.kind is PolicyKind.DOMAIN:
+                        continue
+                    value = f"node {info.name}"  # a node outside any clique is its own domain
+                else:
+                    value = f"{label}={value}"
+                by_value.setdefault(value, []).append(info.name)
+            candidates = [
+                (name, tuple(n for n in nodes if n in usable))
+                for name, nodes in by_value.items()
+                if not anchor_nodes or anchor_nodes <= set(nodes)
+            ]
+        elif policy.kind is PolicyKind.SAME_NODE and anchor_nodes:
+            candidates = [("", tuple(n for n in sorted(anchor_nodes) if n in usable))]
+        else:
+            candidates = [("", tuple(n for n in self.snapshot.names if n in usable))]
+        if len(candidates) == 1:
+            return [(candidates[0][0], candidates[0][1], True)]
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        need_gpus = total.gpus()
+        ranked = []
+        for name, nodes in candidates:
+            spare = EMPTY
+            for n in nodes:
+                spare = spare + self.snapshot.nodes[n].free
+            ranked.append((spare.gpus() - need_gpus, total.fits_in(spare), name, nodes))
+        # Domains that cannot hold the total are kept last: they still yield a "best" reason.
+        ranked.sort(key=lambda t: (not t[1], t[0] if t[1] else -t[0], t[2]))
+        return [(name, nodes, fits) for _, fits, name, nodes in ranked]
+
+    # ---- placing -----------------------------------------------------------------------
+
+    def place(self) -> Placed | Unfit:
+        spec = self.spec
+        if not spec.members:
+            return Placed(assignment={}, members=())
+        units = self.build_units()
+        if isinstance(units, Unfit):
+            return units
+        order = sorted(
+            units,
+            key=lambda u: (
+                -u.requests.gpus(),
+                -u.requests.get(CPU),
+                -u.requests.get(MEMORY),
+                u.cls,
+                u.members[0].name,
+            ),
+        )
+        best: tuple[int, str, str] | None = None  # (units placed, domain, reason)
+        domains = self.domains(units)
+        hopeless = 0
+        for domain, nodes, could_fit in domains:
+            if not could_fit:
+                # Only a few hopeless domains are tried, for the "best" in the reason.
+                if best is not None or hopeless == HOPELESS_TRIES:
+                    break
+                hopeless += 1
+            result = self._place_in(order, nodes)
+            if isinstance(result, dict):
+                assignment = {p.uid: result[u.index] for u in units for p in u.members}
+                return Placed(
+                    assignment=assignment,
+                    members=spec.members,
+                    outcome=self._outcome(assignment),
+                    domain=domain,
+                )
+            if best is None or result.placed_units > best[0]:
+                best = (result.placed_units, domain, result.reason)
+        return Unfit(self._unfit_reason(units, domains, best))
+
+    def _outcome(self, assignment: Mapping[str, str]) -> PlanOutcome | None:
+        spec = self.spec
+        if spec.plan is None or spec.intent is None:
+            return None
+        by_uid = {p.uid: p for p in (*spec.members, *spec.anchor_pods)}
+        full = {**spec.anchors, **assignment}
+        leaf_nodes = {by_uid[u].plan_node: n for u, n in full.items() if by_uid[u].plan_node}
+        eligible: set[str] = set()
+        for p in spec.members:
+            eligible |= self.eligible_nodes([p], frozenset())
+        return describe(spec.plan, spec.intent, leaf_nodes, eligible_nodes=len(eligible))
+
+    def _place_in(self, order: Sequence[_Unit], nodes: Sequence[str]) -> dict[int, str] | _Failure:
+        """Place every unit on nodes of one domain, or report how far it got."""
+        overlay = Overlay(self.snapshot)
+        domain = tuple(nodes)
+        chosen: dict[int, str] = {}
+        used: dict[str, int] = dict.fromkeys(self.spec.anchors.values(), 1)  # node -> units there
+        # Blocks: runs of interchangeable non-relational units, or one relational unit.
+        blocks: list[list[_Unit]] = []
+        for u in order:
+            if (
+                blocks
+                and not u.relational
+                and not blocks[-1][0].relational
+                and blocks[-1][0].cls == u.cls
+            ):
+                blocks[-1].append(u)
+            else:
+                blocks.append([u])
+        budget = [BACKTRACK_BUDGET]
+        failure = _Failure(0, "")
+
+        def undo(units: Sequence[_Unit]) -> None:
+            for u in units:
+                node = chosen.pop(u.index)
+                overlay.remove(node, u.requests)
+                used[node] -= 1
+                if not used[node]:
+                    del used[node]
+
+        def assign(u: _Unit, node: str) -> None:
+            chosen[u.index] = node
+            overlay.add(node, u.requests)
+            used[node] = used.get(node, 0) + 1
+
+        def solve(i: int) -> bool:
+            nonlocal failure
+            if i == len(blocks):
+                return True
+            block = blocks[i]
+            if not block[0].relational:
+                picks = self._bulk(block, domain, overlay, used)
+                if isinstance(picks, str):
+                    if len(chosen) >= failure.placed_units:
+                        failure = _Failure(len(chosen), picks)
+                    return False
+                for u, node in zip(block, picks, strict=True):
+                    assign(u, node)
+                if solve(i + 1):
+                    return True
+                undo(block)
+                return False
+            unit = block[0]
+            ranked = self._rank(unit, domain, overlay, used, chosen)
+            if isinstance(ranked, str):
+                if len(chosen) >= failure.placed_units:
+                    failure = _Failure(len(chosen), ranked)
+                return False
+            for node in ranked[:BRANCHING]:
+                if budget[0] <= 0:
+                    return False
+                budget[0] -= 1
+                assign(unit, node)
+                if solve(i + 1):
+                    return True
+                undo([unit])
+            return False
+
+        if solve(0):
+            return chosen
+        return failure
+
+    def _candidates(self, unit: _Unit, domain: Sequence[str]) -> list[str]:
+        spread = self.spec.placement.kind is PolicyKind.SPREAD
+        anchors = set(self.spec.anchors.values()) if spread else set()
+        eligible = unit.eligible
+        return [n for n in domain if n in eligible and n not in anchors]
+
+    def _bulk(
+        self,
+        block: Sequence[_Unit],
+        domain: Sequence[str],
+        overlay: Overlay,
+        used: Mapping[str, int],
+    ) -> list[str] | str:
+        """Nodes for `len(block)` interchangeable units, or why they do not fit."""
+        unit = block[0]
+        need = len(block)
+        request = unit.requests
+        spread = self.spec.placement.kind is PolicyKind.SPREAD
+        cap = 1 if spread else need
+        # (name, copies that fit, free GPUs, free CPU, free memory, whether a GPU-less
+        # request would sit on a GPU node): plain ints keep the sort and the best-fit scan
+        # cheap at 5,000 nodes.
+        cpu_only = not request.gpus()
+        nodes = self.snapshot.nodes
+        fits: list[tuple[str, int, int, int, int, bool]] = []
+        for name in self._candidates(unit, domain):
+            if spread and name in used:
+                continue
+            free = overlay.free(name)
+            k = request.times_fits_in(free, cap)
+            if k:
+                on_gpus = cpu_only and nodes[name].node.allocatable.gpus() > 0
+                fits.append((name, k, free.gpus(), free.get(CPU), free.get(MEMORY), on_gpus))
+        rg, rc, rm = request.gpus(), request.get(CPU), request.get(MEMORY)
+        picks: list[str] = []
+        # Pack: first fill nodes this gang already uses (fewest nodes), then the rest.
+        if not spread:
+            for f in sorted((f for f in fits if f[0] in used), key=lambda f: (-f[1], f[0])):
+                take = min(f[1], need - len(picks))
+                picks.extend([f[0]] * take)
+                if len(picks) == need:
+                    return picks
+            fits = [f for f in fits if f[0] not in used]
+        # GPU nodes last for GPU-less members; then most copies first (fewest nodes), then
+        # best fit: least left over, GPUs first.
+        fits.sort(
+            key=lambda f: (f[5], -f[1], f[2] - rg * f[1], f[3] - rc * f[1], f[4] - rm * f[1], f[0])
+        )
+        i = 0
+        while len(picks) < need and i < len(fits):
+            rest = need - len(picks)
+            if fits[i][1] >= rest:
+                # Some node takes all the rest: the best fit for `rest` copies among the
+                # nodes that can (a prefix of `fits`).
+                j = i
+                while j < len(fits) and fits[j][1] >= rest and fits[j][5] == fits[i][5]:
+                    j += 1
+                best = min(fits[i:j], key=lambda f: (f[2], f[3], f[4], f[0]))
+                picks.extend([best[0]] * rest)
+                return picks
+            picks.extend([fits[i][0]] * fits[i][1])
+            i += 1
+        if len(picks) == need:
+            return picks
+        return self._miss(unit, need, picks, domain, overlay, spread=spread)
+
+    def _rank(
+        self,
+        unit: _Unit,
+        domain: Sequence[str],
+        overlay: Overlay,
+        used: Mapping[str, int],
+        chosen: Mapping[int, str],
+    ) -> list[str] | str:
+        """Candidate nodes for one plan unit, best first, or why none fits."""
+        spec = self.spec
+        intent = spec.intent
+        spread = spec.placement.kind is PolicyKind.SPREAD
+        # Where the plan ids already placed (this trial or bound anchors) sit.
+        at: dict[str, str] = {}
+        for u_index, node in chosen.items():
+            for pid in self._ids_of(u_index):
+                at[pid] = node
+        for p in spec.anchor_pods:
+            if p.plan_node and p.uid in spec.anchors:
+                at[p.plan_node] = spec.anchors[p.uid]
+        partners: dict[str, int] = {}
+        rivals: dict[str, int] = {}
+        trial_load: dict[str, int] = {}
+        if intent is not None:
+            for together in intent.together:
+                if unit.ids & together:
+                    for pid in together - unit.ids:
+                        if pid in at:
+                            partners[at[pid]] = partners.get(at[pid], 0) + 1
+            for sets in intent.apart:
+                mine = [s for s in sets if unit.ids & s]
+                for s in sets:
+                    if mine and s not in mine:
+                        for pid in s:
+                            if pid in at:
+                                rivals[at[pid]] = rivals.get(at[pid], 0) + 1
+            for sets in intent.trials:
+                if any(unit.ids & s for s in sets):
+                    for s in sets:
+                        for pid in s - unit.ids:
+                            if pid in at:
+                                trial_load[at[pid]] = trial_load.get(at[pid], 0) + 1
+        cpu_only = not unit.requests.gpus()  # GPU-less members keep off GPU nodes if they can
+        scored = []
+        for name in self._candidates(unit, domain):
+            if spread and name in used:
+                continue
+            free = overlay.free(name)
+            if not unit.requests.fits_in(free):
+                continue
+            scored.append(
+                (
+                    rivals.get(name, 0),
+                    -partners.get(name, 0),
+                    trial_load.get(name, 0),
+                    cpu_only and self.snapshot.nodes[name].node.allocatable.gpus() > 0,
+                    0 if name in used else 1,
+                    _fit_key(free, unit.requests, 1),
+                    name,
+                )
+            )
+        if not scored:
+            return self._miss(unit, 1, [], domain, overlay, spread=spread)
+        scored.sort()
+        return [s[-1] for s in scored]
+
+    def _ids_of(self, unit_index: int) -> frozenset[str]:
+        return self.unit_ids.get(unit_index, frozenset())
+
+    def _miss(
+        self,
+        unit: _Unit,
+        need: int,
+        picks: Sequence[str],
+        domain: Sequence[str],
+        overlay: Overlay,
+        *,
+        spread: bool,
+    ) -> str:
+        """Why `need` copies of `unit` do not fit: how many did (`picks`), and the closest node."""
+        got = len(picks)
+        taken: dict[str, int] = {}
+        for name in picks:
+            taken[name] = taken.get(name, 0) + 1
+
+        def free(name: str) -> Resources:
+            return overlay.free(name) - unit.requests.scaled(taken.get(name, 0))
+
+        what = (
+            f"{need} member(s)"
+            if len(unit.members) == 1
+            else f"a unit of {len(unit.members)} members"
+        )
+        if unit.ids and len(unit.members) > 1:
+            what = "plan unit [" + ", ".join(sorted(unit.ids)) + "]"
+        request = _describe_request(unit.requests)
+        candidates = [n for n in domain if n in unit.eligible]
+        if not candidates:
+            return f"no eligible node for {what} needing {request} each"
+        closest = min(
+            candidates,
+            key=lambda n: (
+                tuple(unit.requests.shortfall(free(n)).get(k, 0) for k in _order(unit.requests)),
+                n,
+            ),
+        )
+        short = unit.requests.shortfall(free(closest))
+        if spread and not short:
+            return (
+                f"{what} needing {request} each need distinct nodes; only {got} distinct "
+                f"eligible node(s) have room"
+            )
+        hint = f"closest: {closest} lacks {_shortfall_text(short)}" if short else f"best: {closest}"
+        if got:
+            return f"only {got} of {need} member(s) needing {request} fit; {hint}"
+        return f"no node has room for {what} needing {request}; {hint}"
+
+    def _unfit_reason(
+        self,
+        units: Sequence[_Unit],
+        domains: Sequence[tuple[str, tuple[str, ...], bool]],
+        best: tuple[int, str, str] | None,
+    ) -> str:
+        spec = self.spec
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        head = (
+            f"cannot place {len(spec.members)} member(s) of gang {spec.key} "
+            f"({_describe_request(total)} in all, placement {spec.placement})"
+        )
+        parts = [head]
+        if not domains:
+            kind = (
+                "NVLink domain"
+                if spec.placement.kind is PolicyKind.INTERCONNECT_LOCAL
+                else (f"value of node label {spec.placement.domain_key}")
+            )
+            parts.append(f"no {kind} has eligible nodes")
+        elif best is not None:
+            if spec.placement.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
+                parts.append(f"no single domain fits; best: {best[1]} ({best[2]})")
+            else:
+                parts.append(best[2])
+        if self.ineligible:
+            parts.append(eligibility.summarize(self.ineligible))
+        return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")
+
+
+def _order(r: Resources) -> list[str]:
+    gpu = sorted(k for k in r if r.gpus() and k not in (CPU, MEMORY, "pods"))
+    return [*gpu, CPU, MEMORY, *sorted(k for k in r if k not in (*gpu, CPU, MEMORY))]
+
+
+def place_gang(snapshot: Snapshot, spec: GangSpec) -> Placed | Unfit:
+    """Find a placement for every member of `spec` on `snapshot`, or say why none exists."""
+    placer = _Placer(snapshot, spec)
+    return placer.place()

@@ -1,0 +1,325 @@
+"""The cluster model: frozen, slotted value types the rest of the core reasons about.
+
+Raw Kubernetes objects never get past `phalanx.core.inventory`; everything here is already
+validated and typed. Units: CPU in millicores, memory and storage in bytes, every other
+resource in whole units (Kubernetes extended resources are integers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+
+# A Kubernetes label value may be at most 63 characters; a qualified key at most 253 + 63.
+ANNOTATION_PREFIX = "phalanx.io/"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """Whether a resource name counts as GPUs (whole devices or MIG slices)."""
+    return name in (NVIDIA_GPU, AMD_GPU) or name.startswith(MIG_PREFIX)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable resource vector: name -> integer amount; absent names are zero.
+
+    Zero entries are dropped so two equal vectors compare and hash equal.
+    """
+
+    __slots__ = ("_amounts", "_gpus", "_hash")
+
+    def __init__(self, amounts: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        items = amounts.items() if isinstance(amounts, Mapping) else amounts
+        self._amounts: dict[str, int] = {k: v for k, v in items if v != 0}
+        self._hash: int | None = None
+        self._gpus: int | None = None
+
+    def __getitem__(self, name: str) -> int:
+        return self._amounts[name]
+
+    def get(self, name: str, default: int = 0) -> int:  # type: ignore[override]  # always an int
+        return self._amounts.get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._amounts)
+
+    def __len__(self) -> int:
+        return len(self._amounts)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._amounts.items()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._amounts == other._amounts
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in sorted(self._amounts.items()))
+        return f"Resources({inner})"
+
+    def __add__(self, other: Resources) -> Resources:
+        if not other:
+            return self
+        if not self:
+            return other
+        merged = dict(self._amounts)
+        for k, v in other._amounts.items():
+            merged[k] = merged.get(k, 0) + v
+        return Resources(merged)
+
+    def __sub__(self, other: Resources) -> Resources:
+        if not other:
+            return self
+        merged = dict(self._amounts)
+        for k, v in other._amounts.items():
+            merged[k] = merged.get(k, 0) - v
+        return Resources(merged)
+
+    def scaled(self, factor: int) -> Resources:
+        return Resources({k: v * factor for k, v in self._amounts.items()})
+
+    def fits_in(self, free: Resources) -> bool:
+        """Whether this request fits in `free` (every requested name has enough)."""
+        amounts = free._amounts
+        return all(v <= amounts.get(k, 0) for k, v in self._amounts.items() if v > 0)
+
+    def shortfall(self, free: Resources) -> dict[str, int]:
+        """Per resource, how much is missing for this request to fit in `free`."""
+        return {
+            k: v - free.get(k)
+            for k, v in sorted(self._amounts.items())
+            if v > 0 and v > free.get(k)
+        }
+
+    def times_fits_in(self, free: Resources, limit: int) -> int:
+        """How many copies of this request fit in `free`, capped at `limit`."""
+        count = limit
+        amounts = free._amounts
+        for k, v in self._amounts.items():
+            if v > 0:
+                have = amounts.get(k, 0)
+                if have < v:
+                    return 0
+                count = min(count, have // v)
+        return count
+
+    def gpus(self) -> int:
+        """Total GPU-like units (whole GPUs and MIG slices) in this vector."""
+        if self._gpus is None:
+            self._gpus = sum(v for k, v in self._amounts.items() if is_gpu_resource(k))
+        return self._gpus
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(sorted(self._amounts.items()))
+
+
+EMPTY = Resources()
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration; `key=""` with operator Exists tolerates every taint."""
+
+    key: str = ""
+    operator: str = "Equal"  # "Equal" or "Exists"
+    value: str = ""
+    effect: TaintEffect | None = None  # None tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.key == taint.key and self.value == taint.value
+
+
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One `matchExpressions` (label) or `matchFields` (field, only `metadata.name`) entry."""
+
+    key: str
+    operator: SelectorOperator
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """Requirements ANDed together; a pod's required affinity ORs its terms."""
+
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What the device plugin and GPU Feature Discovery say about a node's GPUs."""
+
+    vendor: str = "nvidia"  # "nvidia" or "amd"
+    count: int = 0  # allocatable whole GPUs
+    product: str = ""
+    memory_mib: int = 0  # per GPU
+    family: str = ""
+    clique: str = ""  # multi-node NVLink domain; "" when the node is its own domain
+    replicas: int = 1  # time-slicing / MPS replicas per physical GPU
+    sharing_strategy: str = "none"
+    mig: Mapping[str, int] = field(default_factory=dict)  # MIG resource name -> allocatable
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    gpu: GpuInfo | None = None
+    uid: str = ""
+
+    @property
+    def schedulable(self) -> bool:
+        """Ready and not cordoned (taints are judged per pod)."""
+        return self.ready and not self.unschedulable
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    """Which gang a pod belongs to, and where that was declared."""
+
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    requests: Resources
+    node_name: str = ""
+    phase: PodPhase = PodPhase.PENDING
+    scheduler_name: str = "default-scheduler"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # None: no required node affinity; otherwise the ORed terms.
+    required_affinity: tuple[SelectorTerm, ...] | None = None
+    group: GroupRef | None = None
+    plan_node: str = ""  # phalanx.io/plan-node
+    gpu_memory_mib: int = 0  # phalanx.io/gpu-memory-mib: minimum memory per GPU
+    priority: int = 0
+    deleting: bool = False
+    # Group settings declared on the pod itself (annotation-only groups).
+    min_member: int | None = None
+    timeout_seconds: int | None = None
+    placement: str = ""  # raw phalanx.io/placement on the pod, "" when absent
+    # Why Phalanx cannot schedule this pod (a malformed phalanx.io/* annotation); "" when fine.
+    # The pod still counts toward its node's usage when bound.
+    invalid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+
+class PolicyKind(StrEnum):
+    PACK = "pack"
+    SAME_NODE = "same-node"
+    SPREAD = "spread"
+    INTERCONNECT_LOCAL = "interconnect-local"
+    DOMAIN = "domain"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A group's placement policy (`phalanx.io/placement`)."""
+
+    kind: PolicyKind = PolicyKind.PACK
+    domain_key: str = ""  # the node label for `domain:<key>`
+
+    def __str__(self) -> str:
+        return f"domain:{self.domain_key}" if self.kind is PolicyKind.DOMAIN else self.kind.value
+
+
+DEFAULT_TIMEOUT_SECONDS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A gang: at least `min_member` of its pods are placed together, or none are."""
+
+    namespace: str
+    name: str
+    min_member: int
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    placement: Placement = Placement()
+    plan_json: str = ""  # raw phalanx.io/plan; parsed and validated by phalanx.core.plan
+    differentiable: frozenset[str] = frozenset()
+    min_resources: Resources = EMPTY
+    from_crd: bool = True  # False: declared only by pod annotations
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> GroupRef:
+        return GroupRef(self.namespace, self.name)

@@ -1,0 +1,143 @@
+"""Real uvicorn servers in this process, on this event loop: for `serve`, the demo,
+`simulate` and the tests.
+
+There is always exactly ONE worker process: the reservation table and the bind barrier
+are in-process state, so a second worker would plan gangs from a model that cannot see
+the first one's reservations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from phalanx.api.app import create_app
+from phalanx.service.extender import Extender
+
+DEFAULT_MAX_BODY_BYTES = 64 << 20
+# How long a server may take to start listening before we call it broken (seconds).
+STARTUP_TIMEOUT_SECONDS = 10.0
+
+
+def loop_name() -> str:
+    """uvloop when it is installed (faster, same semantics), else asyncio's own loop."""
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server minus its own signal handling.
+
+    Several servers share one loop (extender + metrics); uvicorn's handlers would overwrite
+    each other, so the caller owns SIGTERM/SIGINT and sets `should_exit` on all of them.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def make_server(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    ssl_certfile: Path | None = None,
+    ssl_keyfile: Path | None = None,
+    access_log: bool = True,
+) -> Server:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop=loop_name(),
+        http="httptools",
+        workers=1,  # see module docstring: the gang state lives in this process
+        lifespan="on",
+        log_config=None,  # logs go through phalanx.logs, configured by the CLI
+        access_log=access_log,
+        ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+        ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
+    return Server(config)
+
+
+class ListenError(RuntimeError):
+    """The address cannot be listened on (in use, not local, no permission)."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, so a port-0 server knows its port before it starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio's own loop turns Nagle off only on sockets that say they
+    # are TCP; without it every request waits out a 40 ms delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket, *, tls: bool = False) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+async def start(server: Server, sock: socket.socket) -> asyncio.Task[None]:
+    """Run `server` on `sock` in a task; returns once it accepts connections."""
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="phalanx-uvicorn")
+    deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_SECONDS
+    while not server.started:
+        if task.done():
+            task.result()  # re-raises the startup failure
+            raise RuntimeError("the HTTP server stopped during startup")
+        if asyncio.get_running_loop().time() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the HTTP server did not start listening in time")
+        await asyncio.sleep(0.01)
+    return task
+
+
+async def stop(server: Server, task: asyncio.Task[None]) -> None:
+    server.should_exit = True
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    extender: Extender,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    access_log: bool = False,
+) -> AsyncIterator[str]:
+    """Serve `extender` through the real HTTP app on host:port (0 = a free port); yields
+    the base URL once it accepts connections. The app's lifespan starts and stops the
+    extender, so on entry its cluster source is loaded and synced."""
+    sock = bind(host, port)
+    try:
+        app = create_app(extender, max_body_bytes=max_body_bytes)
+        server = make_server(app, access_log=access_log)
+        task = await start(server, sock)
+        try:
+            yield url_of(sock)
+        finally:
+            await stop(server, task)
+    finally:
+        sock.close()

@@ -1,0 +1,157 @@
+"""Prometheus metrics: one registry per service instance, never a module-level global.
+
+Counters and histograms are updated as things happen; gauges that describe the model
+(GPUs per node, reservations, partial gangs) are computed from it at scrape time, so they
+can never drift from the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from phalanx.core.planner import GangPlanner
+from phalanx.core.snapshot import ClusterState
+
+# kube-scheduler's style: exponential buckets from 1 ms, doubling.
+LATENCY_BUCKETS = tuple(0.001 * 2**k for k in range(16))  # 1 ms .. ~33 s
+TIME_TO_BIND_BUCKETS = tuple(0.001 * 2**k for k in range(22))  # 1 ms .. ~35 min
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.request_duration = Histogram(
+            "phalanx_request_duration_seconds",
+            "Extender request latency by verb and result.",
+            ["verb", "result"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gang_decisions = Counter(
+            "phalanx_gang_decisions",
+            "Gang decisions by result (committed, waiting-for-members, unfit, expired, ...).",
+            ["result"],
+            registry=r,
+        )
+        self.time_to_bind = Histogram(
+            "phalanx_gang_time_to_bind_seconds",
+            "Time from a gang's first filter to the binding of its quorum.",
+            buckets=TIME_TO_BIND_BUCKETS,
+            registry=r,
+        )
+        self.barrier_waiting = Gauge(
+            "phalanx_barrier_waiting",
+            "Bind requests held at the bind barrier, waiting for the rest of their gang.",
+            registry=r,
+        )
+        self.bindings = Counter(
+            "phalanx_bindings",
+            "Bindings issued by Phalanx, by result (bound, failed, gone, conflict).",
+            ["result"],
+            registry=r,
+        )
+        self.watch_restarts = Counter(
+            "phalanx_watch_restarts",
+            "Informer watch restarts by kind and reason (relist after 410 Gone, error, ...).",
+            ["kind", "reason"],
+            registry=r,
+        )
+        self.plan_transfers = Histogram(
+            "phalanx_plan_data_transfers",
+            "Cross-node data transfers in each committed execution-plan placement.",
+            buckets=(0, 1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
+
+    def watch(self, state: ClusterState, planner: GangPlanner, synced: Callable[[], bool]) -> None:
+        """Export the model-derived gauges of one running service."""
+        self.registry.register(_ModelCollector(state, planner, synced))
+
+
+class _ModelCollector(Collector):
+    def __init__(
+        self, state: ClusterState, planner: GangPlanner, synced: Callable[[], bool]
+    ) -> None:
+        self.state = state
+        self.planner = planner
+        self.synced = synced
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # computed at collect time; avoids a collect during registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = self.state
+        per_node = GaugeMetricFamily(
+            "phalanx_gpus",
+            "GPUs per node by state (free, used, reserved).",
+            labels=["node", "state"],
+        )
+        totals = {"free": 0, "used": 0, "reserved": 0}
+        for info in sorted(state.nodes(), key=lambda i: i.name):
+            alloc = info.node.allocatable.gpus()
+            if not alloc and not info.requested.gpus():
+                continue
+            used = info.requested.gpus()
+            reserved = info.reserved.gpus()
+            free = max(0, alloc - used - reserved)
+            for name, value in (("free", free), ("used", used), ("reserved", reserved)):
+                per_node.add_metric([info.name, name], value)
+                totals[name] += value
+        yield per_node
+        cluster = GaugeMetricFamily(
+            "phalanx_cluster_gpus", "GPUs in the cluster by state.", labels=["state"]
+        )
+        for name, value in totals.items():
+            cluster.add_metric([name], value)
+        yield cluster
+        yield GaugeMetricFamily(
+            "phalanx_reserved_gpus",
+            "GPUs reserved for gangs and not yet bound (returns to 0 when all bind or expire).",
+            value=state.reserved_gpus(),
+        )
+        yield GaugeMetricFamily(
+            "phalanx_reservations", "Gangs holding a reservation.", value=len(state.reservations())
+        )
+        yield GaugeMetricFamily(
+            "phalanx_partial_gangs",
+            "Gangs with some but fewer than minMember members bound (must stay 0).",
+            value=len(partial_gangs(state, self.planner)),
+        )
+        yield GaugeMetricFamily(
+            "phalanx_cache_synced",
+            "1 once the cluster source has loaded every kind, else 0.",
+            value=1 if self.synced() else 0,
+        )
+        yield GaugeMetricFamily(
+            "phalanx_overcommitted_nodes",
+            "Nodes whose requests plus reservations exceed allocatable.",
+            value=len(state.overcommitted_nodes()),
+        )
+
+
+def partial_gangs(state: ClusterState, planner: GangPlanner) -> list[str]:
+    """Gangs with more than 0 but fewer than minMember members bound (or being bound).
+
+    Finished members still count as placed, and a gang whose quorum Phalanx saw bind is
+    whole even if some of its pods were deleted since.
+    """
+    partial = []
+    for key in sorted(state.group_keys()):
+        rec = planner.records.get(key)
+        if rec is not None and rec.bound_at is not None:
+            continue
+        members = state.members(key, include_finished=True)
+        if not members:
+            continue
+        group = planner.resolve(members[0])
+        if isinstance(group, str):
+            continue
+        bound = sum(1 for p in members if state.is_bound(p))
+        if 0 < bound < group.min_member:
+            partial.append(key)
+    return partial

@@ -1,0 +1,245 @@
+"""Process settings: `PHALANX_*` environment variables, overridden by `phalanx serve` flags.
+
+Every field is also a flag of `phalanx serve` (`--cluster-file`, `--barrier-timeout-seconds`,
+...; `scheduler_names` is the repeatable `--scheduler-name`). Flags win over the
+environment, the environment over the defaults. Validation runs once, at start, and
+names the flag and the variable at fault.
+
+Outside the adapter layers (the CLI builds it and hands plain values down); the core never
+imports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from phalanx.core.inventory import parse_placement
+from phalanx.core.model import Placement
+from phalanx.service.extender import ServiceSettings
+
+ENV_PREFIX = "PHALANX_"
+MIB = 1 << 20
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class Settings(BaseSettings):
+    """What one Phalanx process needs; see the module docstring for precedence."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # ---- cluster source (at most one here; `phalanx serve` requires exactly one) ----------
+    cluster_file: Path | None = Field(
+        default=None,
+        description="A Kubernetes List (JSON or YAML, e.g. `kubectl get nodes,pods,podgroups "
+        "-A -o yaml`) to serve from memory; bindings update it in memory only.",
+    )
+    kubeconfig: Path | None = Field(
+        default=None, description="Talk to the cluster this kubeconfig points at."
+    )
+    in_cluster: bool = Field(
+        default=False,
+        description="Talk to the cluster Phalanx runs in (service account token).",
+    )
+
+    # ---- listeners -------------------------------------------------------------------------
+    host: str = Field(
+        default="127.0.0.1",
+        description="Extender listen address. Loopback by default: Phalanx runs as a sidecar "
+        "of kube-scheduler, and nothing else should reach /bind.",
+    )
+    port: int = Field(
+        default=8888,
+        ge=0,
+        le=65535,
+        description="Extender listen port (0 picks a free one). 8888 is what the reference "
+        "KubeSchedulerConfiguration's urlPrefix names.",
+    )
+    metrics_host: str | None = Field(
+        default=None,
+        description="Separate listen address for /metrics, so Prometheus can scrape it while "
+        "the extender stays on loopback. Defaults to `host` when only --metrics-port is given.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the separate metrics listener; unset serves /metrics on the "
+        "extender port only.",
+    )
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate for the extender listener (with --tls-key-file); the "
+        "extender config's urlPrefix must then be https.",
+    )
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key matching --tls-cert-file."
+    )
+
+    # ---- scheduling ------------------------------------------------------------------------
+    scheduler_names: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["phalanx"],
+        description="schedulerName(s) of the kube-scheduler profiles this Phalanx serves; "
+        "pods naming another scheduler are never touched. Env: comma-separated.",
+    )
+    default_placement: str = Field(
+        default="pack",
+        description="Placement policy of a gang that declares none: pack, same-node, spread, "
+        "interconnect-local or domain:<node-label-key>. `pack` leaves whole nodes free for "
+        "the next big gang.",
+    )
+    reservation_ttl_seconds: int = Field(
+        default=60,
+        gt=0,
+        description="Seconds a gang's reservation is held when its PodGroup sets no "
+        "scheduleTimeoutSeconds. kube-scheduler never tells an extender it gave up, so an "
+        "unbound reservation must expire; 60 s is scheduler-plugins' default.",
+    )
+    barrier_timeout_seconds: float = Field(
+        default=20.0,
+        description="Seconds /bind holds a member waiting for the rest of its gang. Must stay "
+        "below the extender httpTimeout (the chart sets 30 s), or kube-scheduler abandons the "
+        "request first, and below the reservation TTL.",
+    )
+    max_body_bytes: int = Field(
+        default=64 * MIB,
+        gt=0,
+        description="Largest request body accepted (bytes). 64 MiB admits a 5,000-node "
+        "NodeList sent by a kube-scheduler with nodeCacheCapable: false (real Node objects, "
+        "image lists included, run to ~10 KiB each).",
+    )
+    log_level: LogLevel = Field(default="info", description="Log threshold of the JSON logs.")
+
+    # ---- validation ------------------------------------------------------------------------
+
+    @field_validator("scheduler_names", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list | tuple):
+            return [str(v).strip() for v in value if str(v).strip()]
+        return value
+
+    @field_validator("scheduler_names")
+    @classmethod
+    def _some_names(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one scheduler profile to serve")
+        return list(dict.fromkeys(value))
+
+    @field_validator("default_placement")
+    @classmethod
+    def _placement(cls, value: str) -> str:
+        parse_placement(value)  # raises ValueError naming the problem
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("barrier_timeout_seconds")
+    @classmethod
+    def _positive_barrier(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError("must be > 0 (seconds /bind waits for the rest of the gang)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        chosen = self.cluster_sources()
+        if len(chosen) > 1:
+            raise ValueError("choose one cluster source, not " + " and ".join(chosen))
+        for name in ("cluster_file", "tls_cert_file", "tls_key_file"):
+            path: Path | None = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{flag(name)}: {path} is not a readable file")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
+        if self.metrics_host is not None and self.metrics_port is None:
+            raise ValueError("--metrics-host needs --metrics-port")
+        if (
+            self.metrics_port is not None
+            and self.metrics_port != 0
+            and self.metrics_port == self.port
+            and (self.metrics_host or self.host) == self.host
+        ):
+            raise ValueError(
+                f"--metrics-port {self.metrics_port} is the extender's own address; "
+                "omit it to serve /metrics there, or pick another port"
+            )
+        if self.barrier_timeout_seconds >= self.reservation_ttl_seconds:
+            raise ValueError(
+                f"--barrier-timeout-seconds ({self.barrier_timeout_seconds:g}) must be below "
+                f"--reservation-ttl-seconds ({self.reservation_ttl_seconds}): a reservation "
+                "must outlive the bind barrier that waits on it"
+            )
+        return self
+
+    # ---- derived values --------------------------------------------------------------------
+
+    def cluster_sources(self) -> list[str]:
+        """The cluster sources chosen, as their flags."""
+        chosen = []
+        if self.cluster_file is not None:
+            chosen.append("--cluster-file")
+        if self.kubeconfig is not None:
+            chosen.append("--kubeconfig")
+        if self.in_cluster:
+            chosen.append("--in-cluster")
+        return chosen
+
+    @property
+    def placement(self) -> Placement:
+        return parse_placement(self.default_placement)
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where the separate metrics listener binds, or None for none."""
+        if self.metrics_port is None:
+            return None
+        return (self.metrics_host or self.host, self.metrics_port)
+
+    def service_settings(self) -> ServiceSettings:
+        return ServiceSettings(
+            default_placement=self.placement,
+            default_timeout_seconds=self.reservation_ttl_seconds,
+            barrier_timeout_seconds=self.barrier_timeout_seconds,
+        )
+
+
+def flag(field: str) -> str:
+    """The `phalanx serve` flag of a settings field."""
+    if field == "scheduler_names":
+        return "--scheduler-name"
+    return "--" + field.replace("_", "-")
+
+
+def env_var(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def describe_error(exc: ValidationError) -> str:
+    """One line per problem, naming the flag and the environment variable at fault."""
+    lines = ["invalid settings:"]
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"]]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if loc and loc[0] in Settings.model_fields:
+            where = f"{flag(loc[0])} / {env_var(loc[0])}"
+            lines.append(f"  {where}: {msg}")
+        elif err["type"] == "extra_forbidden" and loc:
+            lines.append(f"  unknown setting {loc[0]!r}")
+        else:
+            lines.append(f"  {msg}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Cluster sources: where the model comes from and where bindings go (cluster file, real API)."""

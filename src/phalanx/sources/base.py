@@ -1,0 +1,113 @@
+"""The one interface every cluster source implements; the service sees nothing else.
+
+A source fills a `ClusterState` (through a `StateSink` that runs each update on the
+service's event loop), reports when its first full load is in, and performs the side
+effects of a decision: bindings, commit records, events and PodGroup status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from phalanx.core.rollforward import CommitRecord
+from phalanx.core.snapshot import ClusterState
+
+__all__ = [
+    "BindError",
+    "ClusterSource",
+    "CommitLog",
+    "CommitRecord",
+    "GroupStatus",
+    "StateSink",
+    "StateUpdate",
+]
+
+# Applies one update to the state. Sources on other threads must hand it to the loop.
+StateUpdate = Callable[[ClusterState], None]
+
+
+class StateSink(Protocol):
+    def __call__(self, update: StateUpdate) -> None: ...
+
+
+class BindError(Exception):
+    """A binding was refused or failed; `gone` when the pod no longer exists."""
+
+    def __init__(self, message: str, *, gone: bool = False, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
+        self.conflict = conflict  # already bound elsewhere: never retried blindly
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """What Phalanx reports on a PodGroup (scheduler-plugins' phases)."""
+
+    group_key: str
+    phase: str  # Pending | PreScheduling | Scheduling | Scheduled | Running | Failed
+    scheduled: int
+    running: int
+    reason: str
+    message: str
+    schedule_start_time: float | None = None  # wall-clock seconds
+
+
+class ClusterSource(Protocol):
+    """Where the cluster model comes from and where decisions go."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def synced(self) -> bool:
+        """True once the first full load/list of every kind is in the state."""
+        ...
+
+    async def start(self, sink: StateSink) -> None:
+        """Load or begin watching; returns once started (not necessarily synced)."""
+
+    async def stop(self) -> None: ...
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Create the binding; raise BindError on failure."""
+
+    async def write_commit_record(self, record: CommitRecord) -> None:
+        """Persist the gang's placement before any of its bindings is issued."""
+
+    async def emit_event(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+    ) -> None:
+        """A Kubernetes Event on a Pod or PodGroup (`kind`); best effort."""
+
+    async def update_group_status(self, status: GroupStatus) -> None:
+        """Write PodGroup status; best effort, no-op for annotation-only groups."""
+
+
+@runtime_checkable
+class CommitLog(Protocol):
+    """A source that reads commit records back and may finish the gangs they describe.
+
+    Optional: the service rolls gangs forward (`phalanx.service.rollforward`) only with a
+    source that is also a `CommitLog`. Call on the event loop.
+    """
+
+    @property
+    def may_roll_forward(self) -> bool:
+        """True while this instance holds the roll-forward duty (e.g. a Lease)."""
+        ...
+
+    def commit_records(self) -> Mapping[str, CommitRecord]:
+        """The records the cluster holds now, by group key."""
+        ...
+
+    async def clear_commit_record(self, group_key: str) -> None:
+        """Remove the record of a gang that is complete or released; best effort."""

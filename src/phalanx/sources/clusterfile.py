@@ -1,0 +1,165 @@
+"""A cluster loaded from a Kubernetes `List` file; bindings update it in memory.
+
+What `kubectl get nodes,pods,podgroups -A -o yaml` prints (JSON or YAML) is a valid
+cluster file. It is the embedded default of the demo, the simulator and most tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.inventory import parse_object
+from phalanx.core.model import Node, Pod, PodPhase
+from phalanx.core.snapshot import ClusterState
+from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
+
+log = logging.getLogger(__name__)
+
+
+class ClusterFileError(ValueError):
+    """The file is not a Kubernetes List (or a single object) we can read."""
+
+
+def load_objects(path: Path) -> list[dict[str, Any]]:
+    """The objects of a List (JSON or YAML, one or many documents)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ClusterFileError(f"cannot read cluster file {path}: {exc.strerror}") from exc
+    return parse_objects(text, str(path))
+
+
+def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]]:
+    try:
+        docs = (
+            [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.safe_load_all(text))
+        )
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ClusterFileError(f"{where} is neither JSON nor YAML: {exc}") from exc
+    objects: list[dict[str, Any]] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise ClusterFileError(
+                f"{where}: expected a Kubernetes object or List, got {type(doc).__name__}"
+            )
+        if doc.get("kind", "").endswith("List") or "items" in doc:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ClusterFileError(f"{where}: 'items' must be a list")
+            objects.extend(i for i in items if isinstance(i, dict))
+        else:
+            objects.append(doc)
+    return objects
+
+
+class ClusterFileSource:
+    """An in-memory cluster. Not thread-safe: used from the event loop only."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]], *, name: str = "cluster file") -> None:
+        self._objects = list(objects)
+        self._name = name
+        self._sink: StateSink | None = None
+        self._synced = False
+        self.rejected: list[str] = []  # objects skipped as invalid, with the reason
+        self.commit_records: dict[str, CommitRecord] = {}
+        self.events: list[tuple[str, str, str, str, str, bool]] = []
+        self.statuses: dict[str, GroupStatus] = {}
+        self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
+
+    @classmethod
+    def from_path(cls, path: Path) -> ClusterFileSource:
+        return cls(load_objects(path), name=str(path))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    async def start(self, sink: StateSink) -> None:
+        self._sink = sink
+        for obj in self._objects:
+            self.apply(obj)
+        self._synced = True
+
+    async def stop(self) -> None:
+        self._sink = None
+
+    def apply(self, obj: Mapping[str, Any]) -> bool:
+        """Add or update one object in the cluster (what `kubectl apply` would do)."""
+        if self._sink is None:
+            raise RuntimeError("cluster file source is not started")
+        try:
+            parsed = parse_object(obj)
+        except InvalidObjectError as exc:
+            self.rejected.append(str(exc))
+            log.warning("skipping invalid object", extra={"reason": str(exc)})
+            return False
+        if isinstance(parsed, Node):
+            self._sink(lambda st: st.upsert_node(parsed))
+        elif isinstance(parsed, Pod):
+            self._sink(lambda st: st.upsert_pod(parsed))
+        else:
+            self._sink(lambda st: st.upsert_group(parsed))
+        return True
+
+    def delete_pod(self, uid: str) -> None:
+        if self._sink is not None:
+            self._sink(lambda st: st.remove_pod(uid))
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if self._sink is None:
+            raise BindError("cluster file source is not started")
+        outcome: list[BindError] = []
+
+        def update(state: ClusterState) -> None:
+            pod = state.pod_by_key(namespace, name)
+            if pod is None or pod.uid != uid:
+                outcome.append(BindError(f"pod {namespace}/{name} not found", gone=True))
+                return
+            if pod.node_name and pod.node_name != node:
+                outcome.append(
+                    BindError(
+                        f"pod {namespace}/{name} is already bound to {pod.node_name}", conflict=True
+                    )
+                )
+                return
+            if state.node(node) is None:
+                outcome.append(BindError(f"node {node} not found"))
+                return
+            state.upsert_pod(replace(pod, node_name=node, phase=PodPhase.RUNNING))
+
+        self._sink(update)
+        if outcome:
+            raise outcome[0]
+        self.bindings.append((f"{namespace}/{name}", node))
+
+    async def write_commit_record(self, record: CommitRecord) -> None:
+        self.commit_records[record.group_key] = record
+
+    async def emit_event(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+    ) -> None:
+        self.events.append((kind, f"{namespace}/{name}", reason, message, "", warning))
+
+    async def update_group_status(self, status: GroupStatus) -> None:
+        self.statuses[status.group_key] = status

@@ -1,0 +1,110 @@
+"""POST /filter as kube-scheduler sends it, in both node modes."""
+
+from __future__ import annotations
+
+import pytest
+from api_harness import Phalanx, as_sent, fixture_bytes, fixture_json
+
+from builders import pod_obj
+
+pytestmark = pytest.mark.anyio
+
+FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+
+
+async def test_node_names_mode_answers_node_names_and_null_nodes(phalanx: Phalanx) -> None:
+    response = await phalanx.post("filter", fixture_bytes("filter_nodenames.json"))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    answer = response.json()
+    assert set(answer) == FILTER_KEYS
+    assert answer["Nodes"] is None
+    assert answer["Error"] == ""
+    assert sorted(answer["NodeNames"]) == ["gpu-a", "gpu-b"]
+    assert set(answer["FailedNodes"]) | set(answer["FailedAndUnresolvableNodes"]) == {"cpu-1"}
+    assert phalanx.count("filter", "ok") == 1
+
+
+async def test_full_nodes_mode_returns_the_kept_node_objects_unchanged(phalanx: Phalanx) -> None:
+    sent = fixture_json("filter_nodes.json")["Nodes"]["items"]
+
+    response = await phalanx.post("filter", fixture_bytes("filter_nodes.json"))
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert set(answer) == FILTER_KEYS
+    assert answer["NodeNames"] is None
+    kept = answer["Nodes"]["items"]
+    assert [n["metadata"]["name"] for n in kept] == ["gpu-a", "gpu-b"]
+    assert kept == [sent[0], sent[1]]  # byte-for-byte the objects kube-scheduler sent
+    assert "cpu-1" in {**answer["FailedNodes"], **answer["FailedAndUnresolvableNodes"]}
+
+
+async def test_legacy_lower_case_keys_get_the_same_answer_in_go_names(phalanx: Phalanx) -> None:
+    go = (await phalanx.post("filter", fixture_bytes("filter_nodenames.json"))).json()
+    legacy = await phalanx.post("filter", fixture_bytes("filter_legacy_lowercase.json"))
+
+    assert legacy.status_code == 200
+    assert legacy.json() == go
+
+
+async def test_a_node_that_was_not_offered_is_never_returned(phalanx: Phalanx) -> None:
+    request = fixture_json("filter_nodenames.json")
+    request["NodeNames"] = ["gpu-b"]
+
+    answer = (await phalanx.post("filter", request)).json()
+
+    assert answer["NodeNames"] == ["gpu-b"]
+    assert set(answer["FailedNodes"]) <= {"gpu-b"}
+    assert set(answer["FailedAndUnresolvableNodes"]) <= {"gpu-b"}
+
+
+async def test_no_offered_nodes_is_an_empty_answer_not_an_error(phalanx: Phalanx) -> None:
+    request = fixture_json("filter_nodenames.json")
+    request["NodeNames"] = []
+
+    response = await phalanx.post("filter", request)
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "Nodes": None,
+        "NodeNames": [],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
+
+
+async def test_a_pod_with_bad_annotations_is_rejected_per_node_not_as_an_error(
+    phalanx: Phalanx,
+) -> None:
+    bad = pod_obj(
+        "typo",
+        namespace="team-a",
+        annotations={"phalanx.io/pod-group": "g", "phalanx.io/min-member": "four"},
+    )
+    response = await phalanx.post("filter", {"Pod": as_sent(bad), "NodeNames": ["gpu-a", "gpu-b"]})
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["Error"] == ""
+    assert answer["NodeNames"] == []
+    reasons = answer["FailedAndUnresolvableNodes"]
+    assert set(reasons) == {"gpu-a", "gpu-b"}
+    assert "min-member" in reasons["gpu-a"]
+
+
+async def test_a_pod_object_that_cannot_be_read_gets_200_with_the_reason_in_error(
+    phalanx: Phalanx,
+) -> None:
+    broken = as_sent(pod_obj("broken", namespace="team-a"))
+    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+
+    response = await phalanx.post("filter", {"Pod": broken, "NodeNames": ["gpu-a"]})
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["Error"].startswith("pod team-a/broken: ")
+    assert answer["NodeNames"] == []
+    assert phalanx.count("filter", "error") == 1

@@ -1,0 +1,142 @@
+"""/healthz, /readyz, /metrics, /debug, and the metrics-only app."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from api_harness import Phalanx, fixture_bytes, small_cluster
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp
+
+from builders import node_obj, pod_obj, podgroup_obj
+from phalanx.api import create_app, create_metrics_app
+from phalanx.service.extender import Extender
+from phalanx.sources.clusterfile import ClusterFileSource
+
+pytestmark = pytest.mark.anyio
+
+
+def client_for(app: ASGIApp) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://phalanx")
+
+
+async def test_healthz_is_ok_while_the_process_serves(phalanx: Phalanx) -> None:
+    response = await phalanx.client.get("/healthz")
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+async def test_readyz_is_503_with_a_reason_until_the_extender_has_started() -> None:
+    extender = Extender(ClusterFileSource(small_cluster()))
+    app = create_app(extender)
+    async with client_for(app) as client:
+        before = await client.get("/readyz")
+        async with app.router.lifespan_context(app):
+            started = await client.get("/readyz")
+        health = await client.get("/healthz")
+
+    assert before.status_code == 503
+    assert before.json()["status"] == "not ready"
+    assert "not synced" in before.json()["reason"]
+    assert started.status_code == 200
+    assert started.json() == {"status": "ready"}
+    assert health.status_code == 200
+
+
+async def test_metrics_are_prometheus_text_with_request_durations(phalanx: Phalanx) -> None:
+    await phalanx.post("filter", fixture_bytes("filter_nodenames.json"))
+
+    response = await phalanx.client.get("/metrics")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CONTENT_TYPE_LATEST
+    text = response.text
+    assert 'phalanx_request_duration_seconds_count{result="ok",verb="filter"} 1.0' in text
+    assert 'phalanx_request_duration_seconds_count{result="bad-request",verb="bind"} 0.0' in text
+    assert "phalanx_cache_synced 1.0" in text
+
+
+async def test_the_metrics_app_serves_metrics_and_probes_but_no_verbs(phalanx: Phalanx) -> None:
+    async with client_for(create_metrics_app(phalanx.extender)) as client:
+        metrics = await client.get("/metrics")
+        healthz = await client.get("/healthz")
+        readyz = await client.get("/readyz")
+        other = await client.post("/filter", content=fixture_bytes("filter_nodenames.json"))
+        wrong_method = await client.post("/metrics")
+
+    assert healthz.json() == {"status": "ok"}
+    assert readyz.json() == {"status": "ready"}
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"] == CONTENT_TYPE_LATEST
+    assert "phalanx_request_duration_seconds" in metrics.text
+    assert other.status_code == 404
+    assert other.json() == {"error": "no such path: /filter"}
+    assert wrong_method.status_code == 405
+
+
+async def test_debug_lists_known_gangs_and_shows_one(phalanx: Phalanx) -> None:
+    phalanx.source.apply(podgroup_obj("train", 2, namespace="team-a"))
+    phalanx.source.apply(pod_obj("train-0", namespace="team-a", group="train"))
+
+    listing = await phalanx.client.get("/debug/groups")
+    one = await phalanx.client.get("/debug/groups/team-a/train")
+
+    assert listing.status_code == 200
+    assert [g["group"] for g in listing.json()["groups"]] == ["team-a/train"]
+    assert one.status_code == 200
+    assert one.json()["group"] == "team-a/train"
+    assert one.json()["min_member"] == 2
+
+
+async def test_debug_of_an_unknown_gang_is_404_with_a_reason(phalanx: Phalanx) -> None:
+    response = await phalanx.client.get("/debug/groups/team-a/nope")
+
+    assert response.status_code == 404
+    assert response.json() == {"error": "gang team-a/nope is unknown"}
+
+
+async def test_each_app_has_its_own_extender_and_nothing_is_shared() -> None:
+    first = Extender(ClusterFileSource([node_obj("n1")]))
+    second = Extender(ClusterFileSource([node_obj("n2")]))
+    apps = [create_app(first), create_app(second)]
+    async with (
+        apps[0].router.lifespan_context(apps[0]),
+        apps[1].router.lifespan_context(apps[1]),
+        client_for(apps[0]) as c1,
+    ):
+        await c1.post("/filter", content=b"{}")
+
+    assert (
+        first.metrics.registry.get_sample_value(
+            "phalanx_request_duration_seconds_count", {"verb": "filter", "result": "bad-request"}
+        )
+        == 1.0
+    )
+    assert (
+        second.metrics.registry.get_sample_value(
+            "phalanx_request_duration_seconds_count", {"verb": "filter", "result": "bad-request"}
+        )
+        == 0.0
+    )
+
+
+class BrokenDebug(Extender):
+    def debug_groups(self) -> list[dict[str, object]]:
+        raise RuntimeError("debug view broke")
+
+
+async def test_a_failing_ops_route_is_a_json_500_and_the_server_goes_on() -> None:
+    extender = BrokenDebug(ClusterFileSource(small_cluster()))
+    app = create_app(extender)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://phalanx") as client,
+    ):
+        broken = await client.get("/debug/groups")
+        health = await client.get("/healthz")
+
+    assert broken.status_code == 500
+    assert broken.json() == {"error": "internal error: RuntimeError: debug view broke"}
+    assert health.status_code == 200

@@ -1,0 +1,272 @@
+"""One-line builders: model objects for the core, API dicts (as kubectl prints) for adapters."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from phalanx.core.model import (
+    CPU,
+    MEMORY,
+    NVIDIA_GPU,
+    PODS,
+    GpuInfo,
+    GroupRef,
+    Node,
+    Placement,
+    Pod,
+    PodGroup,
+    PolicyKind,
+    Resources,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
+
+GIB = 1 << 30
+_uids = itertools.count(1)
+
+
+def gpu_node(
+    name: str,
+    gpus: int = 8,
+    *,
+    cpu: int = 64,
+    memory_gib: int = 512,
+    pods: int = 110,
+    clique: str = "",
+    gpu_memory_mib: int = 81559,
+    labels: dict[str, str] | None = None,
+    taints: tuple[Taint, ...] = (),
+    unschedulable: bool = False,
+    ready: bool = True,
+) -> Node:
+    allocatable = {CPU: cpu * 1000, MEMORY: memory_gib * GIB, PODS: pods}
+    if gpus:
+        allocatable[NVIDIA_GPU] = gpus
+    all_labels = dict(labels or {})
+    if clique:
+        all_labels["nvidia.com/gpu.clique"] = clique
+    gpu = (
+        GpuInfo(
+            count=gpus, product="NVIDIA-H100-80GB-HBM3", memory_mib=gpu_memory_mib, clique=clique
+        )
+        if gpus
+        else None
+    )
+    return Node(
+        name=name,
+        allocatable=Resources(allocatable),
+        labels=all_labels,
+        taints=taints,
+        unschedulable=unschedulable,
+        ready=ready,
+        gpu=gpu,
+        uid=f"node-{name}",
+    )
+
+
+def cpu_node(name: str, *, cpu: int = 16, memory_gib: int = 64, **kw: Any) -> Node:
+    return gpu_node(name, 0, cpu=cpu, memory_gib=memory_gib, **kw)
+
+
+def pod(
+    name: str,
+    gpus: int = 1,
+    *,
+    namespace: str = "default",
+    cpu_milli: int = 1000,
+    memory_gib: int = 4,
+    group: str | None = None,
+    node: str = "",
+    min_member: int | None = None,
+    plan_node: str = "",
+    placement: str = "",
+    tolerations: tuple[Toleration, ...] = (),
+    node_selector: dict[str, str] | None = None,
+    gpu_memory_mib: int = 0,
+    uid: str | None = None,
+    **kw: Any,
+) -> Pod:
+    requests = {CPU: cpu_milli, MEMORY: memory_gib * GIB, PODS: 1}
+    if gpus:
+        requests[NVIDIA_GPU] = gpus
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=uid or f"uid-{name}-{next(_uids)}",
+        requests=Resources(requests),
+        node_name=node,
+        group=GroupRef(namespace, group) if group else None,
+        min_member=min_member,
+        plan_node=plan_node,
+        placement=placement,
+        tolerations=tolerations,
+        node_selector=node_selector or {},
+        gpu_memory_mib=gpu_memory_mib,
+        **kw,
+    )
+
+
+def gang(
+    name: str,
+    size: int,
+    gpus: int = 1,
+    *,
+    namespace: str = "default",
+    **kw: Any,
+) -> list[Pod]:
+    """`size` pending members named <name>-0.. of group <name>."""
+    return [pod(f"{name}-{i}", gpus, namespace=namespace, group=name, **kw) for i in range(size)]
+
+
+def podgroup(
+    name: str,
+    min_member: int,
+    *,
+    namespace: str = "default",
+    placement: str = "pack",
+    timeout: int = 60,
+    plan: str = "",
+    differentiable: frozenset[str] = frozenset(),
+) -> PodGroup:
+    if placement.startswith("domain:"):
+        policy = Placement(PolicyKind.DOMAIN, placement.removeprefix("domain:"))
+    else:
+        policy = Placement(PolicyKind(placement))
+    return PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=min_member,
+        timeout_seconds=timeout,
+        placement=policy,
+        plan_json=plan,
+        differentiable=differentiable,
+    )
+
+
+def taint(key: str, value: str = "", effect: str = "NoSchedule") -> Taint:
+    return Taint(key, value, TaintEffect(effect))
+
+
+# ---- API objects (plain dicts as kubectl -o json prints them) -----------------------------
+
+
+def node_obj(
+    name: str,
+    gpus: int = 8,
+    *,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+    clique: str = "",
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    gpu_memory_mib: int = 81559,
+) -> dict[str, Any]:
+    alloc: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": "110"}
+    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    if gpus:
+        alloc["nvidia.com/gpu"] = str(gpus)
+        all_labels.update(
+            {
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.memory": str(gpu_memory_mib),
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.family": "hopper",
+            }
+        )
+    if clique:
+        all_labels["nvidia.com/gpu.clique"] = clique
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"node-{name}", "labels": all_labels},
+        "spec": spec,
+        "status": {
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod_obj(
+    name: str,
+    gpus: int = 1,
+    *,
+    namespace: str = "default",
+    cpu: str = "1",
+    memory: str = "4Gi",
+    group: str | None = None,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    node: str = "",
+    phase: str = "Pending",
+    scheduler: str = "phalanx",
+    uid: str | None = None,
+) -> dict[str, Any]:
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+        limits["nvidia.com/gpu"] = str(gpus)
+    all_labels = dict(labels or {})
+    if group:
+        all_labels["scheduling.x-k8s.io/pod-group"] = group
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "main",
+                "image": "trainer",
+                "resources": {"requests": requests, "limits": limits},
+            }
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{namespace}-{name}",
+            "labels": all_labels,
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def podgroup_obj(
+    name: str,
+    min_member: int,
+    *,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+    timeout: int | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"pg-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }

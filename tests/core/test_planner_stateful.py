@@ -1,0 +1,98 @@
+"""A stateful test of reserve / bind / expire / node-removed / pod-deleted sequences."""
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from builders import gang, gpu_node, podgroup
+from phalanx.core.model import EMPTY
+from phalanx.core.planner import GangPlanner
+from phalanx.core.snapshot import ClusterState, MemberState
+
+GANGS = {"a": (3, 4), "b": (2, 8), "c": (4, 2), "d": (2, 6)}  # name -> (size, gpus each)
+
+
+class Scheduling(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = ClusterState()
+        self.planner = GangPlanner(self.state)
+        self.now = 0.0
+        self.nodes = [f"n{i}" for i in range(4)]
+        for n in self.nodes:
+            self.state.upsert_node(gpu_node(n))
+        self.members = {}
+        for name, (size, gpus) in GANGS.items():
+            self.state.upsert_group(podgroup(name, size, timeout=30))
+            self.members[name] = gang(name, size, gpus)
+            for p in self.members[name]:
+                self.state.upsert_pod(p)
+
+    @rule(name=st.sampled_from(sorted(GANGS)), index=st.integers(0, 3))
+    def filter_a_member(self, name, index):
+        live = self.state.members(f"default/{name}")
+        if live:
+            self.planner.filter(
+                live[index % len(live)], [n for n in self.nodes if self.state.node(n)], self.now
+            )
+
+    @rule(name=st.sampled_from(sorted(GANGS)))
+    def bind_a_reserved_gang_together(self, name):
+        r = self.state.reservation(f"default/{name}")
+        if r is None:
+            return
+        ready = [
+            m for m in r.members if m.state is MemberState.RESERVED and self.state.node(m.node)
+        ]
+        for m in ready:  # the barrier assumes the whole quorum in one step
+            self.state.assume(m.pod_uid, m.node)
+        for m in ready:
+            self.state.upsert_pod(replace(self.state.pod(m.pod_uid), node_name=m.node))
+
+    @rule(seconds=st.sampled_from([1, 10, 31]))
+    def time_passes(self, seconds):
+        self.now += seconds
+        self.planner.expire(self.now)
+
+    @precondition(lambda self: len([n for n in self.nodes if self.state.node(n)]) > 1)
+    @rule(index=st.integers(0, 3))
+    def a_node_disappears(self, index):
+        self.state.remove_node(self.nodes[index])
+
+    @rule(name=st.sampled_from(sorted(GANGS)))
+    def a_gang_finishes_and_is_deleted(self, name):
+        for p in self.members[name]:
+            self.state.remove_pod(p.uid)
+
+    @invariant()
+    def reserved_capacity_equals_the_reserved_members(self):
+        per_node = {}
+        for r in self.state.reservations().values():
+            for m in r.members:
+                if m.state is MemberState.RESERVED:
+                    per_node[m.node] = per_node.get(m.node, EMPTY) + m.requests
+        for info in self.state.nodes():
+            assert info.reserved == per_node.get(info.name, EMPTY)
+        assert self.state.reserved_gpus() == sum(v.gpus() for v in per_node.values())
+
+    @invariant()
+    def no_node_is_overcommitted(self):
+        assert self.state.overcommitted_nodes() == []
+
+    @invariant()
+    def every_gang_is_bound_whole_or_not_at_all(self):
+        for name, (size, _) in GANGS.items():
+            members = self.state.members(f"default/{name}")
+            bound = [p for p in members if self.state.is_bound(p)]
+            assert len(bound) == 0 or len(bound) >= size or len(members) < size
+
+
+TestScheduling = Scheduling.TestCase
+TestScheduling.settings = settings(
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)

@@ -1,0 +1,193 @@
+"""ClusterState: usage accounting, snapshots, overlays and the reservation lifecycle."""
+
+from dataclasses import replace
+
+import pytest
+
+from builders import gpu_node, pod
+from phalanx.core.model import NVIDIA_GPU, PodPhase, Resources
+from phalanx.core.snapshot import (
+    ClusterState,
+    MemberReservation,
+    MemberState,
+    Overlay,
+    Reservation,
+    StateError,
+)
+
+
+def state_with(*nodes):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    return state
+
+
+def reservation(key, *members, at=0.0, ttl=60.0):
+    return Reservation(
+        group_key=key,
+        members=tuple(MemberReservation(p.uid, p.key, node, p.requests) for p, node in members),
+        reserved_at=at,
+        expires_at=at + ttl,
+    )
+
+
+def free_gpus(state, name):
+    return state.node(name).free.get(NVIDIA_GPU)
+
+
+def test_bound_non_terminal_pods_count_toward_usage():
+    state = state_with(gpu_node("n1"))
+    state.upsert_pod(pod("a", 3, node="n1"))
+    state.upsert_pod(pod("b", 2, node="n1", phase=PodPhase.SUCCEEDED))
+    state.upsert_pod(pod("c", 1))  # pending: not on any node
+    assert free_gpus(state, "n1") == 5
+
+
+def test_a_pod_that_finishes_returns_its_resources():
+    state = state_with(gpu_node("n1"))
+    running = pod("a", 3, node="n1", uid="u-a")
+    state.upsert_pod(running)
+    state.upsert_pod(replace(running, phase=PodPhase.SUCCEEDED))
+    assert free_gpus(state, "n1") == 8
+
+
+def test_a_pod_seen_before_its_node_is_counted_once_the_node_arrives():
+    state = ClusterState()
+    state.upsert_pod(pod("a", 3, node="n1"))
+    state.upsert_node(gpu_node("n1"))
+    assert free_gpus(state, "n1") == 5
+
+
+def test_deleting_a_node_with_pods_keeps_exact_accounting_until_they_go():
+    state = state_with(gpu_node("n1"))
+    p = pod("a", 3, node="n1")
+    state.upsert_pod(p)
+    state.remove_node("n1")
+    assert "n1" not in [i.name for i in state.snapshot() if i.node.ready]
+    state.remove_pod(p.uid)
+    assert state.node("n1") is None
+
+
+def test_a_snapshot_does_not_change_when_the_state_does():
+    state = state_with(gpu_node("n1"))
+    snap = state.snapshot()
+    state.upsert_pod(pod("a", 3, node="n1"))
+    assert snap.get("n1").free.get(NVIDIA_GPU) == 8
+    assert state.snapshot().get("n1").free.get(NVIDIA_GPU) == 5
+
+
+def test_an_overlay_tracks_deltas_without_touching_the_snapshot():
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    snap = state.snapshot()
+    overlay = Overlay(snap)
+    overlay.add("n1", Resources({NVIDIA_GPU: 6}))
+    assert overlay.free("n1").get(NVIDIA_GPU) == 2
+    assert overlay.free("n2").get(NVIDIA_GPU) == 8
+    assert snap.get("n1").free.get(NVIDIA_GPU) == 8
+    assert set(overlay.touched) == {"n1"}
+    overlay.remove("n1", Resources({NVIDIA_GPU: 6}))
+    assert overlay.touched == {}
+
+
+def test_reserved_capacity_is_used_for_everyone_and_release_returns_exactly_it():
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 3, group="g"), pod("b", 2, group="g")
+    state.upsert_pod(a)
+    state.upsert_pod(b)
+    before = state.node("n1")
+    state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
+    assert free_gpus(state, "n1") == 3
+    assert state.reserved_gpus() == 5
+    state.release("default/g")
+    assert state.node("n1") == before
+    assert state.reserved_gpus() == 0
+
+
+def test_a_reservation_that_no_longer_fits_is_refused_and_changes_nothing():
+    state = state_with(gpu_node("n1"))
+    a = pod("a", 9, group="g")
+    state.upsert_pod(a)
+    before = state.node("n1")
+    with pytest.raises(StateError, match="no longer fits n1"):
+        state.reserve(reservation("default/g", (a, "n1")))
+    assert state.node("n1") == before
+    assert state.reservation("default/g") is None
+
+
+def test_assume_moves_a_member_from_reserved_to_requested_and_forget_moves_it_back():
+    state = state_with(gpu_node("n1"))
+    a = pod("a", 4, group="g")
+    state.upsert_pod(a)
+    state.reserve(reservation("default/g", (a, "n1")))
+    state.assume(a.uid, "n1")
+    info = state.node("n1")
+    assert (info.requested.get(NVIDIA_GPU), info.reserved.get(NVIDIA_GPU)) == (4, 0)
+    assert state.reservation("default/g").member(a.uid).state is MemberState.ASSUMED
+    state.forget(a.uid)
+    info = state.node("n1")
+    assert (info.requested.get(NVIDIA_GPU), info.reserved.get(NVIDIA_GPU)) == (0, 4)
+
+
+def test_confirming_every_member_ends_the_reservation():
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 4, group="g"), pod("b", 4, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
+    for p in (a, b):
+        state.assume(p.uid, "n1")
+        state.upsert_pod(replace(p, node_name="n1"))
+    assert state.reservation("default/g") is None
+    assert free_gpus(state, "n1") == 0
+
+
+def test_expiry_releases_only_reservations_past_their_deadline():
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 2, group="g1"), pod("b", 2, group="g2")
+    for p in (a, b):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g1", (a, "n1"), at=0, ttl=10))
+    state.reserve(reservation("default/g2", (b, "n1"), at=0, ttl=100))
+    released = state.expire(now=50)
+    assert [r.group_key for r in released] == ["default/g1"]
+    assert free_gpus(state, "n1") == 6
+
+
+def test_a_pending_member_that_is_deleted_gives_back_its_reservation():
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
+    state.remove_pod(a.uid)
+    assert free_gpus(state, "n1") == 6
+    assert [m.pod_uid for m in state.reservation("default/g").members] == [b.uid]
+
+
+def test_removing_a_node_releases_reservations_that_used_it():
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g", (a, "n1"), (b, "n2")))
+    assert state.remove_node("n1") == ["default/g"]
+    assert state.reservation("default/g") is None
+    assert free_gpus(state, "n2") == 8
+
+
+def test_a_recreated_pod_with_the_same_name_replaces_the_old_one():
+    state = state_with(gpu_node("n1"))
+    state.upsert_pod(pod("a", 3, node="n1", uid="old"))
+    state.upsert_pod(pod("a", 1, node="n1", uid="new"))
+    assert free_gpus(state, "n1") == 7
+    assert state.pod("old") is None
+
+
+def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug():
+    state = state_with(gpu_node("n1"))
+    with pytest.raises(StateError, match="unknown pod"):
+        state.assume("nope", "n1")
+    state.upsert_pod(pod("a", 1, node="n1", uid="a"))
+    with pytest.raises(StateError, match="already bound"):
+        state.assume("a", "n1")

@@ -1,0 +1,226 @@
+"""The extender service: gang reservation through filter, the bind barrier, expiry, metrics."""
+
+import asyncio
+
+import pytest
+from builders import node_obj, pod_obj, podgroup_obj
+
+from phalanx.core.inventory import parse_pod
+from phalanx.service.extender import Extender, ServiceSettings
+from phalanx.sources.base import BindError
+from phalanx.sources.clusterfile import ClusterFileSource
+
+pytestmark = pytest.mark.anyio
+
+NODES = ["n1", "n2", "n3"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FlakySource(ClusterFileSource):
+    """A cluster file whose bindings fail as a test says (a collaborator, not the code under test)."""
+
+    def __init__(self, objects, failures=None) -> None:
+        super().__init__(objects)
+        self.failures = dict(failures or {})
+        self.order: list[str] = []
+
+    async def write_commit_record(self, record) -> None:
+        self.order.append(f"commit {record.group_key}")
+        await super().write_commit_record(record)
+
+    async def bind(self, namespace, name, uid, node) -> None:
+        pending = self.failures.get(name)
+        if pending:
+            self.failures[name] = pending[1:]
+            raise pending[0]
+        self.order.append(f"bind {name}")
+        await super().bind(namespace, name, uid, node)
+
+
+def gang_objects(name="g", size=3, gpus=8, min_member=None, timeout=None):
+    return [
+        podgroup_obj(name, min_member or size, timeout=timeout),
+        *(pod_obj(f"{name}-{i}", gpus, group=name) for i in range(size)),
+    ]
+
+
+async def started(objects, *, failures=None, barrier=5.0, clock=None):
+    source = FlakySource([node_obj(n) for n in NODES] + objects, failures)
+    ext = Extender(
+        source,
+        ServiceSettings(barrier_timeout_seconds=barrier, bind_retry_backoff_seconds=0.0),
+        clock=clock or Clock(),
+    )
+    await ext.start()
+    return ext, source
+
+
+def pod_of(ext, name):
+    return ext.state.pod_by_key("default", name)
+
+
+def reserve_all(ext, names):
+    nodes = {}
+    for n in names:
+        result = ext.filter(pod_of(ext, n), NODES)
+        assert len(result.feasible) == 1, result
+        nodes[n] = result.feasible[0]
+    return nodes
+
+
+async def bind(ext, name, node):
+    p = pod_of(ext, name)
+    return await ext.bind(p.namespace, p.name, p.uid, node)
+
+
+async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_all():
+    ext, source = await started(gang_objects(size=3))
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    first = [asyncio.create_task(bind(ext, n, nodes[n])) for n in ("g-0", "g-1")]
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in first)
+    assert source.bindings == []
+    assert ext.metrics.barrier_waiting._value.get() == 2
+    last = await bind(ext, "g-2", nodes["g-2"])
+    assert last == ""
+    assert await asyncio.gather(*first) == ["", ""]
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
+    assert source.order[0] == "commit default/g"  # the commit record precedes every binding
+    assert ext.state.reserved_gpus() == 0
+    assert ext.partial_gangs() == []
+    await ext.stop()
+
+
+async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_reservation():
+    ext, source = await started(gang_objects(size=3), barrier=0.1)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    errors = await asyncio.gather(bind(ext, "g-0", nodes["g-0"]), bind(ext, "g-1", nodes["g-1"]))
+    assert all("only 2 of 3 member(s) reached bind within 0.1s" in e for e in errors)
+    assert ext.state.reservation("default/g") is None
+    assert ext.state.reserved_gpus() == 0
+    assert source.bindings == []
+    await ext.stop()
+
+
+async def test_pods_in_no_group_bind_immediately():
+    ext, source = await started([pod_obj("solo", 2)])
+    assert ext.filter(pod_of(ext, "solo"), NODES).feasible
+    assert await bind(ext, "solo", "n1") == ""
+    assert source.bindings == [("default/solo", "n1")]
+    await ext.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "uid", "expected"),
+    [
+        ("ghost", "x", "pod default/ghost is unknown to Phalanx"),
+        ("solo", "other-uid", "has UID uid-default-solo, not other-uid: it was recreated"),
+    ],
+    ids=["unknown-pod", "wrong-uid"],
+)
+async def test_bind_refuses_unknown_pods_and_wrong_uids(name, uid, expected):
+    ext, _ = await started([pod_obj("solo", 2)])
+    assert expected in await ext.bind("default", name, uid, "n1")
+    await ext.stop()
+
+
+async def test_a_member_without_a_reservation_is_refused_with_a_reason():
+    ext, _ = await started(gang_objects(size=2))
+    error = await bind(ext, "g-0", "n1")
+    assert "holds no reservation for pod default/g-0" in error
+    await ext.stop()
+
+
+async def test_a_transient_bind_failure_is_retried_and_the_gang_still_binds_whole():
+    ext, source = await started(gang_objects(size=2), failures={"g-1": [BindError("etcd timeout")]})
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    assert results == ["", ""]
+    assert len(source.bindings) == 2
+    await ext.stop()
+
+
+async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_nothing_binds():
+    ext, source = await started(gang_objects(size=2))
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(bind(ext, "g-1", nodes["g-1"]))
+    await asyncio.sleep(0)  # g-1 opened the barrier; the re-check has not run yet
+    source.delete_pod(pod_of(ext, "g-0").uid)
+    errors = await asyncio.gather(first, second)
+    assert "pod default/g-0 no longer exists" in errors[0]
+    assert "only 1 of 2 member(s) still bindable" in errors[1]
+    assert source.bindings == []
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+async def test_reserved_gpus_return_to_zero_after_expiry():
+    clock = Clock()
+    ext, _ = await started(gang_objects(size=2, timeout=30), clock=clock)
+    reserve_all(ext, ["g-0", "g-1"])
+    assert ext.state.reserved_gpus() == 16
+    clock.now += 31
+    ext.expire()
+    assert ext.state.reserved_gpus() == 0
+    text = ext.metrics.registry.get_sample_value("phalanx_reserved_gpus")
+    assert text == 0
+    assert (
+        ext.metrics.registry.get_sample_value("phalanx_gang_decisions_total", {"result": "expired"})
+        == 1
+    )
+    await ext.stop()
+
+
+async def test_elastic_members_beyond_a_bound_quorum_bind_immediately():
+    ext, source = await started(gang_objects(size=3, gpus=4, min_member=2))
+    first = reserve_all(ext, ["g-0", "g-1"])
+    results = await asyncio.gather(*(bind(ext, n, first[n]) for n in first))
+    assert results == ["", ""]
+    extra = ext.filter(pod_of(ext, "g-2"), NODES)
+    assert extra.feasible
+    assert await bind(ext, "g-2", extra.feasible[0]) == ""
+    assert len(source.bindings) == 3
+    await ext.stop()
+
+
+async def test_metrics_count_gpus_per_node_by_state():
+    ext, _ = await started(gang_objects(size=2, gpus=4))
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    node = nodes["g-0"]
+    reserved = ext.metrics.registry.get_sample_value(
+        "phalanx_gpus", {"node": node, "state": "reserved"}
+    )
+    assert reserved == sum(4 for n in nodes.values() if n == node)
+    await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    used = ext.metrics.registry.get_sample_value("phalanx_gpus", {"node": node, "state": "used"})
+    assert used == reserved
+    assert ext.metrics.registry.get_sample_value("phalanx_partial_gangs") == 0
+    assert ext.metrics.registry.get_sample_value("phalanx_gang_time_to_bind_seconds_count") == 1
+    await ext.stop()
+
+
+async def test_a_pod_first_seen_in_a_request_is_learned():
+    ext, _ = await started([])
+    fresh = parse_pod(pod_obj("late", 1))
+    assert ext.filter(fresh, NODES).feasible
+    assert ext.state.pod(fresh.uid) is not None
+    await ext.stop()
+
+
+async def test_the_debug_view_shows_the_reservation_and_the_last_decision():
+    ext, _ = await started(gang_objects(size=2))
+    reserve_all(ext, ["g-0", "g-1"])
+    view = ext.debug_group("default", "g")
+    assert view["last_decision"] == "committed"
+    assert {m["pod"] for m in view["reservation"]["members"]} == {"default/g-0", "default/g-1"}
+    assert ext.debug_group("default", "nope") is None
+    await ext.stop()

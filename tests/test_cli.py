@@ -1,0 +1,378 @@
+"""`phalanx` commands: simulate over cluster dumps, explain against a running server, serve."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from builders import node_obj, pod_obj, podgroup_obj
+from phalanx.cli import main
+from phalanx.demo import cluster, scenario, workload
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger() -> Iterator[None]:
+    """`main()` and `logs.configure` set process-wide logging; leave it as it was."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
+
+
+def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": objects,
+        "metadata": {"resourceVersion": ""},
+    }
+
+
+def kubectl_shaped(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a live API server adds that Phalanx must ignore."""
+    obj = json.loads(json.dumps(obj))
+    meta = obj["metadata"]
+    meta.update(resourceVersion="4711", creationTimestamp="2025-01-01T00:00:00Z", generation=1)
+    meta["managedFields"] = [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1"}]
+    if obj["kind"] == "Node":
+        obj["spec"]["providerID"] = "kind://docker/gpu"
+        obj["status"]["nodeInfo"] = {"kubeletVersion": "v1.31.0", "architecture": "amd64"}
+        obj["status"]["images"] = [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 320368}]
+    return obj
+
+
+CLUSTER = [
+    node_obj("gpu-1", 8),
+    node_obj("gpu-2", 8),
+    pod_obj("busy", 4, node="gpu-1", phase="Running", scheduler="default-scheduler"),
+    podgroup_obj("pair", 2),
+    pod_obj("pair-0", 4, group="pair"),
+    pod_obj("pair-1", 4, group="pair"),
+    pod_obj("theirs", 1, scheduler="default-scheduler"),
+]
+
+WORKLOAD = [
+    podgroup_obj("wide", 3, annotations={"phalanx.io/placement": "same-node"}),
+    *(pod_obj(f"wide-{i}", 8, group="wide") for i in range(3)),
+    {  # a manifest as a user writes it: no uid, no namespace, no status
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "notebook"},
+        "spec": {
+            "schedulerName": "phalanx",
+            "containers": [
+                {"name": "nb", "image": "jupyter", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    },
+]
+
+
+@pytest.fixture
+def json_dump(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(as_list(CLUSTER)))
+    return path
+
+
+@pytest.fixture
+def yaml_dump(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(as_list([kubectl_shaped(o) for o in CLUSTER]), sort_keys=True))
+    return path
+
+
+@pytest.fixture
+def workload_file(tmp_path: Path) -> Path:
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump_all(WORKLOAD))
+    return path
+
+
+def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["simulate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def group(report: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(g for g in report["groups"] if g["group"] == key)
+
+
+# ---- simulate ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dump", ["json_dump", "yaml_dump"])
+def test_simulate_schedules_the_dumps_own_pending_pods(
+    dump: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = simulate_json(capsys, str(request.getfixturevalue(dump)))
+    pair = group(report, "default/pair")
+    assert (pair["status"], pair["bound"], pair["members"]) == ("placed", 2, 2)
+    assert report["ignored"] == ["default/theirs"]
+    assert report["summary"]["partial_gangs"] == 0
+    assert report["summary"]["reserved_gpus"] == 0
+
+
+def test_simulate_with_a_workload_says_where_it_fits_and_why_not(
+    yaml_dump: Path, workload_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = simulate_json(capsys, str(yaml_dump), "--workload", str(workload_file))
+    wide = group(report, "default/wide")
+    assert (wide["status"], wide["bound"]) == ("waiting", 0)
+    assert wide["reason"]
+    assert group(report, "default/pair")["status"] == "placed"
+    notebook = next(s for s in report["singles"] if s["pod"] == "default/notebook")
+    assert notebook["node"] in {"gpu-1", "gpu-2"}
+
+
+def test_simulate_prints_a_readable_table(
+    json_dump: Path, workload_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", str(json_dump), "--workload", str(workload_file)]) == 0
+    out = capsys.readouterr().out
+    for text in ("GANG", "default/pair", "default/wide"):
+        assert text in out
+    assert "why:" in out
+    assert "partial gangs: 0" in out
+
+
+def test_simulate_honours_the_served_scheduler_names(
+    json_dump: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = simulate_json(capsys, str(json_dump), "--scheduler-name", "default-scheduler")
+    assert [s["pod"] for s in report["singles"]] == ["default/theirs"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read cluster file"),
+        ('{"kind": "List", "items": [', "neither JSON nor YAML"),
+        ("just some words\n", "expected a Kubernetes object or List"),
+        (json.dumps(as_list([pod_obj("p")])), "holds no Node objects"),
+    ],
+    ids=["missing", "broken-json", "not-an-object", "no-nodes"],
+)
+def test_simulate_rejects_a_bad_cluster_file_with_exit_2(
+    tmp_path: Path, content: str | None, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "dump.yaml"
+    if content is not None:
+        path.write_text(content)
+    assert main(["simulate", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_simulate_rejects_a_bad_workload_file_with_exit_2(
+    json_dump: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "workload.yaml"
+    bad.write_text("- [unclosed\n")
+    assert main(["simulate", str(json_dump), "--workload", str(bad)]) == 2
+    assert "workload:" in capsys.readouterr().err
+
+
+# ---- explain ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_server() -> Iterator[str]:
+    """The demo, driven once, served from a background thread until the module ends."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def serve() -> None:
+        async with scenario.session(cluster.objects()) as session:
+            await session.drive(workload.objects(), title="explain fixture")
+            box["loop"], box["stop"], box["url"] = (
+                asyncio.get_running_loop(),
+                asyncio.Event(),
+                session.url,
+            )
+            ready.set()
+            await box["stop"].wait()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:  # noqa: BLE001  # re-raised in the test thread below
+            box["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name="demo-server", daemon=True)
+    thread.start()
+    assert ready.wait(60), "the demo server did not start"
+    assert "error" not in box, box.get("error")
+    yield box["url"]
+    box["loop"].call_soon_threadsafe(box["stop"].set)
+    thread.join(15)
+    assert not thread.is_alive()
+
+
+def test_explain_prints_the_plan_of_a_gang(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "training/data-pipeline", "--server", demo_server]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gang training/data-pipeline")
+    for section in (
+        "placements:",
+        "phases:",
+        "data transfers:",
+        "warnings:",
+        "training/data-pipeline-train",
+    ):
+        assert section in out
+
+
+def test_explain_shows_why_a_gang_waits(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "research/too-big", "--server", demo_server]) == 0
+    out = capsys.readouterr().out
+    reason = next(line for line in out.splitlines() if "last reason:" in line)
+    assert reason.split("last reason:")[1].strip() not in ("", "-")
+
+
+def test_explain_json_is_the_raw_view(demo_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "training/llm-pretrain", "--server", demo_server, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["group"] == "training/llm-pretrain"
+    assert view["bound"] == 4
+
+
+def test_explain_an_unknown_gang_exits_1_with_the_servers_message(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "research/no-such-gang", "--server", demo_server]) == 1
+    assert "research/no-such-gang is unknown" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_explain_an_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "a/b", "--server", f"http://127.0.0.1:{free_port()}"]) == 2
+    assert "cannot reach Phalanx at http://127.0.0.1:" in capsys.readouterr().err
+
+
+def test_explain_needs_namespace_and_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "just-a-name"]) == 2
+    assert "expected NAMESPACE/NAME" in capsys.readouterr().err
+
+
+# ---- serve ------------------------------------------------------------------------------
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PHALANX_")}
+
+
+def test_serve_with_an_unusable_kubeconfig_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "kubeconfig"
+    assert main(["serve", "--kubeconfig", str(missing)]) == 2
+    err = capsys.readouterr().err
+    if importlib.util.find_spec("phalanx.sources.kube") is None:
+        assert "live-cluster source is not part of this build" in err
+    else:
+        assert f"cannot load the kubeconfig {missing}" in err
+
+
+def test_serve_without_a_cluster_source_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("PHALANX_"):
+            monkeypatch.delenv(name)
+    assert main(["serve"]) == 2
+    assert "choose exactly one cluster source" in capsys.readouterr().err
+
+
+def test_serve_with_invalid_settings_exits_2(
+    json_dump: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--cluster-file", str(json_dump), "--barrier-timeout-seconds", "-1"]) == 2
+    assert "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS" in capsys.readouterr().err
+
+
+def test_serve_with_a_broken_cluster_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text("{")
+    assert main(["serve", "--cluster-file", str(path)]) == 2
+    assert "neither JSON nor YAML" in capsys.readouterr().err
+
+
+def _read_lines(stream: Any, into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line)
+
+
+def test_serve_answers_kube_scheduler_logs_json_and_stops_on_sigterm(json_dump: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "phalanx.cli",
+        "serve",
+        "--cluster-file",
+        str(json_dump),
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--log-level",
+        "info",
+    ]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=clean_env()
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        urls: dict[str, str] = {}
+        logged: list[dict[str, Any]] = []
+        while len(urls) < 2:
+            record = json.loads(lines.get(timeout=20))
+            logged.append(record)
+            if record["msg"] in ("listening", "metrics listening"):
+                urls[record["msg"]] = record["url"]
+        assert {"ts", "level", "logger", "msg"} <= set(logged[0])
+        base = urls["listening"]
+        with httpx.Client(base_url=base, timeout=10, trust_env=False) as client:
+            assert client.get("/readyz").json()["status"] == "ready"
+            pod = pod_obj("pair-0", 4, group="pair")
+            answer = client.post(
+                "/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["gpu-1", "gpu-2"]}
+            ).json()
+            assert answer["NodeNames"], answer
+        metrics = httpx.get(urls["metrics listening"], timeout=10, trust_env=False)
+        assert "phalanx_reserved_gpus" in metrics.text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

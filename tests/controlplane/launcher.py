@@ -189,7 +189,7 @@ def wait_for(
             result = probe()
             if result:
                 return result
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # any probe failure means "not yet": retry
             last_error = exc
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error!r})" if last_error else ""

@@ -3,8 +3,8 @@
 import asyncio
 
 import pytest
-from builders import node_obj, pod_obj, podgroup_obj
 
+from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.inventory import parse_pod
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.sources.base import BindError
@@ -24,7 +24,7 @@ class Clock:
 
 
 class FlakySource(ClusterFileSource):
-    """A cluster file whose bindings fail as a test says (a collaborator, not the code under test)."""
+    """A cluster file whose bindings fail as a test says (a collaborator of the extender)."""
 
     def __init__(self, objects, failures=None) -> None:
         super().__init__(objects)
@@ -87,7 +87,7 @@ async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_a
     await asyncio.sleep(0.05)
     assert not any(t.done() for t in first)
     assert source.bindings == []
-    assert ext.metrics.barrier_waiting._value.get() == 2
+    assert ext.metrics.registry.get_sample_value("phalanx_barrier_waiting") == 2
     last = await bind(ext, "g-2", nodes["g-2"])
     assert last == ""
     assert await asyncio.gather(*first) == ["", ""]

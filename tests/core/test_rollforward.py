@@ -1,0 +1,223 @@
+"""Roll-forward decisions: what to do with a gang's commit record, given the model now."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from builders import gpu_node, pod
+from phalanx.core.model import Pod, PodPhase
+from phalanx.core.rollforward import (
+    Binding,
+    CommitRecord,
+    Verdict,
+    decide,
+    decode_commit_record,
+    encode_commit_record,
+)
+from phalanx.core.snapshot import ClusterState, MemberReservation, Reservation
+
+KEY = "ml/train"
+
+
+def cluster(*pods: Pod, nodes: tuple[str, ...] = ("n1", "n2"), gpus: int = 8) -> ClusterState:
+    state = ClusterState()
+    for name in nodes:
+        state.upsert_node(gpu_node(name, gpus))
+    for p in pods:
+        state.upsert_pod(p)
+    return state
+
+
+def member(i: int, gpus: int = 4, **kw: object) -> Pod:
+    return pod(f"train-{i}", gpus, namespace="ml", group="train", uid=f"uid-{i}", **kw)
+
+
+def record(*placements: tuple[Pod, str]) -> CommitRecord:
+    return CommitRecord(
+        KEY, {p.key: n for p, n in placements}, {p.key: p.uid for p, n in placements}
+    )
+
+
+def test_a_gang_whose_recorded_members_are_all_bound_is_complete() -> None:
+    a, b = member(0, node="n1"), member(1, node="n2")
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n2")))
+    assert decision.verdict is Verdict.COMPLETE
+    assert decision.bound == 2
+
+
+def test_unbound_members_roll_forward_to_their_recorded_nodes() -> None:
+    a, b, c = member(0, node="n1"), member(1), member(2)
+    decision = decide(cluster(a, b, c), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=3)
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert decision.bindings == (
+        Binding("uid-1", "ml/train-1", "n1"),
+        Binding("uid-2", "ml/train-2", "n2"),
+    )
+    assert decision.bound == 1
+
+
+def test_a_member_still_being_bound_makes_the_gang_wait() -> None:
+    a, b = member(0), member(1)
+    state = cluster(a, b)
+    state.assume(a.uid, "n1")
+    assert decide(state, record((a, "n1"), (b, "n2"))).verdict is Verdict.WAIT
+
+
+def test_a_member_bound_elsewhere_by_someone_else_still_counts_as_placed() -> None:
+    a, b = member(0, node="n2"), member(1, node="n2")
+    assert decide(cluster(a, b), record((a, "n1"), (b, "n2"))).verdict is Verdict.COMPLETE
+
+
+# ---- release ------------------------------------------------------------------------------
+
+
+def test_a_recorded_node_that_is_gone_releases_the_gang_naming_it() -> None:
+    a, b = member(0, node="n1"), member(1)
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n9")))
+    assert decision.verdict is Verdict.RELEASE
+    assert "recorded node n9 of pod ml/train-1 is gone" in decision.reason
+    assert "re-planned" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        pytest.param({"unschedulable": True}, "is cordoned", id="cordoned"),
+        pytest.param({"ready": False}, "is not ready", id="not ready"),
+    ],
+)
+def test_a_recorded_node_that_cannot_take_pods_releases_the_gang(
+    change: dict[str, bool], why: str
+) -> None:
+    a, b = member(0, node="n1"), member(1)
+    state = cluster(a, b)
+    state.upsert_node(replace(gpu_node("n2"), **change))
+    decision = decide(state, record((a, "n1"), (b, "n2")))
+    assert decision.verdict is Verdict.RELEASE
+    assert why in decision.reason
+
+
+def test_a_node_that_filled_up_releases_the_gang_with_the_shortfall() -> None:
+    a, b = member(0, node="n1"), member(1)
+    squatter = pod("other", 6, node="n2")
+    decision = decide(cluster(a, b, squatter), record((a, "n1"), (b, "n2")))
+    assert decision.verdict is Verdict.RELEASE
+    assert "recorded node n2 no longer has room (insufficient nvidia.com/gpu)" in decision.reason
+
+
+def test_members_recorded_on_one_node_must_fit_there_together() -> None:
+    a, b = member(0, gpus=4), member(1, gpus=4)
+    squatter = pod("other", 2, node="n1")  # 6 free: each member fits alone, not both
+    decision = decide(cluster(a, b, squatter), record((a, "n1"), (b, "n1")))
+    assert decision.verdict is Verdict.RELEASE
+
+
+def test_the_gangs_own_reservation_counts_as_free_for_it() -> None:
+    a, b = member(0, gpus=4), member(1, gpus=4)
+    state = cluster(a, b, nodes=("n1",))
+    state.reserve(
+        Reservation(
+            KEY,
+            tuple(MemberReservation(p.uid, p.key, "n1", p.requests) for p in (a, b)),
+            reserved_at=0.0,
+            expires_at=60.0,
+        )
+    )
+    assert state.node("n1").free.gpus() == 0
+    assert decide(state, record((a, "n1"), (b, "n1"))).verdict is Verdict.ROLL_FORWARD
+
+
+def test_a_member_that_no_longer_suits_its_node_releases_the_gang() -> None:
+    a = member(0, node_selector={"zone": "a"})
+    decision = decide(cluster(a), record((a, "n1")))
+    assert decision.verdict is Verdict.RELEASE
+    assert "no longer suits it: didn't match the pod's node selector" in decision.reason
+
+
+# ---- members deleted meanwhile ----------------------------------------------------------------
+
+
+def test_a_deleted_member_has_vanished_and_is_not_a_failure() -> None:
+    a, b, c = member(0, node="n1"), member(1), member(2)
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=3)
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert decision.vanished == ("ml/train-2",)
+    assert decision.bindings == (Binding("uid-1", "ml/train-1", "n1"),)
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        pytest.param(lambda p: replace(p, uid="uid-new"), id="recreated under another UID"),
+        pytest.param(lambda p: replace(p, deleting=True), id="terminating"),
+        pytest.param(lambda p: replace(p, phase=PodPhase.FAILED), id="failed before binding"),
+    ],
+)
+def test_a_member_that_is_not_the_recorded_pod_any_more_has_vanished(now: object) -> None:
+    a, b = member(0, node="n1"), member(1)
+    later = now(b)
+    decision = decide(cluster(a, later), record((a, "n1"), (b, "n2")))
+    assert decision.verdict is Verdict.COMPLETE
+    assert decision.vanished == ("ml/train-1",)
+
+
+def test_too_few_survivors_and_none_bound_releases_the_gang() -> None:
+    a, b, c = member(0), member(1), member(2)
+    decision = decide(cluster(a), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=2)
+    assert decision.verdict is Verdict.RELEASE
+    assert (
+        "only 1 of the 3 recorded member(s) still exist, fewer than minMember 2" in decision.reason
+    )
+
+
+def test_too_few_survivors_with_some_bound_still_rolls_the_rest_forward() -> None:
+    a, b, c = member(0, node="n1"), member(1), member(2)
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=3)
+    assert decision.verdict is Verdict.ROLL_FORWARD  # closer to whole than releasing
+
+
+def test_deciding_changes_nothing_in_the_model() -> None:
+    a, b = member(0, node="n1"), member(1)
+    state = cluster(a, b)
+    before = (state.generation, state.node("n2").free)
+    decide(state, record((a, "n1"), (b, "n2")))
+    assert (state.generation, state.node("n2").free) == before
+
+
+# ---- the annotation's JSON -----------------------------------------------------------------
+
+
+def test_a_record_survives_encoding_and_decoding() -> None:
+    original = CommitRecord(KEY, {"ml/b": "n2", "ml/a": "n1"}, {"ml/a": "u1", "ml/b": "u2"})
+    text = encode_commit_record(original, "2025-01-02T03:04:05Z")
+    assert text == (
+        '{"placements":{"ml/a":"n1","ml/b":"n2"},"uids":{"ml/a":"u1","ml/b":"u2"},"at":"2025-01-02T03:04:05Z"}'
+    )
+    assert decode_commit_record(KEY, text) == replace(original, at="2025-01-02T03:04:05Z")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param("{nope", "is not JSON", id="not JSON"),
+        pytest.param("[]", "must be a JSON object", id="not an object"),
+        pytest.param('{"placements": {}}', "placements is empty", id="empty"),
+        pytest.param(
+            '{"placements": {"ml/a": 3}}', "placements must map strings", id="node not a string"
+        ),
+        pytest.param(
+            '{"placements": {"a": "n1"}}', "is not a namespace/name pod key", id="bad pod key"
+        ),
+        pytest.param(
+            '{"placements": {"ml/a": "n1"}, "uids": []}', "uids must map strings", id="bad uids"
+        ),
+        pytest.param(
+            '{"placements": {"ml/a": "n1"}, "at": 5}', "at must be a string", id="bad time"
+        ),
+    ],
+)
+def test_a_garbled_record_is_refused_with_the_reason(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        decode_commit_record(KEY, text)

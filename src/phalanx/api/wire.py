@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -50,8 +51,14 @@ class ExtenderArgs:
     """
 
     pod: JSONObject
-    node_names: tuple[str, ...]
+    node_names: Sequence[str]  # offered names, each once, in the order they came
     nodes: Mapping[str, JSONObject] | None
+    offered: AbstractSet[str] = frozenset()  # the same names, for membership tests
+
+    def __post_init__(self) -> None:
+        if not self.offered and self.node_names:
+            names = frozenset(self.node_names) if self.nodes is None else self.nodes.keys()
+            object.__setattr__(self, "offered", names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +128,16 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     if names_field is not None:
         if not isinstance(names_field, list):
             raise WireError(f"NodeNames must be an array of node names, not {_kind(names_field)}")
-        for i, name in enumerate(names_field):
-            if not isinstance(name, str) or not name:
-                raise WireError(f"NodeNames[{i}] must be a non-empty string, not {_kind(name)}")
-        return ExtenderArgs(pod, tuple(dict.fromkeys(names_field)), None)
+        # One pass in C for the common, valid case; the loop only finds what to report.
+        if not all(type(name) is str and name for name in names_field):
+            for i, name in enumerate(names_field):
+                if not isinstance(name, str) or not name:
+                    raise WireError(f"NodeNames[{i}] must be a non-empty string, not {_kind(name)}")
+        offered = frozenset(names_field)
+        names = tuple(
+            names_field if len(offered) == len(names_field) else dict.fromkeys(names_field)
+        )
+        return ExtenderArgs(pod, names, None, offered)
     if not isinstance(nodes_field, dict):
         raise WireError(f"Nodes must be a v1.NodeList object, not {_kind(nodes_field)}")
     items = nodes_field.get("items")
@@ -136,7 +149,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     for i, node in enumerate(items):
         name = _object_name(node, f"Nodes.items[{i}]")
         by_name.setdefault(name, node)
-    return ExtenderArgs(pod, tuple(by_name), by_name)
+    return ExtenderArgs(pod, tuple(by_name), by_name, by_name.keys())
 
 
 def decode_binding_args(body: bytes) -> ExtenderBindingArgs:
@@ -218,14 +231,17 @@ def filter_answer(args: ExtenderArgs, result: FilterResult) -> FilterAnswer:
     either of them names is never kept (kube-scheduler rejects an answer that keeps a node
     it did not offer, and a node both kept and failed has no defined meaning).
     """
-    offered = args.nodes if args.nodes is not None else dict.fromkeys(args.node_names)
+    offered = args.offered
     unresolvable = {n: r for n, r in result.unresolvable.items() if n in offered}
     failed = {n: r for n, r in result.failed.items() if n in offered and n not in unresolvable}
-    kept = [
-        n
-        for n in dict.fromkeys(result.feasible)
-        if n in offered and n not in unresolvable and n not in failed
-    ]
+    if unresolvable or failed:
+        kept = [
+            n for n in result.feasible if n in offered and n not in unresolvable and n not in failed
+        ]
+    else:
+        kept = [n for n in result.feasible if n in offered]
+    if len(set(kept)) != len(kept):
+        kept = list(dict.fromkeys(kept))
     if args.nodes is None:
         return {
             "Nodes": None,

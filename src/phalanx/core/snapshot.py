@@ -25,7 +25,20 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from phalanx.core.model import EMPTY, Node, Pod, PodGroup, Resources
+from phalanx.core.model import (
+    CPU,
+    EMPTY,
+    MEMORY,
+    NVIDIA_GPU,
+    PODS,
+    Node,
+    Pod,
+    PodGroup,
+    Resources,
+)
+
+# The resources NodeInfo.common_free covers, in its order.
+COMMON_RESOURCES = (CPU, MEMORY, PODS, NVIDIA_GPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +49,15 @@ class NodeInfo:
     requested: Resources = EMPTY
     reserved: Resources = EMPTY
     free: Resources = field(init=False)
+    # (cpu, memory, pods, nvidia.com/gpu) free, as plain ints: the single-pod filter checks
+    # thousands of nodes per request and this is its hot path.
+    common_free: tuple[int, int, int, int] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "free", self.node.allocatable - self.requested - self.reserved)
+        free = self.node.allocatable - self.requested - self.reserved
+        object.__setattr__(self, "free", free)
+        common = (free.get(CPU), free.get(MEMORY), free.get(PODS), free.get(NVIDIA_GPU))
+        object.__setattr__(self, "common_free", common)
 
     @property
     def name(self) -> str:
@@ -147,6 +166,11 @@ def _phantom(name: str) -> Node:
     return Node(name=name, allocatable=EMPTY, ready=False)
 
 
+def _shape(node: Node) -> tuple[object, ...]:
+    """What eligibility reads of a node (see phalanx.core.eligibility)."""
+    return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu)
+
+
 class ClusterState:
     """The cluster model fed by watch events (the scheduler's Cache). See module docstring."""
 
@@ -155,6 +179,7 @@ class ClusterState:
         # Nodes known only because pods are bound to them (node unseen or already deleted):
         # counted so usage stays exact, never eligible, dropped once nothing is bound there.
         self._phantoms: set[str] = set()
+        self._common_free: dict[str, tuple[int, int, int, int]] = {}  # NodeInfo.common_free
         self._names: tuple[str, ...] | None = ()
         self._pods: dict[str, Pod] = {}  # by uid
         self._uid_by_key: dict[str, str] = {}
@@ -165,6 +190,10 @@ class ClusterState:
         self._members: dict[str, set[str]] = {}  # group key -> pod uids
         self._reservations: dict[str, Reservation] = {}
         self.generation = 0
+        # Bumped only when a node appears, goes, or changes what eligibility reads (labels,
+        # taints, readiness, cordon, GPUs): heartbeats leave it alone, so caches keyed on it
+        # survive the steady stream of node status updates.
+        self.topology_generation = 0
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -175,6 +204,17 @@ class ClusterState:
 
     def node(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
+
+    def node_infos(self) -> Mapping[str, NodeInfo]:
+        """The live per-node map (read-only by contract; valid until the next mutation)."""
+        return self._nodes
+
+    def common_free(self) -> Mapping[str, tuple[int, int, int, int]]:
+        """Per node, free (cpu, memory, pods, nvidia.com/gpu): the single-pod hot path."""
+        return self._common_free
+
+    def is_phantom(self, name: str) -> bool:
+        return name in self._phantoms
 
     def nodes(self) -> Iterable[NodeInfo]:
         return self._nodes.values()
@@ -230,12 +270,14 @@ class ClusterState:
 
     def upsert_node(self, node: Node) -> None:
         old = self._nodes.get(node.name)
+        if old is None or node.name in self._phantoms or _shape(old.node) != _shape(node):
+            self.topology_generation += 1
         self._phantoms.discard(node.name)
         if old is None:
-            self._nodes[node.name] = NodeInfo(node)
+            self._store(NodeInfo(node))
             self._names = None
         else:
-            self._nodes[node.name] = NodeInfo(node, old.requested, old.reserved)
+            self._store(NodeInfo(node, old.requested, old.reserved))
         self.generation += 1
 
     def remove_node(self, name: str) -> list[str]:
@@ -245,12 +287,13 @@ class ClusterState:
         hit = [k for k, r in self._reservations.items() if any(m.node == name for m in r.members)]
         for key in hit:
             self.release(key)
-        info = self._nodes.pop(name)
+        info = self._drop(name)
         if info.requested:
-            self._nodes[name] = NodeInfo(_phantom(name), info.requested, info.reserved)
+            self._store(NodeInfo(_phantom(name), info.requested, info.reserved))
             self._phantoms.add(name)
         self._names = None
         self.generation += 1
+        self.topology_generation += 1
         return hit
 
     # ---- pods --------------------------------------------------------------------------
@@ -306,6 +349,14 @@ class ClusterState:
             self._counted[uid] = (want[0], want[1])
             self._add_requested(want[0], want[1])
 
+    def _store(self, info: NodeInfo) -> None:
+        self._nodes[info.name] = info
+        self._common_free[info.name] = info.common_free
+
+    def _drop(self, name: str) -> NodeInfo:
+        del self._common_free[name]
+        return self._nodes.pop(name)
+
     def _add_requested(self, name: str, delta: Resources) -> None:
         # A pod bound to a node we have not seen yet still counts once that node arrives.
         info = self._nodes.get(name)
@@ -315,16 +366,16 @@ class ClusterState:
             self._names = None
         updated = NodeInfo(info.node, info.requested + delta, info.reserved)
         if name in self._phantoms and not updated.requested:
-            del self._nodes[name]
+            self._drop(name)
             self._phantoms.discard(name)
             self._names = None
         else:
-            self._nodes[name] = updated
+            self._store(updated)
         self.generation += 1
 
     def _add_reserved(self, name: str, delta: Resources) -> None:
         info = self._nodes[name]
-        self._nodes[name] = NodeInfo(info.node, info.requested, info.reserved + delta)
+        self._store(NodeInfo(info.node, info.requested, info.reserved + delta))
         self.generation += 1
 
     # ---- groups ------------------------------------------------------------------------

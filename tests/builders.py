@@ -125,14 +125,15 @@ def podgroup(
     min_member: int,
     *,
     namespace: str = "default",
-    placement: str = "pack",
+    placement: str | None = None,
     timeout: int = 60,
     plan: str = "",
     differentiable: frozenset[str] = frozenset(),
 ) -> PodGroup:
-    if placement.startswith("domain:"):
+    policy: Placement | None = None
+    if placement is not None and placement.startswith("domain:"):
         policy = Placement(PolicyKind.DOMAIN, placement.removeprefix("domain:"))
-    else:
+    elif placement is not None:
         policy = Placement(PolicyKind(placement))
     return PodGroup(
         namespace=namespace,

@@ -249,3 +249,35 @@ def test_a_bound_member_follows_its_node():
     state.assume(members[0].uid, node)
     assert state.reservation("default/g").member(members[0].uid).state is MemberState.ASSUMED
     assert planner.filter(members[0], NODES, now=0).feasible == (node,)
+
+
+@pytest.mark.parametrize(
+    ("group_placement", "member_placements", "expected_nodes"),
+    [
+        (None, ["spread", "spread"], 2),  # the members' common annotation applies
+        ("same-node", ["spread", "spread"], 1),  # the PodGroup's own annotation wins
+        (None, ["", ""], 1),  # nothing declared: the default, pack
+    ],
+    ids=["members-decide", "group-wins", "default-pack"],
+)
+def test_the_placement_comes_from_the_group_then_its_members_then_the_default(
+    group_placement, member_placements, expected_nodes
+):
+    members = [
+        replace(p, placement=policy)
+        for p, policy in zip(gang("g", 2, 2), member_placements, strict=True)
+    ]
+    state, planner = setup(groups=[podgroup("g", 2, placement=group_placement)], pods=members)
+    planner.filter(members[0], NODES, now=0)
+    reservation = state.reservation("default/g")
+    assert len({m.node for m in reservation.members}) == expected_nodes
+
+
+def test_members_that_disagree_on_placement_are_reported():
+    members = [
+        replace(p, placement=policy)
+        for p, policy in zip(gang("g", 2, 2), ["spread", "pack"], strict=True)
+    ]
+    _, planner = setup(groups=[podgroup("g", 2)], pods=members)
+    result = planner.filter(members[0], NODES, now=0)
+    assert "disagree on phalanx.io/placement: pack, spread" in result.unresolvable["n1"]

@@ -11,8 +11,9 @@ Decisions an operator may look for:
 * A node is Ready only if its `Ready` condition says "True"; a node with no conditions at
   all is NOT ready (kubelets and kwok always report them; a bare node is one nobody runs).
 * `status.allocatable` falls back to `status.capacity` when absent.
-* Pod requests are computed as kube-scheduler computes them (`resource.PodRequests` with
-  sidecars, pod-level resources, in-place resize status and overhead, plus one pod slot).
+* Pod requests are what kube-scheduler computes (`resource.PodRequests` on the pod as the
+  API server's defaulting leaves it: sidecars, pod-level resources, in-place resize status,
+  overhead, plus one pod slot).
 * A missing `metadata.namespace` is "default", as `kubectl apply` would make it.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final, cast
@@ -100,6 +101,7 @@ _VRAM = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>|M|Mi|G|Gi|T|Ti)")
 _VRAM_UNIT_MIB = {"": 1, "M": 1, "Mi": 1, "G": 1024, "Gi": 1024, "T": 1024**2, "Ti": 1024**2}
 
 _SIDECAR_RESTART_POLICY = "Always"
+_HUGEPAGES_PREFIX = "hugepages-"
 _RESIZE_PENDING = "PodResizePending"
 _RESIZE_INFEASIBLE = "Infeasible"
 
@@ -249,6 +251,14 @@ def _quantities(src: _Source, value: object, path: str) -> dict[str, Fraction]:
             )
         result[name] = amount
     return result
+
+
+def _as_stored(amounts: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """Values as the API server stores them: rounded up to a milli-unit.
+
+    (`SetDefaults_ResourceList`: two containers asking "0.5m" CPU hold 1m each.)
+    """
+    return {name: Fraction(milli_value(amount), 1000) for name, amount in amounts.items()}
 
 
 def _to_resources(amounts: Mapping[str, Fraction]) -> Resources:
@@ -499,16 +509,56 @@ def _requirements(src: _Source, value: object, path: str) -> tuple[SelectorRequi
 
 
 # --- Pod requests, exactly as kube-scheduler counts them ---------------------------------
-# component-helpers `resource.PodRequests` with the options kube-scheduler passes: sums are
-# exact (Fractions) and rounded up once at the end, as kube-scheduler rounds the aggregate.
+# component-helpers `resource.PodRequests`, called as kube-scheduler calls it, on the pod as
+# the API server stores it: first `SetDefaults_Pod` on exact values (limits stand in for
+# missing requests; pod-level resources are defaulted), then every value rounded up to a
+# milli-unit. The aggregate is rounded to model units once, as kube-scheduler converts it.
 
 
-def _container_requests(src: _Source, container: JsonObject, path: str) -> dict[str, Fraction]:
-    """Requests after API defaulting: a limit without a request is also the request."""
+@dataclass(frozen=True, slots=True)
+class _Container:
+    name: str
+    requests: dict[str, Fraction]  # exact, after limits stood in for missing requests
+    limits: dict[str, Fraction]  # exact
+    runs_with_pod: bool  # a regular container or a sidecar (not a one-off init container)
+
+
+def _container(src: _Source, container: JsonObject, path: str, *, init: bool) -> _Container:
     resources = _object(src, container.get("resources"), f"{path}.resources")
     requests = _quantities(src, resources.get("requests"), f"{path}.resources.requests")
     limits = _quantities(src, resources.get("limits"), f"{path}.resources.limits")
-    return {**limits, **requests}
+    restart_policy = _string(src, container.get("restartPolicy"), f"{path}.restartPolicy")
+    return _Container(
+        name=_string(src, container.get("name"), f"{path}.name"),
+        requests={**limits, **requests},
+        limits=limits,
+        runs_with_pod=not init or restart_policy == _SIDECAR_RESTART_POLICY,
+    )
+
+
+def _aggregate(
+    containers: Sequence[_Container],
+    init_containers: Sequence[_Container],
+    amounts: Callable[[_Container], Mapping[str, Fraction]],
+) -> dict[str, Fraction]:
+    """What the pod needs at its peak: regular containers and sidecars run together; each
+    init container runs alone next to the sidecars started before it (KEP-753)."""
+    total: dict[str, Fraction] = {}
+    for container in containers:
+        _add_into(total, amounts(container))
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
+    for container in init_containers:
+        if container.runs_with_pod:
+            # (Never a peak of its own: the total already holds every sidecar.)
+            _add_into(total, amounts(container))
+            _add_into(sidecars, amounts(container))
+        else:
+            alone = dict(amounts(container))
+            _add_into(alone, sidecars)
+            _max_into(init_peak, alone)
+    _max_into(total, init_peak)
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,11 +578,10 @@ def _resize_states(src: _Source, status: JsonObject) -> dict[str, _ResizeState]:
                 continue  # no resize information: the spec stands
             name = _string(src, container_status.get("name"), f"{path}.name")
             actuated = _object(src, resources, f"{path}.resources").get("requests")
+            allocated = container_status.get("allocatedResources")
             states[name] = _ResizeState(
-                actuated=_quantities(src, actuated, f"{path}.resources.requests"),
-                allocated=_quantities(
-                    src, container_status.get("allocatedResources"), f"{path}.allocatedResources"
-                ),
+                actuated=_as_stored(_quantities(src, actuated, f"{path}.resources.requests")),
+                allocated=_as_stored(_quantities(src, allocated, f"{path}.allocatedResources")),
             )
     return states
 
@@ -544,74 +593,75 @@ def _resize_infeasible(src: _Source, status: JsonObject) -> bool:
     return False
 
 
-def _effective_requests(
-    requests: dict[str, Fraction], state: _ResizeState | None, *, infeasible: bool
+def _held_requests(
+    container: _Container, states: Mapping[str, _ResizeState], *, infeasible: bool
 ) -> dict[str, Fraction]:
-    """A running container's requests during an in-place resize: the most it may hold."""
+    """A container's stored requests, or during an in-place resize the most it may hold."""
+    requests = _as_stored(container.requests)
+    state = states.get(container.name) if container.runs_with_pod else None
     if state is None:
         return requests
-    effective: dict[str, Fraction] = {}
+    held: dict[str, Fraction] = {}
     for amounts in (
         (state.actuated, state.allocated)
         if infeasible
         else (requests, state.actuated, state.allocated)
     ):
-        _max_into(effective, amounts)
-    return effective
+        _max_into(held, amounts)
+    return held
 
 
 def _is_pod_level_resource(name: str) -> bool:
-    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+    return name in (CPU, MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _pod_level_requests(
+    src: _Source,
+    spec: JsonObject,
+    containers: Sequence[_Container],
+    init_containers: Sequence[_Container],
+) -> dict[str, Fraction]:
+    """`spec.resources` requests (PodLevelResources, on by default since 1.34), after the
+    API defaulting that fills them in from pod-level limits and the containers."""
+    if spec.get("resources") is None:
+        return {}
+    pod_resources = _object(src, spec.get("resources"), "spec.resources")
+    requests = _quantities(src, pod_resources.get("requests"), "spec.resources.requests")
+    limits = _quantities(src, pod_resources.get("limits"), "spec.resources.limits")
+    if requests or limits:  # defaultHugePagePodLimits
+        for name, amount in _aggregate(containers, init_containers, lambda c: c.limits).items():
+            if name.startswith(_HUGEPAGES_PREFIX) and name not in requests:
+                limits.setdefault(name, amount)
+    if limits:  # defaultPodRequests: overcommittable ones from the containers, else the limit
+        for name, amount in _aggregate(containers, init_containers, lambda c: c.requests).items():
+            if name in (CPU, MEMORY):
+                requests.setdefault(name, amount)
+        for name, amount in limits.items():
+            if _is_pod_level_resource(name):
+                requests.setdefault(name, amount)
+    return {
+        name: amount
+        for name, amount in _as_stored(requests).items()
+        if _is_pod_level_resource(name)
+    }
 
 
 def _pod_requests(src: _Source, spec: JsonObject, status: JsonObject) -> Resources:
+    containers = [
+        _container(src, container, path, init=False)
+        for path, container in _objects(src, spec.get("containers"), "spec.containers")
+    ]
+    init_containers = [
+        _container(src, container, path, init=True)
+        for path, container in _objects(src, spec.get("initContainers"), "spec.initContainers")
+    ]
     states = _resize_states(src, status)
     infeasible = _resize_infeasible(src, status)
-    requested_names: set[str] = set()
-
-    def running(container: JsonObject, path: str) -> dict[str, Fraction]:
-        requests = _container_requests(src, container, path)
-        requested_names.update(requests)
-        name = _string(src, container.get("name"), f"{path}.name")
-        return _effective_requests(requests, states.get(name), infeasible=infeasible)
-
-    total: dict[str, Fraction] = {}
-    for path, container in _objects(src, spec.get("containers"), "spec.containers"):
-        _add_into(total, running(container, path))
-
-    # Init containers run one at a time before the regular ones, each next to the sidecars
-    # (restartPolicy: Always) started before it; sidecars then keep running with the pod.
-    sidecars: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
-    for path, container in _objects(src, spec.get("initContainers"), "spec.initContainers"):
-        restart_policy = _string(src, container.get("restartPolicy"), f"{path}.restartPolicy")
-        if restart_policy == _SIDECAR_RESTART_POLICY:
-            requests = running(container, path)
-            _add_into(total, requests)
-            _add_into(sidecars, requests)
-            _max_into(init_peak, sidecars)
-        else:
-            requests = _container_requests(src, container, path)
-            requested_names.update(requests)
-            _add_into(requests, sidecars)
-            _max_into(init_peak, requests)
-    _max_into(total, init_peak)
-
-    # Pod-level resources (PodLevelResources, on by default since 1.34) replace the
-    # containers' sum for CPU, memory and hugepages.
-    pod_resources = _object(src, spec.get("resources"), "spec.resources")
-    pod_requests = _quantities(src, pod_resources.get("requests"), "spec.resources.requests")
-    pod_limits = _quantities(src, pod_resources.get("limits"), "spec.resources.limits")
-    for name, limit in pod_limits.items():
-        # API defaulting: the limit becomes the request unless containers request an
-        # overcommittable resource (CPU, memory), whose request defaults to their sum.
-        if name not in pod_requests and not (name in requested_names and name in (CPU, MEMORY)):
-            pod_requests[name] = limit
-    total.update(
-        (name, amount) for name, amount in pod_requests.items() if _is_pod_level_resource(name)
+    total = _aggregate(
+        containers, init_containers, lambda c: _held_requests(c, states, infeasible=infeasible)
     )
-
-    _add_into(total, _quantities(src, spec.get("overhead"), "spec.overhead"))
+    total.update(_pod_level_requests(src, spec, containers, init_containers))
+    _add_into(total, _as_stored(_quantities(src, spec.get("overhead"), "spec.overhead")))
     # kube-scheduler counts every pod against the node's `pods` capacity, once.
     total[PODS] = Fraction(1)
     return _to_resources(total)
@@ -682,7 +732,7 @@ class _PodSettings:
         # An empty label means "no group", as scheduler-plugins reads it.
         from_label = labels.get(POD_GROUP_LABEL, "")
         from_annotation = annotations.get(POD_GROUP_ANNOTATION)
-        if from_annotation is None or from_annotation == from_label:
+        if from_annotation is None or (from_label and from_annotation == from_label):
             self.group = GroupRef(namespace, from_label) if from_label else None
         elif not _is_object_name(from_annotation):
             self.problems.append(
@@ -729,7 +779,7 @@ def group_from_pod(pod: Pod) -> PodGroup | None:
         name=pod.group.name,
         min_member=pod.min_member,
         timeout_seconds=pod.timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
-        placement=parse_placement(pod.placement) if pod.placement else Placement(),
+        placement=parse_placement(pod.placement) if pod.placement else None,
         from_crd=False,
     )
 
@@ -780,7 +830,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
             "spec.scheduleTimeoutSeconds", f"must be a positive integer, not {timeout}"
         )
     annotations = _string_map(src, metadata.get("annotations"), "metadata.annotations")
-    placement = Placement()
+    placement: Placement | None = None
     if PLACEMENT_ANNOTATION in annotations:
         try:
             placement = parse_placement(annotations[PLACEMENT_ANNOTATION])

@@ -309,7 +309,9 @@ class PodGroup:
     name: str
     min_member: int
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    placement: Placement = Placement()
+    # None: the PodGroup does not say; the members' common phalanx.io/placement, else the
+    # configured default, applies (see GangPlanner.resolve).
+    placement: Placement | None = None
     plan_json: str = ""  # raw phalanx.io/plan; parsed and validated by phalanx.core.plan
     differentiable: frozenset[str] = frozenset()
     min_resources: Resources = EMPTY

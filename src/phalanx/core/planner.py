@@ -154,19 +154,24 @@ class GangPlanner:
                 timeout_seconds=min(timeouts)
                 if timeouts
                 else self.settings.default_timeout_seconds,
-                placement=self.settings.default_placement,
                 from_crd=False,
             )
-        placements = {p.placement for p in members if p.placement}
-        if len(placements) > 1:
-            return f"members of gang {key} disagree on phalanx.io/placement: " + ", ".join(
-                sorted(placements)
-            )
-        if placements and not (group.from_crd and str(group.placement) != "pack"):
+        if group.placement is None:
+            # The PodGroup does not say: every member must agree, else the default applies.
+            placements = {p.placement for p in members if p.placement}
+            if len(placements) > 1:
+                return f"members of gang {key} disagree on phalanx.io/placement: " + ", ".join(
+                    sorted(placements)
+                )
             try:
-                group = replace(group, placement=parse_placement(placements.pop()))
+                placement = (
+                    parse_placement(placements.pop())
+                    if placements
+                    else self.settings.default_placement
+                )
             except ValueError as exc:
                 return f"gang {key}: {exc}"
+            group = replace(group, placement=placement)
         return group
 
     def _plan_of(self, group: PodGroup) -> tuple[PlanNode, PlanIntent] | None:
@@ -332,7 +337,7 @@ class GangPlanner:
                 snapshot,
                 GangSpec(
                     key=key,
-                    placement=group.placement,
+                    placement=group.placement or self.settings.default_placement,
                     members=to_place,
                     anchors=anchors,
                     anchor_pods=tuple(bound),
@@ -434,7 +439,7 @@ class GangPlanner:
             snapshot,
             GangSpec(
                 key=key,
-                placement=group.placement,
+                placement=group.placement or self.settings.default_placement,
                 members=(pod,),
                 anchors=anchors,
                 anchor_pods=tuple(anchor_pods),

@@ -1,4 +1,4 @@
-"""Raw Kubernetes objects -> the model: the one place plain dicts are read.
+"""Raw Kubernetes objects -> the model: the one place plain dicts become model types.
 
 Input is what the API or `kubectl get -o json` gives (or a hand-written cluster file): plain
 dicts, where optional fields may be missing or `null`. Anything the API server would have
@@ -15,27 +15,25 @@ Decisions an operator may look for:
   API server's defaulting leaves it: sidecars, pod-level resources, in-place resize status,
   overhead, plus one pod slot).
 * A missing `metadata.namespace` is "default", as `kubectl apply` would make it.
+
+Typed reads of the dicts live in `phalanx.core.rawdict`, the request arithmetic in
+`phalanx.core.pod_requests`.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Final, cast
+from typing import Final
 
-from phalanx.core.errors import InvalidObjectError, QuantityError, quoted
+from phalanx.core.errors import InvalidObjectError, quoted
 from phalanx.core.model import (
     AMD_GPU,
     ANNOTATION_PREFIX,
-    CPU,
     DEFAULT_TIMEOUT_SECONDS,
-    MEMORY,
     MIG_PREFIX,
     NVIDIA_GPU,
-    PODS,
     GpuInfo,
     GroupRef,
     Node,
@@ -53,7 +51,23 @@ from phalanx.core.model import (
     Toleration,
     is_gpu_resource,
 )
-from phalanx.core.quantity import int_value, milli_value, parse_quantity
+from phalanx.core.pod_requests import pod_requests
+from phalanx.core.rawdict import (
+    JsonObject,
+    Source,
+    key_path,
+    namespace_and_name,
+    read_boolean,
+    read_integer,
+    read_metadata,
+    read_object,
+    read_objects,
+    read_quantities,
+    read_string,
+    read_string_map,
+    read_strings,
+    to_resources,
+)
 
 # --- Names of labels and annotations (DESIGN §3) ----------------------------------------
 
@@ -86,7 +100,6 @@ AMD_PRODUCT_LABEL: Final = "amd.com/gpu.product-name"
 AMD_VRAM_LABEL: Final = "amd.com/gpu.vram"
 AMD_FAMILY_LABEL: Final = "amd.com/gpu.family"
 
-DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 
 _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
@@ -100,219 +113,38 @@ _DIGITS = re.compile(r"[0-9]{1,18}")
 _VRAM = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>|M|Mi|G|Gi|T|Ti)")
 _VRAM_UNIT_MIB = {"": 1, "M": 1, "Mi": 1, "G": 1024, "Gi": 1024, "T": 1024**2, "Ti": 1024**2}
 
-_SIDECAR_RESTART_POLICY = "Always"
-_HUGEPAGES_PREFIX = "hugepages-"
-_RESIZE_PENDING = "PodResizePending"
-_RESIZE_INFEASIBLE = "Infeasible"
-
-JsonObject = Mapping[str, object]
-_EMPTY: JsonObject = {}
-
-
-# --- Reading plain dicts ----------------------------------------------------------------
-# Typed accessors over untrusted input: each checks the JSON type at a path and raises
-# InvalidObjectError naming that path. (TypedDicts would only promise what must be checked.)
-
-
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """The object being read, for error messages."""
-
-    kind: str
-    name: str
-
-    def invalid(self, path: str, reason: str) -> InvalidObjectError:
-        return InvalidObjectError(self.kind, self.name, path, reason)
-
-
-def _key(path: str, key: str) -> str:
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _object(src: _Source, value: object, path: str) -> JsonObject:
-    if value is None:
-        return _EMPTY
-    if not isinstance(value, Mapping):
-        raise src.invalid(path, f"must be an object, not {_json_type(value)}")
-    return cast("JsonObject", value)
-
-
-def _objects(src: _Source, value: object, path: str) -> Iterable[tuple[str, JsonObject]]:
-    """The entries of a list of objects, each with its own path."""
-    if value is None:
-        return
-    if not isinstance(value, list | tuple):
-        raise src.invalid(path, f"must be a list, not {_json_type(value)}")
-    for index, item in enumerate(value):
-        item_path = f"{path}[{index}]"
-        yield item_path, _object(src, item, item_path)
-
-
-def _string(src: _Source, value: object, path: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise src.invalid(path, f"must be a string, not {_json_type(value)}")
-    return value
-
-
-def _strings(src: _Source, value: object, path: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list | tuple):
-        raise src.invalid(path, f"must be a list, not {_json_type(value)}")
-    return tuple(_string(src, item, f"{path}[{i}]") for i, item in enumerate(value))
-
-
-def _integer(src: _Source, value: object, path: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise src.invalid(path, f"must be an integer, not {_json_type(value)}")
-    return value
-
-
-def _boolean(src: _Source, value: object, path: str) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise src.invalid(path, f"must be a boolean, not {_json_type(value)}")
-    return value
-
-
-def _string_map(src: _Source, value: object, path: str) -> dict[str, str]:
-    entries = _object(src, value, path)
-    result: dict[str, str] = {}
-    for key, item in entries.items():
-        if not isinstance(key, str):
-            raise src.invalid(path, f"key {quoted(key)} must be a string")
-        result[key] = _string(src, item, _key(path, key))
-    return result
-
-
-def _metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[_Source, JsonObject]:
-    """The object's identity (for messages) and its `metadata`."""
-    unnamed = _Source(kind, "")
-    metadata = _object(unnamed, obj.get("metadata"), "metadata")
-    name = _string(unnamed, metadata.get("name"), "metadata.name")
-    if not name:
-        raise unnamed.invalid("metadata.name", "is required")
-    if namespaced:
-        namespace = _string(unnamed, metadata.get("namespace"), "metadata.namespace")
-        name = f"{namespace or DEFAULT_NAMESPACE}/{name}"
-    return _Source(kind, name), metadata
-
-
-def _namespace_and_name(src: _Source) -> tuple[str, str]:
-    namespace, _, name = src.name.partition("/")
-    return namespace, name
-
-
-# --- Resources --------------------------------------------------------------------------
-
-
-def _is_extended_resource(name: str) -> bool:
-    """Kubernetes `IsExtendedResourceName`: a vendor-qualified name outside kubernetes.io."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def _quantities(src: _Source, value: object, path: str) -> dict[str, Fraction]:
-    """A `ResourceList` with exact values; negative or fractional-where-integer is an error."""
-    result: dict[str, Fraction] = {}
-    for name, raw in _object(src, value, path).items():
-        where = _key(path, name)
-        if not isinstance(raw, str | int | float):
-            raise src.invalid(where, str(QuantityError(raw)))
-        try:
-            amount = parse_quantity(raw)
-        except QuantityError as error:
-            raise src.invalid(where, str(error)) from error
-        if amount < 0:
-            raise src.invalid(where, f"{quoted(raw)} is negative")
-        if (_is_extended_resource(name) or name == PODS) and amount.denominator != 1:
-            raise src.invalid(
-                where, f"{quoted(raw)} is not a whole number ({name} is counted in units)"
-            )
-        result[name] = amount
-    return result
-
-
-def _as_stored(amounts: Mapping[str, Fraction]) -> dict[str, Fraction]:
-    """Values as the API server stores them: rounded up to a milli-unit.
-
-    (`SetDefaults_ResourceList`: two containers asking "0.5m" CPU hold 1m each.)
-    """
-    return {name: Fraction(milli_value(amount), 1000) for name, amount in amounts.items()}
-
-
-def _to_resources(amounts: Mapping[str, Fraction]) -> Resources:
-    """Model units: CPU in millicores, everything else in whole units (bytes for memory)."""
-    return Resources(
-        {
-            name: milli_value(amount) if name == CPU else int_value(amount)
-            for name, amount in amounts.items()
-        }
-    )
-
-
-def _add_into(total: dict[str, Fraction], amounts: Mapping[str, Fraction]) -> None:
-    for name, amount in amounts.items():
-        total[name] = total.get(name, Fraction(0)) + amount
-
-
-def _max_into(total: dict[str, Fraction], amounts: Mapping[str, Fraction]) -> None:
-    for name, amount in amounts.items():
-        if name not in total or amount > total[name]:
-            total[name] = amount
-
 
 # --- Nodes ------------------------------------------------------------------------------
 
 
 def parse_node(obj: JsonObject) -> Node:
     """A `v1 Node` as the planner sees it: allocatable capacity, labels, taints, GPUs."""
-    src, metadata = _metadata("Node", obj, namespaced=False)
-    spec = _object(src, obj.get("spec"), "spec")
-    status = _object(src, obj.get("status"), "status")
+    src, metadata = read_metadata("Node", obj, namespaced=False)
+    spec = read_object(src, obj.get("spec"), "spec")
+    status = read_object(src, obj.get("status"), "status")
     if status.get("allocatable") is not None:
-        amounts = _quantities(src, status.get("allocatable"), "status.allocatable")
+        amounts = read_quantities(src, status.get("allocatable"), "status.allocatable")
     else:
-        amounts = _quantities(src, status.get("capacity"), "status.capacity")
-    allocatable = _to_resources(amounts)
-    labels = _string_map(src, metadata.get("labels"), "metadata.labels")
+        amounts = read_quantities(src, status.get("capacity"), "status.capacity")
+    allocatable = to_resources(amounts)
+    labels = read_string_map(src, metadata.get("labels"), "metadata.labels")
     return Node(
         name=src.name,
         allocatable=allocatable,
         labels=labels,
         taints=tuple(
             _taint(src, taint, path)
-            for path, taint in _objects(src, spec.get("taints"), "spec.taints")
+            for path, taint in read_objects(src, spec.get("taints"), "spec.taints")
         ),
-        unschedulable=_boolean(src, spec.get("unschedulable"), "spec.unschedulable"),
+        unschedulable=read_boolean(src, spec.get("unschedulable"), "spec.unschedulable"),
         ready=_node_ready(src, status),
         gpu=_gpu_info(src, amounts.keys(), allocatable, labels),
-        uid=_string(src, metadata.get("uid"), "metadata.uid"),
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
     )
 
 
-def _taint_effect(src: _Source, value: object, path: str) -> TaintEffect:
-    text = _string(src, value, path)
+def _taint_effect(src: Source, value: object, path: str) -> TaintEffect:
+    text = read_string(src, value, path)
     try:
         return TaintEffect(text)
     except ValueError:
@@ -322,44 +154,44 @@ def _taint_effect(src: _Source, value: object, path: str) -> TaintEffect:
         ) from None
 
 
-def _taint(src: _Source, taint: JsonObject, path: str) -> Taint:
-    key = _string(src, taint.get("key"), f"{path}.key")
+def _taint(src: Source, taint: JsonObject, path: str) -> Taint:
+    key = read_string(src, taint.get("key"), f"{path}.key")
     if not key:
         raise src.invalid(f"{path}.key", "is required")
     return Taint(
         key=key,
-        value=_string(src, taint.get("value"), f"{path}.value"),
+        value=read_string(src, taint.get("value"), f"{path}.value"),
         effect=_taint_effect(src, taint.get("effect"), f"{path}.effect"),
     )
 
 
-def _node_ready(src: _Source, status: JsonObject) -> bool:
-    for path, condition in _objects(src, status.get("conditions"), "status.conditions"):
-        if _string(src, condition.get("type"), f"{path}.type") == "Ready":
-            return _string(src, condition.get("status"), f"{path}.status") == "True"
+def _node_ready(src: Source, status: JsonObject) -> bool:
+    for path, condition in read_objects(src, status.get("conditions"), "status.conditions"):
+        if read_string(src, condition.get("type"), f"{path}.type") == "Ready":
+            return read_string(src, condition.get("status"), f"{path}.status") == "True"
     return False
 
 
 def _label_int(
-    src: _Source, labels: Mapping[str, str], key: str, *, minimum: int, default: int
+    src: Source, labels: Mapping[str, str], key: str, *, minimum: int, default: int
 ) -> int:
     text = labels.get(key)
     if text is None:
         return default
     if _DIGITS.fullmatch(text) is None or int(text) < minimum:
         kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-        raise src.invalid(_key("metadata.labels", key), f"{quoted(text)} is not {kind}")
+        raise src.invalid(key_path("metadata.labels", key), f"{quoted(text)} is not {kind}")
     return int(text)
 
 
-def _amd_vram_mib(src: _Source, labels: Mapping[str, str]) -> int:
+def _amd_vram_mib(src: Source, labels: Mapping[str, str]) -> int:
     text = labels.get(AMD_VRAM_LABEL)
     if text is None:
         return 0
     match = _VRAM.fullmatch(text)
     if match is None:
         raise src.invalid(
-            _key("metadata.labels", AMD_VRAM_LABEL),
+            key_path("metadata.labels", AMD_VRAM_LABEL),
             f'{quoted(text)} is not a memory size like "192G" '
             "(GiB, as the AMD node labeller writes it) or a number of MiB",
         )
@@ -367,7 +199,7 @@ def _amd_vram_mib(src: _Source, labels: Mapping[str, str]) -> int:
 
 
 def _gpu_info(
-    src: _Source, names: Iterable[str], allocatable: Resources, labels: Mapping[str, str]
+    src: Source, names: Iterable[str], allocatable: Resources, labels: Mapping[str, str]
 ) -> GpuInfo | None:
     """GPUs from allocatable resource names (even at 0: unhealthy GPUs still have a model)."""
     gpu_names = sorted(name for name in names if is_gpu_resource(name))
@@ -408,33 +240,33 @@ def parse_pod(obj: JsonObject) -> Pod:
 
     Malformed quantities raise; malformed `phalanx.io/*` annotations set `Pod.invalid`.
     """
-    src, metadata = _metadata("Pod", obj, namespaced=True)
-    namespace, name = _namespace_and_name(src)
-    spec = _object(src, obj.get("spec"), "spec")
-    status = _object(src, obj.get("status"), "status")
-    labels = _string_map(src, metadata.get("labels"), "metadata.labels")
-    annotations = _string_map(src, metadata.get("annotations"), "metadata.annotations")
+    src, metadata = read_metadata("Pod", obj, namespaced=True)
+    namespace, name = namespace_and_name(src)
+    spec = read_object(src, obj.get("spec"), "spec")
+    status = read_object(src, obj.get("status"), "status")
+    labels = read_string_map(src, metadata.get("labels"), "metadata.labels")
+    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = _PodSettings.read(namespace, labels, annotations)
     return Pod(
         namespace=namespace,
         name=name,
-        uid=_string(src, metadata.get("uid"), "metadata.uid"),
-        requests=_pod_requests(src, spec, status),
-        node_name=_string(src, spec.get("nodeName"), "spec.nodeName"),
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
+        requests=pod_requests(src, spec, status),
+        node_name=read_string(src, spec.get("nodeName"), "spec.nodeName"),
         phase=_phase(src, status),
-        scheduler_name=_string(src, spec.get("schedulerName"), "spec.schedulerName")
+        scheduler_name=read_string(src, spec.get("schedulerName"), "spec.schedulerName")
         or DEFAULT_SCHEDULER_NAME,
         labels=labels,
         tolerations=tuple(
             _toleration(src, toleration, path)
-            for path, toleration in _objects(src, spec.get("tolerations"), "spec.tolerations")
+            for path, toleration in read_objects(src, spec.get("tolerations"), "spec.tolerations")
         ),
-        node_selector=_string_map(src, spec.get("nodeSelector"), "spec.nodeSelector"),
+        node_selector=read_string_map(src, spec.get("nodeSelector"), "spec.nodeSelector"),
         required_affinity=_required_affinity(src, spec),
         group=settings.group,
         plan_node=settings.plan_node,
         gpu_memory_mib=settings.gpu_memory_mib,
-        priority=_integer(src, spec.get("priority"), "spec.priority") or 0,
+        priority=read_integer(src, spec.get("priority"), "spec.priority") or 0,
         deleting=metadata.get("deletionTimestamp") not in (None, ""),
         min_member=settings.min_member,
         timeout_seconds=settings.timeout_seconds,
@@ -443,8 +275,8 @@ def parse_pod(obj: JsonObject) -> Pod:
     )
 
 
-def _phase(src: _Source, status: JsonObject) -> PodPhase:
-    text = _string(src, status.get("phase"), "status.phase")
+def _phase(src: Source, status: JsonObject) -> PodPhase:
+    text = read_string(src, status.get("phase"), "status.phase")
     if not text:
         return PodPhase.PENDING
     try:
@@ -453,29 +285,29 @@ def _phase(src: _Source, status: JsonObject) -> PodPhase:
         raise src.invalid("status.phase", f"{quoted(text)} is not a pod phase") from None
 
 
-def _toleration(src: _Source, toleration: JsonObject, path: str) -> Toleration:
-    operator = _string(src, toleration.get("operator"), f"{path}.operator") or "Equal"
+def _toleration(src: Source, toleration: JsonObject, path: str) -> Toleration:
+    operator = read_string(src, toleration.get("operator"), f"{path}.operator") or "Equal"
     if operator not in ("Equal", "Exists"):
         raise src.invalid(f"{path}.operator", f"{quoted(operator)} is not Equal or Exists")
     effect = toleration.get("effect")
     return Toleration(
-        key=_string(src, toleration.get("key"), f"{path}.key"),
+        key=read_string(src, toleration.get("key"), f"{path}.key"),
         operator=operator,
-        value=_string(src, toleration.get("value"), f"{path}.value"),
+        value=read_string(src, toleration.get("value"), f"{path}.value"),
         effect=_taint_effect(src, effect, f"{path}.effect") if effect not in (None, "") else None,
     )
 
 
-def _required_affinity(src: _Source, spec: JsonObject) -> tuple[SelectorTerm, ...] | None:
+def _required_affinity(src: Source, spec: JsonObject) -> tuple[SelectorTerm, ...] | None:
     path = "spec.affinity"
-    affinity = _object(src, spec.get("affinity"), path)
+    affinity = read_object(src, spec.get("affinity"), path)
     path += ".nodeAffinity"
-    node_affinity = _object(src, affinity.get("nodeAffinity"), path)
+    node_affinity = read_object(src, affinity.get("nodeAffinity"), path)
     path += ".requiredDuringSchedulingIgnoredDuringExecution"
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return None
-    terms = _object(src, required, path).get("nodeSelectorTerms")
+    terms = read_object(src, required, path).get("nodeSelectorTerms")
     return tuple(
         SelectorTerm(
             match_expressions=_requirements(
@@ -483,14 +315,14 @@ def _required_affinity(src: _Source, spec: JsonObject) -> tuple[SelectorTerm, ..
             ),
             match_fields=_requirements(src, term.get("matchFields"), f"{term_path}.matchFields"),
         )
-        for term_path, term in _objects(src, terms, f"{path}.nodeSelectorTerms")
+        for term_path, term in read_objects(src, terms, f"{path}.nodeSelectorTerms")
     )
 
 
-def _requirements(src: _Source, value: object, path: str) -> tuple[SelectorRequirement, ...]:
+def _requirements(src: Source, value: object, path: str) -> tuple[SelectorRequirement, ...]:
     result = []
-    for item_path, requirement in _objects(src, value, path):
-        operator = _string(src, requirement.get("operator"), f"{item_path}.operator")
+    for item_path, requirement in read_objects(src, value, path):
+        operator = read_string(src, requirement.get("operator"), f"{item_path}.operator")
         try:
             selector_operator = SelectorOperator(operator)
         except ValueError:
@@ -500,171 +332,12 @@ def _requirements(src: _Source, value: object, path: str) -> tuple[SelectorRequi
             ) from None
         result.append(
             SelectorRequirement(
-                key=_string(src, requirement.get("key"), f"{item_path}.key"),
+                key=read_string(src, requirement.get("key"), f"{item_path}.key"),
                 operator=selector_operator,
-                values=_strings(src, requirement.get("values"), f"{item_path}.values"),
+                values=read_strings(src, requirement.get("values"), f"{item_path}.values"),
             )
         )
     return tuple(result)
-
-
-# --- Pod requests, exactly as kube-scheduler counts them ---------------------------------
-# component-helpers `resource.PodRequests`, called as kube-scheduler calls it, on the pod as
-# the API server stores it: first `SetDefaults_Pod` on exact values (limits stand in for
-# missing requests; pod-level resources are defaulted), then every value rounded up to a
-# milli-unit. The aggregate is rounded to model units once, as kube-scheduler converts it.
-
-
-@dataclass(frozen=True, slots=True)
-class _Container:
-    name: str
-    requests: dict[str, Fraction]  # exact, after limits stood in for missing requests
-    limits: dict[str, Fraction]  # exact
-    runs_with_pod: bool  # a regular container or a sidecar (not a one-off init container)
-
-
-def _container(src: _Source, container: JsonObject, path: str, *, init: bool) -> _Container:
-    resources = _object(src, container.get("resources"), f"{path}.resources")
-    requests = _quantities(src, resources.get("requests"), f"{path}.resources.requests")
-    limits = _quantities(src, resources.get("limits"), f"{path}.resources.limits")
-    restart_policy = _string(src, container.get("restartPolicy"), f"{path}.restartPolicy")
-    return _Container(
-        name=_string(src, container.get("name"), f"{path}.name"),
-        requests={**limits, **requests},
-        limits=limits,
-        runs_with_pod=not init or restart_policy == _SIDECAR_RESTART_POLICY,
-    )
-
-
-def _aggregate(
-    containers: Sequence[_Container],
-    init_containers: Sequence[_Container],
-    amounts: Callable[[_Container], Mapping[str, Fraction]],
-) -> dict[str, Fraction]:
-    """What the pod needs at its peak: regular containers and sidecars run together; each
-    init container runs alone next to the sidecars started before it (KEP-753)."""
-    total: dict[str, Fraction] = {}
-    for container in containers:
-        _add_into(total, amounts(container))
-    sidecars: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
-    for container in init_containers:
-        if container.runs_with_pod:
-            # (Never a peak of its own: the total already holds every sidecar.)
-            _add_into(total, amounts(container))
-            _add_into(sidecars, amounts(container))
-        else:
-            alone = dict(amounts(container))
-            _add_into(alone, sidecars)
-            _max_into(init_peak, alone)
-    _max_into(total, init_peak)
-    return total
-
-
-@dataclass(frozen=True, slots=True)
-class _ResizeState:
-    """What the kubelet reports for an in-place resized container (status.*ContainerStatuses)."""
-
-    actuated: dict[str, Fraction]
-    allocated: dict[str, Fraction]
-
-
-def _resize_states(src: _Source, status: JsonObject) -> dict[str, _ResizeState]:
-    states: dict[str, _ResizeState] = {}
-    for list_name in ("containerStatuses", "initContainerStatuses"):
-        for path, container_status in _objects(src, status.get(list_name), f"status.{list_name}"):
-            resources = container_status.get("resources")
-            if resources is None:
-                continue  # no resize information: the spec stands
-            name = _string(src, container_status.get("name"), f"{path}.name")
-            actuated = _object(src, resources, f"{path}.resources").get("requests")
-            allocated = container_status.get("allocatedResources")
-            states[name] = _ResizeState(
-                actuated=_as_stored(_quantities(src, actuated, f"{path}.resources.requests")),
-                allocated=_as_stored(_quantities(src, allocated, f"{path}.allocatedResources")),
-            )
-    return states
-
-
-def _resize_infeasible(src: _Source, status: JsonObject) -> bool:
-    for path, condition in _objects(src, status.get("conditions"), "status.conditions"):
-        if _string(src, condition.get("type"), f"{path}.type") == _RESIZE_PENDING:
-            return _string(src, condition.get("reason"), f"{path}.reason") == _RESIZE_INFEASIBLE
-    return False
-
-
-def _held_requests(
-    container: _Container, states: Mapping[str, _ResizeState], *, infeasible: bool
-) -> dict[str, Fraction]:
-    """A container's stored requests, or during an in-place resize the most it may hold."""
-    requests = _as_stored(container.requests)
-    state = states.get(container.name) if container.runs_with_pod else None
-    if state is None:
-        return requests
-    held: dict[str, Fraction] = {}
-    for amounts in (
-        (state.actuated, state.allocated)
-        if infeasible
-        else (requests, state.actuated, state.allocated)
-    ):
-        _max_into(held, amounts)
-    return held
-
-
-def _is_pod_level_resource(name: str) -> bool:
-    return name in (CPU, MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
-
-
-def _pod_level_requests(
-    src: _Source,
-    spec: JsonObject,
-    containers: Sequence[_Container],
-    init_containers: Sequence[_Container],
-) -> dict[str, Fraction]:
-    """`spec.resources` requests (PodLevelResources, on by default since 1.34), after the
-    API defaulting that fills them in from pod-level limits and the containers."""
-    if spec.get("resources") is None:
-        return {}
-    pod_resources = _object(src, spec.get("resources"), "spec.resources")
-    requests = _quantities(src, pod_resources.get("requests"), "spec.resources.requests")
-    limits = _quantities(src, pod_resources.get("limits"), "spec.resources.limits")
-    if requests or limits:  # defaultHugePagePodLimits
-        for name, amount in _aggregate(containers, init_containers, lambda c: c.limits).items():
-            if name.startswith(_HUGEPAGES_PREFIX) and name not in requests:
-                limits.setdefault(name, amount)
-    if limits:  # defaultPodRequests: overcommittable ones from the containers, else the limit
-        for name, amount in _aggregate(containers, init_containers, lambda c: c.requests).items():
-            if name in (CPU, MEMORY):
-                requests.setdefault(name, amount)
-        for name, amount in limits.items():
-            if _is_pod_level_resource(name):
-                requests.setdefault(name, amount)
-    return {
-        name: amount
-        for name, amount in _as_stored(requests).items()
-        if _is_pod_level_resource(name)
-    }
-
-
-def _pod_requests(src: _Source, spec: JsonObject, status: JsonObject) -> Resources:
-    containers = [
-        _container(src, container, path, init=False)
-        for path, container in _objects(src, spec.get("containers"), "spec.containers")
-    ]
-    init_containers = [
-        _container(src, container, path, init=True)
-        for path, container in _objects(src, spec.get("initContainers"), "spec.initContainers")
-    ]
-    states = _resize_states(src, status)
-    infeasible = _resize_infeasible(src, status)
-    total = _aggregate(
-        containers, init_containers, lambda c: _held_requests(c, states, infeasible=infeasible)
-    )
-    total.update(_pod_level_requests(src, spec, containers, init_containers))
-    _add_into(total, _as_stored(_quantities(src, spec.get("overhead"), "spec.overhead")))
-    # kube-scheduler counts every pod against the node's `pods` capacity, once.
-    total[PODS] = Fraction(1)
-    return _to_resources(total)
 
 
 # --- Phalanx settings on a pod (annotations never raise) ---------------------------------
@@ -818,25 +491,25 @@ def parse_placement(text: str) -> Placement:
 
 def parse_pod_group(obj: JsonObject) -> PodGroup:
     """A scheduler-plugins `PodGroup` (scheduling.x-k8s.io/v1alpha1) with Phalanx's annotations."""
-    src, metadata = _metadata(POD_GROUP_KIND, obj, namespaced=True)
-    namespace, name = _namespace_and_name(src)
-    spec = _object(src, obj.get("spec"), "spec")
-    min_member = _integer(src, spec.get("minMember"), "spec.minMember")
+    src, metadata = read_metadata(POD_GROUP_KIND, obj, namespaced=True)
+    namespace, name = namespace_and_name(src)
+    spec = read_object(src, obj.get("spec"), "spec")
+    min_member = read_integer(src, spec.get("minMember"), "spec.minMember")
     if min_member is None or min_member < 1:
         raise src.invalid("spec.minMember", f"must be a positive integer, not {min_member}")
-    timeout = _integer(src, spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
+    timeout = read_integer(src, spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
     if timeout is not None and timeout < 1:
         raise src.invalid(
             "spec.scheduleTimeoutSeconds", f"must be a positive integer, not {timeout}"
         )
-    annotations = _string_map(src, metadata.get("annotations"), "metadata.annotations")
+    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     placement: Placement | None = None
     if PLACEMENT_ANNOTATION in annotations:
         try:
             placement = parse_placement(annotations[PLACEMENT_ANNOTATION])
         except ValueError as error:
             raise src.invalid(
-                _key("metadata.annotations", PLACEMENT_ANNOTATION), str(error)
+                key_path("metadata.annotations", PLACEMENT_ANNOTATION), str(error)
             ) from error
     return PodGroup(
         namespace=namespace,
@@ -846,11 +519,11 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         placement=placement,
         plan_json=annotations.get(PLAN_ANNOTATION, ""),
         differentiable=parse_differentiable(annotations.get(DIFFERENTIABLE_ANNOTATION, "")),
-        min_resources=_to_resources(
-            _quantities(src, spec.get("minResources"), "spec.minResources")
+        min_resources=to_resources(
+            read_quantities(src, spec.get("minResources"), "spec.minResources")
         ),
         from_crd=True,
-        uid=_string(src, metadata.get("uid"), "metadata.uid"),
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
     )
 
 

@@ -24,12 +24,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Builds etcd, kube-apiserver, kube-scheduler and kwok from pinned Go modules into a cache
+# Builds etcd, kube-apiserver, kube-scheduler, kwok, helm and promtool from pinned Go modules into a cache
 # outside the repo (once per version). Without Go the real control-plane tier is skipped
 # locally; CI sets PHALANX_REQUIRE_E2E=1, which turns that skip into a failure.
 tools:
 	@if command -v go >/dev/null 2>&1; then \
-		bash tests/controlplane/build-tools.sh >/dev/null; \
+		bash tests/controlplane/build-tools.sh --with-deploy-tools >/dev/null; \
 	else \
 		echo "go not found: the real control-plane tests (tests/e2e) will be skipped"; \
 	fi

@@ -50,7 +50,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def process(args: list[str], url: str) -> Iterator[None]:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -117,7 +117,8 @@ async def barrier(
             if i == 0:
                 first = time.perf_counter() - start
             kept = r.json()["NodeNames"]
-            assert kept and len(kept) == 1, r.json()
+            assert kept, r.json()
+            assert len(kept) == 1, r.json()
             nodes[p["metadata"]["name"]] = kept[0]
         sent: list[float] = []
 

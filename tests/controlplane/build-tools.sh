@@ -12,7 +12,8 @@
 #   tests/controlplane/build-tools.sh --update-modules   # regenerate go/*/go.mod + go.sum
 #                                                         # from versions.env (no build)
 #   tests/controlplane/build-tools.sh FAMILY...           # only these families
-#                                                         # (kube etcd kwok helm promtool)
+#                                                         # (kube etcd kwok helm promtool
+#                                                         #  scheduler-plugins)
 #   tests/controlplane/build-tools.sh --with-deploy-tools # the default families + helm promtool
 #
 # The LAST line of stdout is always the bin directory; progress goes to stderr.
@@ -24,7 +25,8 @@
 # Adding a family: add a version line to versions.env, a `gomod_<family>` generator
 # below, an entry in FAMILY_BINS / FAMILY_LDFLAGS / FAMILY_MODULE, and run
 # --update-modules FAMILY. Families not in DEFAULT_FAMILIES are built only when named
-# (or, for DEPLOY_FAMILIES, with --with-deploy-tools).
+# (or, for DEPLOY_FAMILIES, with --with-deploy-tools). scheduler-plugins (the coscheduling
+# peer that bench/run.py measures Phalanx against) is built only when named.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,6 +44,7 @@ source "${HERE}/versions.env"
 : "${KWOK_VERSION:?missing in versions.env}"
 : "${HELM_VERSION:?missing in versions.env}"
 : "${PROMETHEUS_VERSION:?missing in versions.env}"
+: "${SCHEDULER_PLUGINS_VERSION:?missing in versions.env}"
 
 CACHE_ROOT="${PHALANX_TOOLS_CACHE:-${HOME}/.cache/phalanx-tools}"
 CACHE_KEY="${KUBE_VERSION}-${KWOK_VERSION}-${ETCD_VERSION}"
@@ -54,6 +57,9 @@ DEFAULT_FAMILIES=(kube etcd kwok)
 # Chart and alert-rule tooling for tests/deploy: not needed by the e2e tier, so built
 # only when named or with --with-deploy-tools.
 DEPLOY_FAMILIES=(helm promtool)
+# Benchmark peers for bench/run.py (DESIGN.md §9, tier 4), built only when named:
+#   scheduler-plugins -> kube-scheduler-plugins, scheduler-plugins' kube-scheduler with the
+#   Coscheduling plugin compiled in.
 
 # "binary=go-package" pairs, built from inside go/<family>/.
 declare -A FAMILY_BINS=(
@@ -63,6 +69,7 @@ declare -A FAMILY_BINS=(
   [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok"
   [helm]="helm=helm.sh/helm/v3/cmd/helm"
   [promtool]="promtool=github.com/prometheus/prometheus/cmd/promtool"
+  [scheduler-plugins]="kube-scheduler-plugins=sigs.k8s.io/scheduler-plugins/cmd/scheduler"
 )
 
 # -X flags so that the binaries report their real version (a module build has no git
@@ -83,6 +90,8 @@ declare -A FAMILY_LDFLAGS=(
   # (v1.20 if unset): the release the e2e tier runs.
   [helm]="-X ${HELM_PKG}/internal/version.version=${HELM_VERSION} -X ${HELM_PKG}/internal/version.gitTreeState=clean -X ${HELM_PKG}/pkg/chartutil.k8sVersionMajor=${KUBE_MAJOR} -X ${HELM_PKG}/pkg/chartutil.k8sVersionMinor=${KUBE_MINOR} -X ${HELM_PKG}/pkg/lint/rules.k8sVersionMajor=${KUBE_MAJOR} -X ${HELM_PKG}/pkg/lint/rules.k8sVersionMinor=${KUBE_MINOR}"
   [promtool]="-X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE} -X github.com/prometheus/common/version.Branch=HEAD"
+  # What scheduler-plugins' own Makefile sets: the binary reports the plugins' release.
+  [scheduler-plugins]="-X k8s.io/component-base/version.gitVersion=${SCHEDULER_PLUGINS_VERSION} -X k8s.io/component-base/version.gitTreeState=clean"
 )
 
 # The module each family wraps and the version versions.env pins for it
@@ -93,6 +102,7 @@ declare -A FAMILY_MODULE=(
   [kwok]="sigs.k8s.io/kwok ${KWOK_VERSION}"
   [helm]="helm.sh/helm/v3 ${HELM_VERSION}"
   [promtool]="github.com/prometheus/prometheus ${PROMETHEUS_VERSION}"
+  [scheduler-plugins]="sigs.k8s.io/scheduler-plugins ${SCHEDULER_PLUGINS_VERSION}"
 )
 
 # ---------------------------------------------------------------- go env
@@ -223,6 +233,41 @@ gomod_promtool() {
   } >"${dir}/go.mod"
 }
 
+# scheduler-plugins embeds kube-scheduler (k8s.io/kubernetes), so it needs the same staging
+# pins as go/kube -- at the k8s.io/* versions scheduler-plugins itself builds with. Its own
+# go.mod carries exactly those as replace directives, which are ignored in a dependency:
+# copy them (published module versions only) into the wrapper.
+gomod_scheduler-plugins() {
+  local dir="$1" upstream_mod go_line replaces
+  upstream_mod="$(go mod download -json "sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [[ -f "${upstream_mod}" ]] || die "could not download sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}"
+  go_line="$(grep -m1 '^go ' "${upstream_mod}")"
+  replaces="$(awk '
+    /^replace[[:space:]]*\($/ { block = 1; next }
+    block && /^\)/ { block = 0; next }
+    block { print; next }
+    /^replace[[:space:]]/ { sub(/^replace[[:space:]]+/, ""); print }
+  ' "${upstream_mod}" | sed 's/^[[:space:]]*//; /^$/d' | sort -u)"
+  [[ -n "${replaces}" ]] || die "no replace directives found in ${upstream_mod}"
+  if grep -q '=> *\.' <<<"${replaces}"; then
+    die "${upstream_mod} replaces a module with a local path; cannot wrap it"
+  fi
+  {
+    echo "${HEADER}"
+    echo
+    echo "module phalanx/tests/controlplane/scheduler-plugins"
+    echo
+    echo "${go_line}"
+    echo
+    echo "require sigs.k8s.io/scheduler-plugins ${SCHEDULER_PLUGINS_VERSION}"
+    echo
+    echo "replace ("
+    local line
+    while IFS= read -r line; do echo "	${line}"; done <<<"${replaces}"
+    echo ")"
+  } >"${dir}/go.mod"
+}
+
 update_module() { # family
   local fam="$1" dir="${GO_DIR}/$1" pkgs=() pair
   mkdir -p "${dir}"
@@ -288,7 +333,7 @@ main() {
       --update-modules) update=1 ;;
       --print-bin-dir) print_only=1 ;;
       --with-deploy-tools) with_deploy=1 ;;
-      -h|--help) sed -n '2,27p' "$0" >&2; exit 0 ;;
+      -h|--help) sed -n '2,29p' "$0" >&2; exit 0 ;;
       -*) die "unknown option ${arg}" ;;
       *) [[ -n "${FAMILY_BINS[${arg}]+x}" ]] || die "unknown tool family '${arg}' (known: ${!FAMILY_BINS[*]})"
          families+=("${arg}") ;;

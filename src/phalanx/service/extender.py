@@ -35,6 +35,7 @@ from phalanx.core.planner import (
 )
 from phalanx.core.snapshot import ClusterState, MemberState
 from phalanx.service.metrics import Metrics, partial_gangs
+from phalanx.service.rollforward import RollForwardSettings, roll_forward_forever
 from phalanx.sources.base import BindError, ClusterSource, CommitRecord, GroupStatus, StateUpdate
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class ServiceSettings:
     bind_retry_backoff_seconds: float = 0.2
     # How often reservations are checked for expiry (seconds).
     expiry_interval_seconds: float = 1.0
+    # How commit records are rolled forward after a crash (sources that keep them).
+    roll_forward: RollForwardSettings = field(default_factory=RollForwardSettings)
 
 
 @dataclass(slots=True)
@@ -113,6 +116,7 @@ class Extender:
     async def start(self) -> None:
         await self.source.start(self.apply)
         self._expiry = asyncio.create_task(self._expire_forever(), name="phalanx-expiry")
+        self.spawn(roll_forward_forever(self, self.settings.roll_forward))
 
     async def stop(self) -> None:
         if self._expiry is not None:
@@ -134,14 +138,15 @@ class Extender:
 
     def expire(self) -> None:
         self.planner.expire(self.clock())
-        self._flush()
+        self.flush()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` as a task the Extender owns (cancelled on stop)."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Turn the planner's new events into metrics, Kubernetes Events and status."""
         events, self.planner.events = self.planner.events, []
         for event in events:
@@ -164,7 +169,7 @@ class Extender:
             reason = _EVENT_REASONS.get(event.outcome, "Phalanx")
             group = self.state.group(event.group_key)
             if group is not None:
-                self._spawn(
+                self.spawn(
                     self.source.emit_event(
                         "PodGroup", namespace, name, reason, event.reason, warning=warning
                     )
@@ -172,13 +177,13 @@ class Extender:
             else:
                 members = self.state.members(event.group_key)
                 if members:
-                    self._spawn(
+                    self.spawn(
                         self.source.emit_event(
                             "Pod", namespace, members[0].name, reason, event.reason, warning=warning
                         )
                     )
             if group is not None:
-                self._spawn(
+                self.spawn(
                     self.source.update_group_status(
                         self.group_status(event.group_key, event.outcome)
                     )
@@ -227,7 +232,7 @@ class Extender:
     def filter(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
         pod = self.learn(pod)
         result = self.planner.filter(pod, offered, self.clock())
-        self._flush()
+        self.flush()
         return result
 
     def prioritize(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
@@ -266,7 +271,7 @@ class Extender:
             if member.node != node:
                 return f"gang {key} reserved {member.node} for pod {pod.key}, not {node}"
             self.state.assume(pod.uid, node)
-            return await self._bind_one(pod, node)
+            return await self.bind_assumed(pod, node)
         if member is None or member.state is not MemberState.RESERVED:
             return (
                 f"gang {key} holds no reservation for pod {pod.key} (it expired or was released); "
@@ -301,9 +306,9 @@ class Extender:
             short = ", ".join(pod.requests.shortfall(info.free))
             return f"pod {pod.key} no longer fits node {node} (insufficient {short})"
         self.state.assume(pod.uid, node)
-        return await self._bind_one(pod, node)
+        return await self.bind_assumed(pod, node)
 
-    async def _bind_one(self, pod: Pod, node: str) -> str:
+    async def bind_assumed(self, pod: Pod, node: str) -> str:
         """Issue one binding for an assumed pod; forget it on failure."""
         attempts = 1 + self.settings.bind_retries
         for attempt in range(attempts):
@@ -331,7 +336,7 @@ class Extender:
         del self._gates[gate.group_key]
         if gate.timer is not None:
             gate.timer.cancel()
-        self._spawn(self._bind_gang(gate))
+        self.spawn(self._bind_gang(gate))
 
     def _time_out(self, key: str) -> None:
         gate = self._gates.pop(key, None)
@@ -345,7 +350,7 @@ class Extender:
         self._fail_gate(gate, reason)
         self.state.release(key)
         self.planner.note(key, Outcome.RELEASED, reason, self.clock())
-        self._flush()
+        self.flush()
 
     @staticmethod
     def _fail_gate(gate: _Gate, reason: str) -> None:
@@ -376,7 +381,7 @@ class Extender:
             )
             self.state.release(key)
             self.planner.note(key, Outcome.RELEASED, reason, self.clock())
-            self._flush()
+            self.flush()
             return
         reservation = self.state.reservation(key)
         placements = {}
@@ -399,11 +404,11 @@ class Extender:
             )
             self.state.release(key)
             self.planner.note(key, Outcome.RELEASED, reason, self.clock())
-            self._flush()
+            self.flush()
             return
         for waiter in ready:  # one step: the whole quorum is assumed before any binding
             self.state.assume(waiter.pod.uid, waiter.node)
-        results = await asyncio.gather(*(self._bind_one(w.pod, w.node) for w in ready))
+        results = await asyncio.gather(*(self.bind_assumed(w.pod, w.node) for w in ready))
         for waiter, error in zip(ready, results, strict=True):
             if not waiter.future.done():
                 waiter.future.set_result(error)
@@ -421,7 +426,7 @@ class Extender:
         else:
             failed = [w.pod.key for w, e in zip(ready, results, strict=True) if e]
             self.planner.note(key, Outcome.UNFIT, f"binding failed for {', '.join(failed)}", now)
-        self._flush()
+        self.flush()
 
     def _recheck(self, key: str, waiter: _Waiter) -> str:
         """Why a waiting member must not be bound now, or "" if it may."""

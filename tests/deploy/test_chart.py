@@ -1,0 +1,354 @@
+"""The Helm chart helm/phalanx: lints, renders, and renders what DESIGN §2 and §8 require."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, scheduler_config
+
+MONITORING_ON = {
+    "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "grafanaDashboard": {"enabled": True},
+}
+CUSTOM_NAME = {
+    "schedulerName": "gpu-gang",
+    "kubeScheduler": {"extender": {"httpTimeoutSeconds": 60}},
+    "phalanx": {"barrierTimeoutSeconds": 45.5, "reservationTtlSeconds": 120, "port": 18888},
+}
+VALUE_SETS = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"replicaCount": 3}, id="three-replicas"),
+    pytest.param(MONITORING_ON, id="monitoring-on"),
+    pytest.param(CUSTOM_NAME, id="custom-scheduler-name"),
+]
+
+
+def duration_seconds(text: str) -> float:
+    """A Go duration as kube-scheduler's config holds it ("30s", "1m30s")."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    parts = re.findall(r"([0-9.]+)(ms|h|m|s)", text)
+    assert parts, f"not a duration: {text!r}"
+    assert "".join(n + u for n, u in parts) == text, f"not a duration: {text!r}"
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+# ---- lint and render -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_chart_lints_without_warnings(chart: Chart, values: dict[str, Any]) -> None:
+    proc = chart.lint(values)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[WARNING]" not in proc.stdout, proc.stdout
+    assert "[ERROR]" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_chart_renders_the_scheduler_pod_and_its_permissions(
+    chart: Chart, values: dict[str, Any]
+) -> None:
+    kinds = sorted(d["kind"] for d in chart.render(values))
+    for kind in ("ConfigMap", "Deployment", "Service", "ServiceAccount", "ClusterRole"):
+        assert kind in kinds
+    assert kinds.count("ClusterRoleBinding") == 3  # Phalanx, system:kube-scheduler, volume
+    assert kinds.count("RoleBinding") == 2  # leases, kube-system authentication reader
+
+
+def test_optional_monitoring_objects_render_only_when_enabled(chart: Chart) -> None:
+    optional = {"ServiceMonitor", "PrometheusRule"}
+    assert not optional & {d["kind"] for d in chart.render()}
+    docs = chart.render(MONITORING_ON)
+    assert optional <= {d["kind"] for d in docs}
+    dashboard = one(docs, "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_replica_count_is_rendered(chart: Chart) -> None:
+    assert one(chart.render({"replicaCount": 3}), "Deployment")["spec"]["replicas"] == 3
+
+
+def test_scheduler_name_names_the_profile_and_what_phalanx_serves(chart: Chart) -> None:
+    docs = chart.render(CUSTOM_NAME)
+    assert [p["schedulerName"] for p in scheduler_config(docs)["profiles"]] == ["gpu-gang"]
+    assert env_of(container(docs, "phalanx"))["PHALANX_SCHEDULER_NAMES"] == "gpu-gang"
+
+
+# ---- the barrier guard ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("barrier", "http_timeout"),
+    [pytest.param(30, 30, id="equal"), pytest.param(45, 30, id="above")],
+)
+def test_barrier_timeout_at_or_above_http_timeout_fails_rendering(
+    chart: Chart, barrier: float, http_timeout: int
+) -> None:
+    values = {
+        "phalanx": {"barrierTimeoutSeconds": barrier, "reservationTtlSeconds": 600},
+        "kubeScheduler": {"extender": {"httpTimeoutSeconds": http_timeout}},
+    }
+    proc = chart.template(values)
+    assert proc.returncode != 0
+    assert (
+        f"phalanx.barrierTimeoutSeconds ({barrier}) must be below "
+        f"kubeScheduler.extender.httpTimeoutSeconds ({http_timeout})"
+    ) in proc.stderr
+
+
+def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: Chart) -> None:
+    proc = chart.template({"phalanx": {"barrierTimeoutSeconds": 25, "reservationTtlSeconds": 20},
+                           "kubeScheduler": {"extender": {"httpTimeoutSeconds": 40}}})  # fmt: skip
+    assert proc.returncode != 0
+    assert "must be below phalanx.reservationTtlSeconds (20)" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        pytest.param({"replicaCount": 0}, "/replicaCount", id="no-replicas"),
+        pytest.param({"phalanx": {"logLevel": "loud"}}, "/phalanx/logLevel", id="log-level"),
+        pytest.param(
+            {"phalanx": {"defaultPlacement": "scatter"}}, "defaultPlacement", id="placement"
+        ),
+        pytest.param({"replicas": 3}, "replicas", id="unknown-key"),
+        pytest.param(
+            {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
+            "leaseDuration",
+            id="duration-without-unit",
+        ),
+    ],
+)
+def test_values_schema_rejects_mistakes(
+    chart: Chart, values: dict[str, Any], complaint: str
+) -> None:
+    proc = chart.template(values)
+    assert proc.returncode != 0
+    assert complaint in proc.stderr
+
+
+# ---- the kube-scheduler configuration (DESIGN §2) ------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_scheduler_config_is_the_reference_configuration(
+    chart: Chart, values: dict[str, Any]
+) -> None:
+    docs = chart.render(values)
+    config = scheduler_config(docs)
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["percentageOfNodesToScore"] == 100
+    election = config["leaderElection"]
+    assert election["leaderElect"] is True
+    assert election["resourceName"] == "phalanx-scheduler"
+    assert election["resourceNamespace"] == NAMESPACE
+    assert {"qps", "burst"} <= config["clientConnection"].keys()
+    (extender,) = config["extenders"]
+    assert extender["nodeCacheCapable"] is True
+    assert extender["ignorable"] is False
+    assert extender["weight"] == 10
+    verbs = {k: v for k, v in extender.items() if k.endswith("Verb")}
+    assert verbs == {
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "preemptVerb": "preempt",
+        "bindVerb": "bind",
+    }
+    phalanx = container(docs, "phalanx")
+    barrier = float(env_of(phalanx)["PHALANX_BARRIER_TIMEOUT_SECONDS"])
+    assert duration_seconds(extender["httpTimeout"]) > barrier
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_kube_scheduler_calls_the_phalanx_sidecar_on_loopback(
+    chart: Chart, values: dict[str, Any]
+) -> None:
+    docs = chart.render(values)
+    (extender,) = scheduler_config(docs)["extenders"]
+    phalanx = container(docs, "phalanx")
+    assert phalanx["command"] == ["phalanx", "serve"]  # whatever the image's entrypoint
+    args = phalanx["args"]
+    flags = dict(zip(args[1::2], args[2::2], strict=True))
+    assert args[0] == "--in-cluster"
+    assert flags["--host"] == "127.0.0.1"
+    assert extender["urlPrefix"] == f"http://127.0.0.1:{flags['--port']}"
+    assert flags["--metrics-host"] == "0.0.0.0"
+    ports = {p["name"]: p["containerPort"] for p in container(docs, "phalanx")["ports"]}
+    assert ports == {"http-metrics": int(flags["--metrics-port"])}
+
+
+def test_a_config_change_rolls_the_pods(chart: Chart) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        pod = one(chart.render(values), "Deployment")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["checksum/scheduler-config"])
+
+    assert checksum({}) != checksum({"kubeScheduler": {"clientConnection": {"qps": 200}}})
+
+
+# ---- pod hardening and probes --------------------------------------------------------
+
+
+def test_pod_runs_non_root_with_a_read_only_root_filesystem(chart: Chart) -> None:
+    docs = chart.render()
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True  # both containers call the API
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in pod["containers"]:
+        ctx = c["securityContext"]
+        assert ctx["readOnlyRootFilesystem"] is True, c["name"]
+        assert ctx["allowPrivilegeEscalation"] is False, c["name"]
+        assert ctx["capabilities"]["drop"] == ["ALL"], c["name"]
+        assert "add" not in ctx["capabilities"], c["name"]
+        assert c["resources"]["requests"], c["name"]
+        assert c["resources"]["limits"]["memory"], c["name"]
+
+
+def test_kube_scheduler_image_matches_the_tested_release(chart: Chart) -> None:
+    versions = dict(
+        line.split("=", 1)
+        for line in (CHART.parents[1] / "tests/controlplane/versions.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    image = container(chart.render(), "kube-scheduler")["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{versions['KUBE_VERSION']}"
+
+
+def test_probes_watch_each_container_on_its_own_endpoint(chart: Chart) -> None:
+    docs = chart.render()
+    phalanx = container(docs, "phalanx")
+    assert phalanx["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert phalanx["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    scheduler = container(docs, "kube-scheduler")
+    assert scheduler["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "https-sched",
+        "scheme": "HTTPS",
+    }
+    assert {p["name"]: p["containerPort"] for p in scheduler["ports"]} == {"https-sched": 10259}
+    assert "--secure-port=10259" in scheduler["command"]
+
+
+def test_metrics_service_and_service_monitor_reach_the_metrics_port(chart: Chart) -> None:
+    docs = chart.render(MONITORING_ON)
+    service = one(docs, "Service", "-metrics")
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (9090, "http-metrics")
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    monitor = one(docs, "ServiceMonitor")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+
+
+# ---- RBAC: least privilege -----------------------------------------------------------
+
+
+def _rules(docs: list[Doc]) -> list[tuple[str, Doc]]:
+    return [
+        (f"{d['kind']}/{d['metadata']['name']}", rule)
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+        for rule in d.get("rules", [])
+    ]
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_rbac_has_no_wildcards(chart: Chart, values: dict[str, Any]) -> None:
+    for where, rule in _rules(chart.render(values)):
+        for field in ("verbs", "resources", "apiGroups", "resourceNames", "nonResourceURLs"):
+            assert not any("*" in item for item in rule.get(field, [])), (where, rule)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_nothing_is_bound_to_a_broad_built_in_role(chart: Chart, values: dict[str, Any]) -> None:
+    allowed = {
+        "system:kube-scheduler",
+        "system:volume-scheduler",
+        "extension-apiserver-authentication-reader",
+    }
+    own = {
+        d["metadata"]["name"] for d in chart.render(values) if d["kind"] in ("ClusterRole", "Role")
+    }
+    for binding in (d for d in chart.render(values) if d["kind"].endswith("Binding")):
+        assert binding["roleRef"]["name"] in own | allowed, binding["metadata"]["name"]
+
+
+def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) -> None:
+    role = one(chart.render(), "ClusterRole")
+    granted = {
+        (group, resource): sorted(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert granted == {
+        ("", "nodes"): ["get", "list", "watch"],
+        ("", "pods"): ["get", "list", "patch", "watch"],  # patch: annotation-only commit records
+        ("", "pods/binding"): ["create"],
+        ("", "events"): ["create", "patch"],
+        ("events.k8s.io", "events"): ["create", "patch"],
+        ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
+        ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+    }
+
+
+def test_lease_role_covers_only_the_two_named_leases(chart: Chart) -> None:
+    role = one(chart.render(), "Role", "-leases")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    unnamed = [r for r in role["rules"] if not r.get("resourceNames")]
+    assert [r["verbs"] for r in unnamed] == [["create"]]  # create cannot name its object
+    (rule,) = named
+    assert sorted(rule["resourceNames"]) == ["phalanx-rollforward", "phalanx-scheduler"]
+    assert sorted(rule["verbs"]) == ["get", "update"]
+
+
+def test_kube_scheduler_gets_the_built_in_scheduler_roles(chart: Chart) -> None:
+    docs = chart.render()
+    roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["roleRef"]["name"])
+        for d in docs
+        if d["kind"].endswith("Binding")
+    }
+    assert ("ClusterRoleBinding", None, "system:kube-scheduler") in roles
+    assert ("ClusterRoleBinding", None, "system:volume-scheduler") in roles
+    assert ("RoleBinding", "kube-system", "extension-apiserver-authentication-reader") in roles
+
+
+def test_every_binding_names_the_chart_service_account(chart: Chart) -> None:
+    docs = chart.render()
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == account
+    for binding in (d for d in docs if d["kind"].endswith("Binding")):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+        ]
+
+
+# ---- the CRD -------------------------------------------------------------------------
+# (NOTES.txt renders only in an install: tests/e2e/test_chart_apply.py covers it.)
+
+
+def test_the_podgroup_crd_ships_in_crds_and_is_skippable(chart: Chart) -> None:
+    crd_kinds = [d for d in chart.render() if d["kind"] == "CustomResourceDefinition"]
+    assert crd_kinds == []  # crds/ is not templated: --skip-crds leaves it out of an install
+    proc = chart.template(None, "--include-crds")
+    assert proc.returncode == 0, proc.stderr
+    crds = [
+        d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "CustomResourceDefinition"
+    ]
+    assert [c["metadata"]["name"] for c in crds] == ["podgroups.scheduling.x-k8s.io"]
+
+
+def test_the_chart_runs_the_image_as_the_user_it_was_built_for(chart: Chart) -> None:
+    dockerfile = (CHART.parents[1] / "Dockerfile").read_text()
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, flags=re.MULTILINE)
+    context = one(chart.render(), "Deployment")["spec"]["template"]["spec"]["securityContext"]
+    assert (str(context["runAsUser"]), str(context["runAsGroup"])) == user

@@ -1,0 +1,186 @@
+"""deploy/: the plain manifests are a fresh render of the chart, the example scheduler config
+agrees with the chart's, and every example workload really schedules as a whole gang."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploykit import DEPLOY, REPO, Chart, run, scheduler_config
+from served_gangs import Obj, schedule_pods, serve
+
+from builders import node_obj
+
+EXAMPLES = sorted((DEPLOY / "examples").glob("*.yaml"))
+PLAN_NODE = "phalanx.io/plan-node"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GROUP_ANNOTATION = "phalanx.io/pod-group"
+
+
+def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
+    proc = run(["bash", DEPLOY / "render.sh", "--check"], env={**os.environ, "HELM": str(helm)})
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_plain_manifests_install_the_crd_and_the_namespace_first() -> None:
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "manifests" / "phalanx.yaml").read_text()) if d]
+    assert [d["kind"] for d in docs[:2]] == ["Namespace", "CustomResourceDefinition"]
+    assert docs[0]["metadata"]["name"] == "phalanx-system"
+
+
+def test_example_scheduler_config_matches_the_chart(chart: Chart) -> None:
+    example = yaml.safe_load((DEPLOY / "kube-scheduler-config.yaml").read_text())
+    rendered = scheduler_config(chart.render())
+    assert example["extenders"] == rendered["extenders"]
+    assert example["profiles"] == rendered["profiles"]
+    assert example["percentageOfNodesToScore"] == 100
+    assert example["leaderElection"]["resourceName"] == "phalanx-scheduler"
+
+
+# ---- example workloads ---------------------------------------------------------------
+
+
+def load_example(path: Path, namespace: str = "examples") -> list[Obj]:
+    """The example's objects as the API would hold them (namespace and UIDs filled in)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for doc in docs:
+        meta = doc["metadata"]
+        meta.setdefault("namespace", namespace)
+        meta["uid"] = f"uid-{namespace}-{meta['name']}"
+        if doc["kind"] == "Pod":
+            doc["status"] = {"phase": "Pending"}
+    return docs
+
+
+def example_cluster() -> list[Obj]:
+    """Four 8-GPU H100 nodes in one NVLink clique, two in another; one is tagged `gpu`."""
+    nodes = [node_obj(f"nvl0-{i}", clique="nvl-0") for i in range(4)]
+    nodes += [node_obj(f"nvl1-{i}", clique="nvl-1") for i in range(2)]
+    nodes[0]["metadata"]["labels"]["tag.phalanx.io/gpu"] = "true"
+    return nodes
+
+
+def group_of(pod: Obj) -> str:
+    meta = pod["metadata"]
+    return str(meta.get("labels", {}).get(GROUP_LABEL) or meta["annotations"][GROUP_ANNOTATION])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_is_a_well_formed_gang(path: Path) -> None:
+    docs = load_example(path)
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert pods
+    assert {p["spec"]["schedulerName"] for p in pods} == {"phalanx"}
+    assert len({group_of(p) for p in pods}) == 1
+    for pod in pods:
+        for c in pod["spec"]["containers"]:
+            limits = c["resources"].get("limits", {})
+            requests = c["resources"]["requests"]
+            assert limits.get("nvidia.com/gpu") == requests.get("nvidia.com/gpu"), pod
+    groups = [d for d in docs if d["kind"] == "PodGroup"]
+    if groups:
+        (group,) = groups
+        assert group["spec"]["minMember"] <= len(pods)
+        plan = group["metadata"].get("annotations", {}).get("phalanx.io/plan")
+        if plan:
+            leaves = set(_leaves(json.loads(plan)))
+            assert {p["metadata"]["annotations"][PLAN_NODE] for p in pods} == leaves
+
+
+def _leaves(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        if "execute" in node:
+            return [node["execute"]]
+        return [leaf for value in node.values() for leaf in _leaves(value)]
+    if isinstance(node, list):
+        return [leaf for item in node for leaf in _leaves(item)]
+    return []
+
+
+async def _schedule(path: Path) -> dict[str, str]:
+    nodes = example_cluster()
+    docs = load_example(path)
+    async with serve([*nodes, *docs]) as served:
+        assert served.source.rejected == []
+        pods = [d for d in docs if d["kind"] == "Pod"]
+        placements = await schedule_pods(served, pods, [n["metadata"]["name"] for n in nodes])
+        assert served.extender.partial_gangs() == []
+        return placements
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_schedules_as_one_gang(path: Path) -> None:
+    placements = asyncio.run(_schedule(path))
+    assert len(placements) == len([d for d in load_example(path) if d["kind"] == "Pod"])
+
+
+def test_pytorchjob_example_lands_inside_one_nvlink_clique() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "pytorchjob-gang.yaml"))
+    assert {node.split("-")[0] for node in placements.values()} == {"nvl0"}
+    assert len(set(placements.values())) == 4  # 8 GPUs each: one member per node
+
+
+def test_plan_example_puts_training_on_the_gpu_tagged_node() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "plan-pipeline.yaml"))
+    assert placements["data-pipeline-train"] == "nvl0-0"
+    assert placements["data-pipeline-tokenize-en"] != placements["data-pipeline-tokenize-de"]
+
+
+def test_trials_example_spreads_the_trials() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "trials-study.yaml"))
+    assert len(set(placements.values())) == 4
+
+
+def test_render_script_and_docs_name_no_machine_paths() -> None:
+    for path in [DEPLOY / "render.sh", *DEPLOY.rglob("*.yaml"), REPO / "docs" / "operations.md"]:
+        text = path.read_text()
+        for needle in ("/root/", "/home/", "/work/", "/tmp/"):
+            assert needle not in text, f"{path.relative_to(REPO)} names {needle}"
+
+
+# ---- docs/operations.md ----------------------------------------------------------------
+
+# Values whose defaults the table describes as a whole rather than key by key.
+DESCRIBED_WHOLE = {
+    "kubeScheduler.resources",
+    "phalanx.resources",
+    "phalanx.livenessProbe",
+    "phalanx.readinessProbe",
+    "podSecurityContext",
+    "securityContext",
+    "grafanaDashboard.labels",
+}
+
+
+def value_keys(values: dict[str, Any], prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in values.items():
+        path = prefix + key
+        if isinstance(value, dict) and value and path not in DESCRIBED_WHOLE:
+            keys |= value_keys(value, path + ".")
+        else:
+            keys.add(path)
+    return keys
+
+
+def test_the_values_table_in_the_docs_lists_every_value() -> None:
+    values = yaml.safe_load((REPO / "helm" / "phalanx" / "values.yaml").read_text())
+    doc = (REPO / "docs" / "operations.md").read_text()
+    section = doc.split("## Values", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| ([^|]*) \|", section, flags=re.MULTILINE)
+    assert {key for key, _ in rows} == value_keys(values)
+    for key, cell in rows:  # scalar defaults are quoted as they are
+        default = cell.strip("`")
+        value: Any = values
+        for part in key.split("."):
+            value = value[part]
+        if isinstance(value, bool):
+            assert default == str(value).lower(), key
+        elif isinstance(value, int | float | str) and not isinstance(value, dict):
+            assert default == (str(value) if value != "" else '""'), key

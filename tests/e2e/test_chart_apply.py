@@ -1,0 +1,500 @@
+"""The deployment on a real kube-apiserver: deploy/manifests/phalanx.yaml server-side applied,
+its RBAC checked verb by verb, and the chart's pod re-enacted outside a container runtime —
+the rendered kube-scheduler configuration run by the real kube-scheduler and Phalanx, both
+with the chart's ServiceAccount token — scheduling the deploy/examples gangs. Plus a real
+`helm install` (NOTES, --skip-crds) when helm is built.
+
+There is no kube-controller-manager (tests/controlplane/launcher.py): the Deployment is
+accepted but starts no pod, which is why the pod is re-enacted here process by process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import re
+import ssl
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+import yaml
+from kubernetes.dynamic import DynamicClient
+
+from phalanx.api.app import create_metrics_app
+from phalanx.demo import harness
+from phalanx.service.extender import Extender
+from phalanx.service.metrics import Metrics
+from phalanx.sources.kube import KubeSource
+from phalanx.sources.kubeclient import KubeClient
+
+pytestmark = pytest.mark.e2e
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
+EXAMPLES = REPO / "deploy" / "examples"
+NAMESPACE = "phalanx-system"
+ACCOUNT = "phalanx"
+ACCOUNT_USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+ACCOUNT_GROUPS = [
+    "system:serviceaccounts",
+    f"system:serviceaccounts:{NAMESPACE}",
+    "system:authenticated",
+]
+FIELD_MANAGER = "phalanx-e2e"
+Obj = dict[str, Any]
+
+
+# ---- applying manifests ----------------------------------------------------------------
+
+
+def documents(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def apply(
+    dyn: DynamicClient, doc: Obj, *, namespace: str | None = None, dry_run: bool = False
+) -> Obj:
+    """`kubectl apply --server-side` of one object."""
+    api = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    if api.namespaced:
+        kwargs["namespace"] = namespace or doc["metadata"].get("namespace")
+    answer = api.server_side_apply(body=doc, **kwargs)
+    return dict(answer.to_dict())
+
+
+def wait_crd_served(cp: launcher.ControlPlane, name: str) -> None:
+    def established() -> bool:
+        status, crd = cp.request(
+            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        )
+        conditions = {
+            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
+        }
+        return status == 200 and conditions.get("Established") == "True"
+
+    launcher.wait_for(f"CRD {name} established", established, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: launcher.ControlPlane) -> Iterator[list[Obj]]:
+    """deploy/manifests/phalanx.yaml applied as a user would; the objects as the API holds them."""
+    dyn = DynamicClient(control_plane.api_client())
+    applied = []
+    for doc in documents(MANIFESTS):
+        applied.append(apply(dyn, doc))
+        if doc["kind"] == "CustomResourceDefinition":
+            wait_crd_served(control_plane, doc["metadata"]["name"])
+    yield applied
+    # The Namespace (it would stay Terminating: no controller-manager) and the CRD (other
+    # tests' PodGroups live in it) stay; everything else goes.
+    for doc in reversed(documents(MANIFESTS)):
+        if doc["kind"] in ("Namespace", "CustomResourceDefinition"):
+            continue
+        with contextlib.suppress(Exception):
+            api = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            api.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
+
+
+def test_every_manifest_is_accepted_by_the_api_server(installed: list[Obj]) -> None:
+    kinds = [d["kind"] for d in installed]
+    assert kinds[:2] == ["Namespace", "CustomResourceDefinition"]
+    assert {"ServiceAccount", "ConfigMap", "ClusterRole", "Deployment", "Service"} <= set(kinds)
+    deployment = next(d for d in installed if d["kind"] == "Deployment")
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_examples_pass_server_side_validation(
+    control_plane: launcher.ControlPlane, installed: list[Obj], namespace: str, path: Path
+) -> None:
+    dyn = DynamicClient(control_plane.api_client())
+    for doc in documents(path):
+        answer = apply(dyn, doc, namespace=namespace, dry_run=True)
+        assert answer["metadata"]["name"] == doc["metadata"]["name"]
+
+
+# ---- RBAC, verb by verb ----------------------------------------------------------------
+
+
+# Resources are written `<group>.<plural>[/<subresource>]`; core ones bare.
+GRANTED = [
+    ("list", "nodes", {}),
+    ("watch", "pods", {}),
+    ("patch", "pods", {"namespace": "team-a"}),
+    ("create", "pods/binding", {"namespace": "team-a"}),
+    ("create", "events", {"namespace": "team-a"}),
+    ("patch", "events", {"namespace": "team-a"}),
+    ("create", "events.k8s.io.events", {"namespace": "team-a"}),
+    ("watch", "scheduling.x-k8s.io.podgroups", {}),
+    ("patch", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
+    ("update", "scheduling.x-k8s.io.podgroups/status", {"namespace": "team-a"}),
+    ("create", "coordination.k8s.io.leases", {"namespace": NAMESPACE}),
+    (
+        "update",
+        "coordination.k8s.io.leases",
+        {"namespace": NAMESPACE, "name": "phalanx-rollforward"},
+    ),
+    ("update", "coordination.k8s.io.leases", {"namespace": NAMESPACE, "name": "phalanx-scheduler"}),
+    (
+        "watch",
+        "configmaps",
+        {"namespace": "kube-system", "name": "extension-apiserver-authentication"},
+    ),
+    ("create", "authentication.k8s.io.tokenreviews", {}),
+    ("create", "authorization.k8s.io.subjectaccessreviews", {}),
+]
+DENIED = [
+    ("get", "secrets", {"namespace": NAMESPACE}),
+    ("list", "secrets", {}),
+    ("create", "pods", {"namespace": "team-a"}),
+    ("patch", "nodes", {}),
+    ("create", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
+    ("delete", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
+    ("update", "coordination.k8s.io.leases", {"namespace": NAMESPACE, "name": "someone-else"}),
+    ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
+    ("bind", "rbac.authorization.k8s.io.clusterroles", {}),
+]
+
+
+def _split(resource: str) -> tuple[str, str]:
+    """("group", "resource[/sub]") from "group.resource[/sub]" or a core "resource[/sub]"."""
+    head, slash, sub = resource.partition("/")
+    group, _, plural = head.rpartition(".")
+    return group, plural + slash + sub
+
+
+def _review(cp: launcher.ControlPlane, verb: str, resource: str, attrs: dict[str, str]) -> bool:
+    group, plural = _split(resource)
+    plural, _, subresource = plural.partition("/")
+    spec = {"verb": verb, "group": group, "resource": plural, "subresource": subresource, **attrs}
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": ACCOUNT_USER, "groups": ACCOUNT_GROUPS, "resourceAttributes": spec},
+    }
+    status, answer = cp.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body)
+    assert status == 201, answer
+    return bool(answer["status"].get("allowed"))
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "attrs"), GRANTED, ids=[f"{v} {r}" for v, r, _ in GRANTED]
+)
+def test_the_service_account_may(
+    control_plane: launcher.ControlPlane,
+    installed: list[Obj],
+    verb: str,
+    resource: str,
+    attrs: dict[str, str],
+) -> None:
+    assert _review(control_plane, verb, resource, attrs)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "attrs"), DENIED, ids=[f"{v} {r}" for v, r, _ in DENIED]
+)
+def test_the_service_account_may_not(
+    control_plane: launcher.ControlPlane,
+    installed: list[Obj],
+    verb: str,
+    resource: str,
+    attrs: dict[str, str],
+) -> None:
+    assert not _review(control_plane, verb, resource, attrs)
+
+
+# ---- the chart's pod, re-enacted ---------------------------------------------------------
+
+
+def service_account_kubeconfig(cp: launcher.ControlPlane, path: Path) -> Path:
+    """A kubeconfig holding a fresh token of the chart's ServiceAccount (TokenRequest)."""
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    status, answer = cp.request(
+        "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token", request
+    )
+    assert status == 201, answer
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "e2e",
+                "cluster": {
+                    "server": cp.server,
+                    "certificate-authority-data": base64.b64encode(
+                        cp.ca_file.read_bytes()
+                    ).decode(),
+                },
+            }
+        ],
+        "users": [{"name": ACCOUNT, "user": {"token": answer["status"]["token"]}}],
+        "contexts": [{"name": ACCOUNT, "context": {"cluster": "e2e", "user": ACCOUNT}}],
+        "current-context": ACCOUNT,
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+class Sidecar:
+    """Phalanx as the chart runs it (extender app + probe/metrics app), on a loop of its own,
+    with the ServiceAccount's credentials and the release namespace for its Lease."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.metrics = Metrics()
+        self.source = KubeSource(
+            KubeClient.from_kubeconfig(kubeconfig), namespace=NAMESPACE, metrics=self.metrics
+        )
+        self.extender = Extender(self.source, metrics=self.metrics)
+        self._serving: contextlib.AbstractAsyncContextManager[str] | None = None
+        self._probes: tuple[harness.Server, asyncio.Task[None]] | None = None
+        self.url = self.probe_url = ""
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self) -> Sidecar:
+        async def up() -> None:
+            self._serving = harness.serving(self.extender)  # the app's lifespan starts it
+            self.url = await self._serving.__aenter__()
+            sock = harness.bind("127.0.0.1", 0)
+            server = harness.make_server(create_metrics_app(self.extender), access_log=False)
+            self._probes = (server, await harness.start(server, sock))
+            self.probe_url = harness.url_of(sock)
+
+        self.run(up())
+        return self
+
+    def stop(self) -> None:
+        async def down() -> None:
+            if self._probes is not None:
+                await harness.stop(*self._probes)
+            if self._serving is not None:
+                await self._serving.__aexit__(None, None, None)
+
+        with contextlib.suppress(Exception):
+            self.run(down())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    def status(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(self.probe_url + path, timeout=2) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
+
+
+def start_kube_scheduler(
+    cp: launcher.ControlPlane, config: Obj, kubeconfig: Path, workdir: Path
+) -> launcher.Component:
+    """The rendered configuration run by the real kube-scheduler as the ServiceAccount, with
+    delegated authentication and authorization (what needs the kube-system reader role)."""
+    config_path = workdir / "chart-kube-scheduler.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    (port,) = launcher.free_ports(1)
+    component = launcher.Component(
+        "kube-scheduler (chart)",
+        [
+            str(cp.tools["kube-scheduler"]),
+            f"--config={config_path}",
+            f"--bind-address={launcher.LOOPBACK}",
+            f"--secure-port={port}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--v=2",
+        ],
+        cp.log_dir / "kube-scheduler-chart.log",
+    )
+    component.start()
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # its in-memory self-signed cert; loopback only
+
+    def healthy() -> bool:
+        component.check_alive()
+        with urllib.request.urlopen(
+            f"https://{launcher.LOOPBACK}:{port}/healthz", timeout=2, context=insecure
+        ) as resp:
+            return bool(resp.status == 200)
+
+    try:
+        launcher.wait_for(
+            "chart kube-scheduler /healthz", healthy, timeout=60, on_timeout=component.tail
+        )
+    except BaseException:
+        component.stop()
+        raise
+    return component
+
+
+def lease_holder(cp: launcher.ControlPlane, name: str) -> str:
+    status, lease = cp.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{name}"
+    )
+    return str(lease.get("spec", {}).get("holderIdentity") or "") if status == 200 else ""
+
+
+def forbidden(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.search(r"forbidden", line, re.IGNORECASE)]
+
+
+def test_the_chart_pod_schedules_the_example_gangs_with_its_own_service_account(
+    control_plane: launcher.ControlPlane,
+    installed: list[Obj],
+    namespace: str,
+    gpu_nodes: Callable[..., Obj],
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    cp = control_plane
+    for i in range(4):  # one NVLink clique for the 4 x 8-GPU training gang
+        gpu_nodes(f"chart-nvl-{i}", gpus=8, clique="chart-nvl")
+    gpu_nodes("chart-spare", gpus=8)  # the annotation-only gang packs here
+    kubeconfig = service_account_kubeconfig(cp, tmp_path / "phalanx.kubeconfig")
+    caplog.set_level(logging.DEBUG, logger="phalanx")
+
+    sidecar = Sidecar(kubeconfig).start()
+    scheduler: launcher.Component | None = None
+    try:
+        launcher.wait_for("Phalanx /readyz", lambda: sidecar.status("/readyz") == 200, timeout=30)
+        assert sidecar.status("/healthz") == 200
+
+        config_map = next(d for d in installed if d["kind"] == "ConfigMap")
+        config = yaml.safe_load(config_map["data"]["kube-scheduler.yaml"])
+        (extender,) = config["extenders"]
+        assert extender["urlPrefix"] == "http://127.0.0.1:8888"
+        extender["urlPrefix"] = sidecar.url  # the same loopback extender, on a free port
+        config["clientConnection"]["kubeconfig"] = str(kubeconfig)
+        scheduler = start_kube_scheduler(cp, config, kubeconfig, tmp_path)
+        launcher.wait_for(
+            "kube-scheduler leads", lambda: lease_holder(cp, "phalanx-scheduler"), timeout=30
+        )
+
+        dyn = DynamicClient(cp.api_client())
+        pods: list[str] = []
+        for example in ("pytorchjob-gang.yaml", "annotation-gang.yaml"):
+            for doc in documents(EXAMPLES / example):
+                apply(dyn, doc, namespace=namespace)
+                if doc["kind"] == "Pod":
+                    pods.append(doc["metadata"]["name"])
+
+        core = cp.core_v1()
+
+        def placements() -> dict[str, str] | None:
+            found = {p: core.read_namespaced_pod(p, namespace).spec.node_name for p in pods}
+            return found if all(found.values()) else None
+
+        placed = launcher.wait_for(
+            "every example pod bound",
+            placements,
+            timeout=90,
+            on_timeout=lambda: scheduler.tail(30) if scheduler else "",
+        )
+        training = {n for p, n in placed.items() if p.startswith("llm-pretrain")}
+        assert training == {f"chart-nvl-{i}" for i in range(4)}  # one member per clique node
+        assert {n for p, n in placed.items() if p.startswith("rl-sim")} == {"chart-spare"}
+
+        group_path = (
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/llm-pretrain"
+        )
+
+        def group_scheduled() -> bool:
+            _, group = cp.request("GET", group_path)
+            return (group.get("status") or {}).get("phase") in ("Scheduled", "Running")
+
+        launcher.wait_for("PodGroup status written", group_scheduled, timeout=30)
+        _, events = cp.request("GET", f"/api/v1/namespaces/{namespace}/events")
+        reasons = {e["reason"] for e in events["items"] if e.get("reportingComponent") == "phalanx"}
+        assert "Bound" in reasons or "Reserved" in reasons, reasons
+        launcher.wait_for(
+            "roll-forward lease held", lambda: lease_holder(cp, "phalanx-rollforward"), timeout=30
+        )
+
+        registry = sidecar.metrics.registry
+        assert registry.get_sample_value("phalanx_bindings_total", {"result": "bound"}) == len(pods)
+        assert registry.get_sample_value("phalanx_partial_gangs") == 0
+    finally:
+        if scheduler is not None:
+            scheduler.stop()
+        sidecar.stop()
+
+    denied = [r for r in caplog.records if "forbidden" in str(r.__dict__).lower()]
+    assert not denied, [r.__dict__ for r in denied]
+    assert not forbidden(scheduler.tail(100_000) if scheduler else ""), "kube-scheduler was refused"
+
+
+# ---- helm install ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def helm() -> Path:
+    built = launcher.tools_bin_dir() / "helm"
+    if os.access(built, os.X_OK):
+        return built
+    why = f"helm not built in {built.parent}: bash tests/controlplane/build-tools.sh helm"
+    if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
+        pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def test_helm_installs_next_to_the_crd_and_uninstalls(
+    control_plane: launcher.ControlPlane, installed: list[Obj], helm: Path, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "HELM_CACHE_HOME": str(tmp_path / "cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "config"),
+        "HELM_DATA_HOME": str(tmp_path / "data"),
+    }
+    release, ns = "phalanx-helm", "phalanx-helm"
+
+    def helm_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    # The PodGroup CRD is already installed (by the plain manifests, as scheduler-plugins
+    # would have): --skip-crds leaves it alone.
+    install = helm_run(
+        "install", release, str(REPO / "helm" / "phalanx"), "--namespace", ns, "--create-namespace",
+        "--skip-crds", "--set", "replicaCount=2",
+    )  # fmt: skip
+    try:
+        assert install.returncode == 0, install.stderr
+        assert "STATUS: deployed" in install.stdout
+        assert "one leader schedules" in install.stdout  # NOTES.txt
+        assert "phalanx explain <ns>/<name> --server http://127.0.0.1:8888" in install.stdout
+        status, cm = control_plane.request(
+            "GET", f"/api/v1/namespaces/{ns}/configmaps/{release}-scheduler-config"
+        )
+        assert status == 200, cm
+    finally:
+        uninstall = helm_run("uninstall", release, "--namespace", ns)
+    assert uninstall.returncode == 0, uninstall.stderr
+    status, _ = control_plane.request(
+        "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{release}"
+    )
+    assert status == 404

@@ -1,0 +1,773 @@
+"""The live-cluster source against a real kube-apiserver: sync and readiness, watches,
+annotation-only mode, pods/binding, commit records, Events, PodGroup status, an apiserver
+restart, garbage objects, the roll-forward Lease and roll-forward itself."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+import yaml
+
+from phalanx.core.planner import Outcome
+from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
+from phalanx.core.snapshot import ClusterState
+from phalanx.service.extender import Extender, ServiceSettings
+from phalanx.service.metrics import Metrics
+from phalanx.service.rollforward import RollForward, RollForwardSettings
+from phalanx.sources.base import BindError, GroupStatus
+from phalanx.sources.informer import Backoff, InformerSettings
+from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kubeclient import KubeClient
+from phalanx.sources.lease import LeaseHolder, LeaseSettings
+
+pytestmark = pytest.mark.e2e
+
+T = TypeVar("T")
+CRD_FILE = (
+    Path(__file__).resolve().parents[2] / "helm/phalanx/crds/scheduling.x-k8s.io_podgroups.yaml"
+)
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
+PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+FAST = KubeSourceSettings(
+    crd_recheck_seconds=0.5,
+    event_interval_seconds=30.0,
+    informer=InformerSettings(backoff=Backoff(initial_seconds=0.1, cap_seconds=1.0)),
+    lease=LeaseSettings(retry_period_seconds=0.5),
+)
+
+
+# ---- the cluster side ---------------------------------------------------------------------
+
+
+def ensure_crd(cp: launcher.ControlPlane) -> None:
+    status, answer = cp.request(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        yaml.safe_load(CRD_FILE.read_text()),
+    )
+    assert status in (201, 409), answer
+
+    def served() -> bool:
+        _, crd = cp.request("GET", CRD_PATH)
+        conditions = {
+            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
+        }
+        status, _ = cp.request("GET", PG_API)
+        return conditions.get("Established") == "True" and status == 200
+
+    launcher.wait_for("PodGroup CRD served", served, timeout=30)
+
+
+def remove_crd(cp: launcher.ControlPlane) -> None:
+    cp.request("DELETE", CRD_PATH)
+    launcher.wait_for("PodGroup CRD gone", lambda: cp.request("GET", PG_API)[0] == 404, timeout=60)
+
+
+@pytest.fixture
+def crd(control_plane: launcher.ControlPlane) -> None:
+    ensure_crd(control_plane)
+
+
+def create(cp: launcher.ControlPlane, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    status, answer = cp.request("POST", path, body)
+    assert status == 201, answer
+    assert isinstance(answer, dict)
+    return answer
+
+
+def make_pod(
+    cp: launcher.ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    gpus: int = 1,
+    scheduler: str = "phalanx",
+    node: str = "",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    resources = {"nvidia.com/gpu": str(gpus), "cpu": "1"} if gpus else {"cpu": "1"}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "main",
+                "image": "fake",
+                "resources": {"requests": resources, "limits": resources},
+            }
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": spec,
+    }
+    return create(cp, f"/api/v1/namespaces/{namespace}/pods", body)
+
+
+def make_pod_group(
+    cp: launcher.ControlPlane,
+    namespace: str,
+    name: str,
+    min_member: int,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    body = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"minMember": min_member},
+    }
+    return create(cp, f"{PG_API}/namespaces/{namespace}/podgroups", body)
+
+
+def get(cp: launcher.ControlPlane, path: str) -> dict[str, Any]:
+    status, answer = cp.request("GET", path)
+    assert status == 200, answer
+    assert isinstance(answer, dict)
+    return answer
+
+
+def events_about(cp: launcher.ControlPlane, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = get(cp, f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [
+        e
+        for e in items
+        if e["involvedObject"]["name"] == name and e.get("reportingComponent") == "phalanx"
+    ]
+
+
+# ---- Phalanx, running on a loop of its own -------------------------------------------------
+
+
+class Live:
+    """An Extender over a KubeSource, its event loop on a background thread."""
+
+    def __init__(
+        self,
+        cp: launcher.ControlPlane,
+        namespace: str,
+        settings: KubeSourceSettings = FAST,
+        service: ServiceSettings | None = None,
+    ) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.metrics = Metrics()
+        self.source = KubeSource(
+            KubeClient.from_kubeconfig(cp.kubeconfig),
+            namespace=namespace,
+            metrics=self.metrics,
+            settings=settings,
+        )
+        self.extender = Extender(self.source, service, metrics=self.metrics)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def look(self, fn: Callable[[ClusterState], T]) -> T:
+        """`fn(state)` evaluated on the loop (the model's only writer)."""
+
+        async def call() -> T:
+            return fn(self.extender.state)
+
+        return self.run(call())
+
+    def wait(self, what: str, fn: Callable[[ClusterState], Any], timeout: float = 20) -> Any:
+        return launcher.wait_for(what, lambda: self.look(fn), timeout=timeout)
+
+    def start(self) -> Live:
+        self.run(self.extender.start())
+        launcher.wait_for("source synced", lambda: self.source.synced, timeout=30)
+        return self
+
+    def stop(self) -> None:
+        self.run(self.extender.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def live(control_plane: launcher.ControlPlane, namespace: str, crd: None) -> Iterator[Live]:
+    phalanx = Live(control_plane, namespace).start()
+    yield phalanx
+    phalanx.stop()
+
+
+def restarts(metrics: Metrics) -> float:
+    return sum(
+        s.value
+        for m in metrics.registry.collect()
+        if m.name == "phalanx_watch_restarts"
+        for s in m.samples
+        if s.name.endswith("_total")
+    )
+
+
+# ---- tests --------------------------------------------------------------------------------
+
+
+def test_without_the_crd_gangs_are_annotation_only_until_it_appears(
+    control_plane: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cp = control_plane
+    remove_crd(cp)
+    gpu_nodes("kube-src-crd-0", gpus=4)
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+    phalanx = Live(cp, namespace).start()
+    try:
+        assert phalanx.source.annotation_only
+        assert phalanx.extender.ready  # ready without PodGroups: annotation-only mode
+        time.sleep(1.5)  # several re-checks: still said only once
+        said = [
+            r
+            for r in caplog.records
+            if "CRD" in r.getMessage() and "not installed" in r.getMessage()
+        ]
+        assert len(said) == 1
+        make_pod(
+            cp,
+            namespace,
+            "solo-0",
+            annotations={"phalanx.io/pod-group": "solo", "phalanx.io/min-member": "1"},
+        )
+        phalanx.wait("annotation-only member", lambda st: st.pod_by_key(namespace, "solo-0"))
+
+        ensure_crd(cp)
+        make_pod_group(cp, namespace, "train", 2)
+        group = phalanx.wait(
+            "PodGroup followed", lambda st: st.group(f"{namespace}/train"), timeout=30
+        )
+        assert group.min_member == 2
+        assert not phalanx.source.annotation_only
+    finally:
+        phalanx.stop()
+        ensure_crd(cp)
+
+
+def test_the_source_syncs_then_follows_nodes_pods_and_pod_groups(
+    control_plane: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    crd: None,
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-sync-0", gpus=8)
+    make_pod(cp, namespace, "early", gpus=1)
+    phalanx = Live(cp, namespace)
+    assert not phalanx.extender.ready
+    phalanx.start()
+    try:
+        assert phalanx.look(lambda st: st.node("kube-src-sync-0") is not None)
+        assert phalanx.look(lambda st: st.pod_by_key(namespace, "early") is not None)
+
+        gpu_nodes("kube-src-sync-1", gpus=4, wait_ready=False)
+        phalanx.wait("new node", lambda st: st.node("kube-src-sync-1"))
+        make_pod_group(cp, namespace, "g", 3)
+        make_pod(cp, namespace, "member", labels={"scheduling.x-k8s.io/pod-group": "g"})
+        phalanx.wait(
+            "member", lambda st: [p.name for p in st.members(f"{namespace}/g")] == ["member"]
+        )
+        cp.core_v1().delete_namespaced_pod("member", namespace, grace_period_seconds=0)
+        phalanx.wait("member deleted", lambda st: st.pod_by_key(namespace, "member") is None)
+        cp.request("DELETE", f"{PG_API}/namespaces/{namespace}/podgroups/g")
+        phalanx.wait("group deleted", lambda st: st.group(f"{namespace}/g") is None)
+    finally:
+        phalanx.stop()
+
+
+def test_other_schedulers_pods_count_when_bound_and_are_never_pending_work(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-usage-0", gpus=8)
+    make_pod(
+        cp,
+        namespace,
+        "theirs-bound",
+        gpus=3,
+        scheduler="default-scheduler",
+        node="kube-src-usage-0",
+    )
+    make_pod(cp, namespace, "theirs-pending", gpus=2, scheduler="default-scheduler")
+    make_pod(cp, namespace, "ours-pending", gpus=2)
+    live.wait("ours", lambda st: st.pod_by_key(namespace, "ours-pending"))
+    live.wait(
+        "their bound pod counted", lambda st: st.node("kube-src-usage-0").requested.gpus() == 3
+    )
+    assert live.look(lambda st: st.pod_by_key(namespace, "theirs-pending")) is None
+
+
+def test_bind_creates_a_real_binding_and_maps_refusals(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-bind-0", gpus=8)
+    gpu_nodes("kube-src-bind-1", gpus=8)
+    uid = make_pod(cp, namespace, "p")["metadata"]["uid"]
+    live.run(live.source.bind(namespace, "p", uid, "kube-src-bind-0"))
+    assert (
+        get(cp, f"/api/v1/namespaces/{namespace}/pods/p")["spec"]["nodeName"] == "kube-src-bind-0"
+    )
+    live.wait(
+        "binding seen", lambda st: st.pod_by_key(namespace, "p").node_name == "kube-src-bind-0"
+    )
+
+    with pytest.raises(BindError) as conflict:
+        live.run(live.source.bind(namespace, "p", uid, "kube-src-bind-1"))
+    assert conflict.value.conflict
+    assert not conflict.value.gone
+
+    with pytest.raises(BindError) as missing:
+        live.run(live.source.bind(namespace, "nobody", "", "kube-src-bind-0"))
+    assert missing.value.gone
+
+    make_pod(cp, namespace, "q")
+    with pytest.raises(BindError) as recreated:
+        live.run(live.source.bind(namespace, "q", "uid-of-an-older-q", "kube-src-bind-0"))
+    assert recreated.value.gone  # the UID precondition failed: the pod we meant is gone
+
+
+def test_commit_records_are_written_read_back_and_cleared(
+    control_plane: launcher.ControlPlane, live: Live, namespace: str
+) -> None:
+    cp = control_plane
+    make_pod_group(cp, namespace, "crd-gang", 1)
+    live.wait("group", lambda st: st.group(f"{namespace}/crd-gang"))
+    pods = {
+        name: make_pod(cp, namespace, name)["metadata"]["uid"] for name in ("a-0", "a-1", "c-0")
+    }
+    key = f"{namespace}/crd-gang"
+    record = CommitRecord(key, {f"{namespace}/c-0": "n1"}, {f"{namespace}/c-0": pods["c-0"]})
+    live.run(live.extender.source.write_commit_record(record))
+    notes = get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/crd-gang")["metadata"][
+        "annotations"
+    ]
+    assert '"placements":{"' + f"{namespace}/c-0" + '":"n1"}' in notes[COMMIT_ANNOTATION]
+    assert '"at":"' in notes[COMMIT_ANNOTATION]
+
+    for name in ("a-0", "a-1"):  # annotation-only gang members: the record goes on each
+        cp.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            {
+                "metadata": {
+                    "annotations": {"phalanx.io/pod-group": "ann", "phalanx.io/min-member": "2"}
+                }
+            },
+            content_type="application/merge-patch+json",
+        )
+    ann = f"{namespace}/ann"
+    live.wait("annotation gang", lambda st: len(st.members(ann)) == 2)
+    placements = {f"{namespace}/a-0": "n1", f"{namespace}/a-1": "n2"}
+    live.run(live.source.write_commit_record(CommitRecord(ann, placements, {})))
+    for name in ("a-0", "a-1"):
+        assert (
+            COMMIT_ANNOTATION
+            in get(cp, f"/api/v1/namespaces/{namespace}/pods/{name}")["metadata"]["annotations"]
+        )
+
+    records = launcher.wait_for(
+        "records read back",
+        lambda: (
+            (r := live.look(lambda _: dict(live.source.commit_records()))) and len(r) == 2 and r
+        ),
+        timeout=20,
+    )
+    assert records[key].placements == record.placements
+    assert records[ann].placements == placements
+
+    live.run(live.source.clear_commit_record(ann))
+    live.run(live.source.clear_commit_record(key))
+    for path in (
+        f"/api/v1/namespaces/{namespace}/pods/a-0",
+        f"/api/v1/namespaces/{namespace}/pods/a-1",
+        f"{PG_API}/namespaces/{namespace}/podgroups/crd-gang",
+    ):
+        assert COMMIT_ANNOTATION not in (get(cp, path)["metadata"].get("annotations") or {})
+
+
+def test_a_partly_written_annotation_record_is_taken_back(
+    control_plane: launcher.ControlPlane, live: Live, namespace: str
+) -> None:
+    cp = control_plane
+    make_pod(cp, namespace, "here-0")
+    live.wait("pod", lambda st: st.pod_by_key(namespace, "here-0"))
+    record = CommitRecord(
+        f"{namespace}/half", {f"{namespace}/here-0": "n1", f"{namespace}/gone-1": "n1"}, {}
+    )
+    with pytest.raises(Exception, match="404"):
+        live.run(live.source.write_commit_record(record))
+    assert COMMIT_ANNOTATION not in get(cp, f"/api/v1/namespaces/{namespace}/pods/here-0")[
+        "metadata"
+    ].get("annotations", {})
+
+
+def test_events_are_posted_and_rate_limited_per_object_and_reason(
+    control_plane: launcher.ControlPlane, namespace: str, crd: None
+) -> None:
+    cp = control_plane
+    settings = KubeSourceSettings(event_interval_seconds=1.0, crd_recheck_seconds=0.5)
+    phalanx = Live(cp, namespace, settings).start()
+    try:
+        uid = make_pod(cp, namespace, "stuck")["metadata"]["uid"]
+        phalanx.wait("pod", lambda st: st.pod_by_key(namespace, "stuck"))
+        for _ in range(4):
+            phalanx.run(
+                phalanx.source.emit_event(
+                    "Pod", namespace, "stuck", "WaitingForMembers", "1/4 exist"
+                )
+            )
+        phalanx.run(
+            phalanx.source.emit_event(
+                "Pod", namespace, "stuck", "Unschedulable", "no room", warning=True
+            )
+        )
+        events = {e["reason"]: e for e in events_about(cp, namespace, "stuck")}
+        assert set(events) == {"WaitingForMembers", "Unschedulable"}
+        waiting = events["WaitingForMembers"]
+        assert waiting["count"] == 1
+        assert waiting["type"] == "Normal"
+        assert waiting["source"]["component"] == "phalanx"
+        assert waiting["involvedObject"]["uid"] == uid
+        assert events["Unschedulable"]["type"] == "Warning"
+
+        time.sleep(1.1)
+        phalanx.run(
+            phalanx.source.emit_event("Pod", namespace, "stuck", "WaitingForMembers", "2/4 exist")
+        )
+        again = [
+            e for e in events_about(cp, namespace, "stuck") if e["reason"] == "WaitingForMembers"
+        ]
+        assert len(again) == 1  # the same Event, its count aggregating the held repeats
+        assert again[0]["count"] == 5
+        assert again[0]["message"] == "2/4 exist"
+    finally:
+        phalanx.stop()
+
+
+def test_pod_group_status_is_patched_with_phase_counts_and_condition(
+    control_plane: launcher.ControlPlane, live: Live, namespace: str
+) -> None:
+    cp = control_plane
+    make_pod_group(cp, namespace, "st", 2)
+    key = f"{namespace}/st"
+    live.wait("group", lambda st: st.group(key))
+    path = f"{PG_API}/namespaces/{namespace}/podgroups/st"
+    waiting = GroupStatus(
+        key, "Pending", 0, 0, "waiting-for-members", "1/2 exist", schedule_start_time=1.7e9
+    )
+    live.run(live.source.update_group_status(waiting))
+    status = get(cp, path)["status"]
+    assert status["phase"] == "Pending"
+    assert status["scheduled"] == 0
+    assert status["scheduleStartTime"] == "2023-11-14T22:13:20Z"
+    (cond,) = status["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodGroupScheduled",
+        "False",
+        "WaitingForMembers",
+        "1/2 exist",
+    )
+    version = get(cp, path)["metadata"]["resourceVersion"]
+    live.run(live.source.update_group_status(waiting))
+    assert get(cp, path)["metadata"]["resourceVersion"] == version  # unchanged: not written again
+
+    live.run(
+        live.source.update_group_status(
+            GroupStatus(key, "Scheduled", 2, 0, "bound", "bound 2 together")
+        )
+    )
+    status = get(cp, path)["status"]
+    assert status["phase"] == "Scheduled"
+    assert status["scheduled"] == 2
+    assert status["conditions"][0]["status"] == "True"
+    assert status["conditions"][0]["reason"] == "Bound"
+
+    # An annotation-only gang has no object: nothing to write, and no error.
+    live.run(
+        live.source.update_group_status(GroupStatus(f"{namespace}/nope", "Pending", 0, 0, "", ""))
+    )
+
+
+@pytest.mark.parametrize("graceful", [True, False], ids=["SIGTERM", "SIGKILL"])
+def test_watches_recover_after_an_apiserver_restart(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    graceful: bool,
+) -> None:
+    cp = control_plane
+    before = restarts(live.metrics)
+    cp.restart_apiserver(graceful=graceful)
+    name = f"kube-src-restart-{'term' if graceful else 'kill'}"
+    gpu_nodes(name, gpus=2, wait_ready=False)
+    make_pod(cp, namespace, "after-restart")
+    live.wait("node after restart", lambda st: st.node(name), timeout=30)
+    live.wait("pod after restart", lambda st: st.pod_by_key(namespace, "after-restart"), timeout=30)
+    assert restarts(live.metrics) > before
+    assert live.source.synced
+
+
+def test_garbage_objects_are_skipped_once_and_others_keep_flowing(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cp = control_plane
+    caplog.set_level(logging.WARNING, logger="phalanx.sources.kube")
+    gpu_nodes(
+        "kube-src-bad-node", gpus=8, labels={"nvidia.com/gpu.memory": "lots"}, wait_ready=False
+    )
+    make_pod(
+        cp,
+        namespace,
+        "bad-pod",
+        annotations={"phalanx.io/pod-group": "x", "phalanx.io/min-member": "abc"},
+    )
+    make_pod_group(cp, namespace, "bad-group", 2, annotations={"phalanx.io/placement": "diagonal"})
+    gpu_nodes("kube-src-good-node", gpus=8, wait_ready=False)
+    make_pod(cp, namespace, "good-pod")
+    make_pod_group(cp, namespace, "good-group", 1)
+
+    live.wait("good node", lambda st: st.node("kube-src-good-node"))
+    live.wait("good pod", lambda st: st.pod_by_key(namespace, "good-pod"))
+    live.wait("good group", lambda st: st.group(f"{namespace}/good-group"))
+    assert live.look(lambda st: st.node("kube-src-bad-node")) is None
+    bad_pod = live.wait("bad pod kept", lambda st: st.pod_by_key(namespace, "bad-pod"))
+    assert "min-member" in bad_pod.invalid
+    error = live.wait("group error", lambda st: st.group_error(f"{namespace}/bad-group"))
+    assert "diagonal" in error
+
+    # Touching the bad objects again says nothing new.
+    cp.request(
+        "PATCH",
+        "/api/v1/nodes/kube-src-bad-node",
+        {"metadata": {"labels": {"touched": "1"}}},
+        content_type="application/merge-patch+json",
+    )
+    cp.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/bad-pod",
+        {"metadata": {"labels": {"touched": "1"}}},
+        content_type="application/merge-patch+json",
+    )
+    live.wait(
+        "patched pod seen",
+        lambda st: st.pod_by_key(namespace, "bad-pod").labels.get("touched") == "1",
+    )
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("invalid ")]
+    for what in (
+        "Node kube-src-bad-node",
+        f"Pod {namespace}/bad-pod",
+        f"PodGroup {namespace}/bad-group",
+    ):
+        assert sum(what in line for line in lines) == 1, lines
+    for ns, name in (
+        (namespace, "bad-pod"),
+        (namespace, "bad-group"),
+        ("default", "kube-src-bad-node"),
+    ):
+        found = launcher.wait_for(
+            f"event on {name}", lambda ns=ns, name=name: events_about(cp, ns, name), timeout=20
+        )
+        assert [e["reason"] for e in found] == ["InvalidObject"]
+        assert found[0]["type"] == "Warning"
+
+
+def test_one_holder_of_the_roll_forward_lease_at_a_time(
+    control_plane: launcher.ControlPlane, namespace: str
+) -> None:
+    settings = LeaseSettings(
+        lease_duration_seconds=15, renew_deadline_seconds=10, retry_period_seconds=0.3
+    )
+    api = KubeClient.from_kubeconfig(control_plane.kubeconfig)
+    first = LeaseHolder(api, namespace, identity="first", settings=settings)
+    second = LeaseHolder(api, namespace, identity="second", settings=settings)
+    first.start()
+    try:
+        launcher.wait_for("first holds", lambda: first.held, timeout=10)
+        second.start()
+        time.sleep(1.0)
+        assert not second.held
+        lease = get(control_plane, first.path)["spec"]
+        assert lease["holderIdentity"] == "first"
+        assert lease["leaseDurationSeconds"] == 15
+        first.stop()  # releases: the successor need not wait out the lease
+        launcher.wait_for("second takes over", lambda: second.held, timeout=5)
+        assert get(control_plane, first.path)["spec"]["leaseTransitions"] == 1
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-rf-0", gpus=8)
+    gpu_nodes("kube-src-rf-1", gpus=8)
+    make_pod_group(cp, namespace, "rf", 3)
+    label = {"scheduling.x-k8s.io/pod-group": "rf"}
+    uids = {
+        n: make_pod(cp, namespace, n, gpus=2, labels=label)["metadata"]["uid"]
+        for n in ("rf-0", "rf-1", "rf-2")
+    }
+    placements = {
+        f"{namespace}/rf-0": "kube-src-rf-0",
+        f"{namespace}/rf-1": "kube-src-rf-0",
+        f"{namespace}/rf-2": "kube-src-rf-1",
+    }
+    key = f"{namespace}/rf"
+    # What a Phalanx that died mid-gang leaves behind: the record, and one member bound.
+    live.run(
+        live.source.write_commit_record(
+            CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
+        )
+    )
+    live.run(live.source.bind(namespace, "rf-0", uids["rf-0"], "kube-src-rf-0"))
+    live.wait(
+        "record and binding seen",
+        lambda st: (
+            key in live.source.commit_records() and st.pod_by_key(namespace, "rf-0").node_name
+        ),
+    )
+    launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
+
+    roller = RollForward(live.extender, live.source, RollForwardSettings(grace_seconds=0.0))
+    (decision,) = live.run(roller.run_once())
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    for name in ("rf-1", "rf-2"):
+        assert (
+            get(cp, f"/api/v1/namespaces/{namespace}/pods/{name}")["spec"]["nodeName"]
+            == placements[f"{namespace}/{name}"]
+        )
+    assert (
+        live.look(lambda _: live.extender.planner.record(key).last_outcome)
+        is Outcome.ROLLED_FORWARD
+    )
+
+    live.wait("bindings seen", lambda st: all(p.node_name for p in st.members(key)))
+    (done,) = live.run(roller.run_once())
+    assert done.verdict is Verdict.COMPLETE
+    assert COMMIT_ANNOTATION not in get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/rf")[
+        "metadata"
+    ].get("annotations", {})
+    launcher.wait_for(
+        "record gone",
+        lambda: not live.look(lambda _: key in live.source.commit_records()),
+        timeout=20,
+    )
+    assert live.run(roller.run_once()) == []
+
+
+def test_roll_forward_releases_a_gang_whose_recorded_node_is_gone(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-rel-0", gpus=8)
+    make_pod_group(cp, namespace, "rel", 2)
+    label = {"scheduling.x-k8s.io/pod-group": "rel"}
+    for n in ("rel-0", "rel-1"):
+        make_pod(cp, namespace, n, labels=label)
+    key = f"{namespace}/rel"
+    record = CommitRecord(
+        key, {f"{namespace}/rel-0": "kube-src-rel-0", f"{namespace}/rel-1": "kube-src-vanished"}, {}
+    )
+    live.run(live.source.write_commit_record(record))
+    live.wait(
+        "record seen", lambda st: key in live.source.commit_records() and len(st.members(key)) == 2
+    )
+    launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
+
+    (decision,) = live.run(
+        RollForward(live.extender, live.source, RollForwardSettings(grace_seconds=0.0)).run_once()
+    )
+    assert decision.verdict is Verdict.RELEASE
+    assert (
+        get(cp, f"/api/v1/namespaces/{namespace}/pods/rel-0")["spec"].get("nodeName") is None
+    )  # nothing bound
+    found = launcher.wait_for(
+        "release event", lambda: events_about(cp, namespace, "rel"), timeout=20
+    )
+    assert found[0]["reason"] == "ReservationReleased"
+    assert "recorded node kube-src-vanished of pod" in found[0]["message"]
+    assert COMMIT_ANNOTATION not in get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/rel")[
+        "metadata"
+    ].get("annotations", {})
+
+
+def test_a_new_instance_finishes_the_gang_a_dead_one_left_half_bound(
+    control_plane: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    crd: None,
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-crash-0", gpus=8)
+    names = ("ann-0", "ann-1")
+    notes = {"phalanx.io/pod-group": "ann", "phalanx.io/min-member": "2"}
+    uids = {n: make_pod(cp, namespace, n, annotations=notes)["metadata"]["uid"] for n in names}
+    key = f"{namespace}/ann"
+    placements = {f"{namespace}/{n}": "kube-src-crash-0" for n in names}
+    first = Live(cp, namespace).start()
+    try:  # the first instance writes the record on both members, binds one, and dies
+        first.wait("members", lambda st: len(st.members(key)) == 2)
+        first.run(first.source.write_commit_record(CommitRecord(key, placements, {})))
+        first.run(first.source.bind(namespace, "ann-0", uids["ann-0"], "kube-src-crash-0"))
+    finally:
+        first.stop()
+
+    # The record is fresh: the new instance first leaves it to a barrier for the grace.
+    fast = RollForwardSettings(interval_seconds=0.2, grace_seconds=2.0)
+    second = Live(cp, namespace, service=ServiceSettings(roll_forward=fast)).start()
+    try:
+        bound = launcher.wait_for(
+            "ann-1 bound by the new instance",
+            lambda: get(cp, f"/api/v1/namespaces/{namespace}/pods/ann-1")["spec"].get("nodeName"),
+            timeout=fast.grace_seconds + 20,
+        )
+        assert bound == "kube-src-crash-0"
+        launcher.wait_for(
+            "records cleared",
+            lambda: all(
+                COMMIT_ANNOTATION
+                not in get(cp, f"/api/v1/namespaces/{namespace}/pods/{n}")["metadata"][
+                    "annotations"
+                ]
+                for n in names
+            ),
+            timeout=20,
+        )
+        assert second.look(lambda _: second.extender.partial_gangs()) == []
+    finally:
+        second.stop()

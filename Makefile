@@ -53,7 +53,8 @@ bench: $(STAMP)
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet setuptools -e '.[dev]'
-	.lock-venv/bin/pip freeze --exclude-editable > requirements.lock
+	# --all keeps setuptools: the editable install builds without isolation, from the lock.
+	.lock-venv/bin/pip freeze --all --exclude-editable | grep -v '^pip==' > requirements.lock
 	rm -rf .lock-venv
 
 clean:

@@ -310,7 +310,7 @@ def test_a_node_tolerates_nulls_where_the_api_omits_fields() -> None:
             {"pods": "110.5"},
             'status.allocatable["pods"]: "110.5" is not a whole number (pods is counted in units)',
         ),
-        (["cpu"], "status.allocatable: must be an object, not a list"),
+        (["cpu"], "status.allocatable: must be an object, not an array"),
     ],
     ids=[
         "bad-suffix",

@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 import orjson
 
 from phalanx.core.planner import FilterResult
+from phalanx.core.rawdict import json_type
 
 MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 MIN_PRIORITY = 0  # extenderv1.MinExtenderPriority
@@ -98,7 +99,7 @@ def load(body: bytes) -> JSONObject:
         if collecting:
             gc.enable()
     if not isinstance(doc, dict):
-        raise WireError(f"request body must be a JSON object, not {_kind(doc)}")
+        raise WireError(f"request body must be a JSON object, not {json_type(doc)}")
     return doc
 
 
@@ -127,24 +128,28 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         )
     if names_field is not None:
         if not isinstance(names_field, list):
-            raise WireError(f"NodeNames must be an array of node names, not {_kind(names_field)}")
+            raise WireError(
+                f"NodeNames must be an array of node names, not {json_type(names_field)}"
+            )
         # One pass in C for the common, valid case; the loop only finds what to report.
         if not all(type(name) is str and name for name in names_field):
             for i, name in enumerate(names_field):
                 if not isinstance(name, str) or not name:
-                    raise WireError(f"NodeNames[{i}] must be a non-empty string, not {_kind(name)}")
+                    raise WireError(
+                        f"NodeNames[{i}] must be a non-empty string, not {json_type(name)}"
+                    )
         offered = frozenset(names_field)
         names = tuple(
             names_field if len(offered) == len(names_field) else dict.fromkeys(names_field)
         )
         return ExtenderArgs(pod, names, None, offered)
     if not isinstance(nodes_field, dict):
-        raise WireError(f"Nodes must be a v1.NodeList object, not {_kind(nodes_field)}")
+        raise WireError(f"Nodes must be a v1.NodeList object, not {json_type(nodes_field)}")
     items = nodes_field.get("items")
     if items is None:
         items = []
     if not isinstance(items, list):
-        raise WireError(f"Nodes.items must be an array of v1.Node objects, not {_kind(items)}")
+        raise WireError(f"Nodes.items must be an array of v1.Node objects, not {json_type(items)}")
     by_name: dict[str, JSONObject] = {}
     for i, node in enumerate(items):
         name = _object_name(node, f"Nodes.items[{i}]")
@@ -313,27 +318,12 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 # ---- helpers ---------------------------------------------------------------------------
 
 
-def _kind(value: object) -> str:
-    """A JSON type name for error texts."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string" if value else "an empty string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _pod(fields: JSONObject, field: str) -> JSONObject:
     pod = fields.get(field.casefold())
     if pod is None:
         raise WireError(f"{field} is missing or null: the pod being scheduled is required")
     if not isinstance(pod, dict):
-        raise WireError(f"{field} must be a v1.Pod object, not {_kind(pod)}")
+        raise WireError(f"{field} must be a v1.Pod object, not {json_type(pod)}")
     return pod
 
 
@@ -342,7 +332,7 @@ def _string(fields: JSONObject, field: str, *, required: bool) -> str:
     if value is None:
         value = ""
     if not isinstance(value, str):
-        raise WireError(f"{field} must be a string, not {_kind(value)}")
+        raise WireError(f"{field} must be a string, not {json_type(value)}")
     if required and not value:
         raise WireError(f"{field} is missing or empty")
     return value
@@ -350,36 +340,36 @@ def _string(fields: JSONObject, field: str, *, required: bool) -> str:
 
 def _object_name(obj: object, where: str) -> str:
     if not isinstance(obj, dict):
-        raise WireError(f"{where} must be an object, not {_kind(obj)}")
+        raise WireError(f"{where} must be an object, not {json_type(obj)}")
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        raise WireError(f"{where}.metadata must be an object, not {_kind(meta)}")
+        raise WireError(f"{where}.metadata must be an object, not {json_type(meta)}")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise WireError(f"{where}.metadata.name must be a non-empty string, not {_kind(name)}")
+        raise WireError(f"{where}.metadata.name must be a non-empty string, not {json_type(name)}")
     return name
 
 
 def _pod_uid(obj: object, where: str) -> str:
     """The UID of a full v1.Pod victim (json tags: metadata.uid)."""
     if not isinstance(obj, dict):
-        raise WireError(f"{where} must be a v1.Pod object, not {_kind(obj)}")
+        raise WireError(f"{where} must be a v1.Pod object, not {json_type(obj)}")
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        raise WireError(f"{where}.metadata must be an object, not {_kind(meta)}")
+        raise WireError(f"{where}.metadata must be an object, not {json_type(meta)}")
     uid = meta.get("uid")
     if not isinstance(uid, str) or not uid:
-        raise WireError(f"{where}.metadata.uid must be a non-empty string, not {_kind(uid)}")
+        raise WireError(f"{where}.metadata.uid must be a non-empty string, not {json_type(uid)}")
     return uid
 
 
 def _meta_pod_uid(obj: object, where: str) -> str:
     """The UID of a MetaPod{UID} (untagged: any casing)."""
     if not isinstance(obj, dict):
-        raise WireError(f"{where} must be a MetaPod object, not {_kind(obj)}")
+        raise WireError(f"{where} must be a MetaPod object, not {json_type(obj)}")
     uid = fold(obj).get("uid")
     if not isinstance(uid, str) or not uid:
-        raise WireError(f"{where}.UID must be a non-empty string, not {_kind(uid)}")
+        raise WireError(f"{where}.UID must be a non-empty string, not {json_type(uid)}")
     return uid
 
 
@@ -387,7 +377,9 @@ def _victims_map(
     value: object, field: str, uid_of: Callable[[object, str], str]
 ) -> dict[str, MetaVictims]:
     if not isinstance(value, dict):
-        raise WireError(f"{field} must be an object of node name to victims, not {_kind(value)}")
+        raise WireError(
+            f"{field} must be an object of node name to victims, not {json_type(value)}"
+        )
     victims: dict[str, MetaVictims] = {}
     for node, entry in value.items():
         where = f"{field}[{node!r}]"
@@ -396,19 +388,21 @@ def _victims_map(
             continue
         if not isinstance(entry, dict):
             raise WireError(
-                f"{where} must be an object with Pods and NumPDBViolations, not {_kind(entry)}"
+                f"{where} must be an object with Pods and NumPDBViolations, not {json_type(entry)}"
             )
         entry_fields = fold(entry)
         pods = entry_fields.get("pods")
         if pods is None:
             pods = []
         if not isinstance(pods, list):
-            raise WireError(f"{where}.Pods must be an array, not {_kind(pods)}")
+            raise WireError(f"{where}.Pods must be an array, not {json_type(pods)}")
         violations = entry_fields.get("numpdbviolations")
         if violations is None:
             violations = 0
         if isinstance(violations, bool) or not isinstance(violations, int):
-            raise WireError(f"{where}.NumPDBViolations must be an integer, not {_kind(violations)}")
+            raise WireError(
+                f"{where}.NumPDBViolations must be an integer, not {json_type(violations)}"
+            )
         uids = tuple(uid_of(pod, f"{where}.Pods[{i}]") for i, pod in enumerate(pods))
         victims[node] = MetaVictims(uids, violations)
     return victims

@@ -39,6 +39,7 @@ def key_path(path: str, key: str) -> str:
 
 
 def json_type(value: object) -> str:
+    """The JSON type of `value`, as error texts name it ("not an array")."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -46,11 +47,11 @@ def json_type(value: object) -> str:
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
-        return "a string"
+        return "a string" if value else "an empty string"
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list | tuple):
-        return "a list"
+        return "an array"
     return type(value).__name__
 
 

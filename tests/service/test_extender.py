@@ -224,3 +224,29 @@ async def test_the_debug_view_shows_the_reservation_and_the_last_decision():
     assert {m["pod"] for m in view["reservation"]["members"]} == {"default/g-0", "default/g-1"}
     assert ext.debug_group("default", "nope") is None
     await ext.stop()
+
+
+async def test_a_fresh_reservation_asks_kube_scheduler_to_retry_the_other_members_now():
+    ext, source = await started(gang_objects(size=3))
+    ext.filter(pod_of(ext, "g-1"), NODES)
+    await asyncio.sleep(0)
+    assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
+    ext.filter(pod_of(ext, "g-0"), NODES)  # following the reservation: nothing new to say
+    await asyncio.sleep(0)
+    assert len(source.requeued) == 2
+    await ext.stop()
+
+
+async def test_podgroup_status_follows_members_after_the_gang_decision():
+    ext, source = await started(gang_objects(size=2))
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    status = source.statuses["default/g"]
+    assert (status.phase, status.scheduled, status.running) == ("Running", 2, 2)
+    source.delete_pod(pod_of(ext, "g-1").uid)
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    assert source.statuses["default/g"].scheduled == 1
+    await ext.stop()

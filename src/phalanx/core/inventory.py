@@ -85,6 +85,8 @@ PLAN_ANNOTATION: Final = ANNOTATION_PREFIX + "plan"
 PLAN_NODE_ANNOTATION: Final = ANNOTATION_PREFIX + "plan-node"
 DIFFERENTIABLE_ANNOTATION: Final = ANNOTATION_PREFIX + "differentiable"
 GPU_MEMORY_ANNOTATION: Final = ANNOTATION_PREFIX + "gpu-memory-mib"
+# Written by Phalanx on a pending pod to make kube-scheduler retry it now (its value: when).
+REQUEUE_ANNOTATION: Final = ANNOTATION_PREFIX + "requeued-at"
 
 # NVIDIA GPU Feature Discovery.
 GFD_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"

@@ -105,6 +105,8 @@ class Extender:
         self.metrics.watch(self.state, self.planner, lambda: self.source.synced)
         self._gates: dict[str, _Gate] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # What was last written as each PodGroup's status (phase, counts, reason, message).
+        self._shown_status: dict[str, tuple[object, ...]] = {}
         self._expiry: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -135,6 +137,21 @@ class Extender:
         while True:
             await asyncio.sleep(self.settings.expiry_interval_seconds)
             self.expire()
+            self.refresh_statuses()
+
+    def refresh_statuses(self) -> None:
+        """Write the status of every PodGroup whose members moved since the last write
+        (they bind, start running, finish or go away long after the gang decision)."""
+        for key in self.state.groups():
+            self._push_status(self.group_status(key))
+        for gone in set(self._shown_status) - set(self.state.groups()):
+            del self._shown_status[gone]
+
+    def _push_status(self, status: GroupStatus) -> None:
+        shown = (status.phase, status.scheduled, status.running, status.reason, status.message)
+        if self._shown_status.get(status.group_key) != shown:
+            self._shown_status[status.group_key] = shown
+            self.spawn(self.source.update_group_status(status))
 
     def expire(self) -> None:
         self.planner.expire(self.clock())
@@ -183,11 +200,7 @@ class Extender:
                         )
                     )
             if group is not None:
-                self.spawn(
-                    self.source.update_group_status(
-                        self.group_status(event.group_key, event.outcome)
-                    )
-                )
+                self._push_status(self.group_status(event.group_key, event.outcome))
 
     def group_status(self, key: str, outcome: Outcome | None = None) -> GroupStatus:
         members = self.state.members(key, include_finished=True)
@@ -231,7 +244,19 @@ class Extender:
 
     def filter(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
         pod = self.learn(pod)
+        key = pod.group.key if pod.group is not None else None
+        before = self.state.reservation(key) if key is not None else None
         result = self.planner.filter(pod, offered, self.clock())
+        after = self.state.reservation(key) if key is not None else None
+        if before is None and after is not None:
+            # A fresh reservation: the other members were told to wait and kube-scheduler
+            # parked them; bring them back now rather than at its next flush.
+            others: list[tuple[str, str]] = []
+            for m in after.members:
+                if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
+                    namespace, name = m.pod_key.split("/", 1)
+                    others.append((namespace, name))
+            self.spawn(self.source.requeue(others, f"gang {key} reserved"))
         self.flush()
         return result
 

@@ -7,7 +7,7 @@ effects of a decision: bindings, commit records, events and PodGroup status.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -90,6 +90,14 @@ class ClusterSource(Protocol):
 
     async def update_group_status(self, status: GroupStatus) -> None:
         """Write PodGroup status; best effort, no-op for annotation-only groups."""
+
+    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
+        """Make kube-scheduler retry these pending pods (namespace, name) now; best effort.
+
+        kube-scheduler parks a pod an extender refused until some cluster event; a new
+        sibling pod is not one (without the GangScheduling gate), so gang members told
+        "waiting" would sit until the 5-minute flush. An update to the pod is an event.
+        """
 
 
 @runtime_checkable

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,7 @@ class ClusterFileSource:
         self.events: list[tuple[str, str, str, str, str, bool]] = []
         self.statuses: dict[str, GroupStatus] = {}
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
+        self.requeued: list[str] = []  # pod keys Phalanx asked to be retried
 
     @classmethod
     def from_path(cls, path: Path) -> ClusterFileSource:
@@ -163,3 +164,7 @@ class ClusterFileSource:
 
     async def update_group_status(self, status: GroupStatus) -> None:
         self.statuses[status.group_key] = status
+
+    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
+        """Recorded only: the demo driver retries every pending pod each round anyway."""
+        self.requeued.extend(f"{ns}/{name}" for ns, name in pods)

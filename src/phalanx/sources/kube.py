@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from phalanx.core.inventory import parse_node, parse_pod, parse_pod_group
+from phalanx.core.inventory import REQUEUE_ANNOTATION, parse_node, parse_pod, parse_pod_group
 from phalanx.core.model import Node, Pod, PodGroup
 from phalanx.core.rollforward import (
     COMMIT_ANNOTATION,
@@ -439,10 +439,21 @@ class KubeSource:
         self, changes: Sequence[Upsert[Recorded[PodGroup]] | Delete | Invalid], synced: bool
     ) -> None:
         def update(state: ClusterState) -> None:
+            synced_before = "PodGroup" in self._synced
             for change in changes:
                 if isinstance(change, Upsert):
+                    appeared = change.key not in self._groups or state.group_error(change.key)
                     state.upsert_group(change.obj.obj)
                     self._groups[change.key] = change.uid
+                    if appeared and synced_before:
+                        # Members told "waiting for PodGroup" wait in kube-scheduler's
+                        # unschedulable queue: ask for them back now that it exists.
+                        pending = [
+                            (p.namespace, p.name)
+                            for p in state.members(change.key)
+                            if not state.is_bound(p)
+                        ]
+                        self._spawn(self.requeue(pending, f"PodGroup {change.key} appeared"))
                     self._valid_again("PodGroup", change.key)
                     if change.obj.commit is not None:
                         self._group_commits[change.key] = change.obj.commit
@@ -712,6 +723,31 @@ class KubeSource:
             return self._groups.get(key, "")
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
+
+    # ---- requeue ------------------------------------------------------------------------
+
+    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
+        """Touch each pod's `phalanx.io/requeued-at` annotation: an update to a pod in
+        kube-scheduler's unschedulable queue moves it back (the extender is among its
+        rejectors, which every event may resolve). A pod already gone is fine."""
+        if not pods:
+            return
+        body = {"metadata": {"annotations": {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}}}
+        results = await asyncio.gather(
+            *(
+                self._write(self.api.patch, self._pod_path(f"{ns}/{name}"), body)
+                for ns, name in pods
+            ),
+            return_exceptions=True,
+        )
+        for (ns, name), result in zip(pods, results, strict=True):
+            if isinstance(result, ApiError) and result.status != 404:
+                log.warning(
+                    "cannot requeue a pod",
+                    extra={"pod": f"{ns}/{name}", "reason": f"{reason}: {result}"},
+                )
+            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
+                raise result  # a bug, not an API answer
 
     # ---- PodGroup status ---------------------------------------------------------------
 

@@ -1,0 +1,214 @@
+"""Fixtures for scheduling through kube-scheduler → Phalanx → the real API.
+
+``pytest_plugins`` is only allowed in the root conftest, so test modules import these
+fixtures by name::
+
+    from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401
+
+* ``phalanx`` (module): ``phalanx serve --kubeconfig <admin>`` as a real subprocess
+  (:class:`phalanx_process.PhalanxProcess`); a module may set ``PHALANX_ARGS`` (extra
+  ``serve`` flags) for its own instance.
+* ``scheduler`` (module): the real kube-scheduler running **the chart's**
+  ``KubeSchedulerConfiguration``, taken from the rendered ``deploy/manifests/phalanx.yaml``
+  (see :func:`scheduler_config` for the only fields rewritten).
+* ``cluster`` (function): a :class:`scheduling.Scenario` in a fresh namespace with its own
+  node pool, an :class:`scheduling.InvariantMonitor` running for the whole test, and the
+  invariant verdict asserted at teardown (a test that wants it sooner calls
+  ``cluster.verdict()``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+import yaml
+from phalanx_process import PhalanxProcess
+from scheduling import PG_API, Api, Scenario, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
+CRD_FILE = REPO / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+CRD_NAME = "podgroups.scheduling.x-k8s.io"
+LEASE_NAMESPACE = "kube-system"  # exists in every cluster; the chart's namespace may not
+
+#: DESIGN.md §2's reference configuration: used only while the rendered chart is missing
+#: (the chart is the contract; see scheduler_config). PHALANX_REQUIRE_E2E makes that an error.
+REFERENCE_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: true, resourceName: phalanx-scheduler}
+percentageOfNodesToScore: 100
+profiles:
+- schedulerName: phalanx
+extenders:
+- urlPrefix: http://127.0.0.1:8888
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  preemptVerb: preempt
+  bindVerb: bind
+  weight: 10
+  nodeCacheCapable: true
+  httpTimeout: 30s
+  ignorable: false
+"""
+
+
+def _require_e2e() -> bool:
+    return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
+
+
+def chart_scheduler_config(path: Path = MANIFESTS) -> dict[str, Any] | None:
+    """The KubeSchedulerConfiguration inside the rendered chart's ConfigMap (None if absent)."""
+    if not path.is_file():
+        return None
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc or doc.get("kind") != "ConfigMap":
+            continue
+        for text in (doc.get("data") or {}).values():
+            config = yaml.safe_load(text)
+            if isinstance(config, dict) and config.get("kind") == "KubeSchedulerConfiguration":
+                return config
+    return None
+
+
+def scheduler_config(phalanx_url: str, lease_name: str) -> tuple[dict[str, Any], str]:
+    """The configuration the e2e kube-scheduler runs, and where it came from.
+
+    Taken from the rendered chart. Rewritten, because the test cluster differs from a
+    chart install: each extender's ``urlPrefix`` (the test's Phalanx port),
+    ``leaderElection.resourceNamespace`` (``kube-system``: the chart's namespace may not
+    exist here) and ``resourceName`` (fresh per start, so a restarted scheduler need not
+    wait out the previous one's lease). ``clientConnection.kubeconfig`` is filled in by
+    ``ControlPlane.start_scheduler``. Everything else — profile, ``percentageOfNodesToScore``,
+    the extender's verbs, ``nodeCacheCapable``, ``httpTimeout``, ``ignorable``, ``weight``,
+    lease timings, client QPS — is the chart's.
+    """
+    chart = chart_scheduler_config()
+    if chart is None:
+        # The rendered chart is the contract; without it, DESIGN.md §2's reference config.
+        if _require_e2e():
+            pytest.fail(
+                f"PHALANX_REQUIRE_E2E is set, but {MANIFESTS.relative_to(REPO)} has no "
+                "KubeSchedulerConfiguration ConfigMap (render the chart: deploy/render.sh)",
+                pytrace=False,
+            )
+        chart, origin = yaml.safe_load(REFERENCE_CONFIG), "DESIGN.md §2 reference (fallback)"
+    else:
+        origin = str(MANIFESTS.relative_to(REPO))
+    config = copy.deepcopy(chart)
+    extenders = config.get("extenders") or []
+    assert extenders, f"{origin}: no extenders in the KubeSchedulerConfiguration"
+    for extender in extenders:
+        extender["urlPrefix"] = phalanx_url
+    election = config.setdefault("leaderElection", {})
+    election["resourceNamespace"] = LEASE_NAMESPACE
+    election["resourceName"] = lease_name
+    return config, origin
+
+
+def ensure_pod_group_crd(cp: launcher.ControlPlane) -> None:
+    status, answer = cp.request(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        yaml.safe_load(CRD_FILE.read_text()),
+    )
+    assert status in (201, 409), answer
+
+    def served() -> bool:
+        _, crd = cp.request(
+            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+        )
+        conditions = {
+            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
+        }
+        return conditions.get("Established") == "True" and cp.request("GET", PG_API)[0] == 200
+
+    launcher.wait_for("PodGroup CRD served", served, timeout=30)
+
+
+# ---- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def phalanx(
+    control_plane: launcher.ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[PhalanxProcess]:
+    """``phalanx serve`` for this module (extra flags: the module's ``PHALANX_ARGS``)."""
+    ensure_pod_group_crd(control_plane)  # before Phalanx starts: it follows the CRD if present
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    workdir = control_plane.workdir / f"phalanx-{module}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = PhalanxProcess(
+        control_plane.kubeconfig, workdir, extra_args=getattr(request.module, "PHALANX_ARGS", ())
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+class Scheduler:
+    """The e2e kube-scheduler: the chart's configuration, pointed at the test's Phalanx."""
+
+    def __init__(self, cp: launcher.ControlPlane, phalanx: PhalanxProcess) -> None:
+        self.cp = cp
+        self.phalanx = phalanx
+        self.config: dict[str, Any] = {}
+        self.origin = ""
+        self.starts = 0
+
+    def start(self) -> None:
+        lease = f"phalanx-scheduler-e2e-{uuid.uuid4().hex[:8]}"
+        self.config, self.origin = scheduler_config(self.phalanx.url, lease)
+        self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False))
+        self.starts += 1
+
+    def ensure_running(self) -> bool:
+        """Start it again if it exited (e.g. it lost its lease while the API was down).
+        True if it had to be restarted."""
+        component = self.cp.scheduler
+        if component is not None and component.running:
+            return False
+        self.start()
+        return True
+
+    def stop(self) -> None:
+        self.cp.stop_scheduler()
+
+
+@pytest.fixture(scope="module")
+def scheduler(control_plane: launcher.ControlPlane, phalanx: PhalanxProcess) -> Iterator[Scheduler]:
+    sched = Scheduler(control_plane, phalanx)
+    sched.start()
+    try:
+        yield sched
+    finally:
+        sched.stop()
+
+
+@pytest.fixture
+def cluster(
+    control_plane: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    phalanx: PhalanxProcess,
+    scheduler: Scheduler,
+) -> Iterator[Scenario]:
+    """One test's world, watched by the invariant monitor from start to end."""
+    api = Api(control_plane)
+    scenario = Scenario(control_plane, api, phalanx, namespace, gpu_nodes)
+    scenario.monitor.start()
+    try:
+        yield scenario
+    finally:
+        verdict: Verdict = scenario.monitor.stop()
+        api.close()
+    verdict.assert_clean(scenario.max_partial_seconds)

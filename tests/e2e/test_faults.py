@@ -1,0 +1,293 @@
+"""Faults through the real kube-scheduler and Phalanx: a reserved node cordoned before the
+gang binds, Phalanx SIGKILLed while a bind barrier is half full, a dead instance's commit
+record finished by the next one, a kube-apiserver restart, and garbage annotations.
+
+A member is kept from reaching kube-scheduler with a scheduling gate: it exists (Phalanx
+counts it toward the quorum and reserves for it) while its siblings' ``/bind`` calls wait
+at the barrier — the state "the last member has not been scheduled yet", held on purpose.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from conftest_scheduling import Scheduler, cluster, phalanx, scheduler  # noqa: F401  # fixtures
+from phalanx_process import PhalanxProcess
+from scheduling import A_COMMIT, PG_API, Scenario
+
+from phalanx.core.rollforward import CommitRecord, encode_commit_record
+
+pytestmark = pytest.mark.e2e
+
+# These tests wait out bind barriers on purpose: 8 s (instead of 20 s) keeps them short
+# and is still far more than a gang needs to assemble here.
+BARRIER_TIMEOUT_SECONDS = 8
+PHALANX_ARGS = [f"--barrier-timeout-seconds={BARRIER_TIMEOUT_SECONDS}"]
+
+
+def _barrier_holds(sc: Scenario, waiting: int, *, timeout: float = 30.0) -> None:
+    sc.phalanx.wait_metric(
+        "phalanx_barrier_waiting",
+        lambda v: v == waiting,
+        timeout=timeout,
+        what=f"{waiting} /bind request(s) held at the barrier",
+    )
+
+
+# ---- expiry and re-planning ------------------------------------------------------------------
+
+
+def test_a_reservation_on_a_node_cordoned_before_binding_expires_and_the_gang_replans(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    a = cluster.node("a", 8)
+    b = cluster.node("b", 8)
+    cluster.nodes_ready()
+    gang = cluster.gang("held", 3, 2, timeout_seconds=4, held=[2])
+    _barrier_holds(cluster, 2)
+    view = cluster.phalanx.debug_group(cluster.namespace, gang.name)
+    assert view is not None
+    assert view["reservation"] is not None, view
+    reserved_on = {m["node"] for m in view["reservation"]["members"]}
+    assert len(reserved_on) == 1, view  # pack: 6 GPUs on one 8-GPU node
+    first = reserved_on.pop()
+    other = b if first == a else a
+    assert cluster.phalanx.metric("phalanx_reserved_gpus") == 6
+    assert cluster.bound_count(gang) == 0
+
+    cluster.cordon(first)
+    cluster.wait_event(gang.name, "reservation expired after 4s", reason="ReservationExpired")
+    # Released exactly: nothing stays reserved once the reservation expired.
+    cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
+    # The held binds fail at the barrier timeout; kube-scheduler retries; Phalanx re-plans
+    # onto the node that is still schedulable and the two members wait there.
+    cluster.wait(
+        f"a new reservation on {other}",
+        lambda: (
+            (v := cluster.phalanx.debug_group(cluster.namespace, gang.name))
+            and v["reservation"]
+            and {m["node"] for m in v["reservation"]["members"]} == {other}
+        ),
+        timeout=BARRIER_TIMEOUT_SECONDS + 25,
+    )
+    cluster.ungate(gang.members[2])
+    where = cluster.wait_gang(gang)
+    assert set(where.values()) == {other}, where
+    cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
+
+
+# ---- Phalanx crashes -------------------------------------------------------------------------
+
+
+def test_phalanx_killed_while_a_barrier_is_half_full_leaves_no_partial_gang(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+) -> None:
+    cluster.node("a", 8)
+    cluster.node("b", 8)
+    cluster.nodes_ready()
+    gang = cluster.gang("crash", 4, 2, held=[3])
+    _barrier_holds(cluster, 3)
+    pid = phalanx.pid
+
+    phalanx.kill()  # SIGKILL: three /bind requests break mid-wait
+    time.sleep(1.0)  # kube-scheduler sees the broken binds and filter calls refused
+    assert cluster.bound_count(gang) == 0
+    phalanx.start()
+    assert phalanx.pid != pid
+
+    # The new instance knows nothing of the old reservation: it re-plans when
+    # kube-scheduler retries the three members, and they wait at its barrier.
+    _barrier_holds(cluster, 3, timeout=45)
+    assert cluster.bound_count(gang) == 0
+    cluster.ungate(gang.members[3])
+    where = cluster.wait_gang(gang)
+    assert len(where) == 4
+    assert cluster.phalanx.metric("phalanx_partial_gangs") == 0
+    cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
+
+
+def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_record(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+) -> None:
+    # The state a Phalanx killed between two bindings leaves: the commit record on the
+    # PodGroup and one member bound to its recorded node. kube-scheduler is stopped so that
+    # only roll-forward can bind the rest.
+    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself (see below)
+    a = cluster.node("a", 8)
+    b = cluster.node("b", 8)
+    cluster.nodes_ready()
+    scheduler.stop()
+    try:
+        phalanx.kill()
+        gang = cluster.gang("half", 3, 2)
+        pods = cluster.pods()
+        recorded = {gang.members[0]: a, gang.members[1]: a, gang.members[2]: b}
+        record = CommitRecord(
+            f"{cluster.namespace}/{gang.name}",
+            {f"{cluster.namespace}/{p}": n for p, n in recorded.items()},
+            {f"{cluster.namespace}/{p}": pods[p]["metadata"]["uid"] for p in recorded},
+        )
+        # Written a minute ago: past the grace a live barrier is given.
+        written = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cluster.api.merge_patch(
+            f"{PG_API}/namespaces/{cluster.namespace}/podgroups/{gang.name}",
+            {"metadata": {"annotations": {A_COMMIT: encode_commit_record(record, written)}}},
+        )
+        first = gang.members[0]
+        cluster.api.create(
+            f"/api/v1/namespaces/{cluster.namespace}/pods/{first}/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": first, "uid": pods[first]["metadata"]["uid"]},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": a},
+            },
+        )
+        assert cluster.bound_count(gang) == 1
+
+        # The next instance takes the roll-forward duty once the dead one's lease lapses
+        # (15 s), then binds the rest where the record says.
+        phalanx.start()
+        where = cluster.wait_gang(gang, timeout=40)
+        assert where == recorded
+        view = phalanx.debug_group(cluster.namespace, gang.name)
+        assert view is not None
+        assert view["last_decision"] == "rolled-forward", view
+        # The monitor saw the partial gang the test made (it is how it would see one
+        # Phalanx made); its last sample may not have seen the gang whole yet.
+        verdict = cluster.monitor.verdict()
+        seen = [w for w in verdict.windows + verdict.open_windows if w.group == gang.name]
+        assert seen, "the invariant monitor missed a gang bound 1/3 for seconds"
+        assert seen[0].seconds > 5, seen
+        cluster.wait_event(gang.name, "commit record", reason="RolledForward", timeout=10)
+        assert phalanx.metric("phalanx_gang_decisions_total", result="rolled-forward") >= 1
+        # A finished gang's record is cleared.
+        cluster.wait(
+            "the commit record cleared",
+            lambda: (
+                A_COMMIT
+                not in (cluster.get_pod_group(gang.name)["metadata"].get("annotations") or {})
+            ),
+            timeout=15,
+        )
+    finally:
+        if not phalanx.running:
+            phalanx.start()
+        scheduler.start()
+
+
+# ---- the API server restarts ------------------------------------------------------------------
+
+
+def test_scheduling_resumes_after_a_kube_apiserver_restart(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+) -> None:
+    first_node = cluster.node("a", 4)
+    cluster.nodes_ready()
+    before = cluster.gang("before", 2, 2)
+    cluster.wait_gang(before)
+    restarts = phalanx.metric("phalanx_watch_restarts_total")
+
+    cluster.cp.restart_apiserver()
+    phalanx.wait_ready(timeout=30)
+    assert phalanx.running, phalanx.tail()
+    # kube-scheduler may lose its lease while the API is down and exit, as it does in a
+    # real cluster (where its pod restarts); start it again if so.
+    scheduler.ensure_running()
+    phalanx.wait_metric(
+        "phalanx_watch_restarts_total",
+        lambda v: v > restarts,
+        timeout=30,
+        what="Phalanx's watches to restart",
+    )
+
+    # A node, a PodGroup and pods created after the restart: only the recovered watches
+    # tell Phalanx about them (the first node is full, so the gang needs the new one).
+    second_node = cluster.node("b", 4)
+    cluster.nodes_ready([second_node])  # the Node watch is back
+    cluster.pod_group("after", 2)
+    cluster.wait(
+        "Phalanx to see the PodGroup created after the restart",
+        lambda: (
+            (v := phalanx.debug_group(cluster.namespace, "after")) and v["source"] == "PodGroup"
+        ),
+    )  # the PodGroup watch is back
+    after = cluster.gang("after", 2, 2, create_pod_group=False)
+    where = cluster.wait_gang(after, timeout=30)  # the Pod watch and kube-scheduler are back
+    assert set(where.values()) == {second_node}, where
+    assert set(cluster.placement(before.members).values()) == {first_node}
+
+
+# ---- garbage -------------------------------------------------------------------------------
+
+
+def test_garbage_annotations_are_reported_and_other_gangs_still_bind(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+) -> None:
+    cluster.node("a", 8)
+    cluster.nodes_ready()
+    pid = phalanx.pid
+    ns = cluster.namespace
+
+    cluster.pod(
+        "bad-min",
+        1,
+        annotations={"phalanx.io/pod-group": "bad-min", "phalanx.io/min-member": "abc"},
+    )
+    cluster.pod(
+        "bad-timeout",
+        1,
+        annotations={
+            "phalanx.io/pod-group": "bad-timeout",
+            "phalanx.io/min-member": "1",
+            "phalanx.io/schedule-timeout-seconds": "-5",
+        },
+    )
+    bad_plan = cluster.gang("bad-plan", 2, 1, plan='{"sequence": [ not json')
+    bad_policy = cluster.gang("bad-policy", 2, 1, placement="sideways")
+    good = cluster.gang("good", 2, 2)
+
+    # Each problem is named: on the object (Phalanx's Event) and in kube-scheduler's
+    # FailedScheduling for the pods it holds back.
+    cluster.wait_event(
+        "bad-min", 'phalanx.io/min-member: "abc" is not a positive integer', reason="InvalidObject"
+    )
+    cluster.wait_event(
+        "bad-min",
+        'phalanx.io/min-member: "abc" is not a positive integer',
+        reason="FailedScheduling",
+    )
+    cluster.wait_event(
+        "bad-timeout",
+        'phalanx.io/schedule-timeout-seconds: "-5" is not a positive integer',
+        reason="InvalidObject",
+    )
+    cluster.wait_event(bad_plan.name, "phalanx.io/plan on PodGroup", reason="InvalidGang")
+    cluster.wait_event(
+        bad_plan.members[0],
+        f"phalanx.io/plan on PodGroup {ns}/bad-plan is invalid",
+        reason="FailedScheduling",
+    )
+    cluster.wait_event(bad_policy.name, '"sideways" is not a placement policy')
+    cluster.wait_event(
+        bad_policy.members[0], f"PodGroup {ns}/bad-policy is invalid", reason="FailedScheduling"
+    )
+
+    cluster.wait_gang(good)
+    cluster.assert_unbound_for(
+        ["bad-min", "bad-timeout", *bad_plan.members, *bad_policy.members], 1.0
+    )
+    assert phalanx.running, "Phalanx died on garbage"
+    assert phalanx.pid == pid, "Phalanx restarted on garbage"
+    assert phalanx.ready()
+    view = phalanx.debug_group(ns, bad_plan.name)
+    assert view is not None
+    assert view["last_decision"] == "invalid", view

@@ -68,6 +68,9 @@ def configure(level: str = "info", stream: IO[str] | None = None) -> None:
     handler.setFormatter(JsonFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # The informers back off and retry on their own; urllib3's per-attempt retry warnings
+    # during an API server restart say nothing the informer's own line does not.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     for name in _UVICORN:
         # uvicorn installs its own handlers when given a log config; the CLI passes none,
         # and these loggers propagate to the root handler instead.

@@ -250,3 +250,18 @@ async def test_podgroup_status_follows_members_after_the_gang_decision():
     await asyncio.sleep(0)
     assert source.statuses["default/g"].scheduled == 1
     await ext.stop()
+
+
+async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once():
+    clock = Clock()
+    ext, source = await started(gang_objects(size=3, timeout=30), clock=clock, barrier=30)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    held = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    await asyncio.sleep(0.01)
+    clock.now += 31
+    ext.expire()
+    error = await asyncio.wait_for(held, timeout=1)
+    assert "its reservation expired while 1 of 3 member(s) waited at bind" in error
+    assert ext.state.reserved_gpus() == 0
+    assert source.bindings == []
+    await ext.stop()

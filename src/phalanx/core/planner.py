@@ -459,12 +459,13 @@ class GangPlanner:
     def expire(self, now: float) -> list[Reservation]:
         released = self.state.expire(now)
         for r in released:
-            waiting = [m.pod_key for m in r.members if m.state.value == "reserved"]
+            unbound = [m.pod_key for m in r.members if m.state.value == "reserved"]
             timeout = round(r.expires_at - r.reserved_at)
             self.note(
                 r.group_key,
                 Outcome.EXPIRED,
-                f"reservation expired after {timeout}s; never reached bind: {', '.join(waiting)}",
+                f"reservation expired after {timeout}s with members still unbound: "
+                + ", ".join(unbound),
                 now,
             )
         return released

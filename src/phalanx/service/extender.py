@@ -154,7 +154,15 @@ class Extender:
             self.spawn(self.source.update_group_status(status))
 
     def expire(self) -> None:
-        self.planner.expire(self.clock())
+        for reservation in self.planner.expire(self.clock()):
+            # Binds held for an expired gang are answered now, not at the barrier timeout.
+            gate = self._gates.pop(reservation.group_key, None)
+            if gate is not None:
+                self._fail_gate(
+                    gate,
+                    f"gang {gate.group_key}: its reservation expired while {len(gate.waiters)} of "
+                    f"{gate.min_member} member(s) waited at bind; the gang will be re-planned",
+                )
         self.flush()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:

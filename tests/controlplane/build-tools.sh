@@ -81,6 +81,10 @@ KUBE_MAJOR="${KUBE_VERSION#v}"; KUBE_MAJOR="${KUBE_MAJOR%%.*}"
 PROM_MINORS="${PROMETHEUS_VERSION#v0.}"; PROM_MINORS="${PROM_MINORS%%.*}"
 PROMETHEUS_RELEASE="$((PROM_MINORS / 100)).$((PROM_MINORS % 100)).${PROMETHEUS_VERSION##*.}"
 HELM_PKG="helm.sh/helm/v3"
+# The k8s.io/kubernetes release scheduler-plugins pins (its wrapper go.mod's replace line).
+SP_KUBE_VERSION="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernetes \(v[0-9.]*\).*#\1#p' "${GO_DIR}/scheduler-plugins/go.mod" 2>/dev/null || true)"
+SP_KUBE_MINOR="${SP_KUBE_VERSION#v*.}"; SP_KUBE_MINOR="${SP_KUBE_MINOR%%.*}"
+SP_KUBE_MAJOR="${SP_KUBE_VERSION#v}"; SP_KUBE_MAJOR="${SP_KUBE_MAJOR%%.*}"
 declare -A FAMILY_LDFLAGS=(
   [kube]="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=${KUBE_MAJOR} -X k8s.io/component-base/version.gitMinor=${KUBE_MINOR} -X k8s.io/component-base/version.gitTreeState=clean"
   [etcd]=""
@@ -90,8 +94,9 @@ declare -A FAMILY_LDFLAGS=(
   # (v1.20 if unset): the release the e2e tier runs.
   [helm]="-X ${HELM_PKG}/internal/version.version=${HELM_VERSION} -X ${HELM_PKG}/internal/version.gitTreeState=clean -X ${HELM_PKG}/pkg/chartutil.k8sVersionMajor=${KUBE_MAJOR} -X ${HELM_PKG}/pkg/chartutil.k8sVersionMinor=${KUBE_MINOR} -X ${HELM_PKG}/pkg/lint/rules.k8sVersionMajor=${KUBE_MAJOR} -X ${HELM_PKG}/pkg/lint/rules.k8sVersionMinor=${KUBE_MINOR}"
   [promtool]="-X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE} -X github.com/prometheus/common/version.Branch=HEAD"
-  # What scheduler-plugins' own Makefile sets: the binary reports the plugins' release.
-  [scheduler-plugins]="-X k8s.io/component-base/version.gitVersion=${SCHEDULER_PLUGINS_VERSION} -X k8s.io/component-base/version.gitTreeState=clean"
+  # The Kubernetes release it embeds, as for kube: kube-scheduler 1.34 derives its emulation
+  # version from gitVersion and refuses to start on scheduler-plugins' own tag (v0.34.x).
+  [scheduler-plugins]="-X k8s.io/component-base/version.gitVersion=${SP_KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=${SP_KUBE_MAJOR} -X k8s.io/component-base/version.gitMinor=${SP_KUBE_MINOR} -X k8s.io/component-base/version.gitTreeState=clean"
 )
 
 # The module each family wraps and the version versions.env pins for it
@@ -236,7 +241,11 @@ gomod_promtool() {
 # scheduler-plugins embeds kube-scheduler (k8s.io/kubernetes), so it needs the same staging
 # pins as go/kube -- at the k8s.io/* versions scheduler-plugins itself builds with. Its own
 # go.mod carries exactly those as replace directives, which are ignored in a dependency:
-# copy them (published module versions only) into the wrapper.
+# copy them (published module versions only) into the wrapper. A pinned version the module
+# proxy does not serve (a restricted proxy may lack staging modules scheduler-plugins never
+# requires directly) falls back to KUBE_STAGING_VERSION, marked in go.mod. Of those, only
+# k8s.io/csi-translation-lib is compiled into cmd/scheduler (`go list -deps`); kube-scheduler
+# 1.34's volume plugins build against its v0.35 release unchanged.
 gomod_scheduler-plugins() {
   local dir="$1" upstream_mod go_line replaces
   upstream_mod="$(go mod download -json "sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
@@ -262,8 +271,24 @@ gomod_scheduler-plugins() {
     echo "require sigs.k8s.io/scheduler-plugins ${SCHEDULER_PLUGINS_VERSION}"
     echo
     echo "replace ("
-    local line
-    while IFS= read -r line; do echo "	${line}"; done <<<"${replaces}"
+    local line target ver answer
+    while IFS= read -r line; do
+      read -r _ _ target ver _ <<<"${line}"
+      # `go mod download -json` exits non-zero for a version it cannot fetch; its JSON says why.
+      answer="$(go mod download -json "${target}@${ver}" 2>/dev/null || true)"
+      if grep -q '"Error"' <<<"${answer}"; then
+        answer="$(go mod download -json "${target}@${KUBE_STAGING_VERSION}" 2>/dev/null || true)"
+        if grep -q '"Error"' <<<"${answer}"; then
+          # Neither exists (a module retired upstream): the build cannot need it.
+          log "scheduler-plugins: ${target}@${ver} is not served; dropping its replace line"
+          continue
+        fi
+        log "scheduler-plugins: ${target}@${ver} is not served; pinning ${KUBE_STAGING_VERSION}"
+        echo "	${line% "${ver}"} ${KUBE_STAGING_VERSION} // ${ver} not served by the module proxy"
+      else
+        echo "	${line}"
+      fi
+    done <<<"${replaces}"
     echo ")"
   } >"${dir}/go.mod"
 }

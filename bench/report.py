@@ -1,0 +1,693 @@
+"""Figures, ratios and goals from the runs of one benchmark; the JSON, Markdown and PNG files.
+
+Every figure comes from what the benchmark itself observed (creation times on its clock, the
+pod watch's first sight of each binding, /proc samples), except the extender request latency,
+which only Phalanx can report (its /metrics). Definitions:
+
+* **pods/s** — pods bound ÷ (last binding − first creation request).
+* **time to whole gang** — from a gang's first member created to its ``minMember``-th member
+  bound; p50 / p99 / max over the gangs that became whole. A gang that never did is not in it
+  (see *gangs placed*).
+* **partially-bound gang-seconds** — Σ over gangs of the time between its first member bound
+  and its ``minMember``-th bound (or the end of the run, if it never got there). Exact, not
+  sampled: pods never unbind during a run, so the watch's binding times are the whole story.
+  Binding a whole gang takes one API call per member, so an all-or-nothing scheduler still
+  shows a window of milliseconds per gang; *longest partial window* and *gangs partial > 1 s*
+  tell that fan-out from a gang left holding GPUs.
+* **GPUs allocated at saturation** — GPUs requested by bound pods when the run ended (all bound,
+  or nothing bound for the settle window); *in whole gangs* counts only single pods and
+  members of gangs that became whole, i.e. GPUs doing useful work.
+* **gangs placed vs feasible** — gangs that became whole, against what an offline greedy
+  all-or-nothing packer fits on the empty cluster (``workloads.feasible_gangs``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import png
+import workloads
+
+PEERS = ("vanilla", "coscheduling")
+#: Phalanx's lowest latency bucket (phalanx.service.metrics.LATENCY_BUCKETS starts at 1 ms).
+LATENCY_FLOOR_MS = 1.0
+SERIES_POINTS = 400
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank quantile (p99 of 100 gangs is the 99th smallest)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def r3(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def downsample(points: list[tuple[float, float]], n: int = SERIES_POINTS) -> list[list[float]]:
+    if len(points) <= n:
+        return [[round(x, 3), y] for x, y in points]
+    step = len(points) / n
+    picked = [points[int(i * step)] for i in range(n)] + [points[-1]]
+    return [[round(x, 3), y] for x, y in picked]
+
+
+# ---- Phalanx /metrics -------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m:
+            labels = dict(_LABEL.findall(m.group(2) or ""))
+            try:
+                out.append((m.group(1), labels, float(m.group(3))))
+            except ValueError:
+                continue
+    return out
+
+
+def histogram(
+    samples: list[tuple[str, dict[str, str], float]], name: str, by: str | None
+) -> dict[str, dict[str, Any]]:
+    """Per value of label ``by`` (summed over other labels): count, mean, p50, p99 (seconds)."""
+    buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, float] = defaultdict(float)
+    for metric, labels, value in samples:
+        key = labels.get(by, "") if by else ""
+        if metric == f"{name}_bucket":
+            buckets[key][float(labels["le"])] += value
+        elif metric == f"{name}_sum":
+            sums[key] += value
+        elif metric == f"{name}_count":
+            counts[key] += value
+    out = {}
+    for key, cum in buckets.items():
+        total = counts[key]
+        if not total:
+            continue
+        edges = sorted(cum.items())
+        out[key] = {
+            "count": int(total),
+            "mean_ms": round(sums[key] / total * 1000, 3),
+            "p50_ms": _bucket_quantile(edges, 0.5, total),
+            "p99_ms": _bucket_quantile(edges, 0.99, total),
+        }
+    return out
+
+
+def _bucket_quantile(edges: list[tuple[float, float]], q: float, total: float) -> float | None:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank q."""
+    rank = q * total
+    prev_le, prev_cum = 0.0, 0.0
+    for le, cum in edges:
+        if cum >= rank:
+            if math.isinf(le):
+                return round(prev_le * 1000, 3)
+            width = cum - prev_cum
+            frac = (rank - prev_cum) / width if width else 1.0
+            return round((prev_le + (le - prev_le) * frac) * 1000, 3)
+        prev_le, prev_cum = le, cum
+    return None
+
+
+def phalanx_figures(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    samples = parse_metrics(text)
+    counters: dict[str, dict[str, float]] = defaultdict(dict)
+    gauges: dict[str, float] = {}
+    for metric, labels, value in samples:
+        if metric in ("phalanx_gang_decisions_total", "phalanx_bindings_total"):
+            counters[metric.removesuffix("_total")][labels.get("result", "")] = value
+        elif metric in (
+            "phalanx_partial_gangs",
+            "phalanx_reserved_gpus",
+            "phalanx_watch_restarts_total",
+        ):
+            gauges[metric] = gauges.get(metric, 0.0) + value
+    return {
+        "request_latency": histogram(samples, "phalanx_request_duration_seconds", "verb"),
+        "gang_time_to_bind": histogram(samples, "phalanx_gang_time_to_bind_seconds", None).get(""),
+        "gang_decisions": {k: int(v) for k, v in counters["phalanx_gang_decisions"].items() if v},
+        "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
+        "gauges_at_end": gauges,
+    }
+
+
+def kube_scheduler_figures(text: str) -> dict[str, Any]:
+    """The scheduler's own account: attempts by result, cycle and end-to-end latencies."""
+    if not text:
+        return {}
+    samples = parse_metrics(text)
+    attempts: dict[str, int] = defaultdict(int)
+    preemptions = 0
+    for metric, labels, value in samples:
+        if metric == "scheduler_schedule_attempts_total":
+            attempts[labels.get("result", "")] += int(value)
+        elif metric == "scheduler_preemption_attempts_total":
+            preemptions += int(value)
+    return {
+        "attempts": dict(attempts),
+        "preemption_attempts": preemptions,
+        "attempt_duration": histogram(
+            samples, "scheduler_scheduling_attempt_duration_seconds", "result"
+        ),
+        "algorithm_duration": histogram(
+            samples, "scheduler_scheduling_algorithm_duration_seconds", None
+        ).get(""),
+        "pod_scheduling_sli": histogram(
+            samples, "scheduler_pod_scheduling_sli_duration_seconds", None
+        ).get(""),
+        "permit_wait": histogram(samples, "scheduler_permit_wait_duration_seconds", "result"),
+    }
+
+
+# ---- one run ----------------------------------------------------------------------------------
+
+
+def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
+    t0 = rec.t_first_create
+    gpus = {m.name: m.gpus for m in work.pods}
+    sizes = work.group_sizes()
+    members: dict[str, list[str]] = defaultdict(list)
+    for m in work.pods:
+        if m.group is not None:
+            members[m.group].append(m.name)
+    binds = sorted((t, name) for name, (t, _node) in rec.bound.items() if name in gpus)
+    last_bind = binds[-1][0] if binds else None
+    span = (last_bind - t0) if last_bind is not None else None
+
+    whole: list[str] = []
+    ttw: list[float] = []
+    partial_seconds = 0.0
+    longest_partial = 0.0
+    partial_over_1s = 0
+    partial_at_end = 0
+    whole_after_last_member: list[float] = []
+    for g, names in members.items():
+        need = sizes[g]
+        times = sorted(rec.bound[n][0] for n in names if n in rec.bound)
+        if not times:
+            continue
+        if len(times) >= need:
+            whole_at = times[need - 1]
+            whole.append(g)
+            created = [rec.created[n] for n in names if n in rec.created]
+            ttw.append(whole_at - min(created))
+            whole_after_last_member.append(whole_at - max(created))
+            partial = whole_at - times[0]
+        else:
+            partial_at_end += 1
+            partial = rec.t_end - times[0]
+        partial_seconds += partial
+        longest_partial = max(longest_partial, partial)
+        partial_over_1s += partial > 1.0
+    whole_set = set(whole)
+    group_of = {m.name: m.group for m in work.pods}
+    in_whole = sum(gpus[n] for _, n in binds if group_of[n] is None or group_of[n] in whole_set)
+    throughput = downsample([(t - t0, i + 1) for i, (t, _) in enumerate(binds)])
+    ttw_cdf = downsample([(v, (i + 1) / len(ttw)) for i, v in enumerate(sorted(ttw))])
+    out: dict[str, Any] = {
+        "workload": work.key,
+        "scheduler": rec.scheduler,
+        "end": rec.end_reason or "error",
+        "error": rec.error or None,
+        "pods": len(work.pods),
+        "pods_bound": len(binds),
+        "create_errors": rec.create_errors,
+        "creation_seconds": r3(rec.t_last_create - t0),
+        "first_create_to_last_bind_seconds": r3(span),
+        "pods_per_second": r3(len(binds) / span) if span else None,
+        "gpus_in_cluster": work.nodes * workloads.NODE_GPUS,
+        "gpus_allocated": sum(gpus[n] for _, n in binds),
+        "gpus_in_whole_gangs": in_whole,
+        "gangs": len(members),
+        "gangs_placed": len(whole),
+        "gangs_feasible": work.feasible_gangs,
+        "gangs_partial_at_end": partial_at_end,
+        "time_to_whole_gang_p50_s": r3(quantile(ttw, 0.5)),
+        "time_to_whole_gang_p99_s": r3(quantile(ttw, 0.99)),
+        "time_to_whole_gang_max_s": r3(max(ttw) if ttw else None),
+        "last_member_to_whole_gang_p50_s": r3(quantile(whole_after_last_member, 0.5)),
+        "last_member_to_whole_gang_p99_s": r3(quantile(whole_after_last_member, 0.99)),
+        "partial_gang_seconds": round(partial_seconds, 4),
+        "longest_partial_window_s": round(longest_partial, 4),
+        "gangs_partial_over_1s": partial_over_1s,
+        "watch_restarts": rec.watch_restarts,
+        "processes": rec.processes,
+        "phalanx": phalanx_figures(rec.phalanx_metrics),
+        "kube_scheduler": kube_scheduler_figures(rec.scheduler_metrics),
+        "scheduler_config": rec.scheduler_config,
+        "series": {"bound_over_time": throughput, "time_to_whole_gang_cdf": ttw_cdf},
+    }
+    algo = (out["kube_scheduler"].get("algorithm_duration") or {}).get("mean_ms")
+    out["cycle_ceiling_pods_per_second"] = round(1000 / algo, 1) if algo else None
+    if work.key == "big-gang" and whole_after_last_member:
+        out["whole_after_last_member_created_s"] = r3(whole_after_last_member[0])
+    if work.key == "plans":
+        out["plan_rules"] = plan_rules(work, rec)
+    return out
+
+
+def plan_rules(work: workloads.Workload, rec: Any) -> dict[str, Any]:
+    """How each scheduler's placements score against the plans' rules (DESIGN §3)."""
+    node_of = {name: node for name, (_t, node) in rec.bound.items()}
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for m in work.pods:
+        if m.group is not None and m.name in node_of:
+            by_group[m.group].append(m.name)
+    train_total = train_off_tag = 0
+    trials = trials_distinct = tok = tok_distinct = 0
+    for group, names in by_group.items():
+        if group.startswith("pipe-"):
+            trains = [n for n in names if "-train-" in n]
+            train_total += len(trains)
+            train_off_tag += sum(not workloads.is_tagged(node_of[n]) for n in trains)
+            toks = [n for n in names if "-tokenize-" in n]
+            tok += len(toks)
+            tok_distinct += len({node_of[n] for n in toks})
+        else:
+            trials += len(names)
+            trials_distinct += len({node_of[n] for n in names})
+    return {
+        "trainers_bound": train_total,
+        "trainers_off_tagged_nodes": train_off_tag,
+        "tokenizers_on_distinct_nodes": r3(tok_distinct / tok) if tok else None,
+        "trials_on_distinct_nodes": r3(trials_distinct / trials) if trials else None,
+    }
+
+
+# ---- ratios and goals ---------------------------------------------------------------------------
+
+#: (figure, label, True when higher is better)
+COMPARED = (
+    ("pods_per_second", "pods/s", True),
+    (
+        "cycle_ceiling_pods_per_second",
+        "cycle ceiling pods/s (kube-scheduler's algorithm time)",
+        True,
+    ),
+    ("first_create_to_last_bind_seconds", "first create → last bind (s)", False),
+    ("time_to_whole_gang_p50_s", "time to whole gang p50 (s)", False),
+    ("time_to_whole_gang_p99_s", "time to whole gang p99 (s)", False),
+    ("last_member_to_whole_gang_p50_s", "last member created → whole gang p50 (s)", False),
+    ("last_member_to_whole_gang_p99_s", "last member created → whole gang p99 (s)", False),
+    ("gpus_allocated", "GPUs allocated at saturation", True),
+    ("gpus_in_whole_gangs", "GPUs in whole gangs", True),
+    ("gangs_placed", "gangs placed", True),
+    ("partial_gang_seconds", "partially-bound gang-seconds", False),
+    ("longest_partial_window_s", "longest partial window (s)", False),
+)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """``{workload: {peer: {figure: phalanx ÷ peer}}}``."""
+    by = {(r["workload"], r["scheduler"]): r for r in runs}
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (wl, sched), run in by.items():
+        if sched != "phalanx":
+            continue
+        for peer in PEERS:
+            other = by.get((wl, peer))
+            if other is None:
+                continue
+            out.setdefault(wl, {})[peer] = {
+                key: ratio(run.get(key), other.get(key)) for key, _label, _ in COMPARED
+            }
+    return out
+
+
+def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = {(r["workload"], r["scheduler"]): r for r in runs}
+    out: list[dict[str, Any]] = []
+
+    def add(goal: str, target: str, measured: str, met: bool | None, note: str = "") -> None:
+        out.append({"goal": goal, "target": target, "measured": measured, "met": met, "note": note})
+
+    p, v = by.get(("singles", "phalanx")), by.get(("singles", "vanilla"))
+    if p and v:
+        rt = ratio(p["pods_per_second"], v["pods_per_second"])
+        created, last = v.get("creation_seconds"), v.get("first_create_to_last_bind_seconds")
+        capped = (
+            f"vanilla bound its last pod {last - created:.2f} s after the last was created, so "
+            "its figure is the pod-creation rate; "
+            if created is not None and last is not None and last - created < 0.5
+            else ""
+        )
+        ceiling = ratio(
+            p.get("cycle_ceiling_pods_per_second"), v.get("cycle_ceiling_pods_per_second")
+        )
+        add(
+            "1 throughput (singles)",
+            "Phalanx ≥ 0.5× vanilla pods/s",
+            f"{p['pods_per_second']} vs {v['pods_per_second']} pods/s = {rt}×",
+            None if rt is None else rt >= 0.5,
+            capped + f"scheduling-cycle ceilings {p.get('cycle_ceiling_pods_per_second')} vs "
+            f"{v.get('cycle_ceiling_pods_per_second')} pods/s = {ceiling}×",
+        )
+    for wl in ("gangs", "contended"):
+        p, c = by.get((wl, "phalanx")), by.get((wl, "coscheduling"))
+        if p is None:
+            continue
+        if c is not None:
+            pp, cp = p["time_to_whole_gang_p99_s"], c["time_to_whole_gang_p99_s"]
+            add(
+                f"2/3 time to whole gang ({wl})",
+                "Phalanx p99 < coscheduling p99",
+                f"{pp} s vs {cp} s (over {p['gangs_placed']} vs {c['gangs_placed']} whole gangs)",
+                None if pp is None or cp is None else pp < cp,
+            )
+            add(
+                f"2/3 GPUs at saturation ({wl})",
+                "Phalanx ≥ coscheduling",
+                f"{p['gpus_allocated']} vs {c['gpus_allocated']} GPUs",
+                p["gpus_allocated"] >= c["gpus_allocated"],
+            )
+        add(
+            f"2/3 partially-bound gang-seconds ({wl})",
+            "0",
+            f"{p['partial_gang_seconds']} s; longest window {p['longest_partial_window_s']} s; "
+            f"{p['gangs_partial_over_1s']} gang(s) > 1 s; "
+            f"{p['gangs_partial_at_end']} partial at end",
+            p["partial_gang_seconds"] == 0,
+            "strict zero; the windows are the bind fan-out (one API call per member)"
+            if p["partial_gang_seconds"]
+            and not p["gangs_partial_over_1s"]
+            and not p["gangs_partial_at_end"]
+            else "",
+        )
+    p = by.get(("big-gang", "phalanx"))
+    if p is not None:
+        w = p.get("whole_after_last_member_created_s")
+        add(
+            "4 big gang",
+            "whole < 10 s after its last member exists",
+            f"{w} s" if w is not None else f"not whole ({p['pods_bound']}/{p['pods']} bound)",
+            None if w is None else w < 10,
+        )
+    return out
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+
+def write(
+    out_dir: Path,
+    stem: str,
+    meta: dict[str, Any],
+    works: Sequence[workloads.Workload],
+    records: Sequence[Any],
+) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_key = {w.key: w for w in works}
+    runs = [run_figures(by_key[r.workload], r) for r in records]
+    doc = {
+        "meta": meta,
+        "workloads": workloads.describe(works),
+        "runs": runs,
+        "ratios": ratios(runs),
+        "goals": goals(runs),
+    }
+    json_path = out_dir / f"{stem}.json"
+    json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    pngs = plots(out_dir, stem, works, runs)
+    md_path = out_dir / f"{stem}.md"
+    md_path.write_text(markdown(doc, stem, [p.name for p in pngs]))
+    return [json_path, md_path, *pngs]
+
+
+def plots(
+    out_dir: Path, stem: str, works: Sequence[workloads.Workload], runs: list[dict[str, Any]]
+) -> list[Path]:
+    paths = []
+    for w in works:
+        mine = [r for r in runs if r["workload"] == w.key and not r["error"]]
+        if not mine:
+            continue
+        path = out_dir / f"{stem}-{w.key}-throughput.png"
+        png.line_chart(
+            path,
+            f"Pods bound over time: {w.key}",
+            "seconds since the first pod was created",
+            "pods bound",
+            [png.Series(r["scheduler"], r["series"]["bound_over_time"]) for r in mine],
+            subtitle=w.title,
+        )
+        paths.append(path)
+        if w.groups and any(r["series"]["time_to_whole_gang_cdf"] for r in mine):
+            path = out_dir / f"{stem}-{w.key}-time-to-whole-gang.png"
+            png.line_chart(
+                path,
+                f"Time to whole gang: {w.key}",
+                "seconds from first member created to last member bound",
+                "fraction of whole gangs",
+                [
+                    png.Series(
+                        f"{r['scheduler']} ({r['gangs_placed']}/{r['gangs']})",
+                        r["series"]["time_to_whole_gang_cdf"],
+                    )
+                    for r in mine
+                    if r["series"]["time_to_whole_gang_cdf"]
+                ],
+                subtitle=f"{w.title}; CDF over the gangs each scheduler made whole",
+            )
+            paths.append(path)
+    return paths
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def _sec(ms: float | None) -> str:
+    return "–" if ms is None else _fmt(round(ms / 1000, 3))
+
+
+def _ms(v: float | None) -> str:
+    """A bucket-interpolated quantile: inside the lowest bucket (1 ms) it says only "< 1"."""
+    if v is not None and v <= LATENCY_FLOOR_MS:
+        return f"< {LATENCY_FLOOR_MS:g}"
+    return _fmt(v)
+
+
+def _ratio_cell(v: float | None, higher_better: bool) -> str:
+    if v is None:
+        return "–"
+    better = v > 1 if higher_better else v < 1
+    mark = "" if v == 1 else (" ✓" if better else " ✗")
+    return f"{v:.2f}×{mark}"
+
+
+def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
+    meta = doc["meta"]
+    m = meta["machine"]
+    runs = doc["runs"]
+    by = {(r["workload"], r["scheduler"]): r for r in runs}
+    lines = [
+        f"# Phalanx benchmark — {meta['date']} ({meta['mode']}, scale {meta['scale']})",
+        "",
+        f"**Machine:** {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux "
+        f"{m['kernel']}, Python {m['python']} — {m['note']}.",
+        "",
+        f"**Versions:** Kubernetes {meta['versions']['kubernetes']} (kube-apiserver, "
+        f"kube-scheduler), etcd {meta['versions']['etcd']}, kwok {meta['versions']['kwok']}, "
+        f"scheduler-plugins {meta['versions']['scheduler_plugins']} (embeds kube-scheduler "
+        f"1.34), Phalanx {meta['versions']['phalanx']} (source digest "
+        f"{meta['versions'].get('phalanx_source_digest', '?')}). "
+        f"PodGroup CRD: {meta['podgroup_crd']}.",
+        "",
+        f"**Settings:** every kube-scheduler's client QPS/burst {meta['client_qps_burst'][0]}/"
+        f"{meta['client_qps_burst'][1]}; no leader election; PodGroups "
+        f"`scheduleTimeoutSeconds: {meta['schedule_timeout_seconds']}`; Coscheduling args "
+        f"`{json.dumps(meta['coscheduling_args'])}`; Phalanx profile "
+        "`percentageOfNodesToScore: 100` (DESIGN §2), the others upstream defaults. A run ends "
+        f"when every pod is bound, or at saturation (no binding for {meta['settle_seconds']:g} s), "
+        f"or after {meta['cap_seconds']:g} s. "
+        f"Total runtime {meta['runtime_seconds'] / 60:.1f} min.",
+        "",
+        "Ratios are Phalanx ÷ the peer, from this one run; ✓ marks Phalanx better.",
+        "",
+        "## Goals",
+        "",
+        "| goal | target | measured | met |",
+        "|---|---|---|---|",
+    ]
+    for g in doc["goals"]:
+        met = {True: "**yes**", False: "**no**", None: "n/a"}[g["met"]]
+        note = f" ({g['note']})" if g["note"] else ""
+        lines.append(f"| {g['goal']} | {g['target']} | {g['measured']}{note} | {met} |")
+    for w in doc["workloads"]:
+        key = w["key"]
+        present = [s for s in ("vanilla", "phalanx", "coscheduling") if (key, s) in by]
+        if not present:
+            continue
+        lines += [
+            "",
+            f"## {key}: {w['title']}",
+            "",
+            f"{w['notes']} {w['pods']} pods, {w['gangs']} gangs, {w['gpus_demanded']} GPUs asked "
+            f"of {w['gpus_in_cluster']}; feasible gangs {w['feasible_gangs']}.",
+            "",
+        ]
+        peers = [p for p in PEERS if p in present and "phalanx" in present]
+        head = (
+            "| figure | " + " | ".join(present) + "".join(f" | phalanx ÷ {p}" for p in peers) + " |"
+        )
+        lines += [head, "|---" * (1 + len(present) + len(peers)) + "|"]
+        rows = [
+            ("end", "run ended", None),
+            ("pods_bound", "pods bound", True),
+            ("creation_seconds", "all pods created after (s)", None),
+            *COMPARED,
+            ("gangs_partial_at_end", "gangs partial at the end", False),
+            ("gangs_partial_over_1s", "gangs partial > 1 s", False),
+        ]
+        if key == "big-gang":
+            rows.append(
+                ("whole_after_last_member_created_s", "whole after last member created (s)", False)
+            )
+        ratios_for = doc["ratios"].get(key, {})
+        for fig, label, higher in rows:
+            cells = [_fmt(by[(key, s)].get(fig)) for s in present]
+            rcells = []
+            for p in peers:
+                val = ratios_for.get(p, {}).get(fig)
+                rcells.append(_ratio_cell(val, bool(higher)) if higher is not None else "")
+            lines.append(f"| {label} | " + " | ".join(cells + rcells) + " |")
+        for s in present:
+            if by[(key, s)]["error"]:
+                lines.append(f"\n**{s} failed:** `{by[(key, s)]['error'][:300]}`")
+        if key == "plans":
+            lines += [
+                "",
+                "| plan rule | " + " | ".join(present) + " |",
+                "|---" * (1 + len(present)) + "|",
+            ]
+            for fig, label in (
+                (
+                    "trainers_off_tagged_nodes",
+                    "trainers off `tag.phalanx.io/gpu` nodes (hard rule)",
+                ),
+                ("tokenizers_on_distinct_nodes", "parallel tokenizers on distinct nodes (soft)"),
+                ("trials_on_distinct_nodes", "trials on distinct nodes (soft)"),
+            ):
+                cells = [_fmt((by[(key, s)].get("plan_rules") or {}).get(fig)) for s in present]
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Phalanx extender latency (its /metrics, per verb; bind includes the barrier wait)",
+        "",
+        "Quantiles are interpolated inside Phalanx's histogram buckets (1 ms × 2^k), so below "
+        "1 ms only the mean is exact.",
+        "",
+        "| workload | verb | requests | mean ms | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lat = (r.get("phalanx") or {}).get("request_latency") or {}
+        for verb in ("filter", "prioritize", "bind", "preempt"):
+            h = lat.get(verb)
+            if h:
+                lines.append(
+                    f"| {r['workload']} | {verb} | {h['count']} | {_fmt(h['mean_ms'])} | "
+                    f"{_ms(h['p50_ms'])} | {_ms(h['p99_ms'])} |"
+                )
+    lines += [
+        "",
+        "## kube-scheduler's own account (its /metrics)",
+        "",
+        "Attempts by result; the mean scheduling-algorithm time per attempt — the serial part "
+        "of a cycle (filter and score, extender calls included; binding is asynchronous and "
+        "not in it) — and the throughput that alone would allow (1 ÷ it); the pod-scheduling "
+        "SLI (queue entry to bound, p50 / p99).",
+        "",
+        "| workload | scheduler | scheduled | unschedulable | error | algorithm ms (mean) | "
+        "cycle ceiling pods/s | SLI p50 s | SLI p99 s | preemption attempts |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        ks = r.get("kube_scheduler") or {}
+        att = ks.get("attempts") or {}
+        algo = ks.get("algorithm_duration") or {}
+        sli = ks.get("pod_scheduling_sli") or {}
+        lines.append(
+            f"| {r['workload']} | {r['scheduler']} | {_fmt(att.get('scheduled'))} | "
+            f"{_fmt(att.get('unschedulable'))} | {_fmt(att.get('error'))} | "
+            f"{_fmt(algo.get('mean_ms'))} | {_fmt(r.get('cycle_ceiling_pods_per_second'))} | "
+            f"{_sec(sli.get('p50_ms'))} | {_sec(sli.get('p99_ms'))} | "
+            f"{_fmt(ks.get('preemption_attempts'))} |"
+        )
+    lines += [
+        "",
+        "## CPU (cores, averaged over the run) and peak memory (MiB RSS)",
+        "",
+        "Phalanx's event loop is its main thread (every extender call is answered there); its "
+        "other threads are the API client's workers and the informers.",
+        "",
+        "| workload | scheduler | scheduler cores | phalanx cores | phalanx loop cores | "
+        "phalanx MiB | kube-scheduler MiB | apiserver cores | etcd cores | kwok cores | "
+        "bench cores | machine busy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        pr = r["processes"] or {}
+
+        def g(name: str, key: str, pr: dict[str, Any] = pr) -> str:
+            return _fmt((pr.get(name) or {}).get(key))
+
+        lines.append(
+            f"| {r['workload']} | {r['scheduler']} | {g('kube-scheduler', 'cores')} | "
+            f"{g('phalanx', 'cores')} | {g('phalanx', 'main_thread_cores')} | "
+            f"{g('phalanx', 'rss_mib_max')} | "
+            f"{g('kube-scheduler', 'rss_mib_max')} | {g('kube-apiserver', 'cores')} | "
+            f"{g('etcd', 'cores')} | {g('kwok', 'cores')} | {g('bench', 'cores')} | "
+            f"{_fmt((pr.get('machine') or {}).get('busy_fraction'))} |"
+        )
+    lines += ["", "## Plots", ""]
+    lines += [f"![{name}]({name})" for name in pngs]
+    lines += [
+        "",
+        "## Method",
+        "",
+        "One control plane (etcd, kube-apiserver, kwok from `tests/controlplane`) for the whole "
+        "run; nodes created once per node count and reused. Each workload × scheduler run gets a "
+        "fresh namespace and its own scheduler process (and Phalanx process), started before the "
+        "pods are created; afterwards its pods are deleted so the next run finds the same nodes "
+        "empty. Pods are created by 16 threads in the workload's arrival order. Binding times are "
+        "when the benchmark's pod watch first saw `spec.nodeName`; CPU and memory come from "
+        "`/proc`. Everything shares 2 cores, so schedulers that use less CPU leave more to the "
+        "apiserver: compare ratios, not absolute figures, and only within one report. See "
+        "`bench/report.py` for each figure's definition.",
+        "",
+    ]
+    return "\n".join(lines)

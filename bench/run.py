@@ -1,0 +1,541 @@
+"""End-to-end benchmark: Phalanx against vanilla kube-scheduler and scheduler-plugins'
+Coscheduling, on one real control plane, same nodes, same workloads, one run.
+
+    python bench/run.py                  # everything (make bench); ~6 min on 2 cores
+    python bench/run.py --quick          # 1/10 scale, a few minutes (CI smoke)
+    python bench/run.py --only phalanx,vanilla --workloads singles,gangs
+    python bench/run.py --profile-phalanx   # Phalanx under pyinstrument (dev-only tool)
+
+Writes ``bench/results/<date>.json`` (every figure, the machine, the versions, each
+scheduler's configuration), ``<date>.md`` (tables with ratios against vanilla and
+coscheduling from the same run) and ``<date>-*.png`` (time-to-whole-gang distributions,
+throughput over time). The control plane is etcd + kube-apiserver + kwok from
+``tests/controlplane`` (``build-tools.sh``); the coscheduling scheduler is
+``build-tools.sh scheduler-plugins``, built here on first use when Go is available.
+
+How a run goes (one workload × one scheduler): a fresh namespace; its PodGroups; the
+scheduler (and Phalanx) started and ready; a pod watch and /proc sampling started; the pods
+created by a thread pool in the workload's arrival order; then wait until every pod is bound,
+or nothing has bound for the settle window (saturation), or the cap; then stop the scheduler
+and delete the pods, so the next run finds the same nodes empty. Nodes are created once per
+node count and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests" / "controlplane"))
+sys.path.insert(0, str(HERE))
+
+import launcher  # noqa: E402  # tests/controlplane/launcher.py
+import observe  # noqa: E402
+import report  # noqa: E402
+import schedulers  # noqa: E402
+import workloads  # noqa: E402
+import yaml  # noqa: E402
+
+WORKLOAD_ORDER = ("singles", "gangs", "contended", "plans", "big-gang")  # node count grows last
+SCHEDULER_ORDER = ("vanilla", "phalanx", "coscheduling")
+CREATE_THREADS = 16
+OWN_CRD = ROOT / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+CRD_NAME = "podgroups.scheduling.x-k8s.io"
+PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: Saturation: no pod bound for this long after the last pod was created. Above the
+    #: PodGroups' scheduleTimeoutSeconds (30 s), so a coscheduling Permit round that times
+    #: out and retries is waited for.
+    settle_seconds: float
+    #: Hard cap of one run, from its first pod creation.
+    cap_seconds: float
+
+
+@dataclass
+class RunRecord:
+    workload: str
+    scheduler: str
+    namespace: str
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    t_first_create: float = 0.0
+    t_last_create: float = 0.0
+    t_end: float = 0.0
+    end_reason: str = ""
+    create_errors: int = 0
+    watch_restarts: int = 0
+    processes: dict[str, Any] = field(default_factory=dict)
+    phalanx_metrics: str = ""
+    scheduler_metrics: str = ""
+    scheduler_config: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+# ---- setup ----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem_kib = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kib / 2**20, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "note": "everything on this one machine: etcd, kube-apiserver, kwok, the scheduler "
+        "under test (and Phalanx), and the benchmark's own pod creation and watch",
+    }
+
+
+def upstream_crd(version: str) -> tuple[dict[str, Any], str] | None:
+    """scheduler-plugins' PodGroup CRD from the Go module cache (never copied into the repo)."""
+    if shutil.which("go") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["go", "mod", "download", "-json", f"sigs.k8s.io/scheduler-plugins@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        directory = json.loads(out.stdout).get("Dir")
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+    if not directory:
+        return None
+    path = Path(directory) / "manifests" / "coscheduling" / "crd.yaml"
+    if not path.is_file():
+        return None
+    return yaml.safe_load(path.read_text()), (
+        f"sigs.k8s.io/scheduler-plugins@{version} manifests/coscheduling/crd.yaml"
+    )
+
+
+def install_crd(api: observe.Api, versions: dict[str, str]) -> str:
+    found = upstream_crd(versions["SCHEDULER_PLUGINS_VERSION"])
+    if found is None:
+        crd, source = yaml.safe_load(OWN_CRD.read_text()), "helm/phalanx/crds (Phalanx's own)"
+    else:
+        crd, source = found
+    api.must("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, ok=(201, 409))
+
+    def served() -> bool:
+        status, _ = api.request("GET", PG_API)
+        got = api.must("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+        conds = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions", [])}
+        return status == 200 and conds.get("Established") == "True"
+
+    launcher.wait_for("PodGroup CRD established", served, timeout=60)
+    for path, obj in schedulers.podgroup_rbac():
+        api.must("POST", path, obj, ok=(201, 409))
+    return source
+
+
+def ensure_nodes(cp: launcher.ControlPlane, api: observe.Api, have: int, want: int) -> int:
+    if want <= have:
+        return have
+    log(f"creating nodes {have}..{want - 1}")
+    t0 = time.monotonic()
+
+    def make(i: int) -> None:
+        cp.create_gpu_node(
+            workloads.node_name(i),
+            gpus=workloads.NODE_GPUS,
+            cpu=workloads.NODE_CPU,
+            memory=workloads.NODE_MEMORY,
+            pods=workloads.NODE_MAX_PODS,
+            labels=workloads.node_labels(i),
+            wait_ready=False,
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(make, range(have, want)))
+
+    def all_ready() -> bool:
+        items = api.must("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")["items"]
+        ready = sum(
+            1
+            for n in items
+            if n["metadata"]["name"].startswith("bench-node-")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        )
+        return ready >= want
+
+    launcher.wait_for(f"{want} nodes Ready", all_ready, timeout=600, interval=1.0)
+    log(f"{want} nodes Ready ({time.monotonic() - t0:.0f}s)")
+    return want
+
+
+# ---- one run --------------------------------------------------------------------------------
+
+
+def create_with_retry(api: observe.Api, path: str, body: dict[str, Any]) -> bool:
+    for attempt in range(6):
+        try:
+            status, _ = api.request("POST", path, body)
+        except OSError:
+            status = 0
+        if status in (201, 409):
+            return True
+        time.sleep(0.05 * 2**attempt)  # 429 / 5xx under load: back off, try again
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cleanup(api: observe.Api, namespace: str) -> None:
+    api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+    api.request("DELETE", f"{PG_API}/namespaces/{namespace}/podgroups")
+
+    def empty() -> bool:
+        answer = api.must("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
+        if answer["items"]:
+            api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+            return False
+        return True
+
+    launcher.wait_for(f"pods of {namespace} deleted", empty, timeout=300, interval=1.0)
+    # Without kube-controller-manager the namespace stays Terminating; it is empty, and
+    # no later run uses it.
+    api.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+def run_one(
+    cp: launcher.ControlPlane,
+    api: observe.Api,
+    work: workloads.Workload,
+    spec: schedulers.SchedulerSpec,
+    limits: Limits,
+    bin_dir: Path,
+    workdir: Path,
+    profile_dir: Path | None,
+    source: Path | None = None,
+) -> RunRecord:
+    ns = f"b-{work.key}-{spec.key}-{uuid.uuid4().hex[:6]}"
+    rec = RunRecord(work.key, spec.key, ns)
+    api.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": ns}})  # fmt: skip
+    with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
+        ok = pool.map(
+            lambda g: create_with_retry(
+                api, f"{PG_API}/namespaces/{ns}/podgroups", workloads.podgroup_body(g)
+            ),
+            work.groups,
+        )
+        if not all(ok):
+            raise observe.ApiError(f"creating the PodGroups of {ns} failed")
+    clock = time.monotonic
+    profile_to = profile_dir / f"phalanx-{work.key}" if profile_dir and spec.uses_phalanx else None
+    try:
+        with schedulers.started(
+            cp,
+            spec,
+            bin_dir,
+            workdir / ns,
+            phalanx_port=free_port(),
+            profile_to=profile_to,
+            source=source,
+        ) as st:
+            rec.scheduler_config = st.config
+            pids = {k: v for k, v in cp.pids().items() if k != "kube-scheduler"}
+            pids.update(st.pids())
+            pids["bench"] = os.getpid()
+            sampler = observe.ProcSampler(pids, clock=clock, by_thread=("phalanx",))
+            watch = observe.PodWatch(api, ns, clock=clock)
+            watch.start()
+            sampler.start()
+            log(f"{work.key} × {spec.key}: creating {len(work.pods)} pods in {ns}")
+            pods_path = f"/api/v1/namespaces/{ns}/pods"
+            created = rec.created
+
+            def create(member: workloads.Member) -> None:
+                if create_with_retry(
+                    api, pods_path, workloads.pod_body(member, spec.scheduler_name)
+                ):
+                    created[member.name] = clock()
+                else:
+                    rec.create_errors += 1
+
+            rec.t_first_create = clock()
+            with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
+                futures = [pool.submit(create, m) for m in work.pods]
+                rec.end_reason = wait_for_outcome(rec, work, watch, futures, st, cp, limits, clock)
+            rec.t_end = clock()
+            rec.t_last_create = max(created.values(), default=rec.t_first_create)
+            sampler.stop()
+            watch.stop()
+            rec.bound = watch.snapshot()
+            rec.watch_restarts = watch.restarts
+            rec.processes = sampler.summary(rec.t_first_create, rec.t_end)
+            with contextlib.suppress(Exception):
+                rec.scheduler_metrics = st.scheduler_metrics(cp)
+            if st.phalanx is not None:
+                with contextlib.suppress(Exception):
+                    rec.phalanx_metrics = st.phalanx.metrics()
+    except Exception as exc:  # noqa: BLE001  # one failed run is reported; the others go on
+        rec.error = f"{type(exc).__name__}: {exc}"
+        log(f"{work.key} × {spec.key} FAILED:\n{traceback.format_exc()}")
+        log(cp.log_tails(lines=15))
+    finally:
+        cleanup(api, ns)
+    n_bound = len(rec.bound)
+    span = (
+        max((t for t, _ in rec.bound.values()), default=rec.t_first_create)
+    ) - rec.t_first_create
+    log(
+        f"{work.key} × {spec.key}: {n_bound}/{len(work.pods)} bound in {span:.1f}s "
+        f"({rec.end_reason or 'error'})"
+    )
+    return rec
+
+
+def wait_for_outcome(
+    rec: RunRecord,
+    work: workloads.Workload,
+    watch: observe.PodWatch,
+    futures: Sequence[concurrent.futures.Future[None]],
+    st: schedulers.Started,
+    cp: launcher.ControlPlane,
+    limits: Limits,
+    clock: Any,
+) -> str:
+    """Poll every 0.1 s until all pods are bound, saturation, or the cap; say which."""
+    total = len(work.pods)
+    last_count, last_progress = -1, clock()
+    while True:
+        time.sleep(0.1)
+        now = clock()
+        count = watch.count()
+        creating = not all(f.done() for f in futures)
+        if count != last_count or creating:
+            last_count, last_progress = count, now
+        if count >= total:
+            return "all bound"
+        if not creating and now - last_progress > limits.settle_seconds:
+            return f"saturated (no bind for {limits.settle_seconds:.0f}s)"
+        if now - rec.t_first_create > limits.cap_seconds:
+            return f"cap ({limits.cap_seconds:.0f}s)"
+        st.check_alive(cp)
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+
+def ensure_scheduler_plugins(bin_dir: Path) -> None:
+    binary = bin_dir / schedulers.SCHEDULER_PLUGINS_BINARY
+    if os.access(binary, os.X_OK):
+        return
+    if shutil.which("go") is None:
+        raise launcher.ToolsMissingError(
+            f"{schedulers.SCHEDULER_PLUGINS_BINARY} is not built and Go is not installed: run "
+            "`bash tests/controlplane/build-tools.sh scheduler-plugins` where Go is, or "
+            "leave coscheduling out (--only phalanx,vanilla)"
+        )
+    log("building scheduler-plugins (build-tools.sh scheduler-plugins; ~3 min cold) ...")
+    subprocess.run(
+        ["bash", str(ROOT / "tests" / "controlplane" / "build-tools.sh"), "scheduler-plugins"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1/10 scale, short settle window")
+    p.add_argument(
+        "--only",
+        default=",".join(SCHEDULER_ORDER),
+        help="schedulers to run, comma-separated (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workloads",
+        default=",".join(WORKLOAD_ORDER),
+        help="workloads to run, comma-separated (default: %(default)s)",
+    )
+    p.add_argument("--scale", type=float, help="override the size factor (1.0 full, 0.1 quick)")
+    p.add_argument("--settle", type=float, help="saturation window in seconds")
+    p.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
+    p.add_argument(
+        "--name", help="file stem of the outputs (default: the date, plus -quick for --quick)"
+    )
+    p.add_argument(
+        "--profile-phalanx",
+        type=Path,
+        metavar="DIR",
+        help="run Phalanx under pyinstrument (pip install pyinstrument; dev-only) and "
+        "write one HTML profile per workload into DIR",
+    )
+    args = p.parse_args(argv)
+    args.only = [s for s in args.only.split(",") if s]
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    for s in args.only:
+        if s not in schedulers.SCHEDULERS:
+            p.error(f"unknown scheduler {s!r} (known: {', '.join(schedulers.SCHEDULERS)})")
+    for w in args.workloads:
+        if w not in workloads.BUILDERS:
+            p.error(f"unknown workload {w!r} (known: {', '.join(workloads.BUILDERS)})")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started_at = time.monotonic()
+    version = _phalanx_version()
+    scale = args.scale if args.scale is not None else (0.1 if args.quick else 1.0)
+    limits = Limits(
+        settle_seconds=args.settle if args.settle is not None else (15.0 if args.quick else 40.0),
+        cap_seconds=150.0 if args.quick else 420.0,
+    )
+    sched_keys = [s for s in SCHEDULER_ORDER if s in args.only]
+    work_keys = [w for w in WORKLOAD_ORDER if w in args.workloads]
+    works = workloads.build(work_keys, scale)
+    versions = launcher.read_versions()
+    try:
+        tools = launcher.find_tools()
+        bin_dir = tools["kube-scheduler"].parent
+        if "coscheduling" in sched_keys:
+            ensure_scheduler_plugins(bin_dir)
+    except launcher.ToolsMissingError as exc:
+        log(f"error: {exc}")
+        return 2
+    if args.profile_phalanx:
+        args.profile_phalanx.mkdir(parents=True, exist_ok=True)
+
+    stem = args.name or dt.date.today().isoformat() + ("-quick" if args.quick else "")
+    records: list[RunRecord] = []
+    with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
+        workdir = Path(tmp)
+        # Every Phalanx of the run runs this one copy of the source, whatever happens to the
+        # work tree meanwhile (several people edit it at once).
+        source = workdir / "phalanx-src"
+        shutil.copytree(
+            ROOT / "src" / "phalanx",
+            source / "phalanx",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        digest = _source_digest(source)
+        log(f"Phalanx {version}, source snapshot {digest}")
+        with launcher.ControlPlane(workdir=workdir / "cp") as cp:
+            api = observe.Api(cp.server, cp.admin_token, cp.ca_file)
+            crd_source = install_crd(api, versions)
+            nodes = 0
+            for work in works:
+                nodes = ensure_nodes(cp, api, nodes, work.nodes)
+                for key in sched_keys:
+                    records.append(
+                        run_one(
+                            cp,
+                            api,
+                            work,
+                            schedulers.SCHEDULERS[key],
+                            limits,
+                            bin_dir,
+                            workdir,
+                            args.profile_phalanx,
+                            source,
+                        )
+                    )
+    elapsed = time.monotonic() - started_at
+    meta = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "scale": scale,
+        "settle_seconds": limits.settle_seconds,
+        "cap_seconds": limits.cap_seconds,
+        "runtime_seconds": round(elapsed, 1),
+        "machine": machine(),
+        "versions": {
+            "kubernetes": versions["KUBE_VERSION"],
+            "etcd": versions["ETCD_VERSION"],
+            "kwok": versions["KWOK_VERSION"],
+            "scheduler_plugins": versions["SCHEDULER_PLUGINS_VERSION"],
+            "phalanx": version,
+            "phalanx_source_digest": digest,
+        },
+        "podgroup_crd": crd_source,
+        "client_qps_burst": [schedulers.CLIENT_QPS, schedulers.CLIENT_BURST],
+        "coscheduling_args": schedulers.COSCHEDULING_ARGS,
+        "schedule_timeout_seconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
+    }
+    paths = report.write(args.out, stem, meta, works, records)
+    for path in paths:
+        log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    failed = [r for r in records if r.error]
+    log(f"done in {elapsed / 60:.1f} min; {len(failed)} run(s) failed")
+    return 1 if failed else 0
+
+
+def _source_digest(tree: Path) -> str:
+    """A digest of the Phalanx sources that ran (``tree`` holds the ``phalanx`` package)."""
+    digest = hashlib.sha256()
+    for path in sorted(tree.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(tree).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _phalanx_version() -> str:
+    """The installed package version and the work tree's commit (``+dirty`` when edited)."""
+    version = "unknown"
+    with contextlib.suppress(Exception):
+        version = importlib.metadata.version("phalanx")
+    with contextlib.suppress(Exception):
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+        version += f" ({commit}{'+dirty' if dirty else ''})"
+    return version
+
+
+if __name__ == "__main__":
+    sys.exit(main())

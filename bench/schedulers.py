@@ -1,0 +1,390 @@
+"""The three schedulers under test, each started on the shared control plane for one run.
+
+* ``vanilla`` — kube-scheduler (KUBE_VERSION), profile ``default-scheduler`` with upstream
+  defaults: no gang semantics, the throughput ceiling;
+* ``phalanx`` — the same kube-scheduler with profile ``phalanx`` and the DESIGN §2 extender
+  configuration, plus ``phalanx serve --kubeconfig``;
+* ``coscheduling`` — scheduler-plugins' kube-scheduler (SCHEDULER_PLUGINS_VERSION), profile
+  ``default-scheduler`` with Coscheduling configured as its v0.34 docs recommend.
+
+All three get the same client rate limits (:data:`CLIENT_QPS` / :data:`CLIENT_BURST`, not the
+upstream 50/100, which would be what gets measured) and no leader election (one instance
+each; a lease left by the previous run would otherwise delay the next start by up to its
+15 s lease duration).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+CLIENT_QPS = 500
+CLIENT_BURST = 1000
+#: Phalanx's bind barrier default (20 s) must stay below this (DESIGN §2).
+EXTENDER_HTTP_TIMEOUT = "30s"
+SCHEDULER_PLUGINS_BINARY = "kube-scheduler-plugins"
+
+#: Coscheduling arguments, from the v0.34 plugin docs ("Advanced Configuration"):
+#: permitWaitingTimeSeconds is its default (a PodGroup's scheduleTimeoutSeconds, which every
+#: benchmark PodGroup sets, wins over it); podGroupBackoffSeconds 10 is the docs'
+#: recommendation "for clusters with moderate resource contention" (0, their default, lets a
+#: gang that cannot fit retry every cycle); podGroupRejectPercentage is the default.
+COSCHEDULING_ARGS = {
+    "permitWaitingTimeSeconds": 60,
+    "podGroupBackoffSeconds": 10,
+    "podGroupRejectPercentage": 10,
+}
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    key: str
+    title: str
+    #: ``spec.schedulerName`` of the workload's pods.
+    scheduler_name: str
+    #: Binary name in the tools bin dir.
+    binary: str
+    uses_phalanx: bool = False
+
+    def config(self, extender_url: str | None = None) -> dict[str, Any]:
+        """The KubeSchedulerConfiguration; the launcher adds ``clientConnection.kubeconfig``."""
+        base: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
+        }
+        if self.key == "vanilla":
+            base["profiles"] = [{"schedulerName": self.scheduler_name}]
+        elif self.key == "phalanx":
+            assert extender_url is not None
+            base["percentageOfNodesToScore"] = 100
+            base["profiles"] = [{"schedulerName": self.scheduler_name}]
+            base["extenders"] = [
+                {
+                    "urlPrefix": extender_url,
+                    "filterVerb": "filter",
+                    "prioritizeVerb": "prioritize",
+                    "preemptVerb": "preempt",
+                    "bindVerb": "bind",
+                    "weight": 10,
+                    "nodeCacheCapable": True,
+                    "httpTimeout": EXTENDER_HTTP_TIMEOUT,
+                    "ignorable": False,
+                }
+            ]
+        elif self.key == "coscheduling":
+            base["profiles"] = [
+                {
+                    "schedulerName": self.scheduler_name,
+                    "plugins": {
+                        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                        "queueSort": {
+                            "enabled": [{"name": "Coscheduling"}],
+                            "disabled": [{"name": "*"}],
+                        },
+                    },
+                    "pluginConfig": [{"name": "Coscheduling", "args": dict(COSCHEDULING_ARGS)}],
+                }
+            ]
+        else:
+            raise ValueError(self.key)
+        return base
+
+
+SCHEDULERS: dict[str, SchedulerSpec] = {
+    "vanilla": SchedulerSpec(
+        "vanilla", "kube-scheduler (no gangs)", "default-scheduler", "kube-scheduler"
+    ),
+    "phalanx": SchedulerSpec(
+        "phalanx", "kube-scheduler + Phalanx", "phalanx", "kube-scheduler", uses_phalanx=True
+    ),
+    "coscheduling": SchedulerSpec(
+        "coscheduling",
+        "scheduler-plugins Coscheduling",
+        "default-scheduler",
+        SCHEDULER_PLUGINS_BINARY,
+    ),
+}
+
+#: What the coscheduling scheduler needs beyond system:kube-scheduler's bootstrap role:
+#: PodGroups (scheduler-plugins' own chart grants the same to its scheduler).
+PODGROUP_RBAC_NAME = "phalanx-bench:scheduler-podgroups"
+
+
+def podgroup_rbac() -> list[tuple[str, dict[str, Any]]]:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": PODGROUP_RBAC_NAME},
+        "rules": [
+            {
+                "apiGroups": ["scheduling.x-k8s.io"],
+                "resources": ["podgroups", "podgroups/status", "elasticquotas"],
+                "verbs": ["get", "list", "watch", "update", "patch"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": PODGROUP_RBAC_NAME},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": PODGROUP_RBAC_NAME,
+        },
+        "subjects": [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "User",
+                "name": "system:kube-scheduler",
+            }
+        ],
+    }
+    return [
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", role),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding),
+    ]
+
+
+# ---- Phalanx as a process ---------------------------------------------------------------------
+
+
+class PhalanxError(RuntimeError):
+    """Phalanx did not start, or died during a run."""
+
+
+@dataclass
+class PhalanxProcess:
+    """``phalanx serve --kubeconfig`` as a subprocess on 127.0.0.1:``port``.
+
+    ``profile_to``: run it under pyinstrument (a dev-only tool, not a project dependency)
+    and write its text and HTML reports there when it stops.
+    """
+
+    kubeconfig: Path
+    port: int
+    log_path: Path
+    profile_to: Path | None = None
+    #: A frozen copy of the source tree to run instead of the (shared, changing) work tree.
+    source: Path | None = None
+    extra_args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def argv(self) -> list[str]:
+        serve = [
+            "serve",
+            "--kubeconfig", str(self.kubeconfig),
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--log-level", "warning",
+            *self.extra_args,
+        ]  # fmt: skip
+        if self.profile_to is None:
+            return [sys.executable, "-m", "phalanx.cli", *serve]
+        if self.source is not None:
+            cli = str(self.source / "phalanx" / "cli.py")
+        else:
+            spec = importlib.util.find_spec("phalanx.cli")
+            if spec is None or spec.origin is None:
+                raise PhalanxError("phalanx is not installed in this interpreter")
+            cli = spec.origin
+        return [
+            sys.executable, "-m", "pyinstrument",
+            "--renderer", "pyisession", "--outfile", str(self.session_file),
+            cli, *serve,
+        ]  # fmt: skip
+
+    @property
+    def session_file(self) -> Path:
+        assert self.profile_to is not None
+        return self.profile_to.with_suffix(".pyisession")
+
+    def render_profile(self) -> None:
+        """Text and HTML views of the saved session (pyinstrument writes it on exit)."""
+        if self.profile_to is None or not self.session_file.exists():
+            return
+        for renderer, suffix in (("text", ".txt"), ("html", ".html")):
+            out = self.profile_to.with_suffix(suffix)
+            load = ["--load", str(self.session_file), "--outfile", str(out)]
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pyinstrument",
+                    *load,
+                    "--renderer",
+                    renderer,
+                    "--no-color",
+                    "--unicode",
+                ],
+                check=False,
+                capture_output=True,
+                timeout=600,
+            )
+
+    def start(self, timeout: float = 120.0) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.source is not None:
+            # Ahead of the editable install on sys.path: the snapshot is what runs.
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(self.source), env.get("PYTHONPATH")])
+            )
+        self.process = subprocess.Popen(
+            self.argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise PhalanxError(f"phalanx exited with {self.process.returncode}:\n{self.tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise PhalanxError(f"phalanx not ready after {timeout:.0f}s:\n{self.tail()}")
+            time.sleep(0.2)
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise PhalanxError(f"phalanx exited with {self.process.returncode}:\n{self.tail()}")
+
+    def metrics(self) -> str:
+        return httpx.get(f"{self.url}/metrics", timeout=10).text
+
+    def debug_groups(self) -> Any:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            return httpx.get(f"{self.url}/debug/groups", timeout=10).json()
+        return None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        self.process = None
+        self.render_profile()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+# ---- one scheduler, started for one run -----------------------------------------------------
+
+
+@dataclass
+class Started:
+    spec: SchedulerSpec
+    scheduler_pid: int
+    phalanx: PhalanxProcess | None
+    config: dict[str, Any]
+
+    def pids(self) -> dict[str, int]:
+        out = {"kube-scheduler": self.scheduler_pid}
+        if self.phalanx is not None:
+            out["phalanx"] = self.phalanx.pid
+        return out
+
+    def scheduler_metrics(self, cp: Any) -> str:
+        """kube-scheduler's own /metrics (its secure port; the admin token is authorised)."""
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving cert; loopback only
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{cp.scheduler_port}/metrics",
+            headers={"Authorization": f"Bearer {cp.admin_token}"},
+        )
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=insecure)
+        )
+        with opener.open(request, timeout=10) as resp:
+            return str(resp.read().decode())
+
+    def check_alive(self, cp: Any) -> None:
+        if cp.scheduler is not None:
+            cp.scheduler.check_alive()
+        if self.phalanx is not None:
+            self.phalanx.check_alive()
+
+
+@contextlib.contextmanager
+def started(
+    cp: Any,
+    spec: SchedulerSpec,
+    bin_dir: Path,
+    run_dir: Path,
+    *,
+    phalanx_port: int,
+    profile_to: Path | None = None,
+    source: Path | None = None,
+) -> Iterator[Started]:
+    """Start ``spec`` on the control plane ``cp`` (a launcher.ControlPlane); stop it after."""
+    phalanx = None
+    if spec.uses_phalanx:
+        phalanx = PhalanxProcess(
+            cp.kubeconfig,
+            phalanx_port,
+            run_dir / "phalanx.log",
+            profile_to=profile_to,
+            source=source,
+        )
+        phalanx.start()
+    config = spec.config(phalanx.url if phalanx else None)
+    # The launcher runs tools["kube-scheduler"]; point it at the peer's binary for this run.
+    original = cp.tools["kube-scheduler"]
+    cp.tools = {**cp.tools, "kube-scheduler": bin_dir / spec.binary}
+    try:
+        cp.start_scheduler(yaml.safe_dump(config, sort_keys=False))
+        assert cp.scheduler is not None
+        assert cp.scheduler.pid is not None
+        # The configuration as given (the launcher adds only its own kubeconfig path).
+        yield Started(spec, cp.scheduler.pid, phalanx, config)
+    finally:
+        cp.tools = {**cp.tools, "kube-scheduler": original}
+        cp.stop_scheduler()
+        if phalanx is not None:
+            phalanx.stop()

@@ -1,0 +1,391 @@
+"""The five benchmark workloads, as plain data: nodes, PodGroups and pods in arrival order.
+
+Every scheduler under test gets exactly the same objects (only ``spec.schedulerName``
+differs), built here from a seed, so runs are comparable within one report and
+reproducible across reports. ``scale`` shrinks node and pod counts together (``--quick``
+is 0.1); the shapes stay the same.
+
+At full size (8-GPU nodes):
+
+* ``singles`` — 2,000 single 1-GPU pods, no gangs, 500 nodes: the throughput ceiling;
+* ``gangs`` — 100 gangs × 8 members × 4 GPUs, 500 nodes: all fit at once;
+* ``contended`` — ~180 gangs of 2–32 members × 1–8 GPUs asking twice the 4,000 GPUs of
+  500 nodes, members arriving shuffled among each other's;
+* ``big-gang`` — one 256-member gang, 8 GPUs (a whole node) each, 1,000 nodes;
+* ``plans`` — 10 data pipelines and 10 trial studies, each 10× the examples in
+  ``deploy/examples`` (40 members), 500 nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+GPU = "nvidia.com/gpu"
+PLAN_ANNOTATION = "phalanx.io/plan"
+PLAN_NODE_ANNOTATION = "phalanx.io/plan-node"
+#: Nodes carrying this label are where a plan's ``{"remote": ..., "tag": "gpu"}`` may run.
+TAG_LABEL = "tag.phalanx.io/gpu"
+
+#: Every benchmark node: a DGX-like 8-GPU box. One in TAG_EVERY nodes is tagged for plans.
+NODE_GPUS = 8
+NODE_CPU = "64"
+NODE_MEMORY = "512Gi"
+NODE_MAX_PODS = 110
+TAG_EVERY = 4
+
+#: PodGroup ``scheduleTimeoutSeconds`` of every gang: coscheduling's Permit wait and Phalanx's
+#: reservation TTL alike. 30 s keeps a deadlocked coscheduling round short enough to be
+#: measured to saturation; Phalanx's bind barrier (20 s) stays below it.
+SCHEDULE_TIMEOUT_SECONDS = 30
+
+SEED = 20250601
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One pod to create. ``group`` is its PodGroup's name (None for a single pod)."""
+
+    name: str
+    gpus: int
+    cpu_millis: int = 1000
+    memory_mib: int = 1024
+    group: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One PodGroup; every member is needed (``min_member`` == its size)."""
+
+    name: str
+    min_member: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    key: str
+    title: str
+    nodes: int
+    groups: tuple[Group, ...]
+    #: In arrival order: the benchmark submits them to its creation pool in this order.
+    pods: tuple[Member, ...]
+    #: Gangs an offline all-or-nothing packer places on the empty cluster (see
+    #: :func:`feasible_gangs`); every gang for the workloads that all fit.
+    feasible_gangs: int
+    #: True when every pod fits at once: the run ends when all are bound, not at saturation.
+    all_fit: bool
+    notes: str = ""
+
+    @property
+    def gpus_demanded(self) -> int:
+        return sum(p.gpus for p in self.pods)
+
+    def group_sizes(self) -> dict[str, int]:
+        return {g.name: g.min_member for g in self.groups}
+
+
+# ---- node and object bodies ---------------------------------------------------------------
+
+
+def node_name(i: int) -> str:
+    return f"bench-node-{i:04d}"
+
+
+def node_labels(i: int) -> dict[str, str]:
+    """Extra labels of node ``i`` (the launcher adds hostname and GPU Feature Discovery ones)."""
+    return {TAG_LABEL: "true"} if i % TAG_EVERY == 0 else {}
+
+
+def is_tagged(name: str) -> bool:
+    return int(name.rsplit("-", 1)[1]) % TAG_EVERY == 0
+
+
+def podgroup_body(group: Group) -> dict[str, Any]:
+    return {
+        "apiVersion": PODGROUP_API,
+        "kind": "PodGroup",
+        "metadata": {"name": group.name, "annotations": dict(group.annotations)},
+        "spec": {
+            "minMember": group.min_member,
+            "scheduleTimeoutSeconds": SCHEDULE_TIMEOUT_SECONDS,
+        },
+    }
+
+
+def pod_body(member: Member, scheduler_name: str) -> dict[str, Any]:
+    requests = {"cpu": f"{member.cpu_millis}m", "memory": f"{member.memory_mib}Mi"}
+    limits: dict[str, str] = {}
+    if member.gpus:
+        requests[GPU] = limits[GPU] = str(member.gpus)
+    labels = {"app": "phalanx-bench"}
+    if member.group is not None:
+        labels[GROUP_LABEL] = member.group
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": member.name,
+            "labels": labels,
+            "annotations": dict(member.annotations),
+        },
+        "spec": {
+            "schedulerName": scheduler_name,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "fake",
+                    "resources": {"requests": requests, "limits": limits or None},
+                }
+            ],
+        },
+    }
+
+
+# ---- the workloads ------------------------------------------------------------------------
+
+
+def _n(full: int, scale: float, minimum: int = 1) -> int:
+    return max(minimum, round(full * scale))
+
+
+def singles(scale: float) -> Workload:
+    nodes = _n(500, scale, 10)
+    pods = tuple(Member(f"single-{i:05d}", 1) for i in range(_n(2000, scale, 20)))
+    return Workload(
+        "singles",
+        f"{len(pods)} single 1-GPU pods on {nodes} nodes",
+        nodes,
+        (),
+        pods,
+        feasible_gangs=0,
+        all_fit=True,
+        notes="No gangs: the throughput ceiling (vanilla kube-scheduler's home ground).",
+    )
+
+
+def gangs(scale: float) -> Workload:
+    nodes = _n(500, scale, 10)
+    count = _n(100, scale, 2)
+    groups = tuple(Group(f"gang-{g:03d}", 8) for g in range(count))
+    pods = tuple(
+        Member(f"gang-{g:03d}-{m}", 4, cpu_millis=4000, memory_mib=16384, group=f"gang-{g:03d}")
+        for g in range(count)
+        for m in range(8)
+    )
+    return Workload(
+        "gangs",
+        f"{count} gangs × 8 pods × 4 GPUs on {nodes} nodes (all fit)",
+        nodes,
+        groups,
+        pods,
+        feasible_gangs=count,
+        all_fit=True,
+        notes="Gang after gang; two members fill a node, so any placement fits them all.",
+    )
+
+
+def contended(scale: float) -> Workload:
+    nodes = _n(500, scale, 10)
+    capacity = nodes * NODE_GPUS
+    rng = random.Random(SEED)
+    sizes = (2, 4, 8, 16, 32)
+    per_member = (1, 2, 4, 8)
+    groups: list[Group] = []
+    members: list[Member] = []
+    demand = 0
+    while demand < 2 * capacity:
+        size, gpus = rng.choice(sizes), rng.choice(per_member)
+        if size * gpus > capacity // 2:
+            continue  # a gang bigger than half the cluster says nothing about contention
+        name = f"cg-{len(groups):03d}"
+        groups.append(Group(name, size))
+        members.extend(
+            Member(
+                f"{name}-{m:02d}",
+                gpus,
+                cpu_millis=1000 * gpus,
+                memory_mib=4096 * gpus,
+                group=name,
+            )
+            for m in range(size)
+        )
+        demand += size * gpus
+    rng.shuffle(members)  # arrivals interleave: every gang's members trickle in among others'
+    work = Workload(
+        "contended",
+        f"{len(groups)} gangs of 2–32 × 1–8 GPUs, {demand} GPUs asked of {capacity} "
+        f"on {nodes} nodes, arriving interleaved",
+        nodes,
+        tuple(groups),
+        tuple(members),
+        feasible_gangs=0,
+        all_fit=False,
+        notes="Demand is twice the cluster: the run ends at saturation (no bind for the "
+        "settle window). Feasible = gangs a greedy offline all-or-nothing packer places, "
+        "taking gangs in the order their last member arrives.",
+    )
+    return _with_feasible(work)
+
+
+def big_gang(scale: float) -> Workload:
+    nodes = _n(1000, scale, 20)
+    size = _n(256, scale, 8)
+    group = Group("big", size)
+    pods = tuple(
+        Member(f"big-{m:03d}", NODE_GPUS, cpu_millis=32000, memory_mib=262144, group="big")
+        for m in range(size)
+    )
+    return Workload(
+        "big-gang",
+        f"one {size}-member gang × {NODE_GPUS} GPUs on {nodes} nodes",
+        nodes,
+        (group,),
+        pods,
+        feasible_gangs=1,
+        all_fit=True,
+        notes="Goal: the whole gang bound within 10 s of its last member's creation.",
+    )
+
+
+def _pipeline(name: str, tokenizers: int, trainers: int) -> tuple[Group, list[Member]]:
+    """deploy/examples/plan-pipeline.yaml, widened: ingest → N tokenizers → M trainers (tagged)."""
+    tok_ids = [f"tokenize-{i:02d}" for i in range(tokenizers)]
+    train_ids = [f"train-{i:02d}" for i in range(trainers)]
+    plan = {
+        "sequence": [
+            {"execute": "ingest"},
+            {"parallel": [{"execute": t} for t in tok_ids]},
+            {"remote": {"parallel": [{"execute": t} for t in train_ids]}, "tag": "gpu"},
+        ]
+    }
+    members = [Member(f"{name}-ingest", 0, 8000, 32768, name, {PLAN_NODE_ANNOTATION: "ingest"})]
+    members += [
+        Member(f"{name}-{t}", 0, 8000, 32768, name, {PLAN_NODE_ANNOTATION: t}) for t in tok_ids
+    ]
+    members += [
+        Member(f"{name}-{t}", 2, 16000, 131072, name, {PLAN_NODE_ANNOTATION: t}) for t in train_ids
+    ]
+    group = Group(name, len(members), {PLAN_ANNOTATION: json.dumps(plan, separators=(",", ":"))})
+    return group, members
+
+
+def _study(name: str, trials: int) -> tuple[Group, list[Member]]:
+    """deploy/examples/trials-study.yaml, widened: N one-GPU trials."""
+    ids = [f"trial-{i:02d}" for i in range(trials)]
+    plan = {"trials": [{"execute": t} for t in ids]}
+    members = [Member(f"{name}-{t}", 1, 4000, 32768, name, {PLAN_NODE_ANNOTATION: t}) for t in ids]
+    group = Group(name, len(members), {PLAN_ANNOTATION: json.dumps(plan, separators=(",", ":"))})
+    return group, members
+
+
+def plans(scale: float) -> Workload:
+    nodes = _n(500, scale, 10)
+    copies = _n(10, scale, 1)
+    groups: list[Group] = []
+    pods: list[Member] = []
+    for c in range(copies):
+        for group, members in (_pipeline(f"pipe-{c:02d}", 29, 10), _study(f"study-{c:02d}", 40)):
+            groups.append(group)
+            pods.extend(members)
+    return Workload(
+        "plans",
+        f"{copies} pipelines (1 ingest → 29 tokenizers → 10 trainers on tagged nodes) and "
+        f"{copies} studies (40 trials) on {nodes} nodes",
+        nodes,
+        tuple(groups),
+        tuple(pods),
+        feasible_gangs=len(groups),
+        all_fit=True,
+        notes="10× deploy/examples/plan-pipeline.yaml and trials-study.yaml, ten of each. Plan "
+        "rules are scored for every scheduler: trainers off tagged nodes (hard), trials and "
+        "tokenizers on distinct nodes (soft).",
+    )
+
+
+BUILDERS = {
+    "singles": singles,
+    "gangs": gangs,
+    "contended": contended,
+    "big-gang": big_gang,
+    "plans": plans,
+}
+
+
+def build(keys: Iterable[str], scale: float) -> list[Workload]:
+    return [BUILDERS[k](scale) for k in keys]
+
+
+# ---- the feasibility reference --------------------------------------------------------------
+
+
+def feasible_gangs(work: Workload) -> int:
+    """Gangs an offline all-or-nothing packer places on the empty cluster.
+
+    Gangs are taken in the order their last member arrives (when a gang scheduler could first
+    place them whole); each member goes best-fit (the fullest node it fits), a gang that does
+    not fit whole is skipped. Greedy, so a reference rather than the optimum.
+    """
+    free = [NODE_GPUS] * work.nodes
+    by_group: dict[str, list[Member]] = {}
+    completed: list[str] = []
+    sizes = work.group_sizes()
+    for m in work.pods:
+        if m.group is None:
+            continue
+        by_group.setdefault(m.group, []).append(m)
+        if len(by_group[m.group]) == sizes[m.group]:
+            completed.append(m.group)
+    placed = 0
+    for name in completed:
+        trial = list(free)
+        ok = True
+        for m in sorted(by_group[name], key=lambda x: -x.gpus):
+            fits = [i for i, f in enumerate(trial) if f >= m.gpus]
+            if not fits:
+                ok = False
+                break
+            best = min(fits, key=lambda i: (trial[i], i))
+            trial[best] -= m.gpus
+        if ok:
+            free = trial
+            placed += 1
+    return placed
+
+
+def _with_feasible(work: Workload) -> Workload:
+    return Workload(
+        work.key,
+        work.title,
+        work.nodes,
+        work.groups,
+        work.pods,
+        feasible_gangs=feasible_gangs(work),
+        all_fit=work.all_fit,
+        notes=work.notes,
+    )
+
+
+def describe(works: Sequence[Workload]) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": w.key,
+            "title": w.title,
+            "nodes": w.nodes,
+            "pods": len(w.pods),
+            "gangs": len(w.groups),
+            "gpus_demanded": w.gpus_demanded,
+            "gpus_in_cluster": w.nodes * NODE_GPUS,
+            "feasible_gangs": w.feasible_gangs,
+            "notes": w.notes,
+        }
+        for w in works
+    ]

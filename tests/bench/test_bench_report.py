@@ -1,0 +1,134 @@
+"""The benchmark's figures, from hand-made observations (no cluster): what each number means."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import png  # bench/png.py
+import report  # bench/report.py
+import workloads  # bench/workloads.py
+from workloads import Group, Member, Workload
+
+
+def two_gangs_of_two() -> Workload:
+    pods = (
+        Member("a-0", 1, group="a"),
+        Member("a-1", 1, group="a"),
+        Member("b-0", 4, group="b"),
+        Member("b-1", 4, group="b"),
+        Member("solo", 2),
+    )
+    return Workload("gangs", "t", 2, (Group("a", 2), Group("b", 2)), pods, 2, all_fit=False)
+
+
+def record(bound: dict[str, float], *, end: float = 10.0, **extra: Any) -> SimpleNamespace:
+    created = {"a-0": 0.0, "a-1": 0.5, "b-0": 0.2, "b-1": 0.3, "solo": 0.1}
+    fields = {
+        "scheduler": "phalanx",
+        "t_first_create": 0.0,
+        "t_last_create": 0.5,
+        "t_end": end,
+        "end_reason": "all bound",
+        "error": "",
+        "create_errors": 0,
+        "created": created,
+        "bound": {name: (t, "bench-node-0000") for name, t in bound.items()},
+        "watch_restarts": 0,
+        "processes": {},
+        "phalanx_metrics": "",
+        "scheduler_metrics": "",
+        "scheduler_config": {},
+    }
+    fields.update(extra)
+    return SimpleNamespace(**fields)
+
+
+def test_partial_gang_seconds_run_from_the_first_member_bound_to_the_quorum() -> None:
+    figs = report.run_figures(
+        two_gangs_of_two(), record({"a-0": 1.0, "a-1": 1.25, "b-0": 2.0, "b-1": 2.0})
+    )
+    assert figs["partial_gang_seconds"] == pytest.approx(0.25)
+    assert figs["longest_partial_window_s"] == pytest.approx(0.25)
+    assert figs["gangs_partial_over_1s"] == 0
+
+
+def test_a_gang_that_never_becomes_whole_is_partial_until_the_run_ends() -> None:
+    figs = report.run_figures(
+        two_gangs_of_two(), record({"a-0": 1.0, "a-1": 1.0, "b-0": 4.0}, end=10.0)
+    )
+    assert figs["gangs_placed"] == 1
+    assert figs["gangs_partial_at_end"] == 1
+    assert figs["partial_gang_seconds"] == pytest.approx(6.0)
+    assert figs["gpus_allocated"] == 6
+    assert figs["gpus_in_whole_gangs"] == 2  # gang a only: b's bound member does no work
+
+
+def test_time_to_whole_gang_starts_when_the_first_member_is_created() -> None:
+    figs = report.run_figures(
+        two_gangs_of_two(), record({"a-0": 1.0, "a-1": 1.5, "b-0": 3.2, "b-1": 3.2, "solo": 0.4})
+    )
+    assert figs["time_to_whole_gang_p50_s"] == pytest.approx(1.5)  # a: created 0.0, whole 1.5
+    assert figs["time_to_whole_gang_p99_s"] == pytest.approx(3.0)  # b: created 0.2, whole 3.2
+    assert figs["pods_per_second"] == pytest.approx(5 / 3.2, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("phalanx", "vanilla", "met"),
+    [(60.0, 100.0, True), (50.0, 100.0, True), (49.0, 100.0, False)],
+    ids=["above-half", "exactly-half", "below-half"],
+)
+def test_the_throughput_goal_is_half_of_vanilla(phalanx: float, vanilla: float, met: bool) -> None:
+    runs = [
+        {"workload": "singles", "scheduler": "phalanx", "pods_per_second": phalanx},
+        {"workload": "singles", "scheduler": "vanilla", "pods_per_second": vanilla},
+    ]
+    (goal,) = report.goals(runs)
+    assert goal["met"] is met
+
+
+def test_latency_quantiles_interpolate_inside_prometheus_buckets() -> None:
+    text = "\n".join(
+        [
+            'phalanx_request_duration_seconds_bucket{verb="filter",result="ok",le="0.001"} 50',
+            'phalanx_request_duration_seconds_bucket{verb="filter",result="ok",le="0.002"} 90',
+            'phalanx_request_duration_seconds_bucket{verb="filter",result="ok",le="0.004"} 100',
+            'phalanx_request_duration_seconds_bucket{verb="filter",result="ok",le="+Inf"} 100',
+            'phalanx_request_duration_seconds_sum{verb="filter",result="ok"} 0.1',
+            'phalanx_request_duration_seconds_count{verb="filter",result="ok"} 100',
+        ]
+    )
+    lat = report.phalanx_figures(text)["request_latency"]["filter"]
+    assert lat == {"count": 100, "mean_ms": 1.0, "p50_ms": 1.0, "p99_ms": 3.8}
+
+
+def test_the_feasibility_reference_skips_a_gang_that_cannot_fit_whole() -> None:
+    pods = tuple(Member(f"big-{i}", 8, group="big") for i in range(3)) + tuple(
+        Member(f"small-{i}", 4, group="small") for i in range(2)
+    )
+    work = Workload("contended", "t", 2, (Group("big", 3), Group("small", 2)), pods, 0, False)
+    assert workloads.feasible_gangs(work) == 1
+
+
+def test_line_charts_are_valid_pngs(tmp_path: Path) -> None:
+    path = tmp_path / "chart.png"
+    png.line_chart(path, "Title", "x", "y", [png.Series("phalanx", [(0, 0), (1, 2), (3, 5)])],
+                   width=300, height=200)  # fmt: skip
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    length, kind = struct.unpack(">I4s", data[8:16])
+    width, height = struct.unpack(">II", data[16:24])
+    assert (kind, width, height) == (b"IHDR", 300, 200)
+    idat_at = data.index(b"IDAT")
+    (idat_len,) = struct.unpack(">I", data[idat_at - 4 : idat_at])
+    raw = zlib.decompress(data[idat_at + 4 : idat_at + 4 + idat_len])
+    assert len(raw) == height * (1 + width * 3)
+    assert length == 13

@@ -1,0 +1,119 @@
+"""`bench/run.py --quick` end to end: a real control plane, vanilla kube-scheduler and
+kube-scheduler + Phalanx, every workload at 1/10 scale. Checks that the benchmark runs and
+writes complete, well-formed results; it asserts nothing about speed.
+
+Skipped without the control-plane binaries (tests/controlplane/build-tools.sh), unless
+PHALANX_REQUIRE_E2E=1 (CI), which turns the skip into a failure, as in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controlplane"))
+
+import launcher  # tests/controlplane/launcher.py
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+SCHEDULERS = ("vanilla", "phalanx")
+WORKLOADS = ("singles", "gangs", "contended", "plans", "big-gang")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    try:
+        launcher.find_tools()
+    except launcher.ToolsMissingError as exc:
+        if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
+            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
+        pytest.skip(f"control plane unavailable: {exc}")
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--only",
+            ",".join(SCHEDULERS),
+            "--out",
+            str(out),
+            "--name",
+            "smoke",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads((out / "smoke.json").read_text()), out
+
+
+@pytest.mark.timeout(1500)
+def test_every_workload_runs_on_every_scheduler_asked_for(quick_results: tuple[dict, Path]) -> None:
+    doc, _ = quick_results
+    ran = {(r["workload"], r["scheduler"]) for r in doc["runs"]}
+    assert ran == {(w, s) for w in WORKLOADS for s in SCHEDULERS}
+    assert all(r["error"] is None for r in doc["runs"])
+
+
+@pytest.mark.timeout(1500)
+def test_workloads_that_fit_are_bound_completely(quick_results: tuple[dict, Path]) -> None:
+    doc, _ = quick_results
+    for run in doc["runs"]:
+        if run["workload"] != "contended":
+            assert run["pods_bound"] == run["pods"], (run["workload"], run["scheduler"])
+            assert run["gangs_placed"] == run["gangs"], (run["workload"], run["scheduler"])
+
+
+@pytest.mark.timeout(1500)
+def test_phalanx_leaves_no_gang_partially_bound(quick_results: tuple[dict, Path]) -> None:
+    doc, _ = quick_results
+    for run in doc["runs"]:
+        if run["scheduler"] == "phalanx":
+            assert run["gangs_partial_at_end"] == 0, run["workload"]
+            assert run["gangs_partial_over_1s"] == 0, run["workload"]
+
+
+@pytest.mark.timeout(1500)
+def test_results_carry_ratios_goals_latency_and_process_figures(
+    quick_results: tuple[dict, Path],
+) -> None:
+    doc, _ = quick_results
+    assert set(doc["ratios"]) == set(WORKLOADS)
+    assert all(set(peers) == {"vanilla"} for peers in doc["ratios"].values())
+    assert any(g["goal"].startswith("1 throughput") for g in doc["goals"])
+    phalanx = [r for r in doc["runs"] if r["scheduler"] == "phalanx"]
+    for run in phalanx:
+        assert run["phalanx"]["request_latency"]["filter"]["count"] > 0
+        assert run["processes"]["phalanx"]["cpu_seconds"] >= 0
+        assert run["processes"]["phalanx"]["rss_mib_max"] > 0
+    assert doc["meta"]["machine"]["cores"] >= 1
+
+
+@pytest.mark.timeout(1500)
+def test_markdown_and_plots_are_written_and_hold_no_local_paths(
+    quick_results: tuple[dict, Path],
+) -> None:
+    doc, out = quick_results
+    md = (out / "smoke.md").read_text()
+    assert "## Goals" in md
+    assert "phalanx ÷ vanilla" in md
+    plots = sorted(out.glob("smoke-*.png"))
+    assert plots
+    for plot in plots:
+        assert plot.read_bytes().startswith(PNG_SIGNATURE)
+        assert f"]({plot.name})" in md
+    text = md + json.dumps(doc)
+    for local in (str(out), str(Path.home()), str(ROOT)):
+        assert local not in text

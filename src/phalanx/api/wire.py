@@ -279,9 +279,10 @@ def filter_error(args: ExtenderArgs | None, error: str) -> FilterAnswer:
 
 def priorities_answer(args: ExtenderArgs, scores: Mapping[str, int]) -> list[HostPriority]:
     """HostPriorityList: one integer score in 0..10 per offered node, in the offered order."""
+    # Scores are clamped once per distinct value, not once per node.
+    clamped = {s: min(MAX_PRIORITY, max(MIN_PRIORITY, int(s))) for s in set(scores.values())}
     return [
-        {"Host": name, "Score": min(MAX_PRIORITY, max(MIN_PRIORITY, int(scores.get(name, 0))))}
-        for name in args.node_names
+        {"Host": name, "Score": clamped.get(scores.get(name, 0), 0)} for name in args.node_names
     ]
 
 

@@ -481,8 +481,28 @@ class GangPlanner:
             node = r.node_of(pod.uid) if r is not None else None
             if node is not None:
                 return {n: MAX_SCORE if n == node else 0 for n in offered}
-        snapshot = self.state.snapshot()
-        return {n: _best_fit_score(snapshot, pod, n) for n in offered}
+        # kube-scheduler asks for every feasible node of every pod: read the live map (no
+        # snapshot copy) and work each distinct (capacity, free) pair out once.
+        infos = self.state.node_infos()
+        memo: dict[tuple[int, int, bool], int] = {}
+        gpus = pod.requests.gpus()
+        cpu = pod.requests.get(CPU)
+        scores: dict[str, int] = {}
+        for n in offered:
+            info = infos.get(n)
+            if info is None:
+                scores[n] = 0
+                continue
+            total_gpus = info.node.allocatable.gpus()
+            if gpus:
+                key = (total_gpus, info.free.gpus(), True)
+            else:
+                key = (info.node.allocatable.get(CPU), info.free.get(CPU), total_gpus > 0)
+            score = memo.get(key)
+            if score is None:
+                score = memo[key] = _best_fit_score(key, gpus if gpus else cpu, gpu_pod=bool(gpus))
+            scores[n] = score
+        return scores
 
     # ---- preempt -----------------------------------------------------------------------
 
@@ -529,22 +549,14 @@ def _reserved_for(key: str, member: MemberReservation) -> str:
     return f"gang {key} reserved node {member.node} for this pod"
 
 
-def _best_fit_score(snapshot: Snapshot, pod: Pod, name: str) -> int:
-    info = snapshot.get(name)
-    if info is None:
+def _best_fit_score(node: tuple[int, int, bool], request: int, *, gpu_pod: bool) -> int:
+    """0..10: how full the node's scarce resource would be with the pod on it (best fit).
+
+    `node` is (capacity, free, has GPUs) of GPUs for a GPU pod, of CPU otherwise; a pod
+    without GPUs scores 0 on GPU nodes, to keep them for GPU work.
+    """
+    total, free, has_gpus = node
+    if (not gpu_pod and has_gpus) or total <= 0:
         return 0
-    alloc = info.node.allocatable
-    gpus = pod.requests.gpus()
-    if gpus:
-        total = alloc.gpus()
-        if total <= 0:
-            return 0
-        used_after = total - info.free.gpus() + gpus
-        return max(0, min(MAX_SCORE, (MAX_SCORE * used_after) // total))
-    if alloc.gpus():
-        return 0  # keep GPU nodes for GPU work
-    total_cpu = alloc.get(CPU)
-    if total_cpu <= 0:
-        return 0
-    used_after = total_cpu - info.free.get(CPU) + pod.requests.get(CPU)
-    return max(0, min(MAX_SCORE, (MAX_SCORE * used_after) // total_cpu))
+    used_after = total - free + request
+    return max(0, min(MAX_SCORE, (MAX_SCORE * used_after) // total))

@@ -281,3 +281,16 @@ def test_members_that_disagree_on_placement_are_reported():
     _, planner = setup(groups=[podgroup("g", 2)], pods=members)
     result = planner.filter(members[0], NODES, now=0)
     assert "disagree on phalanx.io/placement: pack, spread" in result.unresolvable["n1"]
+
+
+def test_a_gang_that_left_the_model_is_forgotten():
+    members = gang("g", 2, 2)
+    state, planner = setup(groups=[podgroup("g", 2)], pods=members)
+    planner.filter(members[0], NODES, now=0)
+    planner.forget_gone()
+    assert "default/g" in planner.records  # still here: reserved, members exist
+    for p in members:
+        state.remove_pod(p.uid)
+    state.remove_group("default/g")
+    planner.forget_gone()
+    assert planner.records == {}

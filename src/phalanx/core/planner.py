@@ -126,6 +126,15 @@ class GangPlanner:
         rec.last_outcome = outcome
         rec.last_reason = reason
 
+    def forget_gone(self) -> None:
+        """Drop what is remembered of gangs that left the model (no PodGroup, no members,
+        no reservation), so a long-running instance does not grow with every gang it saw."""
+        live = self.state.group_keys() | set(self.state.reservations())
+        for key in [k for k in self.records if k not in live]:
+            del self.records[key]
+        for key in [k for k in self._plans if k not in live]:
+            del self._plans[key]
+
     def resolve(self, pod: Pod) -> PodGroup | str:
         """The gang `pod` belongs to, or why it cannot be scheduled as one."""
         assert pod.group is not None

@@ -146,6 +146,7 @@ class Extender:
             self._push_status(self.group_status(key))
         for gone in set(self._shown_status) - set(self.state.groups()):
             del self._shown_status[gone]
+        self.planner.forget_gone()
 
     def _push_status(self, status: GroupStatus) -> None:
         shown = (status.phase, status.scheduled, status.running, status.reason, status.message)
@@ -214,7 +215,7 @@ class Extender:
         members = self.state.members(key, include_finished=True)
         scheduled = sum(1 for p in members if self.state.is_bound(p))
         running = sum(1 for p in members if p.node_name and p.phase.value == "Running")
-        rec = self.planner.record(key)
+        rec = self.planner.records.get(key) or GroupRecord(key)  # a view: records nothing
         group = self.state.group(key)
         need = group.min_member if group is not None else 0
         if need and scheduled >= need:

@@ -30,12 +30,11 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 import yaml
 from phalanx_process import PhalanxProcess
-from scheduling import PG_API, Api, Scenario, Verdict
+from podgroup_crd import ensure_pod_group_crd
+from scheduling import Api, Scenario, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
-CRD_FILE = REPO / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
-CRD_NAME = "podgroups.scheduling.x-k8s.io"
 LEASE_NAMESPACE = "kube-system"  # exists in every cluster; the chart's namespace may not
 
 #: DESIGN.md §2's reference configuration: used only while the rendered chart is missing
@@ -111,26 +110,6 @@ def scheduler_config(phalanx_url: str, lease_name: str) -> tuple[dict[str, Any],
     election["resourceNamespace"] = LEASE_NAMESPACE
     election["resourceName"] = lease_name
     return config, origin
-
-
-def ensure_pod_group_crd(cp: launcher.ControlPlane) -> None:
-    status, answer = cp.request(
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        yaml.safe_load(CRD_FILE.read_text()),
-    )
-    assert status in (201, 409), answer
-
-    def served() -> bool:
-        _, crd = cp.request(
-            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
-        )
-        conditions = {
-            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
-        }
-        return conditions.get("Established") == "True" and cp.request("GET", PG_API)[0] == 200
-
-    launcher.wait_for("PodGroup CRD served", served, timeout=30)
 
 
 # ---- fixtures ------------------------------------------------------------------------------

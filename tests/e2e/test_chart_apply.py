@@ -29,6 +29,7 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 import yaml
 from kubernetes.dynamic import DynamicClient
+from podgroup_crd import wait_crd_established
 
 from phalanx.api.app import create_metrics_app
 from phalanx.demo import harness
@@ -76,19 +77,6 @@ def apply(
     return dict(answer.to_dict())
 
 
-def wait_crd_served(cp: launcher.ControlPlane, name: str) -> None:
-    def established() -> bool:
-        status, crd = cp.request(
-            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        )
-        conditions = {
-            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
-        }
-        return status == 200 and conditions.get("Established") == "True"
-
-    launcher.wait_for(f"CRD {name} established", established, timeout=30)
-
-
 @pytest.fixture(scope="module")
 def installed(control_plane: launcher.ControlPlane) -> Iterator[list[Obj]]:
     """deploy/manifests/phalanx.yaml applied as a user would; the objects as the API holds them."""
@@ -97,7 +85,7 @@ def installed(control_plane: launcher.ControlPlane) -> Iterator[list[Obj]]:
     for doc in documents(MANIFESTS):
         applied.append(apply(dyn, doc))
         if doc["kind"] == "CustomResourceDefinition":
-            wait_crd_served(control_plane, doc["metadata"]["name"])
+            wait_crd_established(control_plane, doc["metadata"]["name"])
     yield applied
     # The Namespace (it would stay Terminating: no controller-manager) and the CRD (other
     # tests' PodGroups live in it) stay; everything else goes.

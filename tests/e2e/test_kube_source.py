@@ -9,12 +9,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
-import yaml
+from podgroup_crd import PG_API, ensure_pod_group_crd, remove_pod_group_crd
 
 from phalanx.core.planner import Outcome
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
@@ -31,11 +30,6 @@ from phalanx.sources.lease import LeaseHolder, LeaseSettings
 pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
-CRD_FILE = (
-    Path(__file__).resolve().parents[2] / "helm/phalanx/crds/scheduling.x-k8s.io_podgroups.yaml"
-)
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
-PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 FAST = KubeSourceSettings(
     crd_recheck_seconds=0.5,
     event_interval_seconds=30.0,
@@ -47,33 +41,9 @@ FAST = KubeSourceSettings(
 # ---- the cluster side ---------------------------------------------------------------------
 
 
-def ensure_crd(cp: launcher.ControlPlane) -> None:
-    status, answer = cp.request(
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        yaml.safe_load(CRD_FILE.read_text()),
-    )
-    assert status in (201, 409), answer
-
-    def served() -> bool:
-        _, crd = cp.request("GET", CRD_PATH)
-        conditions = {
-            c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
-        }
-        status, _ = cp.request("GET", PG_API)
-        return conditions.get("Established") == "True" and status == 200
-
-    launcher.wait_for("PodGroup CRD served", served, timeout=30)
-
-
-def remove_crd(cp: launcher.ControlPlane) -> None:
-    cp.request("DELETE", CRD_PATH)
-    launcher.wait_for("PodGroup CRD gone", lambda: cp.request("GET", PG_API)[0] == 404, timeout=60)
-
-
 @pytest.fixture
 def crd(control_plane: launcher.ControlPlane) -> None:
-    ensure_crd(control_plane)
+    ensure_pod_group_crd(control_plane)
 
 
 def create(cp: launcher.ControlPlane, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +195,7 @@ def test_without_the_crd_gangs_are_annotation_only_until_it_appears(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cp = control_plane
-    remove_crd(cp)
+    remove_pod_group_crd(cp)
     gpu_nodes("kube-src-crd-0", gpus=4)
     caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
     phalanx = Live(cp, namespace).start()
@@ -247,7 +217,7 @@ def test_without_the_crd_gangs_are_annotation_only_until_it_appears(
         )
         phalanx.wait("annotation-only member", lambda st: st.pod_by_key(namespace, "solo-0"))
 
-        ensure_crd(cp)
+        ensure_pod_group_crd(cp)
         make_pod_group(cp, namespace, "train", 2)
         group = phalanx.wait(
             "PodGroup followed", lambda st: st.group(f"{namespace}/train"), timeout=30
@@ -256,7 +226,7 @@ def test_without_the_crd_gangs_are_annotation_only_until_it_appears(
         assert not phalanx.source.annotation_only
     finally:
         phalanx.stop()
-        ensure_crd(cp)
+        ensure_pod_group_crd(cp)
 
 
 def test_the_source_syncs_then_follows_nodes_pods_and_pod_groups(

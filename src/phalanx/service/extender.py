@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,8 +320,8 @@ class Extender:
             gate.timer = loop.call_later(self.settings.barrier_timeout_seconds, self._time_out, key)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         previous = gate.waiters.get(pod.uid)
-        if previous is not None and not previous.future.done():
-            previous.future.set_result(f"a newer bind request for pod {pod.key} replaced this one")
+        if previous is not None:
+            _answer([previous], f"a newer bind request for pod {pod.key} replaced this one")
         gate.waiters[pod.uid] = _Waiter(pod, node, future)
         self.metrics.barrier_waiting.inc()
         try:
@@ -381,7 +381,11 @@ class Extender:
             f"gang {key}: only {len(gate.waiters)} of {gate.min_member} member(s) reached bind "
             f"within {waited:g}s; reservation released, the gang will be re-planned"
         )
-        self._fail_gate(gate, reason)
+        self._abandon(key, gate.waiters.values(), reason)
+
+    def _abandon(self, key: str, waiters: Iterable[_Waiter], reason: str) -> None:
+        """Answer `waiters` with `reason`, release the gang's reservation and say so."""
+        _answer(waiters, reason)
         self.state.release(key)
         self.planner.note(key, Outcome.RELEASED, reason, self.clock())
         self.flush()
@@ -390,9 +394,7 @@ class Extender:
     def _fail_gate(gate: _Gate, reason: str) -> None:
         if gate.timer is not None:
             gate.timer.cancel()
-        for waiter in gate.waiters.values():
-            if not waiter.future.done():
-                waiter.future.set_result(reason)
+        _answer(gate.waiters.values(), reason)
 
     async def _bind_gang(self, gate: _Gate) -> None:
         key = gate.group_key
@@ -400,8 +402,7 @@ class Extender:
         for waiter in gate.waiters.values():
             problem = self._recheck(key, waiter)
             if problem:
-                if not waiter.future.done():
-                    waiter.future.set_result(problem)
+                _answer([waiter], problem)
             else:
                 ready.append(waiter)
         bound = sum(1 for p in self.state.members(key) if self.state.is_bound(p))
@@ -410,12 +411,7 @@ class Extender:
                 f"gang {key}: only {len(ready) + bound} of {gate.min_member} member(s) still "
                 "bindable after re-check; reservation released, the gang will be re-planned"
             )
-            self._fail_gate(
-                _Gate(key, gate.min_member, gate.opened_at, {w.pod.uid: w for w in ready}), reason
-            )
-            self.state.release(key)
-            self.planner.note(key, Outcome.RELEASED, reason, self.clock())
-            self.flush()
+            self._abandon(key, ready, reason)
             return
         reservation = self.state.reservation(key)
         placements = {}
@@ -433,19 +429,13 @@ class Extender:
             await self.source.write_commit_record(CommitRecord(key, placements, uids))
         except Exception as exc:  # noqa: BLE001  # any failure: nothing is bound yet, so back out
             reason = f"gang {key}: could not write the commit record ({exc}); nothing was bound"
-            self._fail_gate(
-                _Gate(key, gate.min_member, gate.opened_at, {w.pod.uid: w for w in ready}), reason
-            )
-            self.state.release(key)
-            self.planner.note(key, Outcome.RELEASED, reason, self.clock())
-            self.flush()
+            self._abandon(key, ready, reason)
             return
         for waiter in ready:  # one step: the whole quorum is assumed before any binding
             self.state.assume(waiter.pod.uid, waiter.node)
         results = await asyncio.gather(*(self.bind_assumed(w.pod, w.node) for w in ready))
         for waiter, error in zip(ready, results, strict=True):
-            if not waiter.future.done():
-                waiter.future.set_result(error)
+            _answer([waiter], error)
         rec: GroupRecord = self.planner.record(key)
         now = self.clock()
         if all(not e for e in results):
@@ -575,6 +565,13 @@ class Extender:
             "last_reason": rec.last_reason if rec is not None else "",
             "error": resolved if isinstance(resolved, str) else self.state.group_error(key),
         }
+
+
+def _answer(waiters: Iterable[_Waiter], reason: str) -> None:
+    """Answer every still-waiting `/bind` with `reason` ("" is success)."""
+    for waiter in waiters:
+        if not waiter.future.done():
+            waiter.future.set_result(reason)
 
 
 _EVENT_REASONS = {

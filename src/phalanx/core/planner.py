@@ -287,7 +287,7 @@ class GangPlanner:
         if rec.first_filter_at is None:
             rec.first_filter_at = now
         if self.state.is_bound(pod):
-            node = pod.node_name or self.state.assumed_node(pod.uid) or ""
+            node = self.state.bound_node(pod)
             return self._follow(node, offered, f"pod {pod.key} is already bound to {node}")
         reservation = self.state.reservation(key)
         if reservation is not None:
@@ -338,7 +338,7 @@ class GangPlanner:
     ) -> FilterResult:
         key = group.key
         unbound = tuple(p for p in members if not self.state.is_bound(p))
-        anchors = {p.uid: (p.node_name or self.state.assumed_node(p.uid) or "") for p in bound}
+        anchors = {p.uid: self.state.bound_node(p) for p in bound}
         snapshot = self.state.snapshot()
 
         def attempt(to_place: tuple[Pod, ...]) -> Placed | Unfit:
@@ -435,10 +435,11 @@ class GangPlanner:
         key = group.key
         anchors: dict[str, str] = {}
         anchor_pods = []
+        reservation = self.state.reservation(key)
         for p in self.state.members(key):
-            node = p.node_name or self.state.assumed_node(p.uid)
-            r = self.state.reservation(key)
-            node = node or (r.node_of(p.uid) if r is not None else None)
+            node = self.state.bound_node(p) or (
+                (reservation.node_of(p.uid) or "") if reservation is not None else ""
+            )
             if node:
                 anchors[p.uid] = node
                 anchor_pods.append(p)
@@ -544,7 +545,7 @@ class GangPlanner:
                 remaining = [p for p in members if p.uid not in chosen]
                 if not remaining or len(remaining) >= min_member:
                     continue
-                if all((p.node_name or self.state.assumed_node(p.uid)) == node for p in remaining):
+                if all(self.state.bound_node(p) == node for p in remaining):
                     chosen.extend(p.uid for p in remaining)
                 else:
                     ok = False

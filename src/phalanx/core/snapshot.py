@@ -253,9 +253,13 @@ class ClusterState:
             key=lambda p: p.name,
         )
 
+    def bound_node(self, pod: Pod) -> str:
+        """The node `pod` is bound to per the API, or being bound to by Phalanx; "" if none."""
+        return pod.node_name or self._assumed.get(pod.uid, "")
+
     def is_bound(self, pod: Pod) -> bool:
         """Bound per the API, or assumed by Phalanx (a binding in flight)."""
-        return bool(pod.node_name) or pod.uid in self._assumed
+        return bool(self.bound_node(pod))
 
     def reservation(self, group_key: str) -> Reservation | None:
         return self._reservations.get(group_key)

@@ -230,7 +230,7 @@ def build_report(
             report.policy_violations.append(f"{line.group}: {line.policy}")
     pods_on: dict[str, list[str]] = {}
     for p in sorted(state.pods(), key=lambda p: p.key):
-        node = p.node_name or state.assumed_node(p.uid)
+        node = state.bound_node(p)
         if node and not p.terminal and p.requests.gpus():
             pods_on.setdefault(node, []).append(f"{p.key}({p.requests.gpus()})")
     for info in sorted(state.nodes(), key=lambda i: i.name):
@@ -266,7 +266,7 @@ def _group_line(
     placements: dict[str, str] = {}
     plan_nodes: dict[str, str] = {}
     for p in members:
-        node = p.node_name or state.assumed_node(p.uid) or ""
+        node = state.bound_node(p)
         if node:
             placements[p.key] = node
             if p.plan_node:

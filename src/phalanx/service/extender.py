@@ -421,7 +421,7 @@ class Extender:
                 placements[m.pod_key] = m.node
                 uids[m.pod_key] = m.pod_uid
         for p in self.state.members(key):
-            node = p.node_name or self.state.assumed_node(p.uid)
+            node = self.state.bound_node(p)
             if node:
                 placements[p.key] = node
                 uids[p.key] = p.uid
@@ -457,7 +457,7 @@ class Extender:
         pod = self.state.pod(waiter.pod.uid)
         if pod is None:
             return f"pod {waiter.pod.key} no longer exists"
-        if pod.node_name or self.state.assumed_node(pod.uid):
+        if self.state.bound_node(pod):
             return f"pod {pod.key} is already bound"
         reservation = self.state.reservation(key)
         member = reservation.member(pod.uid) if reservation is not None else None

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from builders import gang, gpu_node, pod
+from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, place_gang
 from phalanx.core.inventory import parse_placement
-from phalanx.core.snapshot import ClusterState
 
 
 def cluster(nodes: int) -> ClusterState:

@@ -1,14 +1,32 @@
-"""Shared test setup: make `tests/builders.py` importable as `builders`."""
+"""Shared test setup: make `tests/builders.py` importable as `builders`, keep logging as found."""
 
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# No Hypothesis deadlines: on a shared, loaded machine they make properties timed tests,
+# and speed goals live in bench/. Example counts stay as each test sets them.
+settings.register_profile("phalanx", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("phalanx")
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests run on asyncio: the service is built for one asyncio event loop."""
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger() -> Iterator[None]:
+    """The CLI and `logs.configure` set process-wide logging; leave it as it was."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import logging
 import os
 import queue
 import signal
@@ -24,16 +23,6 @@ import yaml
 from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.cli import main
 from phalanx.demo import cluster, scenario, workload
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    """`main()` and `logs.configure` set process-wide logging; leave it as it was."""
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    yield
-    root.setLevel(level)
-    root.handlers[:] = handlers
 
 
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:

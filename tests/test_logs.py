@@ -5,21 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from phalanx import logs
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    """`main()` and `logs.configure` set process-wide logging; leave it as it was."""
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    yield
-    root.setLevel(level)
-    root.handlers[:] = handlers
 
 
 @pytest.fixture

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib
 import json
 import logging
 import os
-import signal
-import socket
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 from urllib.parse import quote
@@ -30,14 +27,15 @@ import httpx
 from pydantic import ValidationError
 
 from phalanx import logs
-from phalanx.api.app import create_app, create_metrics_app
-from phalanx.demo import cluster, harness, scenario, workload
+from phalanx.api import server
+from phalanx.demo import cluster, scenario, workload
 from phalanx.demo.report import Report, render_group_view, render_text
 from phalanx.service.extender import Extender
 from phalanx.service.metrics import Metrics
 from phalanx.settings import Settings, describe_error, env_var, flag
 from phalanx.sources.base import ClusterSource
 from phalanx.sources.clusterfile import ClusterFileError, ClusterFileSource, load_objects
+from phalanx.sources.kube import KubeSource
 
 log = logging.getLogger("phalanx.cli")
 
@@ -205,7 +203,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def _run(coro: Coroutine[Any, Any, int]) -> int:
     """Run on uvloop when installed (what `serve` uses in production), else asyncio."""
     factory = None
-    if harness.loop_name() == "uvloop":
+    if server.loop_name() == "uvloop":
         factory = cast(
             Callable[[], asyncio.AbstractEventLoop],
             importlib.import_module("uvloop").new_event_loop,
@@ -214,35 +212,10 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
         return runner.run(coro)
 
 
-@contextlib.contextmanager
-def _on_signals(callback: Callable[[], None]) -> Iterator[None]:
-    """Call `callback` on SIGTERM / SIGINT while inside (only possible on the main thread)."""
-    loop = asyncio.get_running_loop()
-    installed = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, callback)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue  # not the main thread, or no signal support: stop by other means
-        installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
 async def _until_signal() -> None:
     stop = asyncio.Event()
-    with _on_signals(stop.set):
+    with server.on_signals(stop.set):
         await stop.wait()
-
-
-def _bind(host: str, port: int, what: str) -> socket.socket:
-    try:
-        return harness.bind(host, port)
-    except harness.ListenError as exc:
-        raise UsageError(f"{what}: {exc}") from exc
 
 
 # ---- serve --------------------------------------------------------------------------------
@@ -261,30 +234,18 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
             return ClusterFileSource.from_path(settings.cluster_file)
         except ClusterFileError as exc:
             raise UsageError(str(exc)) from exc
-    try:
-        # Imported only here: the cluster-file path never loads the Kubernetes client.
-        kube = importlib.import_module("phalanx.sources.kube")
-    except ModuleNotFoundError as exc:
-        if exc.name != "phalanx.sources.kube":
-            raise UsageError(
-                f"the live-cluster source needs {exc.name}, which is not installed"
-            ) from exc
-        raise UsageError(
-            f"{chosen[0]}: the live-cluster source is not part of this build yet; "
-            "serve a cluster dump with --cluster-file instead"
-        ) from exc
-    options = {"scheduler_names": settings.scheduler_names, "metrics": metrics}
+    served = settings.scheduler_names
     where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "in-cluster config"
     try:
         if settings.kubeconfig is not None:
-            source = kube.KubeSource.from_kubeconfig(settings.kubeconfig, **options)
-        else:
-            source = kube.KubeSource.in_cluster(**options)
+            return KubeSource.from_kubeconfig(
+                settings.kubeconfig, scheduler_names=served, metrics=metrics
+            )
+        return KubeSource.in_cluster(scheduler_names=served, metrics=metrics)
     except Exception as exc:
         # The client library's own errors (missing file, no current context, no service
         # account) are bad input here; its exception types stay inside the source.
         raise UsageError(f"cannot load the {where}: {exc}") from exc
-    return cast(ClusterSource, source)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -298,53 +259,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 async def serve(settings: Settings, source: ClusterSource, metrics: Metrics | None = None) -> int:
     """Serve until SIGTERM / SIGINT, then shut down gracefully (held binds are answered)."""
     extender = Extender(source, settings.service_settings(), metrics=metrics)
-    tls = settings.tls_cert_file is not None
-    main_sock = _bind(settings.host, settings.port, "the extender")
-    servers = [
-        (
-            harness.make_server(
-                create_app(extender, max_body_bytes=settings.max_body_bytes),
-                ssl_certfile=settings.tls_cert_file,
-                ssl_keyfile=settings.tls_key_file,
-            ),
-            main_sock,
-        )
-    ]
-    log.info(
-        "listening",
-        extra={
-            "url": harness.url_of(main_sock, tls=tls),
-            "source": source.name,
-            "schedulers": settings.scheduler_names,
-        },
-    )
-    if settings.metrics_address is not None:
-        metrics_sock = _bind(*settings.metrics_address, "metrics")
-        # The metrics app has no lifespan of its own: the extender app runs the extender.
-        servers.append(
-            (harness.make_server(create_metrics_app(extender), access_log=False), metrics_sock)
-        )
-        log.info("metrics listening", extra={"url": harness.url_of(metrics_sock) + "/metrics"})
-
-    def stop_all() -> None:
-        for server, _ in servers:
-            server.should_exit = True
-
-    async def run_one(server: harness.Server, sock: socket.socket) -> None:
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            stop_all()  # one listener down (e.g. startup failed) takes the process down
-
     try:
-        with _on_signals(stop_all):
-            await asyncio.gather(*(run_one(s, sock) for s, sock in servers))
-    except SystemExit as exc:  # uvicorn exits on a startup failure (already logged)
-        return exc.code if isinstance(exc.code, int) else 1
-    finally:
-        for _, sock in servers:
-            sock.close()
-    return 0
+        return await server.serve(
+            extender,
+            host=settings.host,
+            port=settings.port,
+            max_body_bytes=settings.max_body_bytes,
+            ssl_certfile=settings.tls_cert_file,
+            ssl_keyfile=settings.tls_key_file,
+            metrics_address=settings.metrics_address,
+        )
+    except server.ListenError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # ---- demo and simulate ---------------------------------------------------------------------
@@ -411,7 +337,7 @@ async def _demo(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 await _until_signal()
-    except harness.ListenError as exc:
+    except server.ListenError as exc:
         raise UsageError(f"{exc} (try --port 0)") from exc
     return 0 if _healthy(report) else 1
 

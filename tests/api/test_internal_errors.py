@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 from api_harness import fixture_bytes, serve, small_cluster
 
-from phalanx.core.model import Pod
-from phalanx.core.planner import FilterResult
+from phalanx.core.decisions import FilterResult
+from phalanx.core.model import Binding, Pod
 from phalanx.service.extender import Extender
 
 pytestmark = pytest.mark.anyio
@@ -40,9 +40,9 @@ class FailingOnce(Extender):
         self._trip("preempt")
         return super().preempt(pod, victims)
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+    async def bind(self, binding: Binding) -> str:
         self._trip("bind")
-        return await super().bind(namespace, name, uid, node)
+        return await super().bind(binding)
 
 
 INTERNAL = "internal error: RuntimeError: boom in"

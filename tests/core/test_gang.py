@@ -3,10 +3,10 @@
 import pytest
 
 from builders import cpu_node, gang, gpu_node, pod, taint
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import NVIDIA_GPU, Toleration
-from phalanx.core.snapshot import ClusterState, MemberReservation, Reservation
 
 
 def cluster(*nodes, pods=()):

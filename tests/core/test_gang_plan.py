@@ -3,6 +3,7 @@
 import json
 
 from builders import cpu_node, gpu_node, pod
+from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
 from phalanx.core.plan import (
@@ -12,7 +13,6 @@ from phalanx.core.plan import (
     parse_plan,
     tags_from_labels,
 )
-from phalanx.core.snapshot import ClusterState
 
 
 def cluster(*nodes):

@@ -4,9 +4,9 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_plan_properties import TAGS, plans_json
 
 from builders import gpu_node, pod
+from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.model import Placement
 from phalanx.core.plan import (
@@ -17,7 +17,7 @@ from phalanx.core.plan import (
     tags_from_labels,
     together_rules,
 )
-from phalanx.core.snapshot import ClusterState
+from plan_builders import TAGS, plans_json
 
 
 @st.composite

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import gpu_node, pod
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
-from phalanx.core.snapshot import ClusterState, MemberReservation, Reservation
 
 ZONE = "topology.kubernetes.io/zone"
 POLICIES = ["pack", "same-node", "spread", "interconnect-local", f"domain:{ZONE}"]

@@ -632,7 +632,7 @@ def test_a_bound_pod_reads_its_node_phase_and_scheduler() -> None:
         labels={"scheduling.x-k8s.io/pod-group": "job"},
         group=GroupRef("default", "job"),
     )
-    assert pod.bound
+    assert pod.node_name
     assert not pod.terminal
 
 

@@ -17,22 +17,11 @@ from phalanx.core.plan import (
     leaves,
     parse_plan,
 )
+from plan_builders import ex, par, seq
 
 
 def parse(obj: object, **limits: int) -> PlanNode:
     return parse_plan(json.dumps(obj), **limits)
-
-
-def ex(member: str) -> dict[str, object]:
-    return {"execute": member}
-
-
-def seq(*items: object) -> dict[str, object]:
-    return {"sequence": list(items)}
-
-
-def par(*items: object) -> dict[str, object]:
-    return {"parallel": list(items)}
 
 
 # ---- every node kind parses -----------------------------------------------------------

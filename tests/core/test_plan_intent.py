@@ -15,23 +15,12 @@ from phalanx.core.plan import (
     tags_from_labels,
     together_rules,
 )
+from plan_builders import ex, par, seq
 
 
 def intent_of(obj: object, differentiable: str = "") -> PlanIntent:
     ids = frozenset(differentiable.split()) if differentiable else frozenset()
     return derive_intent(parse_plan(json.dumps(obj)), ids)
-
-
-def ex(member: str) -> dict[str, object]:
-    return {"execute": member}
-
-
-def seq(*items: object) -> dict[str, object]:
-    return {"sequence": list(items)}
-
-
-def par(*items: object) -> dict[str, object]:
-    return {"parallel": list(items)}
 
 
 def sets(*groups: str) -> tuple[frozenset[str], ...]:

@@ -17,18 +17,7 @@ from phalanx.core.plan import (
     describe,
     parse_plan,
 )
-
-
-def ex(member: str) -> dict[str, object]:
-    return {"execute": member}
-
-
-def seq(*items: object) -> dict[str, object]:
-    return {"sequence": list(items)}
-
-
-def par(*items: object) -> dict[str, object]:
-    return {"parallel": list(items)}
+from plan_builders import ex, par, seq
 
 
 def trials(*items: object) -> dict[str, object]:

@@ -5,9 +5,10 @@ from dataclasses import replace
 import pytest
 
 from builders import gang, gpu_node, pod, podgroup
+from phalanx.core.cache import ClusterState, MemberState
+from phalanx.core.journal import Outcome
 from phalanx.core.model import PodPhase
-from phalanx.core.planner import GangPlanner, Outcome
-from phalanx.core.snapshot import ClusterState, MemberState
+from phalanx.core.planner import GangPlanner
 
 NODES = ["n1", "n2", "n3"]
 
@@ -30,7 +31,7 @@ def outcomes(planner):
 def test_a_member_waits_until_min_member_pods_exist():
     members = gang("g", 4, 8)
     state, planner = setup(groups=[podgroup("g", 4)], pods=members[:3])
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert result.feasible == ()
     assert set(result.unresolvable.values()) == {"waiting for gang members: 3/4 exist"}
     assert outcomes(planner) == [Outcome.WAITING]
@@ -40,7 +41,7 @@ def test_a_member_waits_until_min_member_pods_exist():
 def test_the_first_member_reserves_the_whole_gang_and_gets_its_own_node():
     members = gang("g", 3, 8)
     state, planner = setup(groups=[podgroup("g", 3)], pods=members)
-    result = planner.filter(members[1], NODES, now=0)
+    result = planner.filter(members[1], NODES, now=0).result
     reservation = state.reservation("default/g")
     assert reservation is not None
     assert len(reservation.members) == 3
@@ -54,7 +55,7 @@ def test_later_members_follow_their_reservation_without_re_planning():
     planner.filter(members[0], NODES, now=0)
     reservation = state.reservation("default/g")
     for m in members[1:]:
-        result = planner.filter(m, NODES, now=1)
+        result = planner.filter(m, NODES, now=1).result
         assert result.feasible == (reservation.node_of(m.uid),)
         assert len(result.unresolvable) == 2
     assert state.reservation("default/g") is reservation
@@ -66,7 +67,7 @@ def test_a_reserved_node_not_offered_triggers_one_re_plan_without_it():
     planner.filter(members[0], NODES, now=0)
     first = state.reservation("default/g").node_of(members[1].uid)
     offered = [n for n in NODES if n != first]
-    result = planner.filter(members[1], offered, now=1)
+    result = planner.filter(members[1], offered, now=1).result
     assert Outcome.REPLANNED in outcomes(planner)
     assert result.feasible
     assert result.feasible[0] != first
@@ -79,7 +80,7 @@ def test_a_second_refusal_releases_the_reservation_with_a_reason():
     planner.filter(members[0], NODES, now=0)
     for _ in range(2):
         node = state.reservation("default/g").node_of(members[1].uid)
-        result = planner.filter(members[1], [n for n in NODES if n != node], now=1)
+        result = planner.filter(members[1], [n for n in NODES if n != node], now=1).result
     assert state.reservation("default/g") is None
     assert "again after a re-plan" in next(iter(result.unresolvable.values()))
     assert state.reserved_gpus() == 0
@@ -101,7 +102,7 @@ def test_a_reservation_expires_after_the_group_timeout():
 def test_a_gang_that_cannot_fit_reserves_nothing_and_says_why():
     members = gang("g", 4, 8)
     state, planner = setup(groups=[podgroup("g", 4, placement="same-node")], pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert state.reservations() == {}
     reason = next(iter(result.unresolvable.values()))
     assert "cannot place 4 member(s) of gang default/g" in reason
@@ -113,7 +114,7 @@ def test_single_pods_never_eat_into_reservations():
     _state, planner = setup(groups=[podgroup("g", 3)], pods=members)
     planner.filter(members[0], NODES, now=0)
     single = pod("solo", 1)
-    result = planner.filter(single, NODES, now=0)
+    result = planner.filter(single, NODES, now=0).result
     assert result.feasible == ()
     assert all("reserved for gangs" in r for r in result.unresolvable.values())
 
@@ -125,8 +126,8 @@ def test_two_gangs_never_hold_half_of_each_other():
     state, planner = setup(
         gpu_node("n1"), gpu_node("n2"), groups=[podgroup("a", 2), podgroup("b", 2)], pods=[*a, *b]
     )
-    assert planner.filter(a[0], ["n1", "n2"], now=0).feasible
-    result = planner.filter(b[0], ["n1", "n2"], now=0)
+    assert planner.filter(a[0], ["n1", "n2"], now=0).result.feasible
+    result = planner.filter(b[0], ["n1", "n2"], now=0).result
     assert result.feasible == ()
     assert state.reservation("default/b") is None
     assert state.reserved_gpus() == 16
@@ -135,7 +136,7 @@ def test_two_gangs_never_hold_half_of_each_other():
 def test_an_elastic_gang_reserves_its_quorum_when_not_all_members_fit():
     members = gang("g", 4, 8)
     state, planner = setup(gpu_node("n1"), gpu_node("n2"), groups=[podgroup("g", 2)], pods=members)
-    result = planner.filter(members[3], ["n1", "n2"], now=0)
+    result = planner.filter(members[3], ["n1", "n2"], now=0).result
     reservation = state.reservation("default/g")
     assert len(reservation.members) == 2
     assert members[3].uid in {m.pod_uid for m in reservation.members}
@@ -145,7 +146,7 @@ def test_an_elastic_gang_reserves_its_quorum_when_not_all_members_fit():
 def test_annotation_only_groups_are_synthesized_from_their_members():
     members = [replace(p, min_member=2) for p in gang("ann", 2, 2)]
     state, planner = setup(pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert result.feasible
     assert state.reservation("default/ann") is not None
 
@@ -156,14 +157,14 @@ def test_members_that_disagree_on_min_member_are_reported():
         replace(gang("ann", 1, 1)[0], name="ann-1", min_member=3),
     ]
     _state, planner = setup(pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert "disagree on phalanx.io/min-member: 2, 3" in next(iter(result.unresolvable.values()))
 
 
 def test_label_members_without_their_podgroup_wait_for_it():
     members = gang("g", 2, 1)
     _, planner = setup(pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert "waiting for PodGroup default/g to exist" in next(iter(result.unresolvable.values()))
 
 
@@ -172,7 +173,7 @@ def test_an_invalid_pod_is_refused_on_every_node_with_its_reason():
         pod("bad", 1), invalid='annotation phalanx.io/min-member: "abc" is not a positive integer'
     )
     _, planner = setup(pods=[bad])
-    result = planner.filter(bad, NODES, now=0)
+    result = planner.filter(bad, NODES, now=0).result
     assert set(result.unresolvable) == set(NODES)
     assert "abc" in result.unresolvable["n1"]
 
@@ -181,14 +182,14 @@ def test_an_invalid_podgroup_is_reported_to_its_members():
     members = gang("g", 2, 1)
     state, planner = setup(pods=members)
     state.set_group_error("default/g", "spec.minMember: must be at least 1")
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert "PodGroup default/g is invalid: spec.minMember" in result.unresolvable["n1"]
 
 
 def test_an_invalid_plan_is_reported_not_raised():
     members = gang("g", 2, 1)
     _, planner = setup(groups=[podgroup("g", 2, plan='{"sequence": 5}')], pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert "phalanx.io/plan on PodGroup default/g is invalid" in result.unresolvable["n1"]
 
 
@@ -205,14 +206,14 @@ def test_prioritize_gives_the_reserved_node_the_top_score():
     state, planner = setup(groups=[podgroup("g", 2)], pods=members)
     planner.filter(members[0], NODES, now=0)
     node = state.reservation("default/g").node_of(members[0].uid)
-    scores = planner.score(members[0], NODES)
+    scores = planner.prioritize(members[0], NODES)
     assert scores[node] == 10
     assert all(v == 0 for n, v in scores.items() if n != node)
 
 
 def test_prioritize_prefers_the_fullest_node_that_fits_for_single_pods():
     _state, planner = setup(pods=[pod("x", 6, node="n2")])
-    scores = planner.score(pod("solo", 2), NODES)
+    scores = planner.prioritize(pod("solo", 2), NODES)
     assert scores["n2"] == 10
     assert scores["n1"] == scores["n3"] == 2
     assert all(isinstance(v, int) and 0 <= v <= 10 for v in scores.values())
@@ -231,14 +232,14 @@ def test_preemption_never_leaves_a_running_gang_below_min_member(victims, kept):
     g1 = pod("g-1", 4, node="n2", group="g", uid="g-1", phase=PodPhase.RUNNING)
     solo = pod("solo", 2, node="n1", uid="solo", phase=PodPhase.RUNNING)
     _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1, solo])
-    assert planner.filter_victims(pod("big", 8), {"n1": victims}) == kept
+    assert planner.preempt({"n1": victims}) == kept
 
 
 def test_preemption_takes_a_whole_gang_that_lives_on_one_node():
     g0 = pod("g-0", 2, node="n1", group="g", uid="g-0")
     g1 = pod("g-1", 2, node="n1", group="g", uid="g-1")
     _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1])
-    assert planner.filter_victims(pod("big", 8), {"n1": ["g-0"]}) == {"n1": ["g-0", "g-1"]}
+    assert planner.preempt({"n1": ["g-0"]}) == {"n1": ["g-0", "g-1"]}
 
 
 def test_a_bound_member_follows_its_node():
@@ -248,7 +249,7 @@ def test_a_bound_member_follows_its_node():
     node = state.reservation("default/g").node_of(members[0].uid)
     state.assume(members[0].uid, node)
     assert state.reservation("default/g").member(members[0].uid).state is MemberState.ASSUMED
-    assert planner.filter(members[0], NODES, now=0).feasible == (node,)
+    assert planner.filter(members[0], NODES, now=0).result.feasible == (node,)
 
 
 @pytest.mark.parametrize(
@@ -279,7 +280,7 @@ def test_members_that_disagree_on_placement_are_reported():
         for p, policy in zip(gang("g", 2, 2), ["spread", "pack"], strict=True)
     ]
     _, planner = setup(groups=[podgroup("g", 2)], pods=members)
-    result = planner.filter(members[0], NODES, now=0)
+    result = planner.filter(members[0], NODES, now=0).result
     assert "disagree on phalanx.io/placement: pack, spread" in result.unresolvable["n1"]
 
 

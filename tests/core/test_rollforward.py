@@ -7,16 +7,15 @@ from dataclasses import replace
 import pytest
 
 from builders import gpu_node, pod
-from phalanx.core.model import Pod, PodPhase
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
+from phalanx.core.model import Binding, Pod, PodPhase, PodRef
 from phalanx.core.rollforward import (
-    Binding,
     CommitRecord,
     Verdict,
     decide,
     decode_commit_record,
     encode_commit_record,
 )
-from phalanx.core.snapshot import ClusterState, MemberReservation, Reservation
 
 KEY = "ml/train"
 
@@ -52,8 +51,8 @@ def test_unbound_members_roll_forward_to_their_recorded_nodes() -> None:
     decision = decide(cluster(a, b, c), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=3)
     assert decision.verdict is Verdict.ROLL_FORWARD
     assert decision.bindings == (
-        Binding("uid-1", "ml/train-1", "n1"),
-        Binding("uid-2", "ml/train-2", "n2"),
+        Binding(PodRef("ml", "train-1", "uid-1"), "n1"),
+        Binding(PodRef("ml", "train-2", "uid-2"), "n2"),
     )
     assert decision.bound == 1
 
@@ -144,7 +143,7 @@ def test_a_deleted_member_has_vanished_and_is_not_a_failure() -> None:
     decision = decide(cluster(a, b), record((a, "n1"), (b, "n1"), (c, "n2")), min_member=3)
     assert decision.verdict is Verdict.ROLL_FORWARD
     assert decision.vanished == ("ml/train-2",)
-    assert decision.bindings == (Binding("uid-1", "ml/train-1", "n1"),)
+    assert decision.bindings == (Binding(PodRef("ml", "train-1", "uid-1"), "n1"),)
 
 
 @pytest.mark.parametrize(

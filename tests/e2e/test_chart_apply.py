@@ -31,8 +31,8 @@ import yaml
 from kubernetes.dynamic import DynamicClient
 from podgroup_crd import wait_crd_established
 
+from phalanx.api import server as harness
 from phalanx.api.app import create_metrics_app
-from phalanx.demo import harness
 from phalanx.service.extender import Extender
 from phalanx.service.metrics import Metrics
 from phalanx.sources.kube import KubeSource

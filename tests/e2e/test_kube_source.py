@@ -15,9 +15,10 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 from podgroup_crd import PG_API, ensure_pod_group_crd, remove_pod_group_crd
 
+from phalanx.core.cache import ClusterState
+from phalanx.core.model import Binding, PodRef
 from phalanx.core.planner import Outcome
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
-from phalanx.core.snapshot import ClusterState
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.metrics import Metrics
 from phalanx.service.rollforward import RollForward, RollForwardSettings
@@ -295,7 +296,7 @@ def test_bind_creates_a_real_binding_and_maps_refusals(
     gpu_nodes("kube-src-bind-0", gpus=8)
     gpu_nodes("kube-src-bind-1", gpus=8)
     uid = make_pod(cp, namespace, "p")["metadata"]["uid"]
-    live.run(live.source.bind(namespace, "p", uid, "kube-src-bind-0"))
+    live.run(live.source.bind(Binding(PodRef(namespace, "p", uid), "kube-src-bind-0")))
     assert (
         get(cp, f"/api/v1/namespaces/{namespace}/pods/p")["spec"]["nodeName"] == "kube-src-bind-0"
     )
@@ -304,17 +305,21 @@ def test_bind_creates_a_real_binding_and_maps_refusals(
     )
 
     with pytest.raises(BindError) as conflict:
-        live.run(live.source.bind(namespace, "p", uid, "kube-src-bind-1"))
+        live.run(live.source.bind(Binding(PodRef(namespace, "p", uid), "kube-src-bind-1")))
     assert conflict.value.conflict
     assert not conflict.value.gone
 
     with pytest.raises(BindError) as missing:
-        live.run(live.source.bind(namespace, "nobody", "", "kube-src-bind-0"))
+        live.run(live.source.bind(Binding(PodRef(namespace, "nobody", ""), "kube-src-bind-0")))
     assert missing.value.gone
 
     make_pod(cp, namespace, "q")
     with pytest.raises(BindError) as recreated:
-        live.run(live.source.bind(namespace, "q", "uid-of-an-older-q", "kube-src-bind-0"))
+        live.run(
+            live.source.bind(
+                Binding(PodRef(namespace, "q", "uid-of-an-older-q"), "kube-src-bind-0")
+            )
+        )
     assert recreated.value.gone  # the UID precondition failed: the pod we meant is gone
 
 
@@ -621,7 +626,7 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
             CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
         )
     )
-    live.run(live.source.bind(namespace, "rf-0", uids["rf-0"], "kube-src-rf-0"))
+    live.run(live.source.bind(Binding(PodRef(namespace, "rf-0", uids["rf-0"]), "kube-src-rf-0")))
     live.wait(
         "record and binding seen",
         lambda st: (
@@ -713,7 +718,11 @@ def test_a_new_instance_finishes_the_gang_a_dead_one_left_half_bound(
     try:  # the first instance writes the record on both members, binds one, and dies
         first.wait("members", lambda st: len(st.members(key)) == 2)
         first.run(first.source.write_commit_record(CommitRecord(key, placements, {})))
-        first.run(first.source.bind(namespace, "ann-0", uids["ann-0"], "kube-src-crash-0"))
+        first.run(
+            first.source.bind(
+                Binding(PodRef(namespace, "ann-0", uids["ann-0"]), "kube-src-crash-0")
+            )
+        )
     finally:
         first.stop()
 

@@ -3,81 +3,14 @@
 import asyncio
 
 import pytest
+from support import NODES, Clock, bind, gang_objects, pod_of, reserve_all, started
 
-from builders import node_obj, pod_obj, podgroup_obj
+from builders import pod_obj
 from phalanx.core.inventory import parse_pod
-from phalanx.service.extender import Extender, ServiceSettings
+from phalanx.core.model import Binding, PodRef
 from phalanx.sources.base import BindError
-from phalanx.sources.clusterfile import ClusterFileSource
 
 pytestmark = pytest.mark.anyio
-
-NODES = ["n1", "n2", "n3"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FlakySource(ClusterFileSource):
-    """A cluster file whose bindings fail as a test says (a collaborator of the extender)."""
-
-    def __init__(self, objects, failures=None) -> None:
-        super().__init__(objects)
-        self.failures = dict(failures or {})
-        self.order: list[str] = []
-
-    async def write_commit_record(self, record) -> None:
-        self.order.append(f"commit {record.group_key}")
-        await super().write_commit_record(record)
-
-    async def bind(self, namespace, name, uid, node) -> None:
-        pending = self.failures.get(name)
-        if pending:
-            self.failures[name] = pending[1:]
-            raise pending[0]
-        self.order.append(f"bind {name}")
-        await super().bind(namespace, name, uid, node)
-
-
-def gang_objects(name="g", size=3, gpus=8, min_member=None, timeout=None):
-    return [
-        podgroup_obj(name, min_member or size, timeout=timeout),
-        *(pod_obj(f"{name}-{i}", gpus, group=name) for i in range(size)),
-    ]
-
-
-async def started(objects, *, failures=None, barrier=5.0, clock=None):
-    source = FlakySource([node_obj(n) for n in NODES] + objects, failures)
-    ext = Extender(
-        source,
-        ServiceSettings(barrier_timeout_seconds=barrier, bind_retry_backoff_seconds=0.0),
-        clock=clock or Clock(),
-    )
-    await ext.start()
-    return ext, source
-
-
-def pod_of(ext, name):
-    return ext.state.pod_by_key("default", name)
-
-
-def reserve_all(ext, names):
-    nodes = {}
-    for n in names:
-        result = ext.filter(pod_of(ext, n), NODES)
-        assert len(result.feasible) == 1, result
-        nodes[n] = result.feasible[0]
-    return nodes
-
-
-async def bind(ext, name, node):
-    p = pod_of(ext, name)
-    return await ext.bind(p.namespace, p.name, p.uid, node)
 
 
 async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_all():
@@ -127,7 +60,7 @@ async def test_pods_in_no_group_bind_immediately():
 )
 async def test_bind_refuses_unknown_pods_and_wrong_uids(name, uid, expected):
     ext, _ = await started([pod_obj("solo", 2)])
-    assert expected in await ext.bind("default", name, uid, "n1")
+    assert expected in await ext.bind(Binding(PodRef("default", name, uid), "n1"))
     await ext.stop()
 
 

@@ -149,10 +149,7 @@ class ExtenderVerbs:
         return wire.priorities_answer(args, self._extender.prioritize(pod, args.node_names)), True
 
     async def _bind(self, body: bytes) -> tuple[wire.BindingAnswer, bool]:
-        args = wire.decode_binding_args(body)
-        error = await self._extender.bind(
-            args.pod_namespace, args.pod_name, args.pod_uid, args.node
-        )
+        error = await self._extender.bind(wire.decode_binding_args(body).binding)
         return wire.binding_answer(error), not error
 
     async def _preempt(self, body: bytes) -> tuple[wire.PreemptionAnswer, bool]:

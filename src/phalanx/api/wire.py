@@ -27,7 +27,8 @@ from typing import Any, TypedDict
 
 import orjson
 
-from phalanx.core.planner import FilterResult
+from phalanx.core.decisions import FilterResult
+from phalanx.core.model import Binding, PodRef
 from phalanx.core.rawdict import json_type
 
 MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
@@ -68,6 +69,11 @@ class ExtenderBindingArgs:
     pod_namespace: str
     pod_uid: str  # "" when not sent: the UID check is then skipped
     node: str
+
+    @property
+    def binding(self) -> Binding:
+        """The request as the core's one binding value (the pod's identity travels whole)."""
+        return Binding(PodRef(self.pod_namespace, self.pod_name, self.pod_uid), self.node)
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,17 +226,55 @@ class PodPhase(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class GroupRef:
-    """Which gang a pod belongs to, and where that was declared."""
+    """A gang's identity: the namespace and name of its PodGroup (or of its annotation)."""
 
     namespace: str
     name: str
 
     @property
     def key(self) -> str:
+        """`namespace/name`: the form used as a map key, in messages and in commit records."""
         return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, key: str) -> GroupRef:
+        """The reference a `key` names (the one place a `namespace/name` key is taken apart)."""
+        namespace, _, name = key.partition("/")
+        return cls(namespace, name)
 
     def __str__(self) -> str:
         return self.key
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod's identity from the wire to the binder: namespace, name and UID ("" if unknown)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def parse(cls, key: str, uid: str = "") -> PodRef:
+        """The pod a `namespace/name` key names (commit records store pods by key)."""
+        namespace, _, name = key.partition("/")
+        return cls(namespace, name, uid)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Bind this pod to this node: asked by kube-scheduler, held by the barrier, written by
+    the source."""
+
+    pod: PodRef
+    node: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,12 +309,12 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
     @property
-    def terminal(self) -> bool:
-        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
 
     @property
-    def bound(self) -> bool:
-        return bool(self.node_name)
+    def terminal(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
 class PolicyKind(StrEnum):
@@ -321,7 +359,3 @@ class PodGroup:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def ref(self) -> GroupRef:
-        return GroupRef(self.namespace, self.name)

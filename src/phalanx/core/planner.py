@@ -1,90 +1,42 @@
 """GangPlanner: the decisions behind filter, prioritize and preempt, on the cluster model.
 
-For a gang member's filter the planner (1) waits for quorum, (2) on the first member plans
-and reserves the whole gang at once, (3) later members follow their reservation, (4) if
-kube-scheduler did not offer a reserved node it re-plans once without that node.
-Reservations expire after the group's timeout (`expire`). Pods in no group get a
-GPU-aware fit check that treats reserved capacity as used.
+A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
 
-Pure: time comes in as `now` (seconds, any monotonic origin); the caller commits nothing
-else. What happened is appended to `events` for the adapters (metrics, Kubernetes Events).
+1. a bound member follows its node;
+2. a member holding a reservation follows it, or — when kube-scheduler did not offer the
+   reserved node — the gang is re-planned once without that node;
+3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
+4. quorum first: fewer than minMember members exist, so everyone waits;
+5. the execution plan is parsed (cached per gang);
+6. with the quorum already bound or reserved, this member joins as capacity allows;
+7. otherwise the whole gang is planned on a snapshot (the gang transaction,
+   `phalanx.core.gang`) and reserved in one step (`ClusterState.reserve`).
+
+Pods in no gang go through `phalanx.core.singles`. Every call returns its whole decision
+(`FilterDecision`: the answer, the reservation it made, the gang events); the journal
+(`phalanx.core.journal`) keeps the per-gang records. Expiry is `expire(now)`, called by
+the service before each filter and periodically: the only place reservations time out.
+
+Pure: time comes in as `now` (seconds, any monotonic origin).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, field
 
-from phalanx.core import eligibility
+from phalanx.core.cache import ClusterState, MemberReservation, ReleaseCause, Reservation
+from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
-from phalanx.core.inventory import parse_placement
-from phalanx.core.model import (
-    CPU,
-    DEFAULT_TIMEOUT_SECONDS,
-    Placement,
-    Pod,
-    PodGroup,
-)
+from phalanx.core.journal import GangEvent, GangJournal, GroupRecord, Outcome, live_keys
+from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, Pod, PodGroup
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
-from phalanx.core.snapshot import (
-    COMMON_RESOURCES,
-    ClusterState,
-    MemberReservation,
-    Reservation,
-    Snapshot,
-)
+from phalanx.core.preempt import preempt
+from phalanx.core.prioritize import prioritize
+from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
+from phalanx.core.singles import SingleFit
 
-MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
-COMMON_SET = frozenset(COMMON_RESOURCES)
-# Distinct pod shapes (tolerations, selectors, affinity) whose eligible nodes are cached;
-# past this the cache starts over rather than grow without bound.
-ELIGIBILITY_CACHE_SIZE = 1024
-
-
-class Outcome(StrEnum):
-    """Gang decisions, as counted by phalanx_gang_decisions_total{result}."""
-
-    COMMITTED = "committed"
-    WAITING = "waiting-for-members"
-    UNFIT = "unfit"
-    INVALID = "invalid"
-    EXPIRED = "expired"
-    REPLANNED = "replanned"
-    RELEASED = "released"
-    ROLLED_FORWARD = "rolled-forward"
-    BOUND = "bound"
-
-
-@dataclass(frozen=True, slots=True)
-class GangEvent:
-    outcome: Outcome
-    group_key: str
-    reason: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class FilterResult:
-    """The framework answer for one pod: feasible nodes and why the others are not."""
-
-    feasible: tuple[str, ...] = ()
-    failed: Mapping[str, str] = field(default_factory=dict)  # preemption might help
-    unresolvable: Mapping[str, str] = field(default_factory=dict)  # it would not
-    error: str = ""
-
-
-@dataclass(slots=True)
-class GroupRecord:
-    """What Phalanx knows about one gang beyond the model: shown in /debug and status."""
-
-    key: str
-    first_filter_at: float | None = None
-    last_outcome: Outcome | None = None
-    last_reason: str = ""
-    placed: Placed | None = None
-    replans: int = 0
-    bound_at: float | None = None
+Plan = tuple[PlanNode, PlanIntent]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +47,19 @@ class PlannerSettings:
     replan_limit: int = 1
 
 
-def _all(nodes: Sequence[str], reason: str) -> dict[str, str]:
-    return dict.fromkeys(nodes, reason)
+@dataclass(slots=True)
+class _Cycle:
+    """One filter call: its inputs and what it did (kube-scheduler's CycleState)."""
+
+    pod: Pod
+    group: GroupRef
+    offered: Sequence[str]
+    now: float
+    events: list[GangEvent] = field(default_factory=list)
+    reserved: Reservation | None = None
+
+    def decision(self, result: FilterResult) -> FilterDecision:
+        return FilterDecision(result, self.reserved, tuple(self.events))
 
 
 class GangPlanner:
@@ -105,85 +68,40 @@ class GangPlanner:
     def __init__(self, state: ClusterState, settings: PlannerSettings | None = None) -> None:
         self.state = state
         self.settings = settings or PlannerSettings()
-        self.records: dict[str, GroupRecord] = {}
-        self.events: list[GangEvent] = []
+        self.defaults = GroupDefaults(
+            self.settings.default_placement, self.settings.default_timeout_seconds
+        )
+        self.journal = GangJournal()
+        self.singles = SingleFit(state)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
-        self._eligible: dict[tuple[object, ...], tuple[int, frozenset[str]]] = {}
 
-    # ---- groups ------------------------------------------------------------------------
+    # ---- gangs -------------------------------------------------------------------------
 
-    def record(self, key: str) -> GroupRecord:
-        rec = self.records.get(key)
-        if rec is None:
-            rec = self.records[key] = GroupRecord(key)
-        return rec
+    @property
+    def records(self) -> Mapping[str, GroupRecord]:
+        return self.journal.records
 
-    def note(self, key: str, outcome: Outcome, reason: str, now: float) -> None:
-        rec = self.record(key)
-        # A gang stuck waiting is reported once per change of reason, not once per filter.
-        if rec.last_outcome is not outcome or rec.last_reason != reason:
-            self.events.append(GangEvent(outcome, key, reason, now))
-        rec.last_outcome = outcome
-        rec.last_reason = reason
+    @property
+    def events(self) -> list[GangEvent]:
+        """The most recent gang events, oldest first (a bounded history, for /debug)."""
+        return list(self.journal.history)
+
+    def resolve(self, group: GroupRef) -> Resolution:
+        return resolve_group(self.state, group, self.defaults)
+
+    def note(self, group: GroupRef, outcome: Outcome, reason: str) -> GangEvent | None:
+        """Record a decision taken outside filter (binding, roll-forward); the event, if new."""
+        return self.journal.note(group, outcome, reason)
 
     def forget_gone(self) -> None:
         """Drop what is remembered of gangs that left the model (no PodGroup, no members,
         no reservation), so a long-running instance does not grow with every gang it saw."""
-        live = self.state.group_keys() | set(self.state.reservations())
-        for key in [k for k in self.records if k not in live]:
-            del self.records[key]
+        live = live_keys(self.state)
+        self.journal.forget_gone(live)
         for key in [k for k in self._plans if k not in live]:
             del self._plans[key]
 
-    def resolve(self, pod: Pod) -> PodGroup | str:
-        """The gang `pod` belongs to, or why it cannot be scheduled as one."""
-        assert pod.group is not None
-        key = pod.group.key
-        error = self.state.group_error(key)
-        if error is not None:
-            return f"PodGroup {key} is invalid: {error}"
-        members = self.state.members(key)
-        group = self.state.group(key)
-        if group is None:
-            declared = {p.min_member for p in members if p.min_member is not None}
-            if not declared:
-                broken = next((p for p in members if p.invalid), None)
-                if broken is not None:
-                    return f"gang {key}: pod {broken.name}: {broken.invalid}"
-                return f"waiting for PodGroup {key} to exist (pods name it with a label)"
-            if len(declared) > 1:
-                return f"members of gang {key} disagree on phalanx.io/min-member: " + ", ".join(
-                    str(n) for n in sorted(declared)
-                )
-            timeouts = {p.timeout_seconds for p in members if p.timeout_seconds is not None}
-            group = PodGroup(
-                namespace=pod.group.namespace,
-                name=pod.group.name,
-                min_member=declared.pop(),
-                timeout_seconds=min(timeouts)
-                if timeouts
-                else self.settings.default_timeout_seconds,
-                from_crd=False,
-            )
-        if group.placement is None:
-            # The PodGroup does not say: every member must agree, else the default applies.
-            placements = {p.placement for p in members if p.placement}
-            if len(placements) > 1:
-                return f"members of gang {key} disagree on phalanx.io/placement: " + ", ".join(
-                    sorted(placements)
-                )
-            try:
-                placement = (
-                    parse_placement(placements.pop())
-                    if placements
-                    else self.settings.default_placement
-                )
-            except ValueError as exc:
-                return f"gang {key}: {exc}"
-            group = replace(group, placement=placement)
-        return group
-
-    def _plan_of(self, group: PodGroup) -> tuple[PlanNode, PlanIntent] | None:
+    def _plan_of(self, group: PodGroup) -> Plan | None:
         if not group.plan_json:
             return None
         cached = self._plans.get(group.key)
@@ -196,243 +114,172 @@ class GangPlanner:
 
     # ---- filter ------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, offered: Sequence[str], now: float) -> FilterResult:
-        self.expire(now)
+    def filter(self, pod: Pod, offered: Sequence[str], now: float) -> FilterDecision:
+        """Decide for `pod`, the model's own copy (the caller looked it up once)."""
         if pod.invalid:
-            return FilterResult(unresolvable=_all(offered, pod.invalid))
-        known = self.state.pod(pod.uid)
-        if known is not None:
-            pod = known  # the model's copy carries what informers saw since
+            return FilterDecision(refuse_all(offered, pod.invalid))
         if pod.group is None:
-            return self._filter_single(pod, offered)
-        return self._filter_member(pod, offered, now)
+            return FilterDecision(self.singles.filter(pod, offered))
+        cycle = _Cycle(pod, pod.group, offered, now)
+        return cycle.decision(self._filter_member(cycle))
 
-    def eligible_nodes(self, pod: Pod) -> frozenset[str]:
-        """Nodes `pod` may use capacity aside; cached per eligibility key until the node
-        topology changes (heartbeats do not change it)."""
-        key = eligibility.eligibility_key(pod)
-        generation = self.state.topology_generation
-        cached = self._eligible.get(key)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        nodes = frozenset(
-            info.name
-            for info in self.state.node_infos().values()
-            if eligibility.ineligibility(pod, info.node) is None
-        )
-        if len(self._eligible) > ELIGIBILITY_CACHE_SIZE:
-            self._eligible.clear()
-        self._eligible[key] = (generation, nodes)
-        return nodes
+    def _note(self, cycle: _Cycle, outcome: Outcome, reason: str) -> None:
+        event = self.journal.note(cycle.group, outcome, reason)
+        if event is not None:
+            cycle.events.append(event)
 
-    def _filter_single(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
-        # The hot path of kube-scheduler's serial filter calls: a set lookup and four int
-        # comparisons per offered node; reasons are worked out only for the rest.
-        eligible = self.eligible_nodes(pod)
-        request = pod.requests
-        feasible: list[str]
-        if set(request) <= COMMON_SET:
-            frees = self.state.common_free()
-            c, m, p, g = (request.get(k) for k in COMMON_RESOURCES)
-            feasible = [
-                n
-                for n in offered
-                if (f := frees.get(n)) is not None
-                and f[3] >= g
-                and f[0] >= c
-                and f[1] >= m
-                and f[2] >= p
-            ]
-        else:
-            infos = self.state.node_infos()
-            feasible = [
-                n for n in offered if (i := infos.get(n)) is not None and request.fits_in(i.free)
-            ]
-        if len(eligible) < len(self.state.node_infos()):
-            feasible = [n for n in feasible if n in eligible]
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        if len(feasible) < len(offered):
-            snapshot = self.state.snapshot()
-            kept = set(feasible)
-            for name in offered:
-                if name in kept:
-                    continue
-                verdict = self._fit_single(snapshot, pod, name)
-                if verdict is not None:
-                    (failed if verdict[0] else unresolvable)[name] = verdict[1]
-        return FilterResult(tuple(feasible), failed, unresolvable)
-
-    def _fit_single(self, snapshot: Snapshot, pod: Pod, name: str) -> tuple[bool, str] | None:
-        """None if `pod` fits on `name`; else (preemption might help, reason)."""
-        info = snapshot.get(name)
-        if info is None:
-            return (False, "node unknown to Phalanx (not yet in its cache)")
-        why = eligibility.ineligibility(pod, info.node)
-        if why is not None:
-            return (False, f"node {why}")
-        if pod.requests.fits_in(info.free):
-            return None
-        short = pod.requests.shortfall(info.free)
-        text = ", ".join(f"Insufficient {k}" for k in short)
-        if info.reserved and pod.requests.fits_in(info.free + info.reserved):
-            text += f" ({info.reserved.gpus()} GPU(s) here are reserved for gangs)"
-            return (False, text)  # preempting running pods would not free a reservation
-        return (True, text)
-
-    def _filter_member(self, pod: Pod, offered: Sequence[str], now: float) -> FilterResult:
-        assert pod.group is not None
-        key = pod.group.key
-        rec = self.record(key)
+    def _filter_member(self, cycle: _Cycle) -> FilterResult:
+        pod, key, offered = cycle.pod, cycle.group.key, cycle.offered
+        rec = self.journal.record(key)
         if rec.first_filter_at is None:
-            rec.first_filter_at = now
-        if self.state.is_bound(pod):
-            node = self.state.bound_node(pod)
-            return self._follow(node, offered, f"pod {pod.key} is already bound to {node}")
+            rec.first_filter_at = cycle.now
+        # 1. A bound member follows its node.
+        node = self.state.bound_node(pod)
+        if node:
+            return _follow(node, offered, f"pod {pod.key} is already bound to {node}")
+        # 2. A reserved member follows its reservation (or the gang re-plans once).
         reservation = self.state.reservation(key)
-        if reservation is not None:
-            member = reservation.member(pod.uid)
-            if member is not None:
-                if member.node in offered:
-                    return self._follow(member.node, offered, _reserved_for(key, member))
-                return self._replan(pod, member, offered, now)
-        group = self.resolve(pod)
-        if isinstance(group, str):
-            outcome = Outcome.WAITING if group.startswith("waiting") else Outcome.INVALID
-            self.note(key, outcome, group, now)
-            return FilterResult(unresolvable=_all(offered, group))
+        member = reservation.member(pod.uid) if reservation is not None else None
+        if member is not None:
+            if member.node in offered:
+                return _follow(member.node, offered, _reserved_for(key, member))
+            return self._replan(cycle, member)
+        # 3. Resolve the gang.
+        resolution = self.resolve(cycle.group)
+        if not isinstance(resolution, Resolved):
+            outcome = Outcome.WAITING if isinstance(resolution, Waiting) else Outcome.INVALID
+            self._note(cycle, outcome, resolution.reason)
+            return refuse_all(offered, resolution.reason)
+        group = resolution.group
+        # 4. Quorum first.
         members = self.state.members(key)
         if len(members) < group.min_member:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
-            self.note(key, Outcome.WAITING, reason, now)
-            return FilterResult(unresolvable=_all(offered, reason))
+            self._note(cycle, Outcome.WAITING, reason)
+            return refuse_all(offered, reason)
+        # 5. The execution plan.
         try:
             plan = self._plan_of(group)
         except PlanError as exc:
             reason = f"phalanx.io/plan on PodGroup {key} is invalid: {exc}"
-            self.note(key, Outcome.INVALID, reason, now)
-            return FilterResult(unresolvable=_all(offered, reason))
+            self._note(cycle, Outcome.INVALID, reason)
+            return refuse_all(offered, reason)
+        # 6. The quorum is placed (or reserved): this member joins as capacity allows.
         bound = [p for p in members if self.state.is_bound(p)]
         if len(bound) >= group.min_member or reservation is not None:
-            # The quorum is placed (or reserved): this member joins as capacity allows.
-            return self._place_extra(pod, group, plan, offered, now)
-        return self._plan_gang(
-            pod, group, plan, offered, members=members, bound=bound, now=now, exclude=frozenset()
-        )
+            return self._place_extra(cycle, group, plan)
+        # 7. Plan and reserve the whole gang.
+        return self._plan_gang(cycle, group, plan, members, bound, exclude=frozenset())
 
-    def _follow(self, node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:
-        others = {n: why_not_others for n in offered if n != node}
-        return FilterResult((node,) if node in offered else (), {}, others)
+    def _spec(
+        self,
+        group: PodGroup,
+        plan: Plan | None,
+        members: tuple[Pod, ...],
+        *,
+        anchor_pods: Sequence[Pod],
+        anchors: Mapping[str, str],
+        exclude: frozenset[str],
+    ) -> GangSpec:
+        return GangSpec(
+            key=group.key,
+            placement=group.placement or self.settings.default_placement,
+            members=members,
+            anchors=anchors,
+            anchor_pods=tuple(anchor_pods),
+            plan=plan[0] if plan else None,
+            intent=plan[1] if plan else None,
+            exclude=exclude,
+        )
 
     def _plan_gang(
         self,
-        pod: Pod,
+        cycle: _Cycle,
         group: PodGroup,
-        plan: tuple[PlanNode, PlanIntent] | None,
-        offered: Sequence[str],
-        *,
+        plan: Plan | None,
         members: Sequence[Pod],
         bound: Sequence[Pod],
-        now: float,
+        *,
         exclude: frozenset[str],
     ) -> FilterResult:
-        key = group.key
+        """Place every unbound member on a snapshot and reserve them in one step."""
+        pod, key, offered, now = cycle.pod, group.key, cycle.offered, cycle.now
         unbound = tuple(p for p in members if not self.state.is_bound(p))
         anchors = {p.uid: self.state.bound_node(p) for p in bound}
         snapshot = self.state.snapshot()
 
         def attempt(to_place: tuple[Pod, ...]) -> Placed | Unfit:
-            return place_gang(
-                snapshot,
-                GangSpec(
-                    key=key,
-                    placement=group.placement or self.settings.default_placement,
-                    members=to_place,
-                    anchors=anchors,
-                    anchor_pods=tuple(bound),
-                    plan=plan[0] if plan else None,
-                    intent=plan[1] if plan else None,
-                    exclude=exclude,
-                ),
+            spec = self._spec(
+                group, plan, to_place, anchor_pods=bound, anchors=anchors, exclude=exclude
             )
+            return place_gang(snapshot, spec)
 
         result = attempt(unbound)
         needed = group.min_member - len(bound)
         if isinstance(result, Unfit) and plan is None and 0 < needed < len(unbound):
             # Elastic gang: the quorum alone may fit where every member does not.
             others = [p for p in unbound if p.uid != pod.uid][: needed - 1]
-            subset = tuple(sorted((pod, *others), key=lambda p: p.name))
-            smaller = attempt(subset)
+            smaller = attempt(tuple(sorted((pod, *others), key=lambda p: p.name)))
             if isinstance(smaller, Placed):
                 result = smaller
+        rec = self.journal.record(key)
         if isinstance(result, Unfit):
-            self.record(key).placed = None
-            self.note(key, Outcome.UNFIT, result.reason, now)
-            return FilterResult(unresolvable=_all(offered, result.reason))
-        reservation = Reservation(
-            group_key=key,
-            members=tuple(
-                MemberReservation(p.uid, p.key, result.assignment[p.uid], p.requests)
-                for p in result.members
-            ),
-            reserved_at=now,
-            expires_at=now + group.timeout_seconds,
-            detail=result,
+            rec.proposal = None
+            self._note(cycle, Outcome.UNFIT, result.reason)
+            return refuse_all(offered, result.reason)
+        reservation = self.state.reserve(
+            Reservation(
+                group_key=key,
+                members=tuple(
+                    MemberReservation(p.uid, p.key, result.assignment[p.uid], p.requests)
+                    for p in result.members
+                ),
+                reserved_at=now,
+                expires_at=now + group.timeout_seconds,
+            )
         )
-        self.state.reserve(reservation)
-        rec = self.record(key)
-        rec.placed = result
-        self.note(
-            key,
+        cycle.reserved = reservation
+        rec.proposal = result
+        self._note(
+            cycle,
             Outcome.COMMITTED,
             f"reserved {len(result.members)} member(s) on {', '.join(result.nodes)}",
-            now,
         )
         member = reservation.member(pod.uid)
         if member is None:
             reason = f"gang {key} is reserved without this pod; it joins once the quorum is bound"
-            return FilterResult(unresolvable=_all(offered, reason))
+            return refuse_all(offered, reason)
         if member.node not in offered:
-            return self._replan(pod, member, offered, now)
-        return self._follow(member.node, offered, _reserved_for(key, member))
+            return self._replan(cycle, member)
+        return _follow(member.node, offered, _reserved_for(key, member))
 
-    def _replan(
-        self, pod: Pod, member: MemberReservation, offered: Sequence[str], now: float
-    ) -> FilterResult:
+    def _replan(self, cycle: _Cycle, member: MemberReservation) -> FilterResult:
         """kube-scheduler's own filters rejected the reserved node: re-plan once without it."""
-        assert pod.group is not None
-        key = pod.group.key
-        rec = self.record(key)
-        self.state.release(key)
+        pod, key, offered = cycle.pod, cycle.group.key, cycle.offered
+        rec = self.journal.record(key)
         refused = f"kube-scheduler did not offer node {member.node} reserved for pod {pod.key}"
         if rec.replans >= self.settings.replan_limit:
             rec.replans = 0
             reason = f"{refused} again after a re-plan; reservation released"
-            self.note(key, Outcome.RELEASED, reason, now)
-            return FilterResult(unresolvable=_all(offered, reason))
+            self.state.release(key, ReleaseCause.REPLAN, reason)
+            self._note(cycle, Outcome.RELEASED, reason)
+            return refuse_all(offered, reason)
         rec.replans += 1
-        self.note(key, Outcome.REPLANNED, f"{refused}; re-planning without it", now)
-        group = self.resolve(pod)
-        if isinstance(group, str):
-            return FilterResult(unresolvable=_all(offered, group))
+        reason = f"{refused}; re-planning without it"
+        self.state.release(key, ReleaseCause.REPLAN, reason)
+        self._note(cycle, Outcome.REPLANNED, reason)
+        resolution = self.resolve(cycle.group)
+        if not isinstance(resolution, Resolved):
+            return refuse_all(offered, resolution.reason)
+        group = resolution.group
         members = self.state.members(key)
         bound = [p for p in members if self.state.is_bound(p)]
         plan = self._plan_of(group)
-        exclude = frozenset({member.node})
-        return self._plan_gang(
-            pod, group, plan, offered, members=members, bound=bound, now=now, exclude=exclude
-        )
+        return self._plan_gang(cycle, group, plan, members, bound, exclude=frozenset({member.node}))
 
-    def _place_extra(
-        self,
-        pod: Pod,
-        group: PodGroup,
-        plan: tuple[PlanNode, PlanIntent] | None,
-        offered: Sequence[str],
-        now: float,
-    ) -> FilterResult:
+    def _place_extra(self, cycle: _Cycle, group: PodGroup, plan: Plan | None) -> FilterResult:
         """A member beyond the placed quorum: placed alone, next to the gang per its policy."""
-        key = group.key
+        key, offered = group.key, cycle.offered
         anchors: dict[str, str] = {}
         anchor_pods = []
         reservation = self.state.reservation(key)
@@ -445,128 +292,43 @@ class GangPlanner:
                 anchor_pods.append(p)
         offered_set = set(offered)
         snapshot = self.state.snapshot()
-        result = place_gang(
-            snapshot,
-            GangSpec(
-                key=key,
-                placement=group.placement or self.settings.default_placement,
-                members=(pod,),
-                anchors=anchors,
-                anchor_pods=tuple(anchor_pods),
-                plan=plan[0] if plan else None,
-                intent=plan[1] if plan else None,
-                exclude=frozenset(n for n in snapshot.names if n not in offered_set),
-            ),
+        exclude = frozenset(n for n in snapshot.names if n not in offered_set)
+        spec = self._spec(
+            group, plan, (cycle.pod,), anchor_pods=anchor_pods, anchors=anchors, exclude=exclude
         )
+        result = place_gang(snapshot, spec)
         if isinstance(result, Unfit):
-            self.note(key, Outcome.UNFIT, result.reason, now)
-            return FilterResult(unresolvable=_all(offered, result.reason))
-        node = result.assignment[pod.uid]
-        return self._follow(node, offered, f"gang {key} places this extra member on {node}")
+            self._note(cycle, Outcome.UNFIT, result.reason)
+            return refuse_all(offered, result.reason)
+        node = result.assignment[cycle.pod.uid]
+        return _follow(node, offered, f"gang {key} places this extra member on {node}")
 
     # ---- expiry ------------------------------------------------------------------------
 
-    def expire(self, now: float) -> list[Reservation]:
-        released = self.state.expire(now)
-        for r in released:
-            unbound = [m.pod_key for m in r.members if m.state.value == "reserved"]
-            timeout = round(r.expires_at - r.reserved_at)
-            self.note(
-                r.group_key,
-                Outcome.EXPIRED,
-                f"reservation expired after {timeout}s with members still unbound: "
-                + ", ".join(unbound),
-                now,
+    def expire(self, now: float) -> list[GangEvent]:
+        """Release every reservation past its deadline; the events to report."""
+        events = []
+        for released in self.state.expire(now):
+            event = self.journal.note(
+                GroupRef.parse(released.group_key), Outcome.EXPIRED, released.why
             )
-        return released
+            if event is not None:
+                events.append(event)
+        return events
 
-    # ---- prioritize --------------------------------------------------------------------
+    # ---- prioritize and preempt -----------------------------------------------------------
 
-    def score(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
-        """0..10 per offered node: the reserved node for gang members, best fit for others."""
-        known = self.state.pod(pod.uid)
-        pod = known or pod
-        if pod.group is not None:
-            r = self.state.reservation(pod.group.key)
-            node = r.node_of(pod.uid) if r is not None else None
-            if node is not None:
-                return {n: MAX_SCORE if n == node else 0 for n in offered}
-        # kube-scheduler asks for every feasible node of every pod: read the live map (no
-        # snapshot copy) and work each distinct (capacity, free) pair out once.
-        infos = self.state.node_infos()
-        memo: dict[tuple[int, int, bool], int] = {}
-        gpus = pod.requests.gpus()
-        cpu = pod.requests.get(CPU)
-        scores: dict[str, int] = {}
-        for n in offered:
-            info = infos.get(n)
-            if info is None:
-                scores[n] = 0
-                continue
-            total_gpus = info.node.allocatable.gpus()
-            if gpus:
-                key = (total_gpus, info.free.gpus(), True)
-            else:
-                key = (info.node.allocatable.get(CPU), info.free.get(CPU), total_gpus > 0)
-            score = memo.get(key)
-            if score is None:
-                score = memo[key] = _best_fit_score(key, gpus if gpus else cpu, gpu_pod=bool(gpus))
-            scores[n] = score
-        return scores
+    def prioritize(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
+        return prioritize(self.state, pod, offered)
 
-    # ---- preempt -----------------------------------------------------------------------
+    def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        return preempt(self.state, victims)
 
-    def filter_victims(
-        self, preemptor: Pod, victims: Mapping[str, Sequence[str]]
-    ) -> dict[str, list[str]]:
-        """Keep only victim sets that leave every running gang whole or entirely gone.
 
-        Per node: a victim set that would take some members of a bound gang but leave it
-        below minMember is widened to the gang's other members on the same node when that
-        removes the gang entirely, and otherwise the node is dropped.
-        """
-        kept: dict[str, list[str]] = {}
-        for node, uids in victims.items():
-            chosen = list(dict.fromkeys(uids))
-            ok = True
-            touched = {
-                p.group.key
-                for u in chosen
-                if (p := self.state.pod(u)) is not None and p.group is not None
-            }
-            for key in sorted(touched):
-                group = self.state.group(key)
-                members = self.state.bound_members(key)
-                min_member = (
-                    group.min_member
-                    if group
-                    else max((p.min_member or 1 for p in members), default=1)
-                )
-                remaining = [p for p in members if p.uid not in chosen]
-                if not remaining or len(remaining) >= min_member:
-                    continue
-                if all(self.state.bound_node(p) == node for p in remaining):
-                    chosen.extend(p.uid for p in remaining)
-                else:
-                    ok = False
-                    break
-            if ok:
-                kept[node] = chosen
-        return kept
+def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:
+    others = {n: why_not_others for n in offered if n != node}
+    return FilterResult((node,) if node in offered else (), {}, others)
 
 
 def _reserved_for(key: str, member: MemberReservation) -> str:
     return f"gang {key} reserved node {member.node} for this pod"
-
-
-def _best_fit_score(node: tuple[int, int, bool], request: int, *, gpu_pod: bool) -> int:
-    """0..10: how full the node's scarce resource would be with the pod on it (best fit).
-
-    `node` is (capacity, free, has GPUs) of GPUs for a GPU pod, of CPU otherwise; a pod
-    without GPUs scores 0 on GPU nodes, to keep them for GPU work.
-    """
-    total, free, has_gpus = node
-    if (not gpu_pod and has_gpus) or total <= 0:
-        return 0
-    used_after = total - free + request
-    return max(0, min(MAX_SCORE, (MAX_SCORE * used_after) // total))

@@ -34,8 +34,8 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core import eligibility
-from phalanx.core.model import EMPTY, Pod, Resources
-from phalanx.core.snapshot import ClusterState, MemberState
+from phalanx.core.cache import ClusterState, MemberState
+from phalanx.core.model import EMPTY, Binding, Pod, PodRef, Resources
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
 # Not `phalanx.io/placement`: that name is the placement policy (DESIGN §3).
@@ -99,15 +99,6 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Binding:
-    """Bind this pod to this node, as the record says."""
-
-    pod_uid: str
-    pod_key: str
-    node: str
-
-
-@dataclass(frozen=True, slots=True)
 class Decision:
     group_key: str
     verdict: Verdict
@@ -127,9 +118,9 @@ def decide(state: ClusterState, record: CommitRecord, *, min_member: int | None 
     vanished: list[str] = []
     pending: list[tuple[Pod, str]] = []
     for pod_key, node in sorted(record.placements.items()):
-        namespace, _, name = pod_key.partition("/")
-        pod = state.pod_by_key(namespace, name)
-        want_uid = record.pod_uids.get(pod_key)
+        ref = PodRef.parse(pod_key, record.pod_uids.get(pod_key, ""))
+        pod = state.pod_by_key(ref.namespace, ref.name)
+        want_uid = ref.uid
         if pod is None or (want_uid and pod.uid != want_uid):
             vanished.append(pod_key)
         elif pod.node_name:
@@ -156,7 +147,7 @@ def decide(state: ClusterState, record: CommitRecord, *, min_member: int | None 
             f"gang {key}: cannot roll forward ({'; '.join(problems)}); the gang will be re-planned"
         )
         return Decision(key, Verdict.RELEASE, bound=bound, vanished=gone, reason=reason)
-    bindings = tuple(Binding(p.uid, p.key, node) for p, node in pending)
+    bindings = tuple(Binding(p.ref, node) for p, node in pending)
     return Decision(key, Verdict.ROLL_FORWARD, bindings, bound, gone)
 
 

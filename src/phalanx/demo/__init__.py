@@ -2,6 +2,6 @@
 kube-scheduler that drives Phalanx over HTTP, and the summary of a run.
 
 * `cluster`, `workload` — the built-in objects (`objects` holds the builders).
-* `harness` — real uvicorn servers in this process; `scenario` — one served, driven run.
+* `scenario` — one served, driven run (the servers are `phalanx.api.server`'s).
 * `driver` — the kube-scheduler stand-in; `report` — the summary, text or JSON.
 """

@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 
-from phalanx.demo import harness
+from phalanx.api import server
+from phalanx.api.app import DEFAULT_MAX_BODY_BYTES
 from phalanx.demo.driver import (
     HTTP_TIMEOUT_SECONDS,
     DriveResult,
@@ -76,14 +77,14 @@ async def session(
     scheduler_names: Sequence[str] = ("phalanx",),
     host: str = "127.0.0.1",
     port: int = 0,
-    max_body_bytes: int = harness.DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> AsyncIterator[Session]:
     """Serve `cluster` (object dicts) on host:port (0 = a free port) until exit."""
     objects = [normalize(o) for o in cluster]
     source = ClusterFileSource(objects, name="in-memory cluster")
     extender = Extender(source, settings or ServiceSettings())
     async with (
-        harness.serving(extender, host=host, port=port, max_body_bytes=max_body_bytes) as url,
+        server.serving(extender, host=host, port=port, max_body_bytes=max_body_bytes) as url,
         httpx.AsyncClient(
             base_url=url,
             timeout=HTTP_TIMEOUT_SECONDS,

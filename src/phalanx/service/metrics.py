@@ -13,8 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from phalanx.core.planner import GangPlanner
-from phalanx.core.snapshot import ClusterState
+from phalanx.core.cache import ClusterState
 
 # kube-scheduler's style: exponential buckets from 1 ms, doubling.
 LATENCY_BUCKETS = tuple(0.001 * 2**k for k in range(16))  # 1 ms .. ~33 s
@@ -68,17 +67,25 @@ class Metrics:
             registry=r,
         )
 
-    def watch(self, state: ClusterState, planner: GangPlanner, synced: Callable[[], bool]) -> None:
+    def watch(
+        self,
+        state: ClusterState,
+        partial_gangs: Callable[[], list[str]],
+        synced: Callable[[], bool],
+    ) -> None:
         """Export the model-derived gauges of one running service."""
-        self.registry.register(_ModelCollector(state, planner, synced))
+        self.registry.register(_ModelCollector(state, partial_gangs, synced))
 
 
 class _ModelCollector(Collector):
     def __init__(
-        self, state: ClusterState, planner: GangPlanner, synced: Callable[[], bool]
+        self,
+        state: ClusterState,
+        partial_gangs: Callable[[], list[str]],
+        synced: Callable[[], bool],
     ) -> None:
         self.state = state
-        self.planner = planner
+        self.partial_gangs = partial_gangs
         self.synced = synced
 
     def describe(self) -> list[GaugeMetricFamily]:
@@ -120,7 +127,7 @@ class _ModelCollector(Collector):
         yield GaugeMetricFamily(
             "phalanx_partial_gangs",
             "Gangs with some but fewer than minMember members bound (must stay 0).",
-            value=len(partial_gangs(state, self.planner)),
+            value=len(self.partial_gangs()),
         )
         yield GaugeMetricFamily(
             "phalanx_cache_synced",
@@ -132,26 +139,3 @@ class _ModelCollector(Collector):
             "Nodes whose requests plus reservations exceed allocatable.",
             value=len(state.overcommitted_nodes()),
         )
-
-
-def partial_gangs(state: ClusterState, planner: GangPlanner) -> list[str]:
-    """Gangs with more than 0 but fewer than minMember members bound (or being bound).
-
-    Finished members still count as placed, and a gang whose quorum Phalanx saw bind is
-    whole even if some of its pods were deleted since.
-    """
-    partial = []
-    for key in sorted(state.group_keys()):
-        rec = planner.records.get(key)
-        if rec is not None and rec.bound_at is not None:
-            continue
-        members = state.members(key, include_finished=True)
-        if not members:
-            continue
-        group = planner.resolve(members[0])
-        if isinstance(group, str):
-            continue
-        bound = sum(1 for p in members if state.is_bound(p))
-        if 0 < bound < group.min_member:
-            partial.append(key)
-    return partial

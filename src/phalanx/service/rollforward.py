@@ -1,15 +1,17 @@
 """Rolling gangs forward from their commit records: the side effects of `core.rollforward`.
 
-`roll_forward_forever(extender)` runs as one task of the Extender (started from
-`Extender.start`). With a source that is a `CommitLog` it waits for the first full sync,
-then every `interval_seconds`, while the source says this instance holds the duty (its
-Lease), asks `core.rollforward.decide` about every commit record and carries it out:
+`RollForward.forever()` runs as one task of the service (started from `Extender.start`).
+It sees the model, the planner (for group resolution and the journal), the binder and the
+reporter, and nothing else of the service. With a source that is a `CommitLog` it waits
+for the first full sync, then every `interval_seconds`, while the source says this
+instance holds the duty (its Lease), asks `core.rollforward.decide` about every commit
+record and carries it out:
 
 * COMPLETE — clear the record;
 * ROLL_FORWARD — assume every listed member on its recorded node in one step (a
   reservation of the gang pointing elsewhere is released first: the record is the truth
-  once written), then bind them concurrently through the Extender's own bind path
-  (retries, metrics, forget on failure); the gang decision is `rolled-forward`;
+  once written), then bind them concurrently through the service's one bind path
+  (`Binder`: retries, metrics, forget on failure); the gang decision is `rolled-forward`;
 * RELEASE — release any reservation, clear the record, note `released` with the reason
   (it reaches the PodGroup's, or the first member's, Events and status); the gang re-plans;
 * WAIT — nothing this round.
@@ -23,20 +25,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from phalanx.core.model import PodGroup
-from phalanx.core.planner import Outcome
+from phalanx.core.cache import ClusterState, ReleaseCause, StateError
+from phalanx.core.journal import Outcome
+from phalanx.core.model import GroupRef, Pod
+from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict, decide
-from phalanx.core.snapshot import StateError
+from phalanx.service.binder import Binder
+from phalanx.service.reporter import Reporter
 from phalanx.sources.base import CommitLog
 
-if TYPE_CHECKING:  # the Extender imports this module to start the task
-    from phalanx.service.extender import Extender
-
 log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,46 +53,56 @@ class RollForwardSettings:
     grace_seconds: float = 15.0
 
 
-async def roll_forward_forever(
-    extender: Extender, settings: RollForwardSettings | None = None
-) -> None:
-    """The Extender's roll-forward task; returns at once if the source keeps no records."""
-    source = extender.source
-    if not isinstance(source, CommitLog):
-        return
-    roller = RollForward(extender, source, settings or RollForwardSettings())
-    while not source.synced:
-        await asyncio.sleep(0.1)
-    while True:
-        try:
-            await roller.run_once()
-        except Exception:  # never let the duty die; the next pass retries
-            log.exception("roll-forward pass failed")
-        await asyncio.sleep(roller.settings.interval_seconds)
-
-
 class RollForward:
     """One pass at a time over the source's commit records (loop only)."""
 
     def __init__(
-        self, extender: Extender, source: CommitLog, settings: RollForwardSettings
+        self,
+        state: ClusterState,
+        planner: GangPlanner,
+        binder: Binder,
+        reporter: Reporter,
+        *,
+        source: CommitLog,
+        settings: RollForwardSettings | None = None,
+        synced: Callable[[], bool],
+        clock: Clock,
+        wall_clock: Clock,
     ) -> None:
-        self.extender = extender
+        self.state = state
+        self.planner = planner
+        self.binder = binder
+        self.reporter = reporter
         self.source = source
-        self.settings = settings
+        self.settings = settings or RollForwardSettings()
+        self.synced = synced
+        self.clock = clock
+        self.wall_clock = wall_clock
         self._first_seen: dict[str, float] = {}
+
+    async def forever(self) -> None:
+        """Wait for the first full sync, then a pass every `interval_seconds`."""
+        while not self.synced():
+            await asyncio.sleep(0.1)
+        while True:
+            try:
+                await self.run_once()
+            except Exception:  # never let the duty die; the next pass retries
+                log.exception("roll-forward pass failed")
+            await asyncio.sleep(self.settings.interval_seconds)
 
     async def run_once(self) -> list[Decision]:
         """Act on every record due now; returns the decisions taken (for tests and logs)."""
         if not self.source.may_roll_forward:
             return []
         records = self.source.commit_records()
-        self._first_seen = {k: self._first_seen.get(k, self.extender.clock()) for k in records}
+        now = self.clock()
+        self._first_seen = {k: self._first_seen.get(k, now) for k in records}
         taken: list[Decision] = []
         for key, record in sorted(records.items()):
             if not self._due(record):
                 continue
-            decision = decide(self.extender.state, record, min_member=self._min_member(key))
+            decision = decide(self.state, record, min_member=self._min_member(key))
             if decision.verdict is Verdict.WAIT:
                 continue
             taken.append(decision)
@@ -96,23 +111,21 @@ class RollForward:
 
     def _due(self, record: CommitRecord) -> bool:
         grace = self.settings.grace_seconds
-        seen = self._first_seen.get(record.group_key, self.extender.clock())
-        if self.extender.clock() - seen >= grace:
+        seen = self._first_seen.get(record.group_key, self.clock())
+        if self.clock() - seen >= grace:
             return True
         written = _parse_time(record.at)
-        return written is not None and self.extender.wall_clock() - written >= grace
+        return written is not None and self.wall_clock() - written >= grace
 
     def _min_member(self, key: str) -> int | None:
-        members = self.extender.state.members(key, include_finished=True)
-        if not members:
+        if not self.state.members(key, include_finished=True):
             return None
-        group = self.extender.planner.resolve(members[0])
-        return group.min_member if isinstance(group, PodGroup) else None
+        resolution = self.planner.resolve(GroupRef.parse(key))
+        return resolution.group.min_member if isinstance(resolution, Resolved) else None
 
     async def _carry_out(self, decision: Decision) -> None:
-        ext = self.extender
         key = decision.group_key
-        now = ext.clock()
+        group = GroupRef.parse(key)
         if decision.vanished:
             log.info(
                 "commit record members vanished",
@@ -126,29 +139,28 @@ class RollForward:
             log.warning(
                 "rolling forward impossible", extra={"group": key, "reason": decision.reason}
             )
-            ext.state.release(key)
+            self.state.release(key, ReleaseCause.ROLL_FORWARD, decision.reason)
             await self.source.clear_commit_record(key)
-            ext.planner.note(key, Outcome.RELEASED, decision.reason, now)
-            ext.flush()  # the one path to metrics, Events and status
+            self.reporter.report([self.planner.note(group, Outcome.RELEASED, decision.reason)])
             return
-        state = ext.state
-        reservation = state.reservation(key)
+        reservation = self.state.reservation(key)
         if reservation is not None and any(
-            (m := reservation.member(b.pod_uid)) is not None and m.node != b.node
+            (m := reservation.member(b.pod.uid)) is not None and m.node != b.node
             for b in decision.bindings
         ):
-            state.release(key)  # planned elsewhere since: the record wins
-        assumed = []
+            # Planned elsewhere since: the record wins.
+            self.state.release(key, ReleaseCause.ROLL_FORWARD, "its commit record wins")
+        assumed: list[tuple[Pod, str]] = []
         for binding in decision.bindings:  # one step: no await until every member is assumed
-            pod = state.pod(binding.pod_uid)
+            pod = self.state.pod(binding.pod.uid)
             if pod is None:
                 continue
             try:
-                state.assume(binding.pod_uid, binding.node)
+                self.state.assume(pod.uid, binding.node)
             except StateError as exc:
                 log.warning(
                     "cannot assume a recorded member",
-                    extra={"pod": binding.pod_key, "reason": str(exc)},
+                    extra={"pod": binding.pod.key, "reason": str(exc)},
                 )
                 continue
             assumed.append((pod, binding.node))
@@ -156,8 +168,7 @@ class RollForward:
             "rolling gang forward from its commit record",
             extra={"group": key, "placements": {p.key: n for p, n in assumed}},
         )
-        # The Extender's own bind path: retries, metrics, forget() on failure.
-        errors = await asyncio.gather(*(ext.bind_assumed(p, n) for p, n in assumed))
+        errors = await asyncio.gather(*(self.binder.bind_assumed(p, n) for p, n in assumed))
         failed = [e for e in errors if e]
         if failed:
             reason = (
@@ -166,8 +177,7 @@ class RollForward:
             )
         else:
             reason = f"bound {len(assumed)} member(s) to the nodes in the commit record"
-        ext.planner.note(key, Outcome.ROLLED_FORWARD, reason, ext.clock())
-        ext.flush()
+        self.reporter.report([self.planner.note(group, Outcome.ROLLED_FORWARD, reason)])
 
 
 def _parse_time(text: str) -> float | None:

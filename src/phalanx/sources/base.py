@@ -8,11 +8,12 @@ effects of a decision: bindings, commit records, events and PodGroup status.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from phalanx.core.cache import ClusterState
+from phalanx.core.journal import GroupStatus
+from phalanx.core.model import Binding, PodRef
 from phalanx.core.rollforward import CommitRecord
-from phalanx.core.snapshot import ClusterState
 
 __all__ = [
     "BindError",
@@ -41,19 +42,6 @@ class BindError(Exception):
         self.conflict = conflict  # already bound elsewhere: never retried blindly
 
 
-@dataclass(frozen=True, slots=True)
-class GroupStatus:
-    """What Phalanx reports on a PodGroup (scheduler-plugins' phases)."""
-
-    group_key: str
-    phase: str  # Pending | PreScheduling | Scheduling | Scheduled | Running | Failed
-    scheduled: int
-    running: int
-    reason: str
-    message: str
-    schedule_start_time: float | None = None  # wall-clock seconds
-
-
 class ClusterSource(Protocol):
     """Where the cluster model comes from and where decisions go."""
 
@@ -70,7 +58,7 @@ class ClusterSource(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, binding: Binding) -> None:
         """Create the binding; raise BindError on failure."""
 
     async def write_commit_record(self, record: CommitRecord) -> None:
@@ -91,8 +79,8 @@ class ClusterSource(Protocol):
     async def update_group_status(self, status: GroupStatus) -> None:
         """Write PodGroup status; best effort, no-op for annotation-only groups."""
 
-    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
-        """Make kube-scheduler retry these pending pods (namespace, name) now; best effort.
+    async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
+        """Make kube-scheduler retry these pending pods now; best effort.
 
         kube-scheduler parks a pod an extender refused until some cluster event; a new
         sibling pod is not one (without the GangScheduling gate), so gang members told

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
+from phalanx.core.cache import ClusterState
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_object
-from phalanx.core.model import Node, Pod, PodPhase
-from phalanx.core.snapshot import ClusterState
+from phalanx.core.model import Binding, Node, Pod, PodPhase, PodRef
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class ClusterFileSource:
         self._sink: StateSink | None = None
         self._synced = False
         self.rejected: list[str] = []  # objects skipped as invalid, with the reason
-        self.commit_records: dict[str, CommitRecord] = {}
+        self.records: dict[str, CommitRecord] = {}  # commit records written, by group key
         self.events: list[tuple[str, str, str, str, str, bool]] = []
         self.statuses: dict[str, GroupStatus] = {}
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
@@ -120,21 +120,36 @@ class ClusterFileSource:
         if self._sink is not None:
             self._sink(lambda st: st.remove_pod(uid))
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def delete_node(self, name: str) -> None:
+        def update(state: ClusterState) -> None:
+            state.remove_node(name)
+
+        if self._sink is not None:
+            self._sink(update)
+
+    def delete_group(self, key: str) -> None:
+        """Delete a PodGroup object by its namespace/name key."""
+
+        def update(state: ClusterState) -> None:
+            state.remove_group(key)
+
+        if self._sink is not None:
+            self._sink(update)
+
+    async def bind(self, binding: Binding) -> None:
         if self._sink is None:
             raise BindError("cluster file source is not started")
         outcome: list[BindError] = []
+        ref, node = binding.pod, binding.node
 
         def update(state: ClusterState) -> None:
-            pod = state.pod_by_key(namespace, name)
-            if pod is None or pod.uid != uid:
-                outcome.append(BindError(f"pod {namespace}/{name} not found", gone=True))
+            pod = state.pod_by_key(ref.namespace, ref.name)
+            if pod is None or pod.uid != ref.uid:
+                outcome.append(BindError(f"pod {ref} not found", gone=True))
                 return
             if pod.node_name and pod.node_name != node:
                 outcome.append(
-                    BindError(
-                        f"pod {namespace}/{name} is already bound to {pod.node_name}", conflict=True
-                    )
+                    BindError(f"pod {ref} is already bound to {pod.node_name}", conflict=True)
                 )
                 return
             if state.node(node) is None:
@@ -145,10 +160,10 @@ class ClusterFileSource:
         self._sink(update)
         if outcome:
             raise outcome[0]
-        self.bindings.append((f"{namespace}/{name}", node))
+        self.bindings.append((ref.key, node))
 
     async def write_commit_record(self, record: CommitRecord) -> None:
-        self.commit_records[record.group_key] = record
+        self.records[record.group_key] = record
 
     async def emit_event(
         self,
@@ -165,6 +180,6 @@ class ClusterFileSource:
     async def update_group_status(self, status: GroupStatus) -> None:
         self.statuses[status.group_key] = status
 
-    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
+    async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         """Recorded only: the demo driver retries every pending pod each round anyway."""
-        self.requeued.extend(f"{ns}/{name}" for ns, name in pods)
+        self.requeued.extend(p.key for p in pods)

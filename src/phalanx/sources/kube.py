@@ -42,15 +42,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from phalanx.core.cache import ClusterState
 from phalanx.core.inventory import REQUEUE_ANNOTATION, parse_node, parse_pod, parse_pod_group
-from phalanx.core.model import Node, Pod, PodGroup
+from phalanx.core.journal import GroupPhase
+from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodRef
 from phalanx.core.rollforward import (
     COMMIT_ANNOTATION,
     CommitRecord,
     decode_commit_record,
     encode_commit_record,
 )
-from phalanx.core.snapshot import ClusterState
 from phalanx.sources.base import GroupStatus, StateSink, StateUpdate
 from phalanx.sources.informer import (
     ApiError,
@@ -85,7 +86,7 @@ class KubeApi(Transport, Protocol):
 
     def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    def bind(self, binding: Binding) -> None: ...
 
     def close(self) -> None: ...
 
@@ -449,9 +450,7 @@ class KubeSource:
                         # Members told "waiting for PodGroup" wait in kube-scheduler's
                         # unschedulable queue: ask for them back now that it exists.
                         pending = [
-                            (p.namespace, p.name)
-                            for p in state.members(change.key)
-                            if not state.is_bound(p)
+                            p.ref for p in state.members(change.key) if not state.is_bound(p)
                         ]
                         self._spawn(self.requeue(pending, f"PodGroup {change.key} appeared"))
                     self._valid_again("PodGroup", change.key)
@@ -574,20 +573,19 @@ class KubeSource:
                 await asyncio.sleep(self.settings.write_backoff_seconds * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, binding: Binding) -> None:
         """One attempt: the service decides about retries (a conflict is never retried)."""
-        await self._call(self.api.bind, namespace, name, uid, node)
+        await self._call(self.api.bind, binding)
 
     # ---- commit records ----------------------------------------------------------------
 
     def _group_path(self, key: str, sub: str = "") -> str:
-        namespace, name = key.split("/", 1)
-        return f"{PODGROUP_API}/namespaces/{namespace}/podgroups/{name}{sub}"
+        ref = GroupRef.parse(key)
+        return f"{PODGROUP_API}/namespaces/{ref.namespace}/podgroups/{ref.name}{sub}"
 
     @staticmethod
-    def _pod_path(key: str) -> str:
-        namespace, name = key.split("/", 1)
-        return f"/api/v1/namespaces/{namespace}/pods/{name}"
+    def _pod_path(pod: PodRef) -> str:
+        return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         """On the PodGroup if the gang has one, else on every member (concurrently).
@@ -602,7 +600,7 @@ class KubeSource:
             return
         pods = sorted(record.placements)
         results = await asyncio.gather(
-            *(self._write(self.api.patch, self._pod_path(k), body) for k in pods),
+            *(self._write(self.api.patch, self._pod_path(PodRef.parse(k)), body) for k in pods),
             return_exceptions=True,
         )
         failed = [r for r in results if isinstance(r, BaseException)]
@@ -632,7 +630,9 @@ class KubeSource:
         """Remove the record wherever it is. A copy that could not be removed stays in the
         book (and in the API), so a later pass tries again."""
         paths = {
-            k: self._pod_path(k) for k, r in self._pod_commits.items() if r.group_key == group_key
+            k: self._pod_path(PodRef.parse(k))
+            for k, r in self._pod_commits.items()
+            if r.group_key == group_key
         }
         if group_key in self._group_commits:
             paths[""] = self._group_path(group_key)
@@ -643,7 +643,7 @@ class KubeSource:
                 self._group_commits.pop(group_key, None)
 
     async def _clear_on_pods(self, pods: Sequence[str]) -> None:
-        await self._clear({k: self._pod_path(k) for k in pods})
+        await self._clear({k: self._pod_path(PodRef.parse(k)) for k in pods})
 
     async def _clear(self, paths: Mapping[str, str]) -> list[str]:
         """Drop the annotation at each path, concurrently; the keys where it is gone now."""
@@ -726,7 +726,7 @@ class KubeSource:
 
     # ---- requeue ------------------------------------------------------------------------
 
-    async def requeue(self, pods: Sequence[tuple[str, str]], reason: str) -> None:
+    async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         """Touch each pod's `phalanx.io/requeued-at` annotation: an update to a pod in
         kube-scheduler's unschedulable queue moves it back (the extender is among its
         rejectors, which every event may resolve). A pod already gone is fine."""
@@ -734,17 +734,13 @@ class KubeSource:
             return
         body = {"metadata": {"annotations": {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}}}
         results = await asyncio.gather(
-            *(
-                self._write(self.api.patch, self._pod_path(f"{ns}/{name}"), body)
-                for ns, name in pods
-            ),
+            *(self._write(self.api.patch, self._pod_path(pod), body) for pod in pods),
             return_exceptions=True,
         )
-        for (ns, name), result in zip(pods, results, strict=True):
+        for pod, result in zip(pods, results, strict=True):
             if isinstance(result, ApiError) and result.status != 404:
                 log.warning(
-                    "cannot requeue a pod",
-                    extra={"pod": f"{ns}/{name}", "reason": f"{reason}: {result}"},
+                    "cannot requeue a pod", extra={"pod": pod.key, "reason": f"{reason}: {result}"}
                 )
             elif isinstance(result, BaseException) and not isinstance(result, ApiError):
                 raise result  # a bug, not an API answer
@@ -755,7 +751,7 @@ class KubeSource:
         key = status.group_key
         if key not in self._groups:
             return  # annotation-only gang: no object to write status on
-        scheduled = status.phase in ("Scheduled", "Running")
+        scheduled = status.phase in (GroupPhase.SCHEDULED, GroupPhase.RUNNING)
         reason = _camel(status.reason) if status.reason else status.phase
         previous = self._statuses.get(key)
         old = (previous or {}).get("conditions", [{}])[0]
@@ -772,7 +768,7 @@ class KubeSource:
             else old.get("lastTransitionTime"),
         }
         body: dict[str, Any] = {
-            "phase": status.phase,
+            "phase": str(status.phase),
             "scheduled": status.scheduled,
             "running": status.running,
             "conditions": [condition],

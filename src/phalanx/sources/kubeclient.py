@@ -29,6 +29,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from phalanx.core.model import Binding
 from phalanx.sources.base import BindError
 from phalanx.sources.informer import ApiError
 
@@ -161,8 +162,10 @@ class KubeClient:
 
     # ---- bindings ------------------------------------------------------------------------
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, binding: Binding) -> None:
         """POST pods/{name}/binding; BindError(gone=...) / (conflict=...) on refusal."""
+        pod, node = binding.pod, binding.node
+        namespace, name, uid = pod.namespace, pod.name, pod.uid
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

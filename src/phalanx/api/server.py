@@ -1,5 +1,5 @@
-"""Real uvicorn servers in this process, on this event loop: for `serve`, the demo,
-`simulate` and the tests.
+"""Serving: real uvicorn servers in this process, on this event loop, for `phalanx serve`,
+the demo, `simulate` and the tests.
 
 There is always exactly ONE worker process: the reservation table and the bind barrier
 are in-process state, so a second worker would plan gangs from a model that cannot see
@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import logging
+import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from phalanx.api.app import create_app
+from phalanx.api.app import DEFAULT_MAX_BODY_BYTES, create_app, create_metrics_app
 from phalanx.service.extender import Extender
 
-DEFAULT_MAX_BODY_BYTES = 64 << 20
+log = logging.getLogger(__name__)
 # How long a server may take to start listening before we call it broken (seconds).
 STARTUP_TIMEOUT_SECONDS = 10.0
 
@@ -141,3 +143,88 @@ async def serving(
             await stop(server, task)
     finally:
         sock.close()
+
+
+def _listen(host: str, port: int, what: str) -> socket.socket:
+    try:
+        return bind(host, port)
+    except ListenError as exc:
+        raise ListenError(f"{what}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def on_signals(callback: Callable[[], None]) -> Iterator[None]:
+    """Call `callback` on SIGTERM / SIGINT while inside (only possible on the main thread)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, callback)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue  # not the main thread, or no signal support: stop by other means
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def serve(
+    extender: Extender,
+    *,
+    host: str,
+    port: int,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ssl_certfile: Path | None = None,
+    ssl_keyfile: Path | None = None,
+    metrics_address: tuple[str, int] | None = None,
+) -> int:
+    """Serve `extender` until SIGTERM / SIGINT, then shut down gracefully (held binds are
+    answered). Raises ListenError when an address cannot be listened on; the exit code."""
+    main_sock = _listen(host, port, "the extender")
+    sockets = [main_sock]
+    servers = [
+        make_server(
+            create_app(extender, max_body_bytes=max_body_bytes),
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+        )
+    ]
+    try:
+        if metrics_address is not None:
+            sockets.append(_listen(*metrics_address, "metrics"))
+            # The metrics app has no lifespan of its own: the extender app runs the extender.
+            servers.append(make_server(create_metrics_app(extender), access_log=False))
+    except ListenError:
+        main_sock.close()
+        raise
+    log.info(
+        "listening",
+        extra={
+            "url": url_of(main_sock, tls=ssl_certfile is not None),
+            "source": extender.source.name,
+        },
+    )
+    if metrics_address is not None:
+        log.info("metrics listening", extra={"url": url_of(sockets[1]) + "/metrics"})
+
+    def stop_all() -> None:
+        for server in servers:
+            server.should_exit = True
+
+    async def run_one(server: Server, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            stop_all()  # one listener down (e.g. startup failed) takes the process down
+
+    try:
+        with on_signals(stop_all):
+            await asyncio.gather(*(run_one(s, k) for s, k in zip(servers, sockets, strict=True)))
+    except SystemExit as exc:  # uvicorn exits on a startup failure (already logged)
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        for sock in sockets:
+            sock.close()
+    return 0

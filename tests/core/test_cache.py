@@ -1,19 +1,20 @@
-"""ClusterState: usage accounting, snapshots, overlays and the reservation lifecycle."""
+"""The cache (ClusterState): usage accounting, snapshots, overlays, the reservation lifecycle."""
 
 from dataclasses import replace
 
 import pytest
 
 from builders import gpu_node, pod
-from phalanx.core.model import NVIDIA_GPU, PodPhase, Resources
-from phalanx.core.snapshot import (
+from phalanx.core.cache import (
     ClusterState,
     MemberReservation,
     MemberState,
-    Overlay,
+    ReleaseCause,
     Reservation,
     StateError,
 )
+from phalanx.core.model import NVIDIA_GPU, PodPhase, Resources
+from phalanx.core.snapshot import Overlay
 
 
 def state_with(*nodes):
@@ -191,3 +192,70 @@ def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug():
     state.upsert_pod(pod("a", 1, node="n1", uid="a"))
     with pytest.raises(StateError, match="already bound"):
         state.assume("a", "n1")
+
+
+def test_each_published_reservation_gets_a_new_serial():
+    state = state_with(gpu_node("n1"))
+    a = pod("a", 2, group="g")
+    state.upsert_pod(a)
+    first = state.reserve(reservation("default/g", (a, "n1")))
+    state.release("default/g")
+    second = state.reserve(reservation("default/g", (a, "n1")))
+    assert 0 < first.serial < second.serial
+    assert state.reservation("default/g") is second
+
+
+def test_a_release_for_an_older_serial_leaves_the_newer_reservation_alone():
+    state = state_with(gpu_node("n1"))
+    a = pod("a", 2, group="g")
+    state.upsert_pod(a)
+    old = state.reserve(reservation("default/g", (a, "n1")))
+    state.release("default/g")
+    new = state.reserve(reservation("default/g", (a, "n1")))
+    assert state.release("default/g", serial=old.serial) is None
+    assert state.reservation("default/g") is new
+    assert state.release("default/g", serial=new.serial) is new
+    assert free_gpus(state, "n1") == 8
+
+
+@pytest.mark.parametrize(
+    ("release", "cause", "why"),
+    [
+        (lambda st: st.expire(now=100), ReleaseCause.EXPIRED, "reservation expired after 60s"),
+        (lambda st: st.remove_node("n1"), ReleaseCause.NODE_GONE, "node n1 was removed"),
+        (
+            lambda st: st.remove_group("default/g"),
+            ReleaseCause.GROUP_GONE,
+            "PodGroup default/g was deleted",
+        ),
+        (
+            lambda st: st.release("default/g", ReleaseCause.REPLAN, "not offered"),
+            ReleaseCause.REPLAN,
+            "not offered",
+        ),
+    ],
+    ids=["expiry", "node-removed", "podgroup-deleted", "explicit"],
+)
+def test_every_release_whatever_its_cause_is_told_to_the_listener(release, cause, why):
+    told = []
+    state = ClusterState(on_release=told.append)
+    state.upsert_node(gpu_node("n1"))
+    a = pod("a", 2, group="g")
+    state.upsert_pod(a)
+    published = state.reserve(reservation("default/g", (a, "n1")))
+    release(state)
+    assert [(r.reservation, r.cause) for r in told] == [(published, cause)]
+    assert why in told[0].why
+
+
+def test_members_dropped_because_they_bound_are_not_a_release():
+    told = []
+    state = ClusterState(on_release=told.append)
+    state.upsert_node(gpu_node("n1"))
+    a = pod("a", 2, group="g")
+    state.upsert_pod(a)
+    state.reserve(reservation("default/g", (a, "n1")))
+    state.assume(a.uid, "n1")
+    state.upsert_pod(replace(a, node_name="n1"))
+    assert state.reservation("default/g") is None
+    assert told == []

@@ -1,0 +1,132 @@
+"""The bind barrier's decisions (DESIGN §6), pure: the service only holds requests and binds.
+
+For each `/bind` kube-scheduler sends, `admit` decides what happens to it:
+
+* `Answer(error)` — answer at once ("" is success: the pod is already bound there);
+* `BindAlone` — a pod in no gang, or a member beyond a bound quorum with no reservation:
+  bind now if it still fits;
+* `BindReserved` — a member beyond a bound quorum that holds its own reservation: bind now;
+* `Join` — a reserved member of a gang whose quorum is not bound: wait at the gang's gate.
+
+A gate opens when `quorum_present`; before any binding, and again after every `await`, each
+waiter is re-checked with `still_bindable`. Like coscheduling's Permit, the decision is a
+value here and the glue (`phalanx.service.barrier`) does the waiting and the side effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from phalanx.core.cache import ClusterState, MemberState
+from phalanx.core.model import Binding, Pod, PodGroup
+from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    error: str  # "" is success
+
+
+@dataclass(frozen=True, slots=True)
+class BindAlone:
+    pod: Pod
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class BindReserved:
+    pod: Pod
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    pod: Pod
+    node: str
+    group: PodGroup
+    serial: int  # the reservation the gate is opened for
+    bound: int  # members bound (or being bound) when this one arrived
+
+
+Admission = Answer | BindAlone | BindReserved | Join
+
+
+def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Admission:
+    """What to do with one `/bind` (see module docstring)."""
+    ref, node = binding.pod, binding.node
+    pod = state.pod_by_key(ref.namespace, ref.name)
+    if pod is None:
+        return Answer(f"pod {ref.key} is unknown to Phalanx")
+    if ref.uid and pod.uid != ref.uid:
+        return Answer(f"pod {ref.key} has UID {pod.uid}, not {ref.uid}: it was recreated")
+    if pod.node_name:
+        if pod.node_name == node:
+            return Answer("")
+        return Answer(f"pod {pod.key} is already bound to {pod.node_name}")
+    if state.assumed_node(pod.uid) is not None:
+        return Answer(f"pod {pod.key} is already being bound")
+    if pod.group is None:
+        return BindAlone(pod, node)
+    key = pod.group.key
+    resolution = resolve_group(state, pod.group, defaults)
+    if not isinstance(resolution, Resolved):
+        return Answer(resolution.reason)
+    group = resolution.group
+    bound = len(state.bound_members(key))
+    reservation = state.reservation(key)
+    member = reservation.member(pod.uid) if reservation is not None else None
+    if bound >= group.min_member:
+        # Elastic members beyond a bound quorum join as capacity allows; a reserved one
+        # binds into its own reservation.
+        if member is None:
+            return BindAlone(pod, node)
+        if member.node != node:
+            return Answer(f"gang {key} reserved {member.node} for pod {pod.key}, not {node}")
+        return BindReserved(pod, node)
+    if reservation is None or member is None or member.state is not MemberState.RESERVED:
+        return Answer(
+            f"gang {key} holds no reservation for pod {pod.key} (it expired or was released); "
+            "the gang will be re-planned"
+        )
+    if member.node != node:
+        return Answer(f"gang {key} reserved {member.node} for pod {pod.key}, not {node}")
+    return Join(pod, node, group, reservation.serial, bound)
+
+
+def quorum_present(waiting: int, bound: int, min_member: int) -> bool:
+    """Whether the members held at the gate plus those already bound make the quorum."""
+    return waiting + bound >= min_member
+
+
+def fits_alone(state: ClusterState, pod: Pod, node: str) -> str:
+    """Why `pod` may not be bound to `node` on its own now, or "" if it may."""
+    info = state.node(node)
+    if info is None:
+        return f"node {node} is unknown to Phalanx"
+    if not pod.requests.fits_in(info.free):
+        short = ", ".join(pod.requests.shortfall(info.free))
+        return f"pod {pod.key} no longer fits node {node} (insufficient {short})"
+    return ""
+
+
+def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node: str) -> str:
+    """Why a member waiting at the gate of reservation `serial` must not be bound now, or ""."""
+    pod = state.pod(waiter.uid)
+    if pod is None:
+        return f"pod {waiter.key} no longer exists"
+    if state.bound_node(pod):
+        return f"pod {pod.key} is already bound"
+    reservation = state.reservation(key)
+    member = reservation.member(pod.uid) if reservation is not None else None
+    if (
+        reservation is None
+        or reservation.serial != serial
+        or member is None
+        or member.state is not MemberState.RESERVED
+        or member.node != node
+    ):
+        return f"gang {key} no longer holds {node} for pod {pod.key}"
+    info = state.node(node)
+    if info is None or not info.node.schedulable:
+        return f"node {node} is gone, cordoned or not ready"
+    return ""

@@ -1,0 +1,492 @@
+"""The cache: the one cluster model fed by watch events, and the reservation lifecycle.
+
+Node usage = requests of non-terminal pods bound to the node (or assumed: being bound by
+Phalanx) + gang reservations not yet bound. Every mutation goes through `ClusterState`;
+decisions read a `Snapshot` (phalanx.core.snapshot) and try members on an `Overlay`.
+
+Threading: `ClusterState` takes no locks. It assumes a single writer — the service's
+event loop; adapters that receive events on other threads hand them to the loop first.
+A decision computed from a snapshot and committed with no `await` in between is therefore
+one atomic step.
+
+Reservation lifecycle (one per gang, `Reservation.members` hold the per-pod state)::
+
+    reserve() ──▶ RESERVED ──assume()──▶ ASSUMED ──upsert_pod(bound)──▶ (member dropped: bound)
+                     ▲  │                    │
+                     │  └──release()/expire()│──▶ (member dropped, its resources returned)
+                     └──────forget()─────────┘
+
+    The reservation itself disappears when its last member is dropped.
+
+Every release, whatever causes it (expiry, a re-plan, a node or PodGroup that went away,
+the bind barrier giving up, roll-forward), goes through `release()`, which tells the
+`on_release` listener: the service fails that gang's bind barrier at once with the cause.
+Each reservation gets a `serial` when it is published, so whoever holds an old one (a bind
+barrier opened for it) can release that one and never a newer re-plan of the same gang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from phalanx.core.model import EMPTY, Node, Pod, PodGroup, Resources
+from phalanx.core.snapshot import NodeInfo, Snapshot
+
+
+class MemberState(StrEnum):
+    RESERVED = "reserved"
+    ASSUMED = "assumed"  # Phalanx is binding it; counted in `requested`, not `reserved`
+
+
+@dataclass(frozen=True, slots=True)
+class MemberReservation:
+    pod_uid: str
+    pod_key: str  # namespace/name, for people and for the commit record
+    node: str
+    requests: Resources
+    state: MemberState = MemberState.RESERVED
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity held for a gang's members until they bind or the reservation expires."""
+
+    group_key: str
+    members: tuple[MemberReservation, ...]
+    reserved_at: float
+    expires_at: float
+    # Set by `ClusterState.reserve`: tells this reservation from a later one of the same gang.
+    serial: int = 0
+
+    def member(self, pod_uid: str) -> MemberReservation | None:
+        for m in self.members:
+            if m.pod_uid == pod_uid:
+                return m
+        return None
+
+    def node_of(self, pod_uid: str) -> str | None:
+        m = self.member(pod_uid)
+        return m.node if m is not None else None
+
+    @property
+    def reserved_gpus(self) -> int:
+        return sum(m.requests.gpus() for m in self.members if m.state is MemberState.RESERVED)
+
+
+class ReleaseCause(StrEnum):
+    """Why a gang's reservation was released."""
+
+    RELEASED = "released"  # asked for without a more precise cause
+    EXPIRED = "expired"  # not bound within the group's timeout
+    REPLAN = "replan"  # kube-scheduler did not offer a reserved node
+    NODE_GONE = "node-gone"  # a node it used was deleted
+    GROUP_GONE = "group-gone"  # its PodGroup object was deleted
+    BARRIER = "barrier"  # the bind barrier gave up (timeout, re-check, commit record)
+    ROLL_FORWARD = "roll-forward"  # a commit record wins over it, or cannot be carried out
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A reservation as it was when released, and why."""
+
+    reservation: Reservation
+    cause: ReleaseCause
+    why: str
+
+    @property
+    def group_key(self) -> str:
+        return self.reservation.group_key
+
+
+ReleaseListener = Callable[[Released], None]
+
+
+class StateError(RuntimeError):
+    """A caller broke a precondition of `ClusterState` (a bug, not an expected outcome)."""
+
+
+def _phantom(name: str) -> Node:
+    return Node(name=name, allocatable=EMPTY, ready=False)
+
+
+def _shape(node: Node) -> tuple[object, ...]:
+    """What eligibility reads of a node (see phalanx.core.eligibility)."""
+    return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu)
+
+
+class ClusterState:
+    """The cluster model fed by watch events (DESIGN's Cache). See module docstring."""
+
+    def __init__(self, on_release: ReleaseListener | None = None) -> None:
+        # Told of every release after it happened (see module docstring); set once, by the owner.
+        self.on_release = on_release
+        self._serials = 0
+        self._nodes: dict[str, NodeInfo] = {}
+        # Nodes known only because pods are bound to them (node unseen or already deleted):
+        # counted so usage stays exact, never eligible, dropped once nothing is bound there.
+        self._phantoms: set[str] = set()
+        self._common_free: dict[str, tuple[int, int, int, int]] = {}  # NodeInfo.common_free
+        self._names: tuple[str, ...] | None = ()
+        self._pods: dict[str, Pod] = {}  # by uid
+        self._uid_by_key: dict[str, str] = {}
+        self._counted: dict[str, tuple[str, Resources]] = {}  # uid -> (node, requests)
+        self._assumed: dict[str, str] = {}  # uid -> node Phalanx is binding it to
+        self._groups: dict[str, PodGroup] = {}  # CRD PodGroups by namespace/name
+        self._group_errors: dict[str, str] = {}
+        self._members: dict[str, set[str]] = {}  # group key -> pod uids
+        self._reservations: dict[str, Reservation] = {}
+        self.generation = 0
+        # Bumped only when a node appears, goes, or changes what eligibility reads (labels,
+        # taints, readiness, cordon, GPUs): heartbeats leave it alone, so caches keyed on it
+        # survive the steady stream of node status updates.
+        self.topology_generation = 0
+
+    # ---- reads -------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        if self._names is None:
+            self._names = tuple(sorted(self._nodes))
+        return Snapshot(dict(self._nodes), self.generation, self._names)
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def node_infos(self) -> Mapping[str, NodeInfo]:
+        """The live per-node map (read-only by contract; valid until the next mutation)."""
+        return self._nodes
+
+    def common_free(self) -> Mapping[str, tuple[int, int, int, int]]:
+        """Per node, free (cpu, memory, pods, nvidia.com/gpu): the single-pod hot path."""
+        return self._common_free
+
+    def nodes(self) -> Iterable[NodeInfo]:
+        return self._nodes.values()
+
+    def pod(self, uid: str) -> Pod | None:
+        return self._pods.get(uid)
+
+    def pod_by_key(self, namespace: str, name: str) -> Pod | None:
+        uid = self._uid_by_key.get(f"{namespace}/{name}")
+        return self._pods.get(uid) if uid is not None else None
+
+    def pods(self) -> Iterable[Pod]:
+        return self._pods.values()
+
+    def assumed_node(self, uid: str) -> str | None:
+        return self._assumed.get(uid)
+
+    def group(self, key: str) -> PodGroup | None:
+        return self._groups.get(key)
+
+    def groups(self) -> Mapping[str, PodGroup]:
+        return self._groups
+
+    def group_error(self, key: str) -> str | None:
+        return self._group_errors.get(key)
+
+    def group_keys(self) -> set[str]:
+        return set(self._groups) | set(self._members) | set(self._group_errors)
+
+    def members(self, group_key: str, *, include_finished: bool = False) -> list[Pod]:
+        """Members of a group sorted by name: live ones (not terminal, not being deleted),
+        plus finished ones when asked."""
+        pods = (self._pods[u] for u in self._members.get(group_key, ()))
+        return sorted(
+            (p for p in pods if include_finished or not (p.terminal or p.deleting)),
+            key=lambda p: p.name,
+        )
+
+    def bound_node(self, pod: Pod) -> str:
+        """The node `pod` is bound to per the API, or being bound to by Phalanx; "" if none."""
+        return pod.node_name or self._assumed.get(pod.uid, "")
+
+    def is_bound(self, pod: Pod) -> bool:
+        """Bound per the API, or assumed by Phalanx (a binding in flight)."""
+        return bool(self.bound_node(pod))
+
+    def reservation(self, group_key: str) -> Reservation | None:
+        return self._reservations.get(group_key)
+
+    def reservations(self) -> Mapping[str, Reservation]:
+        return self._reservations
+
+    def reserved_gpus(self) -> int:
+        return sum(r.reserved_gpus for r in self._reservations.values())
+
+    # ---- nodes -------------------------------------------------------------------------
+
+    def upsert_node(self, node: Node) -> None:
+        old = self._nodes.get(node.name)
+        if old is None or node.name in self._phantoms or _shape(old.node) != _shape(node):
+            self.topology_generation += 1
+        self._phantoms.discard(node.name)
+        if old is None:
+            self._store(NodeInfo(node))
+            self._names = None
+        else:
+            self._store(NodeInfo(node, old.requested, old.reserved))
+        self.generation += 1
+
+    def remove_node(self, name: str) -> list[str]:
+        """Forget a node. Returns the keys of gangs whose reservations it held (released)."""
+        if name not in self._nodes or name in self._phantoms:
+            return []
+        hit = [k for k, r in self._reservations.items() if any(m.node == name for m in r.members)]
+        for key in hit:
+            self.release(key, ReleaseCause.NODE_GONE, f"node {name} was removed")
+        info = self._drop(name)
+        if info.requested:
+            self._store(NodeInfo(_phantom(name), info.requested, info.reserved))
+            self._phantoms.add(name)
+        self._names = None
+        self.generation += 1
+        self.topology_generation += 1
+        return hit
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def upsert_pod(self, pod: Pod) -> None:
+        """Add or update a pod as the API reports it (confirms an assumed binding)."""
+        old = self._pods.get(pod.uid)
+        if old is not None and old.group is not None and old.group != pod.group:
+            self._members.get(old.group.key, set()).discard(pod.uid)
+        stale_uid = self._uid_by_key.get(pod.key)
+        if stale_uid is not None and stale_uid != pod.uid:
+            # Same name, new object: the old pod is gone even if we missed its delete.
+            self.remove_pod(stale_uid)
+        self._pods[pod.uid] = pod
+        self._uid_by_key[pod.key] = pod.uid
+        if pod.group is not None:
+            self._members.setdefault(pod.group.key, set()).add(pod.uid)
+        if pod.node_name:
+            self._assumed.pop(pod.uid, None)
+            self._drop_member(pod.group.key if pod.group else None, pod.uid)
+        self._recount(pod.uid)
+
+    def remove_pod(self, uid: str) -> None:
+        pod = self._pods.pop(uid, None)
+        if pod is None:
+            return
+        if self._uid_by_key.get(pod.key) == uid:
+            del self._uid_by_key[pod.key]
+        self._assumed.pop(uid, None)
+        if pod.group is not None:
+            members = self._members.get(pod.group.key)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._members[pod.group.key]
+            self._drop_member(pod.group.key, uid)
+        self._recount(uid)
+
+    def _recount(self, uid: str) -> None:
+        """Make the pod's contribution to node usage match its current state."""
+        pod = self._pods.get(uid)
+        node = None
+        if pod is not None and not pod.terminal:
+            node = pod.node_name or self._assumed.get(uid)
+        want = (node, pod.requests) if node and pod is not None else None
+        have = self._counted.get(uid)
+        if have == want:
+            return
+        if have is not None:
+            self._add_requested(have[0], EMPTY - have[1])
+            del self._counted[uid]
+        if want is not None and want[0] is not None:
+            self._counted[uid] = (want[0], want[1])
+            self._add_requested(want[0], want[1])
+
+    def _store(self, info: NodeInfo) -> None:
+        self._nodes[info.name] = info
+        self._common_free[info.name] = info.common_free
+
+    def _drop(self, name: str) -> NodeInfo:
+        del self._common_free[name]
+        return self._nodes.pop(name)
+
+    def _add_requested(self, name: str, delta: Resources) -> None:
+        # A pod bound to a node we have not seen yet still counts once that node arrives.
+        info = self._nodes.get(name)
+        if info is None:
+            info = NodeInfo(_phantom(name))
+            self._phantoms.add(name)
+            self._names = None
+        updated = NodeInfo(info.node, info.requested + delta, info.reserved)
+        if name in self._phantoms and not updated.requested:
+            self._drop(name)
+            self._phantoms.discard(name)
+            self._names = None
+        else:
+            self._store(updated)
+        self.generation += 1
+
+    def _add_reserved(self, name: str, delta: Resources) -> None:
+        info = self._nodes[name]
+        self._store(NodeInfo(info.node, info.requested, info.reserved + delta))
+        self.generation += 1
+
+    # ---- groups ------------------------------------------------------------------------
+
+    def upsert_group(self, group: PodGroup) -> None:
+        self._groups[group.key] = group
+        self._group_errors.pop(group.key, None)
+        self.generation += 1
+
+    def set_group_error(self, key: str, reason: str) -> None:
+        """Record that a PodGroup object exists but is invalid; its members wait with `reason`."""
+        self._groups.pop(key, None)
+        self._group_errors[key] = reason
+        self.generation += 1
+
+    def remove_group(self, key: str) -> bool:
+        """Forget a PodGroup object. Returns whether a reservation was released with it."""
+        self._groups.pop(key, None)
+        self._group_errors.pop(key, None)
+        self.generation += 1
+        return self.release(key, ReleaseCause.GROUP_GONE, f"PodGroup {key} was deleted") is not None
+
+    # ---- reservations ------------------------------------------------------------------
+
+    def reserve(self, reservation: Reservation) -> Reservation:
+        """Publish every member's reservation at once; returns it with its serial.
+
+        Preconditions: no reservation for the group exists, and every member fits on its
+        node in the current state (the caller planned on a snapshot of this generation).
+        Violations raise StateError and change nothing.
+        """
+        if reservation.group_key in self._reservations:
+            raise StateError(f"gang {reservation.group_key} already holds a reservation")
+        per_node: dict[str, Resources] = {}
+        for m in reservation.members:
+            if m.state is not MemberState.RESERVED:
+                raise StateError(f"member {m.pod_key} must start reserved")
+            per_node[m.node] = per_node.get(m.node, EMPTY) + m.requests
+        for name, total in per_node.items():
+            info = self._nodes.get(name)
+            if info is None or not total.fits_in(info.free):
+                raise StateError(f"reservation for {reservation.group_key} no longer fits {name}")
+        for name, total in per_node.items():
+            self._add_reserved(name, total)
+        self._serials += 1
+        published = replace(reservation, serial=self._serials)
+        self._reservations[reservation.group_key] = published
+        return published
+
+    def release(
+        self,
+        group_key: str,
+        cause: ReleaseCause = ReleaseCause.RELEASED,
+        why: str = "",
+        *,
+        serial: int | None = None,
+    ) -> Reservation | None:
+        """Return every still-reserved member's resources; assumed members stay counted.
+
+        With `serial`, only that reservation is released (a newer one of the gang stays).
+        Returns the reservation as it was, or None if there was nothing to release.
+        """
+        reservation = self._reservations.get(group_key)
+        if reservation is None or (serial is not None and reservation.serial != serial):
+            return None
+        del self._reservations[group_key]
+        for m in reservation.members:
+            if m.state is MemberState.RESERVED:
+                self._add_reserved(m.node, EMPTY - m.requests)
+        assumed = tuple(m for m in reservation.members if m.state is MemberState.ASSUMED)
+        if assumed:
+            # Bindings in flight keep their member records so forget() can still find them.
+            self._reservations[group_key] = replace(reservation, members=assumed)
+        self.generation += 1
+        if self.on_release is not None:
+            self.on_release(Released(reservation, cause, why))
+        return reservation
+
+    def expire(self, now: float) -> list[Released]:
+        """Release every reservation whose deadline has passed (kube-scheduler never says)."""
+        due = [
+            r
+            for r in self._reservations.values()
+            if r.expires_at <= now and any(m.state is MemberState.RESERVED for m in r.members)
+        ]
+        released = []
+        for r in due:
+            unbound = [m.pod_key for m in r.members if m.state is MemberState.RESERVED]
+            why = (
+                f"reservation expired after {round(r.expires_at - r.reserved_at)}s with members "
+                f"still unbound: {', '.join(unbound)}"
+            )
+            if self.release(r.group_key, ReleaseCause.EXPIRED, why) is not None:
+                released.append(Released(r, ReleaseCause.EXPIRED, why))
+        return released
+
+    def assume(self, pod_uid: str, node: str) -> None:
+        """Mark a pod as being bound to `node`: its usage moves from reserved to requested."""
+        pod = self._pods.get(pod_uid)
+        if pod is None:
+            raise StateError(f"cannot assume unknown pod {pod_uid}")
+        if pod.node_name or pod_uid in self._assumed:
+            raise StateError(f"pod {pod.key} is already bound or assumed")
+        if node not in self._nodes:
+            raise StateError(f"cannot assume pod {pod.key} onto unknown node {node}")
+        if pod.group is not None:
+            r = self._reservations.get(pod.group.key)
+            m = r.member(pod_uid) if r is not None else None
+            if r is not None and m is not None:
+                if m.node != node:
+                    raise StateError(f"pod {pod.key} is reserved on {m.node}, not {node}")
+                if m.state is MemberState.RESERVED:
+                    self._add_reserved(node, EMPTY - m.requests)
+                self._replace_member(r, replace(m, state=MemberState.ASSUMED))
+        self._assumed[pod_uid] = node
+        self._recount(pod_uid)
+
+    def forget(self, pod_uid: str) -> None:
+        """Undo assume() after a failed binding: the member is reserved again if it was one."""
+        node = self._assumed.pop(pod_uid, None)
+        if node is None:
+            return
+        pod = self._pods.get(pod_uid)
+        self._recount(pod_uid)
+        if pod is not None and pod.group is not None:
+            r = self._reservations.get(pod.group.key)
+            m = r.member(pod_uid) if r is not None else None
+            if r is not None and m is not None and m.state is MemberState.ASSUMED:
+                self._add_reserved(m.node, m.requests)
+                self._replace_member(r, replace(m, state=MemberState.RESERVED))
+
+    def _replace_member(self, r: Reservation, member: MemberReservation) -> None:
+        members = tuple(member if m.pod_uid == member.pod_uid else m for m in r.members)
+        self._reservations[r.group_key] = replace(r, members=members)
+
+    def _drop_member(self, group_key: str | None, pod_uid: str) -> None:
+        """The pod bound or vanished: its reservation record has served its purpose."""
+        if group_key is None:
+            return
+        r = self._reservations.get(group_key)
+        m = r.member(pod_uid) if r is not None else None
+        if r is None or m is None:
+            return
+        if m.state is MemberState.RESERVED:
+            self._add_reserved(m.node, EMPTY - m.requests)
+        rest = tuple(x for x in r.members if x.pod_uid != pod_uid)
+        if rest:
+            self._reservations[group_key] = replace(r, members=rest)
+        else:
+            del self._reservations[group_key]
+        self.generation += 1
+
+    # ---- invariants --------------------------------------------------------------------
+
+    def bound_members(self, group_key: str) -> list[Pod]:
+        return [p for p in self.members(group_key) if self.is_bound(p)]
+
+    def overcommitted_nodes(self) -> list[str]:
+        """Nodes whose requested + reserved exceeds allocatable in some resource (must be empty
+        for everything Phalanx decides; pods bound by others can still cause it)."""
+        return sorted(
+            info.name
+            for info in self._nodes.values()
+            if info.name not in self._phantoms and any(v < 0 for v in info.free.values())
+        )

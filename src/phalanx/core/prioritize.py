@@ -1,0 +1,59 @@
+"""Prioritize: a 0..10 score per offered node (kube-scheduler adds score × weight × 10).
+
+A gang member holding a reservation scores 10 on its reserved node and 0 elsewhere. Any
+other pod gets a best fit on its scarce resource (GPUs for GPU pods, CPU otherwise), so
+whole nodes stay free for big gangs; a pod without GPUs scores 0 on GPU nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from phalanx.core.cache import ClusterState
+from phalanx.core.model import CPU, Pod
+
+MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
+
+
+def prioritize(state: ClusterState, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
+    """0..10 per offered node: the reserved node for gang members, best fit for others."""
+    if pod.group is not None:
+        r = state.reservation(pod.group.key)
+        node = r.node_of(pod.uid) if r is not None else None
+        if node is not None:
+            return {n: MAX_SCORE if n == node else 0 for n in offered}
+    # kube-scheduler asks for every feasible node of every pod: read the live map (no
+    # snapshot copy) and work each distinct (capacity, free) pair out once.
+    infos = state.node_infos()
+    memo: dict[tuple[int, int, bool], int] = {}
+    gpus = pod.requests.gpus()
+    cpu = pod.requests.get(CPU)
+    scores: dict[str, int] = {}
+    for n in offered:
+        info = infos.get(n)
+        if info is None:
+            scores[n] = 0
+            continue
+        total_gpus = info.node.allocatable.gpus()
+        if gpus:
+            key = (total_gpus, info.free.gpus(), True)
+        else:
+            key = (info.node.allocatable.get(CPU), info.free.get(CPU), total_gpus > 0)
+        score = memo.get(key)
+        if score is None:
+            score = memo[key] = best_fit_score(key, gpus if gpus else cpu, gpu_pod=bool(gpus))
+        scores[n] = score
+    return scores
+
+
+def best_fit_score(node: tuple[int, int, bool], request: int, *, gpu_pod: bool) -> int:
+    """0..10: how full the node's scarce resource would be with the pod on it (best fit).
+
+    `node` is (capacity, free, has GPUs) of GPUs for a GPU pod, of CPU otherwise; a pod
+    without GPUs scores 0 on GPU nodes, to keep them for GPU work.
+    """
+    total, free, has_gpus = node
+    if (not gpu_pod and has_gpus) or total <= 0:
+        return 0
+    used_after = total - free + request
+    return max(0, min(MAX_SCORE, (MAX_SCORE * used_after) // total))

@@ -1,0 +1,336 @@
+"""The bind barrier (DESIGN §6): each gang member's `/bind` is held until the quorum is
+there, then the quorum is bound all together, or nothing is.
+
+The decisions are pure (`phalanx.core.barrier`); this module holds the requests, keeps the
+timers and does the side effects. One gate per gang, for one reservation (its serial)::
+
+    Join ──▶ OPEN (waiters held, timer started)
+       │ waiting + bound >= minMember                │ timer fires
+       ▼                                             ▼
+    re-check every waiter                            every waiter gets an Error; that
+       ─▶ write the commit record (await)            reservation (and no newer one) is
+       ─▶ re-check again: the await let anything     released; the next filter re-plans
+          happen (a pod deleted, a release, ...)
+       ─▶ assume the quorum (one step, no await)
+       ─▶ bind all concurrently ─▶ answer every waiter
+
+    Any release of the gate's reservation, whatever its cause, answers the waiters at once
+    with that cause (`on_release`); any other change to the model that makes a held bind
+    unbindable (its pod deleted, its node gone) answers that one (`sweep`); an exception
+    inside answers every waiter and leaves nothing assumed. Every waiter is answered once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from phalanx.core.barrier import (
+    Answer,
+    BindAlone,
+    BindReserved,
+    Join,
+    admit,
+    quorum_present,
+    still_bindable,
+)
+from phalanx.core.cache import ClusterState, ReleaseCause, Released
+from phalanx.core.journal import Outcome
+from phalanx.core.model import Binding, GroupRef, Pod
+from phalanx.core.planner import GangPlanner
+from phalanx.core.rollforward import CommitRecord
+from phalanx.service.binder import Binder
+from phalanx.service.metrics import Metrics
+from phalanx.service.reporter import Reporter
+from phalanx.service.tasks import Tasks
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    """Where the barrier's timeouts are scheduled: the event loop, or a test's fake clock."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+
+
+class LoopTimers:
+    """The running event loop's own timers (seconds of its monotonic clock)."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_later(delay, callback)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldGate:
+    """A gate as `/debug` and tests see it: which reservation, and the binds it holds."""
+
+    group_key: str
+    serial: int
+    min_member: int
+    waiting: tuple[Binding, ...]
+
+
+@dataclass(slots=True)
+class _Waiter:
+    pod: Pod
+    node: str
+    future: asyncio.Future[str]
+
+
+@dataclass(slots=True)
+class _Gate:
+    group: GroupRef
+    min_member: int
+    serial: int  # the reservation this gate was opened for
+    waiters: dict[str, _Waiter] = field(default_factory=dict)
+    timer: Timer | None = None
+
+
+class BindBarrier:
+    """The gates of every gang being bound (see module docstring). Loop only."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        planner: GangPlanner,
+        binder: Binder,
+        reporter: Reporter,
+        *,
+        metrics: Metrics,
+        tasks: Tasks,
+        timeout_seconds: float,
+        clock: Clock,
+        timers: Timers | None = None,
+    ) -> None:
+        self.state = state
+        self.planner = planner
+        self.binder = binder
+        self.reporter = reporter
+        self.metrics = metrics
+        self.tasks = tasks
+        self.timeout_seconds = timeout_seconds
+        self.clock = clock
+        self.timers = timers or LoopTimers()
+        self._gates: dict[str, _Gate] = {}
+
+    def held(self) -> list[HeldGate]:
+        """The gates holding binds now, with the reservation each waits on (a view)."""
+        return [
+            HeldGate(
+                key,
+                gate.serial,
+                gate.min_member,
+                tuple(
+                    Binding(w.pod.ref, w.node)
+                    for _, w in sorted(gate.waiters.items())
+                    if not w.future.done()
+                ),
+            )
+            for key, gate in sorted(self._gates.items())
+        ]
+
+    async def bind(self, binding: Binding) -> str:
+        """Bind one pod; "" on success or the error kube-scheduler should report."""
+        admission = admit(self.state, binding, self.planner.defaults)
+        if isinstance(admission, Answer):
+            return admission.error
+        if isinstance(admission, BindAlone):
+            return await self.binder.bind_alone(admission.pod, admission.node)
+        if isinstance(admission, BindReserved):
+            self.state.assume(admission.pod.uid, admission.node)
+            return await self.binder.bind_assumed(admission.pod, admission.node)
+        return await self._join(admission)
+
+    async def _join(self, join: Join) -> str:
+        assert join.pod.group is not None
+        key = join.pod.group.key
+        gate = self._gates.get(key)
+        if gate is not None and gate.serial != join.serial:
+            # Its reservation was released (that answered its waiters) and a new one made.
+            self._gates.pop(key)
+            gate = None
+        if gate is None:
+            gate = _Gate(join.pod.group, join.group.min_member, join.serial)
+            self._gates[key] = gate
+            gate.timer = self.timers.call_later(self.timeout_seconds, lambda: self._time_out(gate))
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        previous = gate.waiters.get(join.pod.uid)
+        if previous is not None:
+            _answer([previous], f"a newer bind request for pod {join.pod.key} replaced this one")
+        gate.waiters[join.pod.uid] = _Waiter(join.pod, join.node, future)
+        self.metrics.barrier_waiting.inc()
+        try:
+            if quorum_present(len(gate.waiters), join.bound, gate.min_member):
+                self._open(gate)
+            return await future
+        finally:
+            self.metrics.barrier_waiting.dec()
+
+    # ---- closing a gate ----------------------------------------------------------------
+
+    def on_release(self, released: Released) -> None:
+        """A reservation was released (any cause): answer the binds held for it now."""
+        gate = self._gates.get(released.group_key)
+        if gate is None or gate.serial != released.reservation.serial:
+            return
+        del self._gates[released.group_key]
+        _cancel(gate)
+        held = f"{len(gate.waiters)} of {gate.min_member} member(s) waited at bind"
+        if released.cause is ReleaseCause.EXPIRED:
+            reason = f"its reservation expired while {held}"
+        else:
+            reason = f"its reservation was released while {held} ({released.why})"
+        _answer(gate.waiters.values(), f"gang {gate.group}: {reason}; the gang will be re-planned")
+
+    def sweep(self) -> None:
+        """After a change to the model: answer the held binds it no longer supports (a pod
+        deleted, a member dropped, a node gone or cordoned) instead of at the gate's end."""
+        for key, gate in list(self._gates.items()):
+            for uid, waiter in list(gate.waiters.items()):
+                problem = still_bindable(self.state, key, gate.serial, waiter.pod, waiter.node)
+                if problem:
+                    del gate.waiters[uid]
+                    _answer([waiter], problem)
+            if not gate.waiters:
+                del self._gates[key]
+                _cancel(gate)
+
+    def close(self, reason: str) -> None:
+        """Answer every held bind with `reason` (the service is stopping)."""
+        for gate in list(self._gates.values()):
+            _cancel(gate)
+            _answer(gate.waiters.values(), reason)
+        self._gates.clear()
+
+    def _time_out(self, gate: _Gate) -> None:
+        if self._gates.get(gate.group.key) is not gate:
+            return
+        del self._gates[gate.group.key]
+        reason = (
+            f"gang {gate.group}: only {len(gate.waiters)} of {gate.min_member} member(s) reached "
+            f"bind within {self.timeout_seconds:g}s; reservation released, the gang will be "
+            "re-planned"
+        )
+        self._abandon(gate, gate.waiters.values(), reason)
+
+    def _abandon(self, gate: _Gate, waiters: Iterable[_Waiter], reason: str) -> None:
+        """Answer `waiters` with `reason`, release the gate's reservation (and no newer one)."""
+        _answer(waiters, reason)
+        self.state.release(gate.group.key, ReleaseCause.BARRIER, reason, serial=gate.serial)
+        self.reporter.report([self.planner.note(gate.group, Outcome.RELEASED, reason)])
+
+    # ---- binding the quorum ------------------------------------------------------------
+
+    def _open(self, gate: _Gate) -> None:
+        del self._gates[gate.group.key]
+        _cancel(gate)
+        self.tasks.spawn(self._bind_gang(gate), name=f"bind-gang-{gate.group}")
+
+    def _bindable(self, gate: _Gate, waiters: Iterable[_Waiter]) -> list[_Waiter]:
+        """The waiters that may still be bound; the others are answered with why not."""
+        ready = []
+        for waiter in waiters:
+            problem = still_bindable(
+                self.state, gate.group.key, gate.serial, waiter.pod, waiter.node
+            )
+            if problem:
+                _answer([waiter], problem)
+            else:
+                ready.append(waiter)
+        return ready
+
+    def _short(self, gate: _Gate, ready: list[_Waiter]) -> str:
+        """Why the `ready` waiters no longer make the quorum, or ""."""
+        bound = len(self.state.bound_members(gate.group.key))
+        if quorum_present(len(ready), bound, gate.min_member):
+            return ""
+        return (
+            f"gang {gate.group}: only {len(ready) + bound} of {gate.min_member} member(s) still "
+            "bindable after re-check; reservation released, the gang will be re-planned"
+        )
+
+    async def _bind_gang(self, gate: _Gate) -> None:
+        assumed: list[_Waiter] = []
+        try:
+            ready = self._bindable(gate, gate.waiters.values())
+            short = self._short(gate, ready)
+            if short:
+                self._abandon(gate, ready, short)
+                return
+            error = await self.binder.commit(self._commit_record(gate))
+            if error:
+                reason = f"gang {gate.group}: could not write the commit record ({error}); "
+                self._abandon(gate, ready, reason + "nothing was bound")
+                return
+            # The write yielded to the loop: a member may be gone, the reservation released.
+            ready = self._bindable(gate, ready)
+            short = self._short(gate, ready)
+            if short:
+                self._abandon(gate, ready, short)
+                self.tasks.spawn(self.binder.clear_commit(gate.group.key))
+                return
+            for waiter in ready:  # one step: the whole quorum is assumed before any binding
+                self.state.assume(waiter.pod.uid, waiter.node)
+                assumed.append(waiter)
+            results = await asyncio.gather(
+                *(self.binder.bind_assumed(w.pod, w.node) for w in ready)
+            )
+            assumed.clear()  # each binding forgot its own pod if it failed
+            for waiter, result in zip(ready, results, strict=True):
+                _answer([waiter], result)
+            self._bound(gate, ready, results)
+        except Exception as exc:  # a bug: answer everyone, leave nothing assumed
+            log.exception("bind barrier failed", extra={"group": gate.group.key})
+            for waiter in assumed:
+                self.state.forget(waiter.pod.uid)
+            reason = (
+                f"gang {gate.group}: internal error at the bind barrier "
+                f"({type(exc).__name__}: {exc}); the gang will be re-planned"
+            )
+            self._abandon(gate, gate.waiters.values(), reason)
+
+    def _commit_record(self, gate: _Gate) -> CommitRecord:
+        """Every reserved member's node and every bound member's node, by pod key."""
+        key = gate.group.key
+        placements: dict[str, str] = {}
+        uids: dict[str, str] = {}
+        reservation = self.state.reservation(key)
+        if reservation is not None:
+            for m in reservation.members:
+                placements[m.pod_key] = m.node
+                uids[m.pod_key] = m.pod_uid
+        for p in self.state.members(key):
+            node = self.state.bound_node(p)
+            if node:
+                placements[p.key] = node
+                uids[p.key] = p.uid
+        return CommitRecord(key, placements, uids)
+
+    def _bound(self, gate: _Gate, ready: list[_Waiter], results: list[str]) -> None:
+        failed = [w.pod.key for w, e in zip(ready, results, strict=True) if e]
+        if failed:
+            reason = f"binding failed for {', '.join(failed)}"
+            self.reporter.report([self.planner.note(gate.group, Outcome.UNFIT, reason)])
+        else:
+            self.reporter.gang_bound(gate.group, len(ready), self.clock())
+
+
+def _cancel(gate: _Gate) -> None:
+    if gate.timer is not None:
+        gate.timer.cancel()
+
+
+def _answer(waiters: Iterable[_Waiter], reason: str) -> None:
+    """Answer every still-waiting `/bind` with `reason` ("" is success)."""
+    for waiter in waiters:
+        if not waiter.future.done():
+            waiter.future.set_result(reason)

@@ -1,0 +1,155 @@
+"""Telling people and kube-scheduler what was decided: metrics, logs, Events, status, requeue.
+
+Decisions arrive as values (`GangEvent`s returned by the planner, the barrier and
+roll-forward); `report` turns each into a count, a log line, a Kubernetes Event (on the
+PodGroup, or on the first member of an annotation-only gang) and a PodGroup status write.
+Status is also refreshed periodically, since members bind, run and finish long after the
+gang decision. Every write is a background task: nothing here blocks a verb.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from phalanx.core.cache import ClusterState, MemberState, Reservation
+from phalanx.core.journal import GangEvent, GroupStatus, Outcome, group_phase
+from phalanx.core.model import GroupRef, Pod
+from phalanx.core.planner import GangPlanner
+from phalanx.service.metrics import Metrics
+from phalanx.service.tasks import Tasks
+from phalanx.sources.base import ClusterSource
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class Reporter:
+    """Reports gang decisions (see module docstring). Loop only."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        planner: GangPlanner,
+        source: ClusterSource,
+        metrics: Metrics,
+        tasks: Tasks,
+        *,
+        clock: Clock,
+        wall_clock: Clock,
+    ) -> None:
+        self.state = state
+        self.planner = planner
+        self.source = source
+        self.metrics = metrics
+        self.tasks = tasks
+        self.clock = clock
+        self.wall_clock = wall_clock
+        # What was last written as each PodGroup's status (phase, counts, reason, message).
+        self._shown: dict[str, tuple[object, ...]] = {}
+        self._warned: set[tuple[str, str]] = set()  # (group key, reason) said once already
+
+    def report(self, events: Iterable[GangEvent | None]) -> None:
+        """Count, log, and write an Event and the PodGroup status for each new decision."""
+        for event in events:
+            if event is None:
+                continue  # a repeat of the gang's last decision: said already
+            group = event.group
+            self.metrics.gang_decisions.labels(event.outcome.value).inc()
+            log.info(
+                "gang decision",
+                extra={"group": group.key, "result": event.outcome.value, "reason": event.reason},
+            )
+            if self.state.group(group.key) is not None:
+                self._event("PodGroup", group.namespace, group.name, event)
+                self._push_status(self.group_status(group.key, event.outcome))
+                continue
+            members = self.state.members(group.key)
+            if members:
+                self._event("Pod", group.namespace, members[0].name, event)
+
+    def _event(self, kind: str, namespace: str, name: str, event: GangEvent) -> None:
+        outcome = event.outcome
+        self.tasks.spawn(
+            self.source.emit_event(
+                kind, namespace, name, outcome.event_reason, event.reason, warning=outcome.warning
+            )
+        )
+
+    def warn_once(self, group: GroupRef, reason: str, message: str) -> None:
+        """A Warning Event on the gang (its PodGroup, else its first member) and a log line,
+        once per gang and reason for as long as the gang exists."""
+        if (group.key, reason) in self._warned:
+            return
+        self._warned.add((group.key, reason))
+        log.warning(message, extra={"group": group.key, "reason": reason})
+        if self.state.group(group.key) is not None:
+            kind, name = "PodGroup", group.name
+        else:
+            members = self.state.members(group.key)
+            if not members:
+                return
+            kind, name = "Pod", members[0].name
+        self.tasks.spawn(
+            self.source.emit_event(kind, group.namespace, name, reason, message, warning=True)
+        )
+
+    def gang_bound(self, group: GroupRef, members: int, now: float) -> None:
+        """The quorum bound together: the time it took, its plan's transfers, the decision."""
+        waited = self.planner.journal.mark_bound(group.key, now)
+        if waited is not None:
+            self.metrics.time_to_bind.observe(waited)
+            rec = self.planner.journal.get(group.key)
+            proposal = rec.proposal if rec is not None else None
+            if proposal is not None and proposal.outcome is not None:
+                self.metrics.plan_transfers.observe(len(proposal.outcome.transfers))
+        reason = f"bound {members} member(s) together"
+        self.report([self.planner.note(group, Outcome.BOUND, reason)])
+
+    def requeue_others(self, reservation: Reservation, pod: Pod) -> None:
+        """A fresh reservation: the other members were told to wait and kube-scheduler parked
+        them; bring them back now rather than at its next flush."""
+        others = []
+        for m in reservation.members:
+            if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
+                member = self.state.pod(m.pod_uid)
+                if member is not None:
+                    others.append(member.ref)
+        self.tasks.spawn(self.source.requeue(others, f"gang {reservation.group_key} reserved"))
+
+    # ---- PodGroup status ---------------------------------------------------------------
+
+    def group_status(self, key: str, outcome: Outcome | None = None) -> GroupStatus:
+        group = self.state.group(key)
+        need = group.min_member if group is not None else 0
+        phase, scheduled, running = group_phase(self.state, key, outcome, need)
+        rec = self.planner.journal.get(key)
+        start = None
+        if rec is not None and rec.first_filter_at is not None:
+            start = self.wall_clock() - (self.clock() - rec.first_filter_at)
+        return GroupStatus(
+            group_key=key,
+            phase=phase,
+            scheduled=scheduled,
+            running=running,
+            reason=rec.last_outcome.value if rec is not None and rec.last_outcome else "",
+            message=rec.last_reason if rec is not None else "",
+            schedule_start_time=start,
+        )
+
+    def refresh_statuses(self) -> None:
+        """Write the status of every PodGroup whose members moved since the last write
+        (they bind, start running, finish or go away long after the gang decision)."""
+        for key in self.state.groups():
+            self._push_status(self.group_status(key))
+        for gone in set(self._shown) - set(self.state.groups()):
+            del self._shown[gone]
+        live = self.state.group_keys()
+        self._warned = {w for w in self._warned if w[0] in live}
+
+    def _push_status(self, status: GroupStatus) -> None:
+        shown = (status.phase, status.scheduled, status.running, status.reason, status.message)
+        if self._shown.get(status.group_key) != shown:
+            self._shown[status.group_key] = shown
+            self.tasks.spawn(self.source.update_group_status(status))

@@ -1,0 +1,121 @@
+"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang.
+
+Read-only: a view never creates a journal record or changes the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from phalanx.core.cache import ClusterState
+from phalanx.core.model import GroupRef
+from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
+from phalanx.service.reporter import Reporter
+
+Clock = Callable[[], float]
+
+
+class GangViews:
+    def __init__(
+        self, state: ClusterState, planner: GangPlanner, reporter: Reporter, *, clock: Clock
+    ) -> None:
+        self.state = state
+        self.planner = planner
+        self.reporter = reporter
+        self.clock = clock
+
+    def groups(self) -> list[dict[str, object]]:
+        """A summary line per known gang, sorted by key."""
+        keys = self.state.group_keys() | set(self.planner.records)
+        return [self._summary(GroupRef.parse(key)) for key in sorted(keys)]
+
+    def group(self, ref: GroupRef) -> dict[str, object] | None:
+        """Everything Phalanx knows about one gang: reservation, plan, phases, transfers,
+        warnings, last failure reason. None if the gang is unknown."""
+        key = ref.key
+        if key not in self.state.group_keys() and key not in self.planner.records:
+            return None
+        view = self._summary(ref)
+        view["reservation"] = self._reservation(key)
+        view["plan"] = self._plan(key)
+        return view
+
+    def _reservation(self, key: str) -> dict[str, object] | None:
+        reservation = self.state.reservation(key)
+        if reservation is None:
+            return None
+        return {
+            "expires_in_seconds": round(max(0.0, reservation.expires_at - self.clock()), 3),
+            "members": [
+                {
+                    "pod": m.pod_key,
+                    "node": m.node,
+                    "state": m.state.value,
+                    "gpus": m.requests.gpus(),
+                }
+                for m in reservation.members
+            ],
+        }
+
+    def _plan(self, key: str) -> dict[str, object] | None:
+        rec = self.planner.journal.get(key)
+        proposal = rec.proposal if rec is not None else None
+        if proposal is None:
+            return None
+        outcome = proposal.outcome
+        by_uid = {p.uid: p.key for p in proposal.members}
+        return {
+            "domain": proposal.domain,
+            "placements": {by_uid[u]: n for u, n in sorted(proposal.assignment.items())},
+            "phases": [
+                {
+                    "index": ph.index,
+                    "kind": ph.kind,
+                    "members": list(ph.members),
+                    "nodes": list(ph.nodes),
+                    **(
+                        {"trial": f"{ph.trial_index + 1}/{ph.trial_total}"}
+                        if ph.trial_index is not None and ph.trial_total
+                        else {}
+                    ),
+                }
+                for ph in (outcome.phases if outcome else ())
+            ],
+            "data_transfers": [
+                {
+                    "from": t.from_member,
+                    "to": t.to_member,
+                    "from_node": t.from_node,
+                    "to_node": t.to_node,
+                }
+                for t in (outcome.transfers if outcome else ())
+            ],
+            "warnings": list(proposal.warnings),
+        }
+
+    def _summary(self, ref: GroupRef) -> dict[str, object]:
+        key = ref.key
+        group = self.state.group(key)
+        members = self.state.members(key, include_finished=True)
+        rec = self.planner.journal.get(key)
+        resolution = self.planner.resolve(ref)
+        if isinstance(resolution, Resolved):
+            resolved, error = resolution.group, self.state.group_error(key)
+        else:
+            resolved, error = None, resolution.reason
+        status = self.reporter.group_status(key)
+        return {
+            "group": key,
+            "source": "PodGroup" if group is not None else "annotations",
+            "min_member": resolved.min_member if resolved is not None else None,
+            "placement": str(resolved.placement) if resolved is not None else None,
+            "members": len(members),
+            "bound": status.scheduled,
+            "phase": status.phase.value,
+            "last_decision": rec.last_outcome.value
+            if rec is not None and rec.last_outcome
+            else None,
+            "last_reason": rec.last_reason if rec is not None else "",
+            "error": error,
+        }

@@ -1,0 +1,154 @@
+"""The bind barrier's decisions, without an event loop: may this bind join, is the quorum
+present, is a held member still bindable."""
+
+from dataclasses import replace
+
+import pytest
+
+from builders import gang, gpu_node, pod, podgroup
+from phalanx.core.barrier import (
+    Answer,
+    BindAlone,
+    BindReserved,
+    Join,
+    admit,
+    fits_alone,
+    quorum_present,
+    still_bindable,
+)
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
+from phalanx.core.model import Binding, PodRef
+from phalanx.core.resolution import GroupDefaults
+
+DEFAULTS = GroupDefaults()
+
+
+def cluster(*pods, groups=(), nodes=("n1", "n2")):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(gpu_node(n))
+    for g in groups:
+        state.upsert_group(g)
+    for p in pods:
+        state.upsert_pod(p)
+    return state
+
+
+def reserve(state, key, *placed):
+    return state.reserve(
+        Reservation(
+            key,
+            tuple(MemberReservation(p.uid, p.key, n, p.requests) for p, n in placed),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+
+
+def to(p, node, uid=None):
+    return Binding(PodRef(p.namespace, p.name, p.uid if uid is None else uid), node)
+
+
+def test_a_reserved_member_of_an_unbound_gang_joins_the_gate_of_its_reservation():
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 2)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n2"))
+    decision = admit(state, to(a, "n1"), DEFAULTS)
+    assert isinstance(decision, Join)
+    assert (decision.serial, decision.bound, decision.group.min_member) == (published.serial, 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("binding", "expected"),
+    [
+        (Binding(PodRef("default", "ghost"), "n1"), "pod default/ghost is unknown to Phalanx"),
+        (
+            Binding(PodRef("default", "g-0", "stale"), "n1"),
+            ", not stale: it was recreated",
+        ),
+        (Binding(PodRef("default", "g-0"), "n2"), "gang default/g reserved n1 for pod default/g-0"),
+    ],
+    ids=["unknown-pod", "recreated-pod", "another-node"],
+)
+def test_binds_that_can_never_succeed_are_answered_at_once(binding, expected):
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 2)])
+    reserve(state, "default/g", (a, "n1"), (b, "n2"))
+    decision = admit(state, binding, DEFAULTS)
+    assert isinstance(decision, Answer)
+    assert expected in decision.error
+
+
+def test_a_pod_already_bound_to_the_node_asked_for_is_a_success_and_elsewhere_a_refusal():
+    done = pod("done", 1, node="n1")
+    state = cluster(done)
+    assert admit(state, to(done, "n1"), DEFAULTS) == Answer("")
+    assert "is already bound to n1" in admit(state, to(done, "n2"), DEFAULTS).error
+
+
+def test_a_pod_being_bound_is_not_bound_twice():
+    solo = pod("solo", 1)
+    state = cluster(solo)
+    state.assume(solo.uid, "n1")
+    assert "is already being bound" in admit(state, to(solo, "n1"), DEFAULTS).error
+
+
+def test_a_pod_in_no_gang_binds_alone():
+    solo = pod("solo", 1)
+    assert admit(cluster(solo), to(solo, "n1"), DEFAULTS) == BindAlone(solo, "n1")
+
+
+def test_a_member_without_a_reservation_waits_for_nothing_and_says_why():
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 2)])
+    decision = admit(state, to(a, "n1"), DEFAULTS)
+    assert "holds no reservation for pod default/g-0" in decision.error
+
+
+def test_a_member_of_an_unresolvable_gang_gets_its_reason():
+    a = pod("a", 1, group="nogroup")
+    decision = admit(cluster(a), to(a, "n1"), DEFAULTS)
+    assert "waiting for PodGroup default/nogroup to exist" in decision.error
+
+
+def test_members_beyond_a_bound_quorum_bind_now_in_or_out_of_a_reservation():
+    bound = [replace(p, node_name="n1") for p in gang("g", 2, 2)]
+    extra, reserved = pod("g-2", 2, group="g"), pod("g-3", 2, group="g")
+    state = cluster(*bound, extra, reserved, groups=[podgroup("g", 2)])
+    reserve(state, "default/g", (reserved, "n2"))
+    assert admit(state, to(extra, "n2"), DEFAULTS) == BindAlone(extra, "n2")
+    assert admit(state, to(reserved, "n2"), DEFAULTS) == BindReserved(reserved, "n2")
+
+
+@pytest.mark.parametrize(
+    ("waiting", "bound", "need", "present"),
+    [(1, 0, 2, False), (2, 0, 2, True), (1, 1, 2, True), (0, 3, 3, True), (2, 0, 3, False)],
+    ids=["half", "all-waiting", "with-bound", "all-bound", "one-short"],
+)
+def test_the_quorum_counts_the_held_and_the_bound(waiting, bound, need, present):
+    assert quorum_present(waiting, bound, need) is present
+
+
+def test_a_held_member_stays_bindable_only_while_its_reservation_and_node_hold():
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 2)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n2"))
+    assert still_bindable(state, "default/g", published.serial, a, "n1") == ""
+    assert "no longer holds" in still_bindable(state, "default/g", published.serial + 1, a, "n1")
+    assert "no longer holds n2" in still_bindable(state, "default/g", published.serial, a, "n2")
+    state.upsert_node(gpu_node("n1", unschedulable=True))
+    assert "node n1 is gone, cordoned" in still_bindable(
+        state, "default/g", published.serial, a, "n1"
+    )
+    state.remove_pod(a.uid)
+    assert "pod default/g-0 no longer exists" in still_bindable(
+        state, "default/g", published.serial, a, "n1"
+    )
+
+
+def test_a_lone_pod_must_still_fit_its_node():
+    big = pod("big", 6)
+    state = cluster(pod("there", 4, node="n1"), big)
+    assert "no longer fits node n1 (insufficient nvidia.com/gpu)" in fits_alone(state, big, "n1")
+    assert fits_alone(state, big, "n2") == ""
+    assert "node n9 is unknown" in fits_alone(state, big, "n9")

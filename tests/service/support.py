@@ -1,0 +1,195 @@
+"""Shared set-up for the service tests: a clock, scripted sources and a started extender.
+
+The sources here are collaborators of the code under test (the real `Extender`): a
+`ClusterFileSource` whose I/O can fail as a test says, yield to the event loop, and run a
+hook in the middle of a write, so a test can interleave a delete, an expiry or another
+request with the barrier's awaits. The real sources are exercised in tests/sources and
+tests/e2e.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from builders import node_obj, pod_obj, podgroup_obj
+from phalanx.core.model import Binding, PodRef
+from phalanx.core.rollforward import CommitRecord
+from phalanx.service.extender import Extender, ServiceSettings
+from phalanx.service.rollforward import RollForwardSettings
+from phalanx.sources.clusterfile import ClusterFileSource
+
+NODES = ["n1", "n2", "n3"]
+
+Hook = Callable[[], None]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTimers:
+    """Barrier timeouts on the test's clock: they fire only when the test says time passed."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._due: list[tuple[float, int, Callable[[], None], list[bool]]] = []
+        self._seq = 0
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> _FakeTimer:
+        cancelled = [False]
+        self._seq += 1
+        self._due.append((self.clock.now + delay, self._seq, callback, cancelled))
+        return _FakeTimer(cancelled)
+
+    def fire_due(self) -> None:
+        """Run, in deadline order, every callback whose time has come and is not cancelled."""
+        ready = sorted(t for t in self._due if t[0] <= self.clock.now)
+        self._due = [t for t in self._due if t[0] > self.clock.now]
+        for _, _, callback, cancelled in ready:
+            if not cancelled[0]:
+                callback()
+
+
+class _FakeTimer:
+    def __init__(self, cancelled: list[bool]) -> None:
+        self._cancelled = cancelled
+
+    def cancel(self) -> None:
+        self._cancelled[0] = True
+
+
+class ScriptedSource(ClusterFileSource):
+    """A cluster file whose writes fail, yield and run hooks as a test scripts them.
+
+    * `failures[pod name]`: exceptions its next bindings raise, in order;
+    * `commit_failures`: exceptions the next commit-record writes raise;
+    * `hooks[verb]` (`commit`, `bind`, `status`): callables run, once each, inside the next
+      such write, after it has yielded to the loop and before it takes effect;
+    * `yielding`: every write yields to the loop first (as a real API call does).
+    """
+
+    def __init__(
+        self,
+        objects: Any,
+        failures: Mapping[str, list[Exception]] | None = None,
+        *,
+        yielding: bool = False,
+    ) -> None:
+        super().__init__(objects)
+        self.failures: dict[str, list[Exception]] = {
+            k: list(v) for k, v in (failures or {}).items()
+        }
+        self.commit_failures: list[Exception] = []
+        self.hooks: dict[str, list[Hook]] = {}
+        self.yielding = yielding
+        self.order: list[str] = []
+
+    def on(self, verb: str, hook: Hook) -> None:
+        self.hooks.setdefault(verb, []).append(hook)
+
+    async def _io(self, verb: str) -> None:
+        hooks = self.hooks.pop(verb, [])
+        if self.yielding or hooks:
+            await asyncio.sleep(0)
+        for hook in hooks:
+            hook()
+
+    async def write_commit_record(self, record: CommitRecord) -> None:
+        self.order.append(f"commit {record.group_key}")
+        await self._io("commit")
+        if self.commit_failures:
+            raise self.commit_failures.pop(0)
+        await super().write_commit_record(record)
+
+    async def bind(self, binding: Binding) -> None:
+        name = binding.pod.name
+        await self._io("bind")
+        pending = self.failures.get(name)
+        if pending:
+            raise pending.pop(0)
+        self.order.append(f"bind {name}")
+        await super().bind(binding)
+
+    async def update_group_status(self, status: Any) -> None:
+        await self._io("status")
+        await super().update_group_status(status)
+
+
+class RecordingSource(ScriptedSource):
+    """A scripted source that also keeps commit records for roll-forward (a `CommitLog`)."""
+
+    def __init__(self, objects: Any, failures: Any = None, **kw: Any) -> None:
+        super().__init__(objects, failures, **kw)
+        self.lease_held = True
+        self.cleared: list[str] = []
+
+    @property
+    def may_roll_forward(self) -> bool:
+        return self.lease_held
+
+    def commit_records(self) -> Mapping[str, CommitRecord]:
+        return dict(self.records)
+
+    async def clear_commit_record(self, group_key: str) -> None:
+        self.cleared.append(group_key)
+        self.records.pop(group_key, None)
+
+
+def gang_objects(name="g", size=3, gpus=8, min_member=None, timeout=None):
+    return [
+        podgroup_obj(name, min_member or size, timeout=timeout),
+        *(pod_obj(f"{name}-{i}", gpus, group=name) for i in range(size)),
+    ]
+
+
+async def started(
+    objects,
+    *,
+    failures=None,
+    barrier=5.0,
+    clock=None,
+    source_class=ScriptedSource,
+    yielding=False,
+    retries=3,
+    roll_forward=None,
+):
+    source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
+    ext = Extender(
+        source,
+        ServiceSettings(
+            barrier_timeout_seconds=barrier,
+            bind_retry_backoff_seconds=0.0,
+            bind_retries=retries,
+            roll_forward=roll_forward or RollForwardSettings(),
+        ),
+        clock=clock or Clock(),
+    )
+    await ext.start()
+    return ext, source
+
+
+def pod_of(ext, name, namespace="default"):
+    return ext.state.pod_by_key(namespace, name)
+
+
+def reserve_all(ext, names):
+    nodes = {}
+    for n in names:
+        result = ext.filter(pod_of(ext, n), NODES)
+        assert len(result.feasible) == 1, result
+        nodes[n] = result.feasible[0]
+    return nodes
+
+
+async def bind(ext, name, node):
+    return await ext.bind(Binding(pod_of(ext, name).ref, node))
+
+
+def binding(name, node, uid="", namespace="default"):
+    return Binding(PodRef(namespace, name, uid), node)

@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test dev lint unit e2e tools cluster bench lock clean
+.PHONY: demo test dev lint unit e2e tools cluster bench lock clean dashboard
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ cluster: $(STAMP) tools
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Regenerate the Grafana dashboard (chart file and deploy/ copy) from deploy/grafana/dashboard.py.
+dashboard: $(STAMP)
+	$(BIN)/python deploy/grafana/dashboard.py
 
 # Regenerate the lock from a fresh resolve of pyproject.toml (runtime + dev extras).
 lock:

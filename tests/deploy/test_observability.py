@@ -71,7 +71,10 @@ def alert_rules() -> list[dict[str, Any]]:
 def referenced_metrics() -> set[str]:
     """Every phalanx_* name in a dashboard query or an alert expression."""
     exprs = dashboard_exprs() + [r["expr"] for r in alert_rules()]
-    exprs += [v["definition"] for v in dashboard()["templating"]["list"] if "definition" in v]
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            q = variable["query"]
+            exprs.append(q["query"] if isinstance(q, dict) else q)
     return {m for e in exprs for m in METRIC.findall(e)}
 
 

@@ -1,0 +1,455 @@
+"""The Grafana dashboard, generated with Grafana's typed builders (grafana-foundation-sdk).
+
+Run ``make dashboard`` after changing a panel or a metric: it writes the chart's
+``helm/phalanx/files/phalanx-dashboard.json`` and its copy in ``deploy/grafana/``;
+tests/deploy/test_dashboard.py fails while the committed files differ from what this writes.
+
+Metric names come from one place, the registry of a real extender (``Metrics`` plus the
+model-derived gauges): every query asks ``Exported`` for its series, and a series no
+extender exports stops the generation instead of shipping a blank panel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+from grafana_foundation_sdk.cog import variants
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common, units
+from grafana_foundation_sdk.models import dashboard as dm
+from prometheus_client import CollectorRegistry
+
+from phalanx.service.extender import Extender
+from phalanx.sources.clusterfile import ClusterFileSource
+
+REPO = Path(__file__).resolve().parents[2]
+OUTPUTS = (
+    REPO / "helm" / "phalanx" / "files" / "phalanx-dashboard.json",
+    REPO / "deploy" / "grafana" / "phalanx-dashboard.json",
+)
+
+# Every panel and query reads from the data source the viewer picks in this variable.
+DATASOURCE = common.DataSourceRef(type_val="prometheus", uid="${datasource}")
+JOB = 'job=~"$job"'
+
+# The series a Prometheus family of each type is queried by (prometheus-client's naming).
+SERIES_SUFFIXES: Mapping[str, tuple[str, ...]] = {
+    "counter": ("_total",),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum"),
+    "summary": ("_count", "_sum", ""),
+    "info": ("_info",),
+}
+
+# Exported families deliberately left off the dashboard, each with the reason (none today).
+NOT_CHARTED: Mapping[str, str] = {}
+
+
+def live_registry() -> CollectorRegistry:
+    """The registry of an extender on an empty cluster: what every replica exports."""
+    return Extender(ClusterFileSource([])).metrics.registry
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """The metric families an extender exports, and the series PromQL names them by."""
+
+    families: Mapping[str, str]  # family name -> Prometheus type
+    series: Mapping[str, str] = field(init=False)  # series name -> family name
+
+    def __post_init__(self) -> None:
+        series = {
+            name + suffix: name
+            for name, kind in self.families.items()
+            for suffix in SERIES_SUFFIXES.get(kind, ("",))
+        }
+        object.__setattr__(self, "series", series)
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Exported:
+        return cls({family.name: family.type for family in registry.collect()})
+
+    def name(self, series: str) -> str:
+        """``series`` itself, once it is known to be exported (else ValueError naming it)."""
+        if series not in self.series:
+            known = ", ".join(sorted(self.series))
+            raise ValueError(f"the dashboard queries {series!r}; Phalanx exports only {known}")
+        return series
+
+    def select(self, series: str) -> str:
+        """``series{job=~"$job"}``: one exported series of the jobs the viewer picked."""
+        return f"{self.name(series)}{{{JOB}}}"
+
+
+# ---- building blocks -------------------------------------------------------------------
+
+
+def query(expr: str, legend: str = "", *, instant: bool = False) -> prometheus.Dataquery:
+    q = prometheus.Dataquery().expr(expr).datasource(DATASOURCE)
+    if legend:
+        q = q.legend_format(legend)
+    return q.instant() if instant else q
+
+
+def with_ref_ids(queries: Sequence[prometheus.Dataquery]) -> list[Builder[variants.Dataquery]]:
+    return [q.ref_id(chr(ord("A") + i)) for i, q in enumerate(queries)]
+
+
+def steps(*colours: tuple[float | None, str]) -> db.ThresholdsConfig:
+    """Absolute thresholds, in the panel's unit; the first step is the base (value None)."""
+    return (
+        db.ThresholdsConfig()
+        .mode(dm.ThresholdsMode.ABSOLUTE)
+        .steps([dm.Threshold(value=value, color=colour) for value, colour in colours])
+    )
+
+
+def stat_panel(
+    title: str,
+    description: str,
+    queries: Sequence[prometheus.Dataquery],
+    thresholds: db.ThresholdsConfig,
+    mappings: Mapping[str, str] | None = None,
+) -> stat.Panel:
+    """A 6×4 single-number tile coloured by its thresholds (counts: no unit)."""
+    panel = (
+        stat.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .span(6)
+        .height(4)
+        .targets(with_ref_ids(queries))
+        .unit(units.NoUnit)
+        .color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))
+        .thresholds(thresholds)
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
+        .color_mode(common.BigValueColorMode.BACKGROUND)
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .text_mode(common.BigValueTextMode.AUTO)
+        .justify_mode(common.BigValueJustifyMode.AUTO)
+        .orientation(common.VizOrientation.AUTO)
+    )
+    if mappings:
+        options = {
+            value: dm.ValueMappingResult(text=text, index=i)
+            for i, (value, text) in enumerate(mappings.items())
+        }
+        panel = panel.mappings([dm.ValueMap(options=options)])
+    return panel
+
+
+def timeseries_panel(
+    title: str,
+    description: str,
+    unit: str,
+    queries: Sequence[prometheus.Dataquery],
+    *,
+    width: int,
+    height: int = 8,
+    style: Literal["lines", "stacked", "bars"] = "lines",
+) -> timeseries.Panel:
+    """Lines (or stacked areas, or bars per interval) with a table legend of last and max."""
+    stacked = style == "stacked"
+    return (
+        timeseries.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .span(width)
+        .height(height)
+        .targets(with_ref_ids(queries))
+        .unit(unit)
+        .draw_style(common.GraphDrawStyle.BARS if style == "bars" else common.GraphDrawStyle.LINE)
+        .fill_opacity(30 if stacked else 10)
+        .stacking(
+            cb.StackingConfig()
+            .mode(common.StackingMode.NORMAL if stacked else common.StackingMode.NONE)
+            .group("A")
+        )
+        .show_points(common.VisibilityMode.NEVER)
+        .legend(
+            cb.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(common.LegendDisplayMode.TABLE)
+            .placement(common.LegendPlacement.RIGHT)
+            .calcs(["lastNotNull", "max"])
+        )
+        .tooltip(
+            cb.VizTooltipOptions()
+            .mode(common.TooltipDisplayMode.MULTI)
+            .sort(common.SortOrder.DESCENDING)
+        )
+    )
+
+
+def quantiles(
+    m: Exported, histogram: str, qs: Iterable[float], by: str = ""
+) -> list[prometheus.Dataquery]:
+    """One histogram_quantile query per quantile of ``<histogram>_bucket``, legend "p99"
+    (or "<by> p99" when split by a label)."""
+    labels = ", ".join(["le", *([by] if by else [])])
+    prefix = f"{{{{{by}}}}} " if by else ""
+    bucket = m.select(f"{histogram}_bucket")
+    return [
+        query(
+            f"histogram_quantile({q}, sum by ({labels}) (rate({bucket}[$__rate_interval])))",
+            f"{prefix}p{q * 100:g}",
+        )
+        for q in qs
+    ]
+
+
+# ---- the dashboard ----------------------------------------------------------------------
+
+
+def health_row(m: Exported) -> list[stat.Panel]:
+    red_from_one = steps((None, "green"), (1, "red"))
+    return [
+        stat_panel(
+            "Partial gangs (must be 0)",
+            "Gangs with some but fewer than minMember members bound. Phalanx's invariant: this "
+            "reads 0 at every moment. Anything else pages (PhalanxPartialGang).",
+            [query(f"max({m.select('phalanx_partial_gangs')})", instant=True)],
+            red_from_one,
+        ),
+        stat_panel(
+            "Cache synced",
+            "1 once every replica has loaded its first full list of nodes, pods and podgroups "
+            "(/readyz is 503 until then).",
+            [query(f"min({m.select('phalanx_cache_synced')})", instant=True)],
+            steps((None, "red"), (1, "green")),
+            mappings={"0": "NOT SYNCED", "1": "synced"},
+        ),
+        stat_panel(
+            "Over-committed nodes",
+            "Nodes whose pod requests plus gang reservations exceed allocatable (must be 0).",
+            [query(f"max({m.select('phalanx_overcommitted_nodes')})", instant=True)],
+            red_from_one,
+        ),
+        stat_panel(
+            "Reservations / reserved GPUs",
+            "Gangs holding a reservation and the GPUs reserved for them (the leader's view). "
+            "Returns to 0 when every gang has bound or expired.",
+            [
+                query(f"max({m.select('phalanx_reservations')})", "gangs", instant=True),
+                query(f"max({m.select('phalanx_reserved_gpus')})", "GPUs", instant=True),
+            ],
+            steps((None, "green")),
+        ),
+    ]
+
+
+def gangs_row(m: Exported) -> list[timeseries.Panel]:
+    return [
+        timeseries_panel(
+            "Gang decisions by result",
+            "Rate of gang decisions: committed (reserved whole), waiting-for-members, unfit, "
+            "invalid, expired, replanned, released, rolled-forward, bound.",
+            units.OpsPerSecond,
+            [
+                query(
+                    "sum by (result) "
+                    f"(rate({m.select('phalanx_gang_decisions_total')}[$__rate_interval]))",
+                    "{{result}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries_panel(
+            "Time to whole gang",
+            "From a gang's first /filter to the binding of its quorum: p50, p90, p99.",
+            units.Seconds,
+            quantiles(m, "phalanx_gang_time_to_bind_seconds", (0.5, 0.9, 0.99)),
+            width=12,
+        ),
+        timeseries_panel(
+            "Bind barrier waiters",
+            "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
+            "at most the barrier timeout (20 s by default).",
+            units.NoUnit,
+            [query(f"sum({m.select('phalanx_barrier_waiting')})", "waiting")],
+            width=8,
+        ),
+        timeseries_panel(
+            "Bindings by result",
+            "Bindings Phalanx issued: bound, failed, gone (pod deleted meanwhile), conflict "
+            "(bound elsewhere).",
+            units.OpsPerSecond,
+            [
+                query(
+                    "sum by (result) "
+                    f"(rate({m.select('phalanx_bindings_total')}[$__rate_interval]))",
+                    "{{result}}",
+                )
+            ],
+            width=8,
+        ),
+        timeseries_panel(
+            "Plan data transfers per gang",
+            "Cross-node data transfers in committed execution-plan placements (p50 / p99): "
+            "consecutive plan steps placed on different nodes.",
+            units.NoUnit,
+            quantiles(m, "phalanx_plan_data_transfers", (0.5, 0.99)),
+            width=8,
+        ),
+    ]
+
+
+def gpus_row(m: Exported) -> list[timeseries.Panel]:
+    return [
+        timeseries_panel(
+            "Cluster GPUs by state",
+            "Free, used (requests of bound pods) and reserved (held for gangs not yet bound) "
+            "GPUs in the cluster.",
+            units.NoUnit,
+            [query(f"max by (state) ({m.select('phalanx_cluster_gpus')})", "{{state}}")],
+            width=8,
+            height=9,
+            style="stacked",
+        ),
+        timeseries_panel(
+            "GPUs per node: reserved / used / free",
+            "Per node, stacked: a node with reserved GPUs is being held for a gang that has not "
+            "bound yet.",
+            units.NoUnit,
+            [query(f"max by (node, state) ({m.select('phalanx_gpus')})", "{{node}} {{state}}")],
+            width=16,
+            height=9,
+            style="stacked",
+        ),
+    ]
+
+
+def extender_row(m: Exported) -> list[timeseries.Panel]:
+    return [
+        timeseries_panel(
+            "Request latency per verb (p50 / p99)",
+            "kube-scheduler abandons a call after its extender httpTimeout (30 s in the chart). "
+            "/filter runs serially in the scheduling cycle; /bind waits at the barrier by design.",
+            units.Seconds,
+            quantiles(m, "phalanx_request_duration_seconds", (0.5, 0.99), by="verb"),
+            width=12,
+        ),
+        timeseries_panel(
+            "Requests per verb and result",
+            "ok: answered normally; error: answered with an Error kube-scheduler reports; "
+            "bad-request: not a request kube-scheduler would send.",
+            units.RequestsPerSecond,
+            [
+                query(
+                    "sum by (verb, result) "
+                    f"(rate({m.select('phalanx_request_duration_seconds_count')}[$__rate_interval]))",
+                    "{{verb}} {{result}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries_panel(
+            "Watch restarts",
+            "Informer watch restarts by kind and reason (a relist after 410 Gone is routine; a "
+            "steady stream of errors is not).",
+            units.NoUnit,
+            [
+                query(
+                    "sum by (kind, reason) "
+                    f"(increase({m.select('phalanx_watch_restarts_total')}[$__rate_interval]))",
+                    "{{kind}} {{reason}}",
+                )
+            ],
+            width=12,
+            style="bars",
+        ),
+        timeseries_panel(
+            "Cache synced per instance",
+            "Per replica: 1 once its cluster model is synced.",
+            units.NoUnit,
+            [query(m.select("phalanx_cache_synced"), "{{instance}}")],
+            width=12,
+        ),
+    ]
+
+
+def build(m: Exported) -> dm.Dashboard:
+    jobs = f"label_values({m.name('phalanx_cache_synced')}, job)"
+    builder = (
+        db.Dashboard("Phalanx gang scheduling")
+        .uid("phalanx")
+        .description(
+            "Phalanx, the all-or-nothing GPU gang scheduler extender: gang decisions, GPUs, "
+            "extender latency, health."
+        )
+        .tags(["phalanx", "scheduling", "gpu"])
+        .timezone("")  # the viewer's own preference
+        .editable()
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .refresh("30s")
+        .time("now-1h", "now")
+        .version(1)
+        .with_variable(
+            db.DatasourceVariable("datasource")
+            .label("Data source")
+            .type("prometheus")
+            .hide(dm.VariableHide.DONT_HIDE)
+        )
+        .with_variable(
+            db.QueryVariable("job")
+            .label("Job")
+            .datasource(DATASOURCE)
+            .query({"query": jobs, "refId": "job"})
+            .include_all(True)
+            .all_value(".*")
+            .multi(True)
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .hide(dm.VariableHide.DONT_HIDE)
+        )
+    )
+    rows: list[tuple[str, Sequence[stat.Panel | timeseries.Panel]]] = [
+        ("Health", health_row(m)),
+        ("Gangs", gangs_row(m)),
+        ("GPUs", gpus_row(m)),
+        ("Extender", extender_row(m)),
+    ]
+    for title, panels in rows:
+        builder = builder.with_row(db.Row(title))
+        for panel in panels:
+            builder = builder.with_panel(panel)
+    model = builder.build()
+    # Grafana needs ids unique within the dashboard; number them in reading order.
+    for number, panel_model in enumerate(model.panels or [], start=1):
+        panel_model.id_val = number
+    return model
+
+
+def render(m: Exported) -> str:
+    # Sorted keys: the file does not reorder when the SDK reorders its fields.
+    return JSONEncoder(indent=2, sort_keys=True).encode(build(m)) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    args = parser.parse_args(argv)
+    text = render(Exported.of(live_registry()))
+    stale = [path for path in OUTPUTS if not path.exists() or path.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is stale: run `make dashboard`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(text)
+        print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

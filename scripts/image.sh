@@ -87,13 +87,21 @@ EOF
 }
 
 # ---------------------------------------------------------------- the Debian base
-# "deb URI SUITE COMPONENT" for each Debian index apt uses here, suite and its -updates and
-# -security included.
+# The Debian archive and security mirrors apt uses here (whatever release the host runs), as
+# "deb URI SUITE main" lines for SUITE, SUITE-updates and SUITE-security.
 apt_sources() {
-  apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT)' 'Identifier: Packages' \
-    | awk -v suite="$SUITE" '$2 ~ "^" suite "(-updates|-security)?$" && $3 == "main" {
-        print "deb " $1 " " $2 " " $3 }' \
-    | sort -u
+  # shellcheck disable=SC2016  # $(...) here is apt's own template syntax, not the shell's
+  apt-get indextargets --format '$(ORIGIN) $(LABEL) $(REPO_URI)' 'Identifier: Packages' \
+    | sort -u \
+    | awk -v suite="$SUITE" '
+        $1 == "Debian" && $2 == "Debian" && !archive { archive = $3 }
+        $1 == "Debian" && $2 == "Debian-Security" && !security { security = $3 }
+        END {
+          if (!archive) exit
+          print "deb " archive " " suite " main"
+          print "deb " archive " " suite "-updates main"
+          if (security) print "deb " security " " suite "-security main"
+        }'
 }
 
 ensure_base() {
@@ -105,7 +113,7 @@ ensure_base() {
   if [[ ! -s $tarball ]]; then
     local sources=()
     mapfile -t sources < <(apt_sources)
-    [[ ${#sources[@]} -gt 0 ]] || die "apt has no '${SUITE}' source: see /etc/apt/sources.list*"
+    [[ ${#sources[@]} -gt 0 ]] || die "apt uses no Debian mirror here: see /etc/apt/sources.list*"
     # apt's own freshness checks, so a snapshot mirror that apt accepts is accepted here too.
     local valid_until
     valid_until="$(apt-config shell v Acquire::Check-Valid-Until | sed -n "s/^v='\(.*\)'$/\1/p")"

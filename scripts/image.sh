@@ -49,6 +49,14 @@ log() { printf '[image] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- the image store
+# stdin to $1, atomically and only when it differs: other runs may be reading it right now.
+write_if_changed() {
+  local tmp
+  tmp="$(mktemp "${1}.XXXXXX")"
+  cat >"$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv -f "$tmp" "$1"; fi
+}
+
 # A store of our own: the machine's containers are left alone, and the cache is one folder.
 # runc, cgroupfs and explicit ulimits are what runs on a bare root CI machine: crun refuses
 # hybrid cgroups, and without CAP_SYS_RESOURCE podman's default limits cannot be set.
@@ -62,7 +70,7 @@ configure_store() {
   local driver=overlay
   [[ $(stat -f -c %T "${STORE}/graph") == overlayfs ]] && driver=vfs
   driver="${PHALANX_IMAGE_STORAGE_DRIVER:-$driver}"
-  cat >"${STORE}/storage.conf" <<EOF
+  write_if_changed "${STORE}/storage.conf" <<EOF
 [storage]
 driver = "${driver}"
 graphroot = "${STORE}/graph"
@@ -72,7 +80,7 @@ EOF
   local nofile nproc
   nofile="$(ulimit -Hn)"; [[ $nofile == unlimited || $nofile -gt 65536 ]] && nofile=65536
   nproc="$(ulimit -Hu)"; [[ $nproc == unlimited || $nproc -gt 4096 ]] && nproc=4096
-  cat >"${STORE}/containers.conf" <<EOF
+  write_if_changed "${STORE}/containers.conf" <<EOF
 [containers]
 default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]
 
@@ -121,6 +129,7 @@ ensure_base() {
     [[ -n $valid_until ]] && opts+=(--aptopt="Acquire::Check-Valid-Until \"${valid_until}\"")
     log "making the ${SUITE} base with mmdebstrap (${PACKAGES[*]}) from: ${sources[*]}"
     mkdir -p "${CACHE}/base"
+    rm -f "${tarball}.partial"
     mmdebstrap --quiet "${opts[@]}" --format=tar "$SUITE" "${tarball}.partial" "${sources[@]}"
     mv "${tarball}.partial" "$tarball"
   fi
@@ -156,9 +165,9 @@ build_image() {
   # docker format: OCI's image config has no HEALTHCHECK. --layers keeps each step as a cache.
   buildah bud --quiet --layers --pull=never --network=host --format=docker \
     --build-arg "BASE_IMAGE=${BASE_IMAGE}" "${mounts[@]}" \
-    --tag "$image" --file "${REPO}/Dockerfile" "$REPO" >/dev/null
+    --tag "$image" --file "${REPO}/Dockerfile" "$REPO" >&2  # RUN output: the build log
   after="$(podman image inspect --format '{{.Id}}' "$image")"
-  # The image it replaces holds a full copy of the venv; the build-stage cache stays.
+  # The image it replaces holds a full copy of the venv (the build-stage cache stays).
   if [[ -n $before && $before != "$after" ]]; then
     podman rmi "$before" >/dev/null 2>&1 || true
   fi

@@ -217,8 +217,8 @@ def test_the_server_runs_as_the_non_root_user(served: Served) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["/opt/phalanx/written", "/etc/written", "/written"],
-    ids=["venv", "etc", "root"],
+    ["/opt/phalanx/written", "/etc/written", "/written", "/var/tmp/written"],
+    ids=["venv", "etc", "root", "var-tmp"],  # var-tmp: podman's default tmpfs there is off
 )
 def test_the_root_filesystem_is_read_only(served: Served, path: str) -> None:
     code = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -365,3 +366,8 @@ def test_serve_answers_kube_scheduler_logs_json_and_stops_on_sigterm(json_dump: 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"phalanx {importlib.metadata.version('phalanx')}"

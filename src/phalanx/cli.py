@@ -4,6 +4,7 @@
     phalanx demo [--port 8888] [--exit] [--json]
     phalanx simulate CLUSTER_FILE [--workload FILE] [--json]
     phalanx explain NAMESPACE/NAME [--server URL] [--json]
+    phalanx --version
 
 Exit codes: 0 done; 1 the answer is "no" (unknown gang, demo invariant broken);
 2 bad input or an unusable environment (settings, files, server unreachable).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -94,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="phalanx",
         description="All-or-nothing, plan-aware GPU gang placement: a kube-scheduler extender.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"phalanx {importlib.metadata.version('phalanx')}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

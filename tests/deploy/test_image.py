@@ -46,13 +46,33 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_every_base_image_is_a_pinned_slim_python() -> None:
-    bases = [args.split()[0] for args in of("FROM")]
-    assert len(bases) == 2  # build stage + runtime stage
-    for image in bases:
-        repo, _, tag = image.partition(":")
-        assert repo == "python", image
-        assert re.fullmatch(r"3\.11(\.\d+)?-slim-bookworm", tag), image
+def base_argument() -> str:
+    """The default of ``ARG BASE_IMAGE``, declared before the first stage so FROM can see it."""
+    words = [word for word, _ in instructions()]
+    declared = [args for word, args in instructions()[: words.index("FROM")] if word == "ARG"]
+    defaults = [a.partition("=")[2] for a in declared if a.partition("=")[0] == "BASE_IMAGE"]
+    assert len(defaults) == 1, "no global ARG BASE_IMAGE=... before the first FROM"
+    return defaults[0]
+
+
+def test_both_stages_start_from_the_base_image_argument() -> None:
+    # One base for both: `scripts/image.sh build` swaps in the Debian one with --build-arg.
+    assert of("FROM") == ["${BASE_IMAGE} AS build", "${BASE_IMAGE}"]
+
+
+def test_the_default_base_is_the_pinned_public_slim_python() -> None:
+    repo, _, tag = base_argument().partition(":")
+    assert repo == "python"
+    assert re.fullmatch(r"3\.11(\.\d+)?-slim-bookworm", tag), tag
+
+
+def test_the_build_calls_python3_which_every_base_has() -> None:
+    # Debian's python3.11 has no `python`; the public image has both.
+    for run_args in of("RUN"):
+        for cmd in run_args.split("&&"):
+            interpreter = cmd.split()[0]
+            assert interpreter != "python", cmd
+            assert interpreter == "python3" or interpreter.startswith("/opt/"), cmd
 
 
 def test_nothing_floats_on_latest() -> None:
@@ -110,6 +130,12 @@ def test_runtime_lock_agrees_with_the_dev_lock() -> None:
     runtime, dev = lock_pins(RUNTIME_LOCK), lock_pins(DEV_LOCK)
     differ = {n: (v, dev.get(n)) for n, v in runtime.items() if dev.get(n) != v}
     assert not differ, f"runtime vs dev lock: {differ}"
+
+
+def test_the_image_scripts_name_no_mirror_or_registry() -> None:
+    # The Debian mirror comes from apt's configuration at run time, PyPI from pip's.
+    for script in sorted((REPO / "scripts").glob("image*.sh")):
+        assert "://" not in script.read_text(), script.name
 
 
 def test_hadolint_finds_nothing() -> None:

@@ -1,8 +1,9 @@
 """The gang transaction: place every member on an overlay of the snapshot, or nothing.
 
 `place_gang` never mutates the snapshot: it tries members on a copy-on-write `Overlay` and
-returns either a `Placed` proposal (member -> node, plan outcome) or an `Unfit` with the
-closest miss. Committing the proposal is `ClusterState.reserve`, one step.
+returns either a `Placed` proposal (member -> node, plan outcome, where it landed) or an
+`Unfit` with the closest miss. Committing the proposal is `ClusterState.reserve`, one step.
+The texts people read come from `phalanx.core.gang_explain`.
 
 How members are placed:
 1. Members are grouped into *units* that must share a node: the plan's hard units
@@ -11,10 +12,16 @@ How members are placed:
 2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
    lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
    Domains are tried best-fit first (least spare GPUs), ties by name.
+   A gang with a topology constraint (`phalanx.core.topology`) walks its levels instead:
+   the domains of the preferred level, tightest fit first, then one level wider at a time
+   up to the required level (or the whole cluster). With slices, each run of consecutive
+   members is placed inside one domain of the slice level, tightest fit first, in turn.
 3. In a domain, units are placed largest-first. Interchangeable units (same requests,
    same eligible nodes, no plan relations) are placed in bulk with per-node fit counts, so
    a 64-member gang costs O(nodes log nodes), not O(nodes × members). Units with plan
    relations are scored one by one (soft rules as preferences) with bounded backtracking.
+   Given a topology index, equally good nodes are told apart by how tight their domains
+   are, so a gang fills broken cliques and leaves whole ones free.
 """
 
 from __future__ import annotations
@@ -23,6 +30,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from phalanx.core import eligibility
+from phalanx.core.gang_explain import (
+    LevelMiss,
+    landing_text,
+    miss_reason,
+    topology_unfit_detail,
+    unfit_reason,
+)
 from phalanx.core.model import (
     CPU,
     EMPTY,
@@ -34,6 +48,15 @@ from phalanx.core.model import (
 )
 from phalanx.core.plan import PlanIntent, PlanNode, PlanOutcome, describe
 from phalanx.core.snapshot import Overlay, Snapshot
+from phalanx.core.topology import (
+    CLUSTER,
+    GangTopology,
+    TopologyIndex,
+    build_index,
+    member_order,
+    short_name,
+)
+from phalanx.core.topology_usage import DomainFree, domain_free
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
@@ -50,7 +73,13 @@ class Placed:
     assignment: Mapping[str, str]  # pod uid -> node name
     members: tuple[Pod, ...]
     outcome: PlanOutcome | None = None
-    domain: str = ""  # the clique / label value chosen, for interconnect-local and domain:
+    # The domain the gang landed in: the clique / label value for interconnect-local and
+    # domain:, the narrowest topology domain holding every member for a topology constraint.
+    domain: str = ""
+    # The narrowest topology level whose one domain holds every member ("" without a
+    # topology index, or when the gang spans the widest level's domains).
+    level: str = ""
+    explanation: str = ""  # for a topology constraint: where it landed, why not narrower
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -80,6 +109,11 @@ class GangSpec:
     plan: PlanNode | None = None
     intent: PlanIntent | None = None
     exclude: frozenset[str] = frozenset()
+    # None: no topology (the policy alone decides). Unconstrained: only the tie-breaks.
+    topology: GangTopology | None = None
+    # The nodes of `topology.topology` grouped into domains; built from the snapshot when
+    # None (callers cache it per ClusterState.topology_generation).
+    index: TopologyIndex | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +133,35 @@ class _Failure:
     reason: str
 
 
+@dataclass(slots=True)
+class _Trial:
+    """One trial's state: capacity used so far, and how many units sit on each node."""
+
+    overlay: Overlay
+    used: dict[str, int]
+
+
+@dataclass(slots=True)
+class _SliceGroup:
+    """Units that must share one domain of the slice level: one slice's, or several slices'
+    when a plan unit joins them."""
+
+    label: str
+    units: list[_Unit]
+    anchors: set[str]  # nodes of the group's bound members
+    first: int  # position of its first slice
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A domain of one level, judged by its free capacity over the gang's usable nodes."""
+
+    domain: int  # its id at the level (0 for the whole cluster)
+    name: str
+    free: tuple[int, int, int]  # GPUs, CPU, memory
+    fits: bool
+
+
 def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
     """Best-fit order: what is left after `count` copies, GPUs first (least leftover first)."""
     return (
@@ -108,24 +171,8 @@ def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int,
     )
 
 
-def _describe_request(r: Resources) -> str:
-    shown = {k: v for k, v in r.as_dict().items() if k != "pods"}
-    return "{" + ", ".join(f"{k}: {_fmt(k, v)}" for k, v in shown.items()) + "}"
-
-
-def _fmt(name: str, value: int) -> str:
-    if name == CPU:
-        return f"{value}m" if value % 1000 else str(value // 1000)
-    if name == MEMORY or name.startswith(("ephemeral-storage", "hugepages-")):
-        if value % (1 << 30) == 0:
-            return f"{value >> 30}Gi"
-        if value % (1 << 20) == 0:
-            return f"{value >> 20}Mi"
-    return str(value)
-
-
-def _shortfall_text(short: Mapping[str, int]) -> str:
-    return ", ".join(f"{_fmt(k, v)} {k}" for k, v in short.items())
+def _amounts(r: Resources) -> tuple[int, int, int]:
+    return (r.gpus(), r.get(CPU), r.get(MEMORY))
 
 
 class _Placer:
@@ -139,6 +186,10 @@ class _Placer:
         # Per eligibility key: the nodes it allows. Computed once, so each node's reason
         # is counted once however many members share the key.
         self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
+        self.index = _index_for(snapshot, spec)
+        # Free capacity per topology domain over the gang's usable nodes (set by place()).
+        self._free: DomainFree | None = None
+        self._tight: dict[str, tuple[int, ...]] = {}
 
     # ---- eligibility -------------------------------------------------------------------
 
@@ -173,7 +224,7 @@ class _Placer:
 
     # ---- units -------------------------------------------------------------------------
 
-    def build_units(self) -> list[_Unit] | Unfit:
+    def build_units(self) -> list[_Unit]:
         spec = self.spec
         members = spec.members
         groups: list[list[Pod]]
@@ -226,15 +277,19 @@ class _Placer:
             return True
         return any(any(ids & s for s in sets) for sets in (*intent.apart, *intent.trials))
 
-    # ---- domains -----------------------------------------------------------------------
+    def _usable(self, units: Sequence[_Unit]) -> set[str]:
+        usable: set[str] = set()
+        for eligible in {u.eligible for u in units}:  # members mostly share one set
+            usable |= eligible
+        return usable
+
+    # ---- domains (policies) ------------------------------------------------------------
 
     def domains(self, units: Sequence[_Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
         """(domain name, node names, whether its spare capacity could hold the gang), the
         ones that could first, best fit (least spare GPUs) first, ties by name."""
         policy = self.spec.placement
-        usable: set[str] = set()
-        for u in units:
-            usable |= u.eligible
+        usable = self._usable(units)
         anchor_nodes = set(self.spec.anchors.values())
         if policy.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
             label = (
@@ -282,8 +337,6 @@ class _Placer:
         if not spec.members:
             return Placed(assignment={}, members=())
         units = self.build_units()
-        if isinstance(units, Unfit):
-            return units
         order = sorted(
             units,
             key=lambda u: (
@@ -294,6 +347,13 @@ class _Placer:
                 u.members[0].name,
             ),
         )
+        if self.index is not None:
+            usable = self._usable(units) & self.index.of_node.keys()
+            self._free = domain_free(self.index, self.snapshot.nodes, usable)
+            if spec.topology is not None and spec.topology.constrained:
+                return _TopologySearch(self, spec.topology, self.index, self._free).place(
+                    units, order, usable
+                )
         best: tuple[int, str, str] | None = None  # (units placed, domain, reason)
         domains = self.domains(units)
         hopeless = 0
@@ -303,18 +363,43 @@ class _Placer:
                 if best is not None or hopeless == HOPELESS_TRIES:
                     break
                 hopeless += 1
-            result = self._place_in(order, nodes)
+            result = self.place_in(order, nodes)
             if isinstance(result, dict):
-                assignment = {p.uid: result[u.index] for u in units for p in u.members}
-                return Placed(
-                    assignment=assignment,
-                    members=spec.members,
-                    outcome=self._outcome(assignment),
-                    domain=domain,
-                )
+                return self.placed(units, result, domain=domain)
             if best is None or result.placed_units > best[0]:
                 best = (result.placed_units, domain, result.reason)
         return Unfit(self._unfit_reason(units, domains, best))
+
+    def placed(
+        self,
+        units: Sequence[_Unit],
+        chosen: Mapping[int, str],
+        *,
+        domain: str = "",
+        misses: Sequence[LevelMiss] = (),
+    ) -> Placed:
+        """The proposal for `chosen` (unit index -> node), with where it landed."""
+        spec = self.spec
+        assignment = {p.uid: chosen[u.index] for u in units for p in u.members}
+        level, explanation = "", ""
+        if self.index is not None:
+            nodes = {*assignment.values(), *spec.anchors.values()}
+            at, landed = _landing(self.index, nodes)
+            level = self.index.topology.levels[at] if at != CLUSTER else ""
+            if spec.topology is not None and spec.topology.constrained:
+                domain = landed
+                total = EMPTY
+                for u in units:
+                    total = total + u.requests
+                explanation = landing_text(spec.topology, misses, landed, total)
+        return Placed(
+            assignment=assignment,
+            members=spec.members,
+            outcome=self._outcome(assignment),
+            domain=domain,
+            level=level,
+            explanation=explanation,
+        )
 
     def _outcome(self, assignment: Mapping[str, str]) -> PlanOutcome | None:
         spec = self.spec
@@ -328,12 +413,19 @@ class _Placer:
             eligible |= self.eligible_nodes([p], frozenset())
         return describe(spec.plan, spec.intent, leaf_nodes, eligible_nodes=len(eligible))
 
-    def _place_in(self, order: Sequence[_Unit], nodes: Sequence[str]) -> dict[int, str] | _Failure:
-        """Place every unit on nodes of one domain, or report how far it got."""
-        overlay = Overlay(self.snapshot)
+    def trial(self) -> _Trial:
+        return _Trial(Overlay(self.snapshot), dict.fromkeys(self.spec.anchors.values(), 1))
+
+    def place_in(
+        self, order: Sequence[_Unit], nodes: Sequence[str], trial: _Trial | None = None
+    ) -> dict[int, str] | _Failure:
+        """Place every unit on `nodes` (one domain), or report how far it got. On a shared
+        `trial` a success stays recorded in it and a failure leaves it as it was."""
+        if trial is None:
+            trial = self.trial()
+        overlay, used = trial.overlay, trial.used
         domain = tuple(nodes)
         chosen: dict[int, str] = {}
-        used: dict[str, int] = dict.fromkeys(self.spec.anchors.values(), 1)  # node -> units there
         # Blocks: runs of interchangeable non-relational units, or one relational unit.
         blocks: list[list[_Unit]] = []
         for u in order:
@@ -405,6 +497,18 @@ class _Placer:
         eligible = unit.eligible
         return [n for n in domain if n in eligible and n not in anchors]
 
+    def _tightness(self, name: str) -> tuple[int, ...]:
+        """Free GPUs of the node's domains, widest level first: smaller is a tighter fit.
+        Empty without a topology index, so ties then fall to the node name as before."""
+        free = self._free
+        if free is None or self.index is None:
+            return ()
+        key = self._tight.get(name)
+        if key is None:
+            ids = self.index.of_node.get(name, ())
+            key = self._tight[name] = tuple(free.gpus[lv][d] for lv, d in enumerate(ids))
+        return key
+
     def _bulk(
         self,
         block: Sequence[_Unit],
@@ -419,11 +523,12 @@ class _Placer:
         spread = self.spec.placement.kind is PolicyKind.SPREAD
         cap = 1 if spread else need
         # (name, copies that fit, free GPUs, free CPU, free memory, whether a GPU-less
-        # request would sit on a GPU node): plain ints keep the sort and the best-fit scan
-        # cheap at 5,000 nodes.
+        # request would sit on a GPU node, domain tightness): plain ints keep the sort and
+        # the best-fit scan cheap at 5,000 nodes.
         cpu_only = not request.gpus()
         nodes = self.snapshot.nodes
-        fits: list[tuple[str, int, int, int, int, bool]] = []
+        tightness = self._tightness
+        fits: list[tuple[str, int, int, int, int, bool, tuple[int, ...]]] = []
         for name in self._candidates(unit, domain):
             if spread and name in used:
                 continue
@@ -431,7 +536,17 @@ class _Placer:
             k = request.times_fits_in(free, cap)
             if k:
                 on_gpus = cpu_only and nodes[name].node.allocatable.gpus() > 0
-                fits.append((name, k, free.gpus(), free.get(CPU), free.get(MEMORY), on_gpus))
+                fits.append(
+                    (
+                        name,
+                        k,
+                        free.gpus(),
+                        free.get(CPU),
+                        free.get(MEMORY),
+                        on_gpus,
+                        tightness(name),
+                    )
+                )
         rg, rc, rm = request.gpus(), request.get(CPU), request.get(MEMORY)
         picks: list[str] = []
         # Pack: first fill nodes this gang already uses (fewest nodes), then the rest.
@@ -443,9 +558,17 @@ class _Placer:
                     return picks
             fits = [f for f in fits if f[0] not in used]
         # GPU nodes last for GPU-less members; then most copies first (fewest nodes), then
-        # best fit: least left over, GPUs first.
+        # best fit: least left over, GPUs first; then the tightest domains.
         fits.sort(
-            key=lambda f: (f[5], -f[1], f[2] - rg * f[1], f[3] - rc * f[1], f[4] - rm * f[1], f[0])
+            key=lambda f: (
+                f[5],
+                -f[1],
+                f[2] - rg * f[1],
+                f[3] - rc * f[1],
+                f[4] - rm * f[1],
+                f[6],
+                f[0],
+            )
         )
         i = 0
         while len(picks) < need and i < len(fits):
@@ -456,7 +579,7 @@ class _Placer:
                 j = i
                 while j < len(fits) and fits[j][1] >= rest and fits[j][5] == fits[i][5]:
                     j += 1
-                best = min(fits[i:j], key=lambda f: (f[2], f[3], f[4], f[0]))
+                best = min(fits[i:j], key=lambda f: (f[2], f[3], f[4], f[6], f[0]))
                 picks.extend([best[0]] * rest)
                 return picks
             picks.extend([fits[i][0]] * fits[i][1])
@@ -523,6 +646,7 @@ class _Placer:
                     cpu_only and self.snapshot.nodes[name].node.allocatable.gpus() > 0,
                     0 if name in used else 1,
                     _fit_key(free, unit.requests, 1),
+                    self._tightness(name),
                     name,
                 )
             )
@@ -534,6 +658,8 @@ class _Placer:
     def _ids_of(self, unit_index: int) -> frozenset[str]:
         return self.unit_ids.get(unit_index, frozenset())
 
+    # ---- reasons -----------------------------------------------------------------------
+
     def _miss(
         self,
         unit: _Unit,
@@ -544,43 +670,31 @@ class _Placer:
         *,
         spread: bool,
     ) -> str:
-        """Why `need` copies of `unit` do not fit: how many did (`picks`), and the closest node."""
-        got = len(picks)
-        taken: dict[str, int] = {}
-        for name in picks:
-            taken[name] = taken.get(name, 0) + 1
-
-        def free(name: str) -> Resources:
-            return overlay.free(name) - unit.requests.scaled(taken.get(name, 0))
-
-        what = (
-            f"{need} member(s)"
-            if len(unit.members) == 1
-            else f"a unit of {len(unit.members)} members"
+        return miss_reason(
+            members=len(unit.members),
+            plan_ids=unit.ids,
+            request=unit.requests,
+            need=need,
+            picks=picks,
+            candidates=[n for n in domain if n in unit.eligible],
+            free=overlay.free,
+            spread=spread,
         )
-        if unit.ids and len(unit.members) > 1:
-            what = "plan unit [" + ", ".join(sorted(unit.ids)) + "]"
-        request = _describe_request(unit.requests)
-        candidates = [n for n in domain if n in unit.eligible]
-        if not candidates:
-            return f"no eligible node for {what} needing {request} each"
-        closest = min(
-            candidates,
-            key=lambda n: (
-                tuple(unit.requests.shortfall(free(n)).get(k, 0) for k in _order(unit.requests)),
-                n,
-            ),
-        )
-        short = unit.requests.shortfall(free(closest))
-        if spread and not short:
-            return (
-                f"{what} needing {request} each need distinct nodes; only {got} distinct "
-                f"eligible node(s) have room"
+
+    def unfit(self, units: Sequence[_Unit], detail: str, policy: str = "") -> Unfit:
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        return Unfit(
+            unfit_reason(
+                gang=self.spec.key,
+                members=len(self.spec.members),
+                total=total,
+                policy=policy or str(self.spec.placement),
+                detail=detail,
+                ineligible=self.ineligible,
             )
-        hint = f"closest: {closest} lacks {_shortfall_text(short)}" if short else f"best: {closest}"
-        if got:
-            return f"only {got} of {need} member(s) needing {request} fit; {hint}"
-        return f"no node has room for {what} needing {request}; {hint}"
+        )
 
     def _unfit_reason(
         self,
@@ -588,35 +702,268 @@ class _Placer:
         domains: Sequence[tuple[str, tuple[str, ...], bool]],
         best: tuple[int, str, str] | None,
     ) -> str:
-        spec = self.spec
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
-        head = (
-            f"cannot place {len(spec.members)} member(s) of gang {spec.key} "
-            f"({_describe_request(total)} in all, placement {spec.placement})"
-        )
-        parts = [head]
+        policy = self.spec.placement
+        detail = ""
         if not domains:
             kind = (
                 "NVLink domain"
-                if spec.placement.kind is PolicyKind.INTERCONNECT_LOCAL
-                else (f"value of node label {spec.placement.domain_key}")
+                if policy.kind is PolicyKind.INTERCONNECT_LOCAL
+                else f"value of node label {policy.domain_key}"
             )
-            parts.append(f"no {kind} has eligible nodes")
+            detail = f"no {kind} has eligible nodes"
         elif best is not None:
-            if spec.placement.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
-                parts.append(f"no single domain fits; best: {best[1]} ({best[2]})")
+            if policy.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
+                detail = f"no single domain fits; best: {best[1]} ({best[2]})"
             else:
-                parts.append(best[2])
-        if self.ineligible:
-            parts.append(eligibility.summarize(self.ineligible))
-        return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")
+                detail = best[2]
+        return self.unfit(units, detail).reason
 
 
-def _order(r: Resources) -> list[str]:
-    gpu = sorted(k for k in r if r.gpus() and k not in (CPU, MEMORY, "pods"))
-    return [*gpu, CPU, MEMORY, *sorted(k for k in r if k not in (*gpu, CPU, MEMORY))]
+class _TopologySearch:
+    """The level walk for a gang with a topology constraint (module docstring, step 2)."""
+
+    def __init__(
+        self, placer: _Placer, topology: GangTopology, index: TopologyIndex, free: DomainFree
+    ) -> None:
+        self.placer = placer
+        self.topology = topology
+        self.index = index
+        self.free = free
+        self.anchors = frozenset(placer.spec.anchors.values())
+
+    def place(
+        self, units: Sequence[_Unit], order: Sequence[_Unit], usable: set[str]
+    ) -> Placed | Unfit:
+        placer, topology = self.placer, self.topology
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        need = _amounts(total)
+        slices = self._slice_groups(units, order) if topology.slice_size else None
+        walk = topology.walk()
+        misses: list[LevelMiss] = []
+        split = False
+        for position, level in enumerate(walk):
+            last = position == len(walk) - 1
+            # A level no node distinguishes from the narrower one has the same domains.
+            if position and not last and self.index.same_as_narrower(level):
+                continue
+            candidates, split = self._candidates(level, usable, need)
+            tried: tuple[int, str, str] | None = None
+            hopeless = 0
+            for cand in candidates:
+                if not cand.fits:
+                    # Only on the last level, and only a few: for the "best" in the reason.
+                    if not last or tried is not None or hopeless == HOPELESS_TRIES:
+                        break
+                    hopeless += 1
+                result = self._place_in(order, level, cand, usable, slices)
+                if isinstance(result, dict):
+                    return placer.placed(units, result, misses=misses)
+                if tried is None or result.placed_units > tried[0]:
+                    tried = (result.placed_units, cand.name, result.reason)
+            largest = max(candidates, key=lambda c: (c.free, -c.domain), default=None)
+            misses.append(
+                LevelMiss(
+                    level,
+                    topology.key(level),
+                    sum(1 for c in candidates if c.fits),
+                    (largest.name, largest.free[0]) if largest is not None else None,
+                    tried,
+                )
+            )
+        detail = topology_unfit_detail(
+            misses[-1] if misses else None, anchors_split=split, no_domain=not usable
+        )
+        return placer.unfit(units, detail, policy=f"{placer.spec.placement}, {topology}")
+
+    def _candidates(
+        self, level: int, usable: set[str], need: tuple[int, int, int]
+    ) -> tuple[list[_Candidate], bool]:
+        """The domains of `level` that hold every bound member, those whose free capacity
+        could hold the gang first, tightest fit first, then the closest; and whether the
+        bound members already span several domains."""
+        if level == CLUSTER:
+            free = self.free
+            room = (
+                (sum(free.gpus[0]), sum(free.cpu[0]), sum(free.memory[0]))
+                if free.gpus
+                else (0, 0, 0)
+            )
+            fits = all(have >= want for have, want in zip(room, need, strict=True))
+            return [_Candidate(0, "the cluster", room, fits)], False
+        of_node = self.index.of_node
+        domains: Iterable[int] = range(len(self.index.domains[level]))
+        if self.anchors:
+            ids = {of_node[a][level] if a in of_node else -1 for a in self.anchors}
+            if len(ids) != 1 or -1 in ids:
+                return [], True
+            domains = ids
+        gpus, cpu, memory = self.free.gpus[level], self.free.cpu[level], self.free.memory[level]
+        ranked: list[tuple[tuple[int, ...], _Candidate]] = []
+        for d in domains:
+            room = (gpus[d], cpu[d], memory[d])
+            fits = room[0] >= need[0] and room[1] >= need[1] and room[2] >= need[2]
+            if not fits and not any(room):
+                continue  # no usable node there
+            left = tuple(have - want for have, want in zip(room, need, strict=True))
+            key = (0, *left, d) if fits else (1, *(-x for x in room), d)
+            ranked.append((key, _Candidate(d, self.index.domains[level][d].name, room, fits)))
+        ranked.sort(key=lambda kc: kc[0])
+        return [c for _, c in ranked], False
+
+    def _nodes(self, level: int, cand: _Candidate, usable: set[str]) -> tuple[str, ...]:
+        if level == CLUSTER:
+            return tuple(n for n in self.placer.snapshot.names if n in usable)
+        return tuple(n for n in self.index.domains[level][cand.domain].nodes if n in usable)
+
+    def _place_in(
+        self,
+        order: Sequence[_Unit],
+        level: int,
+        cand: _Candidate,
+        usable: set[str],
+        slices: list[_SliceGroup] | None,
+    ) -> dict[int, str] | _Failure:
+        nodes = self._nodes(level, cand, usable)
+        slice_level = self.topology.slice_level
+        # A domain at the slice level or narrower lies inside one slice-level domain.
+        if slices is None or slice_level is None or (level != CLUSTER and slice_level <= level):
+            return self.placer.place_in(order, nodes)
+        return self._place_slices(slices, slice_level, nodes)
+
+    def _place_slices(
+        self, slices: Sequence[_SliceGroup], level: int, nodes: Sequence[str]
+    ) -> dict[int, str] | _Failure:
+        """Each slice group inside one domain of the slice level, in turn on one trial
+        (greedy: right for interchangeable slices, which is the usual). A slice goes where
+        it shares the most wider domains with the gang's members so far (a leaf already
+        used before another leaf), then to the tightest fit."""
+        placer, of_node = self.placer, self.index.of_node
+        by_domain: dict[int, list[str]] = {}
+        room: dict[int, list[int]] = {}
+        infos = placer.snapshot.nodes
+        for n in nodes:
+            d = of_node[n][level]
+            by_domain.setdefault(d, []).append(n)
+            have = room.setdefault(d, [0, 0, 0])
+            for i, amount in enumerate(_amounts(infos[n].free)):
+                have[i] += amount
+        trial = placer.trial()
+        chosen: dict[int, str] = {}
+        noun = short_name(self.topology.key(level))
+
+        def wider(node: str) -> set[tuple[int, int]]:
+            return {(lv, d) for lv, d in enumerate(of_node[node][:level])}
+
+        near: set[tuple[int, int]] = set()  # wider domains holding members so far
+        for a in self.anchors:
+            if a in of_node:
+                near |= wider(a)
+        around = {d: wider(members[0]) for d, members in by_domain.items()}
+        for group in slices:
+            need = [0, 0, 0]
+            for u in group.units:
+                for i, amount in enumerate(_amounts(u.requests)):
+                    need[i] += amount
+            allowed: Iterable[int] = by_domain
+            if group.anchors:
+                ids = {of_node[a][level] if a in of_node else -1 for a in group.anchors}
+                if len(ids) != 1 or -1 in ids:
+                    return _Failure(
+                        len(chosen),
+                        f"{group.label}: its bound members already span more than one {noun}",
+                    )
+                allowed = [d for d in ids if d in by_domain]
+            ranked = sorted(
+                (d for d in allowed if all(h >= w for h, w in zip(room[d], need, strict=True))),
+                key=lambda d: (
+                    -len(around[d] & near),
+                    *(h - w for h, w in zip(room[d], need, strict=True)),
+                    d,
+                ),
+            )
+            best: _Failure | None = None
+            for d in ranked:
+                result = placer.place_in(group.units, by_domain[d], trial)
+                if isinstance(result, dict):
+                    chosen.update(result)
+                    for i in range(3):
+                        room[d][i] -= need[i]
+                    near |= around[d]
+                    break
+                if best is None or result.placed_units > best.placed_units:
+                    best = _Failure(
+                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
+                    )
+            else:
+                why = f"best: {best.reason}" if best is not None else "none has room for it"
+                return _Failure(
+                    len(chosen) + (best.placed_units if best else 0),
+                    f"{group.label} fits in no {noun} ({why})",
+                )
+        return chosen
+
+    def _slice_groups(self, units: Sequence[_Unit], order: Sequence[_Unit]) -> list[_SliceGroup]:
+        """Runs of `slice_size` consecutive members (anchors included) by rank, joined where
+        a plan unit spans two; the groups to place, bound ones first."""
+        spec, size = self.placer.spec, self.topology.slice_size
+        pods = [p for p in spec.anchor_pods if p.uid in spec.anchors]
+        ranked = member_order((*pods, *spec.members))
+        slice_of = {p.uid: i // size for i, p in enumerate(ranked)}
+        count = -(-len(ranked) // size)
+        root = list(range(count))
+
+        def find(i: int) -> int:
+            while root[i] != i:
+                root[i] = root[root[i]]
+                i = root[i]
+            return i
+
+        for u in units:
+            first = find(slice_of[u.members[0].uid])
+            for p in u.members[1:]:
+                root[find(slice_of[p.uid])] = first
+        groups: dict[int, _SliceGroup] = {}
+        for i in range(count):
+            r = find(i)
+            names = [p.name for p in ranked[i * size : (i + 1) * size]]
+            shown = f"slice {i + 1} of {count} ({names[0]}..{names[-1]})"
+            group = groups.get(r)
+            if group is None:
+                groups[r] = _SliceGroup(shown, [], set(), i)
+            else:
+                group.label += f" + {shown}"
+        for u in order:
+            groups[find(slice_of[u.members[0].uid])].units.append(u)
+        for uid, node in spec.anchors.items():
+            if uid in slice_of:
+                groups[find(slice_of[uid])].anchors.add(node)
+        placeable = [g for g in groups.values() if g.units]
+        placeable.sort(key=lambda g: (not g.anchors, g.first))
+        return placeable
+
+
+def _index_for(snapshot: Snapshot, spec: GangSpec) -> TopologyIndex | None:
+    if spec.topology is None:
+        return None
+    index = spec.index
+    if index is None or index.topology != spec.topology.topology:
+        index = build_index(spec.topology.topology, (info.node for info in snapshot))
+    return index
+
+
+def _landing(index: TopologyIndex, nodes: Iterable[str]) -> tuple[int, str]:
+    """The narrowest level whose one domain holds every node, and that domain's name."""
+    ids = [index.of_node.get(n) for n in nodes]
+    known = [i for i in ids if i is not None]
+    if len(known) == len(ids) and known:
+        for level in range(len(index.domains) - 1, -1, -1):
+            if len({i[level] for i in known}) == 1:
+                return level, index.domains[level][known[0][level]].name
+    widest = index.topology.levels[0] if index.topology.levels else ""
+    spanned = len({i[0] for i in known}) if known and index.domains else 0
+    return CLUSTER, f"the cluster, across {spanned} {short_name(widest)} domain(s)"
 
 
 def place_gang(snapshot: Snapshot, spec: GangSpec) -> Placed | Unfit:

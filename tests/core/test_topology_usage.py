@@ -1,0 +1,66 @@
+"""Topology domains against free capacity: whole domains left, and fragmentation scores."""
+
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, cpu_node, nvl72, pod, rack_node
+from phalanx.core.snapshot import ClusterState
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, build_index
+from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free_domains
+
+
+def cluster(nodes, busy=()):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    for i, (node, gpus) in enumerate(busy):
+        state.upsert_pod(pod(f"busy-{i}", gpus, node=node))
+    snapshot = state.snapshot()
+    return snapshot, build_index(DEFAULT_TOPOLOGIES.default, (i.node for i in snapshot))
+
+
+def test_an_idle_nvl72_cluster_has_every_domain_free():
+    snapshot, index = cluster(nvl72())
+    assert free_domains(snapshot, index) == (
+        LevelFreedom(SPINE, 1, 1),
+        LevelFreedom(LEAF, 4, 4),
+        LevelFreedom(CLIQUE, 16, 16),
+        LevelFreedom(HOSTNAME, 288, 288),
+    )
+
+
+def test_one_gpu_in_use_breaks_its_node_clique_leaf_and_spine():
+    snapshot, index = cluster(nvl72(), busy=[("c05-n03", 1)])
+    assert [(f.free, f.total) for f in free_domains(snapshot, index)] == [
+        (0, 1),
+        (3, 4),
+        (15, 16),
+        (287, 288),
+    ]
+
+
+def test_nodes_without_gpus_are_not_counted_as_domains():
+    snapshot, index = cluster([rack_node("g", leaf="l1"), cpu_node("c")])
+    assert free_domains(snapshot, index)[1] == LevelFreedom(LEAF, 1, 1)
+
+
+def test_nodes_in_broken_domains_score_higher_than_nodes_in_whole_ones():
+    snapshot, index = cluster(nvl72(), busy=[("c05-n00", 4)])
+    scores = fragmentation_scores(index, snapshot, ["c05-n01", "c04-n00", "c00-n00"])
+    # Broken clique > whole clique in a broken leaf > whole leaf under a broken spine.
+    assert scores["c05-n01"] > scores["c04-n00"] > scores["c00-n00"] > 0
+
+
+def test_an_idle_cluster_scores_zero_everywhere():
+    snapshot, index = cluster(nvl72(2))
+    assert set(fragmentation_scores(index, snapshot, snapshot.names).values()) == {0}
+
+
+def test_scores_stay_within_kube_schedulers_range():
+    busy = [(f"c00-n{i:02d}", 4) for i in range(17)]
+    snapshot, index = cluster(nvl72(2, per_leaf=1), busy=busy)
+    scores = fragmentation_scores(index, snapshot, snapshot.names)
+    assert all(0 <= s <= 10 for s in scores.values())
+    assert scores["c00-n17"] == max(scores.values())
+
+
+def test_a_node_the_index_does_not_know_scores_zero():
+    snapshot, index = cluster(nvl72(1))
+    assert fragmentation_scores(index, snapshot, ["ghost"]) == {"ghost": 0}

@@ -84,6 +84,25 @@ def test_a_required_level_that_no_domain_can_hold_reserves_nothing_and_names_the
     assert state.snapshot().nodes == before
 
 
+def test_a_required_level_with_no_room_anywhere_names_the_closest_node():
+    nodes = nvl72(2, per_clique=2, per_leaf=1)
+    state = cluster(nodes, busy=[(n.name, 4) for n in nodes])
+    result = place(state, gang("g", 2, 4), required=CLIQUE)
+    assert isinstance(result, Unfit)
+    assert result.reason.endswith(
+        f"required {CLIQUE}): no single {CLIQUE} domain fits; best: {CLIQUE}=c00 (no node has "
+        "room for 2 member(s) needing {cpu: 1, memory: 4Gi, nvidia.com/gpu: 4}; closest: "
+        "c00-n00 lacks 4 nvidia.com/gpu)"
+    )
+
+
+def test_a_gang_with_no_eligible_node_says_so_with_the_reasons():
+    nodes = [rack_node(f"n{i}", 4, clique="A", unschedulable=True) for i in range(2)]
+    result = place(cluster(nodes), gang("g", 2, 4), preferred=CLIQUE)
+    assert isinstance(result, Unfit)
+    assert result.reason.endswith(": no node is eligible; 2 node(s) were cordoned (unschedulable)")
+
+
 def test_a_small_gang_with_a_required_level_lands_in_the_tightest_domain_that_fits():
     state = broken_clique_cluster()
     result = place(state, gang("g", 4, 4), required=CLIQUE)

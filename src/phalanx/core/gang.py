@@ -277,11 +277,11 @@ class _Placer:
             return True
         return any(any(ids & s for s in sets) for sets in (*intent.apart, *intent.trials))
 
-    def _usable(self, units: Sequence[_Unit]) -> set[str]:
-        usable: set[str] = set()
-        for eligible in {u.eligible for u in units}:  # members mostly share one set
-            usable |= eligible
-        return usable
+    def _usable(self, units: Sequence[_Unit]) -> frozenset[str]:
+        distinct = {u.eligible for u in units}
+        if len(distinct) == 1:  # the usual: members share one eligibility, no copy
+            return distinct.pop()
+        return frozenset().union(*distinct)
 
     # ---- domains (policies) ------------------------------------------------------------
 
@@ -348,7 +348,7 @@ class _Placer:
             ),
         )
         if self.index is not None:
-            usable = self._usable(units) & self.index.of_node.keys()
+            usable = self._usable(units)
             self._free = domain_free(self.index, self.snapshot.nodes, usable)
             if spec.topology is not None and spec.topology.constrained:
                 return _TopologySearch(self, spec.topology, self.index, self._free).place(
@@ -732,7 +732,7 @@ class _TopologySearch:
         self.anchors = frozenset(placer.spec.anchors.values())
 
     def place(
-        self, units: Sequence[_Unit], order: Sequence[_Unit], usable: set[str]
+        self, units: Sequence[_Unit], order: Sequence[_Unit], usable: frozenset[str]
     ) -> Placed | Unfit:
         placer, topology = self.placer, self.topology
         total = EMPTY
@@ -773,12 +773,12 @@ class _TopologySearch:
                 )
             )
         detail = topology_unfit_detail(
-            misses[-1] if misses else None, anchors_split=split, no_domain=not usable
+            misses[-1] if misses else None, total, anchors_split=split, no_domain=not usable
         )
         return placer.unfit(units, detail, policy=f"{placer.spec.placement}, {topology}")
 
     def _candidates(
-        self, level: int, usable: set[str], need: tuple[int, int, int]
+        self, level: int, usable: frozenset[str], need: tuple[int, int, int]
     ) -> tuple[list[_Candidate], bool]:
         """The domains of `level` that hold every bound member, those whose free capacity
         could hold the gang first, tightest fit first, then the closest; and whether the
@@ -812,9 +812,10 @@ class _TopologySearch:
         ranked.sort(key=lambda kc: kc[0])
         return [c for _, c in ranked], False
 
-    def _nodes(self, level: int, cand: _Candidate, usable: set[str]) -> tuple[str, ...]:
+    def _nodes(self, level: int, cand: _Candidate, usable: frozenset[str]) -> tuple[str, ...]:
         if level == CLUSTER:
-            return tuple(n for n in self.placer.snapshot.names if n in usable)
+            of_node = self.index.of_node
+            return tuple(n for n in self.placer.snapshot.names if n in usable and n in of_node)
         return tuple(n for n in self.index.domains[level][cand.domain].nodes if n in usable)
 
     def _place_in(
@@ -822,7 +823,7 @@ class _TopologySearch:
         order: Sequence[_Unit],
         level: int,
         cand: _Candidate,
-        usable: set[str],
+        usable: frozenset[str],
         slices: list[_SliceGroup] | None,
     ) -> dict[int, str] | _Failure:
         nodes = self._nodes(level, cand, usable)

@@ -169,7 +169,9 @@ def landing_text(
     return "; ".join(parts)
 
 
-def topology_unfit_detail(miss: LevelMiss | None, *, anchors_split: bool, no_domain: bool) -> str:
+def topology_unfit_detail(
+    miss: LevelMiss | None, total: Resources, *, anchors_split: bool, no_domain: bool
+) -> str:
     """The part of an unfit reason about the last level tried (the required one, or the
     whole cluster)."""
     if miss is None:
@@ -177,9 +179,9 @@ def topology_unfit_detail(miss: LevelMiss | None, *, anchors_split: bool, no_dom
     if anchors_split:
         return f"bound members already span more than one {miss.key} domain"
     if no_domain:
-        return f"no {miss.key} domain has eligible nodes"
+        return f"no {miss.key} domain has eligible nodes" if miss.key else "no node is eligible"
     if miss.tried is None:
-        return ""
+        return miss_text(miss, total)
     if miss.level == CLUSTER:
         return miss.tried[2]
     return f"no single {miss.key} domain fits; best: {miss.tried[1]} ({miss.tried[2]})"

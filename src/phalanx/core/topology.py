@@ -162,11 +162,13 @@ def short_name(key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Domain:
     """One domain of one level: `name` is `key=value` (or `node <name>` for a node that is
-    its own domain); `nodes` are sorted."""
+    its own domain); `nodes` are sorted; `parent` is the id of the domain of the next wider
+    level holding it (-1 at the widest level)."""
 
     level: int
     name: str
     nodes: tuple[str, ...]
+    parent: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,64 +215,89 @@ _Path = tuple[str | None, ...]
 def build_index(topology: Topology, nodes: Iterable[Node]) -> TopologyIndex:
     """Group `nodes` into the domains of every level of `topology` (see module docstring)."""
     keys = topology.levels
+    depth = len(keys)
     paths: dict[str, _Path] = {
         n.name: tuple(n.labels.get(k) or None for k in keys)
         for n in sorted(nodes, key=lambda n: n.name)
     }
-    broken, findings = _inconsistencies(keys, paths)
-    members: list[dict[tuple[object, ...], list[str]]] = [{} for _ in keys]
-    names: list[dict[tuple[object, ...], str]] = [{} for _ in keys]
-    idents: dict[str, list[tuple[object, ...]]] = {}
+    # Every distinct path prefix gets an int: prefixes[node][j] stands for the node's values
+    # at levels 0..j, so comparing domains never rehashes label tuples.
+    interned: dict[tuple[int, str | None], int] = {}
+    prefixes: dict[str, list[int]] = {}
     for node, path in paths.items():
-        stop = broken.get(node, len(keys))
-        mine: list[tuple[object, ...]] = []
-        for level in range(len(keys)):
-            # The level itself, else the next narrower one the node has, else the node alone.
-            have = next((j for j in range(level, stop) if path[j] is not None), None)
-            if have is None:
-                ident: tuple[object, ...] = ("node", node)
-                shown = f"node {node}"
-            else:
-                ident = ("path", path[: have + 1])
-                shown = f"{keys[have]}={path[have]}"
-            members[level].setdefault(ident, []).append(node)
-            names[level][ident] = shown
-            mine.append(ident)
-        idents[node] = mine
-    domains: list[tuple[Domain, ...]] = []
-    id_of: list[dict[tuple[object, ...], int]] = []
-    for level in range(len(keys)):
-        ordered = sorted(members[level], key=lambda i: (names[level][i], repr(i)))
+        last, mine = -1, []
+        for value in path:
+            last = interned.setdefault((last, value), len(interned))
+            mine.append(last)
+        prefixes[node] = mine
+    broken, findings = _inconsistencies(keys, paths, prefixes)
+    members: list[dict[object, list[str]]] = [{} for _ in keys]
+    names: list[dict[object, str]] = [{} for _ in keys]
+    idents: dict[str, list[object]] = {}
+    for node, path in paths.items():
+        stop = broken.get(node, depth)
+        mine_ids: list[object] = [None] * depth
+        # Narrowest level first: a level the node lacks takes the next narrower one it has.
+        narrower: object = None
+        shown = ""
+        for level in range(depth - 1, -1, -1):
+            if level >= stop:
+                narrower = None
+            elif path[level] is not None:
+                narrower, shown = prefixes[node][level], f"{keys[level]}={path[level]}"
+            ident = narrower if narrower is not None else ("node", node)
+            if ident not in names[level]:
+                names[level][ident] = shown if narrower is not None else f"node {node}"
+                members[level][ident] = []
+            members[level][ident].append(node)
+            mine_ids[level] = ident
+        idents[node] = mine_ids
+    id_of: list[dict[object, int]] = []
+    for level in range(depth):
+        ordered = sorted(members[level], key=lambda i: (names[level][i], str(i)))
         id_of.append({ident: position for position, ident in enumerate(ordered)})
-        domains.append(
-            tuple(Domain(level, names[level][i], tuple(members[level][i])) for i in ordered)
-        )
     of_node = {
         node: tuple(id_of[level][ident] for level, ident in enumerate(mine))
         for node, mine in idents.items()
     }
-    return TopologyIndex(topology, tuple(domains), of_node, tuple(findings))
+    domains = tuple(
+        tuple(
+            Domain(
+                level,
+                names[level][ident],
+                tuple(members[level][ident]),
+                of_node[members[level][ident][0]][level - 1] if level else -1,
+            )
+            for ident in id_of[level]
+        )
+        for level in range(depth)
+    )
+    return TopologyIndex(topology, domains, of_node, tuple(findings))
 
 
 def _inconsistencies(
-    keys: Sequence[str], paths: Mapping[str, _Path]
+    keys: Sequence[str], paths: Mapping[str, _Path], prefixes: Mapping[str, Sequence[int]]
 ) -> tuple[dict[str, int], list[TopologyFinding]]:
     """Per inconsistent node, the first level where its value sits under a wider domain other
     than the one most nodes with that value sit under; and a finding for each such node."""
     broken: dict[str, int] = {}
     findings: list[TopologyFinding] = []
     for level, key in enumerate(keys):
-        under: dict[str, dict[_Path, list[str]]] = {}
+        under: dict[str, dict[int, list[str]]] = {}
         for node, path in paths.items():
             value = path[level]
             if value is not None and node not in broken:
-                under.setdefault(value, {}).setdefault(path[:level], []).append(node)
+                parent = prefixes[node][level - 1] if level else -1
+                under.setdefault(value, {}).setdefault(parent, []).append(node)
         for value, parents in sorted(under.items()):
             if len(parents) < 2:
                 continue
-            ranked = sorted(parents.items(), key=lambda kv: (-len(kv[1]), _sortable(kv[0])))
-            usual, peers = ranked[0]
-            for parent, stray in ranked[1:]:
+            ranked = sorted(
+                parents.values(), key=lambda ns: (-len(ns), _sortable(paths[ns[0]][:level]))
+            )
+            usual = paths[ranked[0][0]][:level]
+            for stray in ranked[1:]:
+                wider = _describe_path(keys, paths[stray[0]][:level])
                 for node in stray:
                     broken[node] = level
                     findings.append(
@@ -278,9 +305,9 @@ def _inconsistencies(
                             node,
                             key,
                             value,
-                            f"{key}={value} is under {_describe_path(keys, parent)}, but "
-                            f"{len(peers)} node(s) with that value are under "
-                            f"{_describe_path(keys, usual)}; treated as its own domain",
+                            f"{key}={value} is under {wider}, but {len(ranked[0])} node(s) "
+                            f"with that value are under {_describe_path(keys, usual)}; "
+                            "treated as its own domain",
                         )
                     )
     return broken, findings

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from phalanx.core.model import CPU, MEMORY
 from phalanx.core.snapshot import NodeInfo, Snapshot
 from phalanx.core.topology import TopologyIndex
 
@@ -66,30 +65,26 @@ def fragmentation_scores(
     reserved), narrower levels weighing more; 0 for a node whose domains are all whole or
     all its own. A domain counts 0 when whole, else 0.5 + half its used fraction.
 
-    Costs one pass over the nodes of the domains `nodes` belong to.
+    Costs one pass over the indexed nodes (a caller scoring many pods per snapshot
+    generation can keep the result).
     """
-    wanted = list(nodes)
-    levels = len(index.domains)
-    touched: list[set[int]] = [set() for _ in range(levels)]
-    for name in wanted:
-        ids = index.of_node.get(name)
-        if ids is not None:
+    sizes = [len(d) for d in index.domains]
+    free = [[0] * n for n in sizes]
+    total = [[0] * n for n in sizes]
+    infos = snapshot.nodes
+    for name, ids in index.of_node.items():
+        info = infos.get(name)
+        if info is None:
+            continue
+        f, t = info.free.gpus(), info.node.allocatable.gpus()
+        if t:
             for level, domain in enumerate(ids):
-                touched[level].add(domain)
-    free: list[dict[int, int]] = [dict.fromkeys(t, 0) for t in touched]
-    total: list[dict[int, int]] = [dict.fromkeys(t, 0) for t in touched]
-    for level, domains in enumerate(touched):
-        for domain in domains:
-            for name in index.domains[level][domain].nodes:
-                info = snapshot.nodes.get(name)
-                if info is not None:
-                    free[level][domain] += info.free.gpus()
-                    total[level][domain] += info.node.allocatable.gpus()
+                free[level][domain] += f
+                total[level][domain] += t
     scores: dict[str, int] = {}
-    for name in wanted:
-        ids = index.of_node.get(name)
+    for name in nodes:
         weighted = weights = 0.0
-        for level, domain in enumerate(ids or ()):
+        for level, domain in enumerate(index.of_node.get(name, ())):
             capacity = total[level][domain]
             if capacity > 0 and len(index.domains[level][domain].nodes) > 1:
                 weight = level + 1
@@ -114,19 +109,27 @@ class DomainFree:
 def domain_free(
     index: TopologyIndex, infos: Mapping[str, NodeInfo], nodes: Iterable[str]
 ) -> DomainFree:
+    """Sums over `nodes` (those the index knows) at the narrowest level, rolled up the
+    nesting: one addition per node, then one per domain."""
     sizes = [len(d) for d in index.domains]
     gpus = tuple([0] * n for n in sizes)
     cpu = tuple([0] * n for n in sizes)
     memory = tuple([0] * n for n in sizes)
+    narrowest = len(sizes) - 1
+    g, c, m = gpus[narrowest], cpu[narrowest], memory[narrowest]
     of_node = index.of_node
     for name in nodes:
         ids = of_node.get(name)
         if ids is None:
             continue
-        free = infos[name].free
-        g, c, m = free.gpus(), free.get(CPU), free.get(MEMORY)
-        for level, domain in enumerate(ids):
-            gpus[level][domain] += g
-            cpu[level][domain] += c
-            memory[level][domain] += m
+        info = infos[name]
+        d = ids[narrowest]
+        g[d] += info.free.gpus()
+        c[d] += info.common_free[0]  # (cpu, memory, pods, nvidia.com/gpu)
+        m[d] += info.common_free[1]
+    for level in range(narrowest, 0, -1):
+        for d, domain in enumerate(index.domains[level]):
+            gpus[level - 1][domain.parent] += gpus[level][d]
+            cpu[level - 1][domain.parent] += cpu[level][d]
+            memory[level - 1][domain.parent] += memory[level][d]
     return DomainFree(gpus, cpu, memory)

@@ -18,8 +18,9 @@ LEVELS = [SPINE, LEAF, CLIQUE, HOSTNAME]
 
 
 @st.composite
-def clusters(draw):
-    """Spines of leaves of cliques of 1-4 GPU nodes; a few nodes lack a label; some GPUs busy."""
+def clusters(draw, *, labelled=False):
+    """Spines of leaves of cliques of 1-4 GPU nodes; a few nodes lack a label (unless
+    `labelled`); some GPUs busy."""
     state = ClusterState()
     cliques = draw(st.integers(1, 6))
     per_clique = draw(st.integers(1, 4))
@@ -30,7 +31,9 @@ def clusters(draw):
         for n in range(per_clique):
             name = f"c{c}-n{n}"
             leaf, spine = f"l{c // per_leaf}", f"s{c // (per_leaf * 2)}"
-            unlabelled = draw(st.sampled_from(["", "", "", "", "clique", "leaf"]))
+            unlabelled = (
+                "" if labelled else draw(st.sampled_from(["", "", "", "", "clique", "leaf"]))
+            )
             state.upsert_node(
                 rack_node(
                     name,
@@ -160,3 +163,30 @@ def test_every_slice_lands_inside_one_domain_of_the_slice_level(state, slices, s
         for k in range(slices):
             run = members[k * size : (k + 1) * size]
             assert len({index.of_node[result.assignment[p.uid]][level] for p in run}) == 1
+
+
+@common
+@given(clusters(labelled=True), st.integers(1, 6), st.sampled_from([1, 2, 4]))
+def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, size, gpus):
+    members = tuple(pod(f"m-{i}", gpus, group="g", memory_gib=1) for i in range(size))
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+
+    def whole(domain):
+        return all(snapshot.nodes[n].requested.gpus() == 0 for n in domain.nodes)
+
+    broken = [d for d in index.domains[2] if not whole(d)]
+    fits_broken = any(
+        isinstance(
+            place_gang(
+                snapshot,
+                spec(members, exclude=frozenset(snapshot.names) - set(d.nodes)),
+            ),
+            Placed,
+        )
+        for d in broken
+    )
+    result = place_gang(snapshot, spec(members, GangTopology(DEFAULT, preferred=2), index))
+    if fits_broken:
+        (clique,) = domains_of(index, 2, result)
+        assert not whole(index.domains[2][clique])

@@ -3,7 +3,12 @@
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, cpu_node, nvl72, pod, rack_node
 from phalanx.core.snapshot import ClusterState
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, build_index
-from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free_domains
+from phalanx.core.topology_usage import (
+    LevelFreedom,
+    domain_free,
+    fragmentation_scores,
+    free_domains,
+)
 
 
 def cluster(nodes, busy=()):
@@ -64,3 +69,10 @@ def test_scores_stay_within_kube_schedulers_range():
 def test_a_node_the_index_does_not_know_scores_zero():
     snapshot, index = cluster(nvl72(1))
     assert fragmentation_scores(index, snapshot, ["ghost"]) == {"ghost": 0}
+
+
+def test_an_overcommitted_node_takes_nothing_from_its_domains_free_capacity():
+    # Pods bound by others may overcommit a node: its free GPUs are negative.
+    snapshot, index = cluster(nvl72(1, per_clique=2), busy=[("c00-n00", 4), ("c00-n00", 1)])
+    free = domain_free(index, snapshot.nodes, snapshot.names)
+    assert free.gpus[2][0] == 4

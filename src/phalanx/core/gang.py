@@ -49,6 +49,7 @@ from phalanx.core.model import (
 from phalanx.core.plan import PlanIntent, PlanNode, PlanOutcome, describe
 from phalanx.core.snapshot import Overlay, Snapshot
 from phalanx.core.topology import (
+    CLIQUE_LABEL,
     CLUSTER,
     GangTopology,
     TopologyIndex,
@@ -58,7 +59,6 @@ from phalanx.core.topology import (
 )
 from phalanx.core.topology_usage import DomainFree, domain_free
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
 BACKTRACK_BUDGET = 256
@@ -849,7 +849,7 @@ class _TopologySearch:
             by_domain.setdefault(d, []).append(n)
             have = room.setdefault(d, [0, 0, 0])
             for i, amount in enumerate(_amounts(infos[n].free)):
-                have[i] += amount
+                have[i] += max(0, amount)
         trial = placer.trial()
         chosen: dict[int, str] = {}
         noun = short_name(self.topology.key(level))

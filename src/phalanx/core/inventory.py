@@ -127,6 +127,7 @@ _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 # Annotation integers: plain ASCII digits (int() would also take " 3", "+3", "1_000", "٣").
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -568,10 +569,8 @@ def read_topology(
     when they declare none; with every problem found (then the intent is None)."""
     problems: list[TopologyProblem] = []
     name = annotations.get(TOPOLOGY_ANNOTATION)
-    if name is not None and _DNS_LABEL_ONLY.fullmatch(name) is None:
-        problems.append(
-            (TOPOLOGY_ANNOTATION, f"{quoted(name)} is not a topology name (a DNS label)")
-        )
+    if name is not None and not is_topology_name(name):
+        problems.append((TOPOLOGY_ANNOTATION, f"{quoted(name)} is not a topology name"))
     own = _topology_levels(
         annotations,
         problems,
@@ -603,7 +602,9 @@ def read_topology(
     ), []
 
 
-_DNS_LABEL_ONLY = re.compile(rf"{_DNS_LABEL}")
+def is_topology_name(text: str) -> bool:
+    """A topology's name: a DNS label (lower-case letters, digits and -, at most 63)."""
+    return _TOPOLOGY_NAME.fullmatch(text) is not None
 
 
 def _topology_levels(

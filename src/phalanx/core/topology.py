@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from phalanx.core.errors import TopologyConfigError, quoted
-from phalanx.core.inventory import is_qualified_name
+from phalanx.core.inventory import is_qualified_name, is_topology_name
 from phalanx.core.model import (
     Node,
     Placement,
@@ -48,8 +48,6 @@ DEFAULT_LEVELS = (SPINE_LABEL, LEAF_LABEL, CLIQUE_LABEL, HOSTNAME_LABEL)
 # Kueue's limit on levels per Topology.
 MAX_LEVELS = 16
 CLUSTER = -1  # the level index that stands for the whole cluster (one domain)
-
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 # --- Configuration ----------------------------------------------------------------------
@@ -119,7 +117,7 @@ def parse_topologies(text: str) -> Topologies:
                 )
             name, keys = DEFAULT_TOPOLOGY_NAME, entry
         name = name.strip()
-        if _NAME.fullmatch(name) is None:
+        if not is_topology_name(name):
             raise TopologyConfigError(
                 f"{quoted(name)} is not a topology name (lower-case letters, digits and -)"
             )

@@ -76,7 +76,7 @@ def fragmentation_scores(
         info = infos.get(name)
         if info is None:
             continue
-        f, t = info.free.gpus(), info.node.allocatable.gpus()
+        f, t = max(0, info.free.gpus()), info.node.allocatable.gpus()
         if t:
             for level, domain in enumerate(ids):
                 free[level][domain] += f
@@ -88,7 +88,7 @@ def fragmentation_scores(
             capacity = total[level][domain]
             if capacity > 0 and len(index.domains[level][domain].nodes) > 1:
                 weight = level + 1
-                used = (capacity - max(0, free[level][domain])) / capacity
+                used = (capacity - free[level][domain]) / capacity
                 # Broken at all counts half: a slightly used clique beats a whole one.
                 weighted += weight * (0.5 + 0.5 * used if used > 0 else 0.0)
                 weights += weight
@@ -124,9 +124,11 @@ def domain_free(
             continue
         info = infos[name]
         d = ids[narrowest]
-        g[d] += info.free.gpus()
-        c[d] += info.common_free[0]  # (cpu, memory, pods, nvidia.com/gpu)
-        m[d] += info.common_free[1]
+        # An overcommitted node (pods bound by others) offers nothing, and takes nothing
+        # away from its neighbours.
+        g[d] += max(0, info.free.gpus())
+        c[d] += max(0, info.common_free[0])  # (cpu, memory, pods, nvidia.com/gpu)
+        m[d] += max(0, info.common_free[1])
     for level in range(narrowest, 0, -1):
         for d, domain in enumerate(index.domains[level]):
             gpus[level - 1][domain.parent] += gpus[level][d]

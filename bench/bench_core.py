@@ -95,7 +95,8 @@ def nvl72_cluster(nodes: int) -> ClusterState:
     return state
 
 
-TOPOLOGY_CASES: dict[str, GangTopology] = {
+TOPOLOGY_CASES: dict[str, GangTopology | None] = {
+    "no topology (pack, baseline)": None,
     "preferred clique, required spine": GangTopology(DEFAULT, required=0, preferred=2),
     "required leaf": GangTopology(DEFAULT, required=1),
     "slices of 8 in a clique": GangTopology(DEFAULT, required=0, slice_size=8, slice_level=2),
@@ -116,10 +117,10 @@ def measure_topology(nodes: int, members: int, case: str, repeat: int) -> dict[s
         placement=parse_placement("pack"),
         members=tuple(pods),
         topology=TOPOLOGY_CASES[case],
-        index=index,
+        index=index if TOPOLOGY_CASES[case] is not None else None,
     )
     result = place_gang(snapshot, spec)
-    landed = result.level if isinstance(result, Placed) else "unfit"
+    landed = (result.level or "-") if isinstance(result, Placed) else "unfit"
     figures = timed(lambda: place_gang(state.snapshot(), spec), repeat)
     return {"nodes": nodes, "members": members, "case": case, **figures, "level": landed}
 
@@ -190,6 +191,7 @@ def main() -> int:
             (5000, 32, "required leaf"),
             (5000, 64, "slices of 8 in a clique"),
             (5000, 64, "tie-breaks only"),
+            (5000, 64, "no topology (pack, baseline)"),
         ]
     ]
     table(

@@ -8,6 +8,7 @@ from phalanx.core.topology_usage import (
     domain_free,
     fragmentation_scores,
     free_domains,
+    tightness,
 )
 
 
@@ -76,3 +77,23 @@ def test_an_overcommitted_node_takes_nothing_from_its_domains_free_capacity():
     snapshot, index = cluster(nvl72(1, per_clique=2), busy=[("c00-n00", 4), ("c00-n00", 1)])
     free = domain_free(index, snapshot.nodes, snapshot.names)
     assert free.gpus[2][0] == 4
+
+
+def test_domains_rank_tightest_first_inside_the_tightest_wider_domain():
+    # Leaf l0 (c00, c01) is fuller than l1 (c02, c03); inside l0, c01 is fuller than c00.
+    busy = [("c01-n00", 4), ("c01-n01", 2), ("c00-n00", 1), ("c03-n00", 2)]
+    snapshot, index = cluster(nvl72(4, per_clique=2, per_leaf=2), busy=busy)
+    level, ranks = tightness(index, domain_free(index, snapshot.nodes, snapshot.names))
+    assert level == 2  # hostname domains are single nodes: the node's own fit decides there
+    order = sorted(range(len(ranks)), key=ranks.__getitem__)
+    assert [index.domains[2][d].name.rpartition("=")[2] for d in order] == [
+        "c01",
+        "c00",
+        "c03",
+        "c02",
+    ]
+
+
+def test_nothing_to_rank_when_every_domain_is_a_single_node():
+    snapshot, index = cluster([rack_node("a"), rack_node("b")])
+    assert tightness(index, domain_free(index, snapshot.nodes, snapshot.names)) is None

@@ -57,7 +57,7 @@ from phalanx.core.topology import (
     member_order,
     short_name,
 )
-from phalanx.core.topology_usage import DomainFree, domain_free
+from phalanx.core.topology_usage import DomainFree, domain_free, tightness
 
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
@@ -187,9 +187,10 @@ class _Placer:
         # is counted once however many members share the key.
         self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
         self.index = _index_for(snapshot, spec)
-        # Free capacity per topology domain over the gang's usable nodes (set by place()).
+        # Free capacity per topology domain over the gang's usable nodes, and the level and
+        # ranks that tell equal nodes apart (set by place()).
         self._free: DomainFree | None = None
-        self._tight: dict[str, tuple[int, ...]] = {}
+        self._ranks: tuple[int, list[int]] | None = None
 
     # ---- eligibility -------------------------------------------------------------------
 
@@ -350,6 +351,7 @@ class _Placer:
         if self.index is not None:
             usable = self._usable(units)
             self._free = domain_free(self.index, self.snapshot.nodes, usable)
+            self._ranks = tightness(self.index, self._free)
             if spec.topology is not None and spec.topology.constrained:
                 return _TopologySearch(self, spec.topology, self.index, self._free).place(
                     units, order, usable
@@ -497,17 +499,14 @@ class _Placer:
         eligible = unit.eligible
         return [n for n in domain if n in eligible and n not in anchors]
 
-    def _tightness(self, name: str) -> tuple[int, ...]:
-        """Free GPUs of the node's domains, widest level first: smaller is a tighter fit.
-        Empty without a topology index, so ties then fall to the node name as before."""
-        free = self._free
-        if free is None or self.index is None:
-            return ()
-        key = self._tight.get(name)
-        if key is None:
-            ids = self.index.of_node.get(name, ())
-            key = self._tight[name] = tuple(free.gpus[lv][d] for lv, d in enumerate(ids))
-        return key
+    def _tightness(self, name: str) -> int:
+        """How tight the node's domains are (smaller is tighter: fill it first). 0 without a
+        topology index, so ties then fall to the node name as before."""
+        if self._ranks is None or self.index is None:
+            return 0
+        level, ranks = self._ranks
+        ids = self.index.of_node.get(name)
+        return ranks[ids[level]] if ids is not None else len(ranks)
 
     def _bulk(
         self,
@@ -528,7 +527,7 @@ class _Placer:
         cpu_only = not request.gpus()
         nodes = self.snapshot.nodes
         tightness = self._tightness
-        fits: list[tuple[str, int, int, int, int, bool, tuple[int, ...]]] = []
+        fits: list[tuple[str, int, int, int, int, bool, int]] = []
         for name in self._candidates(unit, domain):
             if spread and name in used:
                 continue

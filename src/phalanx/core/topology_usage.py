@@ -9,7 +9,8 @@ those domains against one snapshot's capacity:
   broken, so single pods and gangs without a topology fill broken domains before whole
   ones (kube-scheduler's prioritize adds it to its other scores).
 * `domain_free`: per level, the free GPUs, CPU and memory of every domain over a set of
-  nodes, which the gang transaction ranks domains by.
+  nodes, which the gang transaction ranks domains by; `tightness` orders a level's domains
+  from the tightest (least free GPUs, within the tightest wider domains) to the roomiest.
 """
 
 from __future__ import annotations
@@ -124,14 +125,50 @@ def domain_free(
             continue
         info = infos[name]
         d = ids[narrowest]
+        free_gpus = info.free.gpus()
+        free_cpu, free_memory, _, _ = info.common_free  # (cpu, memory, pods, nvidia.com/gpu)
         # An overcommitted node (pods bound by others) offers nothing, and takes nothing
         # away from its neighbours.
-        g[d] += max(0, info.free.gpus())
-        c[d] += max(0, info.common_free[0])  # (cpu, memory, pods, nvidia.com/gpu)
-        m[d] += max(0, info.common_free[1])
+        if free_gpus > 0:
+            g[d] += free_gpus
+        if free_cpu > 0:
+            c[d] += free_cpu
+        if free_memory > 0:
+            m[d] += free_memory
     for level in range(narrowest, 0, -1):
+        g, c, m = gpus[level], cpu[level], memory[level]
+        up_g, up_c, up_m = gpus[level - 1], cpu[level - 1], memory[level - 1]
         for d, domain in enumerate(index.domains[level]):
-            gpus[level - 1][domain.parent] += gpus[level][d]
-            cpu[level - 1][domain.parent] += cpu[level][d]
-            memory[level - 1][domain.parent] += memory[level][d]
+            parent = domain.parent
+            up_g[parent] += g[d]
+            up_c[parent] += c[d]
+            up_m[parent] += m[d]
     return DomainFree(gpus, cpu, memory)
+
+
+def tightness(index: TopologyIndex, free: DomainFree) -> tuple[int, list[int]] | None:
+    """(level, rank of every domain of that level): domains ordered widest level first by
+    free GPUs (the tightest spine, then the tightest leaf in it, ...), down to the narrowest
+    level whose domains are not all single nodes; None when every level is single nodes.
+
+    One int per node then tells equal nodes apart, cheaper than a key per level.
+    """
+    indexed = len(index.of_node)
+    levels = 0
+    while levels < len(index.domains) and len(index.domains[levels]) < indexed:
+        levels += 1
+    if not levels:
+        return None
+    ranks: list[int] = []
+    for level in range(levels):
+        domains = index.domains[level]
+        gpus = free.gpus[level]
+        previous = ranks
+        order = sorted(
+            range(len(domains)),
+            key=lambda d: (previous[domains[d].parent] if level else 0, gpus[d], d),
+        )
+        ranks = [0] * len(domains)
+        for rank, d in enumerate(order):
+            ranks[d] = rank
+    return levels - 1, ranks

@@ -140,7 +140,7 @@ def measure_index(nodes: int, repeat: int) -> list[dict[str, Any]]:
             ("free_domains", lambda: free_domains(snapshot, index)),
             (
                 "fragmentation_scores (every node)",
-                lambda: fragmentation_scores(index, snapshot, snapshot.names),
+                lambda: fragmentation_scores(index, snapshot.nodes, snapshot.names),
             ),
         )
     ]

@@ -7,6 +7,7 @@ from phalanx.core.errors import TopologyConfigError
 from phalanx.core.topology import (
     DEFAULT_LEVELS,
     DEFAULT_TOPOLOGIES,
+    IndexCache,
     Topology,
     build_index,
     member_order,
@@ -239,3 +240,34 @@ def test_members_with_an_index_come_before_members_without():
 def test_a_malformed_index_label_is_ignored():
     bad = pod("b", labels={"apps.kubernetes.io/pod-index": "-1"})
     assert ranked(bad, pod("a")) == ["a", "b"]
+
+
+# ---- the cache -----------------------------------------------------------------------------
+
+
+def test_the_index_is_rebuilt_only_when_the_topology_generation_changes():
+    cache = IndexCache()
+    builds = []
+
+    def nodes():
+        builds.append(1)
+        return nvl72(2, per_clique=2)
+
+    first = cache.get(DEFAULT_TOPOLOGIES.default, 7, nodes)
+    assert cache.get(DEFAULT_TOPOLOGIES.default, 7, nodes) is first
+    assert cache.get(DEFAULT_TOPOLOGIES.default, 8, nodes) is not first
+    assert len(builds) == 2
+
+
+def test_an_inconsistent_node_is_reported_once_across_rebuilds():
+    cache = IndexCache()
+    good = [rack_node(f"n{i}", spine="s", leaf="l1", clique="c7") for i in range(2)]
+    odd = rack_node("odd", spine="s", leaf="l2", clique="c7")
+    cache.get(DEFAULT_TOPOLOGIES.default, 1, lambda: [*good, odd])
+    assert [f.node for f in cache.unreported()] == ["odd"]
+    cache.get(DEFAULT_TOPOLOGIES.default, 2, lambda: [*good, odd])
+    assert cache.unreported() == []
+    cache.get(DEFAULT_TOPOLOGIES.default, 3, lambda: good)  # fixed
+    assert cache.unreported() == []
+    cache.get(DEFAULT_TOPOLOGIES.default, 4, lambda: [*good, odd])  # broken again
+    assert [f.node for f in cache.unreported()] == ["odd"]

@@ -49,27 +49,27 @@ def test_nodes_without_gpus_are_not_counted_as_domains():
 
 def test_nodes_in_broken_domains_score_higher_than_nodes_in_whole_ones():
     snapshot, index = cluster(nvl72(), busy=[("c05-n00", 4)])
-    scores = fragmentation_scores(index, snapshot, ["c05-n01", "c04-n00", "c00-n00"])
+    scores = fragmentation_scores(index, snapshot.nodes, ["c05-n01", "c04-n00", "c00-n00"])
     # Broken clique > whole clique in a broken leaf > whole leaf under a broken spine.
     assert scores["c05-n01"] > scores["c04-n00"] > scores["c00-n00"] > 0
 
 
 def test_an_idle_cluster_scores_zero_everywhere():
     snapshot, index = cluster(nvl72(2))
-    assert set(fragmentation_scores(index, snapshot, snapshot.names).values()) == {0}
+    assert set(fragmentation_scores(index, snapshot.nodes, snapshot.names).values()) == {0}
 
 
 def test_scores_stay_within_kube_schedulers_range():
     busy = [(f"c00-n{i:02d}", 4) for i in range(17)]
     snapshot, index = cluster(nvl72(2, per_leaf=1), busy=busy)
-    scores = fragmentation_scores(index, snapshot, snapshot.names)
+    scores = fragmentation_scores(index, snapshot.nodes, snapshot.names)
     assert all(0 <= s <= 10 for s in scores.values())
     assert scores["c00-n17"] == max(scores.values())
 
 
 def test_a_node_the_index_does_not_know_scores_zero():
     snapshot, index = cluster(nvl72(1))
-    assert fragmentation_scores(index, snapshot, ["ghost"]) == {"ghost": 0}
+    assert fragmentation_scores(index, snapshot.nodes, ["ghost"]) == {"ghost": 0}
 
 
 def test_an_overcommitted_node_takes_nothing_from_its_domains_free_capacity():

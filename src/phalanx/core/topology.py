@@ -25,7 +25,7 @@ labels (`ClusterState.topology_generation`), and read against each snapshot's fr
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from phalanx.core.errors import TopologyConfigError, quoted
@@ -271,6 +271,41 @@ def build_index(topology: Topology, nodes: Iterable[Node]) -> TopologyIndex:
         for level in range(depth)
     )
     return TopologyIndex(topology, domains, of_node, tuple(findings))
+
+
+class IndexCache:
+    """The index of each topology in use, rebuilt only when the node topology changes.
+
+    Keyed on `ClusterState.topology_generation` (bumped when nodes come, go or change
+    labels, not on heartbeats). Assumes one caller at a time, like `ClusterState`.
+    Each inconsistent-label finding is handed out once by `unreported`, however often
+    the index is rebuilt, until the node is consistent again.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[str, tuple[int, TopologyIndex]] = {}
+        self._reported: set[tuple[str, str, str]] = set()
+
+    def get(
+        self, topology: Topology, generation: int, nodes: Callable[[], Iterable[Node]]
+    ) -> TopologyIndex:
+        cached = self._built.get(topology.name)
+        if cached is not None and cached[0] == generation and cached[1].topology == topology:
+            return cached[1]
+        index = build_index(topology, nodes())
+        self._built[topology.name] = (generation, index)
+        return index
+
+    def unreported(self) -> list[TopologyFinding]:
+        """Findings of the current indexes not handed out before."""
+        current = {
+            (f.node, f.level, f.value): f
+            for _, index in self._built.values()
+            for f in index.findings
+        }
+        fresh = [f for key, f in sorted(current.items()) if key not in self._reported]
+        self._reported = set(current)
+        return fresh
 
 
 def _inconsistencies(

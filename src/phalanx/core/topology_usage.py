@@ -60,19 +60,18 @@ def free_domains(snapshot: Snapshot, index: TopologyIndex) -> tuple[LevelFreedom
 
 
 def fragmentation_scores(
-    index: TopologyIndex, snapshot: Snapshot, nodes: Iterable[str]
+    index: TopologyIndex, infos: Mapping[str, NodeInfo], nodes: Iterable[str]
 ) -> dict[str, int]:
     """0..10 per node: how broken its multi-node domains already are (GPUs in use or
     reserved), narrower levels weighing more; 0 for a node whose domains are all whole or
     all its own. A domain counts 0 when whole, else 0.5 + half its used fraction.
 
-    Costs one pass over the indexed nodes (a caller scoring many pods per snapshot
-    generation can keep the result).
+    `infos` is a snapshot's nodes or the live `ClusterState.node_infos()`. Costs one pass
+    over the indexed nodes (a caller scoring many pods per generation can keep the result).
     """
     sizes = [len(d) for d in index.domains]
     free = [[0] * n for n in sizes]
     total = [[0] * n for n in sizes]
-    infos = snapshot.nodes
     for name, ids in index.of_node.items():
         info = infos.get(name)
         if info is None:

@@ -12,10 +12,9 @@ How members are placed:
 2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
    lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
    Domains are tried best-fit first (least spare GPUs), ties by name.
-   A gang with a topology constraint (`phalanx.core.topology`) walks its levels instead:
+   A gang with a topology constraint walks its levels instead (`phalanx.core.gang_topology`):
    the domains of the preferred level, tightest fit first, then one level wider at a time
-   up to the required level (or the whole cluster). With slices, each run of consecutive
-   members is placed inside one domain of the slice level, tightest fit first, in turn.
+   up to the required level (or the whole cluster), slices inside the slice level.
 3. In a domain, units are placed largest-first. Interchangeable units (same requests,
    same eligible nodes, no plan relations) are placed in bulk with per-node fit counts, so
    a 64-member gang costs O(nodes log nodes), not O(nodes × members). Units with plan
@@ -30,13 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from phalanx.core import eligibility
-from phalanx.core.gang_explain import (
-    LevelMiss,
-    landing_text,
-    miss_reason,
-    topology_unfit_detail,
-    unfit_reason,
-)
+from phalanx.core.gang_explain import LevelMiss, landing_text, miss_reason, unfit_reason
+from phalanx.core.gang_topology import NotFound, TopologySearch
+from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit
 from phalanx.core.model import (
     CPU,
     EMPTY,
@@ -54,7 +49,6 @@ from phalanx.core.topology import (
     GangTopology,
     TopologyIndex,
     build_index,
-    member_order,
     short_name,
 )
 from phalanx.core.topology_usage import DomainFree, domain_free, tightness
@@ -62,8 +56,6 @@ from phalanx.core.topology_usage import DomainFree, domain_free, tightness
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
 BACKTRACK_BUDGET = 256
-# Domains too small for the whole gang are tried only this often, to name the closest.
-HOPELESS_TRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,52 +108,6 @@ class GangSpec:
     index: TopologyIndex | None = None
 
 
-@dataclass(slots=True)
-class _Unit:
-    index: int
-    members: tuple[Pod, ...]
-    requests: Resources
-    eligible: frozenset[str]
-    ids: frozenset[str]  # plan ids of its members
-    relational: bool
-    cls: int = 0  # units with the same class are interchangeable
-
-
-@dataclass(slots=True)
-class _Failure:
-    placed_units: int
-    reason: str
-
-
-@dataclass(slots=True)
-class _Trial:
-    """One trial's state: capacity used so far, and how many units sit on each node."""
-
-    overlay: Overlay
-    used: dict[str, int]
-
-
-@dataclass(slots=True)
-class _SliceGroup:
-    """Units that must share one domain of the slice level: one slice's, or several slices'
-    when a plan unit joins them."""
-
-    label: str
-    units: list[_Unit]
-    anchors: set[str]  # nodes of the group's bound members
-    first: int  # position of its first slice
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """A domain of one level, judged by its free capacity over the gang's usable nodes."""
-
-    domain: int  # its id at the level (0 for the whole cluster)
-    name: str
-    free: tuple[int, int, int]  # GPUs, CPU, memory
-    fits: bool
-
-
 def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
     """Best-fit order: what is left after `count` copies, GPUs first (least leftover first)."""
     return (
@@ -169,10 +115,6 @@ def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int,
         free.get(CPU) - request.get(CPU) * count,
         free.get(MEMORY) - request.get(MEMORY) * count,
     )
-
-
-def _amounts(r: Resources) -> tuple[int, int, int]:
-    return (r.gpus(), r.get(CPU), r.get(MEMORY))
 
 
 class _Placer:
@@ -225,7 +167,7 @@ class _Placer:
 
     # ---- units -------------------------------------------------------------------------
 
-    def build_units(self) -> list[_Unit]:
+    def build_units(self) -> list[Unit]:
         spec = self.spec
         members = spec.members
         groups: list[list[Pod]]
@@ -243,7 +185,7 @@ class _Placer:
             groups.extend([p] for p in members if p.uid not in seen)
         else:
             groups = [[p] for p in members]
-        units: list[_Unit] = []
+        units: list[Unit] = []
         for i, pods in enumerate(groups):
             ids = frozenset(p.plan_node for p in pods if p.plan_node)
             tags: frozenset[str] = frozenset()
@@ -254,7 +196,7 @@ class _Placer:
             for p in pods:
                 requests = requests + p.requests
             units.append(
-                _Unit(
+                Unit(
                     index=i,
                     members=tuple(pods),
                     requests=requests,
@@ -278,7 +220,7 @@ class _Placer:
             return True
         return any(any(ids & s for s in sets) for sets in (*intent.apart, *intent.trials))
 
-    def _usable(self, units: Sequence[_Unit]) -> frozenset[str]:
+    def _usable(self, units: Sequence[Unit]) -> frozenset[str]:
         distinct = {u.eligible for u in units}
         if len(distinct) == 1:  # the usual: members share one eligibility, no copy
             return distinct.pop()
@@ -286,7 +228,7 @@ class _Placer:
 
     # ---- domains (policies) ------------------------------------------------------------
 
-    def domains(self, units: Sequence[_Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
+    def domains(self, units: Sequence[Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
         """(domain name, node names, whether its spare capacity could hold the gang), the
         ones that could first, best fit (least spare GPUs) first, ties by name."""
         policy = self.spec.placement
@@ -353,9 +295,21 @@ class _Placer:
             self._free = domain_free(self.index, self.snapshot.nodes, usable)
             self._ranks = tightness(self.index, self._free)
             if spec.topology is not None and spec.topology.constrained:
-                return _TopologySearch(self, spec.topology, self.index, self._free).place(
-                    units, order, usable
-                )
+                found = TopologySearch(
+                    self,
+                    self.snapshot,
+                    spec.topology,
+                    self.index,
+                    self._free,
+                    members=spec.members,
+                    anchors=spec.anchors,
+                    anchor_pods=spec.anchor_pods,
+                ).search(units, order, usable)
+                if isinstance(found, NotFound):
+                    return self.unfit(
+                        units, found.detail, policy=f"{spec.placement}, {spec.topology}"
+                    )
+                return self.placed(units, found.chosen, misses=found.misses)
         best: tuple[int, str, str] | None = None  # (units placed, domain, reason)
         domains = self.domains(units)
         hopeless = 0
@@ -374,7 +328,7 @@ class _Placer:
 
     def placed(
         self,
-        units: Sequence[_Unit],
+        units: Sequence[Unit],
         chosen: Mapping[int, str],
         *,
         domain: str = "",
@@ -415,12 +369,12 @@ class _Placer:
             eligible |= self.eligible_nodes([p], frozenset())
         return describe(spec.plan, spec.intent, leaf_nodes, eligible_nodes=len(eligible))
 
-    def trial(self) -> _Trial:
-        return _Trial(Overlay(self.snapshot), dict.fromkeys(self.spec.anchors.values(), 1))
+    def trial(self) -> Trial:
+        return Trial(Overlay(self.snapshot), dict.fromkeys(self.spec.anchors.values(), 1))
 
     def place_in(
-        self, order: Sequence[_Unit], nodes: Sequence[str], trial: _Trial | None = None
-    ) -> dict[int, str] | _Failure:
+        self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial | None = None
+    ) -> dict[int, str] | Failure:
         """Place every unit on `nodes` (one domain), or report how far it got. On a shared
         `trial` a success stays recorded in it and a failure leaves it as it was."""
         if trial is None:
@@ -429,7 +383,7 @@ class _Placer:
         domain = tuple(nodes)
         chosen: dict[int, str] = {}
         # Blocks: runs of interchangeable non-relational units, or one relational unit.
-        blocks: list[list[_Unit]] = []
+        blocks: list[list[Unit]] = []
         for u in order:
             if (
                 blocks
@@ -441,9 +395,9 @@ class _Placer:
             else:
                 blocks.append([u])
         budget = [BACKTRACK_BUDGET]
-        failure = _Failure(0, "")
+        failure = Failure(0, "")
 
-        def undo(units: Sequence[_Unit]) -> None:
+        def undo(units: Sequence[Unit]) -> None:
             for u in units:
                 node = chosen.pop(u.index)
                 overlay.remove(node, u.requests)
@@ -451,7 +405,7 @@ class _Placer:
                 if not used[node]:
                     del used[node]
 
-        def assign(u: _Unit, node: str) -> None:
+        def assign(u: Unit, node: str) -> None:
             chosen[u.index] = node
             overlay.add(node, u.requests)
             used[node] = used.get(node, 0) + 1
@@ -465,7 +419,7 @@ class _Placer:
                 picks = self._bulk(block, domain, overlay, used)
                 if isinstance(picks, str):
                     if len(chosen) >= failure.placed_units:
-                        failure = _Failure(len(chosen), picks)
+                        failure = Failure(len(chosen), picks)
                     return False
                 for u, node in zip(block, picks, strict=True):
                     assign(u, node)
@@ -477,7 +431,7 @@ class _Placer:
             ranked = self._rank(unit, domain, overlay, used, chosen)
             if isinstance(ranked, str):
                 if len(chosen) >= failure.placed_units:
-                    failure = _Failure(len(chosen), ranked)
+                    failure = Failure(len(chosen), ranked)
                 return False
             for node in ranked[:BRANCHING]:
                 if budget[0] <= 0:
@@ -493,7 +447,7 @@ class _Placer:
             return chosen
         return failure
 
-    def _candidates(self, unit: _Unit, domain: Sequence[str]) -> list[str]:
+    def _candidates(self, unit: Unit, domain: Sequence[str]) -> list[str]:
         spread = self.spec.placement.kind is PolicyKind.SPREAD
         anchors = set(self.spec.anchors.values()) if spread else set()
         eligible = unit.eligible
@@ -510,7 +464,7 @@ class _Placer:
 
     def _bulk(
         self,
-        block: Sequence[_Unit],
+        block: Sequence[Unit],
         domain: Sequence[str],
         overlay: Overlay,
         used: Mapping[str, int],
@@ -589,7 +543,7 @@ class _Placer:
 
     def _rank(
         self,
-        unit: _Unit,
+        unit: Unit,
         domain: Sequence[str],
         overlay: Overlay,
         used: Mapping[str, int],
@@ -661,7 +615,7 @@ class _Placer:
 
     def _miss(
         self,
-        unit: _Unit,
+        unit: Unit,
         need: int,
         picks: Sequence[str],
         domain: Sequence[str],
@@ -680,7 +634,7 @@ class _Placer:
             spread=spread,
         )
 
-    def unfit(self, units: Sequence[_Unit], detail: str, policy: str = "") -> Unfit:
+    def unfit(self, units: Sequence[Unit], detail: str, policy: str = "") -> Unfit:
         total = EMPTY
         for u in units:
             total = total + u.requests
@@ -697,7 +651,7 @@ class _Placer:
 
     def _unfit_reason(
         self,
-        units: Sequence[_Unit],
+        units: Sequence[Unit],
         domains: Sequence[tuple[str, tuple[str, ...], bool]],
         best: tuple[int, str, str] | None,
     ) -> str:
@@ -716,232 +670,6 @@ class _Placer:
             else:
                 detail = best[2]
         return self.unfit(units, detail).reason
-
-
-class _TopologySearch:
-    """The level walk for a gang with a topology constraint (module docstring, step 2)."""
-
-    def __init__(
-        self, placer: _Placer, topology: GangTopology, index: TopologyIndex, free: DomainFree
-    ) -> None:
-        self.placer = placer
-        self.topology = topology
-        self.index = index
-        self.free = free
-        self.anchors = frozenset(placer.spec.anchors.values())
-
-    def place(
-        self, units: Sequence[_Unit], order: Sequence[_Unit], usable: frozenset[str]
-    ) -> Placed | Unfit:
-        placer, topology = self.placer, self.topology
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
-        need = _amounts(total)
-        slices = self._slice_groups(units, order) if topology.slice_size else None
-        walk = topology.walk()
-        misses: list[LevelMiss] = []
-        split = False
-        for position, level in enumerate(walk):
-            last = position == len(walk) - 1
-            # A level no node distinguishes from the narrower one has the same domains.
-            if position and not last and self.index.same_as_narrower(level):
-                continue
-            candidates, split = self._candidates(level, usable, need)
-            tried: tuple[int, str, str] | None = None
-            hopeless = 0
-            for cand in candidates:
-                if not cand.fits:
-                    # Only on the last level, and only a few: for the "best" in the reason.
-                    if not last or tried is not None or hopeless == HOPELESS_TRIES:
-                        break
-                    hopeless += 1
-                result = self._place_in(order, level, cand, usable, slices)
-                if isinstance(result, dict):
-                    return placer.placed(units, result, misses=misses)
-                if tried is None or result.placed_units > tried[0]:
-                    tried = (result.placed_units, cand.name, result.reason)
-            largest = max(candidates, key=lambda c: (c.free, -c.domain), default=None)
-            misses.append(
-                LevelMiss(
-                    level,
-                    topology.key(level),
-                    sum(1 for c in candidates if c.fits),
-                    (largest.name, largest.free[0]) if largest is not None else None,
-                    tried,
-                )
-            )
-        detail = topology_unfit_detail(
-            misses[-1] if misses else None, total, anchors_split=split, no_domain=not usable
-        )
-        return placer.unfit(units, detail, policy=f"{placer.spec.placement}, {topology}")
-
-    def _candidates(
-        self, level: int, usable: frozenset[str], need: tuple[int, int, int]
-    ) -> tuple[list[_Candidate], bool]:
-        """The domains of `level` that hold every bound member, those whose free capacity
-        could hold the gang first, tightest fit first, then the closest; and whether the
-        bound members already span several domains."""
-        if level == CLUSTER:
-            free = self.free
-            room = (
-                (sum(free.gpus[0]), sum(free.cpu[0]), sum(free.memory[0]))
-                if free.gpus
-                else (0, 0, 0)
-            )
-            fits = all(have >= want for have, want in zip(room, need, strict=True))
-            return [_Candidate(0, "the cluster", room, fits)], False
-        of_node = self.index.of_node
-        domains: Iterable[int] = range(len(self.index.domains[level]))
-        if self.anchors:
-            ids = {of_node[a][level] if a in of_node else -1 for a in self.anchors}
-            if len(ids) != 1 or -1 in ids:
-                return [], True
-            domains = ids
-        gpus, cpu, memory = self.free.gpus[level], self.free.cpu[level], self.free.memory[level]
-        ranked: list[tuple[tuple[int, ...], _Candidate]] = []
-        for d in domains:
-            room = (gpus[d], cpu[d], memory[d])
-            fits = room[0] >= need[0] and room[1] >= need[1] and room[2] >= need[2]
-            if not fits and not any(room):
-                continue  # no usable node there
-            left = tuple(have - want for have, want in zip(room, need, strict=True))
-            key = (0, *left, d) if fits else (1, *(-x for x in room), d)
-            ranked.append((key, _Candidate(d, self.index.domains[level][d].name, room, fits)))
-        ranked.sort(key=lambda kc: kc[0])
-        return [c for _, c in ranked], False
-
-    def _nodes(self, level: int, cand: _Candidate, usable: frozenset[str]) -> tuple[str, ...]:
-        if level == CLUSTER:
-            of_node = self.index.of_node
-            return tuple(n for n in self.placer.snapshot.names if n in usable and n in of_node)
-        return tuple(n for n in self.index.domains[level][cand.domain].nodes if n in usable)
-
-    def _place_in(
-        self,
-        order: Sequence[_Unit],
-        level: int,
-        cand: _Candidate,
-        usable: frozenset[str],
-        slices: list[_SliceGroup] | None,
-    ) -> dict[int, str] | _Failure:
-        nodes = self._nodes(level, cand, usable)
-        slice_level = self.topology.slice_level
-        # A domain at the slice level or narrower lies inside one slice-level domain.
-        if slices is None or slice_level is None or (level != CLUSTER and slice_level <= level):
-            return self.placer.place_in(order, nodes)
-        return self._place_slices(slices, slice_level, nodes)
-
-    def _place_slices(
-        self, slices: Sequence[_SliceGroup], level: int, nodes: Sequence[str]
-    ) -> dict[int, str] | _Failure:
-        """Each slice group inside one domain of the slice level, in turn on one trial
-        (greedy: right for interchangeable slices, which is the usual). A slice goes where
-        it shares the most wider domains with the gang's members so far (a leaf already
-        used before another leaf), then to the tightest fit."""
-        placer, of_node = self.placer, self.index.of_node
-        by_domain: dict[int, list[str]] = {}
-        room: dict[int, list[int]] = {}
-        infos = placer.snapshot.nodes
-        for n in nodes:
-            d = of_node[n][level]
-            by_domain.setdefault(d, []).append(n)
-            have = room.setdefault(d, [0, 0, 0])
-            for i, amount in enumerate(_amounts(infos[n].free)):
-                have[i] += max(0, amount)
-        trial = placer.trial()
-        chosen: dict[int, str] = {}
-        noun = short_name(self.topology.key(level))
-
-        def wider(node: str) -> set[tuple[int, int]]:
-            return {(lv, d) for lv, d in enumerate(of_node[node][:level])}
-
-        near: set[tuple[int, int]] = set()  # wider domains holding members so far
-        for a in self.anchors:
-            if a in of_node:
-                near |= wider(a)
-        around = {d: wider(members[0]) for d, members in by_domain.items()}
-        for group in slices:
-            need = [0, 0, 0]
-            for u in group.units:
-                for i, amount in enumerate(_amounts(u.requests)):
-                    need[i] += amount
-            allowed: Iterable[int] = by_domain
-            if group.anchors:
-                ids = {of_node[a][level] if a in of_node else -1 for a in group.anchors}
-                if len(ids) != 1 or -1 in ids:
-                    return _Failure(
-                        len(chosen),
-                        f"{group.label}: its bound members already span more than one {noun}",
-                    )
-                allowed = [d for d in ids if d in by_domain]
-            ranked = sorted(
-                (d for d in allowed if all(h >= w for h, w in zip(room[d], need, strict=True))),
-                key=lambda d: (
-                    -len(around[d] & near),
-                    *(h - w for h, w in zip(room[d], need, strict=True)),
-                    d,
-                ),
-            )
-            best: _Failure | None = None
-            for d in ranked:
-                result = placer.place_in(group.units, by_domain[d], trial)
-                if isinstance(result, dict):
-                    chosen.update(result)
-                    for i in range(3):
-                        room[d][i] -= need[i]
-                    near |= around[d]
-                    break
-                if best is None or result.placed_units > best.placed_units:
-                    best = _Failure(
-                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
-                    )
-            else:
-                why = f"best: {best.reason}" if best is not None else "none has room for it"
-                return _Failure(
-                    len(chosen) + (best.placed_units if best else 0),
-                    f"{group.label} fits in no {noun} ({why})",
-                )
-        return chosen
-
-    def _slice_groups(self, units: Sequence[_Unit], order: Sequence[_Unit]) -> list[_SliceGroup]:
-        """Runs of `slice_size` consecutive members (anchors included) by rank, joined where
-        a plan unit spans two; the groups to place, bound ones first."""
-        spec, size = self.placer.spec, self.topology.slice_size
-        pods = [p for p in spec.anchor_pods if p.uid in spec.anchors]
-        ranked = member_order((*pods, *spec.members))
-        slice_of = {p.uid: i // size for i, p in enumerate(ranked)}
-        count = -(-len(ranked) // size)
-        root = list(range(count))
-
-        def find(i: int) -> int:
-            while root[i] != i:
-                root[i] = root[root[i]]
-                i = root[i]
-            return i
-
-        for u in units:
-            first = find(slice_of[u.members[0].uid])
-            for p in u.members[1:]:
-                root[find(slice_of[p.uid])] = first
-        groups: dict[int, _SliceGroup] = {}
-        for i in range(count):
-            r = find(i)
-            names = [p.name for p in ranked[i * size : (i + 1) * size]]
-            shown = f"slice {i + 1} of {count} ({names[0]}..{names[-1]})"
-            group = groups.get(r)
-            if group is None:
-                groups[r] = _SliceGroup(shown, [], set(), i)
-            else:
-                group.label += f" + {shown}"
-        for u in order:
-            groups[find(slice_of[u.members[0].uid])].units.append(u)
-        for uid, node in spec.anchors.items():
-            if uid in slice_of:
-                groups[find(slice_of[uid])].anchors.add(node)
-        placeable = [g for g in groups.values() if g.units]
-        placeable.sort(key=lambda g: (not g.anchors, g.first))
-        return placeable
 
 
 def _index_for(snapshot: Snapshot, spec: GangSpec) -> TopologyIndex | None:

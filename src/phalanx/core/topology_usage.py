@@ -70,29 +70,42 @@ def fragmentation_scores(
     over the indexed nodes (a caller scoring many pods per generation can keep the result).
     """
     sizes = [len(d) for d in index.domains]
+    narrowest = len(sizes) - 1
     free = [[0] * n for n in sizes]
     total = [[0] * n for n in sizes]
     for name, ids in index.of_node.items():
         info = infos.get(name)
-        if info is None:
-            continue
-        f, t = max(0, info.free.gpus()), info.node.allocatable.gpus()
-        if t:
-            for level, domain in enumerate(ids):
-                free[level][domain] += f
-                total[level][domain] += t
+        if info is not None:
+            capacity = info.node.allocatable.gpus()
+            if capacity:
+                free[narrowest][ids[narrowest]] += max(0, info.free.gpus())
+                total[narrowest][ids[narrowest]] += capacity
+    for level in range(narrowest, 0, -1):
+        for d, inner in enumerate(index.domains[level]):
+            free[level - 1][inner.parent] += free[level][d]
+            total[level - 1][inner.parent] += total[level][d]
+    # Levels of single nodes only (the hostname) never count: nodes sharing their domains
+    # above those levels score the same.
+    shared = 0
+    while shared < len(sizes) and sizes[shared] < len(index.of_node):
+        shared += 1
     scores: dict[str, int] = {}
+    memo: dict[tuple[int, ...], int] = {}
     for name in nodes:
-        weighted = weights = 0.0
-        for level, domain in enumerate(index.of_node.get(name, ())):
-            capacity = total[level][domain]
-            if capacity > 0 and len(index.domains[level][domain].nodes) > 1:
-                weight = level + 1
-                used = (capacity - free[level][domain]) / capacity
-                # Broken at all counts half: a slightly used clique beats a whole one.
-                weighted += weight * (0.5 + 0.5 * used if used > 0 else 0.0)
-                weights += weight
-        scores[name] = round(MAX_SCORE * weighted / weights) if weights else 0
+        ids = index.of_node.get(name, ())[:shared]
+        score = memo.get(ids)
+        if score is None:
+            weighted = weights = 0.0
+            for level, domain in enumerate(ids):
+                capacity = total[level][domain]
+                if capacity > 0 and len(index.domains[level][domain].nodes) > 1:
+                    weight = level + 1
+                    used = (capacity - free[level][domain]) / capacity
+                    # Broken at all counts half: a slightly used clique beats a whole one.
+                    weighted += weight * (0.5 + 0.5 * used if used > 0 else 0.0)
+                    weights += weight
+            score = memo[ids] = round(MAX_SCORE * weighted / weights) if weights else 0
+        scores[name] = score
     return scores
 
 

@@ -4,6 +4,12 @@ Reports min/p50/p99 of `place_gang` for 64 and 256 members (8 GPUs each, `pack`)
 1,000 to 5,000 8-GPU nodes, plus the cost per node x member, so the growth is visible as a
 ratio within one run (this machine is shared and noisy: compare figures from one run only).
 
+Then the same by topology on NVL72-shaped clusters (four-GPU nodes, cliques of 18 under
+leaves of 4 cliques under spines of 8 leaves, every third node half used): 64 members
+preferring a clique within a required spine (the walk clique > leaf > spine), a required
+leaf, slices of 8 in a clique, and the tie-breaks alone; with the index built once, as the
+service caches it, and the index build, free-domain count and fragmentation scores alone.
+
     python bench/bench_core.py [--repeat 30] [--json out.json]
 """
 
@@ -18,10 +24,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from builders import gang, gpu_node, pod
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from builders import gang, gpu_node, pod, rack_node
 from phalanx.core.cache import ClusterState
-from phalanx.core.gang import GangSpec, place_gang
+from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, build_index
+from phalanx.core.topology_usage import fragmentation_scores, free_domains
+
+DEFAULT = DEFAULT_TOPOLOGIES.default
 
 
 def cluster(nodes: int) -> ClusterState:
@@ -34,31 +47,114 @@ def cluster(nodes: int) -> ClusterState:
     return state
 
 
-def measure(nodes: int, members: int, repeat: int, policy: str = "pack") -> dict[str, float]:
+def timed(run: Callable[[], object], repeat: int) -> dict[str, float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return {
+        "min_ms": round(times[0] * 1000, 2),
+        "p50_ms": round(statistics.median(times) * 1000, 2),
+        "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 2),
+    }
+
+
+def measure(nodes: int, members: int, repeat: int, policy: str = "pack") -> dict[str, Any]:
     state = cluster(nodes)
     spec = GangSpec(
         key="bench/g",
         placement=parse_placement(policy),
         members=tuple(gang("g", members, 8, namespace="bench")),
     )
-    times = []
-    for _ in range(repeat):
-        snap = state.snapshot()
-        start = time.perf_counter()
-        place_gang(snap, spec)
-        times.append(time.perf_counter() - start)
-    times.sort()
-    p50 = statistics.median(times)
-    p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+    figures = timed(lambda: place_gang(state.snapshot(), spec), repeat)
     return {
         "nodes": nodes,
         "members": members,
         "policy": policy,
-        "min_ms": round(times[0] * 1000, 2),
-        "p50_ms": round(p50 * 1000, 2),
-        "p99_ms": round(p99 * 1000, 2),
-        "us_per_node_x_member": round(times[0] * 1e6 / (nodes * members), 4),
+        **figures,
+        "us_per_node_x_member": round(figures["min_ms"] * 1000 / (nodes * members), 4),
     }
+
+
+def nvl72_cluster(nodes: int) -> ClusterState:
+    state = ClusterState()
+    for i in range(nodes):
+        state.upsert_node(
+            rack_node(
+                f"node-{i:05d}",
+                4,
+                spine=f"s{i // 576:02d}",
+                leaf=f"l{i // 72:03d}",
+                clique=f"c{i // 18:04d}",
+            )
+        )
+    for i in range(0, nodes, 3):
+        state.upsert_pod(pod(f"busy-{i}", 2, node=f"node-{i:05d}"))
+    return state
+
+
+TOPOLOGY_CASES: dict[str, GangTopology | None] = {
+    "no topology (pack, baseline)": None,
+    "preferred clique, required spine": GangTopology(DEFAULT, required=0, preferred=2),
+    "required leaf": GangTopology(DEFAULT, required=1),
+    "slices of 8 in a clique": GangTopology(DEFAULT, required=0, slice_size=8, slice_level=2),
+    "tie-breaks only": GangTopology(DEFAULT),
+}
+
+
+def measure_topology(nodes: int, members: int, case: str, repeat: int) -> dict[str, Any]:
+    state = nvl72_cluster(nodes)
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    pods = [
+        pod(f"w-{i}", 4, group="g", labels={"batch.kubernetes.io/job-completion-index": str(i)})
+        for i in range(members)
+    ]
+    spec = GangSpec(
+        key="bench/g",
+        placement=parse_placement("pack"),
+        members=tuple(pods),
+        topology=TOPOLOGY_CASES[case],
+        index=index if TOPOLOGY_CASES[case] is not None else None,
+    )
+    result = place_gang(snapshot, spec)
+    landed = (result.level or "-") if isinstance(result, Placed) else "unfit"
+    figures = timed(lambda: place_gang(state.snapshot(), spec), repeat)
+    return {"nodes": nodes, "members": members, "case": case, **figures, "level": landed}
+
+
+def measure_index(nodes: int, repeat: int) -> list[dict[str, Any]]:
+    state = nvl72_cluster(nodes)
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    return [
+        {
+            "nodes": nodes,
+            "what": what,
+            **timed(run, repeat),
+        }
+        for what, run in (
+            ("build_index", lambda: build_index(DEFAULT, (i.node for i in snapshot))),
+            ("free_domains", lambda: free_domains(snapshot, index)),
+            (
+                "fragmentation_scores (every node)",
+                lambda: fragmentation_scores(index, snapshot.nodes, snapshot.names),
+            ),
+        )
+    ]
+
+
+def table(rows: list[dict[str, Any]], columns: tuple[str, ...], widths: tuple[int, ...]) -> None:
+    def line(cells: Iterable[Any]) -> str:
+        return " ".join(
+            f"{v:{'<' if w < 0 else '>'}{abs(w)}}" for v, w in zip(cells, widths, strict=True)
+        )
+
+    print(line(columns))
+    for r in rows:
+        print(line(r[c] for c in columns))
 
 
 def main() -> int:
@@ -77,25 +173,40 @@ def main() -> int:
             (5000, 64, "interconnect-local"),
         ]
     ]
-    columns = ("nodes", "members", "policy", "min_ms", "p50_ms", "p99_ms", "us_per_node_x_member")
-    widths = (6, 7, -20, 8, 8, 8, 21)
-    print(
-        " ".join(
-            f"{c:{'<' if w < 0 else '>'}{abs(w)}}" for c, w in zip(columns, widths, strict=True)
-        )
+    table(
+        rows,
+        ("nodes", "members", "policy", "min_ms", "p50_ms", "p99_ms", "us_per_node_x_member"),
+        (6, 7, -20, 8, 8, 8, 21),
     )
-    for r in rows:
-        cells = (r[c] for c in columns)
-        print(
-            " ".join(
-                f"{v:{'<' if w < 0 else '>'}{abs(w)}}" for v, w in zip(cells, widths, strict=True)
-            )
-        )
     # The minimum is the least noisy estimate of cost on a shared machine.
     growth = rows[2]["min_ms"] / rows[0]["min_ms"]
     print(f"growth 1,000 -> 5,000 nodes (64 members, min): {growth:.2f}x for 5x the nodes")
+    print()
+    topology_rows = [
+        measure_topology(n, m, case, args.repeat)
+        for n, m, case in [
+            (1000, 64, "preferred clique, required spine"),
+            (2500, 64, "preferred clique, required spine"),
+            (5000, 64, "preferred clique, required spine"),
+            (5000, 32, "required leaf"),
+            (5000, 64, "slices of 8 in a clique"),
+            (5000, 64, "tie-breaks only"),
+            (5000, 64, "no topology (pack, baseline)"),
+        ]
+    ]
+    table(
+        topology_rows,
+        ("nodes", "members", "case", "min_ms", "p50_ms", "p99_ms", "level"),
+        (6, 7, -33, 8, 8, 8, -34),
+    )
+    growth = topology_rows[2]["min_ms"] / topology_rows[0]["min_ms"]
+    print(f"growth 1,000 -> 5,000 nodes (by topology, min): {growth:.2f}x for 5x the nodes")
+    print()
+    index_rows = measure_index(5000, args.repeat)
+    table(index_rows, ("nodes", "what", "min_ms", "p50_ms", "p99_ms"), (6, -34, 8, 8, 8))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        results = {"pack": rows, "topology": topology_rows, "index": index_rows}
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

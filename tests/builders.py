@@ -21,6 +21,7 @@ from phalanx.core.model import (
     Taint,
     TaintEffect,
     Toleration,
+    TopologyConstraint,
 )
 
 GIB = 1 << 30
@@ -129,6 +130,7 @@ def podgroup(
     timeout: int = 60,
     plan: str = "",
     differentiable: frozenset[str] = frozenset(),
+    topology: TopologyConstraint | None = None,
 ) -> PodGroup:
     policy: Placement | None = None
     if placement is not None and placement.startswith("domain:"):
@@ -143,7 +145,39 @@ def podgroup(
         placement=policy,
         plan_json=plan,
         differentiable=differentiable,
+        topology=topology,
     )
+
+
+SPINE = "network.topology.nvidia.com/spine"
+LEAF = "network.topology.nvidia.com/leaf"
+CLIQUE = "nvidia.com/gpu.clique"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def rack_node(
+    name: str, gpus: int = 4, *, spine: str = "", leaf: str = "", clique: str = "", **kw: Any
+) -> Node:
+    """A GPU node with Topograph's spine/leaf labels, an NVLink clique and its hostname."""
+    labels = {HOSTNAME: name, **kw.pop("labels", {})}
+    for key, value in ((SPINE, spine), (LEAF, leaf)):
+        if value:
+            labels[key] = value
+    return gpu_node(name, gpus, clique=clique, labels=labels, **kw)
+
+
+def nvl72(
+    cliques: int = 16, *, per_clique: int = 18, per_leaf: int = 4, spine: str = "s0"
+) -> list[Node]:
+    """NVL72-shaped nodes: `cliques` cliques of `per_clique` four-GPU nodes, `per_leaf`
+    cliques under each leaf, every leaf under one spine. Node `c03-n07` is node 7 of clique 3."""
+    return [
+        rack_node(
+            f"c{c:02d}-n{n:02d}", 4, spine=spine, leaf=f"l{c // per_leaf}", clique=f"c{c:02d}"
+        )
+        for c in range(cliques)
+        for n in range(per_clique)
+    ]
 
 
 def taint(key: str, value: str = "", effect: str = "NoSchedule") -> Taint:

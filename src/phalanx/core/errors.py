@@ -51,3 +51,14 @@ class InvalidObjectError(ValueError):
         if self.field:
             return f"{where}: {self.field}: {self.reason}"
         return f"{where}: {self.reason}"
+
+
+class TopologyConfigError(ValueError):
+    """The topology configuration text (flag, environment variable, Helm value) is malformed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"topology configuration: {self.reason}"

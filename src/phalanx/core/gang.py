@@ -1,8 +1,9 @@
 """The gang transaction: place every member on an overlay of the snapshot, or nothing.
 
 `place_gang` never mutates the snapshot: it tries members on a copy-on-write `Overlay` and
-returns either a `Placed` proposal (member -> node, plan outcome) or an `Unfit` with the
-closest miss. Committing the proposal is `ClusterState.reserve`, one step.
+returns either a `Placed` proposal (member -> node, plan outcome, where it landed) or an
+`Unfit` with the closest miss. Committing the proposal is `ClusterState.reserve`, one step.
+The texts people read come from `phalanx.core.gang_explain`.
 
 How members are placed:
 1. Members are grouped into *units* that must share a node: the plan's hard units
@@ -11,10 +12,15 @@ How members are placed:
 2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
    lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
    Domains are tried best-fit first (least spare GPUs), ties by name.
+   A gang with a topology constraint walks its levels instead (`phalanx.core.gang_topology`):
+   the domains of the preferred level, tightest fit first, then one level wider at a time
+   up to the required level (or the whole cluster), slices inside the slice level.
 3. In a domain, units are placed largest-first. Interchangeable units (same requests,
    same eligible nodes, no plan relations) are placed in bulk with per-node fit counts, so
    a 64-member gang costs O(nodes log nodes), not O(nodes × members). Units with plan
    relations are scored one by one (soft rules as preferences) with bounded backtracking.
+   Given a topology index, equally good nodes are told apart by how tight their domains
+   are, so a gang fills broken cliques and leaves whole ones free.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from phalanx.core import eligibility
+from phalanx.core.gang_explain import LevelMiss, landing_text, miss_reason, unfit_reason
+from phalanx.core.gang_topology import NotFound, TopologySearch
+from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit
 from phalanx.core.model import (
     CPU,
     EMPTY,
@@ -34,13 +43,19 @@ from phalanx.core.model import (
 )
 from phalanx.core.plan import PlanIntent, PlanNode, PlanOutcome, describe
 from phalanx.core.snapshot import Overlay, Snapshot
+from phalanx.core.topology import (
+    CLIQUE_LABEL,
+    CLUSTER,
+    GangTopology,
+    TopologyIndex,
+    build_index,
+    short_name,
+)
+from phalanx.core.topology_usage import DomainFree, domain_free, tightness
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
 BACKTRACK_BUDGET = 256
-# Domains too small for the whole gang are tried only this often, to name the closest.
-HOPELESS_TRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +65,13 @@ class Placed:
     assignment: Mapping[str, str]  # pod uid -> node name
     members: tuple[Pod, ...]
     outcome: PlanOutcome | None = None
-    domain: str = ""  # the clique / label value chosen, for interconnect-local and domain:
+    # The domain the gang landed in: the clique / label value for interconnect-local and
+    # domain:, the narrowest topology domain holding every member for a topology constraint.
+    domain: str = ""
+    # The narrowest topology level whose one domain holds every member ("" without a
+    # topology index, or when the gang spans the widest level's domains).
+    level: str = ""
+    explanation: str = ""  # for a topology constraint: where it landed, why not narrower
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -80,23 +101,11 @@ class GangSpec:
     plan: PlanNode | None = None
     intent: PlanIntent | None = None
     exclude: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True)
-class _Unit:
-    index: int
-    members: tuple[Pod, ...]
-    requests: Resources
-    eligible: frozenset[str]
-    ids: frozenset[str]  # plan ids of its members
-    relational: bool
-    cls: int = 0  # units with the same class are interchangeable
-
-
-@dataclass(slots=True)
-class _Failure:
-    placed_units: int
-    reason: str
+    # None: no topology (the policy alone decides). Unconstrained: only the tie-breaks.
+    topology: GangTopology | None = None
+    # The nodes of `topology.topology` grouped into domains; built from the snapshot when
+    # None (callers cache it per ClusterState.topology_generation).
+    index: TopologyIndex | None = None
 
 
 def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
@@ -106,26 +115,6 @@ def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int,
         free.get(CPU) - request.get(CPU) * count,
         free.get(MEMORY) - request.get(MEMORY) * count,
     )
-
-
-def _describe_request(r: Resources) -> str:
-    shown = {k: v for k, v in r.as_dict().items() if k != "pods"}
-    return "{" + ", ".join(f"{k}: {_fmt(k, v)}" for k, v in shown.items()) + "}"
-
-
-def _fmt(name: str, value: int) -> str:
-    if name == CPU:
-        return f"{value}m" if value % 1000 else str(value // 1000)
-    if name == MEMORY or name.startswith(("ephemeral-storage", "hugepages-")):
-        if value % (1 << 30) == 0:
-            return f"{value >> 30}Gi"
-        if value % (1 << 20) == 0:
-            return f"{value >> 20}Mi"
-    return str(value)
-
-
-def _shortfall_text(short: Mapping[str, int]) -> str:
-    return ", ".join(f"{_fmt(k, v)} {k}" for k, v in short.items())
 
 
 class _Placer:
@@ -139,6 +128,11 @@ class _Placer:
         # Per eligibility key: the nodes it allows. Computed once, so each node's reason
         # is counted once however many members share the key.
         self._eligible: dict[tuple[object, ...], frozenset[str]] = {}
+        self.index = _index_for(snapshot, spec)
+        # Free capacity per topology domain over the gang's usable nodes, and the level and
+        # ranks that tell equal nodes apart (set by place()).
+        self._free: DomainFree | None = None
+        self._ranks: tuple[int, list[int]] | None = None
 
     # ---- eligibility -------------------------------------------------------------------
 
@@ -173,7 +167,7 @@ class _Placer:
 
     # ---- units -------------------------------------------------------------------------
 
-    def build_units(self) -> list[_Unit] | Unfit:
+    def build_units(self) -> list[Unit]:
         spec = self.spec
         members = spec.members
         groups: list[list[Pod]]
@@ -191,7 +185,7 @@ class _Placer:
             groups.extend([p] for p in members if p.uid not in seen)
         else:
             groups = [[p] for p in members]
-        units: list[_Unit] = []
+        units: list[Unit] = []
         for i, pods in enumerate(groups):
             ids = frozenset(p.plan_node for p in pods if p.plan_node)
             tags: frozenset[str] = frozenset()
@@ -202,7 +196,7 @@ class _Placer:
             for p in pods:
                 requests = requests + p.requests
             units.append(
-                _Unit(
+                Unit(
                     index=i,
                     members=tuple(pods),
                     requests=requests,
@@ -226,15 +220,19 @@ class _Placer:
             return True
         return any(any(ids & s for s in sets) for sets in (*intent.apart, *intent.trials))
 
-    # ---- domains -----------------------------------------------------------------------
+    def _usable(self, units: Sequence[Unit]) -> frozenset[str]:
+        distinct = {u.eligible for u in units}
+        if len(distinct) == 1:  # the usual: members share one eligibility, no copy
+            return distinct.pop()
+        return frozenset().union(*distinct)
 
-    def domains(self, units: Sequence[_Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
+    # ---- domains (policies) ------------------------------------------------------------
+
+    def domains(self, units: Sequence[Unit]) -> list[tuple[str, tuple[str, ...], bool]]:
         """(domain name, node names, whether its spare capacity could hold the gang), the
         ones that could first, best fit (least spare GPUs) first, ties by name."""
         policy = self.spec.placement
-        usable: set[str] = set()
-        for u in units:
-            usable |= u.eligible
+        usable = self._usable(units)
         anchor_nodes = set(self.spec.anchors.values())
         if policy.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
             label = (
@@ -282,8 +280,6 @@ class _Placer:
         if not spec.members:
             return Placed(assignment={}, members=())
         units = self.build_units()
-        if isinstance(units, Unfit):
-            return units
         order = sorted(
             units,
             key=lambda u: (
@@ -294,6 +290,26 @@ class _Placer:
                 u.members[0].name,
             ),
         )
+        if self.index is not None:
+            usable = self._usable(units)
+            self._free = domain_free(self.index, self.snapshot.nodes, usable)
+            self._ranks = tightness(self.index, self._free)
+            if spec.topology is not None and spec.topology.constrained:
+                found = TopologySearch(
+                    self,
+                    self.snapshot,
+                    spec.topology,
+                    self.index,
+                    self._free,
+                    members=spec.members,
+                    anchors=spec.anchors,
+                    anchor_pods=spec.anchor_pods,
+                ).search(units, order, usable)
+                if isinstance(found, NotFound):
+                    return self.unfit(
+                        units, found.detail, policy=f"{spec.placement}, {spec.topology}"
+                    )
+                return self.placed(units, found.chosen, misses=found.misses)
         best: tuple[int, str, str] | None = None  # (units placed, domain, reason)
         domains = self.domains(units)
         hopeless = 0
@@ -303,18 +319,43 @@ class _Placer:
                 if best is not None or hopeless == HOPELESS_TRIES:
                     break
                 hopeless += 1
-            result = self._place_in(order, nodes)
+            result = self.place_in(order, nodes)
             if isinstance(result, dict):
-                assignment = {p.uid: result[u.index] for u in units for p in u.members}
-                return Placed(
-                    assignment=assignment,
-                    members=spec.members,
-                    outcome=self._outcome(assignment),
-                    domain=domain,
-                )
+                return self.placed(units, result, domain=domain)
             if best is None or result.placed_units > best[0]:
                 best = (result.placed_units, domain, result.reason)
         return Unfit(self._unfit_reason(units, domains, best))
+
+    def placed(
+        self,
+        units: Sequence[Unit],
+        chosen: Mapping[int, str],
+        *,
+        domain: str = "",
+        misses: Sequence[LevelMiss] = (),
+    ) -> Placed:
+        """The proposal for `chosen` (unit index -> node), with where it landed."""
+        spec = self.spec
+        assignment = {p.uid: chosen[u.index] for u in units for p in u.members}
+        level, explanation = "", ""
+        if self.index is not None:
+            nodes = {*assignment.values(), *spec.anchors.values()}
+            at, landed = _landing(self.index, nodes)
+            level = self.index.topology.levels[at] if at != CLUSTER else ""
+            if spec.topology is not None and spec.topology.constrained:
+                domain = landed
+                total = EMPTY
+                for u in units:
+                    total = total + u.requests
+                explanation = landing_text(spec.topology, misses, landed, total)
+        return Placed(
+            assignment=assignment,
+            members=spec.members,
+            outcome=self._outcome(assignment),
+            domain=domain,
+            level=level,
+            explanation=explanation,
+        )
 
     def _outcome(self, assignment: Mapping[str, str]) -> PlanOutcome | None:
         spec = self.spec
@@ -328,14 +369,21 @@ class _Placer:
             eligible |= self.eligible_nodes([p], frozenset())
         return describe(spec.plan, spec.intent, leaf_nodes, eligible_nodes=len(eligible))
 
-    def _place_in(self, order: Sequence[_Unit], nodes: Sequence[str]) -> dict[int, str] | _Failure:
-        """Place every unit on nodes of one domain, or report how far it got."""
-        overlay = Overlay(self.snapshot)
+    def trial(self) -> Trial:
+        return Trial(Overlay(self.snapshot), dict.fromkeys(self.spec.anchors.values(), 1))
+
+    def place_in(
+        self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial | None = None
+    ) -> dict[int, str] | Failure:
+        """Place every unit on `nodes` (one domain), or report how far it got. On a shared
+        `trial` a success stays recorded in it and a failure leaves it as it was."""
+        if trial is None:
+            trial = self.trial()
+        overlay, used = trial.overlay, trial.used
         domain = tuple(nodes)
         chosen: dict[int, str] = {}
-        used: dict[str, int] = dict.fromkeys(self.spec.anchors.values(), 1)  # node -> units there
         # Blocks: runs of interchangeable non-relational units, or one relational unit.
-        blocks: list[list[_Unit]] = []
+        blocks: list[list[Unit]] = []
         for u in order:
             if (
                 blocks
@@ -347,9 +395,9 @@ class _Placer:
             else:
                 blocks.append([u])
         budget = [BACKTRACK_BUDGET]
-        failure = _Failure(0, "")
+        failure = Failure(0, "")
 
-        def undo(units: Sequence[_Unit]) -> None:
+        def undo(units: Sequence[Unit]) -> None:
             for u in units:
                 node = chosen.pop(u.index)
                 overlay.remove(node, u.requests)
@@ -357,7 +405,7 @@ class _Placer:
                 if not used[node]:
                     del used[node]
 
-        def assign(u: _Unit, node: str) -> None:
+        def assign(u: Unit, node: str) -> None:
             chosen[u.index] = node
             overlay.add(node, u.requests)
             used[node] = used.get(node, 0) + 1
@@ -371,7 +419,7 @@ class _Placer:
                 picks = self._bulk(block, domain, overlay, used)
                 if isinstance(picks, str):
                     if len(chosen) >= failure.placed_units:
-                        failure = _Failure(len(chosen), picks)
+                        failure = Failure(len(chosen), picks)
                     return False
                 for u, node in zip(block, picks, strict=True):
                     assign(u, node)
@@ -383,7 +431,7 @@ class _Placer:
             ranked = self._rank(unit, domain, overlay, used, chosen)
             if isinstance(ranked, str):
                 if len(chosen) >= failure.placed_units:
-                    failure = _Failure(len(chosen), ranked)
+                    failure = Failure(len(chosen), ranked)
                 return False
             for node in ranked[:BRANCHING]:
                 if budget[0] <= 0:
@@ -399,15 +447,24 @@ class _Placer:
             return chosen
         return failure
 
-    def _candidates(self, unit: _Unit, domain: Sequence[str]) -> list[str]:
+    def _candidates(self, unit: Unit, domain: Sequence[str]) -> list[str]:
         spread = self.spec.placement.kind is PolicyKind.SPREAD
         anchors = set(self.spec.anchors.values()) if spread else set()
         eligible = unit.eligible
         return [n for n in domain if n in eligible and n not in anchors]
 
+    def _tightness(self, name: str) -> int:
+        """How tight the node's domains are (smaller is tighter: fill it first). 0 without a
+        topology index, so ties then fall to the node name as before."""
+        if self._ranks is None or self.index is None:
+            return 0
+        level, ranks = self._ranks
+        ids = self.index.of_node.get(name)
+        return ranks[ids[level]] if ids is not None else len(ranks)
+
     def _bulk(
         self,
-        block: Sequence[_Unit],
+        block: Sequence[Unit],
         domain: Sequence[str],
         overlay: Overlay,
         used: Mapping[str, int],
@@ -419,11 +476,12 @@ class _Placer:
         spread = self.spec.placement.kind is PolicyKind.SPREAD
         cap = 1 if spread else need
         # (name, copies that fit, free GPUs, free CPU, free memory, whether a GPU-less
-        # request would sit on a GPU node): plain ints keep the sort and the best-fit scan
-        # cheap at 5,000 nodes.
+        # request would sit on a GPU node, domain tightness): plain ints keep the sort and
+        # the best-fit scan cheap at 5,000 nodes.
         cpu_only = not request.gpus()
         nodes = self.snapshot.nodes
-        fits: list[tuple[str, int, int, int, int, bool]] = []
+        tightness = self._tightness
+        fits: list[tuple[str, int, int, int, int, bool, int]] = []
         for name in self._candidates(unit, domain):
             if spread and name in used:
                 continue
@@ -431,7 +489,17 @@ class _Placer:
             k = request.times_fits_in(free, cap)
             if k:
                 on_gpus = cpu_only and nodes[name].node.allocatable.gpus() > 0
-                fits.append((name, k, free.gpus(), free.get(CPU), free.get(MEMORY), on_gpus))
+                fits.append(
+                    (
+                        name,
+                        k,
+                        free.gpus(),
+                        free.get(CPU),
+                        free.get(MEMORY),
+                        on_gpus,
+                        tightness(name),
+                    )
+                )
         rg, rc, rm = request.gpus(), request.get(CPU), request.get(MEMORY)
         picks: list[str] = []
         # Pack: first fill nodes this gang already uses (fewest nodes), then the rest.
@@ -443,9 +511,17 @@ class _Placer:
                     return picks
             fits = [f for f in fits if f[0] not in used]
         # GPU nodes last for GPU-less members; then most copies first (fewest nodes), then
-        # best fit: least left over, GPUs first.
+        # best fit: least left over, GPUs first; then the tightest domains.
         fits.sort(
-            key=lambda f: (f[5], -f[1], f[2] - rg * f[1], f[3] - rc * f[1], f[4] - rm * f[1], f[0])
+            key=lambda f: (
+                f[5],
+                -f[1],
+                f[2] - rg * f[1],
+                f[3] - rc * f[1],
+                f[4] - rm * f[1],
+                f[6],
+                f[0],
+            )
         )
         i = 0
         while len(picks) < need and i < len(fits):
@@ -456,7 +532,7 @@ class _Placer:
                 j = i
                 while j < len(fits) and fits[j][1] >= rest and fits[j][5] == fits[i][5]:
                     j += 1
-                best = min(fits[i:j], key=lambda f: (f[2], f[3], f[4], f[0]))
+                best = min(fits[i:j], key=lambda f: (f[2], f[3], f[4], f[6], f[0]))
                 picks.extend([best[0]] * rest)
                 return picks
             picks.extend([fits[i][0]] * fits[i][1])
@@ -467,7 +543,7 @@ class _Placer:
 
     def _rank(
         self,
-        unit: _Unit,
+        unit: Unit,
         domain: Sequence[str],
         overlay: Overlay,
         used: Mapping[str, int],
@@ -523,6 +599,7 @@ class _Placer:
                     cpu_only and self.snapshot.nodes[name].node.allocatable.gpus() > 0,
                     0 if name in used else 1,
                     _fit_key(free, unit.requests, 1),
+                    self._tightness(name),
                     name,
                 )
             )
@@ -534,9 +611,11 @@ class _Placer:
     def _ids_of(self, unit_index: int) -> frozenset[str]:
         return self.unit_ids.get(unit_index, frozenset())
 
+    # ---- reasons -----------------------------------------------------------------------
+
     def _miss(
         self,
-        unit: _Unit,
+        unit: Unit,
         need: int,
         picks: Sequence[str],
         domain: Sequence[str],
@@ -544,79 +623,75 @@ class _Placer:
         *,
         spread: bool,
     ) -> str:
-        """Why `need` copies of `unit` do not fit: how many did (`picks`), and the closest node."""
-        got = len(picks)
-        taken: dict[str, int] = {}
-        for name in picks:
-            taken[name] = taken.get(name, 0) + 1
-
-        def free(name: str) -> Resources:
-            return overlay.free(name) - unit.requests.scaled(taken.get(name, 0))
-
-        what = (
-            f"{need} member(s)"
-            if len(unit.members) == 1
-            else f"a unit of {len(unit.members)} members"
+        return miss_reason(
+            members=len(unit.members),
+            plan_ids=unit.ids,
+            request=unit.requests,
+            need=need,
+            picks=picks,
+            candidates=[n for n in domain if n in unit.eligible],
+            free=overlay.free,
+            spread=spread,
         )
-        if unit.ids and len(unit.members) > 1:
-            what = "plan unit [" + ", ".join(sorted(unit.ids)) + "]"
-        request = _describe_request(unit.requests)
-        candidates = [n for n in domain if n in unit.eligible]
-        if not candidates:
-            return f"no eligible node for {what} needing {request} each"
-        closest = min(
-            candidates,
-            key=lambda n: (
-                tuple(unit.requests.shortfall(free(n)).get(k, 0) for k in _order(unit.requests)),
-                n,
-            ),
-        )
-        short = unit.requests.shortfall(free(closest))
-        if spread and not short:
-            return (
-                f"{what} needing {request} each need distinct nodes; only {got} distinct "
-                f"eligible node(s) have room"
-            )
-        hint = f"closest: {closest} lacks {_shortfall_text(short)}" if short else f"best: {closest}"
-        if got:
-            return f"only {got} of {need} member(s) needing {request} fit; {hint}"
-        return f"no node has room for {what} needing {request}; {hint}"
 
-    def _unfit_reason(
-        self,
-        units: Sequence[_Unit],
-        domains: Sequence[tuple[str, tuple[str, ...], bool]],
-        best: tuple[int, str, str] | None,
-    ) -> str:
-        spec = self.spec
+    def unfit(self, units: Sequence[Unit], detail: str, policy: str = "") -> Unfit:
         total = EMPTY
         for u in units:
             total = total + u.requests
-        head = (
-            f"cannot place {len(spec.members)} member(s) of gang {spec.key} "
-            f"({_describe_request(total)} in all, placement {spec.placement})"
+        return Unfit(
+            unfit_reason(
+                gang=self.spec.key,
+                members=len(self.spec.members),
+                total=total,
+                policy=policy or str(self.spec.placement),
+                detail=detail,
+                ineligible=self.ineligible,
+            )
         )
-        parts = [head]
+
+    def _unfit_reason(
+        self,
+        units: Sequence[Unit],
+        domains: Sequence[tuple[str, tuple[str, ...], bool]],
+        best: tuple[int, str, str] | None,
+    ) -> str:
+        policy = self.spec.placement
+        detail = ""
         if not domains:
             kind = (
                 "NVLink domain"
-                if spec.placement.kind is PolicyKind.INTERCONNECT_LOCAL
-                else (f"value of node label {spec.placement.domain_key}")
+                if policy.kind is PolicyKind.INTERCONNECT_LOCAL
+                else f"value of node label {policy.domain_key}"
             )
-            parts.append(f"no {kind} has eligible nodes")
+            detail = f"no {kind} has eligible nodes"
         elif best is not None:
-            if spec.placement.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
-                parts.append(f"no single domain fits; best: {best[1]} ({best[2]})")
+            if policy.kind in (PolicyKind.INTERCONNECT_LOCAL, PolicyKind.DOMAIN):
+                detail = f"no single domain fits; best: {best[1]} ({best[2]})"
             else:
-                parts.append(best[2])
-        if self.ineligible:
-            parts.append(eligibility.summarize(self.ineligible))
-        return ": ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")
+                detail = best[2]
+        return self.unfit(units, detail).reason
 
 
-def _order(r: Resources) -> list[str]:
-    gpu = sorted(k for k in r if r.gpus() and k not in (CPU, MEMORY, "pods"))
-    return [*gpu, CPU, MEMORY, *sorted(k for k in r if k not in (*gpu, CPU, MEMORY))]
+def _index_for(snapshot: Snapshot, spec: GangSpec) -> TopologyIndex | None:
+    if spec.topology is None:
+        return None
+    index = spec.index
+    if index is None or index.topology != spec.topology.topology:
+        index = build_index(spec.topology.topology, (info.node for info in snapshot))
+    return index
+
+
+def _landing(index: TopologyIndex, nodes: Iterable[str]) -> tuple[int, str]:
+    """The narrowest level whose one domain holds every node, and that domain's name."""
+    ids = [index.of_node.get(n) for n in nodes]
+    known = [i for i in ids if i is not None]
+    if len(known) == len(ids) and known:
+        for level in range(len(index.domains) - 1, -1, -1):
+            if len({i[level] for i in known}) == 1:
+                return level, index.domains[level][known[0][level]].name
+    widest = index.topology.levels[0] if index.topology.levels else ""
+    spanned = len({i[0] for i in known}) if known and index.domains else 0
+    return CLUSTER, f"the cluster, across {spanned} {short_name(widest)} domain(s)"
 
 
 def place_gang(snapshot: Snapshot, spec: GangSpec) -> Placed | Unfit:

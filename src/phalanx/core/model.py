@@ -300,6 +300,9 @@ class Pod:
     min_member: int | None = None
     timeout_seconds: int | None = None
     placement: str = ""  # raw phalanx.io/placement on the pod, "" when absent
+    # Topology intent declared on the pod (phalanx.io/topology-* or Kueue's podset-*
+    # annotations); None when it declares none. Level names are checked at group resolution.
+    topology: TopologyConstraint | None = None
     # Why Phalanx cannot schedule this pod (a malformed phalanx.io/* annotation); "" when fine.
     # The pod still counts toward its node's usage when bound.
     invalid: str = ""
@@ -336,6 +339,33 @@ class Placement:
         return f"domain:{self.domain_key}" if self.kind is PolicyKind.DOMAIN else self.kind.value
 
 
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    """A gang's topology intent as declared: level names are node label keys, not yet checked
+    against the configured topologies (`phalanx.core.topology.resolve_topology` does that).
+
+    Every field empty means "no constraint" (Kueue's podset-unconstrained-topology).
+    """
+
+    topology: str = ""  # phalanx.io/topology: which named topology; "" = the default one
+    required: str = ""  # hard: the whole gang inside one domain of this level
+    preferred: str = ""  # soft: one domain of this level, else one level wider at a time
+    slice_size: int = 0  # 0: no slices; else every consecutive slice of n members ...
+    slice_required: str = ""  # ... inside one domain of this level
+
+    def __str__(self) -> str:
+        parts = []
+        if self.topology:
+            parts.append(f"topology {self.topology}")
+        if self.required:
+            parts.append(f"required {self.required}")
+        if self.preferred:
+            parts.append(f"preferred {self.preferred}")
+        if self.slice_size:
+            parts.append(f"slices of {self.slice_size} in {self.slice_required}")
+        return ", ".join(parts) or "unconstrained"
+
+
 DEFAULT_TIMEOUT_SECONDS = 60
 
 
@@ -355,6 +385,8 @@ class PodGroup:
     min_resources: Resources = EMPTY
     from_crd: bool = True  # False: declared only by pod annotations
     uid: str = ""
+    # None: the PodGroup does not say; the members' common intent applies (resolve_topology).
+    topology: TopologyConstraint | None = None
 
     @property
     def key(self) -> str:

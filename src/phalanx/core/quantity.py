@@ -33,6 +33,7 @@ import re
 from fractions import Fraction
 
 from phalanx.core.errors import QuantityError
+from phalanx.core.model import CPU, MEMORY
 
 # A number, then the suffix characters the Kubernetes scanner accepts, then an optional
 # signed integer (the exponent). Greedy matching splits the text where Kubernetes does.
@@ -135,3 +136,15 @@ def _round_away_from_zero(amount: Fraction) -> int:
     # scale 1 rounds to -10"); negative requests and capacities never pass validation.
     magnitude = -(-abs(amount.numerator) // amount.denominator)
     return magnitude if amount >= 0 else -magnitude
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """An amount in the model's units as people write it: `500m` or `2` CPUs, `4Gi` memory."""
+    if resource == CPU:
+        return f"{amount}m" if amount % 1000 else str(amount // 1000)
+    if resource == MEMORY or resource.startswith(("ephemeral-storage", "hugepages-")):
+        if amount % (1 << 30) == 0:
+            return f"{amount >> 30}Gi"
+        if amount % (1 << 20) == 0:
+            return f"{amount >> 20}Mi"
+    return str(amount)

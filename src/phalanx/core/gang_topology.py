@@ -1,0 +1,319 @@
+"""A gang with a topology constraint: the level walk and the slices.
+
+The walk (`TopologySearch.search`) tries the domains of the preferred level first, then
+one level wider at a time up to the required level (or the whole cluster):
+
+    preferred ──no domain holds the gang──▶ one level wider ──▶ … ──▶ required (or cluster)
+        │                                        │                        │
+        └── first domain that holds it ──────────┴────────────────────────┴──▶ Found
+                                                                    nothing ──▶ NotFound
+
+At each level the domains whose free capacity could hold the gang are tried tightest fit
+first (least free GPUs, then CPU and memory; ties by name), so small gangs fill broken
+domains and whole ones stay free. With slices, each run of consecutive members goes,
+one after the other, into the domain of the slice level that shares the most wider
+domains with the gang's members so far, then the tightest.
+
+Placing units inside one domain is the gang transaction's own (`Placer.place_in`); this
+module only chooses domains and says what it found, as values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from phalanx.core.gang_explain import LevelMiss, topology_unfit_detail
+from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, amounts
+from phalanx.core.model import EMPTY, Pod
+from phalanx.core.snapshot import Snapshot
+from phalanx.core.topology import CLUSTER, GangTopology, TopologyIndex, member_order, short_name
+from phalanx.core.topology_usage import DomainFree
+
+
+class Placer(Protocol):
+    """What the walk needs of the gang transaction: trials, and units placed in a domain."""
+
+    def trial(self) -> Trial: ...
+
+    def place_in(
+        self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial | None = None
+    ) -> dict[int, str] | Failure: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Unit index -> node, and why no narrower level held the gang (one miss per level)."""
+
+    chosen: Mapping[int, str]
+    misses: tuple[LevelMiss, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NotFound:
+    """The part of the unfit reason about the last level tried."""
+
+    detail: str
+
+
+@dataclass(slots=True)
+class _SliceGroup:
+    """Units that must share one domain of the slice level: one slice's, or several slices'
+    when a plan unit joins them."""
+
+    label: str
+    units: list[Unit]
+    anchors: set[str]  # nodes of the group's bound members
+    first: int  # position of its first slice
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A domain of one level, judged by its free capacity over the gang's usable nodes."""
+
+    domain: int  # its id at the level (0 for the whole cluster)
+    name: str
+    free: tuple[int, int, int]  # GPUs, CPU, memory
+    fits: bool
+
+
+class TopologySearch:
+    """One gang's level walk over one snapshot (see module docstring)."""
+
+    def __init__(
+        self,
+        placer: Placer,
+        snapshot: Snapshot,
+        topology: GangTopology,
+        index: TopologyIndex,
+        free: DomainFree,
+        *,
+        members: Sequence[Pod],
+        anchors: Mapping[str, str],
+        anchor_pods: Sequence[Pod],
+    ) -> None:
+        self.placer = placer
+        self.snapshot = snapshot
+        self.topology = topology
+        self.index = index
+        self.free = free  # per domain, over the gang's usable nodes
+        self.members = members
+        self.anchors = anchors  # bound member uid -> node
+        self.anchor_pods = anchor_pods
+        self.anchor_nodes = frozenset(anchors.values())
+
+    def search(
+        self, units: Sequence[Unit], order: Sequence[Unit], usable: frozenset[str]
+    ) -> Found | NotFound:
+        """Where the units (placed in `order`) go on `usable` nodes, or why nowhere."""
+        topology = self.topology
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        need = amounts(total)
+        slices = self._slice_groups(units, order) if topology.slice_size else None
+        walk = topology.walk()
+        misses: list[LevelMiss] = []
+        split = False
+        for position, level in enumerate(walk):
+            last = position == len(walk) - 1
+            # A level no node distinguishes from the narrower one has the same domains.
+            if position and not last and self.index.same_as_narrower(level):
+                continue
+            candidates, split = self._candidates(level, usable, need)
+            tried: tuple[int, str, str] | None = None
+            hopeless = 0
+            for cand in candidates:
+                if not cand.fits:
+                    # Only on the last level, and only a few: for the "best" in the reason.
+                    if not last or tried is not None or hopeless == HOPELESS_TRIES:
+                        break
+                    hopeless += 1
+                result = self._place_in(order, level, cand, usable, slices)
+                if isinstance(result, dict):
+                    return Found(result, tuple(misses))
+                if tried is None or result.placed_units > tried[0]:
+                    tried = (result.placed_units, cand.name, result.reason)
+            largest = max(candidates, key=lambda c: (c.free, -c.domain), default=None)
+            misses.append(
+                LevelMiss(
+                    level,
+                    topology.key(level),
+                    sum(1 for c in candidates if c.fits),
+                    (largest.name, largest.free[0]) if largest is not None else None,
+                    tried,
+                )
+            )
+        return NotFound(
+            topology_unfit_detail(
+                misses[-1] if misses else None, total, anchors_split=split, no_domain=not usable
+            )
+        )
+
+    def _candidates(
+        self, level: int, usable: frozenset[str], need: tuple[int, int, int]
+    ) -> tuple[list[_Candidate], bool]:
+        """The domains of `level` that hold every bound member, those whose free capacity
+        could hold the gang first, tightest fit first, then the closest; and whether the
+        bound members already span several domains."""
+        if level == CLUSTER:
+            free = self.free
+            room = (
+                (sum(free.gpus[0]), sum(free.cpu[0]), sum(free.memory[0]))
+                if free.gpus
+                else (0, 0, 0)
+            )
+            fits = all(have >= want for have, want in zip(room, need, strict=True))
+            return [_Candidate(0, "the cluster", room, fits)], False
+        of_node = self.index.of_node
+        domains: Iterable[int] = range(len(self.index.domains[level]))
+        if self.anchor_nodes:
+            ids = {of_node[a][level] if a in of_node else -1 for a in self.anchor_nodes}
+            if len(ids) != 1 or -1 in ids:
+                return [], True
+            domains = ids
+        gpus, cpu, memory = self.free.gpus[level], self.free.cpu[level], self.free.memory[level]
+        ranked: list[tuple[tuple[int, ...], _Candidate]] = []
+        for d in domains:
+            room = (gpus[d], cpu[d], memory[d])
+            fits = room[0] >= need[0] and room[1] >= need[1] and room[2] >= need[2]
+            if not fits and not any(room):
+                continue  # no usable node there
+            left = tuple(have - want for have, want in zip(room, need, strict=True))
+            key = (0, *left, d) if fits else (1, *(-x for x in room), d)
+            ranked.append((key, _Candidate(d, self.index.domains[level][d].name, room, fits)))
+        ranked.sort(key=lambda kc: kc[0])
+        return [c for _, c in ranked], False
+
+    def _nodes(self, level: int, cand: _Candidate, usable: frozenset[str]) -> tuple[str, ...]:
+        if level == CLUSTER:
+            of_node = self.index.of_node
+            return tuple(n for n in self.snapshot.names if n in usable and n in of_node)
+        return tuple(n for n in self.index.domains[level][cand.domain].nodes if n in usable)
+
+    def _place_in(
+        self,
+        order: Sequence[Unit],
+        level: int,
+        cand: _Candidate,
+        usable: frozenset[str],
+        slices: list[_SliceGroup] | None,
+    ) -> dict[int, str] | Failure:
+        nodes = self._nodes(level, cand, usable)
+        slice_level = self.topology.slice_level
+        # A domain at the slice level or narrower lies inside one slice-level domain.
+        if slices is None or slice_level is None or (level != CLUSTER and slice_level <= level):
+            return self.placer.place_in(order, nodes)
+        return self._place_slices(slices, slice_level, nodes)
+
+    def _place_slices(
+        self, slices: Sequence[_SliceGroup], level: int, nodes: Sequence[str]
+    ) -> dict[int, str] | Failure:
+        """Each slice group inside one domain of the slice level, in turn on one trial
+        (greedy: right for interchangeable slices, which is the usual). A slice goes where
+        it shares the most wider domains with the gang's members so far (a leaf already
+        used before another leaf), then to the tightest fit."""
+        placer, of_node = self.placer, self.index.of_node
+        by_domain: dict[int, list[str]] = {}
+        room: dict[int, list[int]] = {}
+        infos = self.snapshot.nodes
+        for n in nodes:
+            d = of_node[n][level]
+            by_domain.setdefault(d, []).append(n)
+            have = room.setdefault(d, [0, 0, 0])
+            for i, amount in enumerate(amounts(infos[n].free)):
+                have[i] += max(0, amount)
+        trial = placer.trial()
+        chosen: dict[int, str] = {}
+        noun = short_name(self.topology.key(level))
+
+        def wider(node: str) -> set[tuple[int, int]]:
+            return {(lv, d) for lv, d in enumerate(of_node[node][:level])}
+
+        near: set[tuple[int, int]] = set()  # wider domains holding members so far
+        for a in self.anchor_nodes:
+            if a in of_node:
+                near |= wider(a)
+        around = {d: wider(members[0]) for d, members in by_domain.items()}
+        for group in slices:
+            need = [0, 0, 0]
+            for u in group.units:
+                for i, amount in enumerate(amounts(u.requests)):
+                    need[i] += amount
+            allowed: Iterable[int] = by_domain
+            if group.anchors:
+                ids = {of_node[a][level] if a in of_node else -1 for a in group.anchors}
+                if len(ids) != 1 or -1 in ids:
+                    return Failure(
+                        len(chosen),
+                        f"{group.label}: its bound members already span more than one {noun}",
+                    )
+                allowed = [d for d in ids if d in by_domain]
+            ranked = sorted(
+                (d for d in allowed if all(h >= w for h, w in zip(room[d], need, strict=True))),
+                key=lambda d: (
+                    -len(around[d] & near),
+                    *(h - w for h, w in zip(room[d], need, strict=True)),
+                    d,
+                ),
+            )
+            best: Failure | None = None
+            for d in ranked:
+                result = placer.place_in(group.units, by_domain[d], trial)
+                if isinstance(result, dict):
+                    chosen.update(result)
+                    for i in range(3):
+                        room[d][i] -= need[i]
+                    near |= around[d]
+                    break
+                if best is None or result.placed_units > best.placed_units:
+                    best = Failure(
+                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
+                    )
+            else:
+                why = f"best: {best.reason}" if best is not None else "none has room for it"
+                return Failure(
+                    len(chosen) + (best.placed_units if best else 0),
+                    f"{group.label} fits in no {noun} ({why})",
+                )
+        return chosen
+
+    def _slice_groups(self, units: Sequence[Unit], order: Sequence[Unit]) -> list[_SliceGroup]:
+        """Runs of `slice_size` consecutive members (anchors included) by rank, joined where
+        a plan unit spans two; the groups to place, bound ones first."""
+        size = self.topology.slice_size
+        pods = [p for p in self.anchor_pods if p.uid in self.anchors]
+        ranked = member_order((*pods, *self.members))
+        slice_of = {p.uid: i // size for i, p in enumerate(ranked)}
+        count = -(-len(ranked) // size)
+        root = list(range(count))
+
+        def find(i: int) -> int:
+            while root[i] != i:
+                root[i] = root[root[i]]
+                i = root[i]
+            return i
+
+        for u in units:
+            first = find(slice_of[u.members[0].uid])
+            for p in u.members[1:]:
+                root[find(slice_of[p.uid])] = first
+        groups: dict[int, _SliceGroup] = {}
+        for i in range(count):
+            r = find(i)
+            names = [p.name for p in ranked[i * size : (i + 1) * size]]
+            shown = f"slice {i + 1} of {count} ({names[0]}..{names[-1]})"
+            group = groups.get(r)
+            if group is None:
+                groups[r] = _SliceGroup(shown, [], set(), i)
+            else:
+                group.label += f" + {shown}"
+        for u in order:
+            groups[find(slice_of[u.members[0].uid])].units.append(u)
+        for uid, node in self.anchors.items():
+            if uid in slice_of:
+                groups[find(slice_of[uid])].anchors.add(node)
+        placeable = [g for g in groups.values() if g.units]
+        placeable.sort(key=lambda g: (not g.anchors, g.first))
+        return placeable

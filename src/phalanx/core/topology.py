@@ -1,0 +1,538 @@
+"""Multi-level topology: named topologies, the index of nodes into domains, gang intent.
+
+A *topology* is an ordered list of node label keys, widest first (the default: spine >
+leaf > NVLink clique > host). A *domain* of level L is a set of nodes that agree on every
+level up to L. Several named topologies may be configured (the first is the default); a
+gang names one with `phalanx.io/topology`, the way Kueue's ResourceFlavors name a
+`Topology`.
+
+How a node's labels become domains (`build_index`):
+
+* A level a node lacks is skipped for that node: its domain at that level is the one of the
+  next narrower level it has (a GB200 node with a clique but no leaf label has its clique
+  for a leaf), and a node with none of the narrower levels is its own domain (a node outside
+  any clique is its own NVLink domain, as `interconnect-local` has it). Domains therefore
+  nest: each domain of level L+1 lies inside one domain of level L.
+* A label value is expected under one wider domain only (NVIDIA's clique ids and Topograph's
+  names are unique). A node whose value sits under another wider domain than most nodes with
+  that value (a clique under two leaves) is reported once, as a `TopologyFinding`, and is its
+  own domain from that level down.
+
+The index holds labels only, never capacity: it is rebuilt when nodes come, go or change
+labels (`ClusterState.topology_generation`), and read against each snapshot's free capacity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from phalanx.core.errors import TopologyConfigError, quoted
+from phalanx.core.inventory import is_qualified_name, is_topology_name
+from phalanx.core.model import (
+    Node,
+    Placement,
+    Pod,
+    PodGroup,
+    PolicyKind,
+    TopologyConstraint,
+)
+
+SPINE_LABEL = "network.topology.nvidia.com/spine"
+LEAF_LABEL = "network.topology.nvidia.com/leaf"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_TOPOLOGY_NAME = "default"
+DEFAULT_LEVELS = (SPINE_LABEL, LEAF_LABEL, CLIQUE_LABEL, HOSTNAME_LABEL)
+# Kueue's limit on levels per Topology.
+MAX_LEVELS = 16
+CLUSTER = -1  # the level index that stands for the whole cluster (one domain)
+
+
+# --- Configuration ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Node label keys from the widest level to the narrowest; a level is named by its key."""
+
+    name: str
+    levels: tuple[str, ...]
+
+    def level(self, key: str) -> int | None:
+        """The position of level `key` (0 = widest), or None when it is not a level here."""
+        try:
+            return self.levels.index(key)
+        except ValueError:
+            return None
+
+    def __str__(self) -> str:
+        return f"{self.name}={','.join(self.levels)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Topologies:
+    """The configured topologies; the first is the default one."""
+
+    all: tuple[Topology, ...]
+
+    @property
+    def default(self) -> Topology:
+        return self.all[0]
+
+    def get(self, name: str) -> Topology | None:
+        """The topology called `name` ("" = the default one), or None."""
+        if not name:
+            return self.default
+        return next((t for t in self.all if t.name == name), None)
+
+    def __str__(self) -> str:
+        return ";".join(str(t) for t in self.all)
+
+
+DEFAULT_TOPOLOGIES = Topologies((Topology(DEFAULT_TOPOLOGY_NAME, DEFAULT_LEVELS),))
+
+
+def parse_topologies(text: str) -> Topologies:
+    """The topology configuration: `name=key,key,...` entries separated by `;` or new lines,
+    levels widest first; the first entry is the default. A lone entry may omit `name=`
+    (it is then "default"); empty text is the default topology.
+
+        default=network.topology.nvidia.com/spine,network.topology.nvidia.com/leaf,
+                nvidia.com/gpu.clique,kubernetes.io/hostname;rack=example.com/row,example.com/rack
+
+    Raises `TopologyConfigError` naming the entry and what is wrong with it.
+    """
+    entries = [e.strip() for e in re.split(r"[;\n]", text) if e.strip()]
+    if not entries:
+        return DEFAULT_TOPOLOGIES
+    topologies: list[Topology] = []
+    for position, entry in enumerate(entries, 1):
+        name, equals, keys = entry.partition("=")
+        if not equals:
+            if len(entries) > 1:
+                raise TopologyConfigError(
+                    f"entry {position} ({quoted(entry)}) needs a name: name=key,key,..."
+                )
+            name, keys = DEFAULT_TOPOLOGY_NAME, entry
+        name = name.strip()
+        if not is_topology_name(name):
+            raise TopologyConfigError(
+                f"{quoted(name)} is not a topology name (lower-case letters, digits and -)"
+            )
+        if any(t.name == name for t in topologies):
+            raise TopologyConfigError(f"topology {name} is configured twice")
+        levels = tuple(k.strip() for k in keys.replace("\n", "").split(","))
+        topologies.append(Topology(name, _checked_levels(name, levels)))
+    return Topologies(tuple(topologies))
+
+
+def _checked_levels(name: str, levels: tuple[str, ...]) -> tuple[str, ...]:
+    if levels == ("",):
+        raise TopologyConfigError(f"topology {name} has no levels")
+    if len(levels) > MAX_LEVELS:
+        raise TopologyConfigError(f"topology {name} has {len(levels)} levels; at most 16")
+    for key in levels:
+        if not is_qualified_name(key):
+            raise TopologyConfigError(
+                f"topology {name}: {quoted(key)} is not a node label key "
+                "(e.g. nvidia.com/gpu.clique)"
+            )
+    repeated = sorted({k for k in levels if levels.count(k) > 1})
+    if repeated:
+        raise TopologyConfigError(f"topology {name} names level {repeated[0]} twice")
+    if HOSTNAME_LABEL in levels[:-1]:
+        raise TopologyConfigError(
+            f"topology {name}: {HOSTNAME_LABEL} can only be the narrowest level"
+        )
+    return levels
+
+
+def short_name(key: str) -> str:
+    """The noun people use for a level: "clique" for nvidia.com/gpu.clique, "leaf", "rack"."""
+    return key.rpartition("/")[2].rpartition(".")[2] or key
+
+
+# --- The index ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One domain of one level: `name` is `key=value` (or `node <name>` for a node that is
+    its own domain); `nodes` are sorted; `parent` is the id of the domain of the next wider
+    level holding it (-1 at the widest level)."""
+
+    level: int
+    name: str
+    nodes: tuple[str, ...]
+    parent: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyFinding:
+    """A node whose labels contradict the others' (reported once, per index build)."""
+
+    node: str
+    level: str
+    value: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"node {self.node}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyIndex:
+    """The nodes of one topology grouped into domains, level by level.
+
+    A domain's id is its position in `domains[level]`, which is sorted by name, so
+    comparing ids breaks ties by name.
+    """
+
+    topology: Topology
+    domains: tuple[tuple[Domain, ...], ...]  # per level
+    of_node: Mapping[str, tuple[int, ...]]  # node -> its domain id at every level
+    findings: tuple[TopologyFinding, ...] = ()
+
+    def domain(self, level: int, node: str) -> Domain | None:
+        ids = self.of_node.get(node)
+        return self.domains[level][ids[level]] if ids is not None else None
+
+    def same_as_narrower(self, level: int) -> bool:
+        """Whether no node has this level's label where it differs from the narrower one:
+        the two levels then have the same domains (domains nest, so equal counts suffice)."""
+        return level + 1 < len(self.domains) and len(self.domains[level]) == len(
+            self.domains[level + 1]
+        )
+
+
+_Path = tuple[str | None, ...]
+
+
+def build_index(topology: Topology, nodes: Iterable[Node]) -> TopologyIndex:
+    """Group `nodes` into the domains of every level of `topology` (see module docstring)."""
+    keys = topology.levels
+    depth = len(keys)
+    paths: dict[str, _Path] = {
+        n.name: tuple(n.labels.get(k) or None for k in keys)
+        for n in sorted(nodes, key=lambda n: n.name)
+    }
+    # Every distinct path prefix gets an int: prefixes[node][j] stands for the node's values
+    # at levels 0..j, so comparing domains never rehashes label tuples.
+    interned: dict[tuple[int, str | None], int] = {}
+    prefixes: dict[str, list[int]] = {}
+    for node, path in paths.items():
+        last, mine = -1, []
+        for value in path:
+            last = interned.setdefault((last, value), len(interned))
+            mine.append(last)
+        prefixes[node] = mine
+    broken, findings = _inconsistencies(keys, paths, prefixes)
+    members: list[dict[object, list[str]]] = [{} for _ in keys]
+    names: list[dict[object, str]] = [{} for _ in keys]
+    idents: dict[str, list[object]] = {}
+    for node, path in paths.items():
+        stop = broken.get(node, depth)
+        mine_ids: list[object] = [None] * depth
+        # Narrowest level first: a level the node lacks takes the next narrower one it has.
+        narrower: object = None
+        shown = ""
+        for level in range(depth - 1, -1, -1):
+            if level >= stop:
+                narrower = None
+            elif path[level] is not None:
+                narrower, shown = prefixes[node][level], f"{keys[level]}={path[level]}"
+            ident = narrower if narrower is not None else ("node", node)
+            if ident not in names[level]:
+                names[level][ident] = shown if narrower is not None else f"node {node}"
+                members[level][ident] = []
+            members[level][ident].append(node)
+            mine_ids[level] = ident
+        idents[node] = mine_ids
+    id_of: list[dict[object, int]] = []
+    for level in range(depth):
+        ordered = sorted(members[level], key=lambda i: (names[level][i], str(i)))
+        id_of.append({ident: position for position, ident in enumerate(ordered)})
+    of_node = {
+        node: tuple(id_of[level][ident] for level, ident in enumerate(mine))
+        for node, mine in idents.items()
+    }
+    domains = tuple(
+        tuple(
+            Domain(
+                level,
+                names[level][ident],
+                tuple(members[level][ident]),
+                of_node[members[level][ident][0]][level - 1] if level else -1,
+            )
+            for ident in id_of[level]
+        )
+        for level in range(depth)
+    )
+    return TopologyIndex(topology, domains, of_node, tuple(findings))
+
+
+class IndexCache:
+    """The index of each topology in use, rebuilt only when the node topology changes.
+
+    Keyed on `ClusterState.topology_generation` (bumped when nodes come, go or change
+    labels, not on heartbeats). Assumes one caller at a time, like `ClusterState`.
+    Each inconsistent-label finding is handed out once by `unreported`, however often
+    the index is rebuilt, until the node is consistent again.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[str, tuple[int, TopologyIndex]] = {}
+        self._reported: set[tuple[str, str, str]] = set()
+
+    def get(
+        self, topology: Topology, generation: int, nodes: Callable[[], Iterable[Node]]
+    ) -> TopologyIndex:
+        cached = self._built.get(topology.name)
+        if cached is not None and cached[0] == generation and cached[1].topology == topology:
+            return cached[1]
+        index = build_index(topology, nodes())
+        self._built[topology.name] = (generation, index)
+        return index
+
+    def unreported(self) -> list[TopologyFinding]:
+        """Findings of the current indexes not handed out before."""
+        current = {
+            (f.node, f.level, f.value): f
+            for _, index in self._built.values()
+            for f in index.findings
+        }
+        fresh = [f for key, f in sorted(current.items()) if key not in self._reported]
+        self._reported = set(current)
+        return fresh
+
+
+def _inconsistencies(
+    keys: Sequence[str], paths: Mapping[str, _Path], prefixes: Mapping[str, Sequence[int]]
+) -> tuple[dict[str, int], list[TopologyFinding]]:
+    """Per inconsistent node, the first level where its value sits under a wider domain other
+    than the one most nodes with that value sit under; and a finding for each such node."""
+    broken: dict[str, int] = {}
+    findings: list[TopologyFinding] = []
+    for level, key in enumerate(keys):
+        under: dict[str, dict[int, list[str]]] = {}
+        for node, path in paths.items():
+            value = path[level]
+            if value is not None and node not in broken:
+                parent = prefixes[node][level - 1] if level else -1
+                under.setdefault(value, {}).setdefault(parent, []).append(node)
+        for value, parents in sorted(under.items()):
+            if len(parents) < 2:
+                continue
+            ranked = sorted(
+                parents.values(), key=lambda ns: (-len(ns), _sortable(paths[ns[0]][:level]))
+            )
+            usual = paths[ranked[0][0]][:level]
+            for stray in ranked[1:]:
+                wider = _describe_path(keys, paths[stray[0]][:level])
+                for node in stray:
+                    broken[node] = level
+                    findings.append(
+                        TopologyFinding(
+                            node,
+                            key,
+                            value,
+                            f"{key}={value} is under {wider}, but {len(ranked[0])} node(s) "
+                            f"with that value are under {_describe_path(keys, usual)}; "
+                            "treated as its own domain",
+                        )
+                    )
+    return broken, findings
+
+
+def _sortable(path: _Path) -> tuple[str, ...]:
+    return tuple(v or "" for v in path)
+
+
+def _describe_path(keys: Sequence[str], path: _Path) -> str:
+    shown = [f"{k}={v}" for k, v in zip(keys, path, strict=False) if v is not None]
+    return ", ".join(shown) if shown else "no wider level"
+
+
+# --- A gang's resolved topology -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GangTopology:
+    """A gang's topology constraint, checked against its topology: levels as positions."""
+
+    topology: Topology
+    required: int | None = None
+    preferred: int | None = None
+    slice_size: int = 0
+    slice_level: int | None = None
+
+    @property
+    def constrained(self) -> bool:
+        return self.required is not None or self.preferred is not None or bool(self.slice_size)
+
+    def walk(self) -> tuple[int, ...]:
+        """The levels to try, narrowest first: from the preferred level up to the required one,
+        or to the whole cluster (`CLUSTER`)."""
+        stop = self.required if self.required is not None else CLUSTER
+        start = self.preferred if self.preferred is not None else stop
+        return tuple(range(start, stop - 1, -1))
+
+    def key(self, level: int) -> str:
+        return self.topology.levels[level] if level != CLUSTER else ""
+
+    def __str__(self) -> str:
+        parts = []
+        if self.required is not None:
+            parts.append(f"required {self.key(self.required)}")
+        if self.preferred is not None:
+            parts.append(f"preferred {self.key(self.preferred)}")
+        if self.slice_size and self.slice_level is not None:
+            parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
+        shown = ", ".join(parts) or "unconstrained"
+        if self.topology.name != DEFAULT_TOPOLOGY_NAME:
+            shown += f" (topology {self.topology.name})"
+        return shown
+
+
+def resolve_topology(
+    group: PodGroup, members: Sequence[Pod], topologies: Topologies
+) -> GangTopology | str:
+    """The gang's topology constraint, from its PodGroup or else its members' common intent,
+    checked against `topologies`; or a clear error naming the group.
+
+    A gang that declares nothing gets the default topology, unconstrained: its members
+    still prefer broken domains over whole ones.
+    """
+    key = group.key
+    declared = {p.topology for p in members if p.topology is not None}
+    if len(declared) > 1:
+        return f"members of gang {key} disagree on their topology: " + "; ".join(
+            sorted(str(c) for c in declared)
+        )
+    from_members = declared.pop() if declared else None
+    if group.topology is not None and from_members not in (None, group.topology):
+        return (
+            f"gang {key}: PodGroup declares topology {group.topology}, "
+            f"but its members declare {from_members}"
+        )
+    intent = group.topology or from_members or TopologyConstraint()
+    topology = topologies.get(intent.topology)
+    if topology is None:
+        known = ", ".join(t.name for t in topologies.all)
+        return f"gang {key}: unknown topology {quoted(intent.topology)} (configured: {known})"
+    levels: dict[str, int | None] = {}
+    for role, name in (
+        ("required", intent.required),
+        ("preferred", intent.preferred),
+        ("slice", intent.slice_required),
+    ):
+        levels[role] = topology.level(name) if name else None
+        if name and levels[role] is None:
+            return (
+                f"gang {key}: {role} level {quoted(name)} is not a level of topology "
+                f"{topology.name} ({' > '.join(topology.levels)})"
+            )
+    resolved = GangTopology(
+        topology,
+        required=levels["required"],
+        preferred=levels["preferred"],
+        slice_size=intent.slice_size,
+        slice_level=levels["slice"],
+    )
+    return _check(key, group, resolved, intent)
+
+
+def _check(
+    key: str, group: PodGroup, resolved: GangTopology, intent: TopologyConstraint
+) -> GangTopology | str:
+    required, preferred, sliced = resolved.required, resolved.preferred, resolved.slice_level
+    if required is not None and preferred is not None and required > preferred:
+        return (
+            f"gang {key}: required level {intent.required} is narrower than preferred level "
+            f"{intent.preferred}; prefer the required level or a narrower one"
+        )
+    if required is not None and sliced is not None and sliced < required:
+        return (
+            f"gang {key}: slice level {intent.slice_required} is wider than required level "
+            f"{intent.required}; slices must fit inside the required domain"
+        )
+    if intent.slice_size and group.min_member % intent.slice_size:
+        return (
+            f"gang {key}: topology slice size {intent.slice_size} does not divide the gang's "
+            f"minMember {group.min_member}"
+        )
+    placement = group.placement or Placement()
+    if resolved.constrained and placement.kind in (
+        PolicyKind.INTERCONNECT_LOCAL,
+        PolicyKind.DOMAIN,
+    ):
+        return (
+            f"gang {key}: placement {placement} is itself a topology constraint and cannot be "
+            f"combined with {resolved}; use one or the other"
+        )
+    return resolved
+
+
+# --- Member order, for slices ---------------------------------------------------------------
+
+# Where operators write a member's rank (checked against their sources): the Job controller
+# (Indexed Jobs, also under JobSet), LeaderWorkerSet, Kubeflow's training operators,
+# StatefulSets, and Kueue's plain pod groups.
+JOB_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+JOBSET_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+STATEFULSET_POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+KUEUE_POD_INDEX_LABEL = "kueue.x-k8s.io/pod-group-pod-index"
+_INDEX_LABELS = (
+    JOB_COMPLETION_INDEX_LABEL,
+    LWS_WORKER_INDEX_LABEL,
+    KUBEFLOW_REPLICA_INDEX_LABEL,
+    STATEFULSET_POD_INDEX_LABEL,
+    KUEUE_POD_INDEX_LABEL,
+)
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+def rank_key(pod: Pod) -> tuple[object, ...]:
+    """Sorts a gang's members by rank: the operator's index labels where present (job, then
+    pod within the job), else natural name order (`w-2` before `w-10`)."""
+    labels = pod.labels
+    index = _first_int(labels, _INDEX_LABELS)
+    if index is None:
+        return (1, "", 0, 0, natural_key(pod.name))
+    # JobSet's global job index already orders its replicated jobs; without it, a role
+    # (replicated job, Kubeflow replica type) then the job within it.
+    job = _int(labels, JOBSET_GLOBAL_INDEX_LABEL)
+    role = ""
+    if job is None:
+        role = labels.get(JOBSET_REPLICATED_JOB_LABEL) or labels.get(
+            KUBEFLOW_REPLICA_TYPE_LABEL, ""
+        )
+        job = _first_int(labels, (JOBSET_JOB_INDEX_LABEL, LWS_GROUP_INDEX_LABEL)) or 0
+    return (0, role, job, index, natural_key(pod.name))
+
+
+def member_order(pods: Iterable[Pod]) -> tuple[Pod, ...]:
+    return tuple(sorted(pods, key=rank_key))
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """Digit runs compare as numbers: text parts sit at even positions, numbers at odd ones."""
+    parts = re.split(r"([0-9]+)", text)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def _first_int(labels: Mapping[str, str], keys: Sequence[str]) -> int | None:
+    return next((i for i in (_int(labels, k) for k in keys) if i is not None), None)
+
+
+def _int(labels: Mapping[str, str], key: str) -> int | None:
+    text = labels.get(key)
+    return int(text) if text is not None and _DIGITS.fullmatch(text) else None

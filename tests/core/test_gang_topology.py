@@ -1,0 +1,355 @@
+"""The gang transaction by topology: required and preferred levels, slices, tightest fit, texts."""
+
+import pytest
+
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, rack_node
+from phalanx.core.cache import ClusterState
+from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
+from phalanx.core.inventory import parse_placement
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, build_index
+from phalanx.core.topology_usage import free_domains
+
+DEFAULT = DEFAULT_TOPOLOGIES.default
+
+
+def cluster(nodes, busy=()):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    for i, (node, gpus) in enumerate(busy):
+        state.upsert_pod(pod(f"busy-{i}", gpus, node=node))
+    return state
+
+
+def topology(required=None, preferred=None, slices=None):
+    size, level = slices or (0, None)
+    return GangTopology(
+        DEFAULT,
+        required=DEFAULT.level(required) if required else None,
+        preferred=DEFAULT.level(preferred) if preferred else None,
+        slice_size=size,
+        slice_level=DEFAULT.level(level) if level else None,
+    )
+
+
+def place(state, members, policy="pack", *, index=True, **kw):
+    snapshot = state.snapshot()
+    spec = GangSpec(
+        key="default/g",
+        placement=parse_placement(policy),
+        members=tuple(members),
+        anchors=kw.pop("anchors", {}),
+        anchor_pods=kw.pop("anchor_pods", ()),
+        topology=topology(**kw),
+        index=build_index(DEFAULT, (i.node for i in snapshot)) if index else None,
+    )
+    return place_gang(snapshot, spec)
+
+
+def nodes_of(result):
+    assert isinstance(result, Placed), result
+    return [result.assignment[p.uid] for p in result.members]
+
+
+def label_values(state, result, key):
+    return {state.node(n).node.labels.get(key) for n in nodes_of(result)}
+
+
+def broken_clique_cluster():
+    """16 NVL72 cliques; clique c05 (leaf l1) has 6 of its 18 nodes in use (48 GPUs free)."""
+    return cluster(nvl72(), busy=[(f"c05-n{i:02d}", 4) for i in range(6)])
+
+
+# ---- required ------------------------------------------------------------------------------
+
+
+def test_a_required_level_keeps_the_whole_gang_inside_one_domain_of_it():
+    state = cluster(nvl72(4, per_clique=4, per_leaf=2))  # 2 leaves of 32 GPUs
+    result = place(state, gang("g", 6, 4), required=LEAF)
+    assert len(label_values(state, result, LEAF)) == 1
+    assert result.level == LEAF
+    assert result.domain == f"{LEAF}=l0"
+
+
+def test_a_required_level_that_no_domain_can_hold_reserves_nothing_and_names_the_best():
+    state = cluster(nvl72(4, per_clique=4, per_leaf=2))
+    before = state.snapshot().nodes
+    result = place(state, gang("g", 9, 4), required=LEAF)
+    assert isinstance(result, Unfit)
+    assert result.reason.startswith(
+        "cannot place 9 member(s) of gang default/g ({cpu: 9, memory: 36Gi, nvidia.com/gpu: 36}"
+        f" in all, placement pack, required {LEAF}): no single {LEAF} domain fits; "
+        f"best: {LEAF}=l0 (only 8 of 9 member(s)"
+    )
+    assert state.snapshot().nodes == before
+
+
+def test_a_required_level_with_no_room_anywhere_names_the_closest_node():
+    nodes = nvl72(2, per_clique=2, per_leaf=1)
+    state = cluster(nodes, busy=[(n.name, 4) for n in nodes])
+    result = place(state, gang("g", 2, 4), required=CLIQUE)
+    assert isinstance(result, Unfit)
+    assert result.reason.endswith(
+        f"required {CLIQUE}): no single {CLIQUE} domain fits; best: {CLIQUE}=c00 (no node has "
+        "room for 2 member(s) needing {cpu: 1, memory: 4Gi, nvidia.com/gpu: 4}; closest: "
+        "c00-n00 lacks 4 nvidia.com/gpu)"
+    )
+
+
+def test_a_gang_with_no_eligible_node_says_so_with_the_reasons():
+    nodes = [rack_node(f"n{i}", 4, clique="A", unschedulable=True) for i in range(2)]
+    result = place(cluster(nodes), gang("g", 2, 4), preferred=CLIQUE)
+    assert isinstance(result, Unfit)
+    assert result.reason.endswith(": no node is eligible; 2 node(s) were cordoned (unschedulable)")
+
+
+def test_a_small_gang_with_a_required_level_lands_in_the_tightest_domain_that_fits():
+    state = broken_clique_cluster()
+    result = place(state, gang("g", 4, 4), required=CLIQUE)
+    assert label_values(state, result, CLIQUE) == {"c05"}
+
+
+def test_a_required_clique_with_a_lone_node_treats_it_as_its_own_domain():
+    state = cluster(
+        [rack_node("solo", 8), rack_node("a1", 4, clique="A"), rack_node("a2", 4, clique="A")]
+    )
+    result = place(state, gang("g", 8, 1), required=CLIQUE)
+    assert set(nodes_of(result)) == {"solo"}
+
+
+# ---- preferred and the fallback order ------------------------------------------------------
+
+
+def test_a_preferred_level_is_honoured_when_a_domain_of_it_fits():
+    state = broken_clique_cluster()
+    result = place(state, gang("g", 12, 4), preferred=CLIQUE)
+    assert label_values(state, result, CLIQUE) == {"c05"}  # the broken clique has 12 nodes
+    assert result.level == CLIQUE
+    assert result.explanation == f"preferred {CLIQUE}: placed within {CLIQUE}=c05"
+
+
+def test_a_preferred_level_falls_back_one_level_wider_and_says_why():
+    state = broken_clique_cluster()
+    result = place(state, gang("g", 20, 4), preferred=CLIQUE)
+    assert len(label_values(state, result, LEAF)) == 1
+    assert result.level == LEAF
+    assert result.explanation == (
+        f"preferred {CLIQUE}: no clique has 80 free GPUs; best: {CLIQUE}=c00 with 72 free; "
+        f"placed within {LEAF}=l1"
+    )
+
+
+def test_the_fallback_goes_up_every_level_to_the_whole_cluster():
+    # Cliques of 8 GPUs, leaves of 16, one spine of 32 with 4 in use: 7 four-GPU members fit
+    # in the spine only.
+    state = cluster(nvl72(4, per_clique=2, per_leaf=2), busy=[("c00-n00", 4)])
+    result = place(state, gang("g", 7, 4), preferred=HOSTNAME)
+    assert result.level == SPINE
+    assert result.explanation == (
+        f"preferred {HOSTNAME}: no hostname has 28 free GPUs; best: {HOSTNAME}=c00-n01 with "
+        f"4 free; no clique either; no leaf either; placed within {SPINE}=s0"
+    )
+
+
+def test_a_preferred_gang_beyond_any_spine_spreads_across_the_cluster():
+    nodes = [*nvl72(1, per_clique=2, spine="s0"), *nvl72(1, per_clique=2, spine="s1")]
+    nodes = [
+        rack_node(f"{n.name}-{i}", 4, spine=f"s{i}", leaf=f"l{i}", clique=f"c{i}")
+        for i, n in enumerate(nodes)
+    ]
+    state = cluster(nodes)
+    result = place(state, gang("g", 4, 4), preferred=CLIQUE)
+    assert result.level == ""
+    assert "placed within the cluster, across 4 spine domain(s)" in result.explanation
+
+
+def test_a_preferred_level_never_falls_back_past_the_required_one():
+    state = cluster(nvl72(4, per_clique=2, per_leaf=2))
+    result = place(state, gang("g", 3, 4), preferred=CLIQUE, required=LEAF)
+    assert isinstance(result, Placed)
+    assert result.level == LEAF
+    too_big = place(state, gang("g", 5, 4), preferred=CLIQUE, required=LEAF)
+    assert isinstance(too_big, Unfit)
+    assert f"no single {LEAF} domain fits" in too_big.reason
+
+
+def test_a_domain_with_the_gpus_in_all_but_not_per_node_is_named_as_the_best_try():
+    # Clique A has 8 free GPUs, 2 on each node; lone clique B has one node with 4 free.
+    nodes = [rack_node(f"a{i}", 4, leaf="l", clique="A") for i in range(4)]
+    state = cluster(
+        [*nodes, rack_node("b0", 4, leaf="l", clique="B")], [(f"a{i}", 2) for i in range(4)]
+    )
+    members = [pod("g-0", 4, group="g"), pod("g-1", 2, group="g"), pod("g-2", 2, group="g")]
+    result = place(state, members, preferred=CLIQUE)
+    assert result.level == LEAF
+    assert result.explanation == (
+        f"preferred {CLIQUE}: no clique could hold every member; best: {CLIQUE}=A (no node has "
+        "room for 1 member(s) needing {cpu: 1, memory: 4Gi, nvidia.com/gpu: 4}; closest: a0 "
+        f"lacks 2 nvidia.com/gpu); placed within {LEAF}=l"
+    )
+
+
+# ---- tightest fit keeps whole domains free ------------------------------------------------
+
+
+def test_small_gangs_fill_a_broken_clique_before_breaking_a_whole_one():
+    state = broken_clique_cluster()
+    for i in range(3):  # 3 gangs x 4 nodes = the 12 free nodes of c05
+        result = place(state, gang(f"g{i}", 4, 4), preferred=CLIQUE)
+        assert label_values(state, result, CLIQUE) == {"c05"}
+        for p in result.members:
+            state.upsert_pod(pod(f"{p.name}-bound", 4, node=result.assignment[p.uid]))
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    assert free_domains(snapshot, index)[2].free == 15  # only c05 was ever broken
+
+
+def test_an_unconstrained_gang_given_an_index_prefers_nodes_in_broken_cliques():
+    state = cluster(
+        [rack_node(name, 4, clique=name[0].upper()) for name in ("a1", "a2", "b1", "b2")],
+        busy=[("b1", 4)],
+    )
+    assert nodes_of(place(state, gang("g", 1, 4))) == ["b2"]
+    # Without an index the tie between a1, a2 and b2 falls to the name, as before.
+    spec = GangSpec("default/g", parse_placement("pack"), tuple(gang("g", 1, 4)))
+    assert nodes_of(place_gang(state.snapshot(), spec)) == ["a1"]
+
+
+def test_a_legacy_policy_still_reports_the_level_it_achieved_given_an_index():
+    state = cluster(nvl72(2, per_clique=2, per_leaf=1))
+    result = place(state, gang("g", 2, 4), "interconnect-local")
+    assert result.domain == f"{CLIQUE}=c00"
+    assert result.level == CLIQUE
+    assert result.explanation == ""
+
+
+# ---- slices -------------------------------------------------------------------------------
+
+
+def ranked_gang(size, gpus=4):
+    return [
+        pod(f"w-{i}", gpus, group="g", labels={"batch.kubernetes.io/job-completion-index": str(i)})
+        for i in range(size)
+    ]
+
+
+def slices_of(state, result, size):
+    by_rank = sorted(result.members, key=lambda p: int(p.name.split("-")[1]))
+    cliques = [state.node(result.assignment[p.uid]).node.labels[CLIQUE] for p in by_rank]
+    return [set(cliques[i : i + size]) for i in range(0, len(cliques), size)]
+
+
+def test_every_slice_of_consecutive_members_lands_inside_one_domain_of_the_slice_level():
+    # Cliques of 3 nodes: slices of 2 four-GPU members can never share a clique with a third.
+    state = cluster(nvl72(4, per_clique=3, per_leaf=2))
+    result = place(state, ranked_gang(6), slices=(2, CLIQUE))
+    assert all(len(s) == 1 for s in slices_of(state, result, 2))
+    assert result.explanation.endswith("every 2 consecutive members within one clique")
+
+
+def test_slices_keep_to_the_domains_the_gang_already_uses():
+    state = cluster(nvl72(4, per_clique=2, per_leaf=2))
+    result = place(state, ranked_gang(4), slices=(2, CLIQUE))
+    assert len(label_values(state, result, LEAF)) == 1
+
+
+def test_slices_fill_the_tightest_cliques_first():
+    state = cluster(nvl72(3, per_clique=4, per_leaf=3), busy=[("c01-n00", 4), ("c01-n01", 4)])
+    result = place(state, ranked_gang(2), slices=(2, CLIQUE))
+    assert label_values(state, result, CLIQUE) == {"c01"}
+
+
+def test_slices_follow_the_operators_ranks_not_the_pod_names():
+    state = cluster(nvl72(2, per_clique=2, per_leaf=2))
+    members = [
+        pod(name, 4, group="g", labels={"apps.kubernetes.io/pod-index": str(rank)})
+        for name, rank in (("a", 0), ("b", 2), ("c", 1), ("d", 3))
+    ]
+    result = place(state, members, slices=(2, CLIQUE))
+    where = {p.name: state.node(result.assignment[p.uid]).node.labels[CLIQUE] for p in members}
+    assert where["a"] == where["c"]
+    assert where["b"] == where["d"]
+
+
+def test_a_slice_that_fits_no_domain_of_its_level_is_named():
+    state = cluster(nvl72(2, per_clique=3, per_leaf=2))
+    result = place(state, ranked_gang(8), slices=(4, CLIQUE))
+    assert isinstance(result, Unfit)
+    assert "slice 1 of 2 (w-0..w-3) fits in no clique" in result.reason
+
+
+def test_slices_inside_a_required_domain():
+    state = cluster(nvl72(4, per_clique=2, per_leaf=2))
+    result = place(state, ranked_gang(4), required=LEAF, slices=(2, CLIQUE))
+    assert len(label_values(state, result, LEAF)) == 1
+    assert all(len(s) == 1 for s in slices_of(state, result, 2))
+
+
+def test_a_slice_with_a_bound_member_joins_its_clique():
+    state = cluster(nvl72(2, per_clique=3, per_leaf=2))
+    members = ranked_gang(4)
+    bound = members[2]
+    state.upsert_pod(pod("w-2-bound", 4, node="c01-n02"))
+    result = place(
+        state,
+        [members[0], members[1], members[3]],
+        anchors={bound.uid: "c01-n02"},
+        anchor_pods=(bound,),
+        slices=(2, CLIQUE),
+    )
+    assert state.node(result.assignment[members[3].uid]).node.labels[CLIQUE] == "c01"
+
+
+# ---- anchors and odd labels -----------------------------------------------------------------
+
+
+def test_an_extra_member_joins_the_required_domain_of_the_bound_ones():
+    state = cluster(nvl72(2, per_clique=2, per_leaf=1), busy=[("c01-n00", 4)])
+    extra = pod("g-2", 4, group="g")
+    result = place(state, [extra], anchors={"b0": "c01-n00"}, required=CLIQUE)
+    assert nodes_of(result) == ["c01-n01"]
+
+
+def test_bound_members_spanning_two_domains_of_the_required_level_are_named():
+    state = cluster(nvl72(2, per_clique=2, per_leaf=1))
+    result = place(
+        state,
+        [pod("g-2", 4, group="g")],
+        anchors={"b0": "c00-n00", "b1": "c01-n00"},
+        required=CLIQUE,
+    )
+    assert isinstance(result, Unfit)
+    assert f"bound members already span more than one {CLIQUE} domain" in result.reason
+
+
+def test_a_node_with_inconsistent_labels_is_its_own_domain_when_placing():
+    nodes = [rack_node(f"n{i}", 4, spine="s", leaf="l1", clique="c7") for i in range(2)]
+    nodes.append(rack_node("odd", 8, spine="s", leaf="l2", clique="c7"))
+    state = cluster(nodes)
+    result = place(state, gang("g", 3, 4), required=CLIQUE)
+    assert isinstance(result, Unfit)  # 12 GPUs: n0+n1 hold 8, "odd" alone is another clique
+    result = place(state, gang("g", 2, 4), required=CLIQUE)
+    assert set(nodes_of(result)) in ({"odd"}, {"n0", "n1"})
+
+
+def test_the_index_is_built_from_the_snapshot_when_none_is_given():
+    state = cluster(nvl72(2, per_clique=2, per_leaf=1))
+    with_index = place(state, gang("g", 2, 4), required=CLIQUE)
+    without = place(state, gang("g", 2, 4), required=CLIQUE, index=False)
+    assert nodes_of(with_index) == nodes_of(without)
+
+
+@pytest.mark.parametrize("policy", ["spread", "same-node"], ids=["spread", "same-node"])
+def test_topology_combines_with_spread_and_same_node(policy):
+    state = cluster(nvl72(2, per_clique=3, per_leaf=1))
+    result = place(state, gang("g", 2, 2), policy, required=CLIQUE)
+    nodes = nodes_of(result)
+    assert len(label_values(state, result, CLIQUE)) == 1
+    assert len(set(nodes)) == (2 if policy == "spread" else 1)
+
+
+def test_ineligible_nodes_are_counted_in_a_topology_unfit_reason():
+    nodes = [gpu_node("cordoned", 4, clique="A", unschedulable=True), rack_node("a", 4, clique="A")]
+    result = place(cluster(nodes), gang("g", 2, 4), required=CLIQUE)
+    assert isinstance(result, Unfit)
+    assert "1 node(s) were cordoned (unschedulable)" in result.reason

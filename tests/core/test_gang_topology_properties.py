@@ -1,0 +1,192 @@
+"""Properties of placement by topology over random NVL72-shaped clusters (Hypothesis).
+
+The oracle for "a domain could hold the gang" is the plain `pack` transaction restricted to
+that domain's nodes (every other node excluded), which knows nothing of topologies.
+"""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, rack_node
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
+from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
+from phalanx.core.model import Placement
+from phalanx.core.topology import CLUSTER, DEFAULT_TOPOLOGIES, GangTopology, build_index
+
+DEFAULT = DEFAULT_TOPOLOGIES.default
+LEVELS = [SPINE, LEAF, CLIQUE, HOSTNAME]
+
+
+@st.composite
+def clusters(draw, *, labelled=False):
+    """Spines of leaves of cliques of 1-4 GPU nodes; a few nodes lack a label (unless
+    `labelled`); some GPUs busy."""
+    state = ClusterState()
+    cliques = draw(st.integers(1, 6))
+    per_clique = draw(st.integers(1, 4))
+    per_leaf = draw(st.integers(1, 3))
+    gpus = draw(st.sampled_from([4, 8]))
+    names = []
+    for c in range(cliques):
+        for n in range(per_clique):
+            name = f"c{c}-n{n}"
+            leaf, spine = f"l{c // per_leaf}", f"s{c // (per_leaf * 2)}"
+            unlabelled = (
+                "" if labelled else draw(st.sampled_from(["", "", "", "", "clique", "leaf"]))
+            )
+            state.upsert_node(
+                rack_node(
+                    name,
+                    gpus,
+                    spine=spine,
+                    leaf="" if unlabelled == "leaf" else leaf,
+                    clique="" if unlabelled == "clique" else f"c{c}",
+                )
+            )
+            names.append(name)
+    for j in range(draw(st.integers(0, len(names)))):
+        node = draw(st.sampled_from(names))
+        state.upsert_pod(pod(f"busy-{j}", draw(st.integers(1, gpus // 2)), node=node))
+    return state
+
+
+@st.composite
+def constraints(draw):
+    required = draw(st.sampled_from([None, 0, 1, 2]))
+    lowest = 0 if required is None else required
+    preferred = draw(st.sampled_from([None, *range(lowest, 4)]))
+    members = tuple(
+        pod(f"m-{i}", draw(st.sampled_from([1, 2, 4])), group="g", memory_gib=1)
+        for i in range(draw(st.integers(1, 8)))
+    )
+    return GangTopology(DEFAULT, required=required, preferred=preferred), members
+
+
+def spec(members, topology=None, index=None, exclude=frozenset()):
+    return GangSpec(
+        "default/g", Placement(), members, exclude=exclude, topology=topology, index=index
+    )
+
+
+def fits_in_one(snapshot, index, level, members):
+    """Whether some domain of `level` holds the gang, by the topology-free transaction."""
+    for domain in index.domains[level]:
+        outside = frozenset(n for n in snapshot.names if n not in set(domain.nodes))
+        if isinstance(place_gang(snapshot, spec(members, exclude=outside)), Placed):
+            return True
+    return False
+
+
+def domains_of(index, level, result):
+    return {index.of_node[n][level] for n in result.assignment.values()}
+
+
+common = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@common
+@given(clusters(), constraints())
+def test_a_gang_with_a_required_level_is_always_inside_one_domain_of_it(state, gang):
+    topology, members = gang
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if isinstance(result, Placed) and topology.required is not None:
+        assert len(domains_of(index, topology.required, result)) == 1
+
+
+@common
+@given(clusters(), constraints())
+def test_if_a_preferred_domain_could_hold_the_gang_the_placement_is_inside_one(state, gang):
+    topology, members = gang
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if topology.preferred is not None and fits_in_one(snapshot, index, topology.preferred, members):
+        assert isinstance(result, Placed)
+        assert len(domains_of(index, topology.preferred, result)) == 1
+        assert result.explanation.startswith(f"preferred {LEVELS[topology.preferred]}: placed")
+
+
+@common
+@given(clusters(), constraints())
+def test_a_required_gang_is_unfit_only_when_no_domain_of_the_level_could_hold_it(state, gang):
+    topology, members = gang
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    level = topology.required if topology.required is not None else CLUSTER
+    if isinstance(result, Unfit):
+        assert result.reason
+        if level != CLUSTER:
+            assert not fits_in_one(snapshot, index, level, members)
+
+
+@common
+@given(clusters(), constraints())
+def test_planning_by_topology_commits_whole_or_not_at_all_and_is_deterministic(state, gang):
+    topology, members = gang
+    for p in members:
+        state.upsert_pod(p)
+    snapshot = state.snapshot()
+    before = dict(snapshot.nodes)
+    first = place_gang(snapshot, spec(members, topology))
+    assert first == place_gang(snapshot, spec(members, topology))
+    assert dict(state.snapshot().nodes) == before
+    if isinstance(first, Placed):
+        assert set(first.assignment) == {p.uid for p in members}
+        state.reserve(  # raises if anything no longer fits
+            Reservation(
+                "default/g",
+                tuple(
+                    MemberReservation(p.uid, p.key, first.assignment[p.uid], p.requests)
+                    for p in first.members
+                ),
+                0,
+                60,
+            )
+        )
+
+
+@common
+@given(clusters(), st.integers(1, 4), st.integers(1, 3), st.sampled_from([1, 2, 3]))
+def test_every_slice_lands_inside_one_domain_of_the_slice_level(state, slices, size, level):
+    members = tuple(
+        pod(f"w-{i}", 1, group="g", labels={"apps.kubernetes.io/pod-index": str(i)})
+        for i in range(slices * size)
+    )
+    topology = GangTopology(DEFAULT, slice_size=size, slice_level=level)
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if isinstance(result, Placed):
+        for k in range(slices):
+            run = members[k * size : (k + 1) * size]
+            assert len({index.of_node[result.assignment[p.uid]][level] for p in run}) == 1
+
+
+@common
+@given(clusters(labelled=True), st.integers(1, 6), st.sampled_from([1, 2, 4]))
+def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, size, gpus):
+    members = tuple(pod(f"m-{i}", gpus, group="g", memory_gib=1) for i in range(size))
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+
+    def whole(domain):
+        return all(snapshot.nodes[n].requested.gpus() == 0 for n in domain.nodes)
+
+    broken = [d for d in index.domains[2] if not whole(d)]
+    fits_broken = any(
+        isinstance(
+            place_gang(
+                snapshot,
+                spec(members, exclude=frozenset(snapshot.names) - set(d.nodes)),
+            ),
+            Placed,
+        )
+        for d in broken
+    )
+    result = place_gang(snapshot, spec(members, GangTopology(DEFAULT, preferred=2), index))
+    if fits_broken:
+        (clique,) = domains_of(index, 2, result)
+        assert not whole(index.domains[2][clique])

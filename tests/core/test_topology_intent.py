@@ -1,0 +1,288 @@
+"""A gang's topology intent: read from annotations (Phalanx's and Kueue's), then resolved."""
+
+import pytest
+
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, pod_obj, podgroup, podgroup_obj
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.inventory import parse_pod, parse_pod_group
+from phalanx.core.model import TopologyConstraint
+from phalanx.core.topology import (
+    DEFAULT_TOPOLOGIES,
+    GangTopology,
+    parse_topologies,
+    resolve_topology,
+)
+
+K = "kueue.x-k8s.io/"
+P = "phalanx.io/"
+
+
+def intent_of(annotations):
+    parsed = parse_pod(pod_obj("m-0", group="g", annotations=annotations))
+    return parsed.topology, parsed.invalid
+
+
+# ---- annotations -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, None),
+        ({P + "topology-required": LEAF}, TopologyConstraint(required=LEAF)),
+        (
+            {P + "topology-required": LEAF, P + "topology-preferred": CLIQUE},
+            TopologyConstraint(required=LEAF, preferred=CLIQUE),
+        ),
+        (
+            {P + "topology-slice-size": "4", P + "topology-slice-required": CLIQUE},
+            TopologyConstraint(slice_size=4, slice_required=CLIQUE),
+        ),
+        ({P + "topology": "rack"}, TopologyConstraint(topology="rack")),
+        ({K + "podset-required-topology": LEAF}, TopologyConstraint(required=LEAF)),
+        ({K + "podset-preferred-topology": CLIQUE}, TopologyConstraint(preferred=CLIQUE)),
+        ({K + "podset-unconstrained-topology": "true"}, TopologyConstraint()),
+        ({K + "podset-unconstrained-topology": "false"}, None),
+        (
+            {
+                K + "podset-required-topology": SPINE,
+                K + "podset-slice-required-topology": CLIQUE,
+                K + "podset-slice-size": "18",
+            },
+            TopologyConstraint(required=SPINE, slice_size=18, slice_required=CLIQUE),
+        ),
+        (
+            {P + "topology": "gb", K + "podset-required-topology": LEAF},
+            TopologyConstraint(topology="gb", required=LEAF),
+        ),
+        (
+            {P + "topology-required": LEAF, K + "podset-required-topology": LEAF},
+            TopologyConstraint(required=LEAF),
+        ),
+    ],
+    ids=[
+        "none",
+        "required",
+        "required-and-preferred",
+        "slices",
+        "named-topology-only",
+        "kueue-required",
+        "kueue-preferred",
+        "kueue-unconstrained",
+        "kueue-unconstrained-false",
+        "kueue-slices",
+        "name-with-kueue-levels",
+        "both-families-agree",
+    ],
+)
+def test_a_pod_declares_its_topology_intent_in_annotations(annotations, expected):
+    intent, invalid = intent_of(annotations)
+    assert invalid == ""
+    assert intent == expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({P + "topology-required": "not a key"}, '"not a key" is not a node label key'),
+        ({P + "topology": "Rack!"}, '"Rack!" is not a topology name'),
+        ({P + "topology-slice-size": "0", P + "topology-slice-required": CLIQUE}, "positive"),
+        ({P + "topology-slice-size": "4"}, "needs annotation phalanx.io/topology-slice-required"),
+        (
+            {P + "topology-slice-required": CLIQUE},
+            "needs annotation phalanx.io/topology-slice-size",
+        ),
+        (
+            {K + "podset-required-topology": LEAF, K + "podset-unconstrained-topology": "true"},
+            "only one of kueue.x-k8s.io/podset-required-topology, "
+            "kueue.x-k8s.io/podset-unconstrained-topology may be set",
+        ),
+        (
+            {K + "podset-required-topology": LEAF, K + "podset-preferred-topology": CLIQUE},
+            "only one of",
+        ),
+        ({K + "podset-unconstrained-topology": "yes"}, '"yes" is not a boolean'),
+        (
+            {K + "podset-slice-required-topology-constraints": "[]"},
+            "multi-layer slices are not supported",
+        ),
+        (
+            {P + "topology-required": LEAF, K + "podset-required-topology": SPINE},
+            "disagree",
+        ),
+    ],
+    ids=[
+        "bad-level",
+        "bad-name",
+        "zero-slice",
+        "size-without-level",
+        "level-without-size",
+        "kueue-required-and-unconstrained",
+        "kueue-required-and-preferred",
+        "kueue-unconstrained-not-boolean",
+        "kueue-multi-layer",
+        "families-disagree",
+    ],
+)
+def test_a_malformed_topology_annotation_makes_the_pod_invalid_and_says_which(annotations, message):
+    intent, invalid = intent_of(annotations)
+    assert intent is None
+    assert message in invalid
+    assert invalid.startswith("annotation ")
+
+
+def test_a_podgroup_declares_its_topology_in_phalanx_annotations():
+    obj = podgroup_obj(
+        "g",
+        8,
+        annotations={P + "topology-required": LEAF, P + "topology-preferred": CLIQUE},
+    )
+    assert parse_pod_group(obj).topology == TopologyConstraint(required=LEAF, preferred=CLIQUE)
+
+
+def test_kueue_annotations_on_a_podgroup_are_not_read():
+    obj = podgroup_obj("g", 8, annotations={K + "podset-required-topology": LEAF})
+    assert parse_pod_group(obj).topology is None
+
+
+def test_a_malformed_podgroup_annotation_names_the_object_and_field():
+    obj = podgroup_obj("g", 8, annotations={P + "topology-slice-size": "four"})
+    with pytest.raises(InvalidObjectError) as error:
+        parse_pod_group(obj)
+    assert str(error.value).startswith(
+        'PodGroup default/g: metadata.annotations["phalanx.io/topology-slice-size"]: "four"'
+    )
+
+
+# ---- resolution ------------------------------------------------------------------------
+
+DEFAULT = DEFAULT_TOPOLOGIES.default
+
+
+def resolve(group=None, members=(), topologies=DEFAULT_TOPOLOGIES):
+    return resolve_topology(group or podgroup("g", 8), list(members), topologies)
+
+
+def test_a_gang_that_declares_nothing_is_unconstrained_on_the_default_topology():
+    resolved = resolve(members=[pod("m-0", group="g")])
+    assert resolved == GangTopology(DEFAULT)
+    assert not resolved.constrained
+
+
+def test_the_podgroup_intent_resolves_to_level_positions():
+    group = podgroup("g", 8, topology=TopologyConstraint(required=LEAF, preferred=CLIQUE))
+    resolved = resolve(group)
+    assert resolved == GangTopology(DEFAULT, required=1, preferred=2)
+    assert resolved.walk() == (2, 1)
+    assert str(resolved) == f"required {LEAF}, preferred {CLIQUE}"
+
+
+def test_members_intent_applies_when_the_podgroup_says_nothing():
+    members = [
+        pod("m-0", group="g", topology=TopologyConstraint(required=SPINE)),
+        pod("m-1", group="g", topology=TopologyConstraint(required=SPINE)),
+        pod("m-2", group="g"),
+    ]
+    assert resolve(members=members) == GangTopology(DEFAULT, required=0)
+
+
+def test_a_named_topology_is_used():
+    topologies = parse_topologies(f"default={','.join((SPINE, LEAF))};rack=x.io/row,x.io/rack")
+    group = podgroup("g", 4, topology=TopologyConstraint(topology="rack", required="x.io/rack"))
+    resolved = resolve(group, topologies=topologies)
+    assert resolved.topology.name == "rack"
+    assert resolved.required == 1
+    assert str(resolved) == "required x.io/rack (topology rack)"
+
+
+@pytest.mark.parametrize(
+    ("walk", "constraint"),
+    [
+        ((2, 1, 0, -1), TopologyConstraint(preferred=CLIQUE)),
+        ((1,), TopologyConstraint(required=LEAF)),
+        ((3, 2, 1), TopologyConstraint(required=LEAF, preferred=HOSTNAME)),
+        ((-1,), TopologyConstraint(slice_size=2, slice_required=CLIQUE)),
+    ],
+    ids=["preferred-up-to-the-cluster", "required-only", "preferred-up-to-required", "slices"],
+)
+def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(walk, constraint):
+    assert resolve(podgroup("g", 8, topology=constraint)).walk() == walk
+
+
+@pytest.mark.parametrize(
+    ("group", "members", "message"),
+    [
+        (
+            podgroup("g", 8, topology=TopologyConstraint(required="example.com/rack")),
+            [],
+            'gang default/g: required level "example.com/rack" is not a level of topology '
+            f"default ({SPINE} > {LEAF} > {CLIQUE} > {HOSTNAME})",
+        ),
+        (
+            podgroup("g", 8, topology=TopologyConstraint(topology="rack")),
+            [],
+            'gang default/g: unknown topology "rack" (configured: default)',
+        ),
+        (
+            podgroup("g", 8, topology=TopologyConstraint(slice_size=3, slice_required=CLIQUE)),
+            [],
+            "gang default/g: topology slice size 3 does not divide the gang's minMember 8",
+        ),
+        (
+            podgroup("g", 8, topology=TopologyConstraint(required=CLIQUE, preferred=LEAF)),
+            [],
+            f"gang default/g: required level {CLIQUE} is narrower than preferred level {LEAF}",
+        ),
+        (
+            podgroup(
+                "g",
+                8,
+                topology=TopologyConstraint(required=CLIQUE, slice_size=4, slice_required=LEAF),
+            ),
+            [],
+            f"slice level {LEAF} is wider than required level {CLIQUE}",
+        ),
+        (
+            podgroup(
+                "g", 8, placement="interconnect-local", topology=TopologyConstraint(required=LEAF)
+            ),
+            [],
+            "placement interconnect-local is itself a topology constraint",
+        ),
+        (
+            podgroup("g", 2),
+            [
+                pod("m-0", group="g", topology=TopologyConstraint(required=LEAF)),
+                pod("m-1", group="g", topology=TopologyConstraint(required=CLIQUE)),
+            ],
+            f"members of gang default/g disagree on their topology: required {LEAF}; "
+            f"required {CLIQUE}",
+        ),
+        (
+            podgroup("g", 1, topology=TopologyConstraint(required=LEAF)),
+            [pod("m-0", group="g", topology=TopologyConstraint(preferred=LEAF))],
+            f"gang default/g: PodGroup declares topology required {LEAF}, "
+            f"but its members declare preferred {LEAF}",
+        ),
+    ],
+    ids=[
+        "unknown-level",
+        "unknown-topology",
+        "slice-does-not-divide",
+        "required-narrower-than-preferred",
+        "slice-wider-than-required",
+        "legacy-placement-too",
+        "members-disagree",
+        "group-and-members-disagree",
+    ],
+)
+def test_bad_intent_is_a_clear_error_naming_the_group(group, members, message):
+    resolved = resolve(group, members)
+    assert isinstance(resolved, str)
+    assert message in resolved
+
+
+def test_the_configured_topologies_must_name_the_level_not_a_short_noun():
+    resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required="clique")))
+    assert isinstance(resolved, str)
+    assert "not a level of topology default" in resolved

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from builders import pod, pod_obj
-from phalanx.core.groups import annotations
+from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups.common import PodView
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.rawdict import Source
 
 
-def view(annotations_: dict[str, str], labels: dict[str, str] | None = None) -> PodView:
-    return PodView(Source("Pod", "ml/p"), "ml", labels or {}, annotations_, {})
+def view(annotations: dict[str, str], labels: dict[str, str] | None = None) -> PodView:
+    return PodView(Source("Pod", "ml/p"), "ml", labels or {}, annotations, {})
 
 
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -59,7 +59,7 @@ LABEL = "scheduling.x-k8s.io/pod-group"
 def test_the_annotation_claims_a_pod_unless_the_label_already_says_so(
     found: dict[str, str], labels: dict[str, str], claim: Claim | None
 ) -> None:
-    assert annotations.claim(view(found, labels)) == claim
+    assert annotation_only.claim(view(found, labels)) == claim
 
 
 def test_an_annotation_only_gang_shares_scheduler_plugins_names() -> None:
@@ -104,12 +104,12 @@ def member(name: str, min_member: int | None, timeout: int | None = None) -> Pod
     ids=["agree-shortest-timeout", "default-timeout", "disagree", "label-only", "no-members"],
 )
 def test_members_declare_their_gang_together(members: list[Pod], expected: PodGroup | str) -> None:
-    assert annotations.gang_from_members(REF, members, default_timeout=45) == expected
+    assert annotation_only.gang_from_members(REF, members, default_timeout=45) == expected
 
 
 def test_a_broken_member_says_why_the_gang_cannot_form() -> None:
     broken = parse_pod(pod_obj("p", namespace="ml", annotations={"phalanx.io/pod-group": "sweep"}))
-    assert annotations.gang_from_members(REF, [broken], default_timeout=60) == (
+    assert annotation_only.gang_from_members(REF, [broken], default_timeout=60) == (
         'gang ml/sweep: pod p: annotation phalanx.io/pod-group: "sweep" needs annotation '
         "phalanx.io/min-member (there is no PodGroup object to give it)"
     )
@@ -118,4 +118,4 @@ def test_a_broken_member_says_why_the_gang_cannot_form() -> None:
 def test_a_pod_in_another_dialects_gang_declares_no_annotation_gang() -> None:
     found = parse_pod(pod_obj("p", volcano_group="job", annotations={"phalanx.io/min-member": "2"}))
     assert found.group == GroupRef("default", "job", Dialect.VOLCANO)
-    assert annotations.group_from_pod(found) is None
+    assert annotation_only.group_from_pod(found) is None

@@ -16,7 +16,7 @@ from builders import (
 )
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry
-from phalanx.core.groups.discovery import ServedKind
+from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.registry import GroupObject, Unresolved
 from phalanx.core.groups.status import GangPhase, GangStatus
 from phalanx.core.groups.upstream import Workload
@@ -235,6 +235,17 @@ def test_a_ref_resolves_to_its_own_dialects_gang(ref: GroupRef, min_member: int)
 )
 def test_a_missing_object_is_a_wait_not_an_error(ref: GroupRef, reason: str) -> None:
     assert registry.resolve(ref, OBJECTS.get) == Unresolved(reason, waiting=True)
+
+
+def test_a_wait_for_an_api_the_server_does_not_serve_says_so() -> None:
+    ref = GroupRef("ml", "job-9", Dialect.VOLCANO)
+    found = registry.resolve(ref, OBJECTS.get, served=Served((SP_KIND,)))
+    assert isinstance(found, Unresolved)
+    assert found.waiting
+    assert found.reason.endswith("; this API server does not serve it yet (volcano objects)")
+    still = registry.resolve(ref, OBJECTS.get, served=Served((SP_KIND, VOLCANO_KIND)))
+    assert isinstance(still, Unresolved)
+    assert "does not serve" not in still.reason
 
 
 def test_a_workload_without_the_named_pod_group_is_invalid() -> None:

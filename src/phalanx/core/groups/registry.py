@@ -31,7 +31,7 @@ from typing import Final
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import scheduler_plugins, upstream, volcano
 from phalanx.core.groups.common import Parsed, PodView
-from phalanx.core.groups.discovery import ServedKind
+from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.status import GangStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
@@ -165,9 +165,11 @@ def resolve(
     members: Sequence[Pod] = (),
     *,
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    served: Served | None = None,
 ) -> PodGroup | Unresolved:
     """The gang `ref` names. `find` looks objects up by key (`GroupRef.object_ref.key`);
-    `members` declare an annotation-only gang when no scheduler-plugins object exists.
+    `members` declare an annotation-only gang when no scheduler-plugins object exists;
+    `served` (discovery's answer, when known) explains a wait for an API not served.
 
     A PodGroup with `basic` set is no gang: its members are scheduled one by one.
     """
@@ -183,7 +185,10 @@ def resolve(
             return gang
         return Unresolved(gang, waiting=gang.startswith("waiting"))
     reason = dialect(ref.dialect).waiting_reason
-    return Unresolved(reason(ref) if reason else f"waiting for {ref.key}", waiting=True)
+    text = reason(ref) if reason else f"waiting for {ref.key}"
+    if served is not None and served.holding(ref) is None:
+        text += f"; this API server does not serve it yet ({ref.dialect.value} objects)"
+    return Unresolved(text, waiting=True)
 
 
 # --- Status -----------------------------------------------------------------------------

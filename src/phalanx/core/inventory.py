@@ -125,7 +125,7 @@ __all__ = [
 
 # --- Names of labels and annotations (DESIGN §3) ----------------------------------------
 
-# Group membership and group settings: see `phalanx.core.groups` (re-exported above).
+# Group membership and group settings live in `phalanx.core.groups` (re-exported here).
 # Phalanx's own settings on a pod.
 PLAN_NODE_ANNOTATION: Final = ANNOTATION_PREFIX + "plan-node"
 GPU_MEMORY_ANNOTATION: Final = ANNOTATION_PREFIX + "gpu-memory-mib"
@@ -148,8 +148,6 @@ AMD_FAMILY_LABEL: Final = "amd.com/gpu.family"
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 
-# Annotation integers: plain ASCII digits (int() would also take " 3", "+3", "1_000", "٣").
-_DIGITS = re.compile(r"[0-9]{1,18}")
 # AMD labeller writes VRAM as whole GiB with a bare "G" ("192G"); plain numbers are MiB.
 _VRAM = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>|M|Mi|G|Gi|T|Ti)")
 _VRAM_UNIT_MIB = {"": 1, "M": 1, "Mi": 1, "G": 1024, "Gi": 1024, "T": 1024**2, "Ti": 1024**2}
@@ -219,10 +217,11 @@ def _label_int(
     text = labels.get(key)
     if text is None:
         return default
-    if _DIGITS.fullmatch(text) is None or int(text) < minimum:
+    number = annotation_int(text, minimum=minimum)  # label values: the same plain digits
+    if number is None:
         kind = "a positive integer" if minimum > 0 else "a non-negative integer"
         raise src.invalid(key_path("metadata.labels", key), f"{quoted(text)} is not {kind}")
-    return int(text)
+    return number
 
 
 def _amd_vram_mib(src: Source, labels: Mapping[str, str]) -> int:

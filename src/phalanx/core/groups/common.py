@@ -65,7 +65,8 @@ def is_qualified_name(text: str) -> bool:
 
 
 def annotation_int(text: str, *, minimum: int) -> int | None:
-    """An annotation's whole number, or None when it is not one (or below `minimum`)."""
+    """An annotation's (or label's) whole number, or None when it is not one or is below
+    `minimum`."""
     if _DIGITS.fullmatch(text) is None or int(text) < minimum:
         return None
     return int(text)

@@ -128,6 +128,12 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     )
 
 
+def test_a_malformed_winning_claim_is_said_by_invalid_alone() -> None:
+    found = parse_pod(pod_obj("p", group="a", annotations={"phalanx.io/pod-group": "b"}))
+    assert found.invalid.startswith("annotation phalanx.io/pod-group")
+    assert registry.contest_message(found) == ""
+
+
 def test_a_malformed_losing_claim_is_named_with_its_problem() -> None:
     found = parse_pod(pod_obj("p", group="job", annotations={"scheduling.k8s.io/group-name": "X"}))
     assert found.invalid == ""

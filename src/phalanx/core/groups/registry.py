@@ -112,11 +112,12 @@ def membership(pod: PodView) -> Membership:
 
 
 def contest_message(pod: Pod) -> str:
-    """The Event text for a pod that more than one dialect claims; "" when one does."""
-    if not pod.overruled or pod.group_dialect is None:
+    """The Event text for a pod that more than one dialect claims; "" when one does, or
+    when the winning claim is malformed (the pod's `invalid` says why, and that is all)."""
+    if not pod.overruled or pod.group is None or pod.group_dialect is None:
         return ""
     others = "; ".join(_described(claim) for claim in pod.overruled)
-    won = f"{pod.group_dialect.value} group {pod.group.key}" if pod.group else "no gang"
+    won = f"{pod.group_dialect.value} group {pod.group.key}"
     order = " > ".join(name.value for name in PRECEDENCE)
     return (
         f"pod {pod.key} is claimed by more than one gang dialect: {won} wins "

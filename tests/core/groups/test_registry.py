@@ -15,13 +15,14 @@ from builders import (
     workload_obj,
 )
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import registry
+from phalanx.core.groups import registry, status
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.registry import GroupObject, Unresolved
 from phalanx.core.groups.status import GangPhase, GangStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object, parse_pod
 from phalanx.core.model import Dialect, GroupRef, PodGroup
+from phalanx.core.planner import Outcome
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -363,6 +364,12 @@ def test_events_name_the_object_that_holds_the_gang() -> None:
         "namespace": "ml",
         "name": "train",
         "uid": "wl-uid",
+    }
+
+
+def test_the_outcomes_dialects_spell_are_the_planners() -> None:
+    assert {status.OUTCOME_WAITING, status.OUTCOME_UNFIT, status.OUTCOME_INVALID} <= {
+        outcome.value for outcome in Outcome
     }
 
 

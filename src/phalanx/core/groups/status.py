@@ -27,6 +27,12 @@ from phalanx.core.rawdict import JsonObject
 # Messages are cut: they end up in status objects, Events and logs.
 MESSAGE_LIMIT: Final = 1024
 
+# Values of `phalanx.core.planner.Outcome` that a dialect spells its own way (not imported:
+# the planner imports the inventory, which imports the dialects).
+OUTCOME_WAITING: Final = "waiting-for-members"
+OUTCOME_UNFIT: Final = "unfit"
+OUTCOME_INVALID: Final = "invalid"
+
 
 class GangPhase(StrEnum):
     PENDING = "Pending"  # fewer members exist than the gang needs

@@ -37,6 +37,7 @@ from phalanx.core.groups.common import (
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
+    OUTCOME_INVALID,
     GangStatus,
     conditions_of,
     rfc3339,
@@ -76,7 +77,6 @@ SCHEDULED_V1ALPHA2: Final = "PodGroupScheduled"
 REASON_SCHEDULED: Final = "Scheduled"  # kube-scheduler's reason when the gang is placed
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 REASON_SCHEDULER_ERROR: Final = "SchedulerError"
-_INVALID_OUTCOME: Final = "invalid"  # Phalanx's outcome for a gang it cannot read
 
 
 # --- Pods -------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def build_status(
         state, reason = "True", REASON_SCHEDULED
     else:
         state = "False"
-        invalid = status.reason == _INVALID_OUTCOME
+        invalid = status.reason == OUTCOME_INVALID
         reason = REASON_SCHEDULER_ERROR if invalid else REASON_UNSCHEDULABLE
     condition: dict[str, object] = {
         "type": kind,

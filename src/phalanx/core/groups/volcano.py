@@ -31,6 +31,8 @@ from phalanx.core.groups.common import (
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
+    OUTCOME_UNFIT,
+    OUTCOME_WAITING,
     GangPhase,
     GangStatus,
     camel,
@@ -188,9 +190,9 @@ def build_status(
         ours = {"type": SCHEDULED, "status": "True", "reason": SCHEDULED, "message": ""}
         old = kept.get(SCHEDULED)
     else:
-        if status.reason == "waiting-for-members":
+        if status.reason == OUTCOME_WAITING:
             reason = NOT_ENOUGH_TASKS
-        elif status.reason == "unfit":
+        elif status.reason == OUTCOME_UNFIT:
             reason = NOT_ENOUGH_RESOURCES
         else:
             reason = camel(status.reason) if status.reason else UNSCHEDULABLE

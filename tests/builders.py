@@ -247,7 +247,13 @@ def pod_obj(
     phase: str = "Pending",
     scheduler: str = "phalanx",
     uid: str | None = None,
+    volcano_group: str | None = None,
+    scheduling_group: str | None = None,
+    workload_ref: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A pod; `group` labels it for scheduler-plugins, `volcano_group` annotates it as
+    Volcano's controllers do, `scheduling_group` (1.36+) / `workload_ref` (1.35) set the
+    upstream spec field."""
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
     if gpus:
@@ -268,6 +274,14 @@ def pod_obj(
     }
     if node:
         spec["nodeName"] = node
+    if scheduling_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": scheduling_group}
+    if workload_ref is not None:
+        spec["workloadRef"] = dict(workload_ref)
+    all_annotations = dict(annotations or {})
+    if volcano_group is not None:
+        all_annotations["scheduling.k8s.io/group-name"] = volcano_group
+        all_annotations["scheduling.volcano.sh/group-name"] = volcano_group
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -276,7 +290,7 @@ def pod_obj(
             "namespace": namespace,
             "uid": uid or f"uid-{namespace}-{name}",
             "labels": all_labels,
-            "annotations": dict(annotations or {}),
+            "annotations": all_annotations,
         },
         "spec": spec,
         "status": {"phase": phase},
@@ -304,4 +318,110 @@ def podgroup_obj(
             "annotations": dict(annotations or {}),
         },
         "spec": spec,
+    }
+
+
+def volcano_podgroup_obj(
+    name: str,
+    min_member: int,
+    *,
+    namespace: str = "default",
+    queue: str = "default",
+    min_resources: dict[str, str] | None = None,
+    min_task_member: dict[str, int] | None = None,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `scheduling.volcano.sh/v1beta1` PodGroup as Volcano's job controller creates it."""
+    spec: dict[str, Any] = {"minMember": min_member, "queue": queue, "priorityClassName": ""}
+    if min_resources is not None:
+        spec["minResources"] = dict(min_resources)
+    if min_task_member is not None:
+        spec["minTaskMember"] = dict(min_task_member)
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"vpg-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": f"job-{namespace}-{name}",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": status if status is not None else {"phase": "Pending"},
+    }
+
+
+def upstream_podgroup_obj(
+    name: str,
+    min_count: int | None,
+    *,
+    namespace: str = "default",
+    version: str = "v1beta1",
+    topology_key: str | None = None,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy."""
+    policy: dict[str, Any] = (
+        {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    )
+    spec: dict[str, Any] = {"schedulingPolicy": policy, "disruptionMode": {"single": {}}}
+    if topology_key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    obj: dict[str, Any] = {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"upg-{namespace}-{name}",
+            "generation": 1,
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def workload_obj(
+    name: str,
+    pod_groups: dict[str, int | None],
+    *,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A `scheduling.k8s.io/v1alpha1` Workload (1.35): pod group name -> minCount (None:
+    the basic policy)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"wl-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "controllerRef": {"apiGroup": "batch", "kind": "Job", "name": name},
+            "podGroups": [
+                {
+                    "name": group,
+                    "policy": {"basic": {}} if count is None else {"gang": {"minCount": count}},
+                }
+                for group, count in pod_groups.items()
+            ],
+        },
     }

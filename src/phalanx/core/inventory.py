@@ -17,7 +17,8 @@ Decisions an operator may look for:
 * A missing `metadata.namespace` is "default", as `kubectl apply` would make it.
 
 Typed reads of the dicts live in `phalanx.core.rawdict`, the request arithmetic in
-`phalanx.core.pod_requests`.
+`phalanx.core.pod_requests`. Which gang a pod is in, and every gang object, is read by
+the dialects in `phalanx.core.groups` (their registry decides between two claims).
 """
 
 from __future__ import annotations
@@ -28,20 +29,39 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from phalanx.core.errors import InvalidObjectError, quoted
+from phalanx.core.groups import registry
+from phalanx.core.groups.annotations import (
+    MIN_MEMBER_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    PodDeclaration,
+    consistency_problems,
+    group_from_pod,
+)
+from phalanx.core.groups.common import (
+    DIFFERENTIABLE_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    PLAN_ANNOTATION,
+    SCHEDULE_TIMEOUT_ANNOTATION,
+    PodView,
+    annotation_int,
+    is_qualified_name,
+    parse_differentiable,
+    parse_placement,
+)
+from phalanx.core.groups.scheduler_plugins import API_VERSION as POD_GROUP_API_VERSION
+from phalanx.core.groups.scheduler_plugins import KIND as POD_GROUP_KIND
+from phalanx.core.groups.scheduler_plugins import POD_GROUP_LABEL, parse_pod_group
 from phalanx.core.model import (
     AMD_GPU,
     ANNOTATION_PREFIX,
-    DEFAULT_TIMEOUT_SECONDS,
     MIG_PREFIX,
     NVIDIA_GPU,
     GpuInfo,
     GroupRef,
     Node,
-    Placement,
     Pod,
     PodGroup,
     PodPhase,
-    PolicyKind,
     Resources,
     SelectorOperator,
     SelectorRequirement,
@@ -49,7 +69,6 @@ from phalanx.core.model import (
     Taint,
     TaintEffect,
     Toleration,
-    TopologyConstraint,
     is_gpu_resource,
 )
 from phalanx.core.pod_requests import pod_requests
@@ -69,43 +88,50 @@ from phalanx.core.rawdict import (
     read_strings,
     to_resources,
 )
+from phalanx.core.topology_annotations import pod_topology
+
+__all__ = [
+    "AMD_FAMILY_LABEL",
+    "AMD_PRODUCT_LABEL",
+    "AMD_VRAM_LABEL",
+    "DEFAULT_SCHEDULER_NAME",
+    "DIFFERENTIABLE_ANNOTATION",
+    "GFD_CLIQUE_LABEL",
+    "GFD_COUNT_LABEL",
+    "GFD_FAMILY_LABEL",
+    "GFD_MEMORY_LABEL",
+    "GFD_PRODUCT_LABEL",
+    "GFD_REPLICAS_LABEL",
+    "GFD_SHARING_STRATEGY_LABEL",
+    "GPU_MEMORY_ANNOTATION",
+    "MIN_MEMBER_ANNOTATION",
+    "PLACEMENT_ANNOTATION",
+    "PLAN_ANNOTATION",
+    "PLAN_NODE_ANNOTATION",
+    "POD_GROUP_ANNOTATION",
+    "POD_GROUP_API_VERSION",
+    "POD_GROUP_KIND",
+    "POD_GROUP_LABEL",
+    "REQUEUE_ANNOTATION",
+    "SCHEDULE_TIMEOUT_ANNOTATION",
+    "group_from_pod",
+    "is_qualified_name",
+    "parse_differentiable",
+    "parse_node",
+    "parse_object",
+    "parse_placement",
+    "parse_pod",
+    "parse_pod_group",
+]
 
 # --- Names of labels and annotations (DESIGN §3) ----------------------------------------
 
-# Group membership, scheduler-plugins / Kubeflow style: the PodGroup CRD gives the settings.
-POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
-POD_GROUP_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
-POD_GROUP_KIND: Final = "PodGroup"
-
-# Annotation-only groups and Phalanx's own settings.
-POD_GROUP_ANNOTATION: Final = ANNOTATION_PREFIX + "pod-group"
-MIN_MEMBER_ANNOTATION: Final = ANNOTATION_PREFIX + "min-member"
-SCHEDULE_TIMEOUT_ANNOTATION: Final = ANNOTATION_PREFIX + "schedule-timeout-seconds"
-PLACEMENT_ANNOTATION: Final = ANNOTATION_PREFIX + "placement"
-PLAN_ANNOTATION: Final = ANNOTATION_PREFIX + "plan"
+# Group membership and group settings live in `phalanx.core.groups` (re-exported here).
+# Phalanx's own settings on a pod.
 PLAN_NODE_ANNOTATION: Final = ANNOTATION_PREFIX + "plan-node"
-DIFFERENTIABLE_ANNOTATION: Final = ANNOTATION_PREFIX + "differentiable"
 GPU_MEMORY_ANNOTATION: Final = ANNOTATION_PREFIX + "gpu-memory-mib"
 # Written by Phalanx on a pending pod to make kube-scheduler retry it now (its value: when).
 REQUEUE_ANNOTATION: Final = ANNOTATION_PREFIX + "requeued-at"
-
-# Topology intent (docs/topology.md), on the PodGroup or identical on the members.
-TOPOLOGY_ANNOTATION: Final = ANNOTATION_PREFIX + "topology"
-TOPOLOGY_REQUIRED_ANNOTATION: Final = ANNOTATION_PREFIX + "topology-required"
-TOPOLOGY_PREFERRED_ANNOTATION: Final = ANNOTATION_PREFIX + "topology-preferred"
-TOPOLOGY_SLICE_SIZE_ANNOTATION: Final = ANNOTATION_PREFIX + "topology-slice-size"
-TOPOLOGY_SLICE_REQUIRED_ANNOTATION: Final = ANNOTATION_PREFIX + "topology-slice-required"
-
-# The same intent in Kueue's pod-set annotations (Topology Aware Scheduling), read on pods.
-KUEUE_REQUIRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topology"
-KUEUE_PREFERRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
-KUEUE_UNCONSTRAINED_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
-KUEUE_SLICE_SIZE_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-size"
-KUEUE_SLICE_REQUIRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-topology"
-# Kueue's multi-layer slices (alpha): not supported, so refused rather than silently ignored.
-KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
-    "kueue.x-k8s.io/podset-slice-required-topology-constraints"
-)
 
 # NVIDIA GPU Feature Discovery.
 GFD_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
@@ -123,14 +149,6 @@ AMD_FAMILY_LABEL: Final = "amd.com/gpu.family"
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 
-_PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
-
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
-_TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-# Annotation integers: plain ASCII digits (int() would also take " 3", "+3", "1_000", "٣").
-_DIGITS = re.compile(r"[0-9]{1,18}")
 # AMD labeller writes VRAM as whole GiB with a bare "G" ("192G"); plain numbers are MiB.
 _VRAM = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>|M|Mi|G|Gi|T|Ti)")
 _VRAM_UNIT_MIB = {"": 1, "M": 1, "Mi": 1, "G": 1024, "Gi": 1024, "T": 1024**2, "Ti": 1024**2}
@@ -200,10 +218,11 @@ def _label_int(
     text = labels.get(key)
     if text is None:
         return default
-    if _DIGITS.fullmatch(text) is None or int(text) < minimum:
+    number = annotation_int(text, minimum=minimum)  # label values: the same plain digits
+    if number is None:
         kind = "a positive integer" if minimum > 0 else "a non-negative integer"
         raise src.invalid(key_path("metadata.labels", key), f"{quoted(text)} is not {kind}")
-    return int(text)
+    return number
 
 
 def _amd_vram_mib(src: Source, labels: Mapping[str, str]) -> int:
@@ -268,7 +287,7 @@ def parse_pod(obj: JsonObject) -> Pod:
     status = read_object(src, obj.get("status"), "status")
     labels = read_string_map(src, metadata.get("labels"), "metadata.labels")
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
-    settings = _PodSettings.read(namespace, labels, annotations)
+    settings = _PodSettings.read(PodView(src, namespace, labels, annotations, spec))
     return Pod(
         namespace=namespace,
         name=name,
@@ -293,8 +312,10 @@ def parse_pod(obj: JsonObject) -> Pod:
         min_member=settings.min_member,
         timeout_seconds=settings.timeout_seconds,
         placement=settings.placement,
-        topology=_pod_topology(annotations, settings.problems),
+        topology=pod_topology(annotations, settings.problems),
         invalid="; ".join(settings.problems),
+        group_dialect=settings.membership.winner.dialect if settings.membership.winner else None,
+        overruled=settings.membership.overruled,
     )
 
 
@@ -366,21 +387,11 @@ def _requirements(src: Source, value: object, path: str) -> tuple[SelectorRequir
 # --- Phalanx settings on a pod (annotations never raise) ---------------------------------
 
 
-def _annotation_int(text: str, *, minimum: int) -> int | None:
-    if _DIGITS.fullmatch(text) is None or int(text) < minimum:
-        return None
-    return int(text)
-
-
-def _is_object_name(text: str) -> bool:
-    return len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text) is not None
-
-
 @dataclass(slots=True)
 class _PodSettings:
     """Group membership and `phalanx.io/*` settings of one pod, with what was wrong."""
 
-    group: GroupRef | None = None
+    membership: registry.Membership = field(default_factory=registry.Membership)
     min_member: int | None = None
     timeout_seconds: int | None = None
     placement: str = ""
@@ -388,19 +399,32 @@ class _PodSettings:
     gpu_memory_mib: int = 0
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def group(self) -> GroupRef | None:
+        winner = self.membership.winner
+        return winner.ref if winner is not None else None
+
     @classmethod
-    def read(
-        cls, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]
-    ) -> _PodSettings:
-        settings = cls(plan_node=annotations.get(PLAN_NODE_ANNOTATION, ""))
-        settings._read_group(namespace, labels, annotations)
-        settings.min_member = settings._number(annotations, MIN_MEMBER_ANNOTATION, minimum=1)
-        settings.timeout_seconds = settings._number(
-            annotations, SCHEDULE_TIMEOUT_ANNOTATION, minimum=1
-        )
-        settings.gpu_memory_mib = (
-            settings._number(annotations, GPU_MEMORY_ANNOTATION, minimum=0) or 0
-        )
+    def read(cls, pod: PodView) -> _PodSettings:
+        """Raises InvalidObjectError only for a malformed spec field (the API validates it)."""
+        labels, annotations = pod.labels, pod.annotations
+        membership = registry.membership(pod)
+        settings = cls(membership, plan_node=annotations.get(PLAN_NODE_ANNOTATION, ""))
+        if membership.winner is not None:
+            settings.problems.extend(membership.winner.problems)
+        declaration = PodDeclaration.read(annotations)
+        settings.min_member = declaration.min_member
+        settings.timeout_seconds = declaration.timeout_seconds
+        settings.problems.extend(declaration.problems)
+        memory = annotations.get(GPU_MEMORY_ANNOTATION)
+        if memory is not None:
+            mib = annotation_int(memory, minimum=0)
+            if mib is None:
+                settings.problems.append(
+                    f"annotation {GPU_MEMORY_ANNOTATION}: {quoted(memory)} is not a "
+                    "non-negative integer"
+                )
+            settings.gpu_memory_mib = mib or 0
         placement = annotations.get(PLACEMENT_ANNOTATION)
         if placement is not None:
             try:
@@ -409,315 +433,27 @@ class _PodSettings:
                 settings.problems.append(f"annotation {PLACEMENT_ANNOTATION}: {error}")
             else:
                 settings.placement = placement
-        settings._check_group_settings(labels, annotations)
+        settings.problems.extend(consistency_problems(labels, annotations, settings.group))
         return settings
-
-    def _number(self, annotations: Mapping[str, str], key: str, *, minimum: int) -> int | None:
-        text = annotations.get(key)
-        if text is None:
-            return None
-        number = _annotation_int(text, minimum=minimum)
-        if number is None:
-            noun = "a positive integer" if minimum > 0 else "a non-negative integer"
-            self.problems.append(f"annotation {key}: {quoted(text)} is not {noun}")
-        return number
-
-    def _read_group(
-        self, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]
-    ) -> None:
-        # An empty label means "no group", as scheduler-plugins reads it.
-        from_label = labels.get(POD_GROUP_LABEL, "")
-        from_annotation = annotations.get(POD_GROUP_ANNOTATION)
-        if from_annotation is None or (from_label and from_annotation == from_label):
-            self.group = GroupRef(namespace, from_label) if from_label else None
-        elif not _is_object_name(from_annotation):
-            self.problems.append(
-                f"annotation {POD_GROUP_ANNOTATION}: {quoted(from_annotation)} is not a valid "
-                'PodGroup name (lower-case letters, digits, "-" and ".")'
-            )
-        elif from_label:
-            self.problems.append(
-                f"annotation {POD_GROUP_ANNOTATION}: {quoted(from_annotation)} names a different "
-                f"group than label {POD_GROUP_LABEL}: {quoted(from_label)}"
-            )
-        else:
-            self.group = GroupRef(namespace, from_annotation)
-
-    def _check_group_settings(
-        self, labels: Mapping[str, str], annotations: Mapping[str, str]
-    ) -> None:
-        """Settings that make no sense without the declarations that give them meaning."""
-        annotation_only = POD_GROUP_ANNOTATION in annotations and not labels.get(POD_GROUP_LABEL)
-        if annotation_only and self.group is not None and MIN_MEMBER_ANNOTATION not in annotations:
-            self.problems.append(
-                f"annotation {POD_GROUP_ANNOTATION}: {quoted(self.group.name)} needs annotation "
-                f"{MIN_MEMBER_ANNOTATION} (there is no PodGroup object to give it)"
-            )
-        if POD_GROUP_ANNOTATION not in annotations and not labels.get(POD_GROUP_LABEL):
-            for key in (MIN_MEMBER_ANNOTATION, SCHEDULE_TIMEOUT_ANNOTATION):
-                if key in annotations:
-                    self.problems.append(
-                        f"annotation {key} needs annotation {POD_GROUP_ANNOTATION} "
-                        f"or label {POD_GROUP_LABEL}"
-                    )
-
-
-def group_from_pod(pod: Pod) -> PodGroup | None:
-    """The gang an annotation-only pod declares (`phalanx.io/pod-group` + `min-member`).
-
-    None for pods in no group, for pods whose group is a PodGroup object (the label), and
-    for pods whose declaration is incomplete (their `invalid` says why).
-    """
-    if pod.group is None or pod.min_member is None or pod.labels.get(POD_GROUP_LABEL):
-        return None
-    return PodGroup(
-        namespace=pod.group.namespace,
-        name=pod.group.name,
-        min_member=pod.min_member,
-        timeout_seconds=pod.timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
-        placement=parse_placement(pod.placement) if pod.placement else None,
-        from_crd=False,
-    )
-
-
-# --- Placement policies -----------------------------------------------------------------
-
-
-def is_qualified_name(text: str) -> bool:
-    """Kubernetes `IsQualifiedName`: a label key such as `topology.kubernetes.io/zone`."""
-    prefix, slash, name = text.rpartition("/")
-    if slash and not (prefix and len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
-        return False
-    return len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
-
-
-def parse_placement(text: str) -> Placement:
-    """`phalanx.io/placement`: pack | same-node | spread | interconnect-local | domain:<key>."""
-    kind, colon, domain_key = text.partition(":")
-    if colon and kind == PolicyKind.DOMAIN.value:
-        if not is_qualified_name(domain_key):
-            raise ValueError(
-                f"{quoted(text)} does not name a valid node label key after domain: "
-                "(e.g. domain:topology.kubernetes.io/zone)"
-            )
-        return Placement(PolicyKind.DOMAIN, domain_key)
-    if not colon and kind != PolicyKind.DOMAIN.value:
-        try:
-            return Placement(PolicyKind(kind))
-        except ValueError:
-            pass
-    raise ValueError(f"{quoted(text)} is not a placement policy; use {_PLACEMENT_FORMS}")
-
-
-# --- PodGroups --------------------------------------------------------------------------
-
-
-def parse_pod_group(obj: JsonObject) -> PodGroup:
-    """A scheduler-plugins `PodGroup` (scheduling.x-k8s.io/v1alpha1) with Phalanx's annotations."""
-    src, metadata = read_metadata(POD_GROUP_KIND, obj, namespaced=True)
-    namespace, name = namespace_and_name(src)
-    spec = read_object(src, obj.get("spec"), "spec")
-    min_member = read_integer(src, spec.get("minMember"), "spec.minMember")
-    if min_member is None or min_member < 1:
-        raise src.invalid("spec.minMember", f"must be a positive integer, not {min_member}")
-    timeout = read_integer(src, spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
-    if timeout is not None and timeout < 1:
-        raise src.invalid(
-            "spec.scheduleTimeoutSeconds", f"must be a positive integer, not {timeout}"
-        )
-    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
-    placement: Placement | None = None
-    if PLACEMENT_ANNOTATION in annotations:
-        try:
-            placement = parse_placement(annotations[PLACEMENT_ANNOTATION])
-        except ValueError as error:
-            raise src.invalid(
-                key_path("metadata.annotations", PLACEMENT_ANNOTATION), str(error)
-            ) from error
-    return PodGroup(
-        namespace=namespace,
-        name=name,
-        min_member=min_member,
-        timeout_seconds=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout,
-        placement=placement,
-        plan_json=annotations.get(PLAN_ANNOTATION, ""),
-        differentiable=parse_differentiable(annotations.get(DIFFERENTIABLE_ANNOTATION, "")),
-        min_resources=to_resources(
-            read_quantities(src, spec.get("minResources"), "spec.minResources")
-        ),
-        from_crd=True,
-        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
-        topology=_group_topology(src, annotations),
-    )
-
-
-# --- Topology intent ----------------------------------------------------------------------
-
-# Go's strconv.ParseBool, which Kueue uses for podset-unconstrained-topology.
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_LEVEL_EXAMPLE = "a node label key such as nvidia.com/gpu.clique"
-
-# (annotation key, what is wrong): the caller says where (pod problem or PodGroup field).
-TopologyProblem = tuple[str, str]
-
-
-def read_topology(
-    annotations: Mapping[str, str], *, kueue: bool
-) -> tuple[TopologyConstraint | None, list[TopologyProblem]]:
-    """The topology intent in `annotations` (Kueue's pod-set ones too when `kueue`), or None
-    when they declare none; with every problem found (then the intent is None)."""
-    problems: list[TopologyProblem] = []
-    name = annotations.get(TOPOLOGY_ANNOTATION)
-    if name is not None and not is_topology_name(name):
-        problems.append((TOPOLOGY_ANNOTATION, f"{quoted(name)} is not a topology name"))
-    own = _topology_levels(
-        annotations,
-        problems,
-        required=TOPOLOGY_REQUIRED_ANNOTATION,
-        preferred=TOPOLOGY_PREFERRED_ANNOTATION,
-        slice_size=TOPOLOGY_SLICE_SIZE_ANNOTATION,
-        slice_required=TOPOLOGY_SLICE_REQUIRED_ANNOTATION,
-    )
-    theirs = _kueue_levels(annotations, problems) if kueue else None
-    if own is not None and theirs is not None and own != theirs:
-        problems.append(
-            (
-                TOPOLOGY_REQUIRED_ANNOTATION,
-                f"phalanx.io/topology-* annotations ({own}) and Kueue's podset-* annotations "
-                f"({theirs}) disagree",
-            )
-        )
-    if problems:
-        return None, problems
-    levels = own or theirs
-    if name is None and levels is None:
-        return None, []
-    return TopologyConstraint(
-        topology=name or "",
-        required=levels.required if levels else "",
-        preferred=levels.preferred if levels else "",
-        slice_size=levels.slice_size if levels else 0,
-        slice_required=levels.slice_required if levels else "",
-    ), []
-
-
-def is_topology_name(text: str) -> bool:
-    """A topology's name: a DNS label (lower-case letters, digits and -, at most 63)."""
-    return _TOPOLOGY_NAME.fullmatch(text) is not None
-
-
-def _topology_levels(
-    annotations: Mapping[str, str],
-    problems: list[TopologyProblem],
-    *,
-    required: str,
-    preferred: str,
-    slice_size: str,
-    slice_required: str,
-) -> TopologyConstraint | None:
-    """The levels one family of annotations declares (None if it declares none)."""
-    if not any(key in annotations for key in (required, preferred, slice_size, slice_required)):
-        return None
-    levels = {
-        key: _level(annotations, key, problems) for key in (required, preferred, slice_required)
-    }
-    size = 0
-    size_text = annotations.get(slice_size)
-    if size_text is not None:
-        number = _annotation_int(size_text, minimum=1)
-        if number is None:
-            problems.append((slice_size, f"{quoted(size_text)} is not a positive integer"))
-        else:
-            size = number
-    if size_text is not None and slice_required not in annotations:
-        problems.append((slice_size, f"needs annotation {slice_required} (the slice level)"))
-    if slice_required in annotations and size_text is None:
-        problems.append((slice_required, f"needs annotation {slice_size} (members per slice)"))
-    return TopologyConstraint(
-        required=levels[required],
-        preferred=levels[preferred],
-        slice_size=size,
-        slice_required=levels[slice_required],
-    )
-
-
-def _kueue_levels(
-    annotations: Mapping[str, str], problems: list[TopologyProblem]
-) -> TopologyConstraint | None:
-    if KUEUE_SLICE_CONSTRAINTS_ANNOTATION in annotations:
-        problems.append(
-            (
-                KUEUE_SLICE_CONSTRAINTS_ANNOTATION,
-                f"multi-layer slices are not supported; use {KUEUE_SLICE_REQUIRED_ANNOTATION} "
-                f"with {KUEUE_SLICE_SIZE_ANNOTATION}",
-            )
-        )
-    unconstrained = False
-    text = annotations.get(KUEUE_UNCONSTRAINED_ANNOTATION)
-    if text is not None:
-        if text in _TRUE:
-            unconstrained = True
-        elif text not in _FALSE:
-            problems.append((KUEUE_UNCONSTRAINED_ANNOTATION, f"{quoted(text)} is not a boolean"))
-    declared = [
-        key for key in (KUEUE_REQUIRED_ANNOTATION, KUEUE_PREFERRED_ANNOTATION) if key in annotations
-    ] + ([KUEUE_UNCONSTRAINED_ANNOTATION] if unconstrained else [])
-    if len(declared) > 1:
-        problems.append((declared[0], "only one of " + ", ".join(declared) + " may be set"))
-    levels = _topology_levels(
-        annotations,
-        problems,
-        required=KUEUE_REQUIRED_ANNOTATION,
-        preferred=KUEUE_PREFERRED_ANNOTATION,
-        slice_size=KUEUE_SLICE_SIZE_ANNOTATION,
-        slice_required=KUEUE_SLICE_REQUIRED_ANNOTATION,
-    )
-    return TopologyConstraint() if levels is None and unconstrained else levels
-
-
-def _level(annotations: Mapping[str, str], key: str, problems: list[TopologyProblem]) -> str:
-    value = annotations.get(key)
-    if value is None:
-        return ""
-    if not is_qualified_name(value):
-        problems.append((key, f"{quoted(value)} is not {_LEVEL_EXAMPLE}"))
-        return ""
-    return value
-
-
-def _pod_topology(annotations: Mapping[str, str], problems: list[str]) -> TopologyConstraint | None:
-    intent, found = read_topology(annotations, kueue=True)
-    problems.extend(f"annotation {key}: {message}" for key, message in found)
-    return intent
-
-
-def _group_topology(src: Source, annotations: Mapping[str, str]) -> TopologyConstraint | None:
-    intent, found = read_topology(annotations, kueue=False)
-    if found:
-        key, message = found[0]
-        raise src.invalid(key_path("metadata.annotations", key), message)
-    return intent
-
-
-def parse_differentiable(text: str) -> frozenset[str]:
-    """`phalanx.io/differentiable`: comma-separated plan ids; blanks around and between ignored."""
-    return frozenset(part.strip() for part in text.split(",") if part.strip())
 
 
 # --- Any object -------------------------------------------------------------------------
 
 
 def parse_object(obj: JsonObject) -> Node | Pod | PodGroup:
-    """A Node, Pod or PodGroup, by its `kind` (and `apiVersion`), e.g. an item of a List."""
+    """A Node, Pod or PodGroup (of any dialect), by its `kind` and `apiVersion`, e.g. an
+    item of a List. A Workload, or a dialect's warnings, need `registry.parse_group_object`.
+    """
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
     if kind == "Node" and api_version in (None, "v1"):
         return parse_node(obj)
     if kind == "Pod" and api_version in (None, "v1"):
         return parse_pod(obj)
-    if kind == POD_GROUP_KIND and api_version == POD_GROUP_API_VERSION:
-        return parse_pod_group(obj)
+    if kind == POD_GROUP_KIND:
+        parsed = registry.parse_group_object(obj)
+        if parsed is not None and isinstance(parsed.value, PodGroup):
+            return parsed.value
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     found = " ".join(part for part in (api_version, kind) if isinstance(part, str))
@@ -726,5 +462,13 @@ def parse_object(obj: JsonObject) -> Node | Pod | PodGroup:
         name if isinstance(name, str) else "",
         "",
         f"unsupported kind {quoted(found)}: "
-        f"expected v1 Node, v1 Pod or {POD_GROUP_API_VERSION} {POD_GROUP_KIND}",
+        f"expected v1 Node, v1 Pod or {POD_GROUP_API_VERSION} {POD_GROUP_KIND} "
+        f"(or the PodGroup of another dialect: {_OTHER_POD_GROUPS})",
     )
+
+
+_OTHER_POD_GROUPS: Final = ", ".join(
+    api_version
+    for api_version, kind in registry.group_kinds()
+    if kind == POD_GROUP_KIND and api_version != POD_GROUP_API_VERSION
+)

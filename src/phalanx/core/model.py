@@ -224,23 +224,63 @@ class PodPhase(StrEnum):
     UNKNOWN = "Unknown"
 
 
+class Dialect(StrEnum):
+    """An API a pod's gang is declared in (see `phalanx.core.groups` for the precedence)."""
+
+    SCHEDULER_PLUGINS = "scheduler-plugins"  # scheduling.x-k8s.io PodGroup + pod label
+    ANNOTATIONS = "annotations"  # phalanx.io/pod-group + phalanx.io/min-member on the pods
+    UPSTREAM = "upstream"  # scheduling.k8s.io Workload / PodGroup + the pod's spec field
+    VOLCANO = "volcano"  # scheduling.volcano.sh PodGroup + scheduling.k8s.io/group-name
+
+
+_DIALECT_PREFIXES = frozenset(d.value for d in Dialect if d is not Dialect.SCHEDULER_PLUGINS)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupRef:
-    """A gang's identity: the namespace and name of its PodGroup (or of its annotation)."""
+    """Which gang a pod belongs to: the API object that holds (or would hold) the gang.
+
+    `GroupRef(namespace, name)` is a scheduler-plugins PodGroup. Annotation-only gangs
+    share those names on purpose: a label and an annotation naming one group agree, and a
+    PodGroup object of that name, once it exists, gives the settings. Other dialects have
+    names of their own, so a Volcano PodGroup "job" and a scheduler-plugins PodGroup "job"
+    in one namespace are two gangs.
+    """
 
     namespace: str
-    name: str
+    name: str  # the object's name: a PodGroup, or the Workload of an upstream v1alpha1 gang
+    dialect: Dialect = Dialect.SCHEDULER_PLUGINS
+    pod_group: str = ""  # upstream v1alpha1: the Workload's spec.podGroups[].name
+    replica: str = ""  # upstream v1alpha1: the pod's spec.workloadRef.podGroupReplicaKey
 
     @property
     def key(self) -> str:
-        """`namespace/name`: the form used as a map key, in messages and in commit records."""
-        return f"{self.namespace}/{self.name}"
+        """Unique and readable: `ns/name`, `volcano:ns/name`, `upstream:ns/name`, or
+        `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
+        parts = "/".join(part for part in (self.pod_group, self.replica) if part)
+        path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
+        if self.dialect is Dialect.SCHEDULER_PLUGINS:
+            return path
+        return f"{self.dialect.value}:{path}"
+
+    @property
+    def object_ref(self) -> GroupRef:
+        """The API object that holds this gang (the Workload, for a Workload's pod group):
+        where status and Events go."""
+        if not self.pod_group and not self.replica:
+            return self
+        return GroupRef(self.namespace, self.name, self.dialect)
 
     @classmethod
     def parse(cls, key: str) -> GroupRef:
-        """The reference a `key` names (the one place a `namespace/name` key is taken apart)."""
-        namespace, _, name = key.partition("/")
-        return cls(namespace, name)
+        """The reference `key` names: the inverse of `key`, and the one place a key is taken
+        apart (the cache keys gangs by it; commit records and the CLI carry it as text)."""
+        dialect = Dialect.SCHEDULER_PLUGINS
+        head, colon, rest = key.partition(":")
+        if colon and head in _DIALECT_PREFIXES:
+            dialect, key = Dialect(head), rest
+        namespace, name, pod_group, replica = [*key.split("/", 3), "", "", ""][:4]
+        return cls(namespace, name, dialect, pod_group, replica)
 
     def __str__(self) -> str:
         return self.key
@@ -278,6 +318,19 @@ class Binding:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """What one dialect says about a pod's gang. `ref` is None when the pod names a group
+    of this dialect in a way that cannot be read (`problems` says why)."""
+
+    dialect: Dialect
+    ref: GroupRef | None
+    problems: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.dialect.value} group {self.ref.key}" if self.ref else self.dialect.value
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -306,6 +359,11 @@ class Pod:
     # Why Phalanx cannot schedule this pod (a malformed phalanx.io/* annotation); "" when fine.
     # The pod still counts toward its node's usage when bound.
     invalid: str = ""
+    # The dialect whose claim gave `group` (None: no dialect claimed the pod); not compared:
+    # `group` and the labels already decide it. Then the claims of other dialects that
+    # named a different gang and lost (precedence, see `phalanx.core.groups.registry`).
+    group_dialect: Dialect | None = field(default=None, compare=False)
+    overruled: tuple[Claim, ...] = ()
 
     @property
     def key(self) -> str:
@@ -341,8 +399,9 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class TopologyConstraint:
-    """A gang's topology intent as declared: level names are node label keys, not yet checked
-    against the configured topologies (`phalanx.core.topology.resolve_topology` does that).
+    """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
+    (a Volcano HyperNode tier: the n-th level counted up from the narrowest above a node),
+    not yet checked against the configured topologies (`resolve_topology` does that).
 
     Every field empty means "no constraint" (Kueue's podset-unconstrained-topology).
     """
@@ -371,7 +430,11 @@ DEFAULT_TIMEOUT_SECONDS = 60
 
 @dataclass(frozen=True, slots=True)
 class PodGroup:
-    """A gang: at least `min_member` of its pods are placed together, or none are."""
+    """A gang: at least `min_member` of its pods are placed together, or none are.
+
+    Equality covers every setting that changes a plan (size, policy, topology), so a
+    changed object compares unequal; status and bookkeeping fields are not read into it.
+    """
 
     namespace: str
     name: str
@@ -385,9 +448,18 @@ class PodGroup:
     min_resources: Resources = EMPTY
     from_crd: bool = True  # False: declared only by pod annotations
     uid: str = ""
+    dialect: Dialect = Dialect.SCHEDULER_PLUGINS
+    pod_group: str = ""  # upstream v1alpha1: the Workload's pod group (see GroupRef)
+    replica: str = ""
     # None: the PodGroup does not say; the members' common intent applies (resolve_topology).
     topology: TopologyConstraint | None = None
+    # Upstream `basic` policy: the members are scheduled one by one, not as a gang.
+    basic: bool = False
+
+    @property
+    def ref(self) -> GroupRef:
+        return GroupRef(self.namespace, self.name, self.dialect, self.pod_group, self.replica)
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self.ref.key

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from phalanx.core.errors import TopologyConfigError, quoted
-from phalanx.core.inventory import is_qualified_name, is_topology_name
 from phalanx.core.model import (
     Node,
     Placement,
@@ -38,6 +37,8 @@ from phalanx.core.model import (
     PolicyKind,
     TopologyConstraint,
 )
+from phalanx.core.names import is_qualified_name
+from phalanx.core.topology_annotations import is_topology_name
 
 SPINE_LABEL = "network.topology.nvidia.com/spine"
 LEAF_LABEL = "network.topology.nvidia.com/leaf"

@@ -1,0 +1,12 @@
+"""Gang dialects: the APIs a pod's gang may be declared in, turned into the core's
+`PodGroup`, and the status each dialect reports in its own terms.
+
+* `registry` — the dialects in precedence order, a pod's membership, any gang object,
+  resolving a `GroupRef`, status writes and Events' objects;
+* `scheduler_plugins`, `annotations`, `upstream`, `volcano` — one module per dialect;
+* `status` — `GangStatus`, what Phalanx reports before a dialect spells it;
+* `discovery` — which dialect kinds and versions the API server serves, and their paths;
+* `common` — names, Phalanx's own settings on group objects, shared value types.
+
+Pure, like the rest of the core: plain dicts in, values out, no I/O.
+"""

@@ -1,0 +1,170 @@
+"""What every gang dialect reads the same way: names, Phalanx's own settings on a group
+object, a pod's membership view, and the values a dialect hands back.
+
+A group object (a PodGroup or Workload of any dialect) may carry Phalanx's annotations:
+`phalanx.io/placement`, `phalanx.io/plan`, `phalanx.io/differentiable` and, for APIs
+without a timeout field of their own, `phalanx.io/schedule-timeout-seconds`. On an
+object they are validated like its spec (the object is refused with the field named);
+on a pod they never raise (see `phalanx.core.inventory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from phalanx.core.errors import quoted
+from phalanx.core.model import (
+    ANNOTATION_PREFIX,
+    DEFAULT_TIMEOUT_SECONDS,
+    Placement,
+    PolicyKind,
+    TopologyConstraint,
+)
+from phalanx.core.names import annotation_int, is_dns_label, is_object_name, is_qualified_name
+from phalanx.core.rawdict import JsonObject, Source, key_path, read_integer
+from phalanx.core.topology_annotations import group_topology
+
+T_co = TypeVar("T_co", covariant=True)
+
+PLACEMENT_ANNOTATION: Final = ANNOTATION_PREFIX + "placement"
+PLAN_ANNOTATION: Final = ANNOTATION_PREFIX + "plan"
+DIFFERENTIABLE_ANNOTATION: Final = ANNOTATION_PREFIX + "differentiable"
+SCHEDULE_TIMEOUT_ANNOTATION: Final = ANNOTATION_PREFIX + "schedule-timeout-seconds"
+
+_PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
+
+OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
+
+
+# --- Phalanx's settings -----------------------------------------------------------------
+
+
+def parse_placement(text: str) -> Placement:
+    """`phalanx.io/placement`: pack | same-node | spread | interconnect-local | domain:<key>."""
+    kind, colon, domain_key = text.partition(":")
+    if colon and kind == PolicyKind.DOMAIN.value:
+        if not is_qualified_name(domain_key):
+            raise ValueError(
+                f"{quoted(text)} does not name a valid node label key after domain: "
+                "(e.g. domain:topology.kubernetes.io/zone)"
+            )
+        return Placement(PolicyKind.DOMAIN, domain_key)
+    if not colon and kind != PolicyKind.DOMAIN.value:
+        try:
+            return Placement(PolicyKind(kind))
+        except ValueError:
+            pass
+    raise ValueError(f"{quoted(text)} is not a placement policy; use {_PLACEMENT_FORMS}")
+
+
+def parse_differentiable(text: str) -> frozenset[str]:
+    """`phalanx.io/differentiable`: comma-separated plan ids; blanks around and between ignored."""
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSettings:
+    """Phalanx's annotations on a group object (any dialect)."""
+
+    placement: Placement | None = None
+    plan_json: str = ""
+    differentiable: frozenset[str] = frozenset()
+    timeout_seconds: int | None = None  # only read where the API has no timeout field
+    topology: TopologyConstraint | None = None  # phalanx.io/topology-* (docs/topology.md)
+
+    @classmethod
+    def read(
+        cls, src: Source, annotations: Mapping[str, str], *, timeout: bool = False
+    ) -> ObjectSettings:
+        placement: Placement | None = None
+        if PLACEMENT_ANNOTATION in annotations:
+            try:
+                placement = parse_placement(annotations[PLACEMENT_ANNOTATION])
+            except ValueError as error:
+                raise src.invalid(
+                    key_path("metadata.annotations", PLACEMENT_ANNOTATION), str(error)
+                ) from error
+        seconds: int | None = None
+        if timeout and SCHEDULE_TIMEOUT_ANNOTATION in annotations:
+            text = annotations[SCHEDULE_TIMEOUT_ANNOTATION]
+            seconds = annotation_int(text, minimum=1)
+            if seconds is None:
+                raise src.invalid(
+                    key_path("metadata.annotations", SCHEDULE_TIMEOUT_ANNOTATION),
+                    f"{quoted(text)} is not a positive integer",
+                )
+        return cls(
+            placement=placement,
+            plan_json=annotations.get(PLAN_ANNOTATION, ""),
+            differentiable=parse_differentiable(annotations.get(DIFFERENTIABLE_ANNOTATION, "")),
+            timeout_seconds=seconds,
+            topology=group_topology(src, annotations),
+        )
+
+    def topology_with(
+        self, src: Source, declared: TopologyConstraint | None, path: str
+    ) -> TopologyConstraint | None:
+        """The group's topology intent: its API field (`declared`, at `path`) or Phalanx's
+        annotations; both saying different things is refused, naming the field."""
+        if declared is None or self.topology is None or declared == self.topology:
+            return declared or self.topology
+        raise src.invalid(
+            path, f"says {declared} but the phalanx.io/topology-* annotations say {self.topology}"
+        )
+
+    @property
+    def timeout_or_default(self) -> int:
+        return DEFAULT_TIMEOUT_SECONDS if self.timeout_seconds is None else self.timeout_seconds
+
+
+def read_min_count(src: Source, value: object, path: str) -> int:
+    """A gang size field (`minMember`, `minCount`): a positive integer, else the object is
+    refused naming the field (0 would make every pod a gang of its own)."""
+    count = read_integer(src, value, path)
+    if count is None or count < 1:
+        raise src.invalid(path, f"must be a positive integer, not {count}")
+    return count
+
+
+# --- A pod, as the dialects see it ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """The parts of a pod that say which gang it is in (already type-checked)."""
+
+    src: Source  # for errors about spec fields, which the API server validates
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    spec: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed(Generic[T_co]):
+    """A parsed object and what Phalanx ignores in it, said once per object (not errors:
+    the object is used)."""
+
+    value: T_co
+    warnings: tuple[str, ...] = ()
+
+
+__all__ = [
+    "DIFFERENTIABLE_ANNOTATION",
+    "OBJECT_NAME_FORM",
+    "PLACEMENT_ANNOTATION",
+    "PLAN_ANNOTATION",
+    "SCHEDULE_TIMEOUT_ANNOTATION",
+    "ObjectSettings",
+    "Parsed",
+    "PodView",
+    "annotation_int",
+    "is_dns_label",
+    "is_object_name",
+    "is_qualified_name",
+    "parse_differentiable",
+    "parse_placement",
+    "read_min_count",
+]

@@ -1,0 +1,235 @@
+"""Every gang dialect Phalanx reads, in one precedence order, and what they share.
+
+**Precedence**, for a pod two dialects claim (first wins; the others are kept on the pod
+as `Pod.overruled`, so the service can say once, in an Event, which one won):
+
+1. `annotations` (`phalanx.io/pod-group`): addressed to Phalanx by name; the workload's
+   author wrote it for this scheduler.
+2. `scheduler-plugins` (label `scheduling.x-k8s.io/pod-group`): Phalanx's own first
+   dialect; an operator writes it only when configured for it. It and (1) share names:
+   the same name is one claim, different names are an error (the pod is invalid), never a
+   precedence, as before dialects.
+3. `volcano` (annotation `scheduling.k8s.io/group-name`): also written only by operators
+   set up for it.
+4. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
+   controllers stamp it without the workload author asking (the Job controller, with
+   the WorkloadWithJob gate, gives every Job its own PodGroup). A pod also claimed by a
+   third-party gang is most likely in a *wider* gang its operator declared on purpose
+   (a whole TrainJob, not one of its Jobs).
+
+Adding a dialect: one module (a `claim`, its `KINDS` parsers, a `waiting_reason` and a
+`build_status`) and one line in `DIALECTS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+# Aliased: `annotations` is also the name of the `from __future__` feature above.
+from phalanx.core.groups import annotations as annotation_only
+from phalanx.core.groups import scheduler_plugins, upstream, volcano
+from phalanx.core.groups.common import Parsed, PodView
+from phalanx.core.groups.discovery import Served, ServedKind
+from phalanx.core.groups.status import GangStatus
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.rawdict import JsonObject
+
+GroupObject = PodGroup | Workload
+Parser = Callable[[JsonObject], Parsed[GroupObject]]
+StatusBuilder = Callable[[GangStatus, JsonObject | None, float, str], dict[str, object] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDialect:
+    """One dialect, as the registry uses it."""
+
+    dialect: Dialect
+    claim: Callable[[PodView], Claim | None]
+    kinds: Mapping[tuple[str, str], Parser]  # (apiVersion, kind) -> parser
+    waiting_reason: Callable[[GroupRef], str] | None = None  # None: uses another's objects
+    build_status: StatusBuilder | None = None
+
+
+DIALECTS: Final = (
+    GroupDialect(Dialect.ANNOTATIONS, annotation_only.claim, {}),
+    GroupDialect(
+        Dialect.SCHEDULER_PLUGINS,
+        scheduler_plugins.claim,
+        scheduler_plugins.KINDS,
+        scheduler_plugins.waiting_reason,
+        scheduler_plugins.build_status,
+    ),
+    GroupDialect(
+        Dialect.VOLCANO,
+        volcano.claim,
+        volcano.KINDS,
+        volcano.waiting_reason,
+        volcano.build_status,
+    ),
+    GroupDialect(
+        Dialect.UPSTREAM,
+        upstream.claim,
+        upstream.KINDS,
+        upstream.waiting_reason,
+        upstream.build_status,
+    ),
+)
+PRECEDENCE: Final = tuple(entry.dialect for entry in DIALECTS)
+_BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
+_PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
+
+
+def dialect(name: Dialect) -> GroupDialect:
+    """The registry entry of `name` (annotation-only gangs use scheduler-plugins' objects)."""
+    return _BY_DIALECT[Dialect.SCHEDULER_PLUGINS if name is Dialect.ANNOTATIONS else name]
+
+
+# --- Membership -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The claim that decides a pod's gang, and the claims that named another one."""
+
+    winner: Claim | None = None
+    overruled: tuple[Claim, ...] = ()
+
+
+def membership(pod: PodView) -> Membership:
+    """Every dialect's claim on `pod`, decided by `PRECEDENCE`.
+
+    Raises InvalidObjectError for a malformed spec field the API server validates.
+    """
+    claims = [found for entry in DIALECTS if (found := entry.claim(pod)) is not None]
+    if not claims:
+        return Membership()
+    winner = claims[0]
+    others = tuple(c for c in claims[1:] if c.ref is None or c.ref != winner.ref)
+    return Membership(winner, others)
+
+
+def contest_message(pod: Pod) -> str:
+    """The Event text for a pod that more than one dialect claims; "" when one does, or
+    when the winning claim is malformed (the pod's `invalid` says why, and that is all)."""
+    if not pod.overruled or pod.group is None or pod.group_dialect is None:
+        return ""
+    others = "; ".join(_described(claim) for claim in pod.overruled)
+    won = f"{pod.group_dialect.value} group {pod.group.key}"
+    order = " > ".join(name.value for name in PRECEDENCE)
+    return (
+        f"pod {pod.key} is claimed by more than one gang dialect: {won} wins "
+        f"(precedence {order}) over {others}"
+    )
+
+
+def _described(claim: Claim) -> str:
+    if claim.ref is not None:
+        return str(claim)
+    return f"{claim.dialect.value} ({'; '.join(claim.problems)})"
+
+
+# --- Objects ----------------------------------------------------------------------------
+
+
+def parse_group_object(obj: JsonObject) -> Parsed[GroupObject] | None:
+    """A gang object of any dialect, by `apiVersion` and `kind`; None for other kinds.
+
+    Raises InvalidObjectError naming the object and field when it cannot be used.
+    """
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    parse = _PARSERS.get((api_version, kind))
+    return parse(obj) if parse is not None else None
+
+
+def group_kinds() -> tuple[tuple[str, str], ...]:
+    """(apiVersion, kind) of every gang object Phalanx reads."""
+    return tuple(_PARSERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """Why a pod's gang cannot be planned now: `waiting` for an object that may still
+    appear, else the reference is invalid."""
+
+    reason: str
+    waiting: bool
+
+
+def resolve(
+    ref: GroupRef,
+    find: Callable[[str], GroupObject | None],
+    members: Sequence[Pod] = (),
+    *,
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    served: Served | None = None,
+) -> PodGroup | Unresolved:
+    """The gang `ref` names. `find` looks objects up by key (`GroupRef.object_ref.key`);
+    `members` declare an annotation-only gang when no scheduler-plugins object exists;
+    `served` (discovery's answer, when known) explains a wait for an API not served.
+
+    A PodGroup with `basic` set is no gang: its members are scheduled one by one.
+    """
+    found = find(ref.object_ref.key)
+    if isinstance(found, Workload):
+        gang = upstream.gang_of(found, ref)
+        return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
+    if found is not None:
+        return found
+    if ref.dialect is Dialect.SCHEDULER_PLUGINS:
+        gang = annotation_only.gang_from_members(ref, members, default_timeout=default_timeout)
+        if isinstance(gang, PodGroup):
+            return gang
+        return Unresolved(gang, waiting=gang.startswith("waiting"))
+    reason = dialect(ref.dialect).waiting_reason
+    text = reason(ref) if reason else f"waiting for {ref.key}"
+    if served is not None and served.holding(ref) is None:
+        text += f"; this API server does not serve it yet ({ref.dialect.value} objects)"
+    return Unresolved(text, waiting=True)
+
+
+# --- Status -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    """A merge patch to send: `body` to `path`. `status` is what it sets, to keep as the
+    new "previous" once written."""
+
+    path: str
+    body: dict[str, object]
+    status: dict[str, object]
+
+
+def status_write(
+    status: GangStatus, kind: ServedKind, previous: JsonObject | None, now: float
+) -> StatusWrite | None:
+    """The status write for a gang whose object exists and is served as `kind`, or None
+    when there is nothing new to say (or the dialect has no status)."""
+    build = dialect(status.ref.dialect).build_status
+    body = build(status, previous, now, kind.version) if build is not None else None
+    if body is None:
+        return None
+    if previous is not None and all(previous.get(k) == v for k, v in body.items()):
+        return None
+    target = status.ref.object_ref
+    return StatusWrite(kind.status_path(target.namespace, target.name), {"status": body}, body)
+
+
+def involved_object(ref: GroupRef, kind: ServedKind, uid: str = "") -> dict[str, str]:
+    """An Event's `involvedObject` for a gang: its object (the Workload of a v1alpha1 pod
+    group), never parsed back out of the key."""
+    target = ref.object_ref
+    involved = {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "namespace": target.namespace,
+        "name": target.name,
+    }
+    if uid:
+        involved["uid"] = uid
+    return involved

@@ -1,0 +1,218 @@
+"""The Volcano dialect: `scheduling.volcano.sh/v1beta1` PodGroups, as Volcano jobs,
+Kubeflow's operators in Volcano mode, LeaderWorkerSet and KubeRay create them.
+
+* A pod names its PodGroup with annotation `scheduling.k8s.io/group-name` (the key the
+  Volcano scheduler reads); Volcano's controllers also write
+  `scheduling.volcano.sh/group-name`, read when the first is absent. The two naming
+  different groups is an error. Key `volcano:ns/name`.
+* The PodGroup gives `spec.minMember` and `spec.minResources`;
+  `spec.networkTopology` becomes a tier constraint (`hard`: required, `soft`: preferred,
+  `highestTierAllowed`, default 1). Phalanx has no queues: a `spec.queue` other than
+  "default" is ignored and said once (a warning), as is `spec.minTaskMember`.
+* Status, as the Volcano scheduler writes it: `phase`, `running`, `succeeded`, `failed`
+  and the conditions `Unschedulable` / `Scheduled`. The phase leaves `Pending` at once
+  (`Inqueue`: Phalanx admits every gang), because Volcano's job controller creates a
+  job's pods only once its PodGroup has left `Pending`. Volcano's CRD has no status
+  subresource: the patch goes to the object itself (see `discovery`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from phalanx.core.errors import quoted
+from phalanx.core.groups.common import (
+    OBJECT_NAME_FORM,
+    ObjectSettings,
+    Parsed,
+    PodView,
+    is_object_name,
+    read_min_count,
+)
+from phalanx.core.groups.status import (
+    MESSAGE_LIMIT,
+    OUTCOME_UNFIT,
+    OUTCOME_WAITING,
+    GangPhase,
+    GangStatus,
+    camel,
+    conditions_of,
+    rfc3339,
+    set_condition,
+)
+from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.rawdict import (
+    JsonObject,
+    Source,
+    namespace_and_name,
+    read_integer,
+    read_metadata,
+    read_object,
+    read_quantities,
+    read_string,
+    read_string_map,
+    to_resources,
+)
+
+GROUP: Final = "scheduling.volcano.sh"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "PodGroup"
+RESOURCE: Final = "podgroups"
+GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+VOLCANO_GROUP_NAME_ANNOTATION: Final = f"{GROUP}/group-name"
+DEFAULT_QUEUE: Final = "default"
+
+# Volcano's phases (scheduling.volcano.sh/v1beta1 PodGroupPhase).
+PENDING: Final = "Pending"
+INQUEUE: Final = "Inqueue"
+RUNNING: Final = "Running"
+UNKNOWN: Final = "Unknown"
+COMPLETED: Final = "Completed"
+# Volcano's condition types and the reasons its gang plugin gives.
+UNSCHEDULABLE: Final = "Unschedulable"
+SCHEDULED: Final = "Scheduled"
+NOT_ENOUGH_TASKS: Final = "NotEnoughTasks"
+NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
+
+_PHASES: Final = {
+    GangPhase.PENDING: INQUEUE,
+    GangPhase.PRE_SCHEDULING: INQUEUE,
+    GangPhase.SCHEDULING: INQUEUE,
+    GangPhase.SCHEDULED: RUNNING,  # Volcano counts bound members as allocated
+    GangPhase.RUNNING: RUNNING,
+    GangPhase.FINISHED: COMPLETED,
+    GangPhase.FAILED: UNKNOWN,
+}
+
+
+def claim(pod: PodView) -> Claim | None:
+    name = pod.annotations.get(GROUP_NAME_ANNOTATION, "")
+    other = pod.annotations.get(VOLCANO_GROUP_NAME_ANNOTATION, "")
+    key = GROUP_NAME_ANNOTATION if name else VOLCANO_GROUP_NAME_ANNOTATION
+    name = name or other
+    if not name:
+        return None
+    if other and other != name:
+        problem = (
+            f"annotation {VOLCANO_GROUP_NAME_ANNOTATION}: {quoted(other)} names a different "
+            f"group than annotation {GROUP_NAME_ANNOTATION}: {quoted(name)}"
+        )
+        return Claim(Dialect.VOLCANO, None, (problem,))
+    if not is_object_name(name):
+        problem = (
+            f"annotation {key}: {quoted(name)} is not a valid PodGroup name {OBJECT_NAME_FORM}"
+        )
+        return Claim(Dialect.VOLCANO, None, (problem,))
+    return Claim(Dialect.VOLCANO, GroupRef(pod.namespace, name, Dialect.VOLCANO))
+
+
+def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
+    src, metadata = read_metadata(KIND, obj, namespaced=True)
+    namespace, name = namespace_and_name(src)
+    spec = read_object(src, obj.get("spec"), "spec")
+    min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
+    warnings = []
+    queue = read_string(src, spec.get("queue"), "spec.queue")
+    if queue and queue != DEFAULT_QUEUE:
+        warnings.append(
+            f"spec.queue: {quoted(queue)} is ignored: Phalanx has no queues "
+            "(the gang is admitted as soon as it fits)"
+        )
+    per_task = read_object(src, spec.get("minTaskMember"), "spec.minTaskMember")
+    if per_task:
+        warnings.append(
+            f"spec.minTaskMember is not enforced: Phalanx holds the gang to "
+            f"spec.minMember ({min_member}) over all its pods"
+        )
+    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
+    settings = ObjectSettings.read(src, annotations, timeout=True)
+    group = PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=min_member,
+        timeout_seconds=settings.timeout_or_default,
+        placement=settings.placement,
+        plan_json=settings.plan_json,
+        differentiable=settings.differentiable,
+        min_resources=to_resources(
+            read_quantities(src, spec.get("minResources"), "spec.minResources")
+        ),
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
+        dialect=Dialect.VOLCANO,
+        topology=settings.topology_with(src, _network_topology(src, spec), "spec.networkTopology"),
+    )
+    return Parsed(group, tuple(warnings))
+
+
+KINDS: Final = {(API_VERSION, KIND): parse_pod_group}
+
+
+def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
+    path = "spec.networkTopology"
+    if spec.get("networkTopology") is None:
+        return None
+    topology = read_object(src, spec.get("networkTopology"), path)
+    mode = read_string(src, topology.get("mode"), f"{path}.mode") or "hard"
+    if mode not in ("hard", "soft"):
+        raise src.invalid(f"{path}.mode", f"{quoted(mode)} is not hard or soft")
+    tier_path = f"{path}.highestTierAllowed"
+    tier = read_integer(src, topology.get("highestTierAllowed"), tier_path)
+    if tier is not None and tier < 1:
+        raise src.invalid(tier_path, f"must be a positive integer, not {tier}")
+    level = f"tier:{tier or 1}"
+    return (
+        TopologyConstraint(required=level)
+        if mode == "hard"
+        else TopologyConstraint(preferred=level)
+    )
+
+
+def waiting_reason(ref: GroupRef) -> str:
+    return (
+        f"waiting for Volcano PodGroup {ref.namespace}/{ref.name} ({API_VERSION}) to exist "
+        f"(pods name it with annotation {GROUP_NAME_ANNOTATION})"
+    )
+
+
+def build_status(
+    status: GangStatus, previous: JsonObject | None, now: float, version: str = VERSION
+) -> dict[str, object]:
+    """The `status` to merge-patch onto the PodGroup (the object: no status subresource;
+    one shape: `version` is moot).
+
+    `previous` is the PodGroup's status as last observed; conditions of other types
+    (Volcano's controllers write some) are carried over, since the patch replaces the
+    list. A gang that waits gets `Unschedulable`; a placed gang `Scheduled` (and loses
+    `Unschedulable`: Volcano's job controller turns every one into a warning Event).
+    """
+    stamp = rfc3339(now)
+    conditions = [
+        c for c in conditions_of(previous) if c.get("type") not in (UNSCHEDULABLE, SCHEDULED)
+    ]
+    kept = {c.get("type"): c for c in conditions_of(previous)}
+    if status.placed:
+        ours = {"type": SCHEDULED, "status": "True", "reason": SCHEDULED, "message": ""}
+        old = kept.get(SCHEDULED)
+    else:
+        if status.reason == OUTCOME_WAITING:
+            reason = NOT_ENOUGH_TASKS
+        elif status.reason == OUTCOME_UNFIT:
+            reason = NOT_ENOUGH_RESOURCES
+        else:
+            reason = camel(status.reason) if status.reason else UNSCHEDULABLE
+        ours = {
+            "type": UNSCHEDULABLE,
+            "status": "True",
+            "reason": reason,
+            "message": status.message[:MESSAGE_LIMIT],
+        }
+        old = kept.get(UNSCHEDULABLE)
+    merged = set_condition([old] if old is not None else [], dict(ours), stamp)
+    return {
+        "phase": _PHASES[status.phase],
+        "running": status.running,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+        "conditions": [*conditions, *merged],
+    }

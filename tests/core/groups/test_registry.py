@@ -1,0 +1,381 @@
+"""The registry: one precedence between dialects, any gang object, resolving a GroupRef."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import (
+    pod,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import registry, status
+from phalanx.core.groups.discovery import Served, ServedKind
+from phalanx.core.groups.registry import GroupObject, Unresolved
+from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.inventory import parse_object, parse_pod
+from phalanx.core.model import Dialect, GroupRef, PodGroup
+from phalanx.core.planner import Outcome
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+# --- identity --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ref", "key", "object_key"),
+    [
+        (GroupRef("ml", "job"), "ml/job", "ml/job"),
+        (GroupRef("ml", "job", Dialect.VOLCANO), "volcano:ml/job", "volcano:ml/job"),
+        (GroupRef("ml", "gang-0", Dialect.UPSTREAM), "upstream:ml/gang-0", "upstream:ml/gang-0"),
+        (
+            GroupRef("ml", "train", Dialect.UPSTREAM, "workers"),
+            "upstream:ml/train/workers",
+            "upstream:ml/train",
+        ),
+        (
+            GroupRef("ml", "lws", Dialect.UPSTREAM, "group", "3"),
+            "upstream:ml/lws/group/3",
+            "upstream:ml/lws",
+        ),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream-pod-group", "workload", "workload-replica"],
+)
+def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
+    ref: GroupRef, key: str, object_key: str
+) -> None:
+    assert (ref.key, ref.object_ref.key, str(ref)) == (key, object_key, key)
+
+
+# --- precedence ------------------------------------------------------------------------
+
+SP_LABEL = {"scheduling.x-k8s.io/pod-group": "sp"}
+PHALANX = {"phalanx.io/pod-group": "ph", "phalanx.io/min-member": "2"}
+VOLCANO = {"scheduling.k8s.io/group-name": "vc"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "spec", "winner", "overruled"),
+    [
+        ({}, {}, {}, None, []),
+        ({}, PHALANX, {"scheduling_group": "up"}, "ph", [Dialect.UPSTREAM]),
+        (SP_LABEL, VOLCANO, {}, "sp", [Dialect.VOLCANO]),
+        ({}, VOLCANO, {"scheduling_group": "up"}, "volcano:default/vc", [Dialect.UPSTREAM]),
+        (
+            SP_LABEL,
+            VOLCANO,
+            {"workload_ref": {"name": "w", "podGroup": "g"}},
+            "sp",
+            [Dialect.VOLCANO, Dialect.UPSTREAM],
+        ),
+        ({}, {**PHALANX, **VOLCANO}, {}, "ph", [Dialect.VOLCANO]),
+        ({}, {}, {"scheduling_group": "up"}, "upstream:default/up", []),
+    ],
+    ids=[
+        "none",
+        "phalanx-over-upstream",
+        "scheduler-plugins-over-volcano",
+        "volcano-over-upstream",
+        "three-claims",
+        "phalanx-over-volcano",
+        "upstream-alone",
+    ],
+)
+def test_one_precedence_decides_a_pod_claimed_twice(
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    spec: dict[str, Any],
+    winner: str | None,
+    overruled: list[Dialect],
+) -> None:
+    found = parse_pod(pod_obj("p", labels=labels, annotations=annotations, **spec))
+    key = None if found.group is None else found.group.key
+    assert key == (f"default/{winner}" if winner in ("sp", "ph") else winner)
+    assert [claim.dialect for claim in found.overruled] == overruled
+    assert found.invalid == ""
+
+
+def test_the_precedence_is_the_documented_one() -> None:
+    assert registry.PRECEDENCE == (
+        Dialect.ANNOTATIONS,
+        Dialect.SCHEDULER_PLUGINS,
+        Dialect.VOLCANO,
+        Dialect.UPSTREAM,
+    )
+
+
+def test_claims_that_agree_are_not_a_contest() -> None:
+    found = parse_pod(pod_obj("p", group="job", annotations={"phalanx.io/pod-group": "job"}))
+    assert (found.group, found.overruled, registry.contest_message(found)) == (
+        GroupRef("default", "job"),
+        (),
+        "",
+    )
+
+
+def test_a_contest_is_said_in_one_sentence() -> None:
+    found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
+    assert registry.contest_message(found) == (
+        "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > upstream) over "
+        "volcano group volcano:ml/job"
+    )
+
+
+def test_a_malformed_winning_claim_is_said_by_invalid_alone() -> None:
+    found = parse_pod(pod_obj("p", group="a", annotations={"phalanx.io/pod-group": "b"}))
+    assert found.invalid.startswith("annotation phalanx.io/pod-group")
+    assert registry.contest_message(found) == ""
+
+
+def test_a_malformed_losing_claim_is_named_with_its_problem() -> None:
+    found = parse_pod(pod_obj("p", group="job", annotations={"scheduling.k8s.io/group-name": "X"}))
+    assert found.invalid == ""
+    assert registry.contest_message(found).endswith(
+        'over volcano (annotation scheduling.k8s.io/group-name: "X" is not a valid PodGroup '
+        'name (lower-case letters, digits, "-" and "."))'
+    )
+
+
+# --- objects ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("obj", "key"),
+    [
+        (podgroup_obj("job", 2, namespace="ml"), "ml/job"),
+        (volcano_podgroup_obj("job", 2, namespace="ml"), "volcano:ml/job"),
+        (upstream_podgroup_obj("job", 2, namespace="ml"), "upstream:ml/job"),
+        (upstream_podgroup_obj("job", 2, namespace="ml", version="v1alpha2"), "upstream:ml/job"),
+        (workload_obj("job", {"workers": 2}, namespace="ml"), "upstream:ml/job"),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream-v1beta1", "upstream-v1alpha2", "workload"],
+)
+def test_any_gang_object_is_parsed_by_its_dialect(obj: dict[str, Any], key: str) -> None:
+    parsed = registry.parse_group_object(obj)
+    assert parsed is not None
+    assert parsed.value.key == key
+
+
+def test_other_kinds_are_not_gang_objects() -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
+    old = podgroup_obj("job", 2)
+    old["apiVersion"] = "scheduling.sigs.k8s.io/v1alpha1"
+    assert registry.parse_group_object(node) is None
+    assert registry.parse_group_object(old) is None
+
+
+def test_parse_object_reads_the_pod_group_of_every_dialect() -> None:
+    assert isinstance(parse_object(volcano_podgroup_obj("job", 2)), PodGroup)
+    assert isinstance(parse_object(upstream_podgroup_obj("job", 2)), PodGroup)
+    with pytest.raises(InvalidObjectError, match="unsupported kind"):
+        parse_object(workload_obj("job", {"workers": 2}))
+
+
+# --- resolving -------------------------------------------------------------------------
+
+
+def book(*objects: dict[str, Any]) -> dict[str, GroupObject]:
+    found: dict[str, GroupObject] = {}
+    for obj in objects:
+        parsed = registry.parse_group_object(obj)
+        assert parsed is not None
+        found[parsed.value.key] = parsed.value
+    return found
+
+
+OBJECTS = book(
+    podgroup_obj("job", 4, namespace="ml"),
+    volcano_podgroup_obj("job", 3, namespace="ml"),
+    upstream_podgroup_obj("gang-0", 8, namespace="ml"),
+    workload_obj("train", {"workers": 2, "driver": None}, namespace="ml"),
+)
+
+
+@pytest.mark.parametrize(
+    ("ref", "min_member"),
+    [
+        (GroupRef("ml", "job"), 4),
+        (GroupRef("ml", "job", Dialect.VOLCANO), 3),
+        (GroupRef("ml", "gang-0", Dialect.UPSTREAM), 8),
+        (GroupRef("ml", "train", Dialect.UPSTREAM, "workers", "1"), 2),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream", "workload-replica"],
+)
+def test_a_ref_resolves_to_its_own_dialects_gang(ref: GroupRef, min_member: int) -> None:
+    gang = registry.resolve(ref, OBJECTS.get)
+    assert isinstance(gang, PodGroup)
+    assert (gang.key, gang.min_member) == (ref.key, min_member)
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [
+        (
+            GroupRef("ml", "other"),
+            "waiting for PodGroup ml/other to exist (pods name it with a label)",
+        ),
+        (
+            GroupRef("ml", "other", Dialect.VOLCANO),
+            "waiting for Volcano PodGroup ml/other (scheduling.volcano.sh/v1beta1) to exist "
+            "(pods name it with annotation scheduling.k8s.io/group-name)",
+        ),
+        (
+            GroupRef("ml", "other", Dialect.UPSTREAM),
+            "waiting for PodGroup ml/other (scheduling.k8s.io) to exist "
+            "(pods name it in spec.schedulingGroup.podGroupName)",
+        ),
+        (
+            GroupRef("ml", "other", Dialect.UPSTREAM, "workers"),
+            "waiting for Workload ml/other (scheduling.k8s.io/v1alpha1) to exist "
+            "(pods name it in spec.workloadRef)",
+        ),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream", "workload"],
+)
+def test_a_missing_object_is_a_wait_not_an_error(ref: GroupRef, reason: str) -> None:
+    assert registry.resolve(ref, OBJECTS.get) == Unresolved(reason, waiting=True)
+
+
+def test_a_wait_for_an_api_the_server_does_not_serve_says_so() -> None:
+    ref = GroupRef("ml", "job-9", Dialect.VOLCANO)
+    found = registry.resolve(ref, OBJECTS.get, served=Served((SP_KIND,)))
+    assert isinstance(found, Unresolved)
+    assert found.waiting
+    assert found.reason.endswith("; this API server does not serve it yet (volcano objects)")
+    still = registry.resolve(ref, OBJECTS.get, served=Served((SP_KIND, VOLCANO_KIND)))
+    assert isinstance(still, Unresolved)
+    assert "does not serve" not in still.reason
+
+
+def test_a_workload_without_the_named_pod_group_is_invalid() -> None:
+    found = registry.resolve(GroupRef("ml", "train", Dialect.UPSTREAM, "ps"), OBJECTS.get)
+    assert isinstance(found, Unresolved)
+    assert not found.waiting
+    assert found.reason.startswith('Workload ml/train has no pod group "ps"')
+
+
+def test_a_basic_pod_group_resolves_as_no_gang() -> None:
+    found = registry.resolve(GroupRef("ml", "train", Dialect.UPSTREAM, "driver"), OBJECTS.get)
+    assert isinstance(found, PodGroup)
+    assert found.basic
+
+
+def test_annotation_only_members_declare_the_gang_when_no_object_exists() -> None:
+    members = [pod(f"s-{i}", namespace="ml", group="sweep", min_member=3) for i in range(3)]
+    found = registry.resolve(GroupRef("ml", "sweep"), OBJECTS.get, members, default_timeout=90)
+    assert found == PodGroup("ml", "sweep", 3, timeout_seconds=90, from_crd=False)
+
+
+def test_a_scheduler_plugins_object_wins_over_member_declarations() -> None:
+    members = [pod("s-0", namespace="ml", group="job", min_member=9)]
+    found = registry.resolve(GroupRef("ml", "job"), OBJECTS.get, members)
+    assert isinstance(found, PodGroup)
+    assert found.min_member == 4
+
+
+def test_members_that_disagree_are_invalid_not_waiting() -> None:
+    members = [pod(f"s-{i}", namespace="ml", group="sweep", min_member=2 + i) for i in range(2)]
+    found = registry.resolve(GroupRef("ml", "sweep"), OBJECTS.get, members)
+    assert found == Unresolved(
+        "members of gang ml/sweep disagree on phalanx.io/min-member: 2, 3", waiting=False
+    )
+
+
+# --- status writes and Events ----------------------------------------------------------
+
+SP_KIND = ServedKind(
+    Dialect.SCHEDULER_PLUGINS, "scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"
+)
+VOLCANO_KIND = ServedKind(
+    Dialect.VOLCANO, "scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", False
+)
+UPSTREAM_KIND = ServedKind(
+    Dialect.UPSTREAM, "scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"
+)
+WORKLOAD_KIND = ServedKind(
+    Dialect.UPSTREAM, "scheduling.k8s.io", "v1alpha1", "Workload", "workloads", False
+)
+
+
+def waiting(ref: GroupRef) -> GangStatus:
+    return GangStatus(ref, GangPhase.PENDING, 0, 0, "waiting-for-members", "1/4 exist")
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind", "path", "fields"),
+    [
+        (
+            GroupRef("ml", "job"),
+            SP_KIND,
+            "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/job/status",
+            {"phase", "scheduled", "running", "conditions"},
+        ),
+        (
+            GroupRef("ml", "job", Dialect.VOLCANO),
+            VOLCANO_KIND,
+            "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups/job",
+            {"phase", "running", "succeeded", "failed", "conditions"},
+        ),
+        (
+            GroupRef("ml", "gang-0", Dialect.UPSTREAM),
+            UPSTREAM_KIND,
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/gang-0/status",
+            {"conditions"},
+        ),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream"],
+)
+def test_each_dialect_writes_status_where_its_api_keeps_it(
+    ref: GroupRef, kind: ServedKind, path: str, fields: set[str]
+) -> None:
+    write = registry.status_write(waiting(ref), kind, None, T0)
+    assert write is not None
+    assert write.path == path
+    assert write.body == {"status": write.status}
+    assert set(write.status) == fields
+
+
+def test_a_status_already_shown_is_not_written_again() -> None:
+    ref = GroupRef("ml", "job", Dialect.VOLCANO)
+    first = registry.status_write(waiting(ref), VOLCANO_KIND, None, T0)
+    assert first is not None
+    shown = {**first.status, "minMember": 4}  # the object's status may hold more
+    assert registry.status_write(waiting(ref), VOLCANO_KIND, shown, T0 + 60) is None
+
+
+def test_a_workload_gang_has_no_status_to_write() -> None:
+    ref = GroupRef("ml", "train", Dialect.UPSTREAM, "workers")
+    assert registry.status_write(waiting(ref), WORKLOAD_KIND, None, T0) is None
+
+
+def test_events_name_the_object_that_holds_the_gang() -> None:
+    ref = GroupRef("ml", "train", Dialect.UPSTREAM, "workers", "2")
+    assert registry.involved_object(ref, WORKLOAD_KIND, "wl-uid") == {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "namespace": "ml",
+        "name": "train",
+        "uid": "wl-uid",
+    }
+
+
+def test_the_outcomes_dialects_spell_are_the_planners() -> None:
+    assert {status.OUTCOME_WAITING, status.OUTCOME_UNFIT, status.OUTCOME_INVALID} <= {
+        outcome.value for outcome in Outcome
+    }
+
+
+def test_every_dialect_that_owns_objects_can_say_why_members_wait() -> None:
+    for entry in registry.DIALECTS:
+        if entry.kinds:
+            assert entry.waiting_reason is not None, entry.dialect
+            assert entry.build_status is not None, entry.dialect
+    assert isinstance(OBJECTS["upstream:ml/train"], Workload)

@@ -1,0 +1,234 @@
+"""scheduler-plugins: the pod label names a scheduling.x-k8s.io PodGroup; status as before."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from builders import pod_obj, podgroup_obj
+from phalanx.core.groups import scheduler_plugins
+from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import Claim, Dialect, GroupRef
+from phalanx.sources.base import GroupStatus
+from phalanx.sources.kube import KubeSource
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("labels", "claim"),
+    [
+        (
+            {"scheduling.x-k8s.io/pod-group": "pytorchjob-mnist"},
+            Claim(Dialect.SCHEDULER_PLUGINS, GroupRef("kubeflow", "pytorchjob-mnist")),
+        ),
+        ({"scheduling.x-k8s.io/pod-group": ""}, None),
+        ({"training.kubeflow.org/job-name": "mnist"}, None),
+    ],
+    ids=["label", "empty-label", "no-label"],
+)
+def test_the_pod_group_label_claims_a_pod(labels: dict[str, str], claim: Claim | None) -> None:
+    pod = parse_pod(pod_obj("mnist-worker-0", namespace="kubeflow", labels=labels))
+    assert (pod.group, pod.group_dialect) == (
+        (claim.ref, Dialect.SCHEDULER_PLUGINS) if claim else (None, None)
+    )
+
+
+def test_a_pod_group_is_keyed_by_namespace_and_name_as_before() -> None:
+    group = scheduler_plugins.parse_pod_group(podgroup_obj("mnist", 4, namespace="kubeflow"))
+    assert (group.key, group.ref, group.dialect) == (
+        "kubeflow/mnist",
+        GroupRef("kubeflow", "mnist"),
+        Dialect.SCHEDULER_PLUGINS,
+    )
+
+
+def test_an_edited_min_member_makes_a_different_pod_group() -> None:
+    before = podgroup_obj("mnist", 4)
+    after = podgroup_obj("mnist", 6)
+    after["status"] = {"phase": "Scheduling", "scheduled": 2}
+    with_status = podgroup_obj("mnist", 4)
+    with_status["status"] = {"phase": "Running", "running": 4}
+    with_status["metadata"]["resourceVersion"] = "2041"
+    parse = scheduler_plugins.parse_pod_group
+    assert parse(before) != parse(after)
+    assert parse(before) == parse(with_status)
+
+
+# --- status ----------------------------------------------------------------------------
+
+
+def status(
+    phase: str, reason: str, message: str, scheduled: int, running: int, **kw: Any
+) -> GangStatus:
+    return GangStatus(
+        GroupRef("ml", "job"), GangPhase(phase), scheduled, running, reason, message, **kw
+    )
+
+
+def condition(state: str, reason: str, message: str, at: str) -> dict[str, Any]:
+    return {
+        "type": "PodGroupScheduled",
+        "status": state,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/4 exist", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("gang", "previous", "body"),
+    [
+        pytest.param(
+            WAITING,
+            None,
+            {
+                "phase": "Pending",
+                "scheduled": 0,
+                "running": 0,
+                "conditions": [
+                    condition(
+                        "False",
+                        "WaitingForMembers",
+                        "waiting for gang members: 1/4 exist",
+                        "2026-01-01T00:00:00Z",
+                    )
+                ],
+            },
+            id="first-write",
+        ),
+        pytest.param(
+            status("Scheduling", "", "", 0, 0, schedule_start_time=T0 - 30),
+            None,
+            {
+                "phase": "Scheduling",
+                "scheduled": 0,
+                "running": 0,
+                "conditions": [condition("False", "Scheduling", "", "2026-01-01T00:00:00Z")],
+                "scheduleStartTime": "2025-12-31T23:59:30Z",
+            },
+            id="phase-as-reason",
+        ),
+        pytest.param(
+            status("Running", "committed", "placed", 4, 4),
+            {"conditions": [condition("False", "Committed", "x", "2025-12-31T00:00:00Z")]},
+            {
+                "phase": "Running",
+                "scheduled": 4,
+                "running": 4,
+                "conditions": [
+                    condition("True", "Committed", "placed", "2026-01-01T00:00:00Z"),
+                ],
+            },
+            id="status-flips",
+        ),
+        pytest.param(
+            status("Pending", "waiting-for-members", "2/4 exist", 0, 0),
+            {
+                "conditions": [
+                    condition("False", "WaitingForMembers", "1/4 exist", "2025-12-31T00:00:00Z")
+                ]
+            },
+            {
+                "phase": "Pending",
+                "scheduled": 0,
+                "running": 0,
+                "conditions": [
+                    condition("False", "WaitingForMembers", "2/4 exist", "2025-12-31T00:00:00Z")
+                ],
+            },
+            id="same-reason-keeps-time",
+        ),
+        pytest.param(
+            status("Pending", "", "x" * 2000, 0, 0),
+            None,
+            {
+                "phase": "Pending",
+                "scheduled": 0,
+                "running": 0,
+                "conditions": [condition("False", "Pending", "x" * 1024, "2026-01-01T00:00:00Z")],
+            },
+            id="message-cut",
+        ),
+    ],
+)
+def test_status_is_scheduler_plugins_own(
+    gang: GangStatus, previous: dict[str, Any] | None, body: dict[str, Any]
+) -> None:
+    assert scheduler_plugins.build_status(gang, previous, T0, "v1alpha1") == body
+
+
+def test_an_empty_previous_status_reads_as_none() -> None:
+    built = scheduler_plugins.build_status(WAITING, {"conditions": []}, T0, "v1alpha1")
+    assert built == scheduler_plugins.build_status(WAITING, None, T0, "v1alpha1")
+
+
+# --- byte for byte what the live source sends today --------------------------------------
+
+
+class RecordingApi:
+    """Records the merge patches; the source is never started, so nothing else is called."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, str]] = []
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((path, json.dumps(body)))
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+SEQUENCE = [
+    (T0, GroupStatus("ml/job", "Pending", 0, 0, "waiting-for-members", "1/4 exist")),
+    (T0 + 5, GroupStatus("ml/job", "Pending", 0, 0, "waiting-for-members", "3/4 exist")),
+    (T0 + 6, GroupStatus("ml/job", "Pending", 0, 0, "waiting-for-members", "3/4 exist")),
+    (T0 + 9, GroupStatus("ml/job", "Scheduling", 0, 0, "committed", "reserved", T0 + 8)),
+    (T0 + 12, GroupStatus("ml/job", "Scheduled", 4, 0, "bound", "bound", T0 + 8)),
+    (T0 + 40, GroupStatus("ml/job", "Running", 4, 4, "", "", T0 + 8)),
+]
+
+
+def test_the_status_body_is_byte_identical_to_what_the_kube_source_sent() -> None:
+    api = RecordingApi()
+    now = [T0]
+    source = KubeSource(api, wall_clock=lambda: now[0])  # type: ignore[arg-type]  # only patch() runs
+    source._groups["ml/job"] = "pg-uid"  # noqa: SLF001  # what the PodGroup watch records
+
+    async def send_all() -> None:
+        for at, update in SEQUENCE:
+            now[0] = at
+            await source.update_group_status(update)
+
+    asyncio.run(send_all())
+    ours: list[tuple[str, str]] = []
+    previous: dict[str, object] | None = None
+    for at, update in SEQUENCE:
+        gang = GangStatus(
+            GroupRef("ml", "job"),
+            GangPhase(update.phase),
+            update.scheduled,
+            update.running,
+            update.reason,
+            update.message,
+            update.schedule_start_time,
+        )
+        body = scheduler_plugins.build_status(gang, previous, at, "v1alpha1")
+        if body != previous:
+            ours.append(
+                (
+                    "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/job/status",
+                    json.dumps({"status": body}),
+                )
+            )
+            previous = body
+    assert api.patches == ours
+    assert len(ours) == 5  # the repeat at T0+6 is not sent

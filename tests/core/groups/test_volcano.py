@@ -1,0 +1,282 @@
+"""Volcano: scheduling.volcano.sh/v1beta1 PodGroups named by a pod annotation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import pod_obj, volcano_podgroup_obj
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import volcano
+from phalanx.core.groups.common import PodView
+from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, Resources, TopologyConstraint
+from phalanx.core.rawdict import Source
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+KUBE = "scheduling.k8s.io/group-name"
+VOLCANO = "scheduling.volcano.sh/group-name"
+
+
+def view(annotations: dict[str, str]) -> PodView:
+    return PodView(Source("Pod", "ml/p"), "ml", {}, annotations, {})
+
+
+@pytest.mark.parametrize(
+    ("annotations", "claim"),
+    [
+        ({KUBE: "job-1", VOLCANO: "job-1"}, GroupRef("ml", "job-1", Dialect.VOLCANO)),
+        ({KUBE: "job-1"}, GroupRef("ml", "job-1", Dialect.VOLCANO)),
+        ({VOLCANO: "job-1"}, GroupRef("ml", "job-1", Dialect.VOLCANO)),
+        ({KUBE: "", VOLCANO: ""}, None),
+        ({"volcano.sh/job-name": "job-1"}, None),
+    ],
+    ids=["both-as-volcano-writes", "kube-key", "volcano-key", "empty", "job-name-only"],
+)
+def test_the_group_name_annotation_claims_a_pod(
+    annotations: dict[str, str], claim: GroupRef | None
+) -> None:
+    found = volcano.claim(view(annotations))
+    assert found == (Claim(Dialect.VOLCANO, claim) if claim else None)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "problem"),
+    [
+        (
+            {KUBE: "a", VOLCANO: "b"},
+            f'annotation {VOLCANO}: "b" names a different group than annotation {KUBE}: "a"',
+        ),
+        (
+            {KUBE: "Job_1"},
+            f'annotation {KUBE}: "Job_1" is not a valid PodGroup name '
+            '(lower-case letters, digits, "-" and ".")',
+        ),
+    ],
+    ids=["disagree", "bad-name"],
+)
+def test_a_malformed_group_name_marks_the_pod_invalid(
+    annotations: dict[str, str], problem: str
+) -> None:
+    pod = parse_pod(pod_obj("p", annotations=annotations))
+    assert (pod.group, pod.group_dialect, pod.invalid) == (None, Dialect.VOLCANO, problem)
+
+
+def test_a_pod_group_as_the_volcano_job_controller_creates_it() -> None:
+    parsed = volcano.parse_pod_group(
+        volcano_podgroup_obj(
+            "mnist",
+            4,
+            namespace="ml",
+            min_resources={"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"},
+        )
+    )
+    assert parsed.warnings == ()
+    assert parsed.value == PodGroup(
+        namespace="ml",
+        name="mnist",
+        min_member=4,
+        min_resources=Resources({"cpu": 16_000, "memory": 64 * 2**30, "nvidia.com/gpu": 8}),
+        uid="vpg-ml-mnist",
+        dialect=Dialect.VOLCANO,
+    )
+    assert parsed.value.key == "volcano:ml/mnist"
+
+
+def test_a_volcano_and_a_scheduler_plugins_group_of_one_name_are_two_gangs() -> None:
+    by_volcano = parse_pod(pod_obj("a", volcano_group="job")).group
+    by_label = parse_pod(pod_obj("b", group="job")).group
+    assert by_volcano is not None
+    assert by_label is not None
+    assert by_volcano.key != by_label.key
+
+
+@pytest.mark.parametrize(
+    ("spec", "warnings"),
+    [
+        ({"queue": "research"}, ['spec.queue: "research" is ignored: Phalanx has no queues']),
+        ({"queue": "default"}, []),
+        ({"queue": ""}, []),
+        ({"minTaskMember": {"worker": 3, "ps": 1}}, ["spec.minTaskMember is not enforced"]),
+    ],
+    ids=["queue", "default-queue", "no-queue", "min-task-member"],
+)
+def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
+    spec: dict[str, Any], warnings: list[str]
+) -> None:
+    obj = volcano_podgroup_obj("job", 4)
+    obj["spec"].update(spec)
+    parsed = volcano.parse_pod_group(obj)
+    assert parsed.value.min_member == 4
+    assert len(parsed.warnings) == len(warnings)
+    for said, expected in zip(parsed.warnings, warnings, strict=True):
+        assert said.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("topology", "expected"),
+    [
+        ({"mode": "hard", "highestTierAllowed": 2}, TopologyConstraint(required="tier:2")),
+        ({"mode": "soft"}, TopologyConstraint(preferred="tier:1")),
+        ({}, TopologyConstraint(required="tier:1")),
+    ],
+    ids=["hard", "soft-default-tier", "defaults"],
+)
+def test_network_topology_becomes_a_tier_constraint(
+    topology: dict[str, Any], expected: TopologyConstraint
+) -> None:
+    obj = volcano_podgroup_obj("job", 4)
+    obj["spec"]["networkTopology"] = topology
+    assert volcano.parse_pod_group(obj).value.topology == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"minMember": 0}, "spec.minMember: must be a positive integer, not 0"),
+        ({"minMember": -3}, "spec.minMember: must be a positive integer, not -3"),
+        ({"minMember": None}, "spec.minMember: must be a positive integer, not None"),
+        ({"queue": 7}, "spec.queue: must be a string, not a number"),
+        (
+            {"networkTopology": {"mode": "strict"}},
+            'spec.networkTopology.mode: "strict" is not hard or soft',
+        ),
+        (
+            {"networkTopology": {"highestTierAllowed": 0}},
+            "spec.networkTopology.highestTierAllowed: must be a positive integer, not 0",
+        ),
+        (
+            {"minResources": {"nvidia.com/gpu": "half"}},
+            'spec.minResources["nvidia.com/gpu"]: "half" is not a Kubernetes quantity',
+        ),
+    ],
+    ids=["zero", "negative", "missing", "queue-type", "mode", "tier", "min-resources"],
+)
+def test_an_invalid_pod_group_is_an_error_naming_the_field(
+    spec: dict[str, Any], error: str
+) -> None:
+    obj = volcano_podgroup_obj("job", 4, namespace="ml")
+    obj["spec"].update(spec)
+    with pytest.raises(InvalidObjectError) as raised:
+        volcano.parse_pod_group(obj)
+    assert str(raised.value) == f"PodGroup ml/job: {error}"
+
+
+def test_an_edited_min_member_makes_a_different_gang() -> None:
+    before = volcano.parse_pod_group(volcano_podgroup_obj("job", 4)).value
+    after = volcano.parse_pod_group(volcano_podgroup_obj("job", 3)).value
+    running = volcano.parse_pod_group(
+        volcano_podgroup_obj("job", 4, status={"phase": "Running", "running": 4})
+    ).value
+    assert before != after
+    assert before == running
+
+
+# --- status ----------------------------------------------------------------------------
+
+NOW = "2026-01-01T00:00:00Z"
+EARLIER = "2025-12-31T00:00:00Z"
+
+
+def gang(phase: GangPhase, reason: str = "", message: str = "", **counts: int) -> GangStatus:
+    return GangStatus(
+        GroupRef("ml", "job", Dialect.VOLCANO),
+        phase,
+        counts.get("scheduled", 0),
+        counts.get("running", 0),
+        reason,
+        message,
+        succeeded=counts.get("succeeded", 0),
+        failed=counts.get("failed", 0),
+    )
+
+
+def cond(kind: str, reason: str, message: str, at: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "running": counts.get("running", 0),
+        "succeeded": counts.get("succeeded", 0),
+        "failed": counts.get("failed", 0),
+        "conditions": list(conditions),
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "previous", "expected"),
+    [
+        pytest.param(
+            gang(GangPhase.PENDING, "waiting-for-members", "waiting for gang members: 0/4 exist"),
+            {"phase": "Pending"},
+            body(
+                "Inqueue",
+                cond("Unschedulable", "NotEnoughTasks", "waiting for gang members: 0/4 exist", NOW),
+            ),
+            id="admitted-at-once",
+        ),
+        pytest.param(
+            gang(GangPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
+            {"conditions": [cond("Unschedulable", "NotEnoughTasks", "3/4", EARLIER)]},
+            body(
+                "Inqueue",
+                cond("Unschedulable", "NotEnoughResources", "no node has 8 free GPUs", EARLIER),
+            ),
+            id="unfit-keeps-time",
+        ),
+        pytest.param(
+            gang(GangPhase.PRE_SCHEDULING, "invalid", "phalanx.io/plan is not JSON"),
+            None,
+            body("Inqueue", cond("Unschedulable", "Invalid", "phalanx.io/plan is not JSON", NOW)),
+            id="invalid",
+        ),
+        pytest.param(
+            gang(GangPhase.SCHEDULED, "bound", "bound", scheduled=4),
+            {
+                "conditions": [
+                    cond("Unschedulable", "NotEnoughResources", "x", EARLIER),
+                    cond("Evicted", "PodFailed", "y", EARLIER),
+                ]
+            },
+            body(
+                "Running",
+                cond("Evicted", "PodFailed", "y", EARLIER),
+                cond("Scheduled", "Scheduled", "", NOW),
+            ),
+            id="placed-drops-unschedulable",
+        ),
+        pytest.param(
+            gang(GangPhase.RUNNING, running=3, succeeded=1, scheduled=4),
+            {"conditions": [cond("Scheduled", "Scheduled", "", EARLIER)]},
+            body("Running", cond("Scheduled", "Scheduled", "", EARLIER), running=3, succeeded=1),
+            id="running-counts",
+        ),
+        pytest.param(
+            gang(GangPhase.FINISHED, succeeded=4, scheduled=4),
+            None,
+            body("Completed", cond("Scheduled", "Scheduled", "", NOW), succeeded=4),
+            id="completed",
+        ),
+    ],
+)
+def test_status_speaks_volcano(
+    status: GangStatus, previous: dict[str, Any] | None, expected: dict[str, Any]
+) -> None:
+    assert volcano.build_status(status, previous, T0) == expected
+
+
+def test_no_phase_leaves_a_volcano_job_without_pods() -> None:
+    """Volcano's job controller creates pods only once the PodGroup has left Pending."""
+    phases = {volcano.build_status(gang(phase), None, T0)["phase"] for phase in GangPhase}
+    assert "Pending" not in phases
+    assert phases <= {"Inqueue", "Running", "Unknown", "Completed"}

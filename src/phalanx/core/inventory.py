@@ -39,6 +39,7 @@ from phalanx.core.model import (
     Node,
     Placement,
     Pod,
+    PodClaimRef,
     PodGroup,
     PodPhase,
     PolicyKind,
@@ -274,7 +275,44 @@ def parse_pod(obj: JsonObject) -> Pod:
         timeout_seconds=settings.timeout_seconds,
         placement=settings.placement,
         invalid="; ".join(settings.problems),
+        claims=_pod_claims(src, spec, status),
     )
+
+
+def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodClaimRef, ...]:
+    """`spec.resourceClaims`, with the names generated for templates (`resourceclaim.Name`)."""
+    generated: dict[str, str | None] = {}
+    path = "status.resourceClaimStatuses"
+    for item_path, entry in read_objects(src, status.get("resourceClaimStatuses"), path):
+        name = read_string(src, entry.get("name"), f"{item_path}.name")
+        claim = entry.get("resourceClaimName")
+        generated[name] = read_string(src, claim, f"{item_path}.resourceClaimName") or None
+    refs = []
+    for item_path, entry in read_objects(src, spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = read_string(src, entry.get("name"), f"{item_path}.name")
+        claim = read_string(src, entry.get("resourceClaimName"), f"{item_path}.resourceClaimName")
+        template = read_string(
+            src, entry.get("resourceClaimTemplateName"), f"{item_path}.resourceClaimTemplateName"
+        )
+        if not name:
+            raise src.invalid(f"{item_path}.name", "is required")
+        if bool(claim) == bool(template):
+            raise src.invalid(
+                item_path, "must set exactly one of resourceClaimName and resourceClaimTemplateName"
+            )
+        if template:
+            status_name = generated.get(name, "")
+            refs.append(
+                PodClaimRef(
+                    name,
+                    claim=status_name or "",
+                    template=template,
+                    not_needed=name in generated and status_name is None,
+                )
+            )
+        else:
+            refs.append(PodClaimRef(name, claim=claim))
+    return tuple(refs)
 
 
 def _phase(src: Source, status: JsonObject) -> PodPhase:
@@ -310,6 +348,22 @@ def _required_affinity(src: Source, spec: JsonObject) -> tuple[SelectorTerm, ...
     if required is None:
         return None
     terms = read_object(src, required, path).get("nodeSelectorTerms")
+    return tuple(
+        SelectorTerm(
+            match_expressions=_requirements(
+                src, term.get("matchExpressions"), f"{term_path}.matchExpressions"
+            ),
+            match_fields=_requirements(src, term.get("matchFields"), f"{term_path}.matchFields"),
+        )
+        for term_path, term in read_objects(src, terms, f"{path}.nodeSelectorTerms")
+    )
+
+
+def parse_node_selector(src: Source, value: object, path: str) -> tuple[SelectorTerm, ...] | None:
+    """A `v1 NodeSelector` (its ORed `nodeSelectorTerms`); None when the field is absent."""
+    if value is None:
+        return None
+    terms = read_object(src, value, path).get("nodeSelectorTerms")
     return tuple(
         SelectorTerm(
             match_expressions=_requirements(

@@ -50,6 +50,20 @@ from phalanx.core.cel_syntax import (
 from phalanx.core.errors import QuantityError, quoted
 from phalanx.core.quantity import int_value, parse_quantity
 
+__all__ = [
+    "AttributeValue",
+    "CelSyntaxError",
+    "DeviceView",
+    "Quantity",
+    "Read",
+    "Selector",
+    "Unsupported",
+    "Verdict",
+    "Version",
+    "describe_value",
+    "parse_selector",
+]
+
 # ---- values ------------------------------------------------------------------------------
 
 _SEMVER = re.compile(

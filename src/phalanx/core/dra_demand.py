@@ -29,7 +29,7 @@ How exactly a request is counted (`Exactness`):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
@@ -50,6 +50,9 @@ from phalanx.core.dra_inventory import (
     NodePool,
     class_entry,
     countable,
+    gpu_info,
+    is_dra_entry,
+    node_entries,
     shape_entry,
 )
 from phalanx.core.eligibility import term_matches
@@ -294,6 +297,18 @@ def _request(
             Exactness.EXACT,
             "; ".join(notes),
         )
+    if not matching and not reads_identity:
+        # No node can serve it; `ineligibility` says so on every node.
+        notes.insert(0, f"no {device_class} device in the cluster matches the selectors")
+        return RequestDemand(
+            name,
+            device_class,
+            count,
+            Resources(takes),
+            supported,
+            Exactness.EXACT,
+            "; ".join(notes),
+        )
     why = (
         "selectors read per-device values"
         if reads_identity
@@ -427,3 +442,39 @@ def _matching(
             ):
                 count += 1
     return count
+
+
+# ---- the bridge, applied to model values -------------------------------------------------
+
+
+def node_with_devices(
+    node: Node,
+    pools: Sequence[NodePool],
+    catalog: DeviceCatalog,
+    allocated: Allocated,
+    *,
+    clique_label: str = "nvidia.com/gpu.clique",
+) -> Node:
+    """The node with its free DRA devices in `allocatable` (earlier DRA entries replaced).
+
+    A node without device-plugin GPUs gets its `gpu` description from its DRA GPUs, so GPU
+    memory checks, metrics and /debug read both kinds of node the same way.
+    """
+    base = Resources((k, v) for k, v in node.allocatable.items() if not is_dra_entry(k))
+    allocatable = base + node_entries(pools, catalog, allocated)
+    gpu = node.gpu
+    if gpu is None or (gpu.count == 0 and not gpu.mig):
+        described = gpu_info(pools)
+        if described is not None:
+            gpu = replace(described, clique=node.labels.get(clique_label, ""))
+    if allocatable == node.allocatable and gpu is node.gpu:
+        return node
+    return replace(node, allocatable=allocatable, gpu=gpu)
+
+
+def pod_with_demand(pod: Pod, extra: Resources) -> Pod:
+    """The pod asking for its DRA devices too (`extra` from `PodDemand.requests` or a
+    `GangDemand`); earlier DRA entries of its requests are replaced."""
+    base = Resources((k, v) for k, v in pod.requests.items() if not is_dra_entry(k))
+    requests = base + extra
+    return pod if requests == pod.requests else replace(pod, requests=requests)

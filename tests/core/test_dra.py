@@ -41,9 +41,11 @@ from phalanx.core.dra import (
 from phalanx.core.dra_inventory import (
     CLASS_PREFIX,
     DeviceCatalog,
+    DraInventory,
     PoolState,
     allocated_devices,
     build_inventory,
+    catalog_for,
     class_entry,
     describe_node,
     gpu_info,
@@ -60,8 +62,9 @@ MIG_CLASS = "mig.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 
 
-def catalog() -> DeviceCatalog:
-    return DeviceCatalog(parse_device_class(o) for o in nvidia_class_objs())
+def catalog(inv: DraInventory | None = None) -> DeviceCatalog:
+    classes = [parse_device_class(o) for o in nvidia_class_objs()]
+    return catalog_for(classes, inv) if inv is not None else DeviceCatalog(classes)
 
 
 def inventory(*objs: dict[str, Any]):
@@ -84,8 +87,8 @@ def test_an_nvidia_gpu_slice_becomes_eight_devices_of_one_shape() -> None:
     s = parse_resource_slice(gpu_slice_obj("n1"))
     assert (s.driver, s.pool, s.generation, s.slice_count) == (GPU_DRIVER, "n1", 1, 1)
     assert s.access is NodeAccess.NODE
-    [(node, devices)] = s.local
-    assert node == "n1"
+    assert s.node == "n1"
+    devices = s.devices
     assert [d.name for d in devices] == [f"gpu-{i}" for i in range(8)]
     assert len({d.shape for d in devices}) == 1
     gpu = devices[3]
@@ -102,14 +105,14 @@ def test_an_nvidia_gpu_slice_becomes_eight_devices_of_one_shape() -> None:
 def test_identical_servers_share_one_copy_of_their_devices() -> None:
     a = parse_resource_slice(gpu_slice_obj("n1"))
     b = parse_resource_slice(gpu_slice_obj("n2"))
-    assert a.local[0][1] is b.local[0][1]
+    assert a.devices is b.devices
     other = parse_resource_slice(gpu_slice_obj("n3", driver_version="560.35.3"))
-    assert other.local[0][1][0].shape is not a.local[0][1][0].shape
+    assert other.devices[0].shape is not a.devices[0].shape
 
 
 def test_mig_devices_share_a_shape_per_profile_and_keep_their_placement() -> None:
     s = parse_resource_slice(mig_slice_obj("m1", {0: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]}))
-    devices = s.local[0][1]
+    devices = s.devices
     assert [d.name for d in devices] == [
         "gpu-0-mig-9-0-4",
         "gpu-0-mig-14-4-2",
@@ -124,7 +127,7 @@ def test_mig_devices_share_a_shape_per_profile_and_keep_their_placement() -> Non
 
 def test_compute_domain_channels_keep_their_id() -> None:
     s = parse_resource_slice(compute_domain_slice_obj("n1", channels=3))
-    devices = s.local[0][1]
+    devices = s.devices
     assert [d.name for d in devices] == ["channel-0", "channel-1", "channel-2", "daemon-0"]
     assert [d.attribute(f"{CD_DRIVER}/id") for d in devices] == [0, 1, 2, 0]
     assert not devices[0].shape.gpu_like
@@ -177,7 +180,7 @@ def test_device_taints_and_partitions_are_flagged() -> None:
     devices[0]["taints"] = [{"key": "health", "effect": "NoSchedule"}]
     devices[1]["consumesCounters"] = [{"counterSet": "gpu-1-counter-set", "counters": {}}]
     devices[2]["taints"] = [{"key": "note", "effect": "None"}]
-    flags = [d.flags for d in parse_resource_slice(obj).local[0][1]]
+    flags = [d.flags for d in parse_resource_slice(obj).devices]
     assert flags == [DeviceFlag.TAINTED, DeviceFlag.CONSUMES_COUNTERS, DeviceFlag.NONE]
 
 

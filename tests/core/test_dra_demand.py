@@ -29,8 +29,6 @@ from builders import (
     pod,
 )
 from phalanx.core.dra import (
-    ResourceClaim,
-    ResourceClaimTemplate,
     parse_device_class,
     parse_resource_claim,
     parse_resource_claim_template,
@@ -42,16 +40,10 @@ from phalanx.core.dra_demand import (
     gang_demand,
     ineligibility,
     node_with_devices,
-    pod_demand,
     pod_with_demand,
 )
-from phalanx.core.dra_inventory import (
-    DeviceCatalog,
-    DraInventory,
-    allocated_devices,
-    build_inventory,
-    class_entry,
-)
+from phalanx.core.dra_inventory import DeviceCatalog, class_entry
+from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement, parse_pod
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, Resources
@@ -65,43 +57,42 @@ C = f"device.capacity['{GPU_DRIVER}']"
 
 
 class Cluster:
-    """Slices, classes, claims and templates, and the model the bridge makes of them."""
+    """Slices, classes, claims and templates in a `DraState`, and the model it bridges to."""
 
     def __init__(self, *slices: dict[str, Any], classes: list[dict[str, Any]] | None = None):
-        self.inventory: DraInventory = build_inventory(parse_resource_slice(s) for s in slices)
-        self.catalog = DeviceCatalog(
-            parse_device_class(o) for o in (classes if classes is not None else nvidia_class_objs())
-        )
-        self.shapes = self.catalog.class_shapes(self.inventory)
-        self.claims: dict[str, ResourceClaim] = {}
-        self.templates: dict[str, ResourceClaimTemplate] = {}
+        self.state = DraState()
+        for o in classes if classes is not None else nvidia_class_objs():
+            self.state.upsert_class(parse_device_class(o))
+        for o in slices:
+            self.state.upsert_slice(parse_resource_slice(o))
+
+    @property
+    def catalog(self) -> DeviceCatalog:
+        return self.state.catalog
 
     def template(self, name: str, *requests: dict[str, Any]) -> str:
-        t = parse_resource_claim_template(claim_template_obj(name, *requests))
-        self.templates[t.key] = t
+        self.state.upsert_template(
+            parse_resource_claim_template(claim_template_obj(name, *requests))
+        )
         return name
 
     def claim(self, name: str, *requests: dict[str, Any], **kw: Any) -> str:
-        c = parse_resource_claim(claim_obj(name, *requests, **kw))
-        self.claims[c.key] = c
+        self.state.upsert_claim(parse_resource_claim(claim_obj(name, *requests, **kw)))
         return name
 
     def pod(self, name: str, **kw: Any) -> Pod:
         return parse_pod(dra_pod_obj(name, **kw))
 
     def demand(self, p: Pod) -> PodDemand:
-        return pod_demand(p, self.claims, self.templates, self.catalog, self.shapes)
+        return self.state.demand(p)
 
     def node(self, name: str, *, base: Node | None = None) -> Node:
-        held = allocated_devices(self.claims.values())
         return node_with_devices(
-            base or gpu_node(name, 0), self.inventory.node(name), self.catalog, held
+            base or gpu_node(name, 0), self.state.node(name), self.catalog, self.state.allocated
         )
 
     def why_not(self, p: Pod, node: str) -> str | None:
-        return ineligibility(
-            self.demand(p), self.node(node), self.inventory.node(node), self.catalog
-        )
+        return ineligibility(self.demand(p), self.node(node), self.state.node(node), self.catalog)
 
 
 def h100_cluster(nodes: int = 2) -> Cluster:

@@ -19,10 +19,12 @@ evaluated by kube-scheduler only (see `phalanx.core.dra_demand`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import re
 import sys
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntFlag, StrEnum
 from fractions import Fraction
@@ -238,7 +240,8 @@ def _device(
     return _DEVICES.get(key, make)
 
 
-def _device_list(devices: list[Device]) -> tuple[Device, ...]:
+def intern_devices(devices: Iterable[Device]) -> tuple[Device, ...]:
+    """One shared tuple for every equal list of devices (identical servers, channels)."""
     key = tuple(devices)  # devices are interned: identity is equality
     return _DEVICE_LISTS.get(key, lambda: key)
 
@@ -256,6 +259,17 @@ class NodeAccess(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class SliceDetails:
+    """What few slices have; kept apart so the common slice stays small."""
+
+    access: NodeAccess
+    device_nodes: tuple[str, ...] = ()  # PER_DEVICE: the node of each device, in order
+    nonlocal_devices: int = 0  # reachable from several nodes: not counted per node
+    duplicates: tuple[str, ...] = ()  # device names listed more than once in this slice
+    counter_sets: int = 0  # `sharedCounters` sets defined by this slice
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceSlice:
     """One `ResourceSlice`: part (or all) of a driver's pool of devices."""
 
@@ -264,16 +278,38 @@ class ResourceSlice:
     pool: str
     generation: int
     slice_count: int  # how many slices make the pool at this generation
-    access: NodeAccess
-    # Node-local devices by node: the slice's node for NODE, each device's for PER_DEVICE.
-    local: tuple[tuple[str, tuple[Device, ...]], ...]
-    nonlocal_devices: int = 0  # reachable from several nodes: not counted per node
-    duplicates: tuple[str, ...] = ()  # device names listed more than once in this slice
-    counter_sets: int = 0  # `sharedCounters` sets defined by this slice
+    node: str  # the node of a `nodeName` slice; "" otherwise
+    devices: tuple[Device, ...]  # the node-local devices (interned)
+    details: SliceDetails | None = None  # None: a plain nodeName slice
 
     @property
-    def device_names(self) -> tuple[str, ...]:
-        return tuple(d.name for _, devices in self.local for d in devices)
+    def access(self) -> NodeAccess:
+        return NodeAccess.NODE if self.details is None else self.details.access
+
+    @property
+    def device_nodes(self) -> tuple[str, ...]:
+        return () if self.details is None else self.details.device_nodes
+
+    @property
+    def nonlocal_devices(self) -> int:
+        return 0 if self.details is None else self.details.nonlocal_devices
+
+    @property
+    def duplicates(self) -> tuple[str, ...]:
+        return () if self.details is None else self.details.duplicates
+
+    @property
+    def counter_sets(self) -> int:
+        return 0 if self.details is None else self.details.counter_sets
+
+    def by_node(self) -> list[tuple[str, tuple[Device, ...]]]:
+        """The node-local devices grouped by node."""
+        if not self.device_nodes:
+            return [(self.node, self.devices)] if self.node and self.devices else []
+        grouped: dict[str, list[Device]] = {}
+        for node, device in zip(self.device_nodes, self.devices, strict=True):
+            grouped.setdefault(node, []).append(device)
+        return [(node, intern_devices(devices)) for node, devices in sorted(grouped.items())]
 
 
 def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
@@ -294,7 +330,8 @@ def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
     if count is None or count < 1:
         raise src.invalid("spec.pool.resourceSliceCount", f"must be positive, not {count}")
     access, node = _node_access(src, spec)
-    local: dict[str, list[Device]] = {}
+    devices: list[Device] = []
+    device_nodes: list[str] = []
     nonlocal_devices = 0
     seen: set[str] = set()
     duplicates: list[str] = []
@@ -303,24 +340,33 @@ def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
         if device.name in seen:
             duplicates.append(device.name)
         seen.add(device.name)
-        target = node if node is not None else device_node
-        if target:
-            local.setdefault(target, []).append(device)
+        if node:
+            devices.append(device)
+        elif device_node:
+            devices.append(device)
+            device_nodes.append(sys.intern(device_node))
         else:
             nonlocal_devices += 1
-    counter_sets = _count(src, spec.get("sharedCounters"), "spec.sharedCounters")
+    details = SliceDetails(
+        access=access,
+        device_nodes=tuple(device_nodes),
+        nonlocal_devices=nonlocal_devices,
+        duplicates=tuple(sorted(set(duplicates))),
+        counter_sets=_count(src, spec.get("sharedCounters"), "spec.sharedCounters"),
+    )
     return ResourceSlice(
         name=src.name,
         driver=sys.intern(driver),
         pool=sys.intern(pool_name),
         generation=generation,
         slice_count=count,
-        access=access,
-        local=tuple((sys.intern(n), _device_list(d)) for n, d in sorted(local.items())),
-        nonlocal_devices=nonlocal_devices,
-        duplicates=tuple(sorted(set(duplicates))),
-        counter_sets=counter_sets,
+        node=sys.intern(node) if node else "",
+        devices=intern_devices(devices),
+        details=None if details == _PLAIN else details,
     )
+
+
+_PLAIN = SliceDetails(NodeAccess.NODE)
 
 
 def _node_access(src: Source, spec: JsonObject) -> tuple[NodeAccess, str | None]:
@@ -353,43 +399,62 @@ def _node_access(src: Source, spec: JsonObject) -> tuple[NodeAccess, str | None]
     return chosen[0], None if chosen[0] is NodeAccess.PER_DEVICE else ""
 
 
+# Per (driver, name as published): the qualified name and what it is to a shape.
+_SHARED, _OWN, _DROPPED = 0, 1, 2
+_ATTRIBUTE_NAMES: dict[tuple[str, str], tuple[str, int]] = {}
+_CAPACITY_NAMES: dict[tuple[str, str], tuple[str, int]] = {}
+
+
+def _classify(driver: str, name: str, kind: str) -> tuple[str, int]:
+    table = _ATTRIBUTE_NAMES if kind == "attribute" else _CAPACITY_NAMES
+    found = table.get((driver, name))
+    if found is None:
+        full = sys.intern(qualified(driver, name))
+        role = _OWN if is_identifying(kind, full) else _SHARED
+        if kind == "attribute" and is_dropped(full):
+            role = _DROPPED
+        if len(table) >= 1 << 14:  # names are few; a flood of distinct ones starts afresh
+            table.clear()
+        found = table[(driver, name)] = (full, role)
+    return found
+
+
 def _parse_device(
     src: Source, driver: str, raw: JsonObject, path: str, *, per_device: bool
 ) -> tuple[Device, str]:
     """A device and, for per-device node selection, its node ("" when not node-local)."""
-    name = read_string(src, raw.get("name"), f"{path}.name")
-    if not name:
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        read_string(src, name, f"{path}.name")
         raise src.invalid(f"{path}.name", "is required")
     shared: dict[str, AttributeValue] = {}
     own: dict[str, AttributeValue] = {}
-    attributes_path = f"{path}.attributes"
-    for attribute, value in read_object(src, raw.get("attributes"), attributes_path).items():
-        name_path = key_path(attributes_path, attribute)
-        full = qualified(driver, attribute)
-        parsed = _attribute_value(src, value, name_path)
-        if is_dropped(full):
-            continue
-        (own if is_identifying("attribute", full) else shared)[full] = parsed
+    attributes = raw.get("attributes")
+    if attributes is not None:
+        for attribute, value in read_object(src, attributes, f"{path}.attributes").items():
+            full, role = _classify(driver, attribute, "attribute")
+            parsed = _attribute_value(src, value, path, attribute)
+            if role != _DROPPED:
+                (own if role == _OWN else shared)[full] = parsed
     capacity: dict[str, Fraction] = {}
     own_capacity: dict[str, Fraction] = {}
-    capacity_path = f"{path}.capacity"
-    for item, value in read_object(src, raw.get("capacity"), capacity_path).items():
-        item_path = key_path(capacity_path, item)
-        amount = _quantity(
-            src, read_object(src, value, item_path).get("value"), f"{item_path}.value"
-        )
-        full = qualified(driver, item)
-        (own_capacity if is_identifying("capacity", full) else capacity)[full] = amount
+    capacities = raw.get("capacity")
+    if capacities is not None:
+        for item, value in read_object(src, capacities, f"{path}.capacity").items():
+            full, role = _classify(driver, item, "capacity")
+            amount = _capacity_value(src, value, path, item)
+            (own_capacity if role == _OWN else capacity)[full] = amount
     flags = DeviceFlag.NONE
-    if _count(src, raw.get("consumesCounters"), f"{path}.consumesCounters"):
+    if raw.get("consumesCounters"):
+        _count(src, raw.get("consumesCounters"), f"{path}.consumesCounters")
         flags |= DeviceFlag.CONSUMES_COUNTERS
-    for taint_path, taint in read_objects(src, raw.get("taints"), f"{path}.taints"):
-        if read_string(src, taint.get("effect"), f"{taint_path}.effect") in (
-            _TAINT_EFFECTS_THAT_EXCLUDE
-        ):
-            flags |= DeviceFlag.TAINTED
+    if raw.get("taints"):
+        for taint_path, taint in read_objects(src, raw.get("taints"), f"{path}.taints"):
+            effect = read_string(src, taint.get("effect"), f"{taint_path}.effect")
+            if effect in _TAINT_EFFECTS_THAT_EXCLUDE:
+                flags |= DeviceFlag.TAINTED
     multiple = raw.get("allowMultipleAllocations")
-    if read_boolean(src, multiple, f"{path}.allowMultipleAllocations"):
+    if multiple is not None and read_boolean(src, multiple, f"{path}.allowMultipleAllocations"):
         flags |= DeviceFlag.MULTIPLE_ALLOCATIONS
     node = ""
     if per_device:
@@ -398,26 +463,59 @@ def _parse_device(
     return device, node
 
 
-def _attribute_value(src: Source, value: object, path: str) -> AttributeValue:
-    entry = read_object(src, value, path)
+def _capacity_value(src: Source, value: object, path: str, item: str) -> Fraction:
+    entry = value.get("value") if isinstance(value, dict) else None
+    if isinstance(entry, str):
+        try:
+            amount = parse_quantity(entry)  # cached per text
+        except QuantityError:
+            pass
+        else:
+            if amount >= 0:
+                return amount
+    where = key_path(f"{path}.capacity", item)
+    return _quantity(src, read_object(src, value, where).get("value"), f"{where}.value")
+
+
+def _attribute_value(src: Source, value: object, path: str, name: str) -> AttributeValue:
+    if isinstance(value, dict) and len(value) == 1:
+        # The common, valid case, read without building paths.
+        ((kind, raw),) = value.items()
+        if kind == "string" and isinstance(raw, str):
+            return sys.intern(raw)
+        if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if kind == "bool" and isinstance(raw, bool):
+            return raw
+        if kind == "version" and isinstance(raw, str):
+            with contextlib.suppress(ValueError):
+                return _version(raw)
+    where = key_path(f"{path}.attributes", name)
+    entry = read_object(src, value, where)
     present = [k for k in ("int", "bool", "string", "version") if entry.get(k) is not None]
     if len(present) != 1:
-        raise src.invalid(path, "must set exactly one of int, bool, string and version")
+        raise src.invalid(where, "must set exactly one of int, bool, string and version")
     kind = present[0]
     raw = entry[kind]
     if kind == "int":
-        number = read_integer(src, raw, f"{path}.int")
+        number = read_integer(src, raw, f"{where}.int")
         assert number is not None
         return number
     if kind == "bool":
-        return read_boolean(src, raw, f"{path}.bool")
-    text = read_string(src, raw, f"{path}.{kind}")
+        return read_boolean(src, raw, f"{where}.bool")
+    text = read_string(src, raw, f"{where}.{kind}")
     if kind == "string":
         return sys.intern(text)
     try:
-        return Version.parse(text)
+        return _version(text)
     except ValueError as error:
-        raise src.invalid(f"{path}.version", str(error)) from error
+        raise src.invalid(f"{where}.version", str(error)) from error
+
+
+@functools.lru_cache(maxsize=1024)
+def _version(text: str) -> Version:
+    # A cluster publishes a handful of driver and CUDA versions, on every device.
+    return Version.parse(text)
 
 
 def _quantity(src: Source, value: object, path: str) -> Fraction:

@@ -47,9 +47,8 @@ from phalanx.core.dra import (
 from phalanx.core.dra_inventory import (
     Allocated,
     DeviceCatalog,
-    NodePool,
+    DeviceHolder,
     class_entry,
-    countable,
     gpu_info,
     is_dra_entry,
     node_entries,
@@ -57,8 +56,6 @@ from phalanx.core.dra_inventory import (
 )
 from phalanx.core.eligibility import term_matches
 from phalanx.core.model import DRA_GPU, EMPTY, Node, Pod, Resources, SelectorTerm
-
-ClassShapes = Mapping[str, frozenset[DeviceShape]]
 
 
 class Exactness(StrEnum):
@@ -148,7 +145,6 @@ def pod_demand(
     claims: Mapping[str, ResourceClaim],
     templates: Mapping[str, ResourceClaimTemplate],
     catalog: DeviceCatalog,
-    shapes: ClassShapes,
 ) -> PodDemand:
     """The device demand of a pod's `spec.resourceClaims` (claims and templates by key)."""
     if not pod.claims:
@@ -170,7 +166,7 @@ def pod_demand(
             if claim.deleting:
                 problems.append(f"ResourceClaim {key} is being deleted")
                 continue
-            demand, found = _claim(key, claim.spec, catalog, shapes)
+            demand, found = _claim(key, claim.spec, catalog)
             problems += found
             if claim.allocation is not None:
                 demand = ClaimDemand(
@@ -189,15 +185,13 @@ def pod_demand(
                 problems.append(f"ResourceClaimTemplate {template_key} does not exist")
                 continue
             key = f"{pod.namespace}/{pod.name}#{ref.name}"
-            demand, found = _claim(key, template.spec, catalog, shapes)
+            demand, found = _claim(key, template.spec, catalog)
             problems += found
             result.append(demand)
     return PodDemand(tuple(result), tuple(problems))
 
 
-def _claim(
-    key: str, spec: ClaimSpec, catalog: DeviceCatalog, shapes: ClassShapes
-) -> tuple[ClaimDemand, list[str]]:
+def _claim(key: str, spec: ClaimSpec, catalog: DeviceCatalog) -> tuple[ClaimDemand, list[str]]:
     problems = [f"claim {key}: {spec.problem}"] if spec.problem else []
     requests = []
     for request in spec.requests:
@@ -215,7 +209,8 @@ def _claim(
                 f"({device_class.problem})"
             )
             continue
-        demand = _request(name, chosen, shapes.get(chosen.device_class, frozenset()), catalog)
+        shapes = catalog.shapes.get(chosen.device_class, frozenset())
+        demand = _request(name, chosen, shapes, catalog)
         notes = [demand.note] if demand.note else []
         if request.alternatives and len(request.alternatives) > 1:
             notes.append(
@@ -287,7 +282,9 @@ def _request(
     matching = [s for s in shapes if all(_shape_matches(sel, s) for sel in supported)]
     reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
     if len(matching) == 1 and not reads_identity:
-        takes[shape_entry(device_class, matching[0])] = count
+        # One shape: every device of the class that has it matches, and no other does.
+        if catalog.several_shapes(device_class):
+            takes[shape_entry(device_class, matching[0])] = count
         return RequestDemand(
             name,
             device_class,
@@ -396,7 +393,7 @@ def _merge(groups: list[set[str]]) -> tuple[frozenset[str], ...]:
 def ineligibility(
     demand: PodDemand,
     node: Node,
-    pools: Sequence[NodePool],
+    pools: Sequence[DeviceHolder],
     catalog: DeviceCatalog,
     allocated: Allocated | None = None,
 ) -> str | None:
@@ -428,19 +425,23 @@ def ineligibility(
 
 
 def _matching(
-    request: RequestDemand, pools: Sequence[NodePool], catalog: DeviceCatalog, allocated: Allocated
+    request: RequestDemand,
+    pools: Sequence[DeviceHolder],
+    catalog: DeviceCatalog,
+    allocated: Allocated,
 ) -> int:
     count = 0
+    name, selectors = request.device_class, request.selectors
     for pool in pools:
-        held = allocated.get((pool.driver, pool.pool), frozenset())
-        for device in pool.devices:
-            if (
-                device.name not in held
-                and countable(device)
-                and catalog.in_class(device, request.device_class)
-                and all(s.matches(device) for s in request.selectors)
-            ):
-                count += 1
+        held = allocated.get((pool.driver, pool.pool))
+        if not held:
+            count += catalog.count_matching(pool.devices, name, selectors)
+            continue
+        count += sum(
+            1
+            for device in pool.devices
+            if device.name not in held and catalog.matches(device, name, selectors)
+        )
     return count
 
 
@@ -449,7 +450,7 @@ def _matching(
 
 def node_with_devices(
     node: Node,
-    pools: Sequence[NodePool],
+    pools: Sequence[DeviceHolder],
     catalog: DeviceCatalog,
     allocated: Allocated,
     *,

@@ -21,7 +21,7 @@ resources the gang transaction plans with; `phalanx.core.dra_demand` explains th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -35,6 +35,7 @@ from phalanx.core.dra import (
     DeviceShape,
     ResourceClaim,
     ResourceSlice,
+    intern_devices,
 )
 from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
 
@@ -69,11 +70,17 @@ class PoolState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class NodePool:
-    """What one node holds of one pool."""
+    """What one node holds of a pool made of several slices (or shared between nodes)."""
 
     driver: str
     pool: str
+    node: str
     devices: tuple[Device, ...]
+
+
+# What one node holds of one pool: the pool's only slice itself when it has one (the usual
+# case, and no copy), else the devices merged from its slices. Both read alike.
+DeviceHolder = NodePool | ResourceSlice
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +92,7 @@ class Pool:
     generation: int
     state: PoolState
     problem: str = ""  # why incomplete or invalid, for people
-    # Devices per node, only for a complete and valid pool.
-    local: tuple[tuple[str, tuple[Device, ...]], ...] = ()
+    local: tuple[DeviceHolder, ...] = ()  # per node, only for a complete and valid pool
     nonlocal_devices: int = 0
 
     @property
@@ -95,7 +101,7 @@ class Pool:
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(node for node, _ in self.local)
+        return tuple(held.node for held in self.local)
 
 
 def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
@@ -119,17 +125,31 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
             f"{where}: {len(current)} of {first.slice_count} slices of generation {newest} "
             "are published; its devices are not used until the driver finishes the update",
         )
+    nonlocal_devices = sum(s.nonlocal_devices for s in current)
+    if len(current) == 1 and not first.device_nodes:
+        holders: tuple[DeviceHolder, ...] = (first,) if first.node and first.devices else ()
+        return Pool(
+            first.driver,
+            first.pool,
+            newest,
+            PoolState.COMPLETE,
+            local=holders,
+            nonlocal_devices=nonlocal_devices,
+        )
     local: dict[str, list[Device]] = {}
     for s in current:
-        for node, devices in s.local:
+        for node, devices in s.by_node():
             local.setdefault(node, []).extend(devices)
     return Pool(
         first.driver,
         first.pool,
         newest,
         PoolState.COMPLETE,
-        local=tuple((node, tuple(devices)) for node, devices in sorted(local.items())),
-        nonlocal_devices=sum(s.nonlocal_devices for s in current),
+        local=tuple(
+            NodePool(first.driver, first.pool, node, intern_devices(devices))
+            for node, devices in sorted(local.items())
+        ),
+        nonlocal_devices=nonlocal_devices,
     )
 
 
@@ -143,7 +163,7 @@ def _duplicate_devices(slices: Sequence[ResourceSlice]) -> str:
     for s in slices:
         for name in s.duplicates:
             where.setdefault(name, []).extend([s.name, s.name])
-        for name in set(s.device_names) - set(s.duplicates):
+        for name in {d.name for d in s.devices} - set(s.duplicates):
             where.setdefault(name, []).append(s.name)
     repeated = sorted((name, sorted(owners)) for name, owners in where.items() if len(owners) > 1)
     if not repeated:
@@ -158,9 +178,9 @@ class DraInventory:
     """Every pool, and the node-local devices of the usable ones by node."""
 
     pools: Mapping[tuple[str, str], Pool]
-    by_node: Mapping[str, tuple[NodePool, ...]]
+    by_node: Mapping[str, tuple[DeviceHolder, ...]]
 
-    def node(self, name: str) -> tuple[NodePool, ...]:
+    def node(self, name: str) -> tuple[DeviceHolder, ...]:
         return self.by_node.get(name, ())
 
     def problems(self) -> list[str]:
@@ -187,19 +207,19 @@ def build_inventory(slices: Iterable[ResourceSlice]) -> DraInventory:
     return DraInventory(pools, node_pools(pools.values()))
 
 
-def node_pools(pools: Iterable[Pool]) -> dict[str, tuple[NodePool, ...]]:
+def node_pools(pools: Iterable[Pool]) -> dict[str, tuple[DeviceHolder, ...]]:
     """Per node, what it holds of each complete, valid pool (ordered by driver, pool)."""
-    by_node: dict[str, list[NodePool]] = {}
+    by_node: dict[str, list[DeviceHolder]] = {}
     for pool in sorted(pools, key=lambda p: p.key):
-        for node, devices in pool.local:
-            by_node.setdefault(node, []).append(NodePool(pool.driver, pool.name, devices))
+        for held in pool.local:
+            by_node.setdefault(held.node, []).append(held)
     return {node: tuple(held) for node, held in by_node.items()}
 
 
 # ---- allocated devices -------------------------------------------------------------------
 
 # (driver, pool) -> names of devices some claim holds exclusively.
-Allocated = Mapping[tuple[str, str], Set[str]]
+Allocated = Mapping[tuple[str, str], Container[str]]
 
 
 def allocated_devices(claims: Iterable[ResourceClaim]) -> dict[tuple[str, str], frozenset[str]]:
@@ -233,17 +253,24 @@ def counts_as_gpu(device: Device) -> bool:
     return not (partition and device.attribute(f"{NVIDIA_GPU_DRIVER}/type") == "mig")
 
 
+ClassShapes = Mapping[str, frozenset[DeviceShape]]
+
+
 class DeviceCatalog:
     """The cluster's DeviceClasses and what each selects, memoized per (interned) device.
 
-    Immutable by contract: when a DeviceClass changes, build a new catalog, then recompute
-    every node's entries (`node_entries`) and every pending pod's demand.
+    `shapes` are, per class, the device shapes it accepts anywhere in the cluster
+    (`class_shapes`): a class with several gets one entry per shape besides its total
+    (`shape_entry`), a class with one needs none. Immutable by contract: a class change
+    means a new catalog, `with_shapes` a new shape picture (class matching is kept); then
+    every node's entries and every pending pod's demand are recomputed.
     """
 
-    __slots__ = ("_entries", "_members", "_totals", "classes", "notes")
+    __slots__ = ("_entries", "_match", "_totals", "classes", "notes", "shapes")
 
-    def __init__(self, classes: Iterable[DeviceClass]) -> None:
+    def __init__(self, classes: Iterable[DeviceClass], shapes: ClassShapes | None = None) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
+        self.shapes: ClassShapes = shapes if shapes is not None else {}
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -252,25 +279,32 @@ class DeviceCatalog:
             for s in c.selectors
             if isinstance(s, Unsupported)
         )
-        self._members: dict[tuple[str, Device], bool] = {}
+        self._match = _Matching(self.classes)
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
 
+    def with_shapes(self, shapes: ClassShapes) -> DeviceCatalog:
+        """The same classes over another shape picture, keeping what matching learnt."""
+        catalog = DeviceCatalog((), shapes)
+        catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
+        return catalog
+
+    def several_shapes(self, name: str) -> bool:
+        return len(self.shapes.get(name, ())) > 1
+
     def in_class(self, device: Device, name: str) -> bool:
         """Whether the class accepts the device; an invalid or unknown class accepts none."""
-        key = (name, device)
-        found = self._members.get(key)
-        if found is None:
-            device_class = self.classes.get(name)
-            found = (
-                device_class is not None
-                and not device_class.problem
-                and all(
-                    s.matches(device) for s in device_class.selectors if isinstance(s, Selector)
-                )
-            )
-            self._members[key] = found
-        return found
+        return self._match.in_class(device, name)
+
+    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
+        """Whether a countable device of the class also passes a request's selectors."""
+        return self._match.matches(device, name, selectors)
+
+    def count_matching(
+        self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]
+    ) -> int:
+        """How many of the devices `matches` accepts; memoized per (shared) device list."""
+        return self._match.count(devices, name, selectors)
 
     def entries(self, device: Device) -> tuple[str, ...]:
         """The synthetic resources one free device of this kind adds to its node."""
@@ -280,7 +314,9 @@ class DeviceCatalog:
             if countable(device):
                 for name in sorted(self.classes):
                     if self.in_class(device, name):
-                        names += [class_entry(name), shape_entry(name, device.shape)]
+                        names.append(class_entry(name))
+                        if self.several_shapes(name):
+                            names.append(shape_entry(name, device.shape))
                 if counts_as_gpu(device):
                     names.append(DRA_GPU)
             found = self._entries[device] = tuple(names)
@@ -296,27 +332,78 @@ class DeviceCatalog:
             self._totals[devices] = found
         return found
 
-    def class_shapes(self, inventory: DraInventory) -> dict[str, frozenset[DeviceShape]]:
-        """Per class, the shapes of the devices it accepts anywhere in the cluster."""
+    def class_shapes(
+        self, device_lists: Iterable[tuple[Device, ...]]
+    ) -> dict[str, frozenset[DeviceShape]]:
+        """Per class, the shapes of the countable devices it accepts in these lists."""
         shapes: dict[str, set[DeviceShape]] = {name: set() for name in self.classes}
-        seen: set[tuple[Device, ...]] = set()
-        for pools in inventory.by_node.values():
-            for pool in pools:
-                if pool.devices in seen:
-                    continue
-                seen.add(pool.devices)
-                for device in pool.devices:
+        for devices in set(device_lists):
+            for device in devices:
+                if countable(device):
                     for name in self.classes:
-                        if countable(device) and self.in_class(device, name):
+                        if self.in_class(device, name):
                             shapes[name].add(device.shape)
         return {name: frozenset(found) for name, found in shapes.items()}
+
+
+class _Matching:
+    """Memoized class membership and selector matches (independent of the shape picture)."""
+
+    __slots__ = ("_classes", "_counts", "_matches", "_members")
+
+    def __init__(self, classes: Mapping[str, DeviceClass]) -> None:
+        self._classes = classes
+        self._members: dict[tuple[str, Device], bool] = {}
+        self._matches: dict[tuple[Device, str, tuple[Selector, ...]], bool] = {}
+        self._counts: dict[tuple[tuple[Device, ...], str, tuple[Selector, ...]], int] = {}
+
+    def in_class(self, device: Device, name: str) -> bool:
+        key = (name, device)
+        found = self._members.get(key)
+        if found is None:
+            device_class = self._classes.get(name)
+            found = (
+                device_class is not None
+                and not device_class.problem
+                and all(
+                    s.matches(device) for s in device_class.selectors if isinstance(s, Selector)
+                )
+            )
+            self._members[key] = found
+        return found
+
+    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
+        key = (device, name, selectors)
+        found = self._matches.get(key)
+        if found is None:
+            found = (
+                countable(device)
+                and self.in_class(device, name)
+                and all(s.matches(device) for s in selectors)
+            )
+            self._matches[key] = found
+        return found
+
+    def count(self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]) -> int:
+        key = (devices, name, selectors)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = sum(1 for d in devices if self.matches(d, name, selectors))
+        return found
+
+
+def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> DeviceCatalog:
+    """A catalog with the inventory's shape picture (what tests and one-shot callers need)."""
+    bare = DeviceCatalog(classes)
+    lists = [pool.devices for pools in inventory.by_node.values() for pool in pools]
+    return bare.with_shapes(bare.class_shapes(lists))
 
 
 # ---- what a node offers ------------------------------------------------------------------
 
 
 def node_entries(
-    pools: Sequence[NodePool], catalog: DeviceCatalog, allocated: Allocated
+    pools: Sequence[DeviceHolder], catalog: DeviceCatalog, allocated: Allocated
 ) -> Resources:
     """The node's free DRA devices as synthetic resources, to add to its allocatable.
 
@@ -334,7 +421,7 @@ def node_entries(
     return Resources(total)
 
 
-def gpu_info(pools: Sequence[NodePool]) -> GpuInfo | None:
+def gpu_info(pools: Sequence[DeviceHolder]) -> GpuInfo | None:
     """What the node's DRA GPUs say about it, as device-plugin nodes say it with labels.
 
     `count` is whole GPUs; `mig` counts MIG devices by `nvidia.com/mig-<profile>`.
@@ -375,7 +462,7 @@ class NodeDevices:
 
 
 def describe_node(
-    pools: Sequence[NodePool], catalog: DeviceCatalog, allocated: Allocated
+    pools: Sequence[DeviceHolder], catalog: DeviceCatalog, allocated: Allocated
 ) -> NodeDevices:
     def per_class(entries: Mapping[str, int]) -> dict[str, int]:
         return {

@@ -47,28 +47,19 @@ from builders import (
     gpu_device,
     mig_slice_obj,
     nvidia_class_objs,
+    pod,
     slice_obj,
 )
 from phalanx.core.dra import (
+    ResourceClaim,
     ResourceSlice,
     parse_device_class,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
 )
-from phalanx.core.dra_demand import (
-    gang_demand,
-    ineligibility,
-    node_with_devices,
-    pod_demand,
-    pod_with_demand,
-)
-from phalanx.core.dra_inventory import (
-    DeviceCatalog,
-    DraInventory,
-    allocated_devices,
-    build_inventory,
-)
+from phalanx.core.dra_demand import gang_demand, ineligibility, node_with_devices, pod_with_demand
+from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, place_gang
 from phalanx.core.inventory import parse_node, parse_placement, parse_pod
 from phalanx.core.model import Node
@@ -84,10 +75,9 @@ def node_name(i: int) -> str:
 
 def gpu_slice(i: int) -> dict[str, Any]:
     name = node_name(i)
-    if i % 10 == 9:
-        return mig_slice_obj(
-            name, {m: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"] for m in range(8)}
-        )
+    if i % 10 == 9:  # two whole A100s, six in MIG mode
+        layout = {m: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"] for m in range(2, 8)}
+        return mig_slice_obj(name, layout, whole=2)
     return slice_obj(name, [gpu_device(name, m) for m in range(8)])
 
 
@@ -116,7 +106,7 @@ def parse_slices(nodes: int, channels: int) -> list[ResourceSlice]:
     return slices
 
 
-def busy_claims(nodes: int) -> list[Any]:
+def busy_claims(nodes: int) -> list[ResourceClaim]:
     """Half the GPUs of every third (whole-GPU) node allocated to one claim each."""
     return [
         parse_resource_claim(
@@ -144,80 +134,99 @@ def ms(seconds: float) -> float:
 # ---- build and demand ---------------------------------------------------------------------
 
 
+def load_state(
+    nodes: int,
+    channels: int,
+    slices: list[ResourceSlice] | None = None,
+    *,
+    with_claims: bool = True,
+) -> DraState:
+    """Classes, every node's slices and the busy claims, as the informers would feed them."""
+    state = DraState()
+    for o in nvidia_class_objs():
+        state.upsert_class(parse_device_class(o))
+    for s in slices if slices is not None else parse_slices(nodes, channels):
+        state.upsert_slice(s)
+    for claim in busy_claims(nodes) if with_claims else ():
+        state.upsert_claim(claim)
+    return state
+
+
+def bridge(state: DraState, base: list[Node]) -> list[Node]:
+    return [node_with_devices(n, state.node(n.name), state.catalog, state.allocated) for n in base]
+
+
 def build(nodes: int, channels: int) -> dict[str, Any]:
-    classes = [parse_device_class(o) for o in nvidia_class_objs()]
     slices, parse_s = timed(lambda: parse_slices(nodes, channels))
-    inventory, merge_s = timed(lambda: build_inventory(slices))
-    catalog = DeviceCatalog(classes)
-    shapes, shapes_s = timed(lambda: catalog.class_shapes(inventory))
-    held = allocated_devices(busy_claims(nodes))
+    state, load_s = timed(lambda: load_state(nodes, channels, slices))
     base = [parse_node(node_json(i)) for i in range(nodes)]
-    bridged, bridge_cold_s = timed(
-        lambda: [node_with_devices(n, inventory.node(n.name), catalog, held) for n in base]
+    bridged, bridge_s = timed(lambda: bridge(state, base))
+    # One allocation event: the node it touches is re-bridged, nothing else.
+    claim = parse_resource_claim(
+        claim_obj("one-more", allocated=[(GPU_DRIVER, node_name(1), "gpu-7")], node=node_name(1))
     )
-    _, bridge_warm_s = timed(
-        lambda: [node_with_devices(n, inventory.node(n.name), catalog, held) for n in base]
-    )
+
+    def allocation_event() -> None:
+        changes = state.upsert_claim(claim)
+        for name in changes.nodes:
+            node_with_devices(bridged[1], state.node(name), state.catalog, state.allocated)
+        state.remove_claim(claim.key)
+
+    _, event_s = timed(allocation_event)
     return {
         "slices": slices,
-        "inventory": inventory,
-        "catalog": catalog,
-        "shapes": shapes,
-        "held": held,
+        "state": state,
         "bridged": bridged,
         "times": {
             "parse slices": parse_s,
-            "merge pools": merge_s,
-            "class shapes": shapes_s,
-            "bridge nodes (cold)": bridge_cold_s,
-            "bridge nodes (warm)": bridge_warm_s,
+            "load DraState (merge pools, classes, claims)": load_s,
+            "bridge every node": bridge_s,
+            "one allocation event (claim in, node re-bridged, claim out)": event_s,
         },
     }
 
 
 def demand(built: dict[str, Any], members: int) -> dict[str, Any]:
-    catalog: DeviceCatalog = built["catalog"]
-    inventory: DraInventory = built["inventory"]
-    template = parse_resource_claim_template(
+    state: DraState = built["state"]
+    for obj in (
         claim_template_obj(
             "eight",
             device_request("gpu", "gpu.nvidia.com", 8),
             device_request("channel", "compute-domain-default-channel.nvidia.com", 1),
             namespace="bench",
-        )
-    )
-    templates = {template.key: template}
-    pods = [
-        parse_pod(dra_pod_obj(f"m{i}", templates={"gpus": "eight"}, namespace="bench", group="g"))
-        for i in range(members)
-    ]
-    demands, demand_s = timed(
-        lambda: [pod_demand(p, {}, templates, catalog, built["shapes"]) for p in pods]
-    )
-    shares, share_s = timed(lambda: gang_demand((p.key, d) for p, d in zip(pods, demands)))
-    members_bridged = [pod_with_demand(p, shares.requests[p.key]) for p in pods]
-    # A selector two device shapes (H100 and A100-in-MIG nodes' whole GPUs) could satisfy.
-    wide = parse_resource_claim_template(
+        ),
         claim_template_obj(
             "wide",
             device_request(
                 "gpu",
                 "gpu.nvidia.com",
-                4,
+                2,
                 "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",
             ),
             namespace="bench",
-        )
+        ),
+    ):
+        state.upsert_template(parse_resource_claim_template(obj))
+    pods = [
+        parse_pod(dra_pod_obj(f"m{i}", templates={"gpus": "eight"}, namespace="bench", group="g"))
+        for i in range(members)
+    ]
+    demands, demand_s = timed(lambda: [state.demand(p) for p in pods])
+    shares, share_s = timed(
+        lambda: gang_demand((p.key, d) for p, d in zip(pods, demands, strict=True))
     )
-    wide_pod = parse_pod(dra_pod_obj("w", templates={"gpus": "wide"}, namespace="bench"))
-    wide_demand = pod_demand(wide_pod, {}, {wide.key: wide}, catalog, built["shapes"])
+    members_bridged = [pod_with_demand(p, shares.requests[p.key]) for p in pods]
+    # Whole H100s and the MIG nodes' two whole A100s both have at least 40Gi: two shapes.
+    wide_demand = state.demand(
+        parse_pod(dra_pod_obj("w", templates={"g": "wide"}, namespace="bench"))
+    )
     nodes: list[Node] = built["bridged"]
 
     def eligible() -> int:
         return sum(
             1
             for n in nodes
-            if ineligibility(wide_demand, n, inventory.node(n.name), catalog) is None
+            if ineligibility(wide_demand, n, state.node(n.name), state.catalog) is None
         )
 
     count_cold, eligible_cold_s = timed(eligible)
@@ -260,10 +269,8 @@ def planning(built: dict[str, Any], members: list[Any], repeat: int) -> dict[str
     for n in built["bridged"]:
         dra_state.upsert_node(n)
     plugin_state = ClusterState()
-    for i, n in enumerate(built["bridged"]):
+    for i in range(len(built["bridged"])):
         plugin_state.upsert_node(parse_node(node_json(i)))
-    from builders import pod  # device-plugin members: 8 x nvidia.com/gpu, same gang size
-
     for i in range(0, len(built["bridged"]), 3):
         if i % 10 != 9:
             plugin_state.upsert_pod(pod(f"busy-{i}", 4, node=node_name(i)))
@@ -290,24 +297,36 @@ def retained(make: Callable[[], T]) -> tuple[T, int]:
 
 
 def memory(nodes: int, channels: int) -> dict[str, Any]:
-    def plain() -> list[Node]:
-        return [parse_node(node_json(i)) for i in range(nodes)]
+    """Retained bytes: the cluster model of the nodes, then with their devices too."""
 
-    def with_devices() -> tuple[Any, ...]:
-        base = plain()
-        slices = parse_slices(nodes, channels)
-        inventory = build_inventory(slices)
-        catalog = DeviceCatalog(parse_device_class(o) for o in nvidia_class_objs())
-        held = allocated_devices(busy_claims(nodes))
-        bridged = [node_with_devices(n, inventory.node(n.name), catalog, held) for n in base]
-        return slices, inventory, catalog, held, bridged
+    def plain() -> ClusterState:
+        model = ClusterState()
+        for i in range(nodes):
+            model.upsert_node(parse_node(node_json(i)))
+        return model
+
+    def with_devices() -> tuple[DraState, ClusterState]:
+        state = load_state(nodes, channels, with_claims=False)
+        model = ClusterState()
+        for n in bridge(state, [parse_node(node_json(i)) for i in range(nodes)]):
+            model.upsert_node(n)
+        return state, model
+
+    claims = busy_claims(nodes)
+
+    def held() -> None:
+        for claim in claims:
+            kept[0].upsert_claim(claim)
 
     _, plain_bytes = retained(plain)
-    _, dra_bytes = retained(with_devices)
+    kept, dra_bytes = retained(with_devices)
+    _, held_bytes = retained(held)
     return {
         "nodes only, bytes per node": round(plain_bytes / nodes),
         "nodes with DRA, bytes per node": round(dra_bytes / nodes),
+        "added per node": round((dra_bytes - plain_bytes) / nodes),
         "ratio": round(dra_bytes / plain_bytes, 2),
+        "allocations held, bytes per allocated claim": round(held_bytes / len(claims)),
     }
 
 
@@ -316,7 +335,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--members", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--channels", type=int, default=2048)
+    parser.add_argument("--channels", type=int, default=1)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 

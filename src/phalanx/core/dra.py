@@ -433,7 +433,8 @@ def _parse_device(
     if attributes is not None:
         for attribute, value in read_object(src, attributes, f"{path}.attributes").items():
             full, role = _classify(driver, attribute, "attribute")
-            parsed = _attribute_value(src, value, path, attribute)
+            # A dropped value is checked, never kept: interning a UUID would grow the table.
+            parsed = _attribute_value(src, value, path, attribute, keep=role != _DROPPED)
             if role != _DROPPED:
                 (own if role == _OWN else shared)[full] = parsed
     capacity: dict[str, Fraction] = {}
@@ -477,12 +478,14 @@ def _capacity_value(src: Source, value: object, path: str, item: str) -> Fractio
     return _quantity(src, read_object(src, value, where).get("value"), f"{where}.value")
 
 
-def _attribute_value(src: Source, value: object, path: str, name: str) -> AttributeValue:
+def _attribute_value(
+    src: Source, value: object, path: str, name: str, *, keep: bool = True
+) -> AttributeValue:
     if isinstance(value, dict) and len(value) == 1:
         # The common, valid case, read without building paths.
         ((kind, raw),) = value.items()
         if kind == "string" and isinstance(raw, str):
-            return sys.intern(raw)
+            return sys.intern(raw) if keep else raw
         if kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
             return raw
         if kind == "bool" and isinstance(raw, bool):
@@ -505,7 +508,7 @@ def _attribute_value(src: Source, value: object, path: str, name: str) -> Attrib
         return read_boolean(src, raw, f"{where}.bool")
     text = read_string(src, raw, f"{where}.{kind}")
     if kind == "string":
-        return sys.intern(text)
+        return sys.intern(text) if keep else text
     try:
         return _version(text)
     except ValueError as error:

@@ -63,7 +63,8 @@ class DraState:
 
     def __init__(self) -> None:
         self._slices: dict[str, ResourceSlice] = {}
-        self._pool_slices: dict[str, dict[str, tuple[str, ...]]] = {}  # driver -> pool -> names
+        # driver -> pool -> its slices' names (a lone name as itself: pools are one slice)
+        self._pool_slices: dict[str, dict[str, str | tuple[str, ...]]] = {}
         self._unusable: dict[tuple[str, str], Pool] = {}  # incomplete, invalid or shared pools
         self._by_node: dict[str, tuple[DeviceHolder, ...]] = {}
         self._lists: Counter[tuple[Device, ...]] = Counter()  # in use, for the shape picture
@@ -123,9 +124,12 @@ class DraState:
         if old is not None and moved:
             self._forget_name(old)
         self._slices[s.name] = s
-        names = self._pool_slices.setdefault(s.driver, {}).get(s.pool, ())
+        names = self._names(s.driver, s.pool)
         if s.name not in names:
-            self._pool_slices[s.driver][s.pool] = (*names, s.name)
+            everyone = (*names, s.name)
+            self._pool_slices.setdefault(s.driver, {})[s.pool] = (
+                everyone[0] if len(everyone) == 1 else everyone
+            )
         changes = self._merge(s.driver, s.pool, before)
         if old is not None and left is not None:
             changes |= self._merge(old.driver, old.pool, left)
@@ -140,11 +144,15 @@ class DraState:
         self._forget_name(old)
         return self._merge(old.driver, old.pool, before) | self._reshape()
 
+    def _names(self, driver: str, pool: str) -> tuple[str, ...]:
+        names = self._pool_slices.get(driver, {}).get(pool, ())
+        return (names,) if isinstance(names, str) else names
+
     def _forget_name(self, old: ResourceSlice) -> None:
         pools = self._pool_slices.get(old.driver, {})
-        rest = tuple(n for n in pools.get(old.pool, ()) if n != old.name)
+        rest = tuple(n for n in self._names(old.driver, old.pool) if n != old.name)
         if rest:
-            pools[old.pool] = rest
+            pools[old.pool] = rest[0] if len(rest) == 1 else rest
         else:
             pools.pop(old.pool, None)
             if not pools:
@@ -165,7 +173,7 @@ class DraState:
                 self._by_node.pop(node, None)
         self._unusable.pop(key, None)
         nodes = set(before)
-        names = self._pool_slices.get(driver, {}).get(pool, ())
+        names = self._names(driver, pool)
         if names:
             merged = merge_pool(self._slices[n] for n in names)
             if merged.state is not PoolState.COMPLETE or merged.nonlocal_devices:
@@ -236,10 +244,11 @@ class DraState:
         if claim.allocation is None:
             return NOTHING
         pools = set()
+        claim_key = claim.key  # one string for all its devices
         for result in claim.allocation.devices:
             if result.exclusive:
                 key = (result.driver, result.pool)
-                self._held.setdefault(key, {})[result.device] = claim.key
+                self._held.setdefault(key, {})[result.device] = claim_key
                 pools.add(key)
         return Changes(frozenset(n for key in pools for n in self._pool_nodes(key)))
 
@@ -258,7 +267,7 @@ class DraState:
         return Changes(frozenset(n for key in pools for n in self._pool_nodes(key)))
 
     def _pool_nodes(self, key: tuple[str, str]) -> frozenset[str]:
-        names = self._pool_slices.get(key[0], {}).get(key[1], ())
+        names = self._names(*key)
         nodes: frozenset[str] = frozenset()
         for name in names:
             nodes |= _nodes_of(self._slices[name])

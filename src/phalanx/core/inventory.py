@@ -23,6 +23,7 @@ Typed reads of the dicts live in `phalanx.core.rawdict`, the request arithmetic 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -132,7 +133,8 @@ def parse_node(obj: JsonObject) -> Node:
     allocatable = to_resources(amounts)
     labels = read_string_map(src, metadata.get("labels"), "metadata.labels")
     return Node(
-        name=src.name,
+        # Interned: DRA slices and pools name the node too, and share this one string.
+        name=sys.intern(src.name),
         allocatable=allocatable,
         labels=labels,
         taints=tuple(

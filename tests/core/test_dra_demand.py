@@ -256,6 +256,14 @@ def test_an_allocated_claim_asks_nothing_more_and_pins_the_node() -> None:
     )
 
 
+def test_an_allocated_claim_stays_usable_after_its_class_is_gone() -> None:
+    cluster = Cluster(gpu_slice_obj("n1"), classes=[])
+    cluster.claim("held", device_request("gpu", "retired.example.com", 1), allocated=[], node="n1")
+    demand = cluster.demand(cluster.pod("w", claims={"c": "held"}))
+    assert demand.problems == ()
+    assert demand.claims[0].allocated
+
+
 def test_all_mode_and_admin_access_take_nothing_but_need_a_device() -> None:
     cluster = h100_cluster()
     admin = device_request("watch", GPU_CLASS, 1)

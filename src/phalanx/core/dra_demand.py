@@ -166,16 +166,15 @@ def pod_demand(
             if claim.deleting:
                 problems.append(f"ResourceClaim {key} is being deleted")
                 continue
+            if claim.allocation is not None:
+                # Its devices are chosen: only where they are reachable matters now.
+                result.append(
+                    ClaimDemand(key, allocated=True, node_terms=claim.allocation.node_terms)
+                )
+                continue
             demand, found = _claim(key, claim.spec, catalog)
             problems += found
-            if claim.allocation is not None:
-                demand = ClaimDemand(
-                    key,
-                    demand.requests,
-                    allocated=True,
-                    node_terms=claim.allocation.node_terms,
-                )
-            elif not ref.template:
+            if not ref.template:
                 demand = ClaimDemand(key, demand.requests, shareable=True)
             result.append(demand)
         else:
@@ -255,7 +254,8 @@ def _request(
             else "allocationMode All takes every matching device of the node; Phalanx "
             "does not count them (kube-scheduler does)"
         )
-        return RequestDemand(name, device_class, 1, EMPTY, supported, Exactness.COUNT_ONLY, why)
+        needs = request.count if request.mode is AllocationMode.EXACT_COUNT else 1
+        return RequestDemand(name, device_class, needs, EMPTY, supported, Exactness.COUNT_ONLY, why)
     count = request.count
     takes = {class_entry(device_class): count}
     if gpu_like:

@@ -115,9 +115,8 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
     first = current[0]
     base = Pool(first.driver, first.pool, newest, PoolState.COMPLETE)
     where = f"pool {first.pool} of driver {first.driver}"
-    duplicates = _duplicate_devices(current)
-    if duplicates:
-        return _with(base, PoolState.INVALID, f"{where}: {duplicates}; no device of it is used")
+    # Completeness first: it is a count, and a pool arriving slice by slice is re-merged
+    # once per slice, so only the last merge reads every device.
     if len(current) != first.slice_count:
         return _with(
             base,
@@ -125,6 +124,9 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
             f"{where}: {len(current)} of {first.slice_count} slices of generation {newest} "
             "are published; its devices are not used until the driver finishes the update",
         )
+    duplicates = _duplicate_devices(current)
+    if duplicates:
+        return _with(base, PoolState.INVALID, f"{where}: {duplicates}; no device of it is used")
     nonlocal_devices = sum(s.nonlocal_devices for s in current)
     if len(current) == 1 and not first.device_nodes:
         holders: tuple[DeviceHolder, ...] = (first,) if first.node and first.devices else ()

@@ -382,6 +382,30 @@ def test_a_mixed_gang_lands_each_member_where_its_request_can_be_served() -> Non
     assert cluster.node("n1").gpu.count == 8
 
 
+def test_a_compute_domain_gang_takes_one_clique_node_per_member() -> None:
+    # Three GB200-like nodes in one NVLink clique publish channel 0; a fourth node is bigger
+    # but outside the clique. Each member asks for the channel and 4 GPUs.
+    clique = ["c1", "c2", "c3"]
+    cluster = Cluster(
+        *(gpu_slice_obj(n) for n in [*clique, "big"]),
+        *(compute_domain_slice_obj(n, channels=1) for n in [*clique, "big"]),
+    )
+    cluster.template(
+        "cd", device_request("channel", CHANNEL_CLASS, 1), device_request("gpu", GPU_CLASS, 4)
+    )
+    nodes = [cluster.node(n, base=gpu_node(n, 0, clique="domain-1")) for n in clique]
+    nodes.append(cluster.node("big", base=gpu_node("big", 0)))
+    members = []
+    for i in range(4):
+        p = cluster.pod(f"m{i}", templates={"cd": "cd"}, group="g")
+        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+    placed = plan(nodes, members[:3], "interconnect-local")
+    assert isinstance(placed, Placed)
+    assert sorted(placed.assignment.values()) == clique
+    # A fourth member would need a second channel 0 in the clique: there is none.
+    assert isinstance(plan(nodes, members, "interconnect-local"), Unfit)
+
+
 def test_a_device_plugin_node_never_serves_a_dra_member() -> None:
     cluster = h100_cluster(0)
     cluster.template("one", device_request("gpu", GPU_CLASS, 1))

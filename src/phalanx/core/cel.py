@@ -60,7 +60,6 @@ __all__ = [
     "Unsupported",
     "Verdict",
     "Version",
-    "describe_value",
     "parse_selector",
 ]
 
@@ -589,12 +588,3 @@ class _Evaluator:
         if not isinstance(condition, bool):
             raise _CelError("no matching overload")
         return self.eval(expr.then if condition else expr.otherwise)
-
-
-def describe_value(value: AttributeValue | Fraction) -> str:
-    """An attribute or capacity value as a person reads it in a reason."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Fraction):
-        return str(value.numerator) if value.denominator == 1 else str(float(value))
-    return str(value)

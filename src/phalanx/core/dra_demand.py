@@ -3,8 +3,9 @@
 The bridge. The gang transaction plans `Resources` vectors; DRA devices join them as
 synthetic resources (`phalanx.core.dra_inventory`): a node offers, per device class,
 `class.dra.phalanx.io/<class>` free devices, per class and device shape
-`class.dra.phalanx.io/<class>~<shape>`, and `dra.phalanx.io/gpu` GPU-like devices (counted
-by `Resources.gpus()` like `nvidia.com/gpu`). A pod's unallocated claims ask for the same
+`class.dra.phalanx.io/<class>~<shape>` (for classes with several shapes in the cluster),
+and `dra.phalanx.io/gpu` GPU-like devices (counted by `Resources.gpus()` like
+`nvidia.com/gpu`). A pod's unallocated claims ask for the same
 names, so whole-gang reservation, overlays, release and "reserved is invisible to others"
 work unchanged, and a device-plugin node (no such entries) can never serve a DRA member.
 
@@ -18,8 +19,9 @@ Who counts a claim (never twice):
 
 How exactly a request is counted (`Exactness`):
 
-* EXACT: no selector, or selectors on shape attributes that one device shape in the cluster
-  satisfies: the request takes the class entry and that shape's entry.
+* EXACT: no selector, or selectors on shape attributes that one device shape of the class
+  satisfies: the request takes the class entry and, if the class has several shapes, that
+  shape's entry.
 * PER_NODE: other supported selectors: the class entry, and a node serves the pod only if
   it has enough matching devices. Exact on nodes whose devices of the class are alike.
 * COUNT_ONLY (the fallback, said once): a selector Phalanx cannot evaluate, or one reading
@@ -222,21 +224,9 @@ def _claim(key: str, spec: ClaimSpec, catalog: DeviceCatalog) -> tuple[ClaimDema
             exactness = (
                 demand.exactness if demand.exactness is not Exactness.EXACT else Exactness.PER_NODE
             )
-            demand = _replace(demand, exactness, "; ".join(notes))
+            demand = replace(demand, exactness=exactness, note="; ".join(notes))
         requests.append(demand)
     return ClaimDemand(key, tuple(requests)), problems
-
-
-def _replace(demand: RequestDemand, exactness: Exactness, note: str) -> RequestDemand:
-    return RequestDemand(
-        demand.request,
-        demand.device_class,
-        demand.count,
-        demand.takes,
-        demand.selectors,
-        exactness,
-        note,
-    )
 
 
 def _request(

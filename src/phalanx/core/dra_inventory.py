@@ -196,9 +196,6 @@ class DraInventory:
         )
         return sorted(found)
 
-    def shapes(self) -> set[DeviceShape]:
-        return {d.shape for pools in self.by_node.values() for p in pools for d in p.devices}
-
 
 def build_inventory(slices: Iterable[ResourceSlice]) -> DraInventory:
     """Merge every slice into pools, and the usable pools into per-node device lists."""

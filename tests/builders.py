@@ -425,3 +425,280 @@ def workload_obj(
             ],
         },
     }
+
+
+# ---- Dynamic Resource Allocation (resource.k8s.io/v1), shaped like NVIDIA's DRA driver -----
+
+DRA_API = "resource.k8s.io/v1"
+GPU_DRIVER = "gpu.nvidia.com"
+CD_DRIVER = "compute-domain.nvidia.com"
+
+# DeviceClasses as k8s-dra-driver-gpu installs them (selectors verbatim).
+NVIDIA_CLASSES: dict[str, str] = {
+    "gpu.nvidia.com": (
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    ),
+    "mig.nvidia.com": (
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+    ),
+    "compute-domain-daemon.nvidia.com": (
+        "device.driver == 'compute-domain.nvidia.com' && "
+        "device.attributes['compute-domain.nvidia.com'].type == 'daemon'"
+    ),
+    "compute-domain-default-channel.nvidia.com": (
+        "device.driver == 'compute-domain.nvidia.com' && "
+        "device.attributes['compute-domain.nvidia.com'].type == 'channel' && "
+        "device.attributes['compute-domain.nvidia.com'].id == 0"
+    ),
+}
+
+# A100 40GB MIG profiles: (giProfileId, placement size, multiprocessors, memory MiB).
+MIG_PROFILES: dict[str, tuple[int, int, int, int]] = {
+    "1g.5gb": (19, 1, 14, 4864),
+    "2g.10gb": (14, 2, 28, 9856),
+    "3g.20gb": (9, 4, 42, 19968),
+}
+
+
+def device_class_obj(name: str, *expressions: str) -> dict[str, Any]:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }
+
+
+def nvidia_class_objs() -> list[dict[str, Any]]:
+    return [device_class_obj(name, expression) for name, expression in NVIDIA_CLASSES.items()]
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"string": value}
+
+
+def _gpu_common(
+    product: str, driver_version: str, architecture: str, capability: str
+) -> dict[str, Any]:
+    return {
+        "productName": _string(product),
+        "brand": _string("Nvidia"),
+        "architecture": _string(architecture),
+        "cudaComputeCapability": {"version": capability},
+        "driverVersion": {"version": driver_version},
+        "cudaDriverVersion": {"version": "12.4.0"},
+        "addressingMode": _string("None"),
+    }
+
+
+def gpu_device(
+    node: str,
+    minor: int,
+    *,
+    product: str = "NVIDIA H100 80GB HBM3",
+    memory: str = "81559Mi",
+    driver_version: str = "550.54.15",
+    architecture: str = "Hopper",
+    capability: str = "9.0.0",
+) -> dict[str, Any]:
+    """A whole GPU as the driver's GpuInfo.GetDevice publishes it (`gpu-<minor>`)."""
+    attributes = {
+        "type": _string("gpu"),
+        "uuid": _string(f"GPU-{node}-{minor:04d}-0000-0000-000000000000"),
+        "pcieBusID": _string(f"0000:{0x18 + minor:02x}:00.0"),
+        "resource.kubernetes.io/pcieRoot": _string(f"pci0000:{minor // 2:02x}"),
+        **_gpu_common(product, driver_version, architecture, capability),
+    }
+    return {
+        "name": f"gpu-{minor}",
+        "attributes": attributes,
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+def mig_device(
+    node: str, minor: int, profile: str, start: int, *, product: str = "NVIDIA A100-SXM4-40GB"
+) -> dict[str, Any]:
+    """A MIG device as the driver publishes it (`gpu-<minor>-mig-<profile id>-<start>-<size>`)."""
+    profile_id, size, multiprocessors, memory_mib = MIG_PROFILES[profile]
+    attributes = {
+        "type": _string("mig"),
+        "uuid": _string(f"MIG-{node}-{minor}-{start}"),
+        "parentUUID": _string(f"GPU-{node}-{minor:04d}"),
+        "profile": _string(profile),
+        "pcieBusID": _string(f"0000:{0x18 + minor:02x}:00.0"),
+        **_gpu_common(product, "550.54.15", "Ampere", "8.0.0"),
+    }
+    capacity: dict[str, Any] = {
+        "multiprocessors": {"value": str(multiprocessors)},
+        "copyEngines": {"value": str(size)},
+        "decoders": {"value": "0"},
+        "encoders": {"value": "0"},
+        "jpegEngines": {"value": "0"},
+        "ofaEngines": {"value": "0"},
+        "memory": {"value": f"{memory_mib}Mi"},
+    }
+    for i in range(start, start + size):
+        capacity[f"memorySlice{i}"] = {"value": "1"}
+    return {
+        "name": f"gpu-{minor}-mig-{profile_id}-{start}-{size}",
+        "attributes": attributes,
+        "capacity": capacity,
+    }
+
+
+def slice_obj(
+    node: str,
+    devices: list[dict[str, Any]],
+    *,
+    driver: str = GPU_DRIVER,
+    pool: str | None = None,
+    generation: int = 1,
+    count: int = 1,
+    name: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{node}-{driver}-{generation}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {
+                "name": pool or node,
+                "generation": generation,
+                "resourceSliceCount": count,
+            },
+            "devices": devices,
+        },
+    }
+
+
+def gpu_slice_obj(node: str, gpus: int = 8, **kw: Any) -> dict[str, Any]:
+    """An 8-GPU node's slice (H100 80GB by default)."""
+    slice_kw = {k: kw.pop(k) for k in ("generation", "count", "name", "pool") if k in kw}
+    return slice_obj(node, [gpu_device(node, i, **kw) for i in range(gpus)], **slice_kw)
+
+
+def mig_slice_obj(node: str, layout: dict[int, list[str]], *, whole: int = 0) -> dict[str, Any]:
+    """A node whose GPUs `layout` keys are in MIG mode with those profiles, plus `whole` GPUs."""
+    devices = [
+        gpu_device(
+            node, i, product="NVIDIA A100-SXM4-40GB", memory="40960Mi", architecture="Ampere"
+        )
+        for i in range(whole)
+    ]
+    for minor, profiles in sorted(layout.items()):
+        start = 0
+        for profile in profiles:
+            devices.append(mig_device(node, minor, profile, start))
+            start += MIG_PROFILES[profile][1]
+    return slice_obj(node, devices)
+
+
+def compute_domain_slice_obj(node: str, channels: int = 4) -> dict[str, Any]:
+    """The compute-domain kubelet plugin's slice: IMEX channels and one daemon device."""
+    devices = [
+        {"name": f"channel-{i}", "attributes": {"type": _string("channel"), "id": {"int": i}}}
+        for i in range(channels)
+    ]
+    devices.append(
+        {"name": "daemon-0", "attributes": {"type": _string("daemon"), "id": {"int": 0}}}
+    )
+    return slice_obj(node, devices, driver=CD_DRIVER)
+
+
+def device_request(
+    name: str = "gpu",
+    device_class: str = "gpu.nvidia.com",
+    count: int | None = 1,
+    *selectors: str,
+    mode: str | None = None,
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    if count is not None and mode != "All":
+        exactly["count"] = count
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def claim_template_obj(
+    name: str, *requests: dict[str, Any], namespace: str = "default"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": list(requests or [device_request()])}}},
+    }
+
+
+def claim_obj(
+    name: str,
+    *requests: dict[str, Any],
+    namespace: str = "default",
+    allocated: list[tuple[str, str, str]] | None = None,
+    node: str = "",
+    owner_pod: str = "",
+    reserved_for: list[str] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim; `allocated` lists (driver, pool, device), on `node` when given."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"claim-{name}"}
+    if owner_pod:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner_pod, "controller": True}
+        ]
+    obj: dict[str, Any] = {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": {"devices": {"requests": list(requests or [device_request()])}},
+        "status": {},
+    }
+    if allocated is not None:
+        allocation: dict[str, Any] = {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": d, "pool": p, "device": dev}
+                    for d, p, dev in allocated
+                ]
+            }
+        }
+        if node:
+            allocation["nodeSelector"] = {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        obj["status"]["allocation"] = allocation
+        obj["status"]["reservedFor"] = [
+            {"resource": "pods", "name": "p", "uid": uid} for uid in (reserved_for or [])
+        ]
+    return obj
+
+
+def dra_pod_obj(
+    name: str,
+    *,
+    templates: dict[str, str] | None = None,
+    claims: dict[str, str] | None = None,
+    generated: dict[str, str | None] | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    """A pod asking for devices: entry -> template name, entry -> claim name; `generated`
+    gives status.resourceClaimStatuses (entry -> generated claim name)."""
+    obj = pod_obj(name, 0, **kw)
+    entries = [
+        {"name": entry, "resourceClaimTemplateName": template}
+        for entry, template in (templates or {}).items()
+    ] + [{"name": entry, "resourceClaimName": claim} for entry, claim in (claims or {}).items()]
+    obj["spec"]["resourceClaims"] = entries
+    obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": e["name"]} for e in entries]
+    if generated is not None:
+        obj["status"]["resourceClaimStatuses"] = [
+            {"name": entry, "resourceClaimName": claim} for entry, claim in generated.items()
+        ]
+    return obj

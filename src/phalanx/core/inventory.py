@@ -24,6 +24,7 @@ the dialects in `phalanx.core.groups` (their registry decides between two claims
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -60,6 +61,7 @@ from phalanx.core.model import (
     GroupRef,
     Node,
     Pod,
+    PodClaimRef,
     PodGroup,
     PodPhase,
     Resources,
@@ -169,7 +171,8 @@ def parse_node(obj: JsonObject) -> Node:
     allocatable = to_resources(amounts)
     labels = read_string_map(src, metadata.get("labels"), "metadata.labels")
     return Node(
-        name=src.name,
+        # Interned: DRA slices and pools name the node too, and share this one string.
+        name=sys.intern(src.name),
         allocatable=allocatable,
         labels=labels,
         taints=tuple(
@@ -316,7 +319,44 @@ def parse_pod(obj: JsonObject) -> Pod:
         invalid="; ".join(settings.problems),
         group_dialect=settings.membership.winner.dialect if settings.membership.winner else None,
         overruled=settings.membership.overruled,
+        resource_claims=_pod_claims(src, spec, status),
     )
+
+
+def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodClaimRef, ...]:
+    """`spec.resourceClaims`, with the names generated for templates (`resourceclaim.Name`)."""
+    generated: dict[str, str | None] = {}
+    path = "status.resourceClaimStatuses"
+    for item_path, entry in read_objects(src, status.get("resourceClaimStatuses"), path):
+        name = read_string(src, entry.get("name"), f"{item_path}.name")
+        claim = entry.get("resourceClaimName")
+        generated[name] = read_string(src, claim, f"{item_path}.resourceClaimName") or None
+    refs = []
+    for item_path, entry in read_objects(src, spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = read_string(src, entry.get("name"), f"{item_path}.name")
+        claim = read_string(src, entry.get("resourceClaimName"), f"{item_path}.resourceClaimName")
+        template = read_string(
+            src, entry.get("resourceClaimTemplateName"), f"{item_path}.resourceClaimTemplateName"
+        )
+        if not name:
+            raise src.invalid(f"{item_path}.name", "is required")
+        if bool(claim) == bool(template):
+            raise src.invalid(
+                item_path, "must set exactly one of resourceClaimName and resourceClaimTemplateName"
+            )
+        if template:
+            status_name = generated.get(name, "")
+            refs.append(
+                PodClaimRef(
+                    name,
+                    claim=status_name or "",
+                    template=template,
+                    not_needed=name in generated and status_name is None,
+                )
+            )
+        else:
+            refs.append(PodClaimRef(name, claim=claim))
+    return tuple(refs)
 
 
 def _phase(src: Source, status: JsonObject) -> PodPhase:
@@ -352,6 +392,22 @@ def _required_affinity(src: Source, spec: JsonObject) -> tuple[SelectorTerm, ...
     if required is None:
         return None
     terms = read_object(src, required, path).get("nodeSelectorTerms")
+    return tuple(
+        SelectorTerm(
+            match_expressions=_requirements(
+                src, term.get("matchExpressions"), f"{term_path}.matchExpressions"
+            ),
+            match_fields=_requirements(src, term.get("matchFields"), f"{term_path}.matchFields"),
+        )
+        for term_path, term in read_objects(src, terms, f"{path}.nodeSelectorTerms")
+    )
+
+
+def parse_node_selector(src: Source, value: object, path: str) -> tuple[SelectorTerm, ...] | None:
+    """A `v1 NodeSelector` (its ORed `nodeSelectorTerms`); None when the field is absent."""
+    if value is None:
+        return None
+    terms = read_object(src, value, path).get("nodeSelectorTerms")
     return tuple(
         SelectorTerm(
             match_expressions=_requirements(

@@ -17,6 +17,10 @@ PODS = "pods"
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+# Devices published through Dynamic Resource Allocation count in synthetic resources (see
+# phalanx.core.dra): one per device class, one per class and device shape, and this total of
+# GPU-like devices (whole GPUs and MIG devices), the DRA twin of nvidia.com/gpu in gpus().
+DRA_GPU = "dra.phalanx.io/gpu"
 
 # A Kubernetes label value may be at most 63 characters; a qualified key at most 253 + 63.
 ANNOTATION_PREFIX = "phalanx.io/"
@@ -24,7 +28,7 @@ ANNOTATION_PREFIX = "phalanx.io/"
 
 def is_gpu_resource(name: str) -> bool:
     """Whether a resource name counts as GPUs (whole devices or MIG slices)."""
-    return name in (NVIDIA_GPU, AMD_GPU) or name.startswith(MIG_PREFIX)
+    return name in (NVIDIA_GPU, AMD_GPU, DRA_GPU) or name.startswith(MIG_PREFIX)
 
 
 class Resources(Mapping[str, int]):
@@ -216,6 +220,21 @@ class Node:
         return self.ready and not self.unschedulable
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One `spec.resourceClaims` entry of a pod: which ResourceClaim it uses, or will use.
+
+    `claim` is `resourceClaimName`, or for a template the name kube's resourceclaim
+    controller generated (`status.resourceClaimStatuses`); "" while not generated yet.
+    """
+
+    name: str  # the entry's name inside the pod
+    claim: str = ""
+    template: str = ""  # resourceClaimTemplateName; "" for a claim named directly
+    # The controller decided no claim was needed (a status entry without a name).
+    not_needed: bool = False
+
+
 class PodPhase(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
@@ -364,6 +383,8 @@ class Pod:
     # named a different gang and lost (precedence, see `phalanx.core.groups.registry`).
     group_dialect: Dialect | None = field(default=None, compare=False)
     overruled: tuple[Claim, ...] = ()
+    # DRA: the pod's `spec.resourceClaims` (its device demand is in phalanx.core.dra_demand).
+    resource_claims: tuple[PodClaimRef, ...] = ()
 
     @property
     def key(self) -> str:

@@ -1,0 +1,471 @@
+"""DRA demand: what a pod's ResourceClaims ask of a node, in the gang transaction's terms.
+
+The bridge. The gang transaction plans `Resources` vectors; DRA devices join them as
+synthetic resources (`phalanx.core.dra_inventory`): a node offers, per device class,
+`class.dra.phalanx.io/<class>` free devices, per class and device shape
+`class.dra.phalanx.io/<class>~<shape>` (for classes with several shapes in the cluster),
+and `dra.phalanx.io/gpu` GPU-like devices (counted by `Resources.gpus()` like
+`nvidia.com/gpu`). A pod's unallocated claims ask for the same
+names, so whole-gang reservation, overlays, release and "reserved is invisible to others"
+work unchanged, and a device-plugin node (no such entries) can never serve a DRA member.
+
+Who counts a claim (never twice):
+
+* an *allocated* claim is counted by the node: its devices are gone from `node_entries`;
+  the pod asks for nothing more, only for nodes where the allocation is reachable;
+* an *unallocated* claim is counted by the pod's requests (a template not yet turned into a
+  claim counts from the template); a claim several members share is charged to one member
+  (`gang_demand`), and the sharers must share its node.
+
+How exactly a request is counted (`Exactness`):
+
+* EXACT: no selector, or selectors on shape attributes that one device shape of the class
+  satisfies: the request takes the class entry and, if the class has several shapes, that
+  shape's entry.
+* PER_NODE: other supported selectors: the class entry, and a node serves the pod only if
+  it has enough matching devices. Exact on nodes whose devices of the class are alike.
+* COUNT_ONLY (the fallback, said once): a selector Phalanx cannot evaluate, or one reading
+  a value it does not keep (`uuid`): the class entry, on nodes with enough class devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from fractions import Fraction
+
+from phalanx.core.cel import AttributeValue, Selector, Unsupported
+from phalanx.core.dra import (
+    AllocationMode,
+    ClaimSpec,
+    DeviceRequest,
+    DeviceShape,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    is_dropped,
+    is_identifying,
+)
+from phalanx.core.dra_inventory import (
+    Allocated,
+    DeviceCatalog,
+    DeviceHolder,
+    class_entry,
+    gpu_info,
+    is_dra_entry,
+    node_entries,
+    shape_entry,
+)
+from phalanx.core.eligibility import term_matches
+from phalanx.core.model import DRA_GPU, EMPTY, Node, Pod, Resources, SelectorTerm
+
+
+class Exactness(StrEnum):
+    EXACT = "exact"
+    PER_NODE = "per-node"
+    COUNT_ONLY = "count-only"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestDemand:
+    """One device request of one claim, as Phalanx plans it."""
+
+    request: str  # the request's name ("gpu", or "gpu/h100" for a firstAvailable choice)
+    device_class: str
+    count: int  # devices a node must have that match (at least 1)
+    takes: Resources  # what it takes from the node's DRA entries (EMPTY: takes none)
+    selectors: tuple[Selector, ...] = ()  # checked per node (empty for COUNT_ONLY)
+    exactness: Exactness = Exactness.EXACT
+    note: str = ""  # why it is not exact, for people
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDemand:
+    key: str  # "namespace/name"; a claim not made from its template yet: "namespace/pod#entry"
+    requests: tuple[RequestDemand, ...] = ()
+    allocated: bool = False
+    # An allocated claim's devices are reachable only here (None: anywhere).
+    node_terms: tuple[SelectorTerm, ...] | None = None
+    shareable: bool = False  # named directly by the pod, so other pods may name it too
+
+    @property
+    def takes(self) -> Resources:
+        total = EMPTY
+        if not self.allocated:
+            for r in self.requests:
+                total = total + r.takes
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class PodDemand:
+    """All of a pod's claims. `problems` is bad input: the pod cannot be placed as it is."""
+
+    claims: tuple[ClaimDemand, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Where Phalanx is less than exact, each said once."""
+        seen = dict.fromkeys(
+            f"claim {c.key} request {r.request}: {r.note}"
+            for c in self.claims
+            for r in c.requests
+            if r.note
+        )
+        return tuple(seen)
+
+    def requests(self, exclude: Set[str] = frozenset()) -> Resources:
+        """Extra requests for the pod: its unallocated claims, except the `exclude`d keys."""
+        total = EMPTY
+        for claim in self.claims:
+            if claim.key not in exclude:
+                total = total + claim.takes
+        return total
+
+    def eligibility_key(self) -> tuple[object, ...]:
+        """Pods with equal keys are served by the same nodes (see `ineligibility`)."""
+        return tuple(
+            (
+                c.allocated,
+                c.node_terms,
+                tuple((r.device_class, r.count, r.selectors) for r in c.requests),
+            )
+            for c in self.claims
+        )
+
+
+NO_DEMAND = PodDemand()
+
+
+def claim_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def pod_demand(
+    pod: Pod,
+    claims: Mapping[str, ResourceClaim],
+    templates: Mapping[str, ResourceClaimTemplate],
+    catalog: DeviceCatalog,
+) -> PodDemand:
+    """The device demand of a pod's `spec.resourceClaims` (claims and templates by key)."""
+    if not pod.resource_claims:
+        return NO_DEMAND
+    result: list[ClaimDemand] = []
+    problems: list[str] = []
+    for ref in pod.resource_claims:
+        if ref.not_needed:
+            continue
+        if ref.claim:
+            key = claim_key(pod.namespace, ref.claim)
+            claim = claims.get(key)
+            if claim is None:
+                problems.append(f"ResourceClaim {key} does not exist (yet)")
+                continue
+            if ref.template and claim.owner_pod and pod.uid and claim.owner_pod != pod.uid:
+                problems.append(f"ResourceClaim {key} was not created for pod {pod.key}")
+                continue
+            if claim.deleting:
+                problems.append(f"ResourceClaim {key} is being deleted")
+                continue
+            if claim.allocation is not None:
+                # Its devices are chosen: only where they are reachable matters now.
+                result.append(
+                    ClaimDemand(key, allocated=True, node_terms=claim.allocation.node_terms)
+                )
+                continue
+            demand, found = _claim(key, claim.spec, catalog)
+            problems += found
+            if not ref.template:
+                demand = ClaimDemand(key, demand.requests, shareable=True)
+            result.append(demand)
+        else:
+            template_key = claim_key(pod.namespace, ref.template)
+            template = templates.get(template_key)
+            if template is None:
+                problems.append(f"ResourceClaimTemplate {template_key} does not exist")
+                continue
+            key = f"{pod.namespace}/{pod.name}#{ref.name}"
+            demand, found = _claim(key, template.spec, catalog)
+            problems += found
+            result.append(demand)
+    return PodDemand(tuple(result), tuple(problems))
+
+
+def _claim(key: str, spec: ClaimSpec, catalog: DeviceCatalog) -> tuple[ClaimDemand, list[str]]:
+    problems = [f"claim {key}: {spec.problem}"] if spec.problem else []
+    requests = []
+    for request in spec.requests:
+        chosen = request.alternatives[0] if request.alternatives else request
+        name = f"{request.name}/{chosen.name}" if request.alternatives else request.name
+        device_class = catalog.classes.get(chosen.device_class)
+        if device_class is None:
+            problems.append(
+                f"claim {key} request {name}: DeviceClass {chosen.device_class} does not exist"
+            )
+            continue
+        if device_class.problem:
+            problems.append(
+                f"claim {key} request {name}: DeviceClass {chosen.device_class} is invalid "
+                f"({device_class.problem})"
+            )
+            continue
+        shapes = catalog.shapes.get(chosen.device_class, frozenset())
+        demand = _request(name, chosen, shapes, catalog)
+        notes = [demand.note] if demand.note else []
+        if request.alternatives and len(request.alternatives) > 1:
+            notes.append(
+                "firstAvailable: Phalanx plans the first choice; nodes that could serve only a "
+                "later one are not used"
+            )
+        if spec.constraints:
+            notes.append("matchAttribute/distinctAttribute constraints are left to kube-scheduler")
+        if notes:
+            exactness = (
+                demand.exactness if demand.exactness is not Exactness.EXACT else Exactness.PER_NODE
+            )
+            demand = replace(demand, exactness=exactness, note="; ".join(notes))
+        requests.append(demand)
+    return ClaimDemand(key, tuple(requests)), problems
+
+
+def _request(
+    name: str, request: DeviceRequest, shapes: frozenset[DeviceShape], catalog: DeviceCatalog
+) -> RequestDemand:
+    device_class = request.device_class
+    supported = tuple(s for s in request.selectors if isinstance(s, Selector))
+    unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
+    dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
+    gpu_like = bool(shapes) and all(s.gpu_like for s in shapes)
+    if request.mode is AllocationMode.ALL or request.admin_access:
+        why = (
+            "adminAccess takes no device"
+            if request.admin_access
+            else "allocationMode All takes every matching device of the node; Phalanx "
+            "does not count them (kube-scheduler does)"
+        )
+        needs = request.count if request.mode is AllocationMode.EXACT_COUNT else 1
+        return RequestDemand(name, device_class, needs, EMPTY, supported, Exactness.COUNT_ONLY, why)
+    count = request.count
+    takes = {class_entry(device_class): count}
+    if gpu_like:
+        takes[DRA_GPU] = count
+    notes: list[str] = []
+    if request.tolerations:
+        notes.append("tolerates device taints; Phalanx counts only untainted devices")
+    if request.capacity:
+        notes.append("consumable capacity is counted as whole devices")
+    if unsupported or dropped:
+        reasons = [
+            f"selector {s.expression!r} is not evaluated by Phalanx ({s.reason})"
+            for s in unsupported
+        ]
+        reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
+        notes.insert(0, "; ".join(reasons) + "; planned by device count only")
+        return RequestDemand(
+            name, device_class, count, Resources(takes), (), Exactness.COUNT_ONLY, "; ".join(notes)
+        )
+    if not supported:
+        return RequestDemand(
+            name, device_class, count, Resources(takes), (), Exactness.EXACT, "; ".join(notes)
+        )
+    matching = [s for s in shapes if all(_shape_matches(sel, s) for sel in supported)]
+    reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
+    if len(matching) == 1 and not reads_identity:
+        # One shape: every device of the class that has it matches, and no other does.
+        if catalog.several_shapes(device_class):
+            takes[shape_entry(device_class, matching[0])] = count
+        return RequestDemand(
+            name,
+            device_class,
+            count,
+            Resources(takes),
+            supported,
+            Exactness.EXACT,
+            "; ".join(notes),
+        )
+    if not matching and not reads_identity:
+        # No node can serve it; `ineligibility` says so on every node.
+        notes.insert(0, f"no {device_class} device in the cluster matches the selectors")
+        return RequestDemand(
+            name,
+            device_class,
+            count,
+            Resources(takes),
+            supported,
+            Exactness.EXACT,
+            "; ".join(notes),
+        )
+    why = (
+        "selectors read per-device values"
+        if reads_identity
+        else f"selectors match {len(matching)} device shapes"
+    )
+    notes.insert(0, f"{why}: devices of the class are counted, matching ones checked per node")
+    return RequestDemand(
+        name, device_class, count, Resources(takes), supported, Exactness.PER_NODE, "; ".join(notes)
+    )
+
+
+class _ShapeView:
+    """A device shape seen as a device with no values of its own."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: DeviceShape) -> None:
+        self.shape = shape
+
+    @property
+    def driver(self) -> str:
+        return self.shape.driver
+
+    def attribute(self, name: str) -> AttributeValue | None:
+        return self.shape.attributes.get(name)
+
+    def capacity(self, name: str) -> Fraction | None:
+        return self.shape.capacity.get(name)
+
+
+def _shape_matches(selector: Selector, shape: DeviceShape) -> bool:
+    return selector.matches(_ShapeView(shape))
+
+
+# ---- gangs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GangDemand:
+    """A gang's extra requests with every shared claim charged once."""
+
+    requests: Mapping[str, Resources] = field(default_factory=dict)  # member key -> extra
+    # Members sharing an unallocated claim: its devices are on one node, so must they be.
+    together: tuple[frozenset[str], ...] = ()
+
+
+def gang_demand(members: Iterable[tuple[str, PodDemand]]) -> GangDemand:
+    """Charge each unallocated claim to the first member (by key) that uses it."""
+    ordered = sorted(members)
+    owner: dict[str, str] = {}
+    sharers: dict[str, set[str]] = {}
+    for member, demand in ordered:
+        for claim in demand.claims:
+            if claim.allocated:
+                continue
+            owner.setdefault(claim.key, member)
+            sharers.setdefault(claim.key, set()).add(member)
+    requests = {
+        member: demand.requests(
+            exclude=frozenset(c.key for c in demand.claims if owner.get(c.key, member) != member)
+        )
+        for member, demand in ordered
+    }
+    return GangDemand(requests, _merge([s for s in sharers.values() if len(s) > 1]))
+
+
+def _merge(groups: list[set[str]]) -> tuple[frozenset[str], ...]:
+    """Overlapping groups joined (members linked through several claims)."""
+    merged: list[set[str]] = []
+    for group in groups:
+        joined = set(group)
+        rest = []
+        for other in merged:
+            if other & joined:
+                joined |= other
+            else:
+                rest.append(other)
+        merged = [*rest, joined]
+    return tuple(sorted((frozenset(g) for g in merged), key=sorted))
+
+
+# ---- which nodes can serve ---------------------------------------------------------------
+
+
+def ineligibility(
+    demand: PodDemand,
+    node: Node,
+    pools: Sequence[DeviceHolder],
+    catalog: DeviceCatalog,
+    allocated: Allocated | None = None,
+) -> str | None:
+    """Why the node cannot serve the pod's claims whatever is free, or None if it can.
+
+    Counts installed devices; with `allocated`, only the free ones (stricter, changes with
+    every allocation, so not cacheable per topology).
+    """
+    if demand.problems:
+        return demand.problems[0]
+    for claim in demand.claims:
+        if claim.allocated:
+            if claim.node_terms is not None and not any(
+                term_matches(t, node) for t in claim.node_terms
+            ):
+                return f"could not reach the devices allocated to claim {claim.key}"
+            continue
+        for request in claim.requests:
+            have = _matching(request, pools, catalog, allocated or {})
+            if have < request.count:
+                return (
+                    f"had {have} free {request.device_class} device(s) for claim {claim.key} "
+                    f"request {request.request}, it needs {request.count}"
+                    if allocated is not None
+                    else f"had {have} {request.device_class} device(s) for claim {claim.key} "
+                    f"request {request.request}, it needs {request.count}"
+                )
+    return None
+
+
+def _matching(
+    request: RequestDemand,
+    pools: Sequence[DeviceHolder],
+    catalog: DeviceCatalog,
+    allocated: Allocated,
+) -> int:
+    count = 0
+    name, selectors = request.device_class, request.selectors
+    for pool in pools:
+        held = allocated.get((pool.driver, pool.pool))
+        if not held:
+            count += catalog.count_matching(pool.devices, name, selectors)
+            continue
+        count += sum(
+            1
+            for device in pool.devices
+            if device.name not in held and catalog.matches(device, name, selectors)
+        )
+    return count
+
+
+# ---- the bridge, applied to model values -------------------------------------------------
+
+
+def node_with_devices(
+    node: Node,
+    pools: Sequence[DeviceHolder],
+    catalog: DeviceCatalog,
+    allocated: Allocated,
+    *,
+    clique_label: str = "nvidia.com/gpu.clique",
+) -> Node:
+    """The node with its free DRA devices in `allocatable` (earlier DRA entries replaced).
+
+    A node without device-plugin GPUs gets its `gpu` description from its DRA GPUs, so GPU
+    memory checks, metrics and /debug read both kinds of node the same way.
+    """
+    base = Resources((k, v) for k, v in node.allocatable.items() if not is_dra_entry(k))
+    allocatable = base + node_entries(pools, catalog, allocated)
+    gpu = node.gpu
+    if gpu is None or (gpu.count == 0 and not gpu.mig):
+        described = gpu_info(pools)
+        if described is not None:
+            gpu = replace(described, clique=node.labels.get(clique_label, ""))
+    if allocatable == node.allocatable and gpu is node.gpu:
+        return node
+    return replace(node, allocatable=allocatable, gpu=gpu)
+
+
+def pod_with_demand(pod: Pod, extra: Resources) -> Pod:
+    """The pod asking for its DRA devices too (`extra` from `PodDemand.requests` or a
+    `GangDemand`); earlier DRA entries of its requests are replaced."""
+    base = Resources((k, v) for k, v in pod.requests.items() if not is_dra_entry(k))
+    requests = base + extra
+    return pod if requests == pod.requests else replace(pod, requests=requests)

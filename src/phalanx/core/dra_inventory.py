@@ -1,0 +1,476 @@
+"""DRA inventory: which devices each node has, which classes they belong to, how many are free.
+
+Pools, as kube-scheduler's allocator reads them (`structured.GatherPools`):
+
+* only the newest `pool.generation` of a pool counts; older slices are ignored;
+* a pool with fewer (or more) slices of that generation than `resourceSliceCount` is
+  *incomplete*: the driver is mid-update, kube-scheduler allocates nothing from it, and
+  neither does Phalanx (its devices count zero until the pool is whole again);
+* a pool listing one device name twice is *invalid*: again nothing is allocated from it.
+
+Only node-local devices (slice `nodeName`, or a device's own `nodeName`) are counted per
+node; devices reachable from several nodes (`nodeSelector`, `allNodes`) are one shared
+capacity that per-node vectors cannot hold, so they are reported and not planned.
+
+Free = published devices (complete, valid, untainted pools) minus the devices allocated to
+claims (`status.allocation`, except admin-access and shared results: kube-scheduler's
+`foreachAllocatedDevice` skips those too). `node_entries` turns that into the synthetic
+resources the gang transaction plans with; `phalanx.core.dra_demand` explains them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from phalanx.core.cel import Selector, Unsupported
+from phalanx.core.dra import (
+    NVIDIA_GPU_DRIVER,
+    Device,
+    DeviceClass,
+    DeviceFlag,
+    DeviceShape,
+    ResourceClaim,
+    ResourceSlice,
+    intern_devices,
+)
+from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
+
+# Synthetic resource names. A class name is a DNS subdomain, so "~" never occurs in one.
+CLASS_PREFIX: Final = "class.dra.phalanx.io/"
+SHAPE_SEPARATOR: Final = "~"
+_MIB = 1 << 20
+
+
+def class_entry(device_class: str) -> str:
+    """Free devices of a class on a node."""
+    return CLASS_PREFIX + device_class
+
+
+def shape_entry(device_class: str, shape: DeviceShape) -> str:
+    """Free devices of a class with one shape on a node."""
+    return f"{CLASS_PREFIX}{device_class}{SHAPE_SEPARATOR}{shape.key}"
+
+
+def is_dra_entry(name: str) -> bool:
+    return name == DRA_GPU or name.startswith(CLASS_PREFIX)
+
+
+# ---- pools -------------------------------------------------------------------------------
+
+
+class PoolState(StrEnum):
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # not every slice of the newest generation is here
+    INVALID = "invalid"  # a device name listed twice
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """What one node holds of a pool made of several slices (or shared between nodes)."""
+
+    driver: str
+    pool: str
+    node: str
+    devices: tuple[Device, ...]
+
+
+# What one node holds of one pool: the pool's only slice itself when it has one (the usual
+# case, and no copy), else the devices merged from its slices. Both read alike.
+DeviceHolder = NodePool | ResourceSlice
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One (driver, pool) after merging its slices."""
+
+    driver: str
+    name: str
+    generation: int
+    state: PoolState
+    problem: str = ""  # why incomplete or invalid, for people
+    local: tuple[DeviceHolder, ...] = ()  # per node, only for a complete and valid pool
+    nonlocal_devices: int = 0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.driver, self.name)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(held.node for held in self.local)
+
+
+def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
+    """The pool the slices (all of one driver and pool name) describe together.
+
+    Precondition: at least one slice, all with the same driver and pool name.
+    """
+    ordered = sorted(slices, key=lambda s: s.name)
+    newest = max(s.generation for s in ordered)
+    current = [s for s in ordered if s.generation == newest]
+    first = current[0]
+    base = Pool(first.driver, first.pool, newest, PoolState.COMPLETE)
+    where = f"pool {first.pool} of driver {first.driver}"
+    # Completeness first: it is a count, and a pool arriving slice by slice is re-merged
+    # once per slice, so only the last merge reads every device.
+    if len(current) != first.slice_count:
+        return _with(
+            base,
+            PoolState.INCOMPLETE,
+            f"{where}: {len(current)} of {first.slice_count} slices of generation {newest} "
+            "are published; its devices are not used until the driver finishes the update",
+        )
+    duplicates = _duplicate_devices(current)
+    if duplicates:
+        return _with(base, PoolState.INVALID, f"{where}: {duplicates}; no device of it is used")
+    nonlocal_devices = sum(s.nonlocal_devices for s in current)
+    if len(current) == 1 and not first.device_nodes:
+        holders: tuple[DeviceHolder, ...] = (first,) if first.node and first.devices else ()
+        return Pool(
+            first.driver,
+            first.pool,
+            newest,
+            PoolState.COMPLETE,
+            local=holders,
+            nonlocal_devices=nonlocal_devices,
+        )
+    local: dict[str, list[Device]] = {}
+    for s in current:
+        for node, devices in s.by_node():
+            local.setdefault(node, []).extend(devices)
+    return Pool(
+        first.driver,
+        first.pool,
+        newest,
+        PoolState.COMPLETE,
+        local=tuple(
+            NodePool(first.driver, first.pool, node, intern_devices(devices))
+            for node, devices in sorted(local.items())
+        ),
+        nonlocal_devices=nonlocal_devices,
+    )
+
+
+def _with(base: Pool, state: PoolState, problem: str) -> Pool:
+    return Pool(base.driver, base.name, base.generation, state, problem)
+
+
+def _duplicate_devices(slices: Sequence[ResourceSlice]) -> str:
+    """'device gpu-3 is listed twice (slices a, b)', or "" when every name is unique."""
+    where: dict[str, list[str]] = {}
+    for s in slices:
+        for name in s.duplicates:
+            where.setdefault(name, []).extend([s.name, s.name])
+        for name in {d.name for d in s.devices} - set(s.duplicates):
+            where.setdefault(name, []).append(s.name)
+    repeated = sorted((name, sorted(owners)) for name, owners in where.items() if len(owners) > 1)
+    if not repeated:
+        return ""
+    name, owners = repeated[0]
+    more = f" (and {len(repeated) - 1} more)" if len(repeated) > 1 else ""
+    return f"device {name} is listed more than once (slices {', '.join(owners)}){more}"
+
+
+@dataclass(frozen=True, slots=True)
+class DraInventory:
+    """Every pool, and the node-local devices of the usable ones by node."""
+
+    pools: Mapping[tuple[str, str], Pool]
+    by_node: Mapping[str, tuple[DeviceHolder, ...]]
+
+    def node(self, name: str) -> tuple[DeviceHolder, ...]:
+        return self.by_node.get(name, ())
+
+    def problems(self) -> list[str]:
+        """Pools not used, and devices not counted per node: each once, sorted."""
+        found = [p.problem for p in self.pools.values() if p.problem]
+        found.extend(
+            f"pool {p.name} of driver {p.driver}: {p.nonlocal_devices} device(s) reachable "
+            "from several nodes are not planned by Phalanx (kube-scheduler still allocates them)"
+            for p in self.pools.values()
+            if p.nonlocal_devices
+        )
+        return sorted(found)
+
+
+def build_inventory(slices: Iterable[ResourceSlice]) -> DraInventory:
+    """Merge every slice into pools, and the usable pools into per-node device lists."""
+    grouped: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in slices:
+        grouped.setdefault((s.driver, s.pool), []).append(s)
+    pools = {key: merge_pool(group) for key, group in sorted(grouped.items())}
+    return DraInventory(pools, node_pools(pools.values()))
+
+
+def node_pools(pools: Iterable[Pool]) -> dict[str, tuple[DeviceHolder, ...]]:
+    """Per node, what it holds of each complete, valid pool (ordered by driver, pool)."""
+    by_node: dict[str, list[DeviceHolder]] = {}
+    for pool in sorted(pools, key=lambda p: p.key):
+        for held in pool.local:
+            by_node.setdefault(held.node, []).append(held)
+    return {node: tuple(held) for node, held in by_node.items()}
+
+
+# ---- allocated devices -------------------------------------------------------------------
+
+# (driver, pool) -> names of devices some claim holds exclusively.
+Allocated = Mapping[tuple[str, str], Container[str]]
+
+
+def allocated_devices(claims: Iterable[ResourceClaim]) -> dict[tuple[str, str], frozenset[str]]:
+    """Devices held by allocated claims, the way kube-scheduler's cache counts them."""
+    held: dict[tuple[str, str], set[str]] = {}
+    for claim in claims:
+        if claim.allocation is None:
+            continue
+        for result in claim.allocation.devices:
+            if result.exclusive:
+                held.setdefault((result.driver, result.pool), set()).add(result.device)
+    return {key: frozenset(names) for key, names in held.items()}
+
+
+# ---- classes -----------------------------------------------------------------------------
+
+
+def countable(device: Device) -> bool:
+    """Whether a device counts as one allocatable unit (see `DeviceFlag`)."""
+    return not device.flags & (DeviceFlag.TAINTED | DeviceFlag.MULTIPLE_ALLOCATIONS)
+
+
+def counts_as_gpu(device: Device) -> bool:
+    """A whole GPU or a MIG device, counted once in `DRA_GPU` (as nvidia.com/gpu counts them).
+
+    A MIG partition of shared counters is one way of using a GPU already counted whole.
+    """
+    if not device.shape.gpu_like:
+        return False
+    partition = device.flags & DeviceFlag.CONSUMES_COUNTERS
+    return not (partition and device.attribute(f"{NVIDIA_GPU_DRIVER}/type") == "mig")
+
+
+ClassShapes = Mapping[str, frozenset[DeviceShape]]
+
+
+class DeviceCatalog:
+    """The cluster's DeviceClasses and what each selects, memoized per (interned) device.
+
+    `shapes` are, per class, the device shapes it accepts anywhere in the cluster
+    (`class_shapes`): a class with several gets one entry per shape besides its total
+    (`shape_entry`), a class with one needs none. Immutable by contract: a class change
+    means a new catalog, `with_shapes` a new shape picture (class matching is kept); then
+    every node's entries and every pending pod's demand are recomputed.
+    """
+
+    __slots__ = ("_entries", "_match", "_totals", "classes", "notes", "shapes")
+
+    def __init__(self, classes: Iterable[DeviceClass], shapes: ClassShapes | None = None) -> None:
+        self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
+        self.shapes: ClassShapes = shapes if shapes is not None else {}
+        # What Phalanx could not evaluate in a class: told once per catalog.
+        self.notes: tuple[str, ...] = tuple(
+            f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
+            f"({s.reason}); its devices are those its other selectors accept"
+            for c in self.classes.values()
+            for s in c.selectors
+            if isinstance(s, Unsupported)
+        )
+        self._match = _Matching(self.classes)
+        self._entries: dict[Device, tuple[str, ...]] = {}
+        self._totals: dict[tuple[Device, ...], Counter[str]] = {}
+
+    def with_shapes(self, shapes: ClassShapes) -> DeviceCatalog:
+        """The same classes over another shape picture, keeping what matching learnt."""
+        catalog = DeviceCatalog((), shapes)
+        catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
+        return catalog
+
+    def several_shapes(self, name: str) -> bool:
+        return len(self.shapes.get(name, ())) > 1
+
+    def in_class(self, device: Device, name: str) -> bool:
+        """Whether the class accepts the device; an invalid or unknown class accepts none."""
+        return self._match.in_class(device, name)
+
+    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
+        """Whether a countable device of the class also passes a request's selectors."""
+        return self._match.matches(device, name, selectors)
+
+    def count_matching(
+        self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]
+    ) -> int:
+        """How many of the devices `matches` accepts; memoized per (shared) device list."""
+        return self._match.count(devices, name, selectors)
+
+    def entries(self, device: Device) -> tuple[str, ...]:
+        """The synthetic resources one free device of this kind adds to its node."""
+        found = self._entries.get(device)
+        if found is None:
+            names: list[str] = []
+            if countable(device):
+                for name in sorted(self.classes):
+                    if self.in_class(device, name):
+                        names.append(class_entry(name))
+                        if self.several_shapes(name):
+                            names.append(shape_entry(name, device.shape))
+                if counts_as_gpu(device):
+                    names.append(DRA_GPU)
+            found = self._entries[device] = tuple(names)
+        return found
+
+    def totals(self, devices: tuple[Device, ...]) -> Counter[str]:
+        """Entries of a whole device list; memoized, as identical nodes share the list."""
+        found = self._totals.get(devices)
+        if found is None:
+            found = Counter()
+            for device in devices:
+                found.update(self.entries(device))
+            self._totals[devices] = found
+        return found
+
+    def class_shapes(
+        self, device_lists: Iterable[tuple[Device, ...]]
+    ) -> dict[str, frozenset[DeviceShape]]:
+        """Per class, the shapes of the countable devices it accepts in these lists."""
+        shapes: dict[str, set[DeviceShape]] = {name: set() for name in self.classes}
+        for devices in set(device_lists):
+            for device in devices:
+                if countable(device):
+                    for name in self.classes:
+                        if self.in_class(device, name):
+                            shapes[name].add(device.shape)
+        return {name: frozenset(found) for name, found in shapes.items()}
+
+
+class _Matching:
+    """Memoized class membership and selector matches (independent of the shape picture)."""
+
+    __slots__ = ("_classes", "_counts", "_matches", "_members")
+
+    def __init__(self, classes: Mapping[str, DeviceClass]) -> None:
+        self._classes = classes
+        self._members: dict[tuple[str, Device], bool] = {}
+        self._matches: dict[tuple[Device, str, tuple[Selector, ...]], bool] = {}
+        self._counts: dict[tuple[tuple[Device, ...], str, tuple[Selector, ...]], int] = {}
+
+    def in_class(self, device: Device, name: str) -> bool:
+        key = (name, device)
+        found = self._members.get(key)
+        if found is None:
+            device_class = self._classes.get(name)
+            found = (
+                device_class is not None
+                and not device_class.problem
+                and all(
+                    s.matches(device) for s in device_class.selectors if isinstance(s, Selector)
+                )
+            )
+            self._members[key] = found
+        return found
+
+    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
+        key = (device, name, selectors)
+        found = self._matches.get(key)
+        if found is None:
+            found = (
+                countable(device)
+                and self.in_class(device, name)
+                and all(s.matches(device) for s in selectors)
+            )
+            self._matches[key] = found
+        return found
+
+    def count(self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]) -> int:
+        key = (devices, name, selectors)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = sum(1 for d in devices if self.matches(d, name, selectors))
+        return found
+
+
+def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> DeviceCatalog:
+    """A catalog with the inventory's shape picture (what tests and one-shot callers need)."""
+    bare = DeviceCatalog(classes)
+    lists = [pool.devices for pools in inventory.by_node.values() for pool in pools]
+    return bare.with_shapes(bare.class_shapes(lists))
+
+
+# ---- what a node offers ------------------------------------------------------------------
+
+
+def node_entries(
+    pools: Sequence[DeviceHolder], catalog: DeviceCatalog, allocated: Allocated
+) -> Resources:
+    """The node's free DRA devices as synthetic resources, to add to its allocatable.
+
+    Per class `class_entry(c)`, per class and shape `shape_entry(c, s)`, and `DRA_GPU` for
+    GPU-like devices; allocated devices are left out.
+    """
+    total: Counter[str] = Counter()
+    for pool in pools:
+        total.update(catalog.totals(pool.devices))
+        held = allocated.get((pool.driver, pool.pool))
+        if held:
+            for device in pool.devices:
+                if device.name in held:
+                    total.subtract(catalog.entries(device))
+    return Resources(total)
+
+
+def gpu_info(pools: Sequence[DeviceHolder]) -> GpuInfo | None:
+    """What the node's DRA GPUs say about it, as device-plugin nodes say it with labels.
+
+    `count` is whole GPUs; `mig` counts MIG devices by `nvidia.com/mig-<profile>`.
+    """
+    gpus: list[Device] = []
+    mig: Counter[str] = Counter()
+    domain = NVIDIA_GPU_DRIVER
+    for pool in pools:
+        for device in pool.devices:
+            if not counts_as_gpu(device):
+                continue
+            if device.attribute(f"{domain}/type") == "gpu":
+                gpus.append(device)
+            else:
+                mig[f"{MIG_PREFIX}{device.attribute(f'{domain}/profile')}"] += 1
+    if not gpus and not mig:
+        return None
+    first = gpus[0] if gpus else None
+    memory = first.capacity(f"{domain}/memory") if first is not None else None
+    product = first.attribute(f"{domain}/productName") if first is not None else None
+    architecture = first.attribute(f"{domain}/architecture") if first is not None else None
+    return GpuInfo(
+        vendor="nvidia",
+        count=len(gpus),
+        product=str(product or ""),
+        memory_mib=int(memory // _MIB) if memory is not None else 0,
+        family=str(architecture or "").lower(),
+        mig=dict(sorted(mig.items())),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """A node's DRA picture for /debug and metrics: installed and free per class."""
+
+    installed: Mapping[str, int] = field(default_factory=dict)
+    free: Mapping[str, int] = field(default_factory=dict)
+
+
+def describe_node(
+    pools: Sequence[DeviceHolder], catalog: DeviceCatalog, allocated: Allocated
+) -> NodeDevices:
+    def per_class(entries: Mapping[str, int]) -> dict[str, int]:
+        return {
+            name[len(CLASS_PREFIX) :]: count
+            for name, count in sorted(entries.items())
+            if name.startswith(CLASS_PREFIX) and SHAPE_SEPARATOR not in name
+        }
+
+    return NodeDevices(
+        installed=per_class(node_entries(pools, catalog, {})),
+        free=per_class(node_entries(pools, catalog, allocated)),
+    )

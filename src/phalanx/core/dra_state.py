@@ -1,0 +1,286 @@
+"""The cluster's DRA picture, kept up to date by watch events: slices, classes, claims.
+
+`DraState` is to DRA what `phalanx.core.snapshot.ClusterState` is to nodes and pods: one
+writer (the service's event loop) applies each event, and every mutation says which nodes'
+free devices changed, so the caller re-bridges only those (`node_with_devices`) and
+re-derives the demand of the pods it names. It takes no locks and does no I/O.
+
+    upsert_slice / remove_slice   -> that pool re-merged (generations, completeness)
+    upsert_class / remove_class   -> a new catalog: every node, every pending pod
+    upsert_claim / remove_claim   -> the nodes of the pools its allocation touches
+    upsert_template / ...         -> pending pods only (no node changes)
+
+A change of the cluster's device shapes (the first A100 node in an H100 cluster) changes
+which synthetic entries exist, so it is reported as `Changes.everything` too.
+
+Memory: a pool made of one slice (the usual case) is held by the node as that slice
+itself; identical servers share one device list (`phalanx.core.dra.intern_devices`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from phalanx.core.dra import (
+    Device,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
+from phalanx.core.dra_demand import PodDemand, pod_demand
+from phalanx.core.dra_inventory import (
+    Allocated,
+    DeviceCatalog,
+    DeviceHolder,
+    Pool,
+    PoolState,
+    merge_pool,
+    node_entries,
+)
+from phalanx.core.model import Pod, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a mutation changed: nodes to re-bridge, or everything (nodes and pending pods)."""
+
+    nodes: frozenset[str] = frozenset()
+    everything: bool = False
+
+    def __or__(self, other: Changes) -> Changes:
+        return Changes(self.nodes | other.nodes, self.everything or other.everything)
+
+
+NOTHING = Changes()
+EVERYTHING = Changes(everything=True)
+
+
+class DraState:
+    """Slices, classes, claims and templates, and per node the devices that count."""
+
+    def __init__(self) -> None:
+        self._slices: dict[str, ResourceSlice] = {}
+        # driver -> pool -> its slices' names (a lone name as itself: pools are one slice)
+        self._pool_slices: dict[str, dict[str, str | tuple[str, ...]]] = {}
+        self._unusable: dict[tuple[str, str], Pool] = {}  # incomplete, invalid or shared pools
+        self._by_node: dict[str, tuple[DeviceHolder, ...]] = {}
+        self._lists: Counter[tuple[Device, ...]] = Counter()  # in use, for the shape picture
+        self._shapes_dirty = False
+        self._classes: dict[str, DeviceClass] = {}
+        self.catalog = DeviceCatalog(())
+        self._claims: dict[str, ResourceClaim] = {}
+        # (driver, pool) -> device -> the claim holding it
+        self._held: dict[tuple[str, str], dict[str, str]] = {}
+        self._templates: dict[str, ResourceClaimTemplate] = {}
+
+    # ---- reads -----------------------------------------------------------------------
+
+    def node(self, name: str) -> tuple[DeviceHolder, ...]:
+        return self._by_node.get(name, ())
+
+    def nodes(self) -> Iterable[str]:
+        return self._by_node.keys()
+
+    @property
+    def allocated(self) -> Allocated:
+        return self._held
+
+    def entries(self, name: str) -> Resources:
+        """The node's free devices as synthetic resources (`node_entries`)."""
+        return node_entries(self.node(name), self.catalog, self._held)
+
+    @property
+    def claims(self) -> Mapping[str, ResourceClaim]:
+        return self._claims
+
+    @property
+    def templates(self) -> Mapping[str, ResourceClaimTemplate]:
+        return self._templates
+
+    def demand(self, pod: Pod) -> PodDemand:
+        return pod_demand(pod, self._claims, self._templates, self.catalog)
+
+    def problems(self) -> list[str]:
+        """Pools not used, devices not counted per node, class selectors not evaluated."""
+        found = [p.problem for p in self._unusable.values() if p.problem]
+        found += [
+            f"pool {p.name} of driver {p.driver}: {p.nonlocal_devices} device(s) reachable "
+            "from several nodes are not planned by Phalanx (kube-scheduler still allocates them)"
+            for p in self._unusable.values()
+            if p.nonlocal_devices
+        ]
+        return sorted(found) + list(self.catalog.notes)
+
+    # ---- slices ----------------------------------------------------------------------
+
+    def upsert_slice(self, s: ResourceSlice) -> Changes:
+        old = self._slices.get(s.name)
+        moved = old is not None and (old.driver, old.pool) != (s.driver, s.pool)
+        left = self._pool_nodes((old.driver, old.pool)) if old is not None and moved else None
+        before = self._pool_nodes((s.driver, s.pool))
+        if old is not None and moved:
+            self._forget_name(old)
+        self._slices[s.name] = s
+        names = self._names(s.driver, s.pool)
+        if s.name not in names:
+            everyone = (*names, s.name)
+            self._pool_slices.setdefault(s.driver, {})[s.pool] = (
+                everyone[0] if len(everyone) == 1 else everyone
+            )
+        changes = self._merge(s.driver, s.pool, before)
+        if old is not None and left is not None:
+            changes |= self._merge(old.driver, old.pool, left)
+        return changes | self._reshape()
+
+    def remove_slice(self, name: str) -> Changes:
+        old = self._slices.get(name)
+        if old is None:
+            return NOTHING
+        before = self._pool_nodes((old.driver, old.pool))
+        del self._slices[name]
+        self._forget_name(old)
+        return self._merge(old.driver, old.pool, before) | self._reshape()
+
+    def _names(self, driver: str, pool: str) -> tuple[str, ...]:
+        names = self._pool_slices.get(driver, {}).get(pool, ())
+        return (names,) if isinstance(names, str) else names
+
+    def _forget_name(self, old: ResourceSlice) -> None:
+        pools = self._pool_slices.get(old.driver, {})
+        rest = tuple(n for n in self._names(old.driver, old.pool) if n != old.name)
+        if rest:
+            pools[old.pool] = rest[0] if len(rest) == 1 else rest
+        else:
+            pools.pop(old.pool, None)
+            if not pools:
+                self._pool_slices.pop(old.driver, None)
+
+    def _merge(self, driver: str, pool: str, before: frozenset[str]) -> Changes:
+        """Re-merge one pool; `before`: the nodes its slices named before the change."""
+        key = (driver, pool)
+        for node in before:
+            held = self._by_node.get(node, ())
+            kept = tuple(h for h in held if (h.driver, h.pool) != key)
+            for h in held:
+                if (h.driver, h.pool) == key:
+                    self._release(h.devices)
+            if kept:
+                self._by_node[node] = kept
+            else:
+                self._by_node.pop(node, None)
+        self._unusable.pop(key, None)
+        nodes = set(before)
+        names = self._names(driver, pool)
+        if names:
+            merged = merge_pool(self._slices[n] for n in names)
+            if merged.state is not PoolState.COMPLETE or merged.nonlocal_devices:
+                self._unusable[key] = merged
+            for holder in merged.local:
+                held = (*self._by_node.get(holder.node, ()), holder)
+                self._by_node[holder.node] = tuple(sorted(held, key=lambda h: (h.driver, h.pool)))
+                self._acquire(holder.devices)
+                nodes.add(holder.node)
+        return Changes(frozenset(nodes))
+
+    # Device lists in use, counted, so a new or vanished kind of server is noticed.
+
+    def _acquire(self, devices: tuple[Device, ...]) -> None:
+        self._lists[devices] += 1
+        if self._lists[devices] == 1:
+            self._shapes_dirty = True
+
+    def _release(self, devices: tuple[Device, ...]) -> None:
+        self._lists[devices] -= 1
+        if self._lists[devices] <= 0:
+            del self._lists[devices]
+            self._shapes_dirty = True
+
+    def _reshape(self) -> Changes:
+        """A new shape picture, if the device lists in use changed it."""
+        if not self._shapes_dirty:
+            return NOTHING
+        self._shapes_dirty = False
+        shapes = self.catalog.class_shapes(self._lists)
+        if shapes == self.catalog.shapes:
+            return NOTHING
+        self.catalog = self.catalog.with_shapes(shapes)
+        return EVERYTHING
+
+    # ---- classes ---------------------------------------------------------------------
+
+    def upsert_class(self, device_class: DeviceClass) -> Changes:
+        if self._classes.get(device_class.name) == device_class:
+            return NOTHING
+        self._classes[device_class.name] = device_class
+        return self._new_catalog()
+
+    def remove_class(self, name: str) -> Changes:
+        if self._classes.pop(name, None) is None:
+            return NOTHING
+        return self._new_catalog()
+
+    def _new_catalog(self) -> Changes:
+        self.catalog = DeviceCatalog(self._classes.values())
+        self._shapes_dirty = True
+        self._reshape()
+        return EVERYTHING
+
+    # ---- claims and templates --------------------------------------------------------
+
+    def upsert_claim(self, claim: ResourceClaim) -> Changes:
+        old = self._claims.get(claim.key)
+        self._claims[claim.key] = claim
+        changes = self._unhold(old) if old is not None else NOTHING
+        return changes | self._hold(claim)
+
+    def remove_claim(self, key: str) -> Changes:
+        old = self._claims.pop(key, None)
+        return self._unhold(old) if old is not None else NOTHING
+
+    def _hold(self, claim: ResourceClaim) -> Changes:
+        if claim.allocation is None:
+            return NOTHING
+        pools = set()
+        claim_key = claim.key  # one string for all its devices
+        for result in claim.allocation.devices:
+            if result.exclusive:
+                key = (result.driver, result.pool)
+                self._held.setdefault(key, {})[result.device] = claim_key
+                pools.add(key)
+        return Changes(frozenset(n for key in pools for n in self._pool_nodes(key)))
+
+    def _unhold(self, claim: ResourceClaim) -> Changes:
+        if claim.allocation is None:
+            return NOTHING
+        pools = set()
+        for result in claim.allocation.devices:
+            key = (result.driver, result.pool)
+            held = self._held.get(key)
+            if held is not None and held.get(result.device) == claim.key:
+                del held[result.device]
+                pools.add(key)
+                if not held:
+                    del self._held[key]
+        return Changes(frozenset(n for key in pools for n in self._pool_nodes(key)))
+
+    def _pool_nodes(self, key: tuple[str, str]) -> frozenset[str]:
+        names = self._names(*key)
+        nodes: frozenset[str] = frozenset()
+        for name in names:
+            nodes |= _nodes_of(self._slices[name])
+        return nodes
+
+    def upsert_template(self, template: ResourceClaimTemplate) -> None:
+        self._templates[template.key] = template
+
+    def remove_template(self, key: str) -> None:
+        self._templates.pop(key, None)
+
+
+def _nodes_of(s: ResourceSlice | None) -> frozenset[str]:
+    if s is None:
+        return frozenset()
+    return frozenset(s.device_nodes) | ({s.node} if s.node else set())

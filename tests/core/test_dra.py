@@ -1,0 +1,422 @@
+"""DRA inventory: slices, classes and allocated claims become free devices per node.
+
+Slices and classes are shaped like NVIDIA's DRA driver publishes them (tests/builders.py):
+8 H100s per node, A100s in MIG mode on some nodes, ComputeDomain IMEX channels.
+"""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from builders import (
+    CD_DRIVER,
+    GPU_DRIVER,
+    claim_obj,
+    claim_template_obj,
+    compute_domain_slice_obj,
+    device_class_obj,
+    device_request,
+    dra_pod_obj,
+    gpu_slice_obj,
+    mig_slice_obj,
+    nvidia_class_objs,
+    slice_obj,
+)
+from phalanx.core.cel import Selector, Unsupported, Version
+from phalanx.core.dra import (
+    AllocationMode,
+    DeviceFlag,
+    NodeAccess,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from phalanx.core.dra_inventory import (
+    CLASS_PREFIX,
+    DeviceCatalog,
+    DraInventory,
+    PoolState,
+    allocated_devices,
+    build_inventory,
+    catalog_for,
+    class_entry,
+    describe_node,
+    gpu_info,
+    node_entries,
+)
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, PodClaimRef, Resources
+
+GI = 2**30
+MI = 2**20
+GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+
+
+def catalog(inv: DraInventory | None = None) -> DeviceCatalog:
+    classes = [parse_device_class(o) for o in nvidia_class_objs()]
+    return catalog_for(classes, inv) if inv is not None else DeviceCatalog(classes)
+
+
+def inventory(*objs: dict[str, Any]):
+    return build_inventory(parse_resource_slice(o) for o in objs)
+
+
+def per_class(entries: Resources) -> dict[str, int]:
+    """Class entries only (shape entries have a digest in their name)."""
+    return {
+        k[len(CLASS_PREFIX) :]: v
+        for k, v in entries.items()
+        if k.startswith(CLASS_PREFIX) and "~" not in k
+    }
+
+
+# ---- slices ----------------------------------------------------------------------------------
+
+
+def test_an_nvidia_gpu_slice_becomes_eight_devices_of_one_shape() -> None:
+    s = parse_resource_slice(gpu_slice_obj("n1"))
+    assert (s.driver, s.pool, s.generation, s.slice_count) == (GPU_DRIVER, "n1", 1, 1)
+    assert s.access is NodeAccess.NODE
+    assert s.node == "n1"
+    devices = s.devices
+    assert [d.name for d in devices] == [f"gpu-{i}" for i in range(8)]
+    assert len({d.shape for d in devices}) == 1
+    gpu = devices[3]
+    assert gpu.attribute(f"{GPU_DRIVER}/productName") == "NVIDIA H100 80GB HBM3"
+    assert gpu.attribute(f"{GPU_DRIVER}/driverVersion") == Version.parse("550.54.15")
+    assert gpu.capacity(f"{GPU_DRIVER}/memory") == Fraction(81559 * MI)
+    # Identifying values stay with the device; globally unique ones are not kept.
+    assert gpu.attribute(f"{GPU_DRIVER}/pcieBusID") == "0000:1b:00.0"
+    assert gpu.attribute("resource.kubernetes.io/pcieRoot") == "pci0000:01"
+    assert gpu.attribute(f"{GPU_DRIVER}/uuid") is None
+    assert gpu.shape.gpu_like
+
+
+def test_identical_servers_share_one_copy_of_their_devices() -> None:
+    a = parse_resource_slice(gpu_slice_obj("n1"))
+    b = parse_resource_slice(gpu_slice_obj("n2"))
+    assert a.devices is b.devices
+    other = parse_resource_slice(gpu_slice_obj("n3", driver_version="560.35.3"))
+    assert other.devices[0].shape is not a.devices[0].shape
+
+
+def test_mig_devices_share_a_shape_per_profile_and_keep_their_placement() -> None:
+    s = parse_resource_slice(mig_slice_obj("m1", {0: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]}))
+    devices = s.devices
+    assert [d.name for d in devices] == [
+        "gpu-0-mig-9-0-4",
+        "gpu-0-mig-14-4-2",
+        "gpu-0-mig-19-6-1",
+        "gpu-0-mig-19-7-1",
+    ]
+    assert devices[2].shape is devices[3].shape
+    assert devices[2].capacity(f"{GPU_DRIVER}/memorySlice6") == 1
+    assert devices[3].capacity(f"{GPU_DRIVER}/memorySlice6") is None
+    assert devices[2].capacity(f"{GPU_DRIVER}/memory") == 4864 * MI
+
+
+def test_compute_domain_channels_keep_their_id() -> None:
+    s = parse_resource_slice(compute_domain_slice_obj("n1", channels=3))
+    devices = s.devices
+    assert [d.name for d in devices] == ["channel-0", "channel-1", "channel-2", "daemon-0"]
+    assert [d.attribute(f"{CD_DRIVER}/id") for d in devices] == [0, 1, 2, 0]
+    assert not devices[0].shape.gpu_like
+
+
+def bad_slice(change: str) -> dict[str, Any]:
+    obj = gpu_slice_obj("n1", 1)
+    spec, device = obj["spec"], obj["spec"]["devices"][0]
+    if change == "no driver":
+        del spec["driver"]
+    elif change == "no slice count":
+        spec["pool"]["resourceSliceCount"] = 0
+    elif change == "two node selections":
+        spec["allNodes"] = True
+    elif change == "two attribute values":
+        device["attributes"]["type"] = {"string": "gpu", "int": 1}
+    elif change == "bad capacity":
+        device["capacity"]["memory"] = {"value": "lots"}
+    elif change == "bad version":
+        device["attributes"]["driverVersion"] = {"version": "550"}
+    elif change == "unnamed device":
+        del device["name"]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ("no driver", "spec.driver"),
+        ("no slice count", "spec.pool.resourceSliceCount"),
+        ("two node selections", "spec"),
+        ("two attribute values", 'spec.devices[0].attributes["type"]'),
+        ("bad capacity", 'spec.devices[0].capacity["memory"].value'),
+        ("bad version", 'spec.devices[0].attributes["driverVersion"].version'),
+        ("unnamed device", "spec.devices[0].name"),
+    ],
+    ids=lambda x: x if " " in x else "",
+)
+def test_a_slice_the_api_server_would_refuse_names_the_field(change: str, field: str) -> None:
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_resource_slice(bad_slice(change))
+    assert raised.value.kind == "ResourceSlice"
+    assert raised.value.name == "n1-gpu.nvidia.com-1"
+    assert raised.value.field == field
+
+
+def test_device_taints_and_partitions_are_flagged() -> None:
+    obj = gpu_slice_obj("n1", 3)
+    devices = obj["spec"]["devices"]
+    devices[0]["taints"] = [{"key": "health", "effect": "NoSchedule"}]
+    devices[1]["consumesCounters"] = [{"counterSet": "gpu-1-counter-set", "counters": {}}]
+    devices[2]["taints"] = [{"key": "note", "effect": "None"}]
+    flags = [d.flags for d in parse_resource_slice(obj).devices]
+    assert flags == [DeviceFlag.TAINTED, DeviceFlag.CONSUMES_COUNTERS, DeviceFlag.NONE]
+
+
+# ---- pools ------------------------------------------------------------------------------------
+
+
+def test_only_the_newest_generation_of_a_pool_counts() -> None:
+    old = gpu_slice_obj("n1", 8, generation=1, name="old")
+    new = gpu_slice_obj("n1", 4, generation=2, name="new")
+    inv = inventory(old, new)
+    assert per_class(node_entries(inv.node("n1"), catalog(), {})) == {GPU_CLASS: 4}
+
+
+def test_an_incomplete_pool_counts_nothing_until_every_slice_is_there() -> None:
+    first = gpu_slice_obj("n1", 4, count=2, name="a")
+    inv = inventory(first)
+    assert inv.pools[(GPU_DRIVER, "n1")].state is PoolState.INCOMPLETE
+    assert inv.node("n1") == ()
+    assert inv.problems() == [
+        "pool n1 of driver gpu.nvidia.com: 1 of 2 slices of generation 1 are published; its "
+        "devices are not used until the driver finishes the update"
+    ]
+    second = slice_obj("n1", [], count=2, name="b")
+    second["spec"]["devices"] = gpu_slice_obj("n1", 8)["spec"]["devices"][4:]
+    whole = inventory(first, second)
+    assert whole.pools[(GPU_DRIVER, "n1")].state is PoolState.COMPLETE
+    assert per_class(node_entries(whole.node("n1"), catalog(), {})) == {GPU_CLASS: 8}
+
+
+def test_a_duplicate_device_invalidates_its_pool_only_and_is_said_once() -> None:
+    broken = gpu_slice_obj("n1", 2)
+    broken["spec"]["devices"].append(copy.deepcopy(broken["spec"]["devices"][0]))
+    inv = inventory(broken, gpu_slice_obj("n2"))
+    assert inv.pools[(GPU_DRIVER, "n1")].state is PoolState.INVALID
+    assert inv.node("n1") == ()
+    assert per_class(node_entries(inv.node("n2"), catalog(), {})) == {GPU_CLASS: 8}
+    assert inv.problems() == [
+        "pool n1 of driver gpu.nvidia.com: device gpu-0 is listed more than once (slices "
+        "n1-gpu.nvidia.com-1, n1-gpu.nvidia.com-1); no device of it is used"
+    ]
+
+
+def test_a_device_listed_in_two_slices_of_a_pool_invalidates_it() -> None:
+    a = gpu_slice_obj("n1", 2, count=2, name="a")
+    b = gpu_slice_obj("n1", 1, count=2, name="b")
+    inv = inventory(a, b)
+    assert inv.pools[(GPU_DRIVER, "n1")].state is PoolState.INVALID
+    assert "device gpu-0 is listed more than once (slices a, b)" in inv.problems()[0]
+
+
+def test_devices_reachable_from_many_nodes_are_not_counted_per_node() -> None:
+    shared = slice_obj("any", [{"name": "nic-0"}], driver="net.example.com", pool="fabric")
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    inv = inventory(shared)
+    assert inv.by_node == {}
+    assert "1 device(s) reachable from several nodes" in inv.problems()[0]
+
+
+# ---- classes and free devices ----------------------------------------------------------------
+
+
+def test_each_class_counts_its_devices_per_node() -> None:
+    inv = inventory(
+        gpu_slice_obj("n1"),
+        compute_domain_slice_obj("n1", channels=4),
+        mig_slice_obj("m1", {0: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]}, whole=1),
+    )
+    cat = catalog()
+    n1 = node_entries(inv.node("n1"), cat, {})
+    assert per_class(n1) == {GPU_CLASS: 8, CHANNEL_CLASS: 1, "compute-domain-daemon.nvidia.com": 1}
+    assert n1[DRA_GPU] == 8
+    m1 = node_entries(inv.node("m1"), cat, {})
+    assert per_class(m1) == {GPU_CLASS: 1, MIG_CLASS: 4}
+    assert m1[DRA_GPU] == 5  # like nvidia.com/gpu + nvidia.com/mig-* on a device-plugin node
+    assert m1.gpus() == 5
+
+
+def test_allocated_claims_reduce_free_devices_and_admin_access_does_not() -> None:
+    inv = inventory(gpu_slice_obj("n1"))
+    taken = parse_resource_claim(
+        claim_obj("a", allocated=[(GPU_DRIVER, "n1", "gpu-0"), (GPU_DRIVER, "n1", "gpu-1")])
+    )
+    watching = claim_obj("b", allocated=[(GPU_DRIVER, "n1", "gpu-2")])
+    watching["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    held = allocated_devices([taken, parse_resource_claim(watching)])
+    assert held == {(GPU_DRIVER, "n1"): frozenset({"gpu-0", "gpu-1"})}
+    free = node_entries(inv.node("n1"), catalog(), held)
+    assert per_class(free) == {GPU_CLASS: 6}
+    assert free[DRA_GPU] == 6
+    assert describe_node(inv.node("n1"), catalog(), held).free == {GPU_CLASS: 6}
+
+
+def test_a_tainted_device_is_not_free() -> None:
+    obj = gpu_slice_obj("n1", 2)
+    obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
+    assert per_class(node_entries(inventory(obj).node("n1"), catalog(), {})) == {GPU_CLASS: 1}
+
+
+def test_an_unknown_or_broken_class_selects_nothing_and_an_unsupported_selector_is_said() -> None:
+    broken = parse_device_class(device_class_obj("broken", "device.driver =="))
+    assert "CEL expression" in broken.problem
+    partly = parse_device_class(
+        device_class_obj(
+            "h100",
+            "device.attributes['gpu.nvidia.com'].productName.matches('H100')",
+            "device.attributes['gpu.nvidia.com'].type == 'gpu'",
+        )
+    )
+    assert isinstance(partly.selectors[0], Unsupported)
+    assert isinstance(partly.selectors[1], Selector)
+    cat = DeviceCatalog([broken, partly])
+    device = inventory(gpu_slice_obj("n1", 1)).node("n1")[0].devices[0]
+    assert not cat.in_class(device, "broken")
+    assert not cat.in_class(device, "unknown")
+    assert cat.in_class(device, "h100")
+    assert len(cat.notes) == 1
+    assert "matches()" in cat.notes[0]
+
+
+def test_gpu_info_describes_a_dra_node_like_its_labels_would() -> None:
+    inv = inventory(mig_slice_obj("m1", {0: ["1g.5gb", "1g.5gb"], 1: ["3g.20gb"]}, whole=2))
+    info = gpu_info(inv.node("m1"))
+    assert info is not None
+    assert (info.count, info.product, info.memory_mib, info.family) == (
+        2,
+        "NVIDIA A100-SXM4-40GB",
+        40960,
+        "ampere",
+    )
+    assert info.mig == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-3g.20gb": 1}
+    assert gpu_info(inventory(compute_domain_slice_obj("n1")).node("n1")) is None
+
+
+@given(taken=st.sets(st.integers(min_value=0, max_value=7)))
+def test_free_is_never_negative_and_freeing_returns_to_the_start(taken: set[int]) -> None:
+    pools = inventory(gpu_slice_obj("n1")).node("n1")
+    cat = catalog()
+    start = node_entries(pools, cat, {})
+    held = {(GPU_DRIVER, "n1"): frozenset(f"gpu-{i}" for i in taken)}
+    during = node_entries(pools, cat, held)
+    assert all(v >= 0 for v in during.values())
+    assert during.get(class_entry(GPU_CLASS)) == 8 - len(taken)
+    assert during + Resources({k: start[k] - during.get(k) for k in start}) == start
+    assert node_entries(pools, cat, {}) == start
+
+
+# ---- claims, templates and pods -----------------------------------------------------------------
+
+
+def test_a_claim_with_its_allocation_parses() -> None:
+    claim = parse_resource_claim(
+        claim_obj(
+            "shared",
+            device_request("gpu", GPU_CLASS, 2),
+            namespace="ml",
+            allocated=[(GPU_DRIVER, "n1", "gpu-0")],
+            node="n1",
+            owner_pod="uid-1",
+            reserved_for=["uid-1"],
+        )
+    )
+    assert claim.key == "ml/shared"
+    assert claim.spec.requests[0].count == 2
+    assert claim.allocation is not None
+    assert claim.allocation.devices[0].device == "gpu-0"
+    assert claim.allocation.node_terms is not None
+    assert claim.allocation.node_terms[0].match_fields[0].values == ("n1",)
+    assert (claim.owner_pod, claim.reserved_for) == ("uid-1", ("uid-1",))
+
+
+def test_request_forms_parse() -> None:
+    template = parse_resource_claim_template(
+        claim_template_obj(
+            "t",
+            device_request("all", GPU_CLASS, None, mode="All"),
+            {
+                "name": "choice",
+                "firstAvailable": [
+                    {"name": "big", "deviceClassName": GPU_CLASS, "count": 2},
+                    {"name": "small", "deviceClassName": MIG_CLASS},
+                ],
+            },
+            device_request("broken", GPU_CLASS, 1, "device.driver =="),
+        )
+    )
+    everything, choice, broken = template.spec.requests
+    assert (everything.mode, everything.count) == (AllocationMode.ALL, 0)
+    assert [a.name for a in choice.alternatives] == ["big", "small"]
+    assert choice.alternatives[1].count == 1
+    assert "CEL expression" in broken.problem
+    assert "requests[2]" in template.spec.problem
+
+
+@pytest.mark.parametrize(
+    ("request_obj", "field"),
+    [
+        ({"name": "x"}, "spec.spec.devices.requests[0]"),
+        ({"name": "x", "exactly": {}}, "spec.spec.devices.requests[0].exactly.deviceClassName"),
+        (
+            {"name": "x", "exactly": {"deviceClassName": "c", "count": 0}},
+            "spec.spec.devices.requests[0].exactly.count",
+        ),
+        (
+            {"name": "x", "exactly": {"deviceClassName": "c", "allocationMode": "Some"}},
+            "spec.spec.devices.requests[0].exactly.allocationMode",
+        ),
+    ],
+    ids=["neither-form", "no-class", "zero-count", "unknown-mode"],
+)
+def test_a_malformed_request_names_the_field(request_obj: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_resource_claim_template(claim_template_obj("t", request_obj))
+    assert raised.value.field == field
+
+
+def test_a_pod_names_its_claims_and_the_claims_generated_for_it() -> None:
+    pod = parse_pod(
+        dra_pod_obj(
+            "w",
+            templates={"gpus": "eight-gpus", "channel": "cd-channel", "none": "empty"},
+            claims={"shared": "team-claim"},
+            generated={"gpus": "w-gpus-x7k2p", "none": None},
+        )
+    )
+    assert pod.resource_claims == (
+        PodClaimRef("gpus", claim="w-gpus-x7k2p", template="eight-gpus"),
+        PodClaimRef("channel", template="cd-channel"),
+        PodClaimRef("none", template="empty", not_needed=True),
+        PodClaimRef("shared", claim="team-claim"),
+    )
+    assert pod.requests.get(NVIDIA_GPU) == 0
+
+
+def test_a_pod_claim_entry_with_both_sources_is_refused() -> None:
+    obj = dra_pod_obj("w", claims={"c": "x"})
+    obj["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "t"
+    with pytest.raises(InvalidObjectError, match="exactly one of resourceClaimName"):
+        parse_pod(obj)

@@ -1,0 +1,482 @@
+"""DRA demand and the bridge: claims become requests the gang transaction plans unchanged.
+
+A cluster of 8-H100 nodes, A100 nodes with MIG devices, a ComputeDomain clique, and a
+device-plugin node: gangs over DRA devices are reserved whole, reserved devices are
+invisible to others, a shared claim counts once, and a DRA member never lands where its
+devices are not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import (
+    GPU_DRIVER,
+    claim_obj,
+    claim_template_obj,
+    compute_domain_slice_obj,
+    device_class_obj,
+    device_request,
+    dra_pod_obj,
+    gpu_node,
+    gpu_slice_obj,
+    mig_slice_obj,
+    nvidia_class_objs,
+    pod,
+)
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
+from phalanx.core.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from phalanx.core.dra_demand import (
+    Exactness,
+    PodDemand,
+    gang_demand,
+    ineligibility,
+    node_with_devices,
+    pod_with_demand,
+)
+from phalanx.core.dra_inventory import DeviceCatalog, class_entry
+from phalanx.core.dra_state import DraState
+from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
+from phalanx.core.inventory import parse_placement, parse_pod
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, Resources
+
+GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+A = f"device.attributes['{GPU_DRIVER}']"
+C = f"device.capacity['{GPU_DRIVER}']"
+
+
+class Cluster:
+    """Slices, classes, claims and templates in a `DraState`, and the model it bridges to."""
+
+    def __init__(self, *slices: dict[str, Any], classes: list[dict[str, Any]] | None = None):
+        self.state = DraState()
+        for o in classes if classes is not None else nvidia_class_objs():
+            self.state.upsert_class(parse_device_class(o))
+        for o in slices:
+            self.state.upsert_slice(parse_resource_slice(o))
+
+    @property
+    def catalog(self) -> DeviceCatalog:
+        return self.state.catalog
+
+    def template(self, name: str, *requests: dict[str, Any]) -> str:
+        self.state.upsert_template(
+            parse_resource_claim_template(claim_template_obj(name, *requests))
+        )
+        return name
+
+    def claim(self, name: str, *requests: dict[str, Any], **kw: Any) -> str:
+        self.state.upsert_claim(parse_resource_claim(claim_obj(name, *requests, **kw)))
+        return name
+
+    def pod(self, name: str, **kw: Any) -> Pod:
+        return parse_pod(dra_pod_obj(name, **kw))
+
+    def demand(self, p: Pod) -> PodDemand:
+        return self.state.demand(p)
+
+    def node(self, name: str, *, base: Node | None = None) -> Node:
+        return node_with_devices(
+            base or gpu_node(name, 0), self.state.node(name), self.catalog, self.state.allocated
+        )
+
+    def why_not(self, p: Pod, node: str) -> str | None:
+        return ineligibility(self.demand(p), self.node(node), self.state.node(node), self.catalog)
+
+
+def h100_cluster(nodes: int = 2) -> Cluster:
+    return Cluster(*(gpu_slice_obj(f"n{i}") for i in range(1, nodes + 1)))
+
+
+# ---- one pod's demand ---------------------------------------------------------------------------
+
+
+def test_a_template_asking_for_gpus_by_count_is_exact() -> None:
+    cluster = h100_cluster()
+    cluster.template("two", device_request("gpu", GPU_CLASS, 2))
+    demand = cluster.demand(cluster.pod("w", templates={"gpus": "two"}))
+    [claim] = demand.claims
+    assert claim.key == "default/w#gpus"  # no claim generated yet: the template speaks
+    [request] = claim.requests
+    assert request.exactness is Exactness.EXACT
+    assert demand.requests() == Resources({class_entry(GPU_CLASS): 2, DRA_GPU: 2})
+    assert demand.requests().gpus() == 2
+    assert demand.notes == ()
+
+
+def test_a_selector_one_device_shape_satisfies_takes_that_shape() -> None:
+    cluster = Cluster(
+        gpu_slice_obj("h1"),
+        mig_slice_obj("a1", {}, whole=8),  # eight A100 40GB
+    )
+    # An "80GB" H100 reports 81559Mi, a little under 80Gi.
+    big = f"{C}.memory.compareTo(quantity('79Gi')) >= 0"
+    cluster.template("big", device_request("gpu", GPU_CLASS, 1, big))
+    p = cluster.pod("w", templates={"gpus": "big"})
+    [request] = cluster.demand(p).claims[0].requests
+    assert request.exactness is Exactness.EXACT
+    [shape_name] = [k for k in request.takes if "~" in k]
+    assert cluster.node("h1").allocatable[shape_name] == 8
+    assert shape_name not in cluster.node("a1").allocatable
+    assert cluster.why_not(p, "a1") == (
+        "had 0 gpu.nvidia.com device(s) for claim default/w#gpus request gpu, it needs 1"
+    )
+    assert cluster.why_not(p, "h1") is None
+
+
+def test_a_selector_several_shapes_satisfy_is_checked_per_node() -> None:
+    cluster = Cluster(gpu_slice_obj("h1"), mig_slice_obj("a1", {}, whole=2))
+    cluster.template(
+        "forty", device_request("gpu", GPU_CLASS, 4, f"{C}.memory.compareTo(quantity('40Gi')) >= 0")
+    )
+    p = cluster.pod("w", templates={"gpus": "forty"})
+    demand = cluster.demand(p)
+    [request] = demand.claims[0].requests
+    assert request.exactness is Exactness.PER_NODE
+    assert request.takes == Resources({class_entry(GPU_CLASS): 4, DRA_GPU: 4})
+    assert "selectors match 2 device shapes" in demand.notes[0]
+    assert cluster.why_not(p, "a1") is not None  # only two A100s there
+    assert cluster.why_not(p, "h1") is None
+
+
+def test_a_mig_profile_request_takes_that_profile() -> None:
+    cluster = Cluster(mig_slice_obj("m1", {0: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]}))
+    cluster.template("small", device_request("mig", MIG_CLASS, 2, f"{A}.profile == '1g.5gb'"))
+    p = cluster.pod("w", templates={"mig": "small"})
+    [request] = cluster.demand(p).claims[0].requests
+    assert request.exactness is Exactness.EXACT
+    node = cluster.node("m1")
+    assert request.takes.fits_in(node.allocatable)
+    assert not request.takes.scaled(2).fits_in(node.allocatable)  # only two 1g.5gb here
+
+
+UNEVALUATED = [
+    (f"{A}.productName.matches('H100')", "matches()"),
+    (f"{A}.uuid == 'GPU-1234'", "gpu.nvidia.com/uuid, which Phalanx does not keep"),
+]
+
+
+@pytest.mark.parametrize(("selector", "said"), UNEVALUATED, ids=["unsupported", "uuid"])
+def test_a_selector_phalanx_cannot_evaluate_falls_back_to_counting_and_says_so(
+    selector: str, said: str
+) -> None:
+    cluster = h100_cluster()
+    cluster.template("odd", device_request("gpu", GPU_CLASS, 2, selector))
+    p = cluster.pod("w", templates={"gpus": "odd"})
+    demand = cluster.demand(p)
+    [request] = demand.claims[0].requests
+    assert request.exactness is Exactness.COUNT_ONLY
+    assert request.takes == Resources({class_entry(GPU_CLASS): 2, DRA_GPU: 2})
+    assert demand.problems == ()
+    [note] = demand.notes
+    assert said in note
+    assert "planned by device count only" in note
+    assert cluster.why_not(p, "n1") is None
+
+
+BAD_INPUT = [
+    (
+        "unknown class",
+        device_request("gpu", "tpu.example.com", 1),
+        "DeviceClass tpu.example.com does not exist",
+    ),
+    (
+        "selector does not parse",
+        device_request("gpu", GPU_CLASS, 1, f"{A}.type =="),
+        "CEL expression",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "request_obj", "said"), BAD_INPUT, ids=[b[0] for b in BAD_INPUT])
+def test_bad_input_in_a_claim_is_a_problem_that_names_it(
+    case: str, request_obj: dict[str, Any], said: str
+) -> None:
+    cluster = h100_cluster()
+    cluster.template("bad", request_obj)
+    p = cluster.pod("w", templates={"gpus": "bad"})
+    demand = cluster.demand(p)
+    assert len(demand.problems) == 1
+    assert said in demand.problems[0]
+    assert "default/w#gpus" in demand.problems[0]
+    assert cluster.why_not(p, "n1") == demand.problems[0]
+
+
+def test_a_claim_for_a_broken_class_is_a_problem() -> None:
+    cluster = Cluster(
+        gpu_slice_obj("n1"), classes=[device_class_obj(GPU_CLASS, "device.driver ==")]
+    )
+    cluster.template("t", device_request())
+    [problem] = cluster.demand(cluster.pod("w", templates={"g": "t"})).problems
+    assert "DeviceClass gpu.nvidia.com is invalid" in problem
+
+
+def test_missing_claims_and_templates_are_problems() -> None:
+    cluster = h100_cluster()
+    demand = cluster.demand(cluster.pod("w", templates={"a": "nowhere"}, claims={"b": "nothing"}))
+    assert demand.problems == (
+        "ResourceClaimTemplate default/nowhere does not exist",
+        "ResourceClaim default/nothing does not exist (yet)",
+    )
+
+
+def test_a_generated_claim_made_for_another_pod_is_a_problem() -> None:
+    cluster = h100_cluster()
+    cluster.template("t", device_request())
+    cluster.claim("w-g-abc", owner_pod="someone-else")
+    p = cluster.pod("w", templates={"g": "t"}, generated={"g": "w-g-abc"})
+    [problem] = cluster.demand(p).problems
+    assert problem == "ResourceClaim default/w-g-abc was not created for pod default/w"
+
+
+def test_an_allocated_claim_asks_nothing_more_and_pins_the_node() -> None:
+    cluster = h100_cluster()
+    cluster.claim(
+        "w-g-abc", allocated=[(GPU_DRIVER, "n1", "gpu-0")], node="n1", owner_pod="uid-default-w"
+    )
+    p = cluster.pod("w", templates={"g": "t"}, generated={"g": "w-g-abc"})
+    demand = cluster.demand(p)
+    assert demand.claims[0].allocated
+    assert demand.requests() == Resources()
+    assert cluster.node("n1").allocatable[class_entry(GPU_CLASS)] == 7  # the node counts it
+    assert cluster.why_not(p, "n1") is None
+    assert (
+        cluster.why_not(p, "n2") == "could not reach the devices allocated to claim default/w-g-abc"
+    )
+
+
+def test_an_allocated_claim_stays_usable_after_its_class_is_gone() -> None:
+    cluster = Cluster(gpu_slice_obj("n1"), classes=[])
+    cluster.claim("held", device_request("gpu", "retired.example.com", 1), allocated=[], node="n1")
+    demand = cluster.demand(cluster.pod("w", claims={"c": "held"}))
+    assert demand.problems == ()
+    assert demand.claims[0].allocated
+
+
+def test_all_mode_and_admin_access_take_nothing_but_need_a_device() -> None:
+    cluster = h100_cluster()
+    admin = device_request("watch", GPU_CLASS, 1)
+    admin["exactly"]["adminAccess"] = True
+    cluster.template("t", device_request("every", GPU_CLASS, None, mode="All"), admin)
+    demand = cluster.demand(cluster.pod("w", templates={"g": "t"}))
+    assert demand.requests() == Resources()
+    assert all(r.exactness is Exactness.COUNT_ONLY for r in demand.claims[0].requests)
+    assert cluster.why_not(cluster.pod("w", templates={"g": "t"}), "n1") is None
+
+
+def test_first_available_plans_the_first_choice_and_says_so() -> None:
+    cluster = h100_cluster()
+    cluster.template(
+        "t",
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {"name": "two", "deviceClassName": GPU_CLASS, "count": 2},
+                {"name": "one", "deviceClassName": GPU_CLASS, "count": 1},
+            ],
+        },
+    )
+    demand = cluster.demand(cluster.pod("w", templates={"g": "t"}))
+    [request] = demand.claims[0].requests
+    assert (request.request, request.count) == ("gpu/two", 2)
+    assert request.exactness is Exactness.PER_NODE
+    assert "firstAvailable" in demand.notes[0]
+
+
+def test_a_compute_domain_channel_is_one_per_node() -> None:
+    cluster = Cluster(gpu_slice_obj("n1"), compute_domain_slice_obj("n1", channels=8))
+    cluster.template(
+        "cd", device_request("channel", CHANNEL_CLASS, 1), device_request("gpu", GPU_CLASS, 4)
+    )
+    demand = cluster.demand(cluster.pod("w", templates={"cd": "cd"}))
+    node = cluster.node("n1")
+    assert demand.requests().fits_in(node.allocatable)
+    assert not demand.requests().scaled(2).fits_in(node.allocatable)  # channel 0 is one device
+
+
+# ---- gangs ------------------------------------------------------------------------------------
+
+
+def plan(nodes: list[Node], members: list[Pod], policy: str = "pack") -> Placed | Unfit:
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    spec = GangSpec(key="default/g", placement=parse_placement(policy), members=tuple(members))
+    return place_gang(state.snapshot(), spec)
+
+
+def dra_members(cluster: Cluster, count: int, template: str) -> list[Pod]:
+    members = []
+    for i in range(count):
+        p = cluster.pod(f"m{i}", templates={"gpus": template}, group="g")
+        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+    return members
+
+
+def test_a_dra_gang_is_reserved_whole_and_its_devices_are_invisible_to_others() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("four", device_request("gpu", GPU_CLASS, 4))
+    nodes = [cluster.node("n1"), cluster.node("n2")]
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    members = dra_members(cluster, 4, "four")
+    for m in members:
+        state.upsert_pod(m)
+    spec = GangSpec(key="default/g", placement=parse_placement("pack"), members=tuple(members))
+    placed = place_gang(state.snapshot(), spec)
+    assert isinstance(placed, Placed)
+    assert sorted(placed.assignment.values()) == ["n1", "n1", "n2", "n2"]
+    state.reserve(
+        Reservation(
+            "default/g",
+            tuple(
+                MemberReservation(m.uid, m.key, placed.assignment[m.uid], m.requests)
+                for m in members
+            ),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+    assert state.reserved_gpus() == 16
+    other = dra_members(cluster, 1, "four")[0]
+    other_spec = GangSpec(key="default/h", placement=parse_placement("pack"), members=(other,))
+    assert isinstance(place_gang(state.snapshot(), other_spec), Unfit)
+    state.release("default/g")
+    assert all(not info.reserved for info in state.nodes())
+    assert isinstance(place_gang(state.snapshot(), other_spec), Placed)
+
+
+def test_an_unfit_dra_gang_holds_nothing() -> None:
+    cluster = h100_cluster(1)
+    cluster.template("four", device_request("gpu", GPU_CLASS, 4))
+    result = plan([cluster.node("n1")], dra_members(cluster, 3, "four"))
+    assert isinstance(result, Unfit)
+    assert "class.dra.phalanx.io/gpu.nvidia.com" in result.reason
+
+
+def test_a_mixed_gang_lands_each_member_where_its_request_can_be_served() -> None:
+    cluster = h100_cluster(1)
+    cluster.template("eight", device_request("gpu", GPU_CLASS, 8))
+    plugin_node = gpu_node("dp1", 8)
+    dra = dra_members(cluster, 1, "eight")
+    classic = [pod("c0", 8, group="g")]
+    placed = plan([cluster.node("n1"), plugin_node], [*dra, *classic])
+    assert isinstance(placed, Placed)
+    assert placed.assignment[dra[0].uid] == "n1"
+    assert placed.assignment[classic[0].uid] == "dp1"
+    # Both kinds of node count their GPUs the same way.
+    assert cluster.node("n1").allocatable.gpus() == plugin_node.allocatable.gpus() == 8
+    assert cluster.node("n1").gpu is not None
+    assert cluster.node("n1").gpu.count == 8
+
+
+def test_a_compute_domain_gang_takes_one_clique_node_per_member() -> None:
+    # Three GB200-like nodes in one NVLink clique publish channel 0; a fourth node is bigger
+    # but outside the clique. Each member asks for the channel and 4 GPUs.
+    clique = ["c1", "c2", "c3"]
+    cluster = Cluster(
+        *(gpu_slice_obj(n) for n in [*clique, "big"]),
+        *(compute_domain_slice_obj(n, channels=1) for n in [*clique, "big"]),
+    )
+    cluster.template(
+        "cd", device_request("channel", CHANNEL_CLASS, 1), device_request("gpu", GPU_CLASS, 4)
+    )
+    nodes = [cluster.node(n, base=gpu_node(n, 0, clique="domain-1")) for n in clique]
+    nodes.append(cluster.node("big", base=gpu_node("big", 0)))
+    members = []
+    for i in range(4):
+        p = cluster.pod(f"m{i}", templates={"cd": "cd"}, group="g")
+        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+    placed = plan(nodes, members[:3], "interconnect-local")
+    assert isinstance(placed, Placed)
+    assert sorted(placed.assignment.values()) == clique
+    # A fourth member would need a second channel 0 in the clique: there is none.
+    assert isinstance(plan(nodes, members, "interconnect-local"), Unfit)
+
+
+def test_a_device_plugin_node_never_serves_a_dra_member() -> None:
+    cluster = h100_cluster(0)
+    cluster.template("one", device_request("gpu", GPU_CLASS, 1))
+    result = plan([gpu_node("dp1", 8)], dra_members(cluster, 1, "one"))
+    assert isinstance(result, Unfit)
+
+
+def test_a_claim_shared_by_members_counts_once_and_binds_them_together() -> None:
+    cluster = h100_cluster(2)
+    cluster.claim("team", device_request("gpu", GPU_CLASS, 8))
+    cluster.template("one", device_request("gpu", GPU_CLASS, 1))
+    a = cluster.pod("a", claims={"shared": "team"}, group="g")
+    b = cluster.pod("b", claims={"shared": "team"}, group="g")
+    c = cluster.pod("c", templates={"own": "one"}, group="g")
+    gang = gang_demand([(p.key, cluster.demand(p)) for p in (c, b, a)])
+    assert gang.requests["default/a"] == Resources({class_entry(GPU_CLASS): 8, DRA_GPU: 8})
+    assert gang.requests["default/b"] == Resources()
+    assert gang.requests["default/c"] == Resources({class_entry(GPU_CLASS): 1, DRA_GPU: 1})
+    assert gang.together == (frozenset({"default/a", "default/b"}),)
+    # Counted per pod instead, the claim would ask for 16 GPUs and fit nowhere together.
+    assert cluster.demand(a).requests() + cluster.demand(b).requests() == Resources(
+        {class_entry(GPU_CLASS): 16, DRA_GPU: 16}
+    )
+
+
+def test_an_allocated_shared_claim_is_charged_to_nobody() -> None:
+    cluster = h100_cluster(1)
+    cluster.claim("team", allocated=[(GPU_DRIVER, "n1", "gpu-0")], node="n1")
+    a = cluster.pod("a", claims={"shared": "team"})
+    b = cluster.pod("b", claims={"shared": "team"})
+    gang = gang_demand([(p.key, cluster.demand(p)) for p in (a, b)])
+    assert gang.requests == {"default/a": Resources(), "default/b": Resources()}
+    assert gang.together == ()
+
+
+def test_bridging_twice_replaces_rather_than_adds() -> None:
+    cluster = h100_cluster(1)
+    cluster.template("two", device_request("gpu", GPU_CLASS, 2))
+    node = cluster.node("n1")
+    assert cluster.node("n1", base=node).allocatable == node.allocatable
+    p = cluster.pod("w", templates={"g": "two"})
+    once = pod_with_demand(p, cluster.demand(p).requests())
+    assert pod_with_demand(once, cluster.demand(p).requests()) == once
+    assert pod_with_demand(once, Resources()).requests == p.requests
+    assert once.requests.get(NVIDIA_GPU) == 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=6),
+    allocated=st.sets(st.integers(min_value=0, max_value=7), max_size=8),
+)
+def test_a_placed_dra_gang_never_takes_more_devices_than_are_free(
+    sizes: list[int], allocated: set[int]
+) -> None:
+    cluster = h100_cluster(2)
+    cluster.claim(
+        "busy", allocated=[(GPU_DRIVER, "n1", f"gpu-{i}") for i in sorted(allocated)], node="n1"
+    )
+    members = []
+    for i, size in enumerate(sizes):
+        cluster.template(f"t{i}", device_request("gpu", GPU_CLASS, size))
+        p = cluster.pod(f"m{i}", templates={"gpus": f"t{i}"}, group="g")
+        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+    nodes = [cluster.node("n1"), cluster.node("n2")]
+    result = plan(nodes, members)
+    free = {"n1": 8 - len(allocated), "n2": 8}
+    if isinstance(result, Placed):
+        used = dict.fromkeys(free, 0)
+        for m, size in zip(members, sizes, strict=True):
+            used[result.assignment[m.uid]] += size
+        assert all(used[n] <= free[n] for n in free)
+    if sum(sizes) > sum(free.values()):
+        assert isinstance(result, Unfit)

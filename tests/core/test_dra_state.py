@@ -1,0 +1,173 @@
+"""DraState: watch events in, the nodes whose free devices changed out."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import (
+    GPU_DRIVER,
+    claim_obj,
+    device_class_obj,
+    gpu_slice_obj,
+    mig_slice_obj,
+    nvidia_class_objs,
+)
+from phalanx.core.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from phalanx.core.dra_inventory import CLASS_PREFIX, class_entry
+from phalanx.core.dra_state import Changes, DraState
+from phalanx.core.model import DRA_GPU
+
+GPU_CLASS = "gpu.nvidia.com"
+
+
+def state_with(*slices: dict[str, Any]) -> DraState:
+    state = DraState()
+    for o in nvidia_class_objs():
+        state.upsert_class(parse_device_class(o))
+    for o in slices:
+        state.upsert_slice(parse_resource_slice(o))
+    return state
+
+
+def free_gpus(state: DraState, node: str) -> int:
+    return state.entries(node).get(class_entry(GPU_CLASS))
+
+
+def allocate(state: DraState, name: str, node: str, *devices: int) -> Changes:
+    obj = claim_obj(name, allocated=[(GPU_DRIVER, node, f"gpu-{d}") for d in devices], node=node)
+    return state.upsert_claim(parse_resource_claim(obj))
+
+
+def test_a_new_slice_changes_its_node_only() -> None:
+    state = state_with(gpu_slice_obj("n1"))
+    changes = state.upsert_slice(parse_resource_slice(gpu_slice_obj("n2")))
+    assert changes == Changes(frozenset({"n2"}))
+    assert free_gpus(state, "n1") == free_gpus(state, "n2") == 8
+    assert state.node("n1")[0] is not state.node("n2")[0]
+    assert state.node("n1")[0].devices is state.node("n2")[0].devices  # one shared copy
+
+
+def test_a_newer_generation_replaces_the_old_slices_of_a_pool() -> None:
+    state = state_with(gpu_slice_obj("n1", 8, generation=1, name="old"))
+    changes = state.upsert_slice(parse_resource_slice(gpu_slice_obj("n1", 6, generation=2)))
+    assert changes.nodes == {"n1"}
+    assert free_gpus(state, "n1") == 6
+    state.remove_slice("old")  # the driver cleans up the outdated slice
+    assert free_gpus(state, "n1") == 6
+
+
+def test_a_pool_counts_only_once_every_slice_is_published() -> None:
+    first = gpu_slice_obj("n1", 4, count=2, name="a")
+    second = gpu_slice_obj("n1", 8, count=2, name="b")
+    second["spec"]["devices"] = second["spec"]["devices"][4:]
+    state = state_with(first)
+    assert state.node("n1") == ()
+    assert "1 of 2 slices" in state.problems()[0]
+    changes = state.upsert_slice(parse_resource_slice(second))
+    assert changes.nodes == {"n1"}
+    assert free_gpus(state, "n1") == 8
+    assert state.problems() == []
+    state.remove_slice("b")
+    assert free_gpus(state, "n1") == 0
+
+
+def test_a_duplicate_device_sets_its_pool_aside_and_a_fix_brings_it_back() -> None:
+    broken = gpu_slice_obj("n1", 2)
+    broken["spec"]["devices"].append(copy.deepcopy(broken["spec"]["devices"][0]))
+    state = state_with(broken, gpu_slice_obj("n2"))
+    assert free_gpus(state, "n1") == 0
+    assert free_gpus(state, "n2") == 8
+    [problem] = state.problems()
+    assert "device gpu-0 is listed more than once" in problem
+    state.upsert_slice(parse_resource_slice(gpu_slice_obj("n1", 2)))
+    assert free_gpus(state, "n1") == 2
+    assert state.problems() == []
+
+
+def test_an_allocation_changes_the_nodes_of_its_pool_and_freeing_restores_them() -> None:
+    state = state_with(gpu_slice_obj("n1"), gpu_slice_obj("n2"))
+    start = state.entries("n1")
+    assert allocate(state, "a", "n1", 0, 1, 2) == Changes(frozenset({"n1"}))
+    assert free_gpus(state, "n1") == 5
+    assert state.entries("n1")[DRA_GPU] == 5
+    assert free_gpus(state, "n2") == 8
+    assert state.remove_claim("default/a") == Changes(frozenset({"n1"}))
+    assert state.entries("n1") == start
+
+
+def test_a_class_change_asks_for_everything() -> None:
+    state = state_with(gpu_slice_obj("n1"))
+    changes = state.upsert_class(
+        parse_device_class(
+            device_class_obj("h100.example.com", "device.driver == 'gpu.nvidia.com'")
+        )
+    )
+    assert changes.everything
+    assert state.entries("n1")[f"{CLASS_PREFIX}h100.example.com"] == 8
+    assert (
+        state.upsert_class(
+            parse_device_class(
+                device_class_obj("h100.example.com", "device.driver == 'gpu.nvidia.com'")
+            )
+        )
+        == Changes()
+    )
+
+
+def test_the_first_node_of_a_new_kind_asks_for_everything() -> None:
+    state = state_with(gpu_slice_obj("n1"))
+    assert [k for k in state.entries("n1") if "~" in k] == []  # one kind: no shape entries
+    changes = state.upsert_slice(parse_resource_slice(mig_slice_obj("a1", {}, whole=8)))
+    assert changes.everything
+    h100_shapes = [k for k in state.entries("n1") if "~" in k]
+    assert len(h100_shapes) == 1
+    assert state.entries("n1")[h100_shapes[0]] == 8
+    assert state.upsert_slice(parse_resource_slice(mig_slice_obj("a2", {}, whole=8))).nodes == {
+        "a2"
+    }
+    assert not state.upsert_slice(parse_resource_slice(mig_slice_obj("a2", {}, whole=8))).everything
+
+
+def test_removing_the_last_slice_of_a_node_forgets_it() -> None:
+    state = state_with(gpu_slice_obj("n1"))
+    state.remove_slice("n1-gpu.nvidia.com-1")
+    assert state.node("n1") == ()
+    assert list(state.nodes()) == []
+    assert state.remove_slice("n1-gpu.nvidia.com-1") == Changes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    claims=st.lists(
+        st.tuples(st.sampled_from(["n1", "n2"]), st.sets(st.integers(0, 7), min_size=1)),
+        max_size=6,
+    ),
+    order=st.randoms(use_true_random=False),
+)
+def test_allocating_then_freeing_in_any_order_returns_to_the_start(
+    claims: list[tuple[str, set[int]]], order: Any
+) -> None:
+    state = state_with(gpu_slice_obj("n1"), gpu_slice_obj("n2"))
+    start = {n: state.entries(n) for n in ("n1", "n2")}
+    used: dict[str, set[int]] = {"n1": set(), "n2": set()}
+    names = []
+    for i, (node, devices) in enumerate(claims):
+        fresh = devices - used[node]  # kube-scheduler never allocates a device twice
+        if not fresh:
+            continue
+        used[node] |= fresh
+        allocate(state, f"c{i}", node, *sorted(fresh))
+        names.append(f"default/c{i}")
+        for n in ("n1", "n2"):
+            entries = state.entries(n)
+            assert all(v >= 0 for v in entries.values())
+            assert free_gpus(state, n) == 8 - len(used[n])
+    order.shuffle(names)
+    for name in names:
+        state.remove_claim(name)
+    assert {n: state.entries(n) for n in ("n1", "n2")} == start
+    assert state.allocated == {}

@@ -31,6 +31,22 @@ from phalanx.sources.lease import LeaseHolder, LeaseSettings
 pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
+
+
+def roll_forward(live: Any, settings: RollForwardSettings) -> RollForward:
+    """A roll-forward of the live extender's own parts, with test settings."""
+    ext = live.extender
+    return RollForward(
+        ext.state,
+        ext.planner,
+        ext.binder,
+        ext.reporter,
+        source=live.source,
+        settings=settings,
+        synced=lambda: live.source.synced,
+        clock=ext.clock,
+        wall_clock=ext.reporter.wall_clock,
+    )
 FAST = KubeSourceSettings(
     crd_recheck_seconds=0.5,
     event_interval_seconds=30.0,
@@ -635,7 +651,7 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
     )
     launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
 
-    roller = RollForward(live.extender, live.source, RollForwardSettings(grace_seconds=0.0))
+    roller = roll_forward(live, RollForwardSettings(grace_seconds=0.0))
     (decision,) = live.run(roller.run_once())
     assert decision.verdict is Verdict.ROLL_FORWARD
     for name in ("rf-1", "rf-2"):
@@ -644,7 +660,7 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
             == placements[f"{namespace}/{name}"]
         )
     assert (
-        live.look(lambda _: live.extender.planner.record(key).last_outcome)
+        live.look(lambda _: live.extender.planner.journal.record(key).last_outcome)
         is Outcome.ROLLED_FORWARD
     )
 
@@ -685,7 +701,7 @@ def test_roll_forward_releases_a_gang_whose_recorded_node_is_gone(
     launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
 
     (decision,) = live.run(
-        RollForward(live.extender, live.source, RollForwardSettings(grace_seconds=0.0)).run_once()
+        roll_forward(live, RollForwardSettings(grace_seconds=0.0)).run_once()
     )
     assert decision.verdict is Verdict.RELEASE
     assert (

@@ -1,0 +1,201 @@
+"""Commit records in the live cluster (DESIGN §6): the annotation `phalanx.io/commit`.
+
+A gang's record lives on its PodGroup when it has one, else on every member pod. Records
+are read back from the same watches that feed the model (`decode_pod`, `decode_pod_group`
+run on informer threads), so a new instance sees them after its first sync. `CommitBook`
+keeps what the watches show, writes a record before a gang's first binding, and clears it
+once the gang is complete or released. Loop only, except the decoders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from phalanx.core.inventory import parse_pod, parse_pod_group
+from phalanx.core.model import Pod, PodGroup, PodRef
+from phalanx.core.rollforward import (
+    COMMIT_ANNOTATION,
+    CommitRecord,
+    decode_commit_record,
+    encode_commit_record,
+)
+from phalanx.sources.informer import ApiError
+from phalanx.sources.kube_writes import Writer
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_path(pod: PodRef) -> str:
+    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+
+
+# ---- decoding (informer threads) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[T]):
+    """A decoded object and the commit record it carries (or why that record is unreadable)."""
+
+    obj: T
+    commit: CommitRecord | None = None
+    commit_error: str = ""
+
+
+def _annotations(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = raw.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return notes if isinstance(notes, Mapping) else {}
+
+
+def _commit_of(group_key: str | None, raw: Mapping[str, Any]) -> tuple[CommitRecord | None, str]:
+    text = _annotations(raw).get(COMMIT_ANNOTATION)
+    if group_key is None or not isinstance(text, str) or not text:
+        return None, ""
+    try:
+        return decode_commit_record(group_key, text), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def decode_pod(raw: dict[str, Any]) -> Recorded[Pod]:
+    pod = parse_pod(raw)
+    commit, error = _commit_of(pod.group.key if pod.group else None, raw)
+    return Recorded(pod, commit, error)
+
+
+def decode_pod_group(raw: dict[str, Any]) -> Recorded[PodGroup]:
+    group = parse_pod_group(raw)
+    commit, error = _commit_of(group.key, raw)
+    return Recorded(group, commit, error)
+
+
+# ---- the book (loop) --------------------------------------------------------------------
+
+
+class CommitBook:
+    """The commit records the watches show, and their writes.
+
+    `group_path(key)` is the API path of the gang's group object, or None when the gang
+    has none (annotation-only): then the record goes on every member.
+    """
+
+    def __init__(
+        self,
+        writer: Writer,
+        group_path: Callable[[str], str | None],
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self.writer = writer
+        self.group_path = group_path
+        self.wall_clock = wall_clock
+        self._groups: dict[str, CommitRecord] = {}
+        self._pods: dict[str, CommitRecord] = {}  # by pod key, annotation-only gangs
+
+    # ---- what the watches show ---------------------------------------------------------
+
+    def saw_group(self, key: str, recorded: Recorded[PodGroup]) -> str:
+        """A group object's record (or its absence); the reason it is unreadable, or ""."""
+        if recorded.commit is not None:
+            self._groups[key] = recorded.commit
+        else:
+            self._groups.pop(key, None)
+        return recorded.commit_error
+
+    def saw_pod(self, key: str, recorded: Recorded[Pod]) -> str:
+        """A pod's record (or its absence); the reason it is unreadable, or ""."""
+        if recorded.commit is not None:
+            self._pods[key] = recorded.commit
+        else:
+            self._pods.pop(key, None)
+        return recorded.commit_error
+
+    def forget_group(self, key: str) -> None:
+        self._groups.pop(key, None)
+
+    def forget_pod(self, key: str) -> None:
+        self._pods.pop(key, None)
+
+    def records(self) -> Mapping[str, CommitRecord]:
+        """The records the cluster holds now, by group key."""
+        records: dict[str, CommitRecord] = {}
+        for record in self._pods.values():
+            if self.group_path(record.group_key) is not None:
+                continue  # a PodGroup's own record wins over copies on pods
+            have = records.get(record.group_key)
+            if have is None or record.at > have.at:
+                records[record.group_key] = record
+        records.update(self._groups)
+        return records
+
+    # ---- writes ------------------------------------------------------------------------
+
+    async def write(self, record: CommitRecord) -> None:
+        """On the group object if the gang has one, else on every member (concurrently).
+
+        Raises ApiError if the record could not be written whole (nothing is bound yet);
+        a partly written annotation-only record is taken back first.
+        """
+        at = rfc3339(self.wall_clock())
+        body = {"metadata": {"annotations": {COMMIT_ANNOTATION: encode_commit_record(record, at)}}}
+        path = self.group_path(record.group_key)
+        if path is not None:
+            await self.writer.patch(path, body)
+            return
+        pods = sorted(record.placements)
+        results = await asyncio.gather(
+            *(self.writer.patch(pod_path(PodRef.parse(k)), body) for k in pods),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            written = [
+                k for k, r in zip(pods, results, strict=True) if not isinstance(r, BaseException)
+            ]
+            await self._clear({k: pod_path(PodRef.parse(k)) for k in written})
+            raise failed[0]
+
+    async def clear(self, group_key: str) -> None:
+        """Remove the record wherever it is. A copy that could not be removed stays in the
+        book (and in the API), so a later pass tries again."""
+        paths = {
+            k: pod_path(PodRef.parse(k)) for k, r in self._pods.items() if r.group_key == group_key
+        }
+        path = self.group_path(group_key)
+        if group_key in self._groups and path is not None:
+            paths[""] = path
+        for key in await self._clear(paths):
+            if key:
+                self._pods.pop(key, None)
+            else:
+                self._groups.pop(group_key, None)
+
+    async def _clear(self, paths: Mapping[str, str]) -> Sequence[str]:
+        """Drop the annotation at each path, concurrently; the keys where it is gone now."""
+        body = {"metadata": {"annotations": {COMMIT_ANNOTATION: None}}}
+        keys = list(paths)
+        results = await asyncio.gather(
+            *(self.writer.patch(paths[k], body) for k in keys), return_exceptions=True
+        )
+        cleared = []
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, ApiError) and result.status != 404:
+                log.warning(
+                    "cannot clear a commit record",
+                    extra={"object": paths[key], "reason": str(result)},
+                )
+                continue
+            if isinstance(result, BaseException) and not isinstance(result, ApiError):
+                raise result  # a bug, not an API answer
+            cleared.append(key)  # cleared, or gone together with its object (404)
+        return cleared

@@ -14,13 +14,18 @@ Errors come out as `informer.ApiError` (HTTP status, Status reason and message; 
 when no answer came) and, for bindings, as `BindError` with `gone` / `conflict` set. Calls
 block: the source runs them on informer threads or its bounded thread pool, never on the
 event loop.
+
+`kubeconfig_access` / `in_cluster_access` hand the same loaders' result to clients with a
+transport of their own (`kube_async.AsyncKubeClient`) as a `ClusterAccess`, so this stays
+the one module that knows the `kubernetes` client.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,55 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 # Enough for three watches, the lease, and the source's bind pool at once.
 POOL_CONNECTIONS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAccess:
+    """Where one API server is and how to authenticate to it, as the client's loaders read it."""
+
+    host: str  # scheme://host:port[/prefix], no trailing slash
+    ca_file: str | None  # PEM bundle to verify the server; None: the system's trust store
+    cert_file: str | None  # client certificate (mTLS), with key_file
+    key_file: str | None
+    verify: bool  # False only when the kubeconfig says insecure-skip-tls-verify
+    tls_server_name: str | None  # SNI and the name verified, when it differs from the host
+    proxy: str | None  # the kubeconfig's proxy-url
+    # The Authorization header value ("" when the credential is a client certificate).
+    # Re-reads an expiring credential (a projected token file, an exec plugin), so it may
+    # block: call it off the event loop.
+    authorization: Callable[[], str]
+
+
+def kubeconfig_access(path: str | Path, *, context: str | None = None) -> ClusterAccess:
+    cfg = k8s_client.Configuration()
+    load: Any = k8s_config.load_kube_config  # untyped
+    load(config_file=str(path), context=context, client_configuration=cfg, persist_config=False)
+    return _access(cfg)
+
+
+def in_cluster_access() -> ClusterAccess:
+    cfg = k8s_client.Configuration()
+    load: Any = k8s_config.load_incluster_config  # untyped
+    load(client_configuration=cfg)  # its hook re-reads the rotating token file every minute
+    return _access(cfg)
+
+
+def _access(cfg: Any) -> ClusterAccess:
+    def authorization() -> str:
+        # Runs the loader's refresh hook first, as the client does before every request.
+        value = cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+        return str(value or "")
+
+    return ClusterAccess(
+        host=str(cfg.host).rstrip("/"),
+        ca_file=cfg.ssl_ca_cert or None,
+        cert_file=cfg.cert_file or None,
+        key_file=cfg.key_file or None,
+        verify=bool(cfg.verify_ssl),
+        tls_server_name=cfg.tls_server_name or None,
+        proxy=cfg.proxy or None,
+        authorization=authorization,
+    )
 
 
 class KubeClient:
@@ -110,7 +164,7 @@ class KubeClient:
             data = raw.data
         except urllib3.exceptions.HTTPError:
             data = b""
-        raise _api_error(raw.status, data)
+        raise api_error(raw.status, data)
 
     def request(
         self,
@@ -180,6 +234,20 @@ class KubeClient:
         raw.release_conn()  # the answer is never read (see module docstring)
 
 
+def binding(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    """The Binding object for `pods/{name}/binding`; the UID makes it a precondition."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def binding_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+
+
 def bind_error(namespace: str, name: str, node: str, exc: ApiError) -> BindError:
     """What a refused binding means for the service: gone, conflict, or worth a retry."""
     what = f"binding pod {namespace}/{name} to {node}: {exc}"
@@ -194,7 +262,8 @@ def bind_error(namespace: str, name: str, node: str, exc: ApiError) -> BindError
     return BindError(what)
 
 
-def _api_error(status: int, data: bytes) -> ApiError:
+def api_error(status: int, data: bytes) -> ApiError:
+    """The ApiError of a refused request, from its status and (Status object) body."""
     reason, message = "", ""
     try:
         body = orjson.loads(data) if data else None

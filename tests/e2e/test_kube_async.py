@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 
 from phalanx.sources.base import BindError
+from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
+from phalanx.sources.kubeclient import ClusterAccess
 
 pytestmark = pytest.mark.e2e
 
@@ -57,15 +60,15 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def test_the_api_server_speaks_http2_with_the_writer_and_http11_when_told_to(
+def test_the_api_server_speaks_http2_with_the_writer_when_asked_and_http11_by_default(
     control_plane: launcher.ControlPlane,
 ) -> None:
     async def versions() -> tuple[str, str]:
         async with (
-            AsyncKubeClient.from_kubeconfig(control_plane.kubeconfig) as h2,
             AsyncKubeClient.from_kubeconfig(
-                control_plane.kubeconfig, settings=AsyncKubeSettings(http2=False)
-            ) as h11,
+                control_plane.kubeconfig, settings=AsyncKubeSettings(http2=True)
+            ) as h2,
+            AsyncKubeClient.from_kubeconfig(control_plane.kubeconfig) as h11,
         ):
             return await h2.http_version(), await h11.http_version()
 
@@ -144,15 +147,17 @@ def throttled_plane() -> Iterator[launcher.ControlPlane]:
         yield cp
 
 
+@pytest.mark.parametrize("http2", [False, True], ids=["http1-aiohttp", "http2-httpx"])
 def test_three_hundred_bindings_against_a_throttling_api_server_land_or_fail_cleanly(
-    throttled_plane: launcher.ControlPlane,
+    throttled_plane: launcher.ControlPlane, http2: bool
 ) -> None:
     cp = throttled_plane
     names = [f"p-{i}" for i in range(300)]
+    namespace = f"overload-{uuid.uuid4().hex[:6]}"
     status, answer = cp.request(
         "POST",
         "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "overload"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
     )
     assert status == 201, answer
 
@@ -162,19 +167,20 @@ def test_three_hundred_bindings_against_a_throttling_api_server_land_or_fail_cle
         async with (
             AsyncKubeClient.from_kubeconfig(cp.kubeconfig, settings=WIDE_OPEN) as admin,
             AsyncKubeClient.from_kubeconfig(
-                cp.scheduler_kubeconfig, settings=AsyncKubeSettings(qps=500.0, burst=1000)
+                cp.scheduler_kubeconfig,
+                settings=AsyncKubeSettings(qps=500.0, burst=1000, http2=http2),
             ) as binder,
         ):
-            uids = await create_pods(admin, "overload", names)
+            uids = await create_pods(admin, namespace, names)
             deadline = time.monotonic() + 60.0
             outcomes = await asyncio.gather(
                 *(
-                    binder.bind("overload", n, u, "async-node-0", deadline=deadline)
+                    binder.bind(namespace, n, u, "async-node-0", deadline=deadline)
                     for n, u in zip(names, uids, strict=True)
                 ),
                 return_exceptions=True,
             )
-            bound = await nodes_of(admin, "overload")
+            bound = await nodes_of(admin, namespace)
             return outcomes, bound, binder.counts.throttled, binder.counts.attempts
 
     outcomes, bound, throttled, attempts = run(scenario())
@@ -188,3 +194,35 @@ def test_three_hundred_bindings_against_a_throttling_api_server_land_or_fail_cle
             # Cleanly: an overload error at the deadline, never a wrong gone or conflict.
             assert isinstance(outcome, BindError), repr(outcome)
             assert (outcome.gone, outcome.conflict, bound[name]) == (False, False, ""), name
+
+
+# ---- no API server at all -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1-aiohttp", "http2-httpx"])
+def test_a_port_nobody_listens_on_is_no_answer_retried_until_the_deadline(http2: bool) -> None:
+    [port] = launcher.free_ports(1)
+    access = ClusterAccess(
+        host=f"https://127.0.0.1:{port}",
+        ca_file=None,
+        cert_file=None,
+        key_file=None,
+        verify=True,
+        tls_server_name=None,
+        proxy=None,
+        authorization=lambda: "",
+    )
+    settings = AsyncKubeSettings(http2=http2, backoff_initial_seconds=0.05)
+
+    async def scenario() -> tuple[BindError, int]:
+        async with AsyncKubeClient.from_access(access, settings=settings) as client:
+            with pytest.raises(BindError) as caught:
+                await client.bind("team", "p", "u", "n", deadline=time.monotonic() + 0.5)
+            return caught.value, client.counts.no_answer
+
+    error, no_answer = run(scenario())
+    assert (error.gone, error.conflict) == (False, False)
+    cause = error.__cause__
+    assert isinstance(cause, ApiError)
+    assert (cause.status, cause.reason) == (0, "ConnectError")
+    assert no_answer >= 2, "refused connections are retried"

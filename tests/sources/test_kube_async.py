@@ -80,9 +80,9 @@ def make_client(
     authorization: Callable[[], str] | None = None,
     **settings: Any,
 ) -> AsyncKubeClient:
-    http = httpx.AsyncClient(transport=httpx.MockTransport(api), base_url="https://api.test")
     return AsyncKubeClient(
-        http,
+        httpx.MockTransport(api),
+        "https://api.test",
         authorization=authorization,
         settings=AsyncKubeSettings(**settings),
         clock=time.clock,
@@ -338,18 +338,24 @@ async def test_no_more_than_max_in_flight_requests_await_an_answer_at_once() -> 
         in_flight -= 1
         return httpx.Response(201)
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(slow_api), base_url="https://api.test")
     settings = AsyncKubeSettings(qps=1e6, burst=1000, max_in_flight=8)
-    async with AsyncKubeClient(http, settings=settings) as client:
+    transport = httpx.MockTransport(slow_api)
+    async with AsyncKubeClient(transport, "https://api.test", settings=settings) as client:
         await asyncio.gather(*(client.bind("team", f"worker-{i}", "", "gpu-0") for i in range(200)))
 
     assert peak == 8
     assert client.counts.attempts == 200
 
 
-def test_max_in_flight_defaults_to_the_burst() -> None:
-    assert AsyncKubeSettings(burst=300).in_flight_limit == 300
-    assert AsyncKubeSettings(burst=300, max_in_flight=50).in_flight_limit == 50
+@pytest.mark.parametrize(
+    ("burst", "max_in_flight", "limit"),
+    [(40, None, 40), (1000, None, 64), (1000, 300, 300)],
+    ids=["small-burst", "capped", "explicit"],
+)
+def test_max_in_flight_defaults_to_the_burst_up_to_a_cap(
+    burst: int, max_in_flight: int | None, limit: int
+) -> None:
+    assert AsyncKubeSettings(burst=burst, max_in_flight=max_in_flight).in_flight_limit == limit
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ caps how many writes wait on the API server at once (16 threads at about 100 ms 
 bind at most about 160 pods/s). `AsyncKubeClient` makes the same writes from the event
 loop, many in flight at once:
 
-* **Transport.** One `httpx.AsyncClient`, over HTTP/2 when the API server agrees to it
+* **Transport.** One httpx transport (connection pool), over HTTP/2 when the API server agrees to it
   (ALPN): a gang's bindings are streams on one connection, sent together. Without h2 the
   same client keeps a pool of keep-alive HTTP/1.1 connections, one request on each.
   httpx rather than aiohttp, because aiohttp speaks no HTTP/2.
@@ -60,6 +60,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 
@@ -80,8 +81,17 @@ from phalanx.sources.kubeclient import (
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
+# Default cap on requests in flight: at QPS 500 and the 100 ms a saturated API server takes
+# to answer, 50 are in flight; more only opens connections (HTTP/1.1) or, in httpx's pool,
+# costs CPU (it rescans its queue whenever a request ends). httpx's HTTP/2 connection
+# carries at most 100 streams anyway.
+IN_FLIGHT_CAP = 64
 # Idle connections are kept this long (seconds), like Go's http.Transport (client-go).
 KEEPALIVE_SECONDS = 90.0
+# Headers aiohttp writes itself from the URL and the body.
+_SET_BY_AIOHTTP = frozenset({"host", "content-length"})
+# Answer headers that describe the body as sent, not as aiohttp hands it over.
+_DECODED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 # Connection failures in which the request was certainly never sent.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # The API server's refusal of a second binding (pkg/registry/core/pod/storage).
@@ -96,14 +106,15 @@ class AsyncKubeSettings:
     # Requests admitted at once after a quiet spell (client-go's Burst): the bindings of a
     # 256-member gang, its commit record and its events go out together.
     burst: int = 500
-    # Requests awaiting an answer at once; None: `burst`, what the server is expected to
-    # take at once anyway. More waits here, and only when answers slow down.
-    # Over HTTP/2, httpx itself opens at most 100 streams on its one connection.
+    # Requests awaiting an answer at once (over HTTP/1.1: connections); None: `burst`, up
+    # to IN_FLIGHT_CAP.
     max_in_flight: int | None = None
     # One attempt's limit (seconds), as the blocking client's read timeout.
     request_timeout_seconds: float = 30.0
-    # Offer HTTP/2 by ALPN; when off or refused, keep-alive HTTP/1.1 connections.
-    http2: bool = True
+    # HTTP/2 (httpx + h2, offered by ALPN) instead of keep-alive HTTP/1.1 connections
+    # (aiohttp). Off by measurement (bench/bench_binder.py): pure-Python h2 costs about four
+    # times aiohttp's CPU per request, and kube-apiserver more CPU per request over h2 too.
+    http2: bool = False
     # How long overload (429, 5xx, no answer) is retried when the caller gives no deadline
     # (seconds): well inside kube-scheduler's 30 s extender timeout for /bind.
     retry_window_seconds: float = 10.0
@@ -138,7 +149,9 @@ class AsyncKubeSettings:
 
     @property
     def in_flight_limit(self) -> int:
-        return self.max_in_flight if self.max_in_flight is not None else self.burst
+        if self.max_in_flight is not None:
+            return self.max_in_flight
+        return min(self.burst, IN_FLIGHT_CAP)
 
 
 class TokenBucket:
@@ -190,6 +203,12 @@ class AsyncKubeCounts:
     token_wait_seconds: float = 0.0  # time spent waiting on the client's own token bucket
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    content: bytes
+    http_version: str  # "HTTP/2" or "HTTP/1.1"
+
+
 @dataclass(slots=True)
 class _Call:
     """One call: what to send, until when, and what its attempts left behind."""
@@ -211,7 +230,8 @@ class AsyncKubeClient:
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        transport: httpx.AsyncBaseTransport,
+        base_url: str,
         *,
         authorization: Callable[[], str] | None = None,
         settings: AsyncKubeSettings | None = None,
@@ -220,11 +240,16 @@ class AsyncKubeClient:
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        """`http` has the API server as its base URL; `authorization` answers the header
-        value (it may block: it runs on a worker thread). `clock` is the one deadlines are on."""
+        """`transport` reaches the API server at `base_url`; `authorization` answers the header
+        value (it may block: it runs on a worker thread). `clock` is the one deadlines are on.
+
+        Requests go straight to the transport: httpx's client layer (redirects, cookies,
+        auth flows, hooks, merging defaults) cost a third of the CPU of a binding.
+        """
         self.settings = settings or AsyncKubeSettings()
         self.counts = AsyncKubeCounts()
-        self._http = http
+        self._transport = transport
+        self._base_url = base_url.rstrip("/")
         self._authorize = authorization
         self._clock = clock
         self._sleep = sleep
@@ -257,28 +282,33 @@ class AsyncKubeClient:
     ) -> AsyncKubeClient:
         settings = settings or AsyncKubeSettings()
         limit = settings.in_flight_limit
-        http = httpx.AsyncClient(
-            base_url=access.host,
-            verify=_tls_context(access),
-            http2=settings.http2,
-            limits=httpx.Limits(
-                max_connections=limit,
-                max_keepalive_connections=limit,
-                keepalive_expiry=KEEPALIVE_SECONDS,
-            ),
-            proxy=access.proxy,
-            trust_env=False,  # as the blocking client: the kubeconfig's proxy-url or none
-            headers={"User-Agent": USER_AGENT, "Accept": JSON},
-        )
+        transport: httpx.AsyncBaseTransport
+        if settings.http2:
+            transport = httpx.AsyncHTTPTransport(
+                verify=_tls_context(access),
+                http2=True,
+                limits=httpx.Limits(
+                    max_connections=limit,
+                    max_keepalive_connections=limit,
+                    keepalive_expiry=KEEPALIVE_SECONDS,
+                ),
+                proxy=access.proxy,
+                trust_env=False,  # as the blocking client: the kubeconfig's proxy-url or none
+            )
+        else:
+            transport = AiohttpTransport(
+                _tls_context(access), connections=limit, proxy=access.proxy
+            )
         return cls(
-            http,
+            transport,
+            access.host,
             authorization=access.authorization,
             settings=settings,
             tls_server_name=access.tls_server_name,
         )
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> AsyncKubeClient:
         return self
@@ -358,7 +388,7 @@ class AsyncKubeClient:
         content = orjson.dumps(body) if body is not None else None
         return _Call(method, path, content, content_type, deadline)
 
-    async def _call(self, call: _Call) -> httpx.Response:
+    async def _call(self, call: _Call) -> _Answer:
         """The 2xx answer, after retries (module docstring); raises ApiError otherwise."""
         settings = self.settings
         end = call.end
@@ -395,30 +425,37 @@ class AsyncKubeClient:
             backoff = min(2.0 * backoff, settings.backoff_cap_seconds)
             self.counts.retries += 1
 
-    async def _attempt(self, call: _Call, timeout: float) -> httpx.Response:
+    async def _attempt(self, call: _Call, timeout: float) -> _Answer:
         """Send once (holding an in-flight slot); the 2xx answer, or raises ApiError."""
-        headers = {"Content-Type": call.content_type} if call.content is not None else {}
+        headers = {"User-Agent": USER_AGENT, "Accept": JSON}
+        if call.content is not None:
+            headers["Content-Type"] = call.content_type
         authorization = await self._current_authorization()
         if authorization:
             headers["Authorization"] = authorization
+        limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        request = httpx.Request(
+            call.method,
+            self._base_url + call.path,
+            content=call.content,
+            headers=headers,
+            extensions={"timeout": limits, **self._extensions},
+        )
         self.counts.attempts += 1
         call.retry_after = 0.0
         try:
-            answer = await self._http.request(
-                call.method,
-                call.path,
-                content=call.content,
-                headers=headers,
-                timeout=timeout,
-                extensions=self._extensions,
-            )
+            answer = await self._transport.handle_async_request(request)
+            try:
+                content = await answer.aread()
+            finally:
+                await answer.aclose()
         except httpx.RequestError as exc:
             self.counts.no_answer += 1
             call.maybe_applied |= not isinstance(exc, _NEVER_SENT)
             raise ApiError(0, type(exc).__name__, str(exc)) from exc
         status = answer.status_code
         if 200 <= status < 300:
-            return answer
+            return _Answer(content, answer.http_version)
         if status == 429:
             self.counts.throttled += 1
         elif status >= 500:
@@ -426,7 +463,7 @@ class AsyncKubeClient:
             self.counts.server_errors += 1
             call.maybe_applied = True
         call.retry_after = _retry_after(answer.headers)
-        raise api_error(status, answer.content)
+        raise api_error(status, content)
 
     # ---- credentials -----------------------------------------------------------------------
 
@@ -450,6 +487,74 @@ class AsyncKubeClient:
             self._authorization = value
             self._authorization_due = self._clock() + self.settings.token_refresh_seconds
             self._authorization_generation += 1
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """httpx's transport interface over aiohttp: keep-alive HTTP/1.1 connections, parsed in C.
+
+    httpx's own HTTP/1.1 and HTTP/2 stacks are pure Python; on a busy control-plane host the
+    client's CPU per request is what limits bindings, so the default path is aiohttp's.
+    aiohttp's failures come out as httpx's, so the client above has one error vocabulary:
+    whether the request was sent at all (ConnectError, ConnectTimeout) or maybe (the rest).
+    """
+
+    def __init__(self, ssl_context: ssl.SSLContext, *, connections: int, proxy: str | None) -> None:
+        self._ssl = ssl_context
+        self._connections = connections
+        self._proxy = proxy
+        self._session: aiohttp.ClientSession | None = None  # made on the loop, at first use
+
+    def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            ssl=self._ssl,
+            limit=self._connections,
+            limit_per_host=self._connections,
+            keepalive_timeout=KEEPALIVE_SECONDS,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar()
+        )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._session or self._open()
+        seconds = request.extensions.get("timeout", {}).get("read")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _SET_BY_AIOHTTP}
+        try:
+            async with session.request(
+                request.method,
+                str(request.url),
+                data=request.content or None,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=seconds, sock_connect=seconds),
+                server_hostname=request.extensions.get("sni_hostname"),
+                proxy=self._proxy,
+                allow_redirects=False,
+            ) as answer:
+                content = await answer.read()
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc), request=request) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise httpx.ConnectError(str(exc), request=request) from exc
+        except TimeoutError as exc:  # the answer did not come in time (sent, maybe applied)
+            raise httpx.ReadTimeout(str(exc), request=request) from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+        spoken = answer.version or aiohttp.HttpVersion11
+        version = f"HTTP/{spoken.major}.{spoken.minor}".encode()
+        return httpx.Response(
+            answer.status,
+            # aiohttp has decoded the body already: httpx must not decode it again
+            headers=[(k, v) for k, v in answer.headers.items() if k.lower() not in _DECODED],
+            content=content,
+            extensions={"http_version": version},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
 
 
 def _tls_context(access: ClusterAccess) -> ssl.SSLContext:

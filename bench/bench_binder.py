@@ -21,11 +21,17 @@ Two scenarios, for each contender on fresh pods:
 Every binding goes as kube-scheduler's identity (not system:masters: the server's flow
 control applies). Pods are created beforehand by an untimed admin client; after each
 scenario the bench waits until kwok has run every bound pod, so its status writes do not
-load the next measurement. CPU: this process during the flood, and kube-apiserver from
-the flood's start until kwok is done. ``--rounds`` repeats everything, in reverse order
-every other round, so the cluster's growth favours no contender.
+load the next measurement. CPU: this process during the flood (with ``--rtt-ms``, the
+relay's thread too), and kube-apiserver from the flood's start until kwok is done.
+``--rounds`` repeats everything, in reverse order every other round, so the cluster's
+growth favours no contender.
 
-    python bench/bench_binder.py [--pods 2000] [--nodes 20] [--rounds 2] [--in-flight N]
+On one 2-core machine the API server answers in a few milliseconds and its CPU is what
+runs out. ``--rtt-ms`` sends the bindings through a relay that holds every chunk half
+that long each way, as a remote API server's round trip would: the regime in which a
+thread per call in flight is what limits bindings.
+
+    python bench/bench_binder.py [--pods 2000] [--nodes 20] [--rounds 2] [--rtt-ms 100]
 
 Prints markdown. Compare ratios from one run, never absolute figures across runs.
 """
@@ -34,11 +40,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +59,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "controlplane"))
 
 import launcher  # noqa: E402  # tests/controlplane/launcher.py
 import uvloop  # noqa: E402
+import yaml  # noqa: E402
 
 from phalanx.sources.base import BindError  # noqa: E402
 from phalanx.sources.kube import KubeSourceSettings  # noqa: E402
@@ -137,14 +146,49 @@ async def settle(admin: AsyncKubeClient, namespace: str) -> int:
     raise SystemExit(f"kwok did not run the pods of {namespace} within 300 s")
 
 
+class DelayProxy:
+    """A TCP relay that holds every chunk `delay` seconds each way: a round trip of a
+    remote API server. Runs on a loop of its own thread, so it costs the contenders' loop
+    nothing; TLS passes through untouched (the certificate names 127.0.0.1)."""
+
+    def __init__(self, delay: float, host: str, port: int) -> None:
+        self.delay = delay
+        self.target = (host, port)
+        self._ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+    def start(self) -> int:
+        """Start the relay; the port it listens on."""
+        threading.Thread(target=self._run, name="delay-proxy", daemon=True).start()
+        return self._ready.result(timeout=10)
+
+    def _run(self) -> None:
+        loop = uvloop.new_event_loop()
+        server = loop.run_until_complete(asyncio.start_server(self._relay, launcher.LOOPBACK, 0))
+        self._ready.set_result(server.sockets[0].getsockname()[1])
+        loop.run_forever()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        await asyncio.gather(
+            self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer)
+        )
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        # Same delay for every chunk: the timers fire in the order the chunks came.
+        while data := await reader.read(65536):
+            loop.call_later(self.delay, writer.write, data)
+        loop.call_later(self.delay, writer.close)
+
+
 # ---- the contenders ------------------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
 async def pool_binder(
-    cp: launcher.ControlPlane, namespace: str
+    kubeconfig: Path, namespace: str
 ) -> AsyncIterator[tuple[str, Bind, AsyncKubeCounts | None]]:
-    client = KubeClient.from_kubeconfig(cp.scheduler_kubeconfig)
+    client = KubeClient.from_kubeconfig(kubeconfig)
     workers = KubeSourceSettings().api_workers
     pool = ThreadPoolExecutor(workers, thread_name_prefix="bench-bind")
     loop = asyncio.get_running_loop()
@@ -162,12 +206,12 @@ async def pool_binder(
 def async_binder(http2: bool, in_flight: int | None) -> Callable[..., Any]:
     @contextlib.asynccontextmanager
     async def binder(
-        cp: launcher.ControlPlane, namespace: str
+        kubeconfig: Path, namespace: str
     ) -> AsyncIterator[tuple[str, Bind, AsyncKubeCounts | None]]:
         settings = AsyncKubeSettings(
             qps=BENCH_QPS, burst=BENCH_BURST, http2=http2, max_in_flight=in_flight
         )
-        async with AsyncKubeClient.from_kubeconfig(cp.scheduler_kubeconfig, settings=settings) as c:
+        async with AsyncKubeClient.from_kubeconfig(kubeconfig, settings=settings) as c:
             version = await c.http_version()
 
             async def bind(name: str, uid: str, node: str) -> None:
@@ -209,6 +253,7 @@ async def contend(
     args: argparse.Namespace,
     cp: launcher.ControlPlane,
     admin: AsyncKubeClient,
+    kubeconfig: Path,
     namespace: str,
     binder: Callable[..., Any],
 ) -> Outcome:
@@ -220,7 +265,7 @@ async def contend(
         await make_pods(admin, namespace, f"gang-{g}", args.gang_size) for g in range(args.gangs)
     ]
     await asyncio.sleep(2.0)  # let the API server settle after the creates
-    async with binder(cp, namespace) as (name, bind, counts):
+    async with binder(kubeconfig, namespace) as (name, bind, counts):
         before = (time.process_time(), cpu_seconds(cp.apiserver))
         sent = (counts.attempts, counts.throttled) if counts else (0, 0)
         seconds, latencies, failed = await fan_out(flood, nodes, bind)
@@ -300,12 +345,20 @@ async def main_async(args: argparse.Namespace, cp: launcher.ControlPlane) -> lis
         ("async-h2", async_binder(True, args.in_flight)),
     ]
     outcomes: list[Outcome] = []
+    kubeconfig = cp.scheduler_kubeconfig
+    if args.rtt_ms:
+        kubeconfig = cp.workdir / "bench-binder-delayed.kubeconfig"
+        port = DelayProxy(args.rtt_ms / 2000.0, launcher.LOOPBACK, cp.apiserver_port).start()
+        config = yaml.safe_load(cp.scheduler_kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = f"https://{launcher.LOOPBACK}:{port}"
+        kubeconfig.write_text(yaml.safe_dump(config))
     async with AsyncKubeClient.from_kubeconfig(cp.kubeconfig, settings=ADMIN) as admin:
         for r in range(1, args.rounds + 1):
             order = contenders if r % 2 else list(reversed(contenders))
             for key, binder in order:
                 log(f"round {r}: {key}")
-                outcome = await contend(args, cp, admin, f"bench-binder-{r}-{key}", binder)
+                namespace = f"bench-binder-{r}-{key}"
+                outcome = await contend(args, cp, admin, kubeconfig, namespace, binder)
                 outcome.round = r
                 outcomes.append(outcome)
                 log(
@@ -323,6 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=20, help="kwok nodes to bind to")
     parser.add_argument("--rounds", type=int, default=2, help="repeats (order alternates)")
     parser.add_argument("--in-flight", type=int, help="the async client's max_in_flight")
+    parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=0.0,
+        help="bind through a relay that adds this round trip (a remote API server)",
+    )
     parser.add_argument(
         "--loop",
         choices=("uvloop", "asyncio"),
@@ -348,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{versions['KUBE_VERSION']}, etcd {versions['ETCD_VERSION']}, kwok "
         f"{versions['KWOK_VERSION']}. Flood of {args.pods} pods and {args.gangs} gangs of "
         f"{args.gang_size} per contender, {args.nodes} kwok nodes, {args.rounds} round(s), "
+        f"bindings through a relay adding {args.rtt_ms:.0f} ms of round trip, "
         f"{time.monotonic() - started:.0f} s in all; load average {load_before:.1f} before, "
         f"{os.getloadavg()[0]:.1f} after.\n"
     )

@@ -5,10 +5,12 @@ caps how many writes wait on the API server at once (16 threads at about 100 ms 
 bind at most about 160 pods/s). `AsyncKubeClient` makes the same writes from the event
 loop, many in flight at once:
 
-* **Transport.** One httpx transport (connection pool), over HTTP/2 when the API server agrees to it
-  (ALPN): a gang's bindings are streams on one connection, sent together. Without h2 the
-  same client keeps a pool of keep-alive HTTP/1.1 connections, one request on each.
-  httpx rather than aiohttp, because aiohttp speaks no HTTP/2.
+* **Transport.** An httpx transport: by default `AiohttpTransport`, a pool of keep-alive
+  HTTP/1.1 connections, one request in flight on each; with `http2=True`, httpx's own,
+  one HTTP/2 connection (negotiated by ALPN) whose streams carry the requests. aiohttp
+  speaks no HTTP/2, but parses in C: on a loaded control-plane host its CPU per request
+  is about a quarter of httpx's pure-Python h2, and kube-apiserver spends less CPU per
+  request over HTTP/1.1 as well (bench/bench_binder.py), so HTTP/1.1 is the default.
 * **Load.** What limits the load is the client's QPS and burst, as in client-go: a token
   bucket admits `burst` requests at once, then `qps` a second, and every attempt
   (retries too) takes a token. On top of that, at most `max_in_flight` requests wait for

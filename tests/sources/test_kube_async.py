@@ -397,6 +397,18 @@ async def test_a_patch_is_a_json_merge_patch(time: FakeTime) -> None:
     assert orjson.loads(sent.content) == {"status": {"phase": "Ok"}}
 
 
+async def test_a_post_sends_json_and_answers_the_created_object(time: FakeTime) -> None:
+    api = FakeApi((201, {"metadata": {"name": "ev-1"}}))
+    client = make_client(api, time)
+
+    made = await client.post("/api/v1/namespaces/team/events", {"reason": "Waiting"})
+
+    [sent] = api.requests
+    assert (sent.method, sent.headers["Content-Type"]) == ("POST", "application/json")
+    assert orjson.loads(sent.content) == {"reason": "Waiting"}
+    assert made == {"metadata": {"name": "ev-1"}}
+
+
 def tokens(*values: str) -> Callable[[], str]:
     supply: Iterator[str] = itertools.chain(values, itertools.repeat(values[-1]))
     return lambda: next(supply)

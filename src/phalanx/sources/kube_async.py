@@ -74,7 +74,7 @@ from phalanx.sources.kubeclient import (
     ClusterAccess,
     api_error,
     bind_error,
-    binding,
+    binding_body,
     binding_path,
     in_cluster_access,
     kubeconfig_access,
@@ -352,6 +352,13 @@ class AsyncKubeClient:
         """A JSON merge patch (RFC 7386), also on status subresources; idempotent."""
         return await self.request("PATCH", path, body, content_type=MERGE_PATCH, deadline=deadline)
 
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """A JSON POST (an Event, say), retried on overload like any call: after no answer,
+        a retry may meet the first attempt's success as 409 AlreadyExists."""
+        return await self.request("POST", path, body, deadline=deadline)
+
     async def bind(
         self, namespace: str, name: str, uid: str, node: str, *, deadline: float | None = None
     ) -> None:
@@ -361,7 +368,7 @@ class AsyncKubeClient:
         or neither (still overloaded at the deadline, or another refusal). The answer is
         never decoded (see `kubeclient`).
         """
-        body = binding(namespace, name, uid, node)
+        body = binding_body(namespace, name, uid, node)
         call = self._new("POST", binding_path(namespace, name), body, JSON, deadline)
         try:
             await self._call(call)

@@ -220,21 +220,15 @@ class KubeClient:
         """POST pods/{name}/binding; BindError(gone=...) / (conflict=...) on refusal."""
         pod, node = binding.pod, binding.node
         namespace, name, uid = pod.namespace, pod.name, pod.uid
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        body = binding_body(namespace, name, uid, node)
         try:
-            raw = self._send("POST", path, body=body)
+            raw = self._send("POST", binding_path(namespace, name), body=body)
         except ApiError as exc:
             raise bind_error(namespace, name, node, exc) from exc
         raw.release_conn()  # the answer is never read (see module docstring)
 
 
-def binding(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
     """The Binding object for `pods/{name}/binding`; the UID makes it a precondition."""
     return {
         "apiVersion": "v1",

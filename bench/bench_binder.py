@@ -3,7 +3,7 @@
 One real control plane (etcd + kube-apiserver + kwok from ``tests/controlplane``) and
 ``--nodes`` kwok nodes. The contenders:
 
-* **pool**: ``KubeClient.bind`` on a 16-thread pool through ``loop.run_in_executor``,
+* **pool**: ``KubeClient.bind`` through ``kube_writes.PooledWriter`` (a 16-thread pool),
   exactly as ``KubeSource`` runs it today;
 * **async HTTP/1.1**: ``AsyncKubeClient.bind`` at QPS/burst 500/1000 (the bench's
   kube-scheduler client setting), over keep-alive HTTP/1.1 connections (aiohttp), its default;
@@ -49,7 +49,6 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,7 @@ import launcher  # noqa: E402  # tests/controlplane/launcher.py
 import uvloop  # noqa: E402
 import yaml  # noqa: E402
 
+from phalanx.core.model import Binding, PodRef  # noqa: E402
 from phalanx.sources.base import BindError  # noqa: E402
 from phalanx.sources.kube import KubeSourceSettings  # noqa: E402
 from phalanx.sources.kube_async import (  # noqa: E402
@@ -68,6 +68,7 @@ from phalanx.sources.kube_async import (  # noqa: E402
     AsyncKubeCounts,
     AsyncKubeSettings,
 )
+from phalanx.sources.kube_writes import PooledWriter  # noqa: E402
 from phalanx.sources.kubeclient import KubeClient  # noqa: E402
 
 ADMIN = AsyncKubeSettings(qps=5000.0, burst=5000)
@@ -189,17 +190,15 @@ async def pool_binder(
     kubeconfig: Path, namespace: str
 ) -> AsyncIterator[tuple[str, Bind, AsyncKubeCounts | None]]:
     client = KubeClient.from_kubeconfig(kubeconfig)
-    workers = KubeSourceSettings().api_workers
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="bench-bind")
-    loop = asyncio.get_running_loop()
+    writer = PooledWriter(client, KubeSourceSettings().writes)
 
     async def bind(name: str, uid: str, node: str) -> None:
-        await loop.run_in_executor(pool, client.bind, namespace, name, uid, node)
+        await writer.bind(Binding(PodRef(namespace, name, uid), node))
 
     try:
-        yield f"pool ({workers} threads)", bind, None
+        yield f"pool ({writer.settings.workers} threads)", bind, None
     finally:
-        pool.shutdown()
+        await writer.aclose()
         client.close()
 
 

@@ -47,6 +47,8 @@ def roll_forward(live: Any, settings: RollForwardSettings) -> RollForward:
         clock=ext.clock,
         wall_clock=ext.reporter.wall_clock,
     )
+
+
 FAST = KubeSourceSettings(
     crd_recheck_seconds=0.5,
     event_interval_seconds=30.0,
@@ -700,9 +702,7 @@ def test_roll_forward_releases_a_gang_whose_recorded_node_is_gone(
     )
     launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
 
-    (decision,) = live.run(
-        roll_forward(live, RollForwardSettings(grace_seconds=0.0)).run_once()
-    )
+    (decision,) = live.run(roll_forward(live, RollForwardSettings(grace_seconds=0.0)).run_once())
     assert decision.verdict is Verdict.RELEASE
     assert (
         get(cp, f"/api/v1/namespaces/{namespace}/pods/rel-0")["spec"].get("nodeName") is None

@@ -54,6 +54,9 @@ class ServiceSettings:
     # is safe); a conflict (bound elsewhere) is never retried.
     bind_retries: int = 3
     bind_retry_backoff_seconds: float = 0.2
+    # How long one pod's binding may take, overload retries included (seconds); see
+    # phalanx.service.binder.BindSettings.
+    bind_timeout_seconds: float = 8.0
     # How often reservations are checked for expiry (seconds).
     expiry_interval_seconds: float = 1.0
     # How commit records are rolled forward after a crash (sources that keep them).
@@ -100,7 +103,8 @@ class Extender:
             self.state,
             source,
             self.metrics,
-            BindSettings(s.bind_retries, s.bind_retry_backoff_seconds),
+            BindSettings(s.bind_retries, s.bind_retry_backoff_seconds, s.bind_timeout_seconds),
+            clock=clock,
         )
         self.barrier = BindBarrier(
             self.state,

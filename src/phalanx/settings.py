@@ -110,6 +110,14 @@ class Settings(BaseSettings):
         "below the extender httpTimeout (the chart sets 30 s), or kube-scheduler abandons the "
         "request first, and below the reservation TTL.",
     )
+    template_reservation: bool = Field(
+        default=True,
+        description="Reserve a gang whose members share one shape from its first member, "
+        "before every member exists (members claim slots as they arrive; nothing binds "
+        "before the quorum reaches /bind). false: every gang waits for minMember members "
+        "first, and each waiting member pays kube-scheduler's backoff. Env only: "
+        "PHALANX_TEMPLATE_RESERVATION=false.",
+    )
     api_qps: float = Field(
         default=250.0,
         gt=0,
@@ -228,6 +236,7 @@ class Settings(BaseSettings):
             default_placement=self.placement,
             default_timeout_seconds=self.reservation_ttl_seconds,
             barrier_timeout_seconds=self.barrier_timeout_seconds,
+            template_reservation=self.template_reservation,
         )
 
 

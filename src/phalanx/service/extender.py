@@ -61,6 +61,9 @@ class ServiceSettings:
     expiry_interval_seconds: float = 1.0
     # How commit records are rolled forward after a crash (sources that keep them).
     roll_forward: RollForwardSettings = field(default_factory=RollForwardSettings)
+    # Reserve interchangeable gangs from their first member's shape before every member
+    # exists (phalanx.core.template); False: quorum first for every gang.
+    template_reservation: bool = True
 
 
 class Extender:
@@ -85,6 +88,7 @@ class Extender:
             PlannerSettings(
                 default_placement=s.default_placement,
                 default_timeout_seconds=s.default_timeout_seconds,
+                template_reservation=s.template_reservation,
             ),
         )
         self.metrics = metrics or Metrics()

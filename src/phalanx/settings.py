@@ -118,6 +118,15 @@ class Settings(BaseSettings):
         "first, and each waiting member pays kube-scheduler's backoff. Env only: "
         "PHALANX_TEMPLATE_RESERVATION=false.",
     )
+    single_pod_nodes: int = Field(
+        default=1,
+        ge=0,
+        description="For a pod in no gang, filter answers at most this many best-fit nodes. "
+        "1 (the default): kube-scheduler has one node left and skips the prioritize call, "
+        "one extender round trip a pod instead of two; its own soft scoring (spreading, "
+        "affinity preferences) then no longer picks among nodes. 0: every feasible node, "
+        "ranked by prioritize and kube-scheduler's scores together.",
+    )
     api_qps: float = Field(
         default=250.0,
         gt=0,
@@ -237,6 +246,7 @@ class Settings(BaseSettings):
             default_timeout_seconds=self.reservation_ttl_seconds,
             barrier_timeout_seconds=self.barrier_timeout_seconds,
             template_reservation=self.template_reservation,
+            single_pod_nodes=self.single_pod_nodes,
         )
 
 

@@ -55,6 +55,9 @@ class PlannerSettings:
     # Reserve an interchangeable gang from its first member's shape before every member
     # exists (phalanx.core.template); False: always wait for the quorum first.
     template_reservation: bool = True
+    # Single pods: answer at most this many best-fit nodes from filter (1: kube-scheduler
+    # then skips prioritize, one round trip a pod); 0: every feasible node.
+    single_pod_nodes: int = 0
 
 
 @dataclass(slots=True)
@@ -129,7 +132,8 @@ class GangPlanner:
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
         if pod.group is None:
-            return FilterDecision(self.singles.filter(pod, offered))
+            best = self.settings.single_pod_nodes
+            return FilterDecision(self.singles.filter(pod, offered, best=best))
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 

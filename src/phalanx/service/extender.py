@@ -64,6 +64,9 @@ class ServiceSettings:
     # Reserve interchangeable gangs from their first member's shape before every member
     # exists (phalanx.core.template); False: quorum first for every gang.
     template_reservation: bool = True
+    # Single pods: filter answers at most this many best-fit nodes (1: no prioritize round
+    # trip); 0: every feasible node.
+    single_pod_nodes: int = 1
 
 
 class Extender:
@@ -89,6 +92,7 @@ class Extender:
                 default_placement=s.default_placement,
                 default_timeout_seconds=s.default_timeout_seconds,
                 template_reservation=s.template_reservation,
+                single_pod_nodes=s.single_pod_nodes,
             ),
         )
         self.metrics = metrics or Metrics()

@@ -313,6 +313,16 @@ def preemption_answer(
     }
 
 
+def pod_version(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """(`metadata.uid`, `metadata.resourceVersion`) of a raw pod object, "" for what it lacks
+    (never raises): together they name one state of one pod."""
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        return "", ""
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    return (uid if isinstance(uid, str) else "", version if isinstance(version, str) else "")
+
+
 def pod_key(pod: Mapping[str, Any]) -> str:
     """`namespace/name` of a raw pod object, as far as it can be read (for error texts)."""
     meta = pod.get("metadata")

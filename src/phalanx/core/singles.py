@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState
 from phalanx.core.decisions import FilterResult
-from phalanx.core.model import Pod
+from phalanx.core.model import NVIDIA_GPU, Pod, Resources
 from phalanx.core.prioritize import best_fit
 from phalanx.core.snapshot import COMMON_RESOURCES, Snapshot
 
@@ -56,6 +56,10 @@ class SingleFit:
     def filter(self, pod: Pod, offered: Sequence[str], *, best: int = 0) -> FilterResult:
         eligible = self.eligible_nodes(pod)
         request = pod.requests
+        if best and request.get(NVIDIA_GPU) and set(request) <= COMMON_SET:
+            tightest = self._tightest(request, offered, eligible, best)
+            if tightest:
+                return FilterResult(tuple(tightest))
         feasible: list[str]
         if set(request) <= COMMON_SET:
             frees = self.state.common_free()
@@ -90,6 +94,30 @@ class SingleFit:
                 if verdict is not None:
                     (failed if verdict[0] else unresolvable)[name] = verdict[1]
         return FilterResult(tuple(feasible), failed, unresolvable)
+
+    def _tightest(
+        self, request: Resources, offered: Sequence[str], eligible: frozenset[str], count: int
+    ) -> list[str]:
+        """The best fit for a GPU pod without a Python pass over every offered node: nodes
+        are bucketed by free GPUs, the tightest bucket is read first (set intersection and
+        sort, in C), and CPU, memory and pods are checked until `count` nodes fit. Ties on
+        GPUs go by name. [] when no node fits (the caller then works out every reason)."""
+        c, m, p, g = (request.get(k) for k in COMMON_RESOURCES)
+        frees = self.state.common_free()
+        by_gpus = self.state.nodes_by_free_gpus()
+        wanted = set(offered)
+        if len(eligible) < len(frees):
+            wanted &= eligible
+        picked: list[str] = []
+        for free_gpus in sorted(k for k in by_gpus if k >= g):
+            # Same GPUs left over: the first by name that also has the CPU, memory and pods.
+            for n in sorted(by_gpus[free_gpus] & wanted):
+                f = frees[n]
+                if f[0] >= c and f[1] >= m and f[2] >= p:
+                    picked.append(n)
+                    if len(picked) == count:
+                        return picked
+        return picked
 
 
 def _fit(snapshot: Snapshot, pod: Pod, name: str) -> tuple[bool, str] | None:

@@ -191,6 +191,10 @@ class Extender:
 
     # ---- verbs -------------------------------------------------------------------------
 
+    def known_pod(self, uid: str) -> Pod | None:
+        """The model's copy of a pod, by UID ("" or unknown: None)."""
+        return self.state.pod(uid) if uid else None
+
     def learn(self, pod: Pod) -> Pod:
         """The pod as the model knows it; a pod first seen in a request is added (it exists
         in the API: kube-scheduler got it from there, our watch may simply lag)."""

@@ -401,14 +401,15 @@ is_fresh() { # family: every binary and file there, and the stamp names this mod
   [[ -f "${entry}/stamps/${fam}" && "$(head -n1 "${entry}/stamps/${fam}")" == "${FAMILY_MODULE[${fam}]}" ]]
 }
 
-# At most JOBS compiles at once across this run's families: a slot is a lock file.
+# At most JOBS compiles at once across this run's families: a slot is a lock file, held
+# until the family's subshell exits (its descriptor stays open until then).
 SLOT_DIR=""
-acquire_slot() { # -> sets SLOT_FD
+acquire_slot() {
   local i fd
   while :; do
     for ((i = 1; i <= JOBS; i++)); do
       exec {fd}>"${SLOT_DIR}/slot-${i}"
-      if flock -n "${fd}"; then SLOT_FD="${fd}"; return 0; fi
+      if flock -n "${fd}"; then return 0; fi
       exec {fd}>&-
     done
     sleep 1
@@ -416,11 +417,12 @@ acquire_slot() { # -> sets SLOT_FD
 }
 
 build_family() { # family; runs in a background subshell of main
-  local fam="$1" dir="${GO_DIR}/$1" entry name pkg pair start=${SECONDS}
+  local fam="$1" dir="${GO_DIR}/$1" entry name pair start=${SECONDS}
   entry="$(entry_dir "${fam}")"
   local tmp
   tmp="$(mktemp -d "${entry}/.build-${fam}.XXXXXX")"
-  trap 'rm -rf "${tmp}"' EXIT
+  # shellcheck disable=SC2064  # expand now: `tmp` is local and gone when the trap runs
+  trap "rm -rf '${tmp}'" EXIT
   # Downloads need no slot: every family fetches its modules at once.
   log "${fam}: downloading modules ..."
   (cd "${dir}" && go mod download) || die "${fam}: go mod download failed"

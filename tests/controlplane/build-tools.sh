@@ -34,6 +34,7 @@
 # entry in FAMILY_BINS / FAMILY_LDFLAGS / FAMILY_MODULE / FAMILY_ENTRY (and FAMILY_FILES for
 # files other than binaries), and run --update-modules FAMILY. Families not in
 # DEFAULT_FAMILIES are built only when named or by the --with-* option of their group.
+# shellcheck disable=SC2317  # gomod_<family> and artifacts_<family> are called by name
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -546,4 +547,4 @@ main() {
   echo "${CACHE_ROOT}/${DEFAULT_ENTRY}/bin"
 }
 
-main "$@"
+main "$@"; exit  # on one line: an edit of this file during a build cannot be read mid-run

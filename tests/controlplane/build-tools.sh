@@ -424,13 +424,17 @@ build_family() { # family; runs in a background subshell of main
   tmp="$(mktemp -d "${entry}/.build-${fam}.XXXXXX")"
   # shellcheck disable=SC2064  # expand now: `tmp` is local and gone when the trap runs
   trap "rm -rf '${tmp}'" EXIT
-  # Downloads need no slot: every family fetches its modules at once.
+  local pkgs=() names=()
+  for pair in ${FAMILY_BINS[${fam}]}; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
+  # Downloads need no slot: every family fetches its modules at once. Listing the packages
+  # fetches only the modules they import (about half of go.mod's build list, whose test-only
+  # dependencies `go mod download` would fetch too).
   log "${fam}: downloading modules ..."
-  (cd "${dir}" && go mod download) || die "${fam}: go mod download failed"
+  (cd "${dir}" && go list -deps -tags "${FAMILY_TAGS[${fam}]:-}" "${pkgs[@]}" >/dev/null) \
+    || die "${fam}: downloading the modules of ${pkgs[*]} failed"
   local fetched=$((SECONDS - start))
   acquire_slot
-  local t0=${SECONDS} pkgs=() names=()
-  for pair in ${FAMILY_BINS[${fam}]}; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
+  local t0=${SECONDS}
   log "${fam}: go build ${pkgs[*]} (modules in ${fetched}s; waited $((t0 - start - fetched))s for a slot) ..."
   local out="${tmp}/${names[0]}"
   # Several main packages in one `go build` share its action graph and link in parallel;

@@ -430,12 +430,16 @@ build_family() { # family; runs in a background subshell of main
   # fetches only the modules they import (about half of go.mod's build list, whose test-only
   # dependencies `go mod download` would fetch too).
   log "${fam}: downloading modules ..."
-  (cd "${dir}" && go list -deps -tags "${FAMILY_TAGS[${fam}]:-}" "${pkgs[@]}" >/dev/null) \
-    || die "${fam}: downloading the modules of ${pkgs[*]} failed"
+  if ! (cd "${dir}" && go list -deps -tags "${FAMILY_TAGS[${fam}]:-}" "${pkgs[@]}") \
+    >/dev/null 2>"${tmp}/download.log"; then
+    cat "${tmp}/download.log" >&2
+    die "${fam}: downloading the modules of ${pkgs[*]} failed"
+  fi
   local fetched=$((SECONDS - start))
+  log "${fam}: $(grep -c '^go: downloading' "${tmp}/download.log" || true) modules fetched in ${fetched}s"
   acquire_slot
   local t0=${SECONDS}
-  log "${fam}: go build ${pkgs[*]} (modules in ${fetched}s; waited $((t0 - start - fetched))s for a slot) ..."
+  log "${fam}: go build ${pkgs[*]} (waited $((t0 - start - fetched))s for a slot) ..."
   local out="${tmp}/${names[0]}"
   # Several main packages in one `go build` share its action graph and link in parallel;
   # `-o dir/` then names each binary after its package's last element.

@@ -516,7 +516,7 @@ main() {
       --print-bin-dir) print_only=1 ;;
       --with-deploy-tools) with_deploy=1 ;;
       --with-e2e-tools) with_e2e=1 ;;
-      -h|--help) sed -n '2,37p' "$0" >&2; exit 0 ;;
+      -h|--help) sed -n '2,36p' "$0" >&2; exit 0 ;;
       -*) die "unknown option ${arg}" ;;
       *) [[ -n "${FAMILY_BINS[${arg}]+x}" ]] || die "unknown tool family '${arg}' (known: ${!FAMILY_BINS[*]})"
          families+=("${arg}") ;;

@@ -65,7 +65,12 @@ class ApiError(AssertionError):
 class Api:
     """JSON over HTTPS to the control plane's kube-apiserver as ``admin``."""
 
-    def __init__(self, cp: launcher.ControlPlane, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, cp: launcher.ControlPlane, *, timeout: float = 10.0, patient: bool = False
+    ) -> None:
+        # patient: retry 429 (after its Retry-After) and 5xx answers, as client-go does, for a
+        # test against an API server that is overloaded on purpose.
+        self.patient = patient
         context = ssl.create_default_context(cafile=str(cp.ca_file))
         self._http = httpx.Client(
             base_url=cp.server,
@@ -89,13 +94,17 @@ class Api:
         expect: Iterable[int] = (200, 201),
     ) -> Obj:
         headers = {"Content-Type": content_type} if body is not None else {}
-        answer = self._http.request(
-            method,
-            path,
-            content=json.dumps(body).encode() if body is not None else None,
-            params=params,
-            headers=headers,
-        )
+        for attempt in range(40 if self.patient else 1):
+            answer = self._http.request(
+                method,
+                path,
+                content=json.dumps(body).encode() if body is not None else None,
+                params=params,
+                headers=headers,
+            )
+            if not self.patient or (answer.status_code != 429 and answer.status_code < 500):
+                break
+            time.sleep(float(answer.headers.get("Retry-After") or 0) or 0.05 * (attempt + 1))
         if answer.status_code not in set(expect):
             raise ApiError(f"{method} {path}: {answer.status_code} {answer.text[:500]}")
         try:

@@ -296,6 +296,11 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("events.k8s.io", "events"): ["create", "patch"],
         ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
         ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+        # DRA: read only (kube-scheduler allocates the claims).
+        ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
+        ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaims"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaimtemplates"): ["get", "list", "watch"],
     }
 
 

@@ -43,6 +43,8 @@ EXPORTED_FAMILIES = {
     "phalanx_partial_gangs",
     "phalanx_cache_synced",
     "phalanx_overcommitted_nodes",
+    "phalanx_replans_total",
+    "phalanx_dra_claims_off_node",
 }
 METRIC = re.compile(r"\bphalanx_[a-z0-9_]*[a-z0-9]")
 SERIES_SUFFIXES = ("_bucket", "_sum", "_count")

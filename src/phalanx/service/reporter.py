@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from phalanx.core.cache import ClusterState, MemberState, Reservation
-from phalanx.core.journal import GangEvent, GroupStatus, Outcome, group_phase
+from phalanx.core.journal import GangEvent, GroupStatus, Outcome, ReplanCause, group_phase
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.service.metrics import Metrics
@@ -57,6 +57,8 @@ class Reporter:
                 continue  # a repeat of the gang's last decision: said already
             group = event.group
             self.metrics.gang_decisions.labels(event.outcome.value).inc()
+            if event.outcome is Outcome.REPLANNED:
+                self.metrics.replans.labels(event.cause or ReplanCause.NOT_OFFERED).inc()
             log.info(
                 "gang decision",
                 extra={"group": group.key, "result": event.outcome.value, "reason": event.reason},

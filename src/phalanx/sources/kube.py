@@ -14,6 +14,8 @@ the PodGroup CRD, and keeps the loop-side tables they share.
 * **Which pods.** Pods of every scheduler count toward node usage once bound; an unbound
   pod is only kept when it names one of the served `scheduler_names` (kube-scheduler calls
   us for our profile only, so anyone else's pending pods are not our work).
+* **DRA** (`kube_dra`): ResourceSlices, DeviceClasses, ResourceClaims and templates, when
+  `resource.k8s.io/v1` is served; every node and pod enters the model through its bridge.
 * **PodGroup CRD missing.** Gangs are declared by pod annotations only. That is logged
   once; the CRD is looked for again every `crd_recheck_seconds` and followed from when it
   appears. The source is synced once Nodes and Pods are listed and PodGroups are listed or
@@ -60,6 +62,7 @@ from phalanx.sources.informer import (
 )
 from phalanx.sources.kube_async import AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod, decode_pod_group
+from phalanx.sources.kube_dra import DRA_KINDS, DraFeed
 from phalanx.sources.kube_reports import Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
 from phalanx.sources.kubeclient import KubeClient, in_cluster_access, kubeconfig_access
@@ -154,6 +157,16 @@ class KubeSource:
             on_restart=self._restarted,
             stop=self._stop,
         )
+        # DRA objects, and the bridge every node and pod goes through (sources.kube_dra).
+        self.dra = DraFeed(
+            api,
+            post=self._post,
+            spawn=self._spawn,
+            sink=self,
+            settings=inf,
+            recheck_seconds=self.settings.crd_recheck_seconds,
+            on_restart=self._restarted,
+        )
         self.lease = LeaseHolder(
             api, namespace, identity=self.identity, settings=self.settings.lease
         )
@@ -227,7 +240,7 @@ class KubeSource:
 
     @property
     def synced(self) -> bool:
-        return all(kind in self._synced for kind in KINDS)
+        return all(kind in self._synced for kind in KINDS) and self.dra.synced
 
     @property
     def annotation_only(self) -> bool:
@@ -245,12 +258,14 @@ class KubeSource:
             thread = threading.Thread(target=target, name=f"informer-{label}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        self.dra.start()
         self.lease.start()
 
     async def stop(self) -> None:
         self._stop.set()
         for informer in (self.nodes, self.pods, self.pod_groups):
             informer.stop()
+        self.dra.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._join)
         for task in list(self._tasks):
@@ -263,6 +278,7 @@ class KubeSource:
         self.lease.stop()
         for thread in self._threads:
             thread.join(timeout=5.0)
+        self.dra.join()
 
     def _post(self, update: Callable[[ClusterState], None]) -> None:
         """Hand one update to the loop (from any thread); dropped once stopped."""
@@ -290,13 +306,13 @@ class KubeSource:
         def update(state: ClusterState) -> None:
             for change in changes:
                 if isinstance(change, Upsert):
-                    state.upsert_node(change.obj)
+                    self.dra.upsert_node(state, change.obj)
                     self._valid_again("Node", change.key)
                 elif isinstance(change, Delete):
-                    state.remove_node(change.key)
+                    self.dra.remove_node(state, change.key)
                     self._valid_again("Node", change.key)
                 else:  # a node we cannot read is not planned onto
-                    state.remove_node(change.key)
+                    self.dra.remove_node(state, change.key)
                     self._report("Node", change.key, change.reason)
             if synced:
                 self._mark_synced("Node")(state)
@@ -313,10 +329,11 @@ class KubeSource:
                 if isinstance(change, Upsert):
                     pod = change.obj.obj
                     if not pod.node_name and pod.scheduler_name not in names:
-                        state.remove_pod(pod.uid)  # someone else's pending pod: not our work
+                        # someone else's pending pod: not our work
+                        self.dra.remove_pod(state, pod.uid)
                         self.commits.forget_pod(change.key)
                         continue
-                    state.upsert_pod(pod)
+                    self.dra.upsert_pod(state, pod)
                     error = self.commits.saw_pod(change.key, change.obj)
                     if error:
                         self._report("Pod", change.key, error)
@@ -325,7 +342,7 @@ class KubeSource:
                     else:
                         self._valid_again("Pod", change.key)
                 else:
-                    state.remove_pod(change.uid)
+                    self.dra.remove_pod(state, change.uid)
                     self.commits.forget_pod(change.key)
                     if isinstance(change, Invalid):
                         self._report("Pod", change.key, change.reason)
@@ -454,6 +471,8 @@ class KubeSource:
     def _uid_of(self, kind: str, key: str) -> str:
         if kind == "PodGroup":
             return self._groups.get(key, "")
+        if kind in DRA_KINDS:
+            return self.dra.uid_of(kind, key)
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
 

@@ -235,4 +235,6 @@ class Reports:
 
 
 def _api_version(kind: str) -> str:
+    if kind in ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"):
+        return "resource.k8s.io/v1"
     return PODGROUP_GROUP_VERSION if kind == "PodGroup" else "v1"

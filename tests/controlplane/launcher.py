@@ -22,9 +22,10 @@ Identities (static tokens): ``admin`` in ``system:masters`` (the admin kubeconfi
 kubectl and kwok); ``system:kube-scheduler`` for kube-scheduler, i.e. its bootstrap RBAC role,
 plus leases of any name (so a profile may use its own ``leaderElection.resourceName``).
 
-Without :meth:`ControlPlane.start_controller_manager` there is no controller at all: no garbage collection, no namespace finalisation
-(a deleted namespace stays Terminating), no Deployment/Job controllers, and nothing marks a
-node NotReady. Tests create pods directly and use fresh namespaces.
+Without :meth:`ControlPlane.start_controller_manager` no controller runs at all: no garbage
+collection, no namespace finalisation (a deleted namespace stays Terminating), no
+Deployment/Job controllers, and nothing marks a node NotReady. Tests create pods directly and
+use fresh namespaces.
 
 Every component runs in its own process group and gets SIGKILL if the Python process that
 started it dies (``PR_SET_PDEATHSIG``; Linux ties that to the starting *thread*, so start the

@@ -289,8 +289,7 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             units.OpsPerSecond,
             [
                 query(
-                    "sum by (cause) "
-                    f"(rate({m.select('phalanx_replans_total')}[$__rate_interval]))",
+                    f"sum by (cause) (rate({m.select('phalanx_replans_total')}[$__rate_interval]))",
                     "{{cause}}",
                 )
             ],

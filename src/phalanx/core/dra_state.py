@@ -73,6 +73,8 @@ class Finding:
     kind: str
     name: str
     text: str
+    # A pool mid-update (its driver is publishing a new generation): usually over soon.
+    passing: bool = False
 
 
 def _nonlocal(pool: Pool) -> str:
@@ -151,7 +153,8 @@ class DraState:
             names = sorted(self._names(pool.driver, pool.name))
             first = names[0] if names else ""
             if pool.problem:
-                found.append(Finding("ResourceSlice", first, pool.problem))
+                passing = pool.state is PoolState.INCOMPLETE
+                found.append(Finding("ResourceSlice", first, pool.problem, passing))
             if pool.nonlocal_devices:
                 found.append(Finding("ResourceSlice", first, _nonlocal(pool)))
         for device_class in sorted(self.catalog.classes.values(), key=lambda c: c.name):

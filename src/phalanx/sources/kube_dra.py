@@ -17,8 +17,9 @@ Discovery, on a thread of its own::
   Event, until it is valid again. A pod's demand problems (an unknown class, a selector
   that does not parse, a missing claim) make it unplaceable: one Event per pod and problem.
   Where Phalanx plans a request by count only (a selector it cannot evaluate), that is said
-  once per pod and note, as a Normal Event. Pools not used (incomplete, a device listed
-  twice) and class selectors not evaluated are said once each while they last.
+  once per pod and note, as a Normal Event. Pools not used (a device listed twice,
+  devices reachable from several nodes) and class selectors not evaluated are said once
+  each while they last (an incomplete pool, a driver mid-update, is only logged).
 * **Unblocked pods are requeued.** A pod refused because Phalanx had not seen its claim yet
   waits in kube-scheduler's unschedulable queue: once its demand is whole it is touched, so
   kube-scheduler tries it again now rather than at its next flush.
@@ -206,7 +207,7 @@ class DraFeed:
         attempt = 0
         while not self._stop.is_set():
             try:
-                served = self._served()
+                served = self.discover()
             except Exception as exc:  # noqa: BLE001  # any failure: ask again later
                 log.warning("cannot discover the DRA API", extra={"reason": str(exc)})
                 if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
@@ -214,7 +215,7 @@ class DraFeed:
                 attempt += 1
                 continue
             attempt = 0
-            self._post(functools.partial(self._set_served, served))
+            self._post(functools.partial(self.mark_served, served))
             if not served:
                 if not said_missing:
                     log.info(
@@ -230,7 +231,7 @@ class DraFeed:
                 return
             log.warning(f"{DRA_GROUP_VERSION} went away; DRA devices are no longer planned")
 
-    def _served(self) -> bool:
+    def discover(self) -> bool:
         try:
             answer = self.api.request("GET", DRA_API)
         except ApiError as exc:
@@ -295,7 +296,7 @@ class DraFeed:
 
         return handle
 
-    def _set_served(self, served: bool, _: ClusterState) -> None:
+    def mark_served(self, served: bool, _: ClusterState) -> None:
         self.served = served
 
     # ---- nodes and pods (called by the source's own handlers, on the loop) -------------
@@ -366,10 +367,12 @@ class DraFeed:
         """Say each new finding about pools and classes once, while it lasts."""
         now = set(self.model.dra.findings())
         for finding in sorted(now - self._findings, key=lambda f: (f.kind, f.name, f.text)):
-            log.warning(
+            (log.info if finding.passing else log.warning)(
                 "DRA devices not planned",
                 extra={"kind": finding.kind, "object": finding.name, "reason": finding.text},
             )
+            if finding.passing:
+                continue  # a driver publishing a new generation, slice by slice
             self._spawn(
                 self._sink.emit_event(
                     finding.kind, "", finding.name, DRA_NOT_PLANNED, finding.text, warning=True

@@ -518,7 +518,9 @@ def in_child(
     argv = [sys.executable, __file__, "--measure", what]
     argv += ["--nodes", str(nodes), "--pods", str(pods), "--groups", str(groups)]
     argv += ["--dra"] if dra else []
-    done = subprocess.run(argv, capture_output=True, check=True, text=True)
+    done = subprocess.run(argv, capture_output=True, check=False, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv[1:])} failed:\n{done.stderr[-3000:]}")
     answer: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return answer
 

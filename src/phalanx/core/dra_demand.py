@@ -498,8 +498,13 @@ def node_with_devices(
     A node without device-plugin GPUs gets its `gpu` description from its DRA GPUs, so GPU
     memory checks, metrics and /debug read both kinds of node the same way.
     """
+    if not pools and node.devices is None:
+        return node  # the usual node: no devices now, none before (so no DRA entries)
     own_gpu = node.devices.own_gpu if node.devices is not None else node.gpu
-    base = Resources((k, v) for k, v in node.allocatable.items() if not is_dra_entry(k))
+    # Only a bridged node (devices set) has DRA entries to replace.
+    base = node.allocatable
+    if node.devices is not None:
+        base = Resources((k, v) for k, v in base.items() if not is_dra_entry(k))
     gpu, devices = own_gpu, None
     allocatable = base
     if pools:
@@ -508,7 +513,7 @@ def node_with_devices(
             described = gpu_info(pools)
             if described is not None:
                 gpu = replace(described, clique=node.labels.get(clique_label, ""))
-        installed = node_entries(pools, catalog, {}).get(DRA_GPU)
+        installed = sum(catalog.totals(p.devices)[DRA_GPU] for p in pools)
         devices = InstalledDevices(tuple(pools), installed, own_gpu)
     if allocatable == node.allocatable and gpu == node.gpu and devices == node.devices:
         return node

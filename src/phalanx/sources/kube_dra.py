@@ -12,7 +12,8 @@ Discovery, on a thread of its own::
                    │                                         again every `recheck_seconds`
                    └ error ─▶ backoff, ask again
 
-* **Synced** once discovery has answered and, when served, every kind has been listed.
+* **Synced** once discovery has answered and, when served, every kind has been listed;
+  it stays synced (an API served later is followed without turning the service unready).
 * **Bad input.** An object the decoder refuses is treated as absent: one log line and one
   Event, until it is valid again. A pod's demand problems (an unknown class, a selector
   that does not parse, a missing claim) make it unplaceable: one Event per pod and problem.
@@ -174,12 +175,16 @@ class DraFeed:
         self._said: dict[str, set[str]] = {}  # pod uid -> problems and notes said
         self._blocked: set[str] = set()  # pod uids whose demand keeps them off every node
         self._findings: set[Finding] = set()
+        self._ever_synced = False
 
     @property
     def synced(self) -> bool:
-        return self.served is False or (
-            self.served is True and all(k in self._synced for k in DRA_KINDS)
-        )
+        """Discovery answered and, when served, every kind was listed once; it stays true
+        (DRA appearing later is followed without turning the service unready)."""
+        if not self._ever_synced:
+            listed = all(k in self._synced for k in DRA_KINDS)
+            self._ever_synced = self.served is False or (self.served is True and listed)
+        return self._ever_synced
 
     def uid_of(self, kind: str, key: str) -> str:
         informer = self.informers.get(kind)

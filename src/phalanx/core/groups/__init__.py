@@ -4,7 +4,7 @@
 * `registry` — the dialects in precedence order, a pod's membership, any gang object,
   resolving a `GroupRef`, status writes and Events' objects;
 * `scheduler_plugins`, `annotations`, `upstream`, `volcano` — one module per dialect;
-* `status` — `GangStatus`, what Phalanx reports before a dialect spells it;
+* `status` — `GroupStatus`, what Phalanx reports before a dialect spells it;
 * `discovery` — which dialect kinds and versions the API server serves, and their paths;
 * `common` — names, Phalanx's own settings on group objects, shared value types.
 

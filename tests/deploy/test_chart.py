@@ -296,6 +296,10 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("events.k8s.io", "events"): ["create", "patch"],
         ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
         ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+        ("scheduling.volcano.sh", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups/status"): ["patch"],
+        ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
     }
 
 

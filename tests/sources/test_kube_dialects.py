@@ -68,7 +68,7 @@ def collection(api_path: str, resource: str = "podgroups") -> str:
 class Running:
     """A started KubeSource over a fake API, feeding a ClusterState."""
 
-    def __init__(self, api: FakeApi) -> None:
+    def __init__(self, api: FakeApi, scheduler_config: dict[str, Any] | None = None) -> None:
         self.api = api
         self.state = ClusterState()
         self.writer = RecordingWriter()
@@ -77,6 +77,7 @@ class Running:
             settings=FAST,
             writer=self.writer,
             wall_clock=lambda: T0,
+            scheduler_config=scheduler_config,
         )
 
     def sink(self, update: Callable[[ClusterState], None]) -> None:
@@ -90,14 +91,16 @@ class Running:
 
 @asynccontextmanager
 async def running(
-    discovery: dict[str, Any], **objects: list[dict[str, Any]]
+    discovery: dict[str, Any],
+    scheduler_config: dict[str, Any] | None = None,
+    **objects: list[dict[str, Any]],
 ) -> AsyncIterator[Running]:
-    """`objects` by collection path (`/`-joined keys are awkward: see `collection`)."""
+    """A started source; `objects` by collection path (see `collection`)."""
     api = FakeApi(discovery)
     api.add("/api/v1/nodes", node_obj("n1"))
     for path, items in objects.items():
         api.add(path, *items)
-    live = Running(api)
+    live = Running(api, scheduler_config)
     await live.source.start(live.sink)
     try:
         await until("synced", lambda: live.source.synced)
@@ -409,3 +412,55 @@ def test_an_edited_min_count_requeues_the_members_too() -> None:
             assert len([p for p, _ in live.writer.patches if p.startswith("/api/v1/")]) == 2
 
     run(scenario())
+
+
+# --- kube-scheduler's own gang scheduling --------------------------------------------------
+
+
+def scheduler_config(*plugins_disabled: str) -> dict[str, Any]:
+    profile: dict[str, Any] = {"schedulerName": "phalanx"}
+    if plugins_disabled:
+        disabled = [{"name": name} for name in plugins_disabled]
+        profile["plugins"] = {"multiPoint": {"disabled": disabled}}
+    return {"kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [(scheduler_config(), True), (scheduler_config("GangScheduling"), False)],
+    ids=["native-gang-left-on", "native-gang-disabled"],
+)
+def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on_each_gang(
+    config: dict[str, Any], said: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+
+    async def scenario() -> None:
+        gangs = [upstream_podgroup_obj("a", 2), upstream_podgroup_obj("b", 2)]
+        async with running(SERVED_137, config, **{collection(UPSTREAM): gangs}) as live:
+            await asyncio.sleep(0.2)  # several re-discoveries: the start-up line stays one
+            await live.settle()
+            events = live.writer.events("NativeGangScheduling")
+            assert sorted(e["involvedObject"]["name"] for e in events) == (
+                ["a", "b"] if said else []
+            )
+
+    run(scenario())
+    lines = [
+        r for r in caplog.records if "does not disable its own GangScheduling" in r.getMessage()
+    ]
+    assert len(lines) == (1 if said else 0)
+
+
+def test_without_kube_schedulers_configuration_phalanx_says_it_cannot_check(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+
+    async def scenario() -> None:
+        async with running(SERVED_137) as live:
+            await live.settle()
+            assert live.writer.events("NativeGangScheduling") == []
+
+    run(scenario())
+    assert [r for r in caplog.records if "cannot check" in r.getMessage()]

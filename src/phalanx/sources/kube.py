@@ -28,6 +28,11 @@ informers); this module wires them and keeps the loop-side tables they share.
   annotation stays for usage with `Pod.invalid`): one log line and one Event per object
   and reason, nothing else stops. What Phalanx ignores in a gang object (a Volcano queue)
   and a pod claimed by two dialects (which one won) are said the same way, once.
+* **kube-scheduler's own gang scheduling.** Given the KubeSchedulerConfiguration
+  kube-scheduler runs (`scheduler_config`), a served profile that leaves `GangScheduling`
+  on while the upstream gang API is served is reported when discovery first finds that
+  API (a log line) and on every upstream gang object (an Event,
+  `NativeGangScheduling`): see `phalanx.core.groups.coexistence`.
 * **Commit records** (`kube_commits`) are read back from the same watches, so a new
   instance sees them after its first sync, and `phalanx.service.rollforward` finishes the
   gangs they describe while this instance holds the `phalanx-rollforward` Lease.
@@ -47,8 +52,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import yaml
+
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups import registry
+from phalanx.core.groups.coexistence import NativeGang, native_gang_profiles
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_node
@@ -82,6 +90,7 @@ KINDS = ("Node", "Pod")
 INVALID_OBJECT = "InvalidObject"
 FIELD_IGNORED = "FieldIgnored"
 DIALECT_CONFLICT = "GangDialectConflict"
+NATIVE_GANG = "NativeGangScheduling"
 
 
 class _Inc(Protocol):
@@ -115,6 +124,18 @@ NODES: Kind[Node] = Kind("Node", "/api/v1/nodes", parse_node)
 PODS: Kind[Recorded[Pod]] = Kind("Pod", "/api/v1/pods", decode_pod)
 
 
+def load_scheduler_config(path: Path) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration at `path` (YAML or JSON); ValueError naming the file
+    when it is not one."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read kube-scheduler's configuration {path}: {exc}") from exc
+    if not isinstance(config, dict) or config.get("kind") != "KubeSchedulerConfiguration":
+        raise ValueError(f"{path} is not a KubeSchedulerConfiguration")
+    return config
+
+
 # ---- the source -------------------------------------------------------------------------
 
 
@@ -134,9 +155,18 @@ class KubeSource:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         writer: Writer | None = None,
+        scheduler_config: Mapping[str, Any] | None = None,
     ) -> None:
+        """`scheduler_config`: the KubeSchedulerConfiguration kube-scheduler runs, when known,
+        to check that its own gang scheduling is off in the profiles Phalanx serves."""
         self.api = api
         self.scheduler_names = frozenset(scheduler_names)
+        # None: kube-scheduler's configuration is unknown, nothing can be checked.
+        self.native_gang: tuple[NativeGang, ...] | None = (
+            None
+            if scheduler_config is None
+            else native_gang_profiles(scheduler_config, self.scheduler_names)
+        )
         self.namespace = namespace
         self.metrics = metrics
         self.settings = settings or KubeSourceSettings()
@@ -365,9 +395,24 @@ class KubeSource:
             "gang APIs served",
             extra={"kinds": [label(kind) for kind in served.kinds] or "none"},
         )
+        if served.of(Dialect.UPSTREAM) and (
+            self._served is None or not self._served.of(Dialect.UPSTREAM)
+        ):
+            self._check_native_gang()
         self._served = served
         if first:
             self._unsynced_groups = {label(kind) for kind in served.kinds}
+
+    def _check_native_gang(self) -> None:
+        """The upstream gang API is served: say whether kube-scheduler may gate its gangs too."""
+        if self.native_gang is None:
+            log.info(
+                "the upstream gang API (scheduling.k8s.io) is served; without kube-scheduler's "
+                "configuration (--scheduler-config) Phalanx cannot check that its own "
+                "GangScheduling is disabled in the profiles Phalanx serves (docs/gang-dialects.md)"
+            )
+        for finding in self.native_gang or ():
+            log.warning(finding.message(), extra={"profile": finding.profile})
 
     def _on_group_objects(self, kind: ServedKind, changes: GroupChanges, synced: bool) -> None:
         def update(state: ClusterState) -> None:
@@ -425,6 +470,16 @@ class KubeSource:
                 log_message=f"{kind.kind} {key}: ignored",
                 event=self.emit_group_event(target, FIELD_IGNORED, text, warning=True),
             )
+        if kind.dialect is Dialect.UPSTREAM:
+            for finding in self.native_gang or ():
+                self._say_once(
+                    key,
+                    finding.message(),
+                    log_message=f"{kind.kind} {key}: kube-scheduler may gate it too",
+                    event=self.emit_group_event(
+                        target, NATIVE_GANG, finding.message(), warning=True
+                    ),
+                )
         error = self.commits.saw_group(key, change.obj)
         if error:
             self._report_group(kind, target, change.uid, error)

@@ -58,7 +58,16 @@ import workloads  # noqa: E402
 import yaml  # noqa: E402
 
 WORKLOAD_ORDER = ("singles", "gangs", "contended", "plans", "big-gang")  # node count grows last
-SCHEDULER_ORDER = ("vanilla", "phalanx", "coscheduling")
+SCHEDULER_ORDER = (
+    "vanilla",
+    "floor",
+    "phalanx",
+    "phalanx-prioritize",
+    "phalanx-mostallocated",
+    "coscheduling",
+)
+# What `make bench` runs unless --only says otherwise (the Phalanx variants only on request).
+DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "coscheduling")
 CREATE_THREADS = 16
 OWN_CRD = ROOT / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 CRD_NAME = "podgroups.scheduling.x-k8s.io"
@@ -388,7 +397,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="1/10 scale, short settle window")
     p.add_argument(
         "--only",
-        default=",".join(SCHEDULER_ORDER),
+        default=",".join(DEFAULT_SCHEDULERS),
         help="schedulers to run, comma-separated (default: %(default)s)",
     )
     p.add_argument(

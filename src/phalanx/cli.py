@@ -38,6 +38,7 @@ from phalanx.settings import Settings, describe_error, env_var, flag
 from phalanx.sources.base import ClusterSource
 from phalanx.sources.clusterfile import ClusterFileError, ClusterFileSource, load_objects
 from phalanx.sources.kube import KubeSource, load_scheduler_config
+from phalanx.sources.kube_async import AsyncKubeSettings
 
 log = logging.getLogger("phalanx.cli")
 
@@ -240,6 +241,7 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
         except ClusterFileError as exc:
             raise UsageError(str(exc)) from exc
     served = settings.scheduler_names
+    api = AsyncKubeSettings(qps=settings.api_qps, burst=settings.api_burst)
     config = None
     if settings.scheduler_config is not None:
         try:
@@ -253,10 +255,11 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
                 settings.kubeconfig,
                 scheduler_names=served,
                 metrics=metrics,
+                api_settings=api,
                 scheduler_config=config,
             )
         return KubeSource.in_cluster(
-            scheduler_names=served, metrics=metrics, scheduler_config=config
+            scheduler_names=served, metrics=metrics, api_settings=api, scheduler_config=config
         )
     except Exception as exc:
         # The client library's own errors (missing file, no current context, no service

@@ -6,11 +6,13 @@ fixtures by name::
     from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401
 
 * ``phalanx`` (module): ``phalanx serve --kubeconfig <admin>`` as a real subprocess
-  (:class:`phalanx_process.PhalanxProcess`); a module may set ``PHALANX_ARGS`` (extra
+  (:class:`phalanx_process.PhalanxProcess`), given kube-scheduler's configuration
+  (``--scheduler-config``) as the chart gives it; a module may set ``PHALANX_ARGS`` (extra
   ``serve`` flags) for its own instance.
 * ``scheduler`` (module): the real kube-scheduler running **the chart's**
   ``KubeSchedulerConfiguration``, taken from the rendered ``deploy/manifests/phalanx.yaml``
-  (see :func:`scheduler_config` for the only fields rewritten).
+  (see :func:`scheduler_config` for the only fields rewritten); a module may set
+  ``SCHEDULER_ARGS`` (extra kube-scheduler flags, e.g. feature gates).
 * ``cluster`` (function): a :class:`scheduling.Scenario` in a fresh namespace with its own
   node pool, an :class:`scheduling.InvariantMonitor` running for the whole test, and the
   invariant verdict asserted at teardown (a test that wants it sooner calls
@@ -22,7 +24,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +126,11 @@ def phalanx(
     module = request.module.__name__.rsplit(".", 1)[-1]
     workdir = control_plane.workdir / f"phalanx-{module}"
     workdir.mkdir(parents=True, exist_ok=True)
-    proc = PhalanxProcess(
-        control_plane.kubeconfig, workdir, extra_args=getattr(request.module, "PHALANX_ARGS", ())
-    )
+    # The configuration kube-scheduler runs (only the profiles matter to Phalanx's check).
+    config_path = workdir / "kube-scheduler.yaml"
+    config_path.write_text(yaml.safe_dump(scheduler_config("http://127.0.0.1:1", "unused")[0]))
+    args = [f"--scheduler-config={config_path}", *getattr(request.module, "PHALANX_ARGS", ())]
+    proc = PhalanxProcess(control_plane.kubeconfig, workdir, extra_args=args)
     proc.start()
     try:
         yield proc
@@ -137,9 +141,12 @@ def phalanx(
 class Scheduler:
     """The e2e kube-scheduler: the chart's configuration, pointed at the test's Phalanx."""
 
-    def __init__(self, cp: launcher.ControlPlane, phalanx: PhalanxProcess) -> None:
+    def __init__(
+        self, cp: launcher.ControlPlane, phalanx: PhalanxProcess, extra_args: Sequence[str] = ()
+    ) -> None:
         self.cp = cp
         self.phalanx = phalanx
+        self.extra_args = list(extra_args)
         self.config: dict[str, Any] = {}
         self.origin = ""
         self.starts = 0
@@ -147,7 +154,9 @@ class Scheduler:
     def start(self) -> None:
         lease = f"phalanx-scheduler-e2e-{uuid.uuid4().hex[:8]}"
         self.config, self.origin = scheduler_config(self.phalanx.url, lease)
-        self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False))
+        self.cp.start_scheduler(
+            yaml.safe_dump(self.config, sort_keys=False), extra_args=self.extra_args
+        )
         self.starts += 1
 
     def ensure_running(self) -> bool:
@@ -164,8 +173,10 @@ class Scheduler:
 
 
 @pytest.fixture(scope="module")
-def scheduler(control_plane: launcher.ControlPlane, phalanx: PhalanxProcess) -> Iterator[Scheduler]:
-    sched = Scheduler(control_plane, phalanx)
+def scheduler(
+    control_plane: launcher.ControlPlane, phalanx: PhalanxProcess, request: pytest.FixtureRequest
+) -> Iterator[Scheduler]:
+    sched = Scheduler(control_plane, phalanx, getattr(request.module, "SCHEDULER_ARGS", ()))
     sched.start()
     try:
         yield sched

@@ -112,7 +112,7 @@ class RecordingWriter:
         self.posts: list[tuple[str, dict[str, Any]]] = []
         self.failing: dict[str, ApiError] = {}
 
-    async def bind(self, binding: Binding) -> None:
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
         raise AssertionError("no binding in these tests")
 
     async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:

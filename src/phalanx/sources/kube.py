@@ -47,7 +47,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -395,13 +395,12 @@ class KubeSource:
 
     # ---- gang objects (loop side) ----------------------------------------------------
 
-    def _set_served(self, served: Served, _: ClusterState) -> None:
-        first = self._served is None
-        if served == self._served:
+    def _set_served(self, served: Served, state: ClusterState) -> None:
+        before = self._served
+        if served == before:
             return
-        if not served.of(Dialect.SCHEDULER_PLUGINS) and (
-            first or self._served is None or self._served.of(Dialect.SCHEDULER_PLUGINS)
-        ):
+        had_crd = before is not None and bool(before.of(Dialect.SCHEDULER_PLUGINS))
+        if not served.of(Dialect.SCHEDULER_PLUGINS) and (before is None or had_crd):
             log.warning(
                 "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) is not installed: its gangs are "
                 "declared by pod annotations only; looking for it again every "
@@ -411,12 +410,10 @@ class KubeSource:
             "gang APIs served",
             extra={"kinds": [label(kind) for kind in served.kinds] or "none"},
         )
-        if served.of(Dialect.UPSTREAM) and (
-            self._served is None or not self._served.of(Dialect.UPSTREAM)
-        ):
+        if served.of(Dialect.UPSTREAM) and (before is None or not before.of(Dialect.UPSTREAM)):
             self._check_native_gang()
-        self._served = served
-        if first:
+        self._served = state.served = served
+        if before is None:
             self._unsynced_groups = {label(kind) for kind in served.kinds}
 
     def _check_native_gang(self) -> None:
@@ -432,7 +429,6 @@ class KubeSource:
 
     def _on_group_objects(self, kind: ServedKind, changes: GroupChanges, synced: bool) -> None:
         def update(state: ClusterState) -> None:
-            state.served = self._served
             for change in changes:
                 # The informer keys objects `namespace/name`; the gang key adds the dialect.
                 target = replace(GroupRef.parse(change.key), dialect=kind.dialect)
@@ -484,7 +480,9 @@ class KubeSource:
                 key,
                 text,
                 log_message=f"{kind.kind} {key}: ignored",
-                event=self.emit_group_event(target, FIELD_IGNORED, text, warning=True),
+                event=functools.partial(
+                    self.emit_group_event, target, FIELD_IGNORED, text, warning=True
+                ),
             )
         if kind.dialect is Dialect.UPSTREAM:
             for finding in self.native_gang or ():
@@ -492,8 +490,8 @@ class KubeSource:
                     key,
                     finding.message(),
                     log_message=f"{kind.kind} {key}: kube-scheduler may gate it too",
-                    event=self.emit_group_event(
-                        target, NATIVE_GANG, finding.message(), warning=True
+                    event=functools.partial(
+                        self.emit_group_event, target, NATIVE_GANG, finding.message(), warning=True
                     ),
                 )
         error = self.commits.saw_group(key, change.obj)
@@ -551,15 +549,16 @@ class KubeSource:
     def _valid_again(self, kind: str, key: str) -> None:
         self._reported.pop((kind, key), None)
 
-    def _say_once(self, key: str, text: str, *, log_message: str, event: Any) -> None:
-        """One log line and one Event (`event`, a coroutine) per object and text."""
+    def _say_once(
+        self, key: str, text: str, *, log_message: str, event: Callable[[], Awaitable[None]]
+    ) -> None:
+        """One log line and one Event (written by `event()`) per object and text."""
         said = self._said.setdefault(key, set())
         if text in said:
-            event.close()  # never awaited: said already
             return
         said.add(text)
         log.warning(log_message, extra={"object": key, "reason": text})
-        self._spawn(event)
+        self._spawn(event())
 
     def _contested(self, pod: Pod) -> None:
         """A pod claimed by more than one dialect: say once which claim won."""
@@ -569,8 +568,14 @@ class KubeSource:
                 pod.key,
                 message,
                 log_message=f"pod {pod.key}: more than one gang dialect claims it",
-                event=self.emit_event(
-                    "Pod", pod.namespace, pod.name, DIALECT_CONFLICT, message, warning=True
+                event=functools.partial(
+                    self.emit_event,
+                    "Pod",
+                    pod.namespace,
+                    pod.name,
+                    DIALECT_CONFLICT,
+                    message,
+                    warning=True,
                 ),
             )
 

@@ -147,7 +147,8 @@ class ExtenderVerbs:
         pod = self._pod(args.pod)
         if isinstance(pod, str):
             return wire.filter_error(args, pod), False
-        answer = wire.filter_answer(args, self._extender.filter(pod, args.node_names))
+        result = self._extender.filter(pod, args.node_names, args.offered)
+        answer = wire.filter_answer(args, result)
         return answer, not answer["Error"]
 
     async def _prioritize(self, body: bytes) -> tuple[list[wire.HostPriority], bool]:

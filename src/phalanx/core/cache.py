@@ -27,8 +27,8 @@ barrier opened for it) can release that one and never a newer re-plan of the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -145,9 +145,9 @@ class ClusterState:
         # counted so usage stays exact, never eligible, dropped once nothing is bound there.
         self._phantoms: set[str] = set()
         self._common_free: dict[str, tuple[int, int, int, int]] = {}  # NodeInfo.common_free
-        # Node names by free nvidia.com/gpu: the single-pod best fit reads the tightest
-        # bucket first instead of scanning every offered node.
-        self._by_free_gpus: dict[int, set[str]] = {}
+        # Node names by free nvidia.com/gpu, each list sorted: the single-pod best fit reads
+        # the tightest bucket first, in name order, instead of scanning every offered node.
+        self._by_free_gpus: dict[int, list[str]] = {}
         self._names: tuple[str, ...] | None = ()
         self._pods: dict[str, Pod] = {}  # by uid
         self._uid_by_key: dict[str, str] = {}
@@ -181,9 +181,9 @@ class ClusterState:
         """Per node, free (cpu, memory, pods, nvidia.com/gpu): the single-pod hot path."""
         return self._common_free
 
-    def nodes_by_free_gpus(self) -> Mapping[int, AbstractSet[str]]:
-        """Node names by free nvidia.com/gpu (read-only by contract; live until the next
-        mutation)."""
+    def nodes_by_free_gpus(self) -> Mapping[int, Sequence[str]]:
+        """Node names by free nvidia.com/gpu, each in name order (read-only by contract;
+        live until the next mutation)."""
         return self._by_free_gpus
 
     def nodes(self) -> Iterable[NodeInfo]:
@@ -328,7 +328,7 @@ class ClusterState:
         if old is not None and old[3] != info.common_free[3]:
             self._unindex(info.name, old[3])
         if old is None or old[3] != info.common_free[3]:
-            self._by_free_gpus.setdefault(info.common_free[3], set()).add(info.name)
+            bisect.insort(self._by_free_gpus.setdefault(info.common_free[3], []), info.name)
         self._nodes[info.name] = info
         self._common_free[info.name] = info.common_free
 
@@ -338,7 +338,7 @@ class ClusterState:
 
     def _unindex(self, name: str, free_gpus: int) -> None:
         bucket = self._by_free_gpus[free_gpus]
-        bucket.discard(name)
+        del bucket[bisect.bisect_left(bucket, name)]
         if not bucket:
             del self._by_free_gpus[free_gpus]
 

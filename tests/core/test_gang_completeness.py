@@ -18,8 +18,8 @@ Why the second pair is restricted: the transaction places units largest first, g
 and backtracks only among plan units. Outside a chain of requests with one eligibility, a
 greedy choice can take the only node a later member could use, so a gang that has a
 placement is refused. Hypothesis finds such gangs in a few thousand examples; the two
-smallest are kept below as strict xfails (reported on issue #16): when the transaction
-learns to find them, they pass, and the restriction should be lifted.
+smallest are kept below as strict xfails (found while testing issue #16): when the
+transaction learns to find them, they pass, and the restriction should be lifted.
 """
 
 from collections.abc import Mapping, Sequence
@@ -298,7 +298,7 @@ def two_nodes(x, y):
 INCOMPLETE = pytest.mark.xfail(
     strict=True,
     reason="the gang transaction is greedy across units of different requests or "
-    "eligibility (no backtracking outside plan units): reported on issue #16",
+    "eligibility (no backtracking outside plan units); see the module docstring",
 )
 
 

@@ -704,6 +704,24 @@ class Scenario:
 
         return self.wait(f"an event on {name} saying {text!r}", found, timeout=timeout)
 
+    def wait_unschedulable(self, name: str, text: str, *, timeout: float = 30.0) -> None:
+        """Until kube-scheduler has finished a failed attempt at pod ``name`` whose reason
+        says ``text``: it sets PodScheduled=False (Unschedulable) only after it has put the
+        pod back in its queue, so the pod then waits there, not in a scheduling cycle."""
+
+        def parked() -> bool:
+            pod = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled":
+                    return bool(
+                        c.get("status") == "False"
+                        and c.get("reason") == "Unschedulable"
+                        and text in c.get("message", "")
+                    )
+            return False
+
+        self.wait(f"{name} back in kube-scheduler's queue ({text!r})", parked, timeout=timeout)
+
     def assert_unbound_for(self, names: Iterable[str], seconds: float) -> None:
         """None of ``names`` gets bound within ``seconds`` (sampled every 0.2 s)."""
         names = list(names)

@@ -66,7 +66,12 @@ class ApiError(AssertionError):
 class Api:
     """JSON over HTTPS to the control plane's kube-apiserver as ``admin``."""
 
-    def __init__(self, cp: launcher.ControlPlane, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, cp: launcher.ControlPlane, *, timeout: float = 10.0, patient: bool = False
+    ) -> None:
+        # patient: retry 429 (after its Retry-After) and 5xx answers, as client-go does, for a
+        # test against an API server that is overloaded on purpose.
+        self.patient = patient
         context = ssl.create_default_context(cafile=str(cp.ca_file))
         self._http = httpx.Client(
             base_url=cp.server,
@@ -90,13 +95,17 @@ class Api:
         expect: Iterable[int] = (200, 201),
     ) -> Obj:
         headers = {"Content-Type": content_type} if body is not None else {}
-        answer = self._http.request(
-            method,
-            path,
-            content=json.dumps(body).encode() if body is not None else None,
-            params=params,
-            headers=headers,
-        )
+        for attempt in range(40 if self.patient else 1):
+            answer = self._http.request(
+                method,
+                path,
+                content=json.dumps(body).encode() if body is not None else None,
+                params=params,
+                headers=headers,
+            )
+            if not self.patient or (answer.status_code != 429 and answer.status_code < 500):
+                break
+            time.sleep(float(answer.headers.get("Retry-After") or 0) or 0.05 * (attempt + 1))
         if answer.status_code not in set(expect):
             raise ApiError(f"{method} {path}: {answer.status_code} {answer.text[:500]}")
         try:
@@ -714,6 +723,24 @@ class Scenario:
             )
 
         return self.wait(f"an event on {name} saying {text!r}", found, timeout=timeout)
+
+    def wait_unschedulable(self, name: str, text: str, *, timeout: float = 30.0) -> None:
+        """Until kube-scheduler has finished a failed attempt at pod ``name`` whose reason
+        says ``text``: it sets PodScheduled=False (Unschedulable) only after it has put the
+        pod back in its queue, so the pod then waits there, not in a scheduling cycle."""
+
+        def parked() -> bool:
+            pod = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled":
+                    return bool(
+                        c.get("status") == "False"
+                        and c.get("reason") == "Unschedulable"
+                        and text in c.get("message", "")
+                    )
+            return False
+
+        self.wait(f"{name} back in kube-scheduler's queue ({text!r})", parked, timeout=timeout)
 
     def assert_unbound_for(self, names: Iterable[str], seconds: float) -> None:
         """None of ``names`` gets bound within ``seconds`` (sampled every 0.2 s)."""

@@ -230,7 +230,7 @@ def test_members_wait_for_the_quorum_then_bind_together(
     cluster.wait_event(
         gang.members[0], "waiting for gang members: 1/3 exist", reason="FailedScheduling"
     )
-    time.sleep(1.0)
+    cluster.wait_unschedulable(gang.members[0], "waiting for gang members: 1/3 exist")
     cluster.add_member(gang, 1)
     cluster.wait_event(
         gang.members[1], "waiting for gang members: 2/3 exist", reason="FailedScheduling"
@@ -258,7 +258,8 @@ def test_a_gang_binds_promptly_once_its_last_member_arrives(cluster: Scenario) -
         cluster.wait_event(
             gang.members[i], f"waiting for gang members: {i + 1}/3 exist", reason="FailedScheduling"
         )
-    time.sleep(1.0)  # both rest in kube-scheduler's unschedulable queue, as a Job's would
+    for member in gang.members[:2]:  # both rest in kube-scheduler's queue, as a Job's would
+        cluster.wait_unschedulable(member, "waiting for gang members")
 
     started = time.monotonic()
     cluster.add_member(gang, 2)
@@ -279,7 +280,7 @@ def test_a_gang_whose_pods_precede_their_pod_group_binds_once_it_exists(
     waiting = f"waiting for PodGroup {cluster.namespace}/late-group to exist"
     for member in gang.members:
         cluster.wait_event(member, waiting, reason="FailedScheduling")
-    time.sleep(1.0)
+        cluster.wait_unschedulable(member, waiting)
 
     cluster.pod_group("late-group", 2)
     # Nothing else would retry them: no barrier is open to time out.

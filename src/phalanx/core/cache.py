@@ -33,7 +33,8 @@ reservations it held, so the next filter re-plans them with the new settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -153,6 +154,9 @@ class ClusterState:
         # counted so usage stays exact, never eligible, dropped once nothing is bound there.
         self._phantoms: set[str] = set()
         self._common_free: dict[str, tuple[int, int, int, int]] = {}  # NodeInfo.common_free
+        # Node names by free nvidia.com/gpu, each list sorted: the single-pod best fit reads
+        # the tightest bucket first, in name order, instead of scanning every offered node.
+        self._by_free_gpus: dict[int, list[str]] = {}
         self._names: tuple[str, ...] | None = ()
         self._pods: dict[str, Pod] = {}  # by uid
         self._uid_by_key: dict[str, str] = {}
@@ -188,6 +192,11 @@ class ClusterState:
     def common_free(self) -> Mapping[str, tuple[int, int, int, int]]:
         """Per node, free (cpu, memory, pods, nvidia.com/gpu): the single-pod hot path."""
         return self._common_free
+
+    def nodes_by_free_gpus(self) -> Mapping[int, Sequence[str]]:
+        """Node names by free nvidia.com/gpu, each in name order (read-only by contract;
+        live until the next mutation)."""
+        return self._by_free_gpus
 
     def nodes(self) -> Iterable[NodeInfo]:
         return self._nodes.values()
@@ -334,12 +343,23 @@ class ClusterState:
             self._add_requested(want[0], want[1])
 
     def _store(self, info: NodeInfo) -> None:
+        old = self._common_free.get(info.name)
+        if old is not None and old[3] != info.common_free[3]:
+            self._unindex(info.name, old[3])
+        if old is None or old[3] != info.common_free[3]:
+            bisect.insort(self._by_free_gpus.setdefault(info.common_free[3], []), info.name)
         self._nodes[info.name] = info
         self._common_free[info.name] = info.common_free
 
     def _drop(self, name: str) -> NodeInfo:
-        del self._common_free[name]
+        self._unindex(name, self._common_free.pop(name)[3])
         return self._nodes.pop(name)
+
+    def _unindex(self, name: str, free_gpus: int) -> None:
+        bucket = self._by_free_gpus[free_gpus]
+        del bucket[bisect.bisect_left(bucket, name)]
+        if not bucket:
+            del self._by_free_gpus[free_gpus]
 
     def _add_requested(self, name: str, delta: Resources) -> None:
         # A pod bound to a node we have not seen yet still counts once that node arrives.

@@ -24,6 +24,7 @@ Pure: time comes in as `now` (seconds, any monotonic origin).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from phalanx.core.cache import (
@@ -128,13 +129,22 @@ class GangPlanner:
 
     # ---- filter ------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, offered: Sequence[str], now: float) -> FilterDecision:
-        """Decide for `pod`, the model's own copy (the caller looked it up once)."""
+    def filter(
+        self,
+        pod: Pod,
+        offered: Sequence[str],
+        now: float,
+        *,
+        offered_set: AbstractSet[str] | None = None,
+    ) -> FilterDecision:
+        """Decide for `pod`, the model's own copy (the caller looked it up once).
+        `offered_set`: the offered names as a set, when the caller has one already."""
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
         if pod.group is None:
             best = self.settings.single_pod_nodes
-            return FilterDecision(self.singles.filter(pod, offered, best=best))
+            single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
+            return FilterDecision(single)
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 

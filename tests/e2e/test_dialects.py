@@ -12,6 +12,7 @@ before Phalanx starts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -38,12 +39,9 @@ from scheduling import (
 
 pytestmark = pytest.mark.e2e
 
-# 1.35's upstream gang API (k8s.io/kubernetes v1.35.4 pkg/features, pkg/controlplane).
-APISERVER_ARGS = [
-    "--feature-gates=GenericWorkload=true",
-    "--runtime-config=scheduling.k8s.io/v1alpha1=true",
-]
-SCHEDULER_ARGS = ["--feature-gates=GenericWorkload=true,GangScheduling=true"]
+# 1.35's upstream gang API: GenericWorkload and scheduling.k8s.io/v1alpha1 on
+# kube-apiserver; GenericWorkload and GangScheduling on kube-scheduler.
+GANG_API_135 = launcher.NATIVE_GANG_API["1.35"]
 
 VOLCANO_CRD = Path(__file__).resolve().parent / "crds" / "volcano-podgroup.yaml"
 VOLCANO_API = "/apis/scheduling.volcano.sh/v1beta1"
@@ -56,8 +54,14 @@ def control_plane() -> Iterator[launcher.ControlPlane]:
     try:
         launcher.find_tools()
     except launcher.ToolsMissingError as exc:
+        if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
+            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
         pytest.skip(f"e2e control plane unavailable: {exc}")
-    cp = launcher.ControlPlane(apiserver_extra_args=APISERVER_ARGS)
+    cp = launcher.ControlPlane(
+        apiserver_feature_gates=GANG_API_135.apiserver_feature_gates,
+        runtime_config=GANG_API_135.runtime_config,
+        scheduler_feature_gates=GANG_API_135.scheduler_feature_gates,
+    )
     cp.start()
     try:
         status, answer = cp.request("POST", CRDS, yaml.safe_load(VOLCANO_CRD.read_text()))
@@ -360,7 +364,7 @@ def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on
             in str(r.get("msg", ""))
         ]
         assert len(said) == 1, other.tail(20)
-        control_plane.start_scheduler(yaml.safe_dump(config), extra_args=SCHEDULER_ARGS)
+        control_plane.start_scheduler(yaml.safe_dump(config))
         workload(sc, "late", {"workers": 2})
         member(sc, "w-0", 4, workload_ref={"name": "late", "podGroup": "workers"}, gated=False)
         event = sc.wait_event("late", "does not disable its own GangScheduling")

@@ -156,14 +156,14 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
         "notes": ("whole", 2, 2),
         "short": ("waiting", 0, 3),
         "unfit": ("waiting", 0, 2),
-        "held": ("waiting", 0, 3),
+        "held": ("reserved", 0, 3),  # its PodGroup's phase: Scheduling
     }
     assert gangs["notes"]["source"] == "annotations"
     assert gangs["whole"]["source"] == "PodGroup"
     assert gangs["whole"]["phase"] in ("Scheduled", "Running")
     # Nothing of theirs was bound: no commit record (a whole gang keeps its record until
     # the next roll-forward pass clears it, 15 s after it was written).
-    assert [g["commit"] for g in gangs.values() if g["state"] == "waiting"] == [None] * 3
+    assert [g["commit"] for g in gangs.values() if g["bound"] == 0] == [None] * 3
 
     # Why each gang waits is what Phalanx wrote on its PodGroup.
     waits = {w["gang"].split("/", 1)[1]: w for w in answer["waits"]}

@@ -17,6 +17,8 @@ A gang's *state* sums them up for a table::
 
     whole     at least minMember members bound
     binding   fewer bound, and a commit record: bindings in flight, or roll-forward due
+    reserved  nothing bound, the PodGroup's phase is Scheduling: Phalanx holds a
+              reservation and its bind barrier waits for the members to reach /bind
     partial   fewer bound, some bound, no record, never reported whole: the invariant
               Phalanx keeps is broken (its phalanx_partial_gangs metric counts the same)
     waiting   nothing bound (or fewer than minMember after the gang ran: members finished
@@ -37,6 +39,7 @@ from typing import Any
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups.scheduler_plugins import parse_pod_group
 from phalanx.core.inventory import parse_pod
+from phalanx.core.journal import GroupPhase
 from phalanx.core.model import Dialect, GroupRef, Pod
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
@@ -44,13 +47,15 @@ Obj = Mapping[str, Any]
 
 # Phalanx's condition on a PodGroup (scheduler-plugins' name for it).
 SCHEDULED_CONDITION = "PodGroupScheduled"
-# PodGroup phases that mean the quorum was bound at some point.
-RAN_PHASES = frozenset({"Scheduled", "Running", "Finished", "Succeeded"})
+# PodGroup phases that mean the quorum was bound at some point (scheduler-plugins' names;
+# Phalanx writes the first two).
+RAN_PHASES = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING, "Finished"})
 
 
 class GangState(StrEnum):
     WHOLE = "whole"
     BINDING = "binding"
+    RESERVED = "reserved"
     PARTIAL = "partial"
     WAITING = "waiting"
 
@@ -111,6 +116,8 @@ class GangView:
             return GangState.BINDING
         if self.bound and self.phase not in RAN_PHASES:
             return GangState.PARTIAL
+        if not self.bound and self.phase == GroupPhase.SCHEDULING:
+            return GangState.RESERVED
         return GangState.WAITING
 
 

@@ -16,6 +16,7 @@ from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.journal import GangEvent, GroupStatus, Outcome, group_phase
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
 from phalanx.sources.base import ClusterSource
@@ -121,8 +122,9 @@ class Reporter:
     # ---- PodGroup status ---------------------------------------------------------------
 
     def group_status(self, key: str, outcome: Outcome | None = None) -> GroupStatus:
-        group = self.state.group(key)
-        need = group.min_member if group is not None else 0
+        # minMember from the PodGroup, or (annotation-only) from the members' annotations.
+        resolution = self.planner.resolve(GroupRef.parse(key))
+        need = resolution.group.min_member if isinstance(resolution, Resolved) else 0
         phase, scheduled, running = group_phase(self.state, key, outcome, need)
         rec = self.planner.journal.get(key)
         start = None

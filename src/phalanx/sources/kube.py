@@ -62,7 +62,12 @@ from phalanx.sources.kube_async import AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod, decode_pod_group
 from phalanx.sources.kube_reports import Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
-from phalanx.sources.kubeclient import KubeClient, in_cluster_access, kubeconfig_access
+from phalanx.sources.kubeclient import (
+    KubeClient,
+    in_cluster_access,
+    kubeconfig_access,
+    kubeconfig_namespace,
+)
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 
 log = logging.getLogger(__name__)
@@ -192,9 +197,11 @@ class KubeSource:
         lease use the blocking client on their threads; writes go through `AsyncWriter`."""
         api = KubeClient.from_kubeconfig(path, context=context)
         writer = AsyncWriter(kubeconfig_access(path, context=context), api_settings)
+        # The Lease lives where kubectl would work: the context's namespace, else "default".
+        namespace = namespace or kubeconfig_namespace(path, context=context) or "default"
         return cls(
             api,
-            namespace=namespace or "default",
+            namespace=namespace,
             name=f"kubeconfig {path}",
             writer=writer,
             **kwargs,

@@ -1,5 +1,5 @@
 """Gangs through kube-scheduler and Phalanx against an API server overloaded on purpose
-(issue #11): started with `--max-requests-inflight=5 --max-mutating-requests-inflight=2` and
+(issue #11): started with `--max-requests-inflight=5 --max-mutating-requests-inflight=1` and
 API Priority and Fairness off, so excess requests are refused with 429 rather than queued.
 Phalanx runs as the chart's ServiceAccount (the API server never limits `system:masters`, so
 the admin identity would not be throttled at all). Its writer retries 429 (after Retry-After)
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 OVERLOAD = (
     "--max-requests-inflight=5",
-    "--max-mutating-requests-inflight=2",
+    "--max-mutating-requests-inflight=1",
     "--enable-priority-and-fairness=false",
 )
 NODES = {"a": 8, "b": 8, "c": 8, "d": 8}  # 32 GPUs

@@ -1,4 +1,4 @@
-"""Source tests: make `tests/sources/fake_api.py` importable as `fake_api`."""
+"""Source tests: make `tests/sources/source_fakes.py` importable as `source_fakes`."""
 
 import sys
 from pathlib import Path

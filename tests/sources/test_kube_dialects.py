@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from fake_api import FakeApi, RecordingWriter, group_list, resource_list, until
+from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, until
 
 from builders import (
     node_obj,

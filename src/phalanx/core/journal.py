@@ -215,3 +215,19 @@ def group_status(
 def live_keys(state: ClusterState) -> set[str]:
     """Gangs still in the model: a PodGroup, members or a reservation."""
     return state.group_keys() | set(state.reservations())
+
+
+__all__ = [
+    "HISTORY",
+    "GangEvent",
+    "GangJournal",
+    "GroupPhase",
+    "GroupRecord",
+    "GroupStatus",
+    "Outcome",
+    "bound_count",
+    "group_phase",
+    "group_status",
+    "live_keys",
+    "partial_gangs",
+]

@@ -19,6 +19,7 @@ from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, group_status
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
 from phalanx.sources.base import ClusterSource
@@ -120,7 +121,9 @@ class Reporter:
 
     def group_status(self, group: GroupRef, outcome: Outcome | None = None) -> GroupStatus:
         key = group.key
-        found = self.state.group(key)
+        # minMember from the gang's object, or (annotation-only) from its members' annotations.
+        resolution = self.planner.resolve(group)
+        need = resolution.group.min_member if isinstance(resolution, Resolved) else 0
         rec = self.planner.journal.get(key)
         start = None
         if rec is not None and rec.first_filter_at is not None:
@@ -130,7 +133,7 @@ class Reporter:
             group,
             rec,
             outcome=outcome,
-            min_member=found.min_member if found is not None else 0,
+            min_member=need,
             start_time=start,
         )
 

@@ -78,7 +78,12 @@ from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
 from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
 from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
-from phalanx.sources.kubeclient import KubeClient, in_cluster_access, kubeconfig_access
+from phalanx.sources.kubeclient import (
+    KubeClient,
+    in_cluster_access,
+    kubeconfig_access,
+    kubeconfig_namespace,
+)
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 
 log = logging.getLogger(__name__)
@@ -235,9 +240,11 @@ class KubeSource:
         lease use the blocking client on their threads; writes go through `AsyncWriter`."""
         api = KubeClient.from_kubeconfig(path, context=context)
         writer = AsyncWriter(kubeconfig_access(path, context=context), api_settings)
+        # The Lease lives where kubectl would work: the context's namespace, else "default".
+        namespace = namespace or kubeconfig_namespace(path, context=context) or "default"
         return cls(
             api,
-            namespace=namespace or "default",
+            namespace=namespace,
             name=f"kubeconfig {path}",
             writer=writer,
             **kwargs,

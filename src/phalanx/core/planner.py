@@ -6,6 +6,7 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
 2. a member holding a reservation follows it, or — when kube-scheduler did not offer the
    reserved node — the gang is re-planned once without that node;
 3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
+   a group of upstream's `basic` policy is no gang: its members are placed one by one;
 4. quorum first: fewer than minMember members exist, so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
@@ -174,13 +175,15 @@ class GangPlanner:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
             return self._replan(cycle, member)
-        # 3. Resolve the gang.
+        # 3. Resolve the gang (a `basic` group is none: its members go one by one).
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
             outcome = Outcome.WAITING if isinstance(resolution, Waiting) else Outcome.INVALID
             self._note(cycle, outcome, resolution.reason)
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        if group.basic:
+            return self.singles.filter(pod, offered)
         # 4. Quorum first, unless the gang can be reserved from its template.
         members = self.state.members(key)
         if len(members) < group.min_member:

@@ -40,7 +40,7 @@ from phalanx.sources.base import ClusterSource, CommitLog, StateUpdate
 Clock = Callable[[], float]
 
 # Releases whose cause no decision of ours reported: the listener reports them.
-_UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE)
+_UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE, ReleaseCause.GROUP_CHANGED)
 
 
 @dataclass(frozen=True, slots=True)

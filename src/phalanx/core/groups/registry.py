@@ -23,14 +23,14 @@ Adding a dialect: one module (a `claim`, its `KINDS` parsers, a `waiting_reason`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import scheduler_plugins, upstream, volcano
-from phalanx.core.groups.common import Parsed, PodView
+from phalanx.core.groups.common import Parsed, PodView, is_dns_label, is_object_name
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import Workload
@@ -80,6 +80,7 @@ DIALECTS: Final = (
 PRECEDENCE: Final = tuple(entry.dialect for entry in DIALECTS)
 _BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
 _PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
+_KIND_DIALECTS: Final = {kind: entry.dialect for entry in DIALECTS for kind in entry.kinds}
 
 
 def dialect(name: Dialect) -> GroupDialect:
@@ -131,7 +132,56 @@ def _described(claim: Claim) -> str:
     return f"{claim.dialect.value} ({'; '.join(claim.problems)})"
 
 
+# --- Naming a gang ----------------------------------------------------------------------
+
+KEY_FORMS: Final = (
+    "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
+    "upstream:NAMESPACE/NAME or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]"
+)
+
+
+def parse_key(text: str) -> GroupRef | None:
+    """The gang a key names (`GroupRef.key`'s form, read by `GroupRef.parse`), or None when
+    `text` is not a key of any dialect: a namespace and an object name are required, and
+    only an upstream key may name a Workload's pod group."""
+    ref = GroupRef.parse(text)
+    if ref.key != text or not is_dns_label(ref.namespace) or not is_object_name(ref.name):
+        return None
+    if ref.pod_group and ref.dialect is not Dialect.UPSTREAM:
+        return None
+    return ref
+
+
+def gang_dialect(ref: GroupRef, *, has_object: bool, claims: Iterable[Dialect]) -> Dialect:
+    """The dialect a gang is declared in, given whether its object exists and the dialects
+    its members' winning claims are in. Annotation-only gangs share scheduler-plugins'
+    keys: a `ns/name` gang is annotation-only while no PodGroup of that name exists and a
+    member names it by annotation (once one exists, it gives the settings)."""
+    if (
+        ref.dialect is Dialect.SCHEDULER_PLUGINS
+        and not has_object
+        and Dialect.ANNOTATIONS in claims
+    ):
+        return Dialect.ANNOTATIONS
+    return ref.dialect
+
+
+def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:
+    """What declares a gang's settings, as the views say it: its object's kind (`PodGroup`,
+    or `Workload` for a 1.35 Workload's pod group), `annotations`, or `<kind> missing`
+    while members name an object that does not exist."""
+    if dialect is Dialect.ANNOTATIONS:
+        return "annotations"
+    kind = upstream.object_kind(ref)
+    return kind if has_object else f"{kind} missing"
+
+
 # --- Objects ----------------------------------------------------------------------------
+
+
+def dialect_of_kind(api_version: str, kind: str) -> Dialect | None:
+    """The dialect whose gang objects are `kind` in `api_version`; None for other kinds."""
+    return _KIND_DIALECTS.get((api_version, kind))
 
 
 def parse_group_object(obj: JsonObject) -> Parsed[GroupObject] | None:

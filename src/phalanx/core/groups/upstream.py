@@ -271,6 +271,12 @@ KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[PodGroup | W
 }
 
 
+def object_kind(ref: GroupRef) -> str:
+    """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
+    else a PodGroup (the kind every dialect's gang object has)."""
+    return WORKLOAD_KIND if ref.pod_group else POD_GROUP_KIND
+
+
 def waiting_reason(ref: GroupRef) -> str:
     if ref.pod_group:
         return (

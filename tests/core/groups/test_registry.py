@@ -54,6 +54,108 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
     assert (ref.key, ref.object_ref.key, str(ref)) == (key, object_key, key)
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ml/job",
+        "volcano:ml/job",
+        "upstream:ml/gang-0",
+        "upstream:ml/train/workers",
+        "upstream:ml/lws/group/3",
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream-pod-group", "workload", "workload-replica"],
+)
+def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:
+    ref = registry.parse_key(key)
+    assert ref is not None
+    assert ref.key == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ml",
+        "ml/",
+        "/job",
+        "volcano:ml/job/workers",
+        "ml/job/workers",
+        "ML/job",
+        "ml/Job_1",
+        "kueue:ml/job",
+        "",
+    ],
+    ids=[
+        "no-name",
+        "empty-name",
+        "empty-namespace",
+        "pod-group-in-volcano",
+        "pod-group-in-scheduler-plugins",
+        "namespace-not-a-label",
+        "name-not-an-object-name",
+        "unknown-dialect",
+        "empty",
+    ],
+)
+def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
+    assert registry.parse_key(text) is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "has_object", "claims", "dialect", "source"),
+    [
+        (GroupRef("ml", "job"), True, {Dialect.SCHEDULER_PLUGINS}, "scheduler-plugins", "PodGroup"),
+        (
+            GroupRef("ml", "job"),
+            False,
+            {Dialect.SCHEDULER_PLUGINS},
+            "scheduler-plugins",
+            "PodGroup missing",
+        ),
+        (GroupRef("ml", "job"), False, {Dialect.ANNOTATIONS}, "annotations", "annotations"),
+        (GroupRef("ml", "job"), True, {Dialect.ANNOTATIONS}, "scheduler-plugins", "PodGroup"),
+        (GroupRef("ml", "job", Dialect.VOLCANO), True, {Dialect.VOLCANO}, "volcano", "PodGroup"),
+        (GroupRef("ml", "job", Dialect.VOLCANO), False, set(), "volcano", "PodGroup missing"),
+        (GroupRef("ml", "job", Dialect.UPSTREAM), True, set(), "upstream", "PodGroup"),
+        (
+            GroupRef("ml", "t", Dialect.UPSTREAM, "w"),
+            True,
+            {Dialect.UPSTREAM},
+            "upstream",
+            "Workload",
+        ),
+        (GroupRef("ml", "t", Dialect.UPSTREAM, "w"), False, set(), "upstream", "Workload missing"),
+    ],
+    ids=[
+        "pod-group",
+        "pod-group-missing",
+        "annotations",
+        "annotations-given-a-pod-group",
+        "volcano",
+        "volcano-missing",
+        "upstream-pod-group",
+        "workload",
+        "workload-missing",
+    ],
+)
+def test_a_gang_is_named_by_its_dialect_and_what_declares_it(
+    ref: GroupRef, has_object: bool, claims: set[Dialect], dialect: str, source: str
+) -> None:
+    named = registry.gang_dialect(ref, has_object=has_object, claims=claims)
+    assert (named.value, registry.gang_source(ref, named, has_object=has_object)) == (
+        dialect,
+        source,
+    )
+
+
+def test_every_gang_kind_knows_its_dialect() -> None:
+    assert {registry.dialect_of_kind(*kind) for kind in registry.group_kinds()} == {
+        Dialect.SCHEDULER_PLUGINS,
+        Dialect.VOLCANO,
+        Dialect.UPSTREAM,
+    }
+    assert registry.dialect_of_kind("v1", "Pod") is None
+
+
 # --- precedence ------------------------------------------------------------------------
 
 SP_LABEL = {"scheduling.x-k8s.io/pod-group": "sp"}

@@ -453,6 +453,53 @@ def test_a_status_already_shown_is_not_written_again() -> None:
     assert registry.status_write(waiting(ref), VOLCANO_KIND, shown, T0 + 60) is None
 
 
+def condition(kind: str, state: str, message: str = "") -> dict[str, str]:
+    reason = "Scheduled" if state == "True" else "Unschedulable"
+    at = "2025-12-31T00:00:00Z"
+    return {
+        "type": kind,
+        "status": state,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+def test_an_upstream_status_is_a_strategic_patch_of_phalanxs_condition_under_a_precondition() -> (
+    None
+):
+    ref = GroupRef("ml", "gang-0", Dialect.UPSTREAM)
+    theirs = condition("DisruptionTarget", "False")
+    previous = {"conditions": [theirs, condition("PodGroupInitiallyScheduled", "False", "old")]}
+    write = registry.status_write(waiting(ref), UPSTREAM_KIND, previous, T0, resource_version="41")
+    assert write is not None
+    ours = condition("PodGroupInitiallyScheduled", "False", "1/4 exist")
+    assert (write.patch, write.resource_version) == (registry.StatusPatch.STRATEGIC, "41")
+    assert write.body == {"metadata": {"resourceVersion": "41"}, "status": {"conditions": [ours]}}
+    assert write.status == {"conditions": [theirs, ours]}  # what the object then holds
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind", "precondition"),
+    [
+        (GroupRef("ml", "job"), SP_KIND, ""),
+        (GroupRef("ml", "job", Dialect.VOLCANO), VOLCANO_KIND, "41"),
+    ],
+    ids=["scheduler-plugins-alone", "volcano-shared"],
+)
+def test_a_whole_status_is_a_merge_patch_under_a_precondition_when_others_write_it(
+    ref: GroupRef, kind: ServedKind, precondition: str
+) -> None:
+    write = registry.status_write(waiting(ref), kind, None, T0, resource_version="41")
+    assert write is not None
+    assert (write.patch, write.resource_version) == (registry.StatusPatch.MERGE, precondition)
+    expected: dict[str, object] = {"status": write.status}
+    if precondition:
+        expected["metadata"] = {"resourceVersion": precondition}
+    assert write.body == expected
+    assert registry.shares_status(kind) is bool(precondition)
+
+
 def test_a_workload_gang_has_no_status_to_write() -> None:
     ref = GroupRef("ml", "train", Dialect.UPSTREAM, "workers")
     assert registry.status_write(waiting(ref), WORKLOAD_KIND, None, T0) is None

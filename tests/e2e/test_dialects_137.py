@@ -130,6 +130,9 @@ def test_a_pod_group_becomes_whole_and_its_condition_says_so(cluster: Scenario) 
 
 
 def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words(cluster: Scenario) -> None:  # noqa: F811
+    """Phalanx writes the condition (the object's status managers say so); a condition of
+    another type written meanwhile survives every later write of it, and the gang binds
+    once a node makes room."""
     sc = judged(cluster)
     sc.node("a", 8)
     sc.node("b", 8)
@@ -149,6 +152,31 @@ def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words(cluster: Scen
     )
     assert refused["reason"] == "Unschedulable", refused
     sc.assert_unbound_for(names, 2.0)
+    # Another writer's condition, then room for the gang: Phalanx's and kube-scheduler's
+    # writes of PodGroupInitiallyScheduled leave it alone (both patch their own condition).
+    theirs = {
+        "type": "DisruptionTarget",
+        "status": "False",
+        "reason": "NotDisrupted",
+        "message": "written by another controller",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    sc.api.call(
+        "PATCH",
+        f"{group_path(sc, 'wide')}/status",
+        {"status": {"conditions": [theirs]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    sc.node("c", 8)
+    sc.nodes_ready()
+    sc.wait_bound(names, timeout=60)
+    sc.wait(
+        "PodGroupInitiallyScheduled True",
+        lambda: (c := condition(sc, "wide")) is not None and c["status"] == "True",
+    )
+    status = sc.api.get(group_path(sc, "wide"))["status"]
+    kept = [c for c in status["conditions"] if c["type"] == "DisruptionTarget"]
+    assert [c["message"] for c in kept] == ["written by another controller"], status
 
 
 def test_an_edited_min_count_re_plans_the_held_reservation(cluster: Scenario) -> None:  # noqa: F811

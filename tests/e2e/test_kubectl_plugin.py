@@ -311,6 +311,13 @@ def test_explain_and_status_address_a_volcano_gang_by_its_key(
         (f"volcano:{ns}/job", "volcano", "whole")
     ]
     assert [g["group"] for g in listed["phalanx"]["groups"]] == [f"volcano:{ns}/job"]
+    text = plugin.run(
+        "explain", f"volcano:{ns}/job", "--server", phalanx.url, *plugin.lease_flags,
+        kubeconfig=cluster.cp.kubeconfig,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(f"Gang volcano:{ns}/job  (volcano PodGroup, minMember 2")
+    assert f"gang volcano:{ns}/job  (volcano PodGroup, minMember 2" in text.stdout  # /debug's
 
 
 def test_explain_reads_the_commit_record_a_dead_instance_left(

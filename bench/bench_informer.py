@@ -52,10 +52,12 @@ from builders import (  # NVIDIA-shaped DRA objects
 )
 from phalanx.service.extender import Extender
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube import PODGROUP_API, KubeSource, KubeSourceSettings, decode_pod
+from phalanx.sources.kube import KubeSource, KubeSourceSettings, decode_pod
 from phalanx.sources.kube_dra import DRA_API, RESOURCES
 
 PAGE = 500
+PODGROUP_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+PODGROUP_API = f"/apis/{PODGROUP_GROUP_VERSION}"
 STAMP = "2025-06-01T12:00:00Z"
 
 
@@ -392,8 +394,11 @@ class FakeApi:
     def request(
         self, method: str, path: str, body: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
+        if path == "/apis":  # discovery: scheduler-plugins' PodGroups are served
+            version = {"groupVersion": PODGROUP_GROUP_VERSION, "version": "v1alpha1"}
+            return {"groups": [{"name": "scheduling.x-k8s.io", "versions": [version]}]}
         if path == PODGROUP_API:
-            return {"resources": [{"name": "podgroups"}]}
+            return {"resources": [{"name": "podgroups", "kind": "PodGroup", "namespaced": True}]}
         if path == DRA_API:
             if not self.dra:
                 raise ApiError(404, "NotFound", f"{path} is not served")

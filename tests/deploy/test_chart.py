@@ -9,6 +9,8 @@ import pytest
 import yaml
 from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, scheduler_config
 
+from phalanx.core.groups.coexistence import native_gang_profiles
+
 MONITORING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "grafanaDashboard": {"enabled": True},
@@ -74,6 +76,24 @@ def test_scheduler_name_names_the_profile_and_what_phalanx_serves(chart: Chart) 
     docs = chart.render(CUSTOM_NAME)
     assert [p["schedulerName"] for p in scheduler_config(docs)["profiles"]] == ["gpu-gang"]
     assert env_of(container(docs, "phalanx"))["PHALANX_SCHEDULER_NAMES"] == "gpu-gang"
+
+
+def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
+    chart: Chart,
+) -> None:
+    docs = chart.render(CUSTOM_NAME)
+    config = scheduler_config(docs)
+    assert native_gang_profiles(config, {"gpu-gang"}) == ()
+    (profile,) = config["profiles"]
+    assert [p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]] == [
+        "GangScheduling",
+        "TopologyPlacementGenerator",
+        "PodGroupPodsCount",
+    ]
+    phalanx = container(docs, "phalanx")
+    path = env_of(phalanx)["PHALANX_SCHEDULER_CONFIG"]
+    mounts = {m["name"]: m["mountPath"] for m in phalanx["volumeMounts"]}
+    assert path == f"{mounts['scheduler-config']}/kube-scheduler.yaml"
 
 
 # ---- the barrier guard ---------------------------------------------------------------
@@ -296,6 +316,10 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("events.k8s.io", "events"): ["create", "patch"],
         ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
         ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+        ("scheduling.volcano.sh", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups/status"): ["patch"],
+        ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
         # DRA: read only (kube-scheduler allocates the claims).
         ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
         ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],

@@ -87,12 +87,19 @@ class ExtenderVerbs:
             (v, r): duration.labels(v, r) for v in VERBS for r in (OK, ERROR, BAD_REQUEST)
         }
 
+    def endpoints(self) -> dict[str, Callable[[Request], Awaitable[Response]]]:
+        """The verbs by path."""
+        return {
+            "/filter": self.filter,
+            "/prioritize": self.prioritize,
+            "/bind": self.bind,
+            "/preempt": self.preempt,
+        }
+
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/filter", self.filter, methods=["POST"], include_in_schema=False),
-            Route("/prioritize", self.prioritize, methods=["POST"], include_in_schema=False),
-            Route("/bind", self.bind, methods=["POST"], include_in_schema=False),
-            Route("/preempt", self.preempt, methods=["POST"], include_in_schema=False),
+            Route(path, endpoint, methods=["POST"], include_in_schema=False)
+            for path, endpoint in self.endpoints().items()
         ]
 
     # ---- endpoints -----------------------------------------------------------------------
@@ -147,7 +154,8 @@ class ExtenderVerbs:
         pod = self._pod(args.pod)
         if isinstance(pod, str):
             return wire.filter_error(args, pod), False
-        answer = wire.filter_answer(args, self._extender.filter(pod, args.node_names))
+        result = self._extender.filter(pod, args.node_names, args.offered)
+        answer = wire.filter_answer(args, result)
         return answer, not answer["Error"]
 
     async def _prioritize(self, body: bytes) -> tuple[list[wire.HostPriority], bool]:

@@ -137,14 +137,20 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
             raise WireError(
                 f"NodeNames must be an array of node names, not {json_type(names_field)}"
             )
-        # One pass in C for the common, valid case; the loop only finds what to report.
-        if not all(type(name) is str and name for name in names_field):
+        # Checked in C for the common, valid case (5,000 names cost a Python loop about a
+        # millisecond); the loop only runs to find what to report.
+        try:
+            offered = frozenset(names_field)
+            "".join(names_field)  # raises TypeError unless every name is a string
+            valid = "" not in offered
+        except TypeError:  # a name that is not a string
+            valid = False
+        if not valid:
             for i, name in enumerate(names_field):
                 if not isinstance(name, str) or not name:
                     raise WireError(
                         f"NodeNames[{i}] must be a non-empty string, not {json_type(name)}"
                     )
-        offered = frozenset(names_field)
         names = tuple(
             names_field if len(offered) == len(names_field) else dict.fromkeys(names_field)
         )

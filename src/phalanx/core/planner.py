@@ -6,6 +6,7 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
 2. a member holding a reservation follows it, or — when kube-scheduler did not offer the
    reserved node — the gang is re-planned once without that node;
 3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
+   a group of upstream's `basic` policy is no gang: its members are placed one by one;
 4. quorum first: fewer than minMember members exist, so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
@@ -23,6 +24,7 @@ Pure: time comes in as `now` (seconds, any monotonic origin).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from phalanx.core.cache import (
@@ -135,8 +137,16 @@ class GangPlanner:
 
     # ---- filter ------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, offered: Sequence[str], now: float) -> FilterDecision:
-        """Decide for `pod`, the model's own copy (the caller looked it up once)."""
+    def filter(
+        self,
+        pod: Pod,
+        offered: Sequence[str],
+        now: float,
+        *,
+        offered_set: AbstractSet[str] | None = None,
+    ) -> FilterDecision:
+        """Decide for `pod`, the model's own copy (the caller looked it up once).
+        `offered_set`: the offered names as a set, when the caller has one already."""
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
         blocked = _devices_blocker(pod)
@@ -144,7 +154,8 @@ class GangPlanner:
             return FilterDecision(refuse_all(offered, f"pod {pod.key}: {blocked}"))
         if pod.group is None:
             best = self.settings.single_pod_nodes
-            return FilterDecision(self.singles.filter(pod, offered, best=best))
+            single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
+            return FilterDecision(single)
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 
@@ -175,13 +186,15 @@ class GangPlanner:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
             return self._replan(cycle, member)
-        # 3. Resolve the gang.
+        # 3. Resolve the gang (a `basic` group is none: its members go one by one).
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
             outcome = Outcome.WAITING if isinstance(resolution, Waiting) else Outcome.INVALID
             self._note(cycle, outcome, resolution.reason)
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        if group.basic:
+            return self.singles.filter(pod, offered)
         # 4. Quorum first, unless the gang can be reserved from its template.
         members = self.state.members(key)
         if len(members) < group.min_member:

@@ -14,6 +14,7 @@ the pod is scheduled anyway); reasons are given only when no node fits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState
@@ -53,11 +54,19 @@ class SingleFit:
         self._eligible[key] = (generation, nodes)
         return nodes
 
-    def filter(self, pod: Pod, offered: Sequence[str], *, best: int = 0) -> FilterResult:
+    def filter(
+        self,
+        pod: Pod,
+        offered: Sequence[str],
+        *,
+        best: int = 0,
+        offered_set: AbstractSet[str] | None = None,
+    ) -> FilterResult:
+        """`offered_set`: the same names as a set, when the caller has one already."""
         eligible = self.eligible_nodes(pod)
         request = pod.requests
         if best and request.get(NVIDIA_GPU) and set(request) <= COMMON_SET:
-            tightest = self._tightest(request, offered, eligible, best)
+            tightest = self._tightest(request, offered_set or offered, eligible, best)
             if tightest:
                 return FilterResult(tuple(tightest))
         feasible: list[str]
@@ -96,24 +105,34 @@ class SingleFit:
         return FilterResult(tuple(feasible), failed, unresolvable)
 
     def _tightest(
-        self, request: Resources, offered: Sequence[str], eligible: frozenset[str], count: int
+        self,
+        request: Resources,
+        offered: Sequence[str] | AbstractSet[str],
+        eligible: frozenset[str],
+        count: int,
     ) -> list[str]:
-        """The best fit for a GPU pod without a Python pass over every offered node: nodes
-        are bucketed by free GPUs, the tightest bucket is read first (set intersection and
-        sort, in C), and CPU, memory and pods are checked until `count` nodes fit. Ties on
-        GPUs go by name. [] when no node fits (the caller then works out every reason)."""
+        """The best fit for a GPU pod without a Python pass over every offered node: the
+        cache keeps nodes bucketed by free GPUs in name order, so the tightest bucket is
+        read first and, in it, nodes are checked (offered, eligible, CPU, memory, pods)
+        until `count` fit; usually the first does. Ties on GPUs go by name. [] when no node
+        fits (the caller then works out every reason)."""
         c, m, p, g = (request.get(k) for k in COMMON_RESOURCES)
         frees = self.state.common_free()
         by_gpus = self.state.nodes_by_free_gpus()
-        wanted = set(offered)
+        wanted = offered if isinstance(offered, AbstractSet) else frozenset(offered)
         if len(eligible) < len(frees):
-            wanted &= eligible
+            wanted = wanted & eligible
         picked: list[str] = []
         for free_gpus in sorted(k for k in by_gpus if k >= g):
-            # Same GPUs left over: the first by name that also has the CPU, memory and pods.
-            for n in sorted(by_gpus[free_gpus] & wanted):
-                f = frees[n]
-                if f[0] >= c and f[1] >= m and f[2] >= p:
+            bucket = by_gpus[free_gpus]
+            # Few wanted nodes (a narrow selector): walk those rather than the bucket.
+            names = (
+                sorted(n for n in wanted if frees[n][3] == free_gpus)
+                if (len(wanted) * 8 < len(bucket))
+                else bucket
+            )
+            for n in names:
+                if n in wanted and (f := frees[n])[0] >= c and f[1] >= m and f[2] >= p:
                     picked.append(n)
                     if len(picked) == count:
                         return picked

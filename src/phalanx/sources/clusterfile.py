@@ -1,10 +1,11 @@
 """A cluster loaded from a Kubernetes `List` file; bindings update it in memory.
 
 What `kubectl get nodes,pods,podgroups -A -o yaml` prints (JSON or YAML) is a valid
-cluster file; so is one with `resourceslices,deviceclasses,resourceclaims,
-resourceclaimtemplates` (`resource.k8s.io/v1`) added, whose devices are planned as the live
-source plans them (`phalanx.core.dra_model`). It is the embedded default of the demo, the
-simulator and most tests.
+cluster file. It is the embedded default of the demo, the simulator and most tests. Gang
+objects of every dialect are read (PodGroups, upstream Workloads); what Phalanx ignores in
+one (e.g. a Volcano queue) is logged once and kept in `warnings`. So are
+`resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates` (`resource.k8s.io/v1`),
+whose devices are planned as the live source plans them (`phalanx.core.dra_model`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_model import DraModel
 from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import registry
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
-from phalanx.core.model import Binding, Node, Pod, PodPhase, PodRef
+from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
 
 log = logging.getLogger(__name__)
@@ -94,6 +97,7 @@ class ClusterFileSource:
         self._sink: StateSink | None = None
         self._synced = False
         self.rejected: list[str] = []  # objects skipped as invalid, with the reason
+        self.warnings: list[str] = []  # what Phalanx ignores in gang objects, with the object
         self.records: dict[str, CommitRecord] = {}  # commit records written, by group key
         self.events: list[tuple[str, str, str, str, str, bool]] = []
         self.statuses: dict[str, GroupStatus] = {}
@@ -129,7 +133,7 @@ class ClusterFileSource:
         try:
             if _is_dra(obj):
                 return self._apply_dra(obj)
-            parsed = parse_object(obj)
+            parsed = self._parse(obj)
         except InvalidObjectError as exc:
             self.rejected.append(str(exc))
             log.warning("skipping invalid object", extra={"reason": str(exc)})
@@ -143,9 +147,23 @@ class ClusterFileSource:
                 dra.upsert_pod(state, parsed)  # a file has no one to tell of problems
 
             self._sink(add_pod)
+        elif isinstance(parsed, Workload):
+            self._sink(lambda st: st.upsert_workload(parsed))
         else:
             self._sink(lambda st: st.upsert_group(parsed))
         return True
+
+    def _parse(self, obj: Mapping[str, Any]) -> Node | Pod | PodGroup | Workload:
+        """Raises InvalidObjectError for an object Phalanx cannot use."""
+        group = registry.parse_group_object(obj)
+        if group is None:
+            return parse_object(obj)
+        for text in group.warnings:
+            where = f"{obj.get('kind')} {group.value.key}"
+            if f"{where}: {text}" not in self.warnings:
+                self.warnings.append(f"{where}: {text}")
+                log.warning("ignored in a gang object", extra={"object": where, "reason": text})
+        return group.value
 
     def _apply_dra(self, obj: Mapping[str, Any]) -> bool:
         """A `resource.k8s.io/v1` object into the DRA model, settled at once."""
@@ -204,7 +222,7 @@ class ClusterFileSource:
             self._sink(update)
 
     def delete_group(self, key: str) -> None:
-        """Delete a PodGroup object by its namespace/name key."""
+        """Delete a gang object (a PodGroup, or a Workload) by its key (`GroupRef.key`)."""
 
         def update(state: ClusterState) -> None:
             state.remove_group(key)
@@ -253,6 +271,12 @@ class ClusterFileSource:
         warning: bool = False,
     ) -> None:
         self.events.append((kind, f"{namespace}/{name}", reason, message, "", warning))
+
+    async def emit_group_event(
+        self, group: GroupRef, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        kind = "Workload" if group.pod_group else "PodGroup"
+        self.events.append((kind, group.object_ref.key, reason, message, "", warning))
 
     async def update_group_status(self, status: GroupStatus) -> None:
         self.statuses[status.group_key] = status

@@ -41,6 +41,8 @@ from phalanx.sources.informer import ApiError
 USER_AGENT = "phalanx"
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+# Kubernetes' own patch for built-in kinds: lists with a merge key are merged by it.
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # Enough for three watches, the lease, and the source's bind pool at once.
 POOL_CONNECTIONS = 32
 
@@ -67,6 +69,16 @@ def kubeconfig_access(path: str | Path, *, context: str | None = None) -> Cluste
     load: Any = k8s_config.load_kube_config  # untyped
     load(config_file=str(path), context=context, client_configuration=cfg, persist_config=False)
     return _access(cfg)
+
+
+def kubeconfig_namespace(path: str | Path, *, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's (current or named) context sets, as kubectl reads it;
+    None when it sets none."""
+    read: Any = k8s_config.list_kube_config_contexts  # untyped
+    contexts, active = read(config_file=str(path))
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else None
 
 
 def in_cluster_access() -> ClusterAccess:
@@ -186,9 +198,12 @@ class KubeClient:
             return {}
         return decoded if isinstance(decoded, dict) else {}
 
-    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A JSON merge patch (RFC 7386); also on status subresources."""
-        return self.request("PATCH", path, body, content_type=MERGE_PATCH)
+    def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386), or the patch `content_type` names; also on
+        status subresources."""
+        return self.request("PATCH", path, body, content_type=content_type)
 
     # ---- informer transport --------------------------------------------------------------
 

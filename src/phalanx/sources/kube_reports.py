@@ -38,15 +38,12 @@ from phalanx.core.inventory import REQUEUE_ANNOTATION
 from phalanx.core.model import GroupRef, PodRef
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
+from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
 from phalanx.sources.kube_groups import resource_version
 from phalanx.sources.kube_writes import Writer
 from phalanx.sources.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 log = logging.getLogger(__name__)
-
-# The DRA kinds Events may be about (phalanx.sources.kube_dra), and their API version.
-DRA_GROUP_VERSION = "resource.k8s.io/v1"
-DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"})
 
 COMPONENT = "phalanx"
 MESSAGE_LIMIT = 1024

@@ -6,11 +6,15 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
 2. a member holding a reservation follows it, or — when kube-scheduler did not offer the
    reserved node — the gang is re-planned once without that node;
 3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
+   then its topology constraint (`phalanx.core.topology.resolve_topology`), or invalid;
 4. quorum first: fewer than minMember members exist, so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
 7. otherwise the whole gang is planned on a snapshot (the gang transaction,
    `phalanx.core.gang`) and reserved in one step (`ClusterState.reserve`).
+
+Topology indexes (nodes grouped into domains per configured topology) are built from
+labels only and kept per `ClusterState.topology_generation` (`IndexCache`).
 
 Pods in no gang go through `phalanx.core.singles`. Every call returns its whole decision
 (`FilterDecision`: the answer, the reservation it made, the gang events); the journal
@@ -35,6 +39,17 @@ from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
 from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
 from phalanx.core.singles import SingleFit
+from phalanx.core.topology import (
+    DEFAULT_TOPOLOGIES,
+    GangTopology,
+    IndexCache,
+    Topologies,
+    Topology,
+    TopologyFinding,
+    TopologyIndex,
+    member_order,
+    resolve_topology,
+)
 
 Plan = tuple[PlanNode, PlanIntent]
 
@@ -45,6 +60,8 @@ class PlannerSettings:
     default_timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     # Re-plans allowed when kube-scheduler does not offer a reserved node, per reservation.
     replan_limit: int = 1
+    # The configured topologies (docs/topology.md); the first is the default one.
+    topologies: Topologies = DEFAULT_TOPOLOGIES
 
 
 @dataclass(slots=True)
@@ -73,6 +90,7 @@ class GangPlanner:
         )
         self.journal = GangJournal()
         self.singles = SingleFit(state)
+        self.indexes = IndexCache()
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
 
     # ---- gangs -------------------------------------------------------------------------
@@ -100,6 +118,22 @@ class GangPlanner:
         self.journal.forget_gone(live)
         for key in [k for k in self._plans if k not in live]:
             del self._plans[key]
+
+    # ---- topology ----------------------------------------------------------------------
+
+    def index(self, topology: Topology) -> TopologyIndex:
+        """The nodes grouped into the domains of `topology` (rebuilt when nodes change)."""
+        state = self.state
+        return self.indexes.get(
+            topology, state.topology_generation, lambda: (i.node for i in state.nodes())
+        )
+
+    def topology_findings(self) -> list[TopologyFinding]:
+        """Inconsistent node labels found since the last call (each said once)."""
+        return self.indexes.unreported()
+
+    def _topology_of(self, group: PodGroup) -> GangTopology | str:
+        return resolve_topology(group, self.state.members(group.key), self.settings.topologies)
 
     def _plan_of(self, group: PodGroup) -> Plan | None:
         if not group.plan_json:
@@ -151,6 +185,10 @@ class GangPlanner:
             self._note(cycle, outcome, resolution.reason)
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        topology = self._topology_of(group)
+        if isinstance(topology, str):
+            self._note(cycle, Outcome.INVALID, topology)
+            return refuse_all(offered, topology)
         # 4. Quorum first.
         members = self.state.members(key)
         if len(members) < group.min_member:
@@ -167,13 +205,16 @@ class GangPlanner:
         # 6. The quorum is placed (or reserved): this member joins as capacity allows.
         bound = [p for p in members if self.state.is_bound(p)]
         if len(bound) >= group.min_member or reservation is not None:
-            return self._place_extra(cycle, group, plan)
+            return self._place_extra(cycle, group, topology, plan)
         # 7. Plan and reserve the whole gang.
-        return self._plan_gang(cycle, group, plan, members, bound, exclude=frozenset())
+        return self._plan_gang(
+            cycle, group, plan, members, bound, topology=topology, exclude=frozenset()
+        )
 
     def _spec(
         self,
         group: PodGroup,
+        topology: GangTopology,
         plan: Plan | None,
         members: tuple[Pod, ...],
         *,
@@ -190,6 +231,8 @@ class GangPlanner:
             plan=plan[0] if plan else None,
             intent=plan[1] if plan else None,
             exclude=exclude,
+            topology=topology,
+            index=self.index(topology.topology),
         )
 
     def _plan_gang(
@@ -200,6 +243,7 @@ class GangPlanner:
         members: Sequence[Pod],
         bound: Sequence[Pod],
         *,
+        topology: GangTopology,
         exclude: frozenset[str],
     ) -> FilterResult:
         """Place every unbound member on a snapshot and reserve them in one step."""
@@ -210,16 +254,23 @@ class GangPlanner:
 
         def attempt(to_place: tuple[Pod, ...]) -> Placed | Unfit:
             spec = self._spec(
-                group, plan, to_place, anchor_pods=bound, anchors=anchors, exclude=exclude
+                group,
+                topology,
+                plan,
+                to_place,
+                anchor_pods=bound,
+                anchors=anchors,
+                exclude=exclude,
             )
             return place_gang(snapshot, spec)
 
         result = attempt(unbound)
         needed = group.min_member - len(bound)
         if isinstance(result, Unfit) and plan is None and 0 < needed < len(unbound):
-            # Elastic gang: the quorum alone may fit where every member does not.
-            others = [p for p in unbound if p.uid != pod.uid][: needed - 1]
-            smaller = attempt(tuple(sorted((pod, *others), key=lambda p: p.name)))
+            # Elastic gang: the quorum alone may fit where every member does not. The
+            # quorum is the lowest ranks, so slices stay whole and rank 0 (the usual
+            # coordinator) is in it.
+            smaller = attempt(member_order(unbound)[:needed])
             if isinstance(smaller, Placed):
                 result = smaller
         rec = self.journal.record(key)
@@ -240,11 +291,10 @@ class GangPlanner:
         )
         cycle.reserved = reservation
         rec.proposal = result
-        self._note(
-            cycle,
-            Outcome.COMMITTED,
-            f"reserved {len(result.members)} member(s) on {', '.join(result.nodes)}",
-        )
+        reason = f"reserved {len(result.members)} member(s) on {', '.join(result.nodes)}"
+        if result.explanation:
+            reason = f"{reason}; {result.explanation}"
+        self._note(cycle, Outcome.COMMITTED, reason)
         member = reservation.member(pod.uid)
         if member is None:
             reason = f"gang {key} is reserved without this pod; it joins once the quorum is bound"
@@ -272,12 +322,25 @@ class GangPlanner:
         if not isinstance(resolution, Resolved):
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        topology = self._topology_of(group)
+        if isinstance(topology, str):
+            return refuse_all(offered, topology)
         members = self.state.members(key)
         bound = [p for p in members if self.state.is_bound(p)]
         plan = self._plan_of(group)
-        return self._plan_gang(cycle, group, plan, members, bound, exclude=frozenset({member.node}))
+        return self._plan_gang(
+            cycle,
+            group,
+            plan,
+            members,
+            bound,
+            topology=topology,
+            exclude=frozenset({member.node}),
+        )
 
-    def _place_extra(self, cycle: _Cycle, group: PodGroup, plan: Plan | None) -> FilterResult:
+    def _place_extra(
+        self, cycle: _Cycle, group: PodGroup, topology: GangTopology, plan: Plan | None
+    ) -> FilterResult:
         """A member beyond the placed quorum: placed alone, next to the gang per its policy."""
         key, offered = group.key, cycle.offered
         anchors: dict[str, str] = {}
@@ -294,7 +357,13 @@ class GangPlanner:
         snapshot = self.state.snapshot()
         exclude = frozenset(n for n in snapshot.names if n not in offered_set)
         spec = self._spec(
-            group, plan, (cycle.pod,), anchor_pods=anchor_pods, anchors=anchors, exclude=exclude
+            group,
+            topology,
+            plan,
+            (cycle.pod,),
+            anchor_pods=anchor_pods,
+            anchors=anchors,
+            exclude=exclude,
         )
         result = place_gang(snapshot, spec)
         if isinstance(result, Unfit):

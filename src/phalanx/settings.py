@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import Placement
+from phalanx.core.topology import Topologies, parse_topologies
 from phalanx.service.extender import ServiceSettings
 
 ENV_PREFIX = "PHALANX_"
@@ -97,6 +98,14 @@ class Settings(BaseSettings):
         "interconnect-local or domain:<node-label-key>. `pack` leaves whole nodes free for "
         "the next big gang.",
     )
+    topologies: str = Field(
+        default="",
+        description="Node topologies gangs may ask to be placed in (docs/topology.md): "
+        "entries `name=key,key,...`, node label keys from the widest level to the narrowest, "
+        "separated by `;` or new lines; the first is the default. Empty: spine > leaf > "
+        "NVLink clique > host (network.topology.nvidia.com/spine, "
+        "network.topology.nvidia.com/leaf, nvidia.com/gpu.clique, kubernetes.io/hostname).",
+    )
     reservation_ttl_seconds: int = Field(
         default=60,
         gt=0,
@@ -141,6 +150,12 @@ class Settings(BaseSettings):
     @classmethod
     def _placement(cls, value: str) -> str:
         parse_placement(value)  # raises ValueError naming the problem
+        return value
+
+    @field_validator("topologies")
+    @classmethod
+    def _topologies(cls, value: str) -> str:
+        parse_topologies(value)  # raises TopologyConfigError (a ValueError) naming the entry
         return value
 
     @field_validator("log_level", mode="before")
@@ -204,6 +219,10 @@ class Settings(BaseSettings):
         return parse_placement(self.default_placement)
 
     @property
+    def topology_config(self) -> Topologies:
+        return parse_topologies(self.topologies)
+
+    @property
     def metrics_address(self) -> tuple[str, int] | None:
         """Where the separate metrics listener binds, or None for none."""
         if self.metrics_port is None:
@@ -213,6 +232,7 @@ class Settings(BaseSettings):
     def service_settings(self) -> ServiceSettings:
         return ServiceSettings(
             default_placement=self.placement,
+            topologies=self.topology_config,
             default_timeout_seconds=self.reservation_ttl_seconds,
             barrier_timeout_seconds=self.barrier_timeout_seconds,
         )

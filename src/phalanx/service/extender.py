@@ -27,6 +27,7 @@ from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
 from phalanx.core.model import Binding, GroupRef, Placement, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, Topologies
 from phalanx.service.barrier import BindBarrier, Timers
 from phalanx.service.binder import Binder, BindSettings
 from phalanx.service.metrics import Metrics
@@ -45,6 +46,8 @@ _UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE)
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     default_placement: Placement = field(default_factory=Placement)
+    # The configured topologies (docs/topology.md); the first is the default one.
+    topologies: Topologies = DEFAULT_TOPOLOGIES
     # Reservation TTL when a group does not set scheduleTimeoutSeconds (seconds).
     default_timeout_seconds: int = 60
     # How long /bind waits for the rest of the gang. Must stay below kube-scheduler's
@@ -82,6 +85,7 @@ class Extender:
             PlannerSettings(
                 default_placement=s.default_placement,
                 default_timeout_seconds=s.default_timeout_seconds,
+                topologies=s.topologies,
             ),
         )
         self.metrics = metrics or Metrics()

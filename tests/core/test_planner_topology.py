@@ -232,3 +232,53 @@ def test_a_gang_required_under_one_spine_is_placed_there():
     state, planner = setup(nodes, groups=[group], pods=members)
     planner.filter(members[0], [n.name for n in nodes], now=0)
     assert len({n.startswith("x") for n in reserved_nodes(state)}) == 1
+
+
+# ---- prioritize: single pods fill broken domains first ----------------------------------------
+
+
+def test_a_single_gpu_pod_prefers_a_node_of_a_broken_clique_over_a_whole_one():
+    nodes = nvl72(2, per_leaf=1)
+    busy = pod("busy", 4, node="c00-n00")
+    _state, planner = setup(nodes, pods=[busy])
+    offered = ["c00-n01", "c01-n01"]  # both idle nodes: equal best fit
+    scores = planner.prioritize(pod("single", 1), offered)
+    assert scores["c00-n01"] > scores["c01-n01"]
+
+
+def test_without_broken_domains_the_best_fit_stands_at_full_resolution():
+    nodes = [rack_node(f"n{i}", 8) for i in range(3)]  # no clique, leaf or spine labels
+    busy = [pod("b1", 3, node="n1"), pod("b2", 4, node="n2")]
+    _state, planner = setup(nodes, pods=busy)
+    scores = planner.prioritize(pod("single", 1), ["n0", "n1", "n2"])
+    assert scores == {"n0": 1, "n1": 5, "n2": 6}
+
+
+def test_a_pod_without_gpus_ignores_the_topology():
+    nodes = nvl72(2, per_leaf=1)
+    _state, planner = setup(nodes, pods=[pod("busy", 4, node="c00-n00")])
+    scores = planner.prioritize(pod("cpu-only", 0), ["c00-n01", "c01-n01"])
+    assert scores == {"c00-n01": 0, "c01-n01": 0}
+
+
+def test_fragmentation_is_worked_out_once_per_model_generation():
+    nodes = nvl72(2, per_leaf=1)
+    state, planner = setup(nodes)
+    first = planner.fragmentation()
+    assert planner.fragmentation() is first
+    state.upsert_pod(pod("busy", 4, node="c00-n00"))
+    assert planner.fragmentation() is not first
+    assert planner.fragmentation()["c00-n01"] > planner.fragmentation()["c01-n01"]
+
+
+def test_a_reserved_member_still_scores_only_its_node():
+    nodes = nvl72(2, per_leaf=1)
+    members = gang("g", 2, 4)
+    state, planner = setup(
+        nodes, groups=[podgroup("g", 2)], pods=[*members, pod("b", 4, node="c00-n00")]
+    )
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    node = state.reservation("default/g").node_of(members[0].uid)
+    scores = planner.prioritize(members[0], [n.name for n in nodes])
+    assert scores[node] == 10
+    assert sum(scores.values()) == 10

@@ -50,6 +50,7 @@ from phalanx.core.topology import (
     member_order,
     resolve_topology,
 )
+from phalanx.core.topology_usage import fragmentation_scores
 
 Plan = tuple[PlanNode, PlanIntent]
 
@@ -91,6 +92,7 @@ class GangPlanner:
         self.journal = GangJournal()
         self.singles = SingleFit(state)
         self.indexes = IndexCache()
+        self._fragmentation: tuple[int, dict[str, int]] | None = None  # (generation, scores)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
 
     # ---- gangs -------------------------------------------------------------------------
@@ -388,7 +390,17 @@ class GangPlanner:
     # ---- prioritize and preempt -----------------------------------------------------------
 
     def prioritize(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
-        return prioritize(self.state, pod, offered)
+        return prioritize(self.state, pod, offered, self.fragmentation)
+
+    def fragmentation(self) -> Mapping[str, int]:
+        """0..10 per node of the default topology: how broken its domains are. Worked out
+        once per model generation (kube-scheduler asks for every pod it scores)."""
+        generation = self.state.generation
+        if self._fragmentation is None or self._fragmentation[0] != generation:
+            index = self.index(self.settings.topologies.default)
+            scores = fragmentation_scores(index, self.state.node_infos(), index.of_node)
+            self._fragmentation = (generation, scores)
+        return self._fragmentation[1]
 
     def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         return preempt(self.state, victims)

@@ -3,11 +3,17 @@
 A gang member holding a reservation scores 10 on its reserved node and 0 elsewhere. Any
 other pod gets a best fit on its scarce resource (GPUs for GPU pods, CPU otherwise), so
 whole nodes stay free for big gangs; a pod without GPUs scores 0 on GPU nodes.
+
+A GPU pod also prefers nodes whose topology domains are already broken
+(`phalanx.core.topology_usage.fragmentation_scores`, given by the planner): where some
+offered node's NVLink clique, leaf or spine is in use, its score is the mean of the best
+fit and that fragmentation score, so single pods fill broken cliques before whole ones.
+When no offered node's domains are broken the best fit stands alone, at full resolution.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.model import CPU, Pod
@@ -15,8 +21,15 @@ from phalanx.core.model import CPU, Pod
 MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
 
 
-def prioritize(state: ClusterState, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
-    """0..10 per offered node: the reserved node for gang members, best fit for others."""
+def prioritize(
+    state: ClusterState,
+    pod: Pod,
+    offered: Sequence[str],
+    fragmentation: Callable[[], Mapping[str, int]] | None = None,
+) -> dict[str, int]:
+    """0..10 per offered node: the reserved node for gang members, best fit for others,
+    blended for GPU pods with `fragmentation()` (0..10 per node, higher where domains are
+    broken; asked only when needed)."""
     if pod.group is not None:
         r = state.reservation(pod.group.key)
         node = r.node_of(pod.uid) if r is not None else None
@@ -43,6 +56,10 @@ def prioritize(state: ClusterState, pod: Pod, offered: Sequence[str]) -> dict[st
         if score is None:
             score = memo[key] = best_fit_score(key, gpus if gpus else cpu, gpu_pod=bool(gpus))
         scores[n] = score
+    broken = fragmentation() if gpus and fragmentation is not None else {}
+    if any(broken.get(n, 0) for n in offered):
+        # The mean, rounded up: kube-scheduler takes whole scores only.
+        return {n: (s + broken.get(n, 0) + 1) // 2 for n, s in scores.items()}
     return scores
 
 

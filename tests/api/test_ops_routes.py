@@ -89,6 +89,22 @@ async def test_debug_lists_known_gangs_and_shows_one(phalanx: Phalanx) -> None:
     assert one.json()["min_member"] == 2
 
 
+async def test_debug_topology_shows_each_level_and_its_whole_domains(phalanx: Phalanx) -> None:
+    response = await phalanx.client.get("/debug/topology")
+
+    assert response.status_code == 200
+    view = response.json()
+    assert view["default"] == "default"
+    (topology,) = view["topologies"]
+    assert [row["level"] for row in topology["levels"]] == [
+        "network.topology.nvidia.com/spine",
+        "network.topology.nvidia.com/leaf",
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    ]
+    assert topology["nodes"] == len(list(phalanx.extender.state.nodes()))
+
+
 async def test_debug_of_an_unknown_gang_is_404_with_a_reason(phalanx: Phalanx) -> None:
     response = await phalanx.client.get("/debug/groups/team-a/nope")
 

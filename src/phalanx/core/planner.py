@@ -50,7 +50,7 @@ from phalanx.core.topology import (
     member_order,
     resolve_topology,
 )
-from phalanx.core.topology_usage import fragmentation_scores
+from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free_domains
 
 Plan = tuple[PlanNode, PlanIntent]
 
@@ -133,6 +133,16 @@ class GangPlanner:
     def topology_findings(self) -> list[TopologyFinding]:
         """Inconsistent node labels found since the last call (each said once)."""
         return self.indexes.unreported()
+
+    def topology_usage(self) -> list[tuple[TopologyIndex, tuple[LevelFreedom, ...]]]:
+        """Per configured topology: its index, and per level how many domains are whole
+        (every GPU free) of those with GPUs."""
+        snapshot = self.state.snapshot()
+        usage = []
+        for topology in self.settings.topologies.all:
+            index = self.index(topology)
+            usage.append((index, free_domains(snapshot, index)))
+        return usage
 
     def _topology_of(self, group: PodGroup) -> GangTopology | str:
         return resolve_topology(group, self.state.members(group.key), self.settings.topologies)

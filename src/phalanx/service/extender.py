@@ -90,6 +90,7 @@ class Extender:
         )
         self.metrics = metrics or Metrics()
         self.metrics.watch(self.state, self.partial_gangs, lambda: self.source.synced)
+        self.metrics.watch_topology(self.planner.topology_usage)
         self.tasks = Tasks()
         self.reporter = Reporter(
             self.state,
@@ -239,3 +240,6 @@ class Extender:
 
     def debug_group(self, namespace: str, name: str) -> dict[str, object] | None:
         return self.views.group(GroupRef(namespace, name))
+
+    def debug_topology(self) -> dict[str, object]:
+        return self.views.topology()

@@ -1,6 +1,8 @@
-"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang.
+"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang;
+`/debug/topology`: the configured topologies, their domains, and which are whole.
 
-Read-only: a view never creates a journal record or changes the model.
+Read-only: a view never creates a journal record or changes the model (a topology index it
+builds is the planner's cache, rebuilt only when node labels change).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from phalanx.core.cache import ClusterState
 from phalanx.core.model import GroupRef
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
-from phalanx.service.reporter import Reporter
+from phalanx.service.reporter import Reporter, achieved_level
 
 Clock = Callable[[], float]
 
@@ -67,6 +69,8 @@ class GangViews:
         by_uid = {p.uid: p.key for p in proposal.members}
         return {
             "domain": proposal.domain,
+            "level": achieved_level(proposal),
+            "explanation": proposal.explanation,
             "placements": {by_uid[u]: n for u, n in sorted(proposal.assignment.items())},
             "phases": [
                 {
@@ -93,6 +97,33 @@ class GangViews:
             ],
             "warnings": list(proposal.warnings),
         }
+
+    def topology(self) -> dict[str, object]:
+        """Per configured topology (the first is the default): its levels, how many domains
+        each level has and how many of those with GPUs are whole, and the nodes whose
+        labels contradict the others'."""
+        topologies = []
+        for index, levels in self.planner.topology_usage():
+            topologies.append(
+                {
+                    "name": index.topology.name,
+                    "levels": [
+                        {
+                            "level": level.level,
+                            "domains": len(domains),
+                            "domains_with_gpus": level.total,
+                            "whole_free_domains": level.free,
+                        }
+                        for level, domains in zip(levels, index.domains, strict=True)
+                    ],
+                    "nodes": len(index.of_node),
+                    "findings": [
+                        {"node": f.node, "level": f.level, "value": f.value, "reason": f.reason}
+                        for f in index.findings
+                    ],
+                }
+            )
+        return {"default": self.planner.settings.topologies.default.name, "topologies": topologies}
 
     def _summary(self, ref: GroupRef) -> dict[str, object]:
         key = ref.key

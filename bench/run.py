@@ -66,7 +66,18 @@ import yaml  # noqa: E402
 
 WORKLOAD_ORDER = ("singles", "gangs", "contended", "plans", "big-gang")  # node count grows last
 CHURN_ORDER = ("topology",)  # on nodes of their own, after the others
-SCHEDULER_ORDER = ("vanilla", "phalanx", "coscheduling")
+# The churn workloads compare schedulers that place pods; the do-nothing floor has no place.
+CHURN_SCHEDULERS = ("vanilla", "phalanx", "coscheduling")
+SCHEDULER_ORDER = (
+    "vanilla",
+    "floor",
+    "phalanx",
+    "phalanx-prioritize",
+    "phalanx-mostallocated",
+    "coscheduling",
+)
+# What `make bench` runs unless --only says otherwise (the Phalanx variants only on request).
+DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "coscheduling")
 CREATE_THREADS = 16
 OWN_CRD = ROOT / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 CRD_NAME = "podgroups.scheduling.x-k8s.io"
@@ -396,7 +407,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="1/10 scale, short settle window")
     p.add_argument(
         "--only",
-        default=",".join(SCHEDULER_ORDER),
+        default=",".join(DEFAULT_SCHEDULERS),
         help="schedulers to run, comma-separated (default: %(default)s)",
     )
     p.add_argument(
@@ -505,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         profile_dir=args.profile_phalanx,
                     )
                     for key in sched_keys
+                    if key in CHURN_SCHEDULERS
                 ]
                 churn_records.append((work, runs))
     elapsed = time.monotonic() - started_at

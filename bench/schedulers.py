@@ -1,9 +1,17 @@
-"""The three schedulers under test, each started on the shared control plane for one run.
+"""The schedulers under test, each started on the shared control plane for one run.
 
 * ``vanilla`` — kube-scheduler (KUBE_VERSION), profile ``default-scheduler`` with upstream
   defaults: no gang semantics, the throughput ceiling;
-* ``phalanx`` — the same kube-scheduler with profile ``phalanx`` and the DESIGN §2 extender
-  configuration, plus ``phalanx serve --kubeconfig``;
+* ``floor`` — the same kube-scheduler calling a do-nothing Python extender (``floor_app.py``,
+  the same stack as Phalanx: uvicorn + httptools + orjson) for filter only: what the extender
+  mechanism itself costs, the floor for Phalanx's single-pod throughput;
+* ``phalanx`` — the same kube-scheduler with profile ``phalanx`` and the extender
+  configuration the chart renders, plus ``phalanx serve --kubeconfig``; single pods get one
+  best-fit node from filter, so kube-scheduler skips prioritize;
+* ``phalanx-prioritize`` — the same, with every feasible node from filter and the prioritize
+  verb ranking them (the wave-1 setup: two round trips per single pod);
+* ``phalanx-mostallocated`` — filter only (no prioritize verb), every feasible node, and
+  kube-scheduler's own ``NodeResourcesFit`` scoring set to ``MostAllocated`` on GPUs;
 * ``coscheduling`` — scheduler-plugins' kube-scheduler (SCHEDULER_PLUGINS_VERSION), profile
   ``default-scheduler`` with Coscheduling configured as its v0.34 docs recommend.
 
@@ -59,6 +67,14 @@ class SchedulerSpec:
     #: Binary name in the tools bin dir.
     binary: str
     uses_phalanx: bool = False
+    #: Runs ``floor_app.py`` as its (filter-only) extender.
+    uses_floor: bool = False
+    #: Environment of ``phalanx serve`` (its settings).
+    phalanx_env: tuple[tuple[str, str], ...] = ()
+    #: Whether kube-scheduler calls the extender's prioritize verb.
+    prioritize: bool = True
+    #: kube-scheduler's own NodeResourcesFit scoring: MostAllocated on GPUs (bin-packing).
+    most_allocated: bool = False
 
     def config(self, extender_url: str | None = None) -> dict[str, Any]:
         """The KubeSchedulerConfiguration; the launcher adds ``clientConnection.kubeconfig``."""
@@ -70,7 +86,7 @@ class SchedulerSpec:
         }
         if self.key == "vanilla":
             base["profiles"] = [{"schedulerName": self.scheduler_name}]
-        elif self.key == "phalanx":
+        elif self.uses_floor:
             assert extender_url is not None
             base["percentageOfNodesToScore"] = 100
             base["profiles"] = [{"schedulerName": self.scheduler_name}]
@@ -78,15 +94,32 @@ class SchedulerSpec:
                 {
                     "urlPrefix": extender_url,
                     "filterVerb": "filter",
-                    "prioritizeVerb": "prioritize",
-                    "preemptVerb": "preempt",
-                    "bindVerb": "bind",
-                    "weight": 10,
+                    "weight": 1,
                     "nodeCacheCapable": True,
                     "httpTimeout": EXTENDER_HTTP_TIMEOUT,
                     "ignorable": False,
                 }
             ]
+        elif self.uses_phalanx:
+            assert extender_url is not None
+            base["percentageOfNodesToScore"] = 100
+            profile: dict[str, Any] = {"schedulerName": self.scheduler_name}
+            if self.most_allocated:
+                profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": MOST_ALLOCATED}]
+            base["profiles"] = [profile]
+            extender: dict[str, Any] = {
+                "urlPrefix": extender_url,
+                "filterVerb": "filter",
+                "preemptVerb": "preempt",
+                "bindVerb": "bind",
+                "weight": 10,
+                "nodeCacheCapable": True,
+                "httpTimeout": EXTENDER_HTTP_TIMEOUT,
+                "ignorable": False,
+            }
+            if self.prioritize:
+                extender["prioritizeVerb"] = "prioritize"
+            base["extenders"] = [extender]
         elif self.key == "coscheduling":
             base["profiles"] = [
                 {
@@ -106,12 +139,56 @@ class SchedulerSpec:
         return base
 
 
+#: kube-scheduler bin-packing GPUs itself: NodeResourcesFit's MostAllocated strategy, GPUs
+#: weighted above CPU and memory (the chart's `kubeScheduler.binPackGpus` profile).
+MOST_ALLOCATED = {
+    "scoringStrategy": {
+        "type": "MostAllocated",
+        "resources": [
+            {"name": "nvidia.com/gpu", "weight": 10},
+            {"name": "cpu", "weight": 1},
+            {"name": "memory", "weight": 1},
+        ],
+    }
+}
+
 SCHEDULERS: dict[str, SchedulerSpec] = {
     "vanilla": SchedulerSpec(
         "vanilla", "kube-scheduler (no gangs)", "default-scheduler", "kube-scheduler"
     ),
+    "floor": SchedulerSpec(
+        "floor",
+        "kube-scheduler + do-nothing extender (filter only)",
+        "default-scheduler",
+        "kube-scheduler",
+        uses_floor=True,
+    ),
     "phalanx": SchedulerSpec(
-        "phalanx", "kube-scheduler + Phalanx", "phalanx", "kube-scheduler", uses_phalanx=True
+        "phalanx",
+        "kube-scheduler + Phalanx",
+        "phalanx",
+        "kube-scheduler",
+        uses_phalanx=True,
+        phalanx_env=(("PHALANX_SINGLE_POD_NODES", "1"),),
+        prioritize=True,
+    ),
+    "phalanx-prioritize": SchedulerSpec(
+        "phalanx-prioritize",
+        "kube-scheduler + Phalanx (every feasible node, prioritize)",
+        "phalanx",
+        "kube-scheduler",
+        uses_phalanx=True,
+        phalanx_env=(("PHALANX_SINGLE_POD_NODES", "0"),),
+    ),
+    "phalanx-mostallocated": SchedulerSpec(
+        "phalanx-mostallocated",
+        "kube-scheduler MostAllocated + Phalanx (filter only)",
+        "phalanx",
+        "kube-scheduler",
+        uses_phalanx=True,
+        phalanx_env=(("PHALANX_SINGLE_POD_NODES", "0"),),
+        prioritize=False,
+        most_allocated=True,
     ),
     "coscheduling": SchedulerSpec(
         "coscheduling",
@@ -184,6 +261,7 @@ class PhalanxProcess:
     #: A frozen copy of the source tree to run instead of the (shared, changing) work tree.
     source: Path | None = None
     extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -250,7 +328,7 @@ class PhalanxProcess:
     def start(self, timeout: float = 120.0) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **dict(self.env)}
         if self.source is not None:
             # Ahead of the editable install on sys.path: the snapshot is what runs.
             env["PYTHONPATH"] = os.pathsep.join(
@@ -313,6 +391,49 @@ class PhalanxProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class FloorProcess:
+    """``floor_app.py`` on 127.0.0.1:``port``: the do-nothing filter extender."""
+
+    def __init__(self, port: int, log_path: Path) -> None:
+        self.port = port
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("floor_app.py")), "--port",
+                 str(self.port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise PhalanxError(f"the floor extender exited with {self.process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise PhalanxError("the floor extender did not start")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(10)
+        self.process = None
+
+
 # ---- one scheduler, started for one run -----------------------------------------------------
 
 
@@ -364,6 +485,7 @@ def started(
 ) -> Iterator[Started]:
     """Start ``spec`` on the control plane ``cp`` (a launcher.ControlPlane); stop it after."""
     phalanx = None
+    floor = None
     if spec.uses_phalanx:
         phalanx = PhalanxProcess(
             cp.kubeconfig,
@@ -371,9 +493,14 @@ def started(
             run_dir / "phalanx.log",
             profile_to=profile_to,
             source=source,
+            env=spec.phalanx_env,
         )
         phalanx.start()
-    config = spec.config(phalanx.url if phalanx else None)
+    if spec.uses_floor:
+        floor = FloorProcess(phalanx_port, run_dir / "floor.log")
+        floor.start()
+    url = phalanx.url if phalanx else floor.url if floor else None
+    config = spec.config(url)
     # The launcher runs tools["kube-scheduler"]; point it at the peer's binary for this run.
     original = cp.tools["kube-scheduler"]
     cp.tools = {**cp.tools, "kube-scheduler": bin_dir / spec.binary}
@@ -388,3 +515,5 @@ def started(
         cp.stop_scheduler()
         if phalanx is not None:
             phalanx.stop()
+        if floor is not None:
+            floor.stop()

@@ -119,6 +119,36 @@ class Settings(BaseSettings):
         "below the extender httpTimeout (the chart sets 30 s), or kube-scheduler abandons the "
         "request first, and below the reservation TTL.",
     )
+    template_reservation: bool = Field(
+        default=True,
+        description="Reserve a gang whose members share one shape from its first member, "
+        "before every member exists (members claim slots as they arrive; nothing binds "
+        "before the quorum reaches /bind). false: every gang waits for minMember members "
+        "first, and each waiting member pays kube-scheduler's backoff. Env only: "
+        "PHALANX_TEMPLATE_RESERVATION=false.",
+    )
+    single_pod_nodes: int = Field(
+        default=1,
+        ge=0,
+        description="For a pod in no gang, filter answers at most this many best-fit nodes. "
+        "1 (the default): kube-scheduler has one node left and skips the prioritize call, "
+        "one extender round trip a pod instead of two; its own soft scoring (spreading, "
+        "affinity preferences) then no longer picks among nodes. 0: every feasible node, "
+        "ranked by prioritize and kube-scheduler's scores together.",
+    )
+    api_qps: float = Field(
+        default=250.0,
+        gt=0,
+        description="Sustained writes per second to the API server (bindings, commit records, "
+        "Events, status), client-go's QPS. 250 binds a 256-member gang in about a second "
+        "while leaving the API server room; raise it with the server's own limits.",
+    )
+    api_burst: int = Field(
+        default=500,
+        gt=0,
+        description="Writes admitted at once after a quiet spell (client-go's Burst): a large "
+        "gang's bindings, its commit record and its Events go out together.",
+    )
     max_body_bytes: int = Field(
         default=64 * MIB,
         gt=0,
@@ -235,6 +265,8 @@ class Settings(BaseSettings):
             topologies=self.topology_config,
             default_timeout_seconds=self.reservation_ttl_seconds,
             barrier_timeout_seconds=self.barrier_timeout_seconds,
+            template_reservation=self.template_reservation,
+            single_pod_nodes=self.single_pod_nodes,
         )
 
 

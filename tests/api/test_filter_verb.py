@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from api_harness import Phalanx, as_sent, fixture_bytes, fixture_json
+from api_harness import Phalanx, as_sent, fixture_bytes, fixture_json, serve
 
-from builders import pod_obj
+from builders import node_obj, pod_obj
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +108,20 @@ async def test_a_pod_object_that_cannot_be_read_gets_200_with_the_reason_in_erro
     assert answer["Error"].startswith("pod team-a/broken: ")
     assert answer["NodeNames"] == []
     assert phalanx.count("filter", "error") == 1
+
+
+async def test_by_default_a_single_pod_gets_only_its_best_fit_node_so_prioritize_is_skipped() -> (
+    None
+):
+    cluster = [
+        node_obj("gpu-a"),
+        node_obj("gpu-b"),
+        pod_obj("solo", namespace="team-a"),
+        pod_obj("busy", 6, namespace="team-a", node="gpu-b", phase="Running"),
+        pod_obj("light", 2, namespace="team-a", node="gpu-a", phase="Running"),
+    ]
+    body = {"Pod": as_sent(pod_obj("solo", namespace="team-a")), "NodeNames": ["gpu-a", "gpu-b"]}
+    async with serve(cluster) as phalanx:
+        answer = (await phalanx.post("filter", body)).json()
+    assert answer["Error"] == ""
+    assert answer["NodeNames"] == ["gpu-b"]  # the fullest that fits; kube-scheduler has no choice

@@ -52,9 +52,9 @@ def bind_request(i: int, node: str) -> dict[str, str]:
 
 
 async def test_a_gang_is_reserved_whole_and_binds_only_together() -> None:
-    settings = ServiceSettings(barrier_timeout_seconds=10.0)
+    # Quorum first (template reservation off): 3 of 4 members exist, so nothing is planned.
+    settings = ServiceSettings(barrier_timeout_seconds=10.0, template_reservation=False)
     async with serve(three_of_four(), settings=settings) as phalanx:
-        # Quorum first: 3 of 4 members exist, so nothing is planned.
         waiting = await filter_member(phalanx, 0)
         assert waiting["Error"] == ""
         assert waiting["NodeNames"] == []

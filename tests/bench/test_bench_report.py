@@ -82,17 +82,30 @@ def test_time_to_whole_gang_starts_when_the_first_member_is_created() -> None:
 
 
 @pytest.mark.parametrize(
-    ("phalanx", "vanilla", "met"),
-    [(60.0, 100.0, True), (50.0, 100.0, True), (49.0, 100.0, False)],
-    ids=["above-half", "exactly-half", "below-half"],
+    ("phalanx", "floor", "met"),
+    [(95.0, 100.0, True), (90.0, 100.0, True), (89.0, 100.0, False)],
+    ids=["above", "exactly-nine-tenths", "below"],
 )
-def test_the_throughput_goal_is_half_of_vanilla(phalanx: float, vanilla: float, met: bool) -> None:
+def test_the_singles_goal_is_nine_tenths_of_the_do_nothing_extender(
+    phalanx: float, floor: float, met: bool
+) -> None:
     runs = [
         {"workload": "singles", "scheduler": "phalanx", "pods_per_second": phalanx},
-        {"workload": "singles", "scheduler": "vanilla", "pods_per_second": vanilla},
+        {"workload": "singles", "scheduler": "vanilla", "pods_per_second": 2 * floor},
+        {"workload": "singles", "scheduler": "floor", "pods_per_second": floor},
     ]
     (goal,) = report.goals(runs)
     assert goal["met"] is met
+    assert "0.9× the do-nothing extender" in goal["target"]
+
+
+def test_without_the_floor_the_singles_goal_is_not_judged() -> None:
+    runs = [
+        {"workload": "singles", "scheduler": "phalanx", "pods_per_second": 50.0},
+        {"workload": "singles", "scheduler": "vanilla", "pods_per_second": 100.0},
+    ]
+    (goal,) = report.goals(runs)
+    assert goal["met"] is None
 
 
 def test_latency_quantiles_interpolate_inside_prometheus_buckets() -> None:

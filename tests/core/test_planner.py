@@ -8,13 +8,13 @@ from builders import gang, gpu_node, pod, podgroup
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.journal import Outcome
 from phalanx.core.model import PodPhase
-from phalanx.core.planner import GangPlanner
+from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.topology import JOB_COMPLETION_INDEX_LABEL
 
 NODES = ["n1", "n2", "n3"]
 
 
-def setup(*nodes, groups=(), pods=()):
+def setup(*nodes, groups=(), pods=(), template=True):
     state = ClusterState()
     for n in nodes or [gpu_node(n) for n in NODES]:
         state.upsert_node(n)
@@ -22,7 +22,7 @@ def setup(*nodes, groups=(), pods=()):
         state.upsert_group(g)
     for p in pods:
         state.upsert_pod(p)
-    return state, GangPlanner(state)
+    return state, GangPlanner(state, PlannerSettings(template_reservation=template))
 
 
 def outcomes(planner):
@@ -31,7 +31,7 @@ def outcomes(planner):
 
 def test_a_member_waits_until_min_member_pods_exist():
     members = gang("g", 4, 8)
-    state, planner = setup(groups=[podgroup("g", 4)], pods=members[:3])
+    state, planner = setup(groups=[podgroup("g", 4)], pods=members[:3], template=False)
     result = planner.filter(members[0], NODES, now=0).result
     assert result.feasible == ()
     assert set(result.unresolvable.values()) == {"waiting for gang members: 3/4 exist"}
@@ -208,7 +208,7 @@ def test_an_invalid_plan_is_reported_not_raised():
 
 def test_waiting_is_reported_once_per_change_not_once_per_filter():
     members = gang("g", 4, 1)
-    _, planner = setup(groups=[podgroup("g", 4)], pods=members[:2])
+    _, planner = setup(groups=[podgroup("g", 4)], pods=members[:2], template=False)
     for _ in range(5):
         planner.filter(members[0], NODES, now=0)
     assert outcomes(planner) == [Outcome.WAITING]

@@ -282,3 +282,14 @@ def test_a_reserved_member_still_scores_only_its_node():
     scores = planner.prioritize(members[0], [n.name for n in nodes])
     assert scores[node] == 10
     assert sum(scores.values()) == 10
+
+
+def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique():
+    nodes = nvl72(2, per_leaf=1)
+    busy = pod("busy", 4, node="c01-n00")
+    _state, planner = setup(nodes, pods=[busy], settings=PlannerSettings(single_pod_nodes=1))
+    # Every idle node leaves as many GPUs over: the clique already in use wins, whatever
+    # the names say (c00 sorts first).
+    result = planner.filter(pod("single", 1), [n.name for n in nodes], now=0).result
+    (node,) = result.feasible
+    assert node.startswith("c01-")

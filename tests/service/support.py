@@ -107,14 +107,14 @@ class ScriptedSource(ClusterFileSource):
             raise self.commit_failures.pop(0)
         await super().write_commit_record(record)
 
-    async def bind(self, binding: Binding) -> None:
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
         name = binding.pod.name
         await self._io("bind")
         pending = self.failures.get(name)
         if pending:
             raise pending.pop(0)
         self.order.append(f"bind {name}")
-        await super().bind(binding)
+        await super().bind(binding, timeout_seconds=timeout_seconds)
 
     async def update_group_status(self, status: Any) -> None:
         await self._io("status")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from support import Clock, FakeTimers, RecordingSource, gang_objects
 
-from builders import node_obj
+from builders import node_obj, pod_obj
 from phalanx.core.cache import MemberState
 from phalanx.core.model import EMPTY, Binding
 from phalanx.service.extender import Extender, ServiceSettings
@@ -31,7 +31,9 @@ from phalanx.service.rollforward import RollForwardSettings
 from phalanx.sources.base import BindError
 
 # name -> (members, minMember, GPUs each); 3 nodes x 8 GPUs: not everything fits at once.
-GANGS = {"a": (3, 3, 4), "b": (2, 2, 8), "c": (3, 2, 4)}
+GANGS = {"a": (3, 3, 4), "b": (2, 2, 8), "c": (3, 2, 4), "d": (3, 3, 2)}
+# Gangs whose members are created one by one by a rule (reserved from their template).
+LATE = {"d"}
 NODE_NAMES = ("n1", "n2", "n3")
 BARRIER_SECONDS = 5.0  # on the fake clock: timeouts fire only when a rule says so
 HOOK_ACTIONS = ("delete", "expire", "filter", "remove-node")
@@ -45,7 +47,13 @@ class BarrierInterleavings(RuleBasedStateMachine):
         self.timers = FakeTimers(self.clock)
         objects: list[dict[str, Any]] = [node_obj(n) for n in NODE_NAMES]
         for name, (size, need, gpus) in GANGS.items():
-            objects += gang_objects(name, size=size, gpus=gpus, min_member=need, timeout=30)
+            made = gang_objects(name, size=size, gpus=gpus, min_member=need, timeout=30)
+            objects += made[:2] if name in LATE else made  # the PodGroup and one member
+        self.unborn = {
+            name: [pod_obj(f"{name}-{i}", GANGS[name][2], group=name) for i in range(1, size)]
+            for name, (size, _, _) in GANGS.items()
+            if name in LATE
+        }
         self.source = RecordingSource(objects, yielding=True)
         self.ext = Extender(
             self.source,
@@ -136,6 +144,12 @@ class BarrierInterleavings(RuleBasedStateMachine):
             node = self._nodes()[index % len(self._nodes())]
         self.requests.append(self.loop.create_task(self.ext.bind(Binding(pod.ref, node))))
         self._drain()
+
+    @rule(gang=st.sampled_from(sorted(LATE)))
+    def a_member_is_created(self, gang: str) -> None:
+        if self.unborn[gang]:
+            obj = self.unborn[gang].pop(0)
+            self._on_loop(lambda: self.source.apply(obj))
 
     @rule(seconds=st.sampled_from([1, 10, 31]))
     def reservations_age(self, seconds: int) -> None:

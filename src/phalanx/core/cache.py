@@ -40,13 +40,22 @@ class MemberState(StrEnum):
     ASSUMED = "assumed"  # Phalanx is binding it; counted in `requested`, not `reserved`
 
 
+# A template slot's `pod_uid` starts with this (no API UID contains "/"): capacity held for a
+# member that does not exist yet, claimed by the first arriving member of that shape.
+SLOT_PREFIX = "slot/"
+
+
 @dataclass(frozen=True, slots=True)
 class MemberReservation:
-    pod_uid: str
-    pod_key: str  # namespace/name, for people and for the commit record
+    pod_uid: str  # SLOT_PREFIX + n for an unclaimed template slot
+    pod_key: str  # namespace/name, for people and for the commit record ("" for a slot)
     node: str
     requests: Resources
     state: MemberState = MemberState.RESERVED
+
+    @property
+    def is_slot(self) -> bool:
+        return self.pod_uid.startswith(SLOT_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,9 @@ class Reservation:
     expires_at: float
     # Set by `ClusterState.reserve`: tells this reservation from a later one of the same gang.
     serial: int = 0
+    # Reserved from the gang's template before every member existed: members claim slots,
+    # and a claimed member that vanishes before binding gives its slot back.
+    template: bool = False
 
     def member(self, pod_uid: str) -> MemberReservation | None:
         for m in self.members:
@@ -73,6 +85,10 @@ class Reservation:
     @property
     def reserved_gpus(self) -> int:
         return sum(m.requests.gpus() for m in self.members if m.state is MemberState.RESERVED)
+
+    def slots(self) -> tuple[MemberReservation, ...]:
+        """Template slots no member has claimed yet, in reservation order."""
+        return tuple(m for m in self.members if m.is_slot)
 
 
 class ReleaseCause(StrEnum):
@@ -262,7 +278,7 @@ class ClusterState:
             self._members.setdefault(pod.group.key, set()).add(pod.uid)
         if pod.node_name:
             self._assumed.pop(pod.uid, None)
-            self._drop_member(pod.group.key if pod.group else None, pod.uid)
+            self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
         self._recount(pod.uid)
 
     def remove_pod(self, uid: str) -> None:
@@ -278,7 +294,7 @@ class ClusterState:
                 members.discard(uid)
                 if not members:
                     del self._members[pod.group.key]
-            self._drop_member(pod.group.key, uid)
+            self._drop_member(pod.group.key, uid, vanished=True)
         self._recount(uid)
 
     def _recount(self, uid: str) -> None:
@@ -412,7 +428,11 @@ class ClusterState:
         ]
         released = []
         for r in due:
-            unbound = [m.pod_key for m in r.members if m.state is MemberState.RESERVED]
+            unbound = [
+                m.pod_key or "a slot no member claimed"
+                for m in r.members
+                if m.state is MemberState.RESERVED
+            ]
             why = (
                 f"reservation expired after {round(r.expires_at - r.reserved_at)}s with members "
                 f"still unbound: {', '.join(unbound)}"
@@ -420,6 +440,26 @@ class ClusterState:
             if self.release(r.group_key, ReleaseCause.EXPIRED, why) is not None:
                 released.append(Released(r, ReleaseCause.EXPIRED, why))
         return released
+
+    def claim(self, group_key: str, slot_uid: str, pod: Pod) -> MemberReservation:
+        """An arriving member takes a template slot of its gang's reservation.
+
+        Preconditions: the slot exists and is unclaimed, the pod is not a member yet, and
+        its requests fit the slot's (the planner matched them); the slot's capacity stays reserved
+        for it. Violations raise StateError.
+        """
+        r = self._reservations.get(group_key)
+        slot = r.member(slot_uid) if r is not None else None
+        if r is None or slot is None or not slot.is_slot:
+            raise StateError(f"gang {group_key} holds no slot {slot_uid}")
+        if r.member(pod.uid) is not None:
+            raise StateError(f"pod {pod.key} already holds a place in gang {group_key}")
+        if not pod.requests.fits_in(slot.requests):
+            raise StateError(f"pod {pod.key} asks for more than slot {slot_uid} holds")
+        claimed = replace(slot, pod_uid=pod.uid, pod_key=pod.key)
+        self._replace_member(r, claimed, replacing=slot_uid)
+        self.generation += 1
+        return claimed
 
     def assume(self, pod_uid: str, node: str) -> None:
         """Mark a pod as being bound to `node`: its usage moves from reserved to requested."""
@@ -456,17 +496,26 @@ class ClusterState:
                 self._add_reserved(m.node, m.requests)
                 self._replace_member(r, replace(m, state=MemberState.RESERVED))
 
-    def _replace_member(self, r: Reservation, member: MemberReservation) -> None:
-        members = tuple(member if m.pod_uid == member.pod_uid else m for m in r.members)
+    def _replace_member(
+        self, r: Reservation, member: MemberReservation, *, replacing: str | None = None
+    ) -> None:
+        old = member.pod_uid if replacing is None else replacing
+        members = tuple(member if m.pod_uid == old else m for m in r.members)
         self._reservations[r.group_key] = replace(r, members=members)
 
-    def _drop_member(self, group_key: str | None, pod_uid: str) -> None:
-        """The pod bound or vanished: its reservation record has served its purpose."""
+    def _drop_member(self, group_key: str | None, pod_uid: str, *, vanished: bool) -> None:
+        """The pod bound or vanished: its reservation record has served its purpose (a
+        template's member that vanished before binding gives its slot back)."""
         if group_key is None:
             return
         r = self._reservations.get(group_key)
         m = r.member(pod_uid) if r is not None else None
         if r is None or m is None:
+            return
+        if vanished and r.template and m.state is MemberState.RESERVED:
+            slot = replace(m, pod_uid=f"{SLOT_PREFIX}{pod_uid}", pod_key="")
+            self._replace_member(r, slot, replacing=pod_uid)
+            self.generation += 1
             return
         if m.state is MemberState.RESERVED:
             self._add_reserved(m.node, EMPTY - m.requests)

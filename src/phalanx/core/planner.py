@@ -29,7 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from phalanx.core.cache import ClusterState, MemberReservation, ReleaseCause, Reservation
+from phalanx.core.cache import (
+    SLOT_PREFIX,
+    ClusterState,
+    MemberReservation,
+    ReleaseCause,
+    Reservation,
+)
 from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.journal import GangEvent, GangJournal, GroupRecord, Outcome, live_keys
@@ -39,6 +45,7 @@ from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
 from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
 from phalanx.core.singles import SingleFit
+from phalanx.core.template import NoSlot, pick_slot, placeholders, slot_requests, template_of
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
@@ -61,6 +68,12 @@ class PlannerSettings:
     default_timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     # Re-plans allowed when kube-scheduler does not offer a reserved node, per reservation.
     replan_limit: int = 1
+    # Reserve an interchangeable gang from its first member's shape before every member
+    # exists (phalanx.core.template); False: always wait for the quorum first.
+    template_reservation: bool = True
+    # Single pods: answer at most this many best-fit nodes from filter (1: kube-scheduler
+    # then skips prioritize, one round trip a pod); 0: every feasible node.
+    single_pod_nodes: int = 0
     # The configured topologies (docs/topology.md); the first is the default one.
     topologies: Topologies = DEFAULT_TOPOLOGIES
 
@@ -90,9 +103,9 @@ class GangPlanner:
             self.settings.default_placement, self.settings.default_timeout_seconds
         )
         self.journal = GangJournal()
-        self.singles = SingleFit(state)
         self.indexes = IndexCache()
         self._fragmentation: tuple[int, dict[str, int]] | None = None  # (generation, scores)
+        self.singles = SingleFit(state, self.fragmentation)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
 
     # ---- gangs -------------------------------------------------------------------------
@@ -165,7 +178,8 @@ class GangPlanner:
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
         if pod.group is None:
-            return FilterDecision(self.singles.filter(pod, offered))
+            best = self.settings.single_pod_nodes
+            return FilterDecision(self.singles.filter(pod, offered, best=best))
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 
@@ -183,9 +197,15 @@ class GangPlanner:
         node = self.state.bound_node(pod)
         if node:
             return _follow(node, offered, f"pod {pod.key} is already bound to {node}")
-        # 2. A reserved member follows its reservation (or the gang re-plans once).
+        # 2. A reserved member follows its reservation (or the gang re-plans once); an
+        #    arriving member of a template reservation claims a slot first.
         reservation = self.state.reservation(key)
         member = reservation.member(pod.uid) if reservation is not None else None
+        if member is None and reservation is not None and reservation.slots():
+            claim = pick_slot(self.state, reservation, pod, offered)
+            if isinstance(claim, NoSlot):
+                return self._replan_for(cycle, claim.reason)
+            member = self.state.claim(key, claim.slot.pod_uid, pod)
         if member is not None:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
@@ -201,12 +221,10 @@ class GangPlanner:
         if isinstance(topology, str):
             self._note(cycle, Outcome.INVALID, topology)
             return refuse_all(offered, topology)
-        # 4. Quorum first.
+        # 4. Quorum first, unless the gang can be reserved from its template.
         members = self.state.members(key)
         if len(members) < group.min_member:
-            reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
-            self._note(cycle, Outcome.WAITING, reason)
-            return refuse_all(offered, reason)
+            return self._before_quorum(cycle, group, members, topology)
         # 5. The execution plan.
         try:
             plan = self._plan_of(group)
@@ -259,7 +277,6 @@ class GangPlanner:
         exclude: frozenset[str],
     ) -> FilterResult:
         """Place every unbound member on a snapshot and reserve them in one step."""
-        pod, key, offered, now = cycle.pod, group.key, cycle.offered, cycle.now
         unbound = tuple(p for p in members if not self.state.is_bound(p))
         anchors = {p.uid: self.state.bound_node(p) for p in bound}
         snapshot = self.state.snapshot()
@@ -285,6 +302,38 @@ class GangPlanner:
             smaller = attempt(member_order(unbound)[:needed])
             if isinstance(smaller, Placed):
                 result = smaller
+        return self._reserve(cycle, group, result)
+
+    def _before_quorum(
+        self, cycle: _Cycle, group: PodGroup, members: Sequence[Pod], topology: GangTopology
+    ) -> FilterResult:
+        """Fewer than minMember members exist: reserve the gang from its template if it has
+        one (phalanx.core.template), else everyone waits. A gang with slices waits: which
+        rank will claim which slot is not known before the members exist."""
+        template = None if topology.slice_size else template_of(self.state, group, members)
+        if template is None or not self.settings.template_reservation:
+            reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
+            self._note(cycle, Outcome.WAITING, reason)
+            return refuse_all(cycle.offered, reason)
+        slots = placeholders(
+            template, group.min_member - len(members), slot_requests(template, group)
+        )
+        spec = self._spec(
+            group,
+            topology,
+            None,
+            (*members, *slots),
+            anchor_pods=(),
+            anchors={},
+            exclude=frozenset(),
+        )
+        return self._reserve(cycle, group, place_gang(self.state.snapshot(), spec), template=True)
+
+    def _reserve(
+        self, cycle: _Cycle, group: PodGroup, result: Placed | Unfit, *, template: bool = False
+    ) -> FilterResult:
+        """Publish a proposal as the gang's reservation in one step, or say why none fits."""
+        pod, key, offered, now = cycle.pod, group.key, cycle.offered, cycle.now
         rec = self.journal.record(key)
         if isinstance(result, Unfit):
             rec.proposal = None
@@ -294,16 +343,24 @@ class GangPlanner:
             Reservation(
                 group_key=key,
                 members=tuple(
-                    MemberReservation(p.uid, p.key, result.assignment[p.uid], p.requests)
+                    MemberReservation(
+                        p.uid,
+                        "" if p.uid.startswith(SLOT_PREFIX) else p.key,
+                        result.assignment[p.uid],
+                        p.requests,
+                    )
                     for p in result.members
                 ),
                 reserved_at=now,
                 expires_at=now + group.timeout_seconds,
+                template=template,
             )
         )
         cycle.reserved = reservation
         rec.proposal = result
-        reason = f"reserved {len(result.members)} member(s) on {', '.join(result.nodes)}"
+        slots = len(reservation.slots())
+        waiting = f" ({slots} of them for members not created yet)" if slots else ""
+        reason = f"reserved {len(result.members)} member(s){waiting} on {', '.join(result.nodes)}"
         if result.explanation:
             reason = f"{reason}; {result.explanation}"
         self._note(cycle, Outcome.COMMITTED, reason)
@@ -317,9 +374,18 @@ class GangPlanner:
 
     def _replan(self, cycle: _Cycle, member: MemberReservation) -> FilterResult:
         """kube-scheduler's own filters rejected the reserved node: re-plan once without it."""
-        pod, key, offered = cycle.pod, cycle.group.key, cycle.offered
+        refused = (
+            f"kube-scheduler did not offer node {member.node} reserved for pod {cycle.pod.key}"
+        )
+        return self._replan_for(cycle, refused, exclude=frozenset({member.node}))
+
+    def _replan_for(
+        self, cycle: _Cycle, refused: str, *, exclude: frozenset[str] = frozenset()
+    ) -> FilterResult:
+        """The reservation cannot serve this member (`refused` says why): release it and
+        re-plan once, without the `exclude`d nodes."""
+        key, offered = cycle.group.key, cycle.offered
         rec = self.journal.record(key)
-        refused = f"kube-scheduler did not offer node {member.node} reserved for pod {pod.key}"
         if rec.replans >= self.settings.replan_limit:
             rec.replans = 0
             reason = f"{refused} again after a re-plan; reservation released"
@@ -338,16 +404,12 @@ class GangPlanner:
         if isinstance(topology, str):
             return refuse_all(offered, topology)
         members = self.state.members(key)
+        if len(members) < group.min_member:
+            return self._before_quorum(cycle, group, members, topology)
         bound = [p for p in members if self.state.is_bound(p)]
         plan = self._plan_of(group)
         return self._plan_gang(
-            cycle,
-            group,
-            plan,
-            members,
-            bound,
-            topology=topology,
-            exclude=frozenset({member.node}),
+            cycle, group, plan, members, bound, topology=topology, exclude=exclude
         )
 
     def _place_extra(

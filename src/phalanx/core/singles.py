@@ -4,16 +4,22 @@ GPU-aware fit that treats reserved capacity as used, so a single pod never eats 
 gang's reservation. Eligibility (taints, selectors, affinity) is cached per pod shape until
 the node topology changes; the fit check is a set lookup and four int comparisons per
 offered node; reasons are worked out only for the nodes that do not fit.
+
+With `best` > 0 only that many best-fit feasible nodes are answered (`prioritize.best_fit`):
+with one, kube-scheduler has nothing to rank and skips the prioritize round trip. The other
+feasible nodes are simply left out (kube-scheduler treats them as filtered, without a reason:
+the pod is scheduled anyway); reasons are given only when no node fits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState
 from phalanx.core.decisions import FilterResult
 from phalanx.core.model import Pod
+from phalanx.core.prioritize import best_fit
 from phalanx.core.snapshot import COMMON_RESOURCES, Snapshot
 
 COMMON_SET = frozenset(COMMON_RESOURCES)
@@ -25,8 +31,15 @@ ELIGIBILITY_CACHE_SIZE = 1024
 class SingleFit:
     """The single-pod filter over a `ClusterState` (read only)."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        fragmentation: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
         self.state = state
+        # How broken each node's topology domains are (the planner's, cached per generation):
+        # the best-fit answer prefers broken cliques between equally good nodes.
+        self.fragmentation = fragmentation
         self._eligible: dict[tuple[object, ...], tuple[int, frozenset[str]]] = {}
 
     def eligible_nodes(self, pod: Pod) -> frozenset[str]:
@@ -47,7 +60,7 @@ class SingleFit:
         self._eligible[key] = (generation, nodes)
         return nodes
 
-    def filter(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
+    def filter(self, pod: Pod, offered: Sequence[str], *, best: int = 0) -> FilterResult:
         eligible = self.eligible_nodes(pod)
         request = pod.requests
         feasible: list[str]
@@ -70,6 +83,10 @@ class SingleFit:
             ]
         if len(eligible) < len(self.state.node_infos()):
             feasible = [n for n in feasible if n in eligible]
+        if best and feasible:
+            return FilterResult(
+                tuple(best_fit(self.state, pod, feasible, best, self.fragmentation))
+            )
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         if len(feasible) < len(offered):

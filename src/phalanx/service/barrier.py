@@ -306,8 +306,9 @@ class BindBarrier:
         reservation = self.state.reservation(key)
         if reservation is not None:
             for m in reservation.members:
-                placements[m.pod_key] = m.node
-                uids[m.pod_key] = m.pod_uid
+                if not m.is_slot:  # a slot no member claimed has no pod to record
+                    placements[m.pod_key] = m.node
+                    uids[m.pod_key] = m.pod_uid
         for p in self.state.members(key):
             node = self.state.bound_node(p)
             if node:

@@ -6,13 +6,18 @@ is issued; when the binding fails for good it is *forgotten* here, so nothing st
 without a binding in flight.
 
 Retries: a failure whose pod still exists is retried with backoff (the capacity is ours, so
-retrying is safe); a pod that is gone, or a conflict (bound elsewhere), is never retried.
+retrying is safe), within `timeout_seconds` of the first attempt; a pod that is gone, or a
+conflict (bound elsewhere), is never retried. The live source's writer also retries overload
+(429 with Retry-After, 5xx, no answer) itself until that deadline, so one attempt there
+already spans it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from phalanx.core.barrier import fits_alone
@@ -31,6 +36,9 @@ class BindSettings:
     retries: int = 3
     # First backoff between retries (seconds, doubling each time).
     backoff_seconds: float = 0.2
+    # How long one pod's binding may take, retries included (seconds): kube-scheduler's
+    # /bind httpTimeout (30 s in the chart) minus the barrier timeout (20 s) leaves 10.
+    timeout_seconds: float = 8.0
 
 
 class Binder:
@@ -42,11 +50,14 @@ class Binder:
         source: ClusterSource,
         metrics: Metrics,
         settings: BindSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state = state
         self.source = source
         self.metrics = metrics
         self.settings = settings or BindSettings()
+        self.clock = clock
 
     async def bind_alone(self, pod: Pod, node: str) -> str:
         """Bind a pod that waits for nobody, if it still fits; "" or the error to report."""
@@ -60,12 +71,15 @@ class Binder:
         """Issue the binding of an assumed pod; forget it on failure. "" or the error."""
         binding = Binding(pod.ref, node)
         attempts = 1 + self.settings.retries
+        deadline = self.clock() + self.settings.timeout_seconds
         for attempt in range(attempts):
             try:
-                await self.source.bind(binding)
+                await self.source.bind(binding, timeout_seconds=max(0.0, deadline - self.clock()))
             except BindError as exc:
-                if not (exc.gone or exc.conflict) and attempt + 1 < attempts:
-                    await asyncio.sleep(self.settings.backoff_seconds * 2**attempt)
+                pause = self.settings.backoff_seconds * 2**attempt
+                retry = not (exc.gone or exc.conflict) and attempt + 1 < attempts
+                if retry and self.clock() + pause < deadline:
+                    await asyncio.sleep(pause)
                     continue
                 result = "gone" if exc.gone else "conflict" if exc.conflict else "failed"
                 return self._failed(binding, result, str(exc))

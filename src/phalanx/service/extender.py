@@ -57,10 +57,19 @@ class ServiceSettings:
     # is safe); a conflict (bound elsewhere) is never retried.
     bind_retries: int = 3
     bind_retry_backoff_seconds: float = 0.2
+    # How long one pod's binding may take, overload retries included (seconds); see
+    # phalanx.service.binder.BindSettings.
+    bind_timeout_seconds: float = 8.0
     # How often reservations are checked for expiry (seconds).
     expiry_interval_seconds: float = 1.0
     # How commit records are rolled forward after a crash (sources that keep them).
     roll_forward: RollForwardSettings = field(default_factory=RollForwardSettings)
+    # Reserve interchangeable gangs from their first member's shape before every member
+    # exists (phalanx.core.template); False: quorum first for every gang.
+    template_reservation: bool = True
+    # Single pods: filter answers at most this many best-fit nodes (1: no prioritize round
+    # trip); 0: every feasible node.
+    single_pod_nodes: int = 1
 
 
 class Extender:
@@ -85,6 +94,8 @@ class Extender:
             PlannerSettings(
                 default_placement=s.default_placement,
                 default_timeout_seconds=s.default_timeout_seconds,
+                template_reservation=s.template_reservation,
+                single_pod_nodes=s.single_pod_nodes,
                 topologies=s.topologies,
             ),
         )
@@ -105,7 +116,8 @@ class Extender:
             self.state,
             source,
             self.metrics,
-            BindSettings(s.bind_retries, s.bind_retry_backoff_seconds),
+            BindSettings(s.bind_retries, s.bind_retry_backoff_seconds, s.bind_timeout_seconds),
+            clock=clock,
         )
         self.barrier = BindBarrier(
             self.state,

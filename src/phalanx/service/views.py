@@ -51,9 +51,9 @@ class GangViews:
             "expires_in_seconds": round(max(0.0, reservation.expires_at - self.clock()), 3),
             "members": [
                 {
-                    "pod": m.pod_key,
+                    "pod": m.pod_key or None,  # None: a slot for a member not created yet
                     "node": m.node,
-                    "state": m.state.value,
+                    "state": "slot" if m.is_slot else m.state.value,
                     "gpus": m.requests.gpus(),
                 }
                 for m in reservation.members

@@ -58,8 +58,9 @@ class ClusterSource(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def bind(self, binding: Binding) -> None:
-        """Create the binding; raise BindError on failure."""
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        """Create the binding; raise BindError on failure. Overload may be retried within
+        `timeout_seconds` (None: the source's own default); a conflict never is."""
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         """Persist the gang's placement before any of its bindings is issued."""

@@ -136,7 +136,8 @@ class ClusterFileSource:
         if self._sink is not None:
             self._sink(update)
 
-    async def bind(self, binding: Binding) -> None:
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        del timeout_seconds  # in memory: answered at once
         if self._sink is None:
             raise BindError("cluster file source is not started")
         outcome: list[BindError] = []

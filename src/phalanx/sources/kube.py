@@ -58,9 +58,11 @@ from phalanx.sources.informer import (
     Kind,
     Upsert,
 )
+from phalanx.sources.kube_async import AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod, decode_pod_group
 from phalanx.sources.kube_reports import Reports
-from phalanx.sources.kube_writes import KubeApi, PooledWriter, Writer, WriteSettings
+from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
+from phalanx.sources.kubeclient import KubeClient, in_cluster_access, kubeconfig_access
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 
 log = logging.getLogger(__name__)
@@ -183,25 +185,39 @@ class KubeSource:
         *,
         context: str | None = None,
         namespace: str | None = None,
+        api_settings: AsyncKubeSettings | None = None,
         **kwargs: Any,
     ) -> KubeSource:
-        """`phalanx serve --kubeconfig PATH`; `kwargs` as for the constructor."""
-        from phalanx.sources.kubeclient import KubeClient  # noqa: PLC0415  # the only kubernetes import
-
+        """`phalanx serve --kubeconfig PATH`; `kwargs` as for the constructor. Watches and the
+        lease use the blocking client on their threads; writes go through `AsyncWriter`."""
         api = KubeClient.from_kubeconfig(path, context=context)
-        return cls(api, namespace=namespace or "default", name=f"kubeconfig {path}", **kwargs)
+        writer = AsyncWriter(kubeconfig_access(path, context=context), api_settings)
+        return cls(
+            api,
+            namespace=namespace or "default",
+            name=f"kubeconfig {path}",
+            writer=writer,
+            **kwargs,
+        )
 
     @classmethod
-    def in_cluster(cls, *, namespace: str | None = None, **kwargs: Any) -> KubeSource:
+    def in_cluster(
+        cls,
+        *,
+        namespace: str | None = None,
+        api_settings: AsyncKubeSettings | None = None,
+        **kwargs: Any,
+    ) -> KubeSource:
         """`phalanx serve --in-cluster`: the pod's service account and namespace."""
-        from phalanx.sources.kubeclient import KubeClient  # noqa: PLC0415
-
         if namespace is None:
             try:
                 namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text(encoding="utf-8").strip()
             except OSError:
                 namespace = "default"
-        return cls(KubeClient.in_cluster(), namespace=namespace, name="in-cluster", **kwargs)
+        writer = AsyncWriter(in_cluster_access(), api_settings)
+        return cls(
+            KubeClient.in_cluster(), namespace=namespace, name="in-cluster", writer=writer, **kwargs
+        )
 
     # ---- ClusterSource: lifecycle ------------------------------------------------------
 
@@ -441,9 +457,9 @@ class KubeSource:
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
 
-    async def bind(self, binding: Binding) -> None:
-        """One attempt: the service decides about retries (a conflict is never retried)."""
-        await self.writer.bind(binding)
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        """Overload is retried within `timeout_seconds` (the writer's); a conflict never is."""
+        await self.writer.bind(binding, timeout_seconds=timeout_seconds)
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         await self.commits.write(record)

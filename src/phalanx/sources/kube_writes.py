@@ -1,16 +1,23 @@
 """The write side of the Kubernetes API, as the source uses it: bindings, merge patches, POSTs.
 
-`Writer` is the seam: the source never calls the API directly for a write. `PooledWriter`
-runs the blocking client (`kubeclient.KubeClient`) on a bounded thread pool, off the event
-loop. A binding is one attempt (the service decides about retries: a conflict is never
-retried blindly); patches and POSTs are idempotent and retried with backoff while the
-failure is transient (no answer, 429, 5xx).
+`Writer` is the seam: the source never calls the API directly for a write.
+
+* `AsyncWriter` (what `phalanx serve` uses): `kube_async.AsyncKubeClient` on the event loop,
+  many requests in flight, limited by the client's QPS/burst; overload (429 with
+  Retry-After, 5xx, no answer) is retried with backoff until the caller's deadline.
+* `PooledWriter`: the blocking `kubeclient.KubeClient` on a bounded thread pool (a test's
+  fake API, or `bench/bench_binder.py`'s baseline); idempotent writes retried while the
+  failure is transient.
+
+A binding is never retried on a conflict (bound elsewhere) or when the pod is gone; what
+is left to retry after `timeout_seconds`, the service's binder decides.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +25,8 @@ from typing import Any, Protocol, TypeVar
 
 from phalanx.core.model import Binding
 from phalanx.sources.informer import ApiError, Transport
+from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
+from phalanx.sources.kubeclient import ClusterAccess
 
 T = TypeVar("T")
 
@@ -39,7 +48,7 @@ class KubeApi(Transport, Protocol):
 class Writer(Protocol):
     """Writes to the API from the event loop; raises ApiError (BindError for a binding)."""
 
-    async def bind(self, binding: Binding) -> None: ...
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None: ...
 
     async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
 
@@ -87,7 +96,8 @@ class PooledWriter:
                 await asyncio.sleep(self.settings.backoff_seconds * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def bind(self, binding: Binding) -> None:
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        del timeout_seconds  # one attempt, bounded by the client's own request timeout
         await self._call(self.api.bind, binding)
 
     async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,3 +108,44 @@ class PooledWriter:
 
     async def aclose(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class AsyncWriter:
+    """`Writer` over `AsyncKubeClient`. The client is made on first use, inside the running
+    event loop that owns it (aiohttp's connections belong to one loop)."""
+
+    def __init__(self, access: ClusterAccess, settings: AsyncKubeSettings | None = None) -> None:
+        self.access = access
+        self.settings = settings or AsyncKubeSettings()
+        self._client: AsyncKubeClient | None = None
+
+    @property
+    def client(self) -> AsyncKubeClient:
+        if self._client is None:
+            self._client = AsyncKubeClient.from_access(self.access, settings=self.settings)
+        return self._client
+
+    @staticmethod
+    def _deadline(timeout_seconds: float | None) -> float | None:
+        return None if timeout_seconds is None else time.monotonic() + timeout_seconds
+
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        pod = binding.pod
+        await self.client.bind(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            binding.node,
+            deadline=self._deadline(timeout_seconds),
+        )
+
+    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.client.patch(path, body)
+
+    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.client.post(path, body)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,159 @@
+"""Template reservation: an interchangeable gang is reserved from its first member's shape
+before every sibling exists; members claim slots as they arrive (phalanx.core.template)."""
+
+from dataclasses import replace
+
+import pytest
+
+from builders import gang, gpu_node, pod, podgroup
+from phalanx.core.cache import ClusterState, MemberState
+from phalanx.core.journal import Outcome
+from phalanx.core.model import NVIDIA_GPU, Resources
+from phalanx.core.planner import GangPlanner
+
+NODES = ["n1", "n2", "n3"]
+
+
+def setup(*pods, group=None, nodes=NODES):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(gpu_node(n))
+    if group is not None:
+        state.upsert_group(group)
+    for p in pods:
+        state.upsert_pod(p)
+    return state, GangPlanner(state)
+
+
+def arrive(state, planner, member, offered=NODES, now=1):
+    state.upsert_pod(member)
+    return planner.filter(member, offered, now=now).result
+
+
+def test_the_first_member_reserves_slots_for_the_members_not_created_yet():
+    members = gang("g", 4, 4)
+    state, planner = setup(members[0], group=podgroup("g", 4))
+    decision = planner.filter(members[0], NODES, now=0)
+    reservation = state.reservation("default/g")
+    assert decision.reserved is reservation
+    assert reservation.template
+    assert len(reservation.members) == 4
+    assert len(reservation.slots()) == 3
+    assert state.reserved_gpus() == 16
+    assert decision.result.feasible == (reservation.node_of(members[0].uid),)
+    assert "3 of them for members not created yet" in decision.events[0].reason
+
+
+def test_siblings_claim_slots_as_they_arrive_without_a_re_plan():
+    members = gang("g", 4, 4)
+    state, planner = setup(members[0], group=podgroup("g", 4))
+    planner.filter(members[0], NODES, now=0)
+    serial = state.reservation("default/g").serial
+    for m in members[1:]:
+        result = arrive(state, planner, m)
+        assert result.feasible == (state.reservation("default/g").node_of(m.uid),)
+    reservation = state.reservation("default/g")
+    assert reservation.serial == serial
+    assert reservation.slots() == ()
+    assert {m.pod_uid for m in reservation.members} == {m.uid for m in members}
+    assert state.reserved_gpus() == 16
+
+
+def test_a_member_of_another_shape_matches_no_slot_and_the_gang_waits_for_its_quorum():
+    members = gang("g", 3, 4)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    bigger = replace(members[1], requests=members[1].requests + Resources({NVIDIA_GPU: 4}))
+    result = arrive(state, planner, bigger)
+    assert state.reservation("default/g") is None  # released: mixed shapes wait for quorum
+    assert state.reserved_gpus() == 0
+    assert "waiting for gang members: 2/3 exist" in next(iter(result.unresolvable.values()))
+    assert Outcome.REPLANNED in [e.outcome for e in planner.events]
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        podgroup("g", 3, plan='{"sequence": [{"execute": "a"}, {"execute": "b"}]}'),
+        podgroup("g", 3, differentiable=frozenset({"a", "b"})),
+    ],
+    ids=["with-a-plan", "with-differentiable-members"],
+)
+def test_gangs_that_are_not_interchangeable_keep_quorum_first(group):
+    first = gang("g", 3, 4)[0]
+    state, planner = setup(first, group=group)
+    result = planner.filter(first, NODES, now=0).result
+    assert state.reservation("default/g") is None
+    assert "waiting for gang members: 1/3 exist" in next(iter(result.unresolvable.values()))
+
+
+def test_existing_members_of_mixed_shapes_keep_quorum_first():
+    a, b = pod("g-0", 4, group="g"), pod("g-1", 2, group="g")
+    state, planner = setup(a, b, group=podgroup("g", 3))
+    planner.filter(a, NODES, now=0)
+    assert state.reservation("default/g") is None
+
+
+def test_a_claimed_member_that_vanishes_gives_its_slot_back_to_its_replacement():
+    members = gang("g", 3, 4)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    arrive(state, planner, members[1])
+    serial = state.reservation("default/g").serial
+    state.remove_pod(members[1].uid)
+    assert len(state.reservation("default/g").slots()) == 2
+    assert state.reserved_gpus() == 12  # nothing returned: the slot still holds it
+    again = replace(members[1], uid="recreated", name="g-1b")
+    assert len(arrive(state, planner, again).feasible) == 1
+    reservation = state.reservation("default/g")
+    assert reservation.member("recreated") is not None
+    assert reservation.serial == serial
+
+
+def test_min_resources_raise_each_slot_to_its_share():
+    first = gang("g", 2, 2)[0]
+    group = replace(podgroup("g", 2), min_resources=Resources({NVIDIA_GPU: 8}))
+    state, planner = setup(first, group=group)
+    planner.filter(first, NODES, now=0)
+    reservation = state.reservation("default/g")
+    assert [m.requests.gpus() for m in reservation.members] == [2, 4]  # own, then a slot
+
+
+def test_a_slot_on_a_node_kube_scheduler_did_not_offer_is_traded_for_an_offered_one():
+    members = gang("g", 3, 8)  # one member per node
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    reservation = state.reservation("default/g")
+    slot_nodes = [m.node for m in reservation.slots()]
+    result = arrive(state, planner, members[1], offered=[slot_nodes[1]])
+    assert result.feasible == (slot_nodes[1],)
+    assert state.reservation("default/g").serial == reservation.serial
+
+
+def test_unclaimed_slots_expire_like_any_reservation_and_say_so():
+    first = gang("g", 3, 4)[0]
+    state, planner = setup(first, group=replace(podgroup("g", 3), timeout_seconds=30))
+    planner.filter(first, NODES, now=0)
+    [event] = planner.expire(now=31)
+    assert event.outcome is Outcome.EXPIRED
+    assert "a slot no member claimed" in event.reason
+    assert state.reserved_gpus() == 0
+
+
+def test_a_template_gang_that_cannot_fit_reserves_nothing():
+    first = gang("g", 4, 8)[0]
+    state, planner = setup(first, group=podgroup("g", 4))
+    result = planner.filter(first, NODES, now=0).result
+    assert state.reservations() == {}
+    assert "cannot place 4 member(s) of gang default/g" in next(iter(result.unresolvable.values()))
+
+
+def test_assuming_a_claimed_member_moves_its_slot_capacity_to_the_pod():
+    members = gang("g", 2, 4)
+    state, planner = setup(members[0], group=podgroup("g", 2))
+    planner.filter(members[0], NODES, now=0)
+    arrive(state, planner, members[1])
+    node = state.reservation("default/g").node_of(members[1].uid)
+    state.assume(members[1].uid, node)
+    assert state.reservation("default/g").member(members[1].uid).state is MemberState.ASSUMED
+    assert state.reserved_gpus() == 4

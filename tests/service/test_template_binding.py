@@ -1,0 +1,52 @@
+"""A gang reserved from its template binds only once its quorum has reached /bind: slots
+held for members not created yet never let part of the gang bind."""
+
+import asyncio
+
+import pytest
+from support import NODES, RecordingSource, bind, pod_of, reserve_all, started
+
+from builders import pod_obj, podgroup_obj
+
+pytestmark = pytest.mark.anyio
+
+
+def first_two_of_three():
+    return [podgroup_obj("g", 3), *(pod_obj(f"g-{i}", 4, group="g") for i in range(2))]
+
+
+async def test_members_that_exist_are_held_until_the_last_one_is_created_and_binds():
+    ext, source = await started(first_two_of_three(), source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    assert len(ext.state.reservation("default/g").slots()) == 1
+    held = [asyncio.create_task(bind(ext, n, nodes[n])) for n in nodes]
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in held)
+    assert source.bindings == []
+    source.apply(pod_obj("g-2", 4, group="g"))
+    nodes.update(reserve_all(ext, ["g-2"]))  # claims the slot
+    assert await bind(ext, "g-2", nodes["g-2"]) == ""
+    assert await asyncio.gather(*held) == ["", ""]
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
+    assert set(source.records["default/g"].placements) == {f"default/g-{i}" for i in range(3)}
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+async def test_a_slot_never_claimed_lets_nothing_bind_and_the_barrier_gives_up():
+    ext, source = await started(first_two_of_three(), barrier=0.2)
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    errors = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    assert all("only 2 of 3 member(s) reached bind" in e for e in errors)
+    assert source.bindings == []
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+async def test_the_debug_view_shows_unclaimed_slots():
+    ext, _ = await started(first_two_of_three())
+    ext.filter(pod_of(ext, "g-0"), NODES)
+    members = ext.debug_group("default", "g")["reservation"]["members"]
+    assert sorted(m["state"] for m in members) == ["reserved", "reserved", "slot"]
+    assert [m["pod"] for m in members if m["state"] == "slot"] == [None]
+    await ext.stop()

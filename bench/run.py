@@ -1,11 +1,11 @@
 """End-to-end benchmark: Phalanx against vanilla kube-scheduler and scheduler-plugins'
 Coscheduling, on one real control plane, same nodes, same workloads, one run.
 
-    python bench/run.py                  # everything (make bench); ~6 min on 2 cores
+    python bench/run.py                  # everything (make bench); ~20 min on 2 cores
     python bench/run.py --quick          # 1/10 scale, a few minutes (CI smoke)
     python bench/run.py --only phalanx,vanilla --workloads singles,gangs
     python bench/run.py --profile-phalanx   # Phalanx under pyinstrument (dev-only tool)
-    python bench/run.py --workloads topology  # only the NVL72 churn benchmark
+    python bench/run.py --workloads topology  # only the NVL72 churn benchmark (~14 min)
 
 Writes ``bench/results/<date>.json`` (every figure, the machine, the versions, each
 scheduler's configuration), ``<date>.md`` (tables with ratios against vanilla and

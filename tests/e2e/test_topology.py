@@ -163,3 +163,40 @@ def test_bad_topology_intent_is_an_event_on_the_group_and_binds_nothing(
     )
     cluster.wait_event(typo[0], 'required level "clique" is not a level', reason="FailedScheduling")
     cluster.assert_unbound_for([*typo, *uneven], 2.0)
+
+
+def test_a_node_with_inconsistent_labels_is_said_once_on_the_node_and_kept_apart(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+) -> None:
+    labels = racks(cluster)
+    ns = cluster.namespace
+    # A fourth node claims clique 0 but sits under leaf 1: the labels contradict the others'.
+    stray = cluster.node(
+        "stray", GPUS, clique=f"{ns}-c0", labels={SPINE: f"{ns}-s0", LEAF: f"{ns}-l1"}
+    )
+    cluster.nodes_ready()
+    cluster.pod_group("rack", 4, annotations={REQUIRED: CLIQUE})
+    names = members(cluster, "rack", 4)  # only clique 0 "has" four nodes, one of them stray
+    cluster.assert_unbound_for(names, 2.0)
+
+    def node_event() -> dict | None:
+        events = cluster.api.items("/api/v1/namespaces/default/events")
+        return next(
+            (
+                e
+                for e in events
+                if (e.get("involvedObject") or {}).get("name") == stray
+                and e.get("reason") == "InconsistentTopologyLabels"
+            ),
+            None,
+        )
+
+    event = cluster.wait("the Node's InconsistentTopologyLabels event", node_event)
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "Node"
+    assert f"{CLIQUE}={ns}-c0 is under" in event["message"]
+    assert event.get("count", 1) == 1
+    assert phalanx.metric("phalanx_topology_inconsistent_nodes") >= 1
+    assert all(node != stray for node in cluster.placement().values())
+    assert labels  # the three cliques of three stay as they are

@@ -194,3 +194,17 @@ async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones():
         in ext.debug_group("default", "k")["last_reason"]
     )
     await ext.stop()
+
+
+async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed():
+    clock = Clock()
+    source = ScriptedSource([*rack(2), *gang("g", 2, {REQUIRED: CLIQUE})])
+    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=clock)
+    await ext.start()
+    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    assert "placed within" in ext.reporter.group_status("default/g").message
+    clock.now += 120
+    ext.expire()
+    message = ext.reporter.group_status("default/g").message
+    assert "placed within" not in message
+    await ext.stop()

@@ -147,9 +147,10 @@ class Reporter:
             start = self.wall_clock() - (self.clock() - rec.first_filter_at)
         message = rec.last_reason if rec is not None else ""
         proposal = rec.proposal if rec is not None else None
-        if proposal is not None and proposal.explanation and proposal.explanation not in message:
+        placed = rec is not None and rec.last_outcome in (Outcome.COMMITTED, Outcome.BOUND)
+        if placed and proposal is not None and proposal.explanation not in message:
             # Once bound, the decision text no longer says where the gang landed.
-            message = f"{message}; {proposal.explanation}" if message else proposal.explanation
+            message = f"{message}; {proposal.explanation}"
         return GroupStatus(
             group_key=key,
             phase=phase,

@@ -7,6 +7,9 @@ the body and echoes the names) as separate processes, then measures from a third
   nodeCacheCapable mode) against the floor: p50, p99 and the p50 ratio;
 * the first `/filter` of a 64-member gang on 5,000 nodes (it plans and reserves the gang);
 * the bind barrier: 64 concurrent `/bind`s, from the last one sent to all answered;
+* the gang's partially-bound window as Phalanx sees it (`phalanx_gang_bind_window_seconds`:
+  first to last binding landing; in memory here, so Phalanx's own share of the window; the
+  API server's share is bench_binder.py's);
 * full-`Nodes` mode at 1,000 nodes (the mode to discourage) against `NodeNames` mode.
 
     python bench/bench_extender.py [--requests 200] [--json out.json]
@@ -142,6 +145,26 @@ async def barrier(
         }
 
 
+def bind_window(metrics: str) -> dict[str, float | None]:
+    """phalanx_gang_bind_window_seconds, from /metrics: the mean, and the upper bound of the
+    smallest bucket holding every gang (the longest window, to a bucket)."""
+    total = count = 0.0
+    buckets: list[tuple[float, float]] = []
+    for line in metrics.splitlines():
+        if line.startswith("phalanx_gang_bind_window_seconds_sum"):
+            total = float(line.split()[-1])
+        elif line.startswith("phalanx_gang_bind_window_seconds_count"):
+            count = float(line.split()[-1])
+        elif line.startswith("phalanx_gang_bind_window_seconds_bucket"):
+            le = line.split('le="')[1].split('"')[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+    longest = next((le for le, n in sorted(buckets) if count and n >= count), None)
+    return {
+        "gang64_partial_window_mean_ms": round(total / count * 1000, 3) if count else None,
+        "gang64_partial_window_max_le_ms": round(longest * 1000, 3) if longest else None,
+    }
+
+
 def run(requests: int) -> dict[str, Any]:
     python = sys.executable
     results: dict[str, Any] = {"machine": f"{os.cpu_count()} cores", "rows": []}
@@ -202,6 +225,7 @@ def run(requests: int) -> dict[str, Any]:
                         row["gang64_last_bind_to_all_bound_max_ms"] = round(
                             max(g["last_bind_to_all_bound_ms"] for g in gangs), 2
                         )
+                        row.update(bind_window(client.get(f"{url}/metrics").text))
                     results["rows"].append(row)
     return results
 

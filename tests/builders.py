@@ -304,11 +304,12 @@ def podgroup_obj(
     namespace: str = "default",
     annotations: dict[str, str] | None = None,
     timeout: int | None = None,
+    status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member}
     if timeout is not None:
         spec["scheduleTimeoutSeconds"] = timeout
-    return {
+    obj: dict[str, Any] = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "PodGroup",
         "metadata": {
@@ -319,6 +320,9 @@ def podgroup_obj(
         },
         "spec": spec,
     }
+    if status is not None:
+        obj["status"] = status
+    return obj
 
 
 def volcano_podgroup_obj(
@@ -423,6 +427,49 @@ def workload_obj(
                 }
                 for group, count in pod_groups.items()
             ],
+        },
+    }
+
+
+def event_obj(
+    kind: str,
+    name: str,
+    reason: str,
+    message: str,
+    *,
+    namespace: str = "default",
+    at: str = "2026-01-01T00:00:00Z",
+    component: str = "phalanx",
+    warning: bool = False,
+    count: int = 1,
+) -> dict[str, Any]:
+    """A core/v1 Event about `kind`/`name`, as Phalanx and kube-scheduler write them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{reason}.{at}", "namespace": namespace},
+        "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+        "reason": reason,
+        "message": message,
+        "type": "Warning" if warning else "Normal",
+        "reportingComponent": component,
+        "lastTimestamp": at,
+        "count": count,
+    }
+
+
+def lease_obj(
+    name: str, holder: str, *, namespace: str = "phalanx-system", renewed: str = ""
+) -> dict[str, Any]:
+    """A coordination.k8s.io/v1 Lease held by `holder` ("" for nobody)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 15,
+            "renewTime": renewed or "2026-01-01T00:00:00.000000Z",
         },
     }
 

@@ -273,6 +273,14 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Partially-bound window per gang",
+            "From the first to the last binding of a gang's quorum landing (p50 / p99): how long "
+            "the gang was partially bound in the API. One round trip of the bind fan-out.",
+            units.Seconds,
+            quantiles(m, "phalanx_gang_bind_window_seconds", (0.5, 0.99)),
+            width=12,
+        ),
+        timeseries_panel(
             "Bind barrier waiters",
             "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
             "at most the barrier timeout (20 s by default).",

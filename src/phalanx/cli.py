@@ -37,7 +37,7 @@ from phalanx.service.metrics import Metrics
 from phalanx.settings import Settings, describe_error, env_var, flag
 from phalanx.sources.base import ClusterSource
 from phalanx.sources.clusterfile import ClusterFileError, ClusterFileSource, load_objects
-from phalanx.sources.kube import KubeSource
+from phalanx.sources.kube import KubeSource, load_scheduler_config
 from phalanx.sources.kube_async import AsyncKubeSettings
 
 log = logging.getLogger("phalanx.cli")
@@ -243,13 +243,25 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
             raise UsageError(str(exc)) from exc
     served = settings.scheduler_names
     api = AsyncKubeSettings(qps=settings.api_qps, burst=settings.api_burst)
+    config = None
+    if settings.scheduler_config is not None:
+        try:
+            config = load_scheduler_config(settings.scheduler_config)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "in-cluster config"
     try:
         if settings.kubeconfig is not None:
             return KubeSource.from_kubeconfig(
-                settings.kubeconfig, scheduler_names=served, metrics=metrics, api_settings=api
+                settings.kubeconfig,
+                scheduler_names=served,
+                metrics=metrics,
+                api_settings=api,
+                scheduler_config=config,
             )
-        return KubeSource.in_cluster(scheduler_names=served, metrics=metrics, api_settings=api)
+        return KubeSource.in_cluster(
+            scheduler_names=served, metrics=metrics, api_settings=api, scheduler_config=config
+        )
     except Exception as exc:
         # The client library's own errors (missing file, no current context, no service
         # account) are bad input here; its exception types stay inside the source.

@@ -92,6 +92,12 @@ class Settings(BaseSettings):
         description="schedulerName(s) of the kube-scheduler profiles this Phalanx serves; "
         "pods naming another scheduler are never touched. Env: comma-separated.",
     )
+    scheduler_config: Path | None = Field(
+        default=None,
+        description="The KubeSchedulerConfiguration kube-scheduler runs with (the chart "
+        "mounts it). Read at start to check that the profiles Phalanx serves disable "
+        "kube-scheduler's own GangScheduling: two gang logics on one pod is a bug.",
+    )
     default_placement: str = Field(
         default="pack",
         description="Placement policy of a gang that declares none: pack, same-node, spread, "

@@ -100,3 +100,14 @@ GARBAGE: list[tuple[str, bytes, str]] = [
         "NodeNameToVictims['n1'].Pods[0].metadata.uid must be a non-empty string",
     ),
 ]
+
+VERBS = ["filter", "prioritize", "bind", "preempt"]
+
+# (id, body, what the refusal names): a body that is no JSON object at all, for every verb.
+NOT_AN_OBJECT: list[tuple[str, bytes, str]] = [
+    ("not-json", b"not json", "request body is not JSON"),
+    ("empty", b"", "request body is not JSON"),
+    ("array", b"[1, 2]", "request body must be a JSON object, not an array"),
+    ("null", b"null", "request body must be a JSON object, not null"),
+    ("string", b'"Pod"', "request body must be a JSON object, not a string"),
+]

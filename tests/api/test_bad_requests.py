@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from api_harness import Phalanx, fixture_bytes, serve, small_cluster
-from garbage_requests import GARBAGE
+from garbage_requests import GARBAGE, NOT_AN_OBJECT, VERBS
 
 pytestmark = pytest.mark.anyio
 
@@ -32,6 +32,26 @@ async def test_garbage_gets_400_naming_the_problem_and_the_server_goes_on(
     assert error.startswith(f"bad {verb} request: ")
     assert problem in error
     assert phalanx.count(verb, "bad-request") == 1
+    await assert_still_serving(phalanx)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [(raw, problem) for _, raw, problem in NOT_AN_OBJECT],
+    ids=[name for name, _, _ in NOT_AN_OBJECT],
+)
+async def test_a_body_that_is_no_json_object_gets_400_naming_it_on_every_verb(
+    phalanx: Phalanx, verb: str, raw: bytes, problem: str
+) -> None:
+    response = await phalanx.post(verb, raw)
+
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json"
+    assert list(response.json()) == ["error"]
+    assert response.json()["error"].startswith(f"bad {verb} request: {problem}")
+    assert phalanx.count(verb, "bad-request") == 1
+    assert phalanx.source.bindings == []
     await assert_still_serving(phalanx)
 
 

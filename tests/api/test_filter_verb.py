@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from api_harness import Phalanx, as_sent, fixture_bytes, fixture_json, serve
 
@@ -125,3 +127,20 @@ async def test_by_default_a_single_pod_gets_only_its_best_fit_node_so_prioritize
         answer = (await phalanx.post("filter", body)).json()
     assert answer["Error"] == ""
     assert answer["NodeNames"] == ["gpu-b"]  # the fullest that fits; kube-scheduler has no choice
+
+
+async def test_a_pod_the_model_holds_at_the_same_version_is_read_from_the_model() -> None:
+    # The informer parsed this very object (same UID and resourceVersion): the request's
+    # copy is not parsed again. Here it is made unreadable on purpose, to show which is read.
+    stored = {**pod_obj("solo", namespace="team-a")}
+    stored["metadata"] = {**stored["metadata"], "resourceVersion": "42"}
+    sent = copy.deepcopy(as_sent(stored))
+    sent["spec"]["containers"][0]["resources"]["requests"]["memory"] = "a lot"
+    cluster = [node_obj("gpu-a"), stored]
+    async with serve(cluster) as phalanx:
+        same = (await phalanx.post("filter", {"Pod": sent, "NodeNames": ["gpu-a"]})).json()
+        sent["metadata"]["resourceVersion"] = "43"  # a newer object: parsed, and refused
+        newer = (await phalanx.post("filter", {"Pod": sent, "NodeNames": ["gpu-a"]})).json()
+    assert same["NodeNames"] == ["gpu-a"]
+    assert newer["NodeNames"] == []
+    assert "memory" in newer["Error"] or "memory" in str(newer["FailedAndUnresolvableNodes"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
 from api_harness import fixture_bytes, serve, small_cluster
@@ -28,9 +29,11 @@ class FailingOnce(Extender):
             self.armed.discard(verb)
             raise RuntimeError(f"boom in {verb}")
 
-    def filter(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
+    def filter(
+        self, pod: Pod, offered: Sequence[str], offered_set: AbstractSet[str] | None = None
+    ) -> FilterResult:
         self._trip("filter")
-        return super().filter(pod, offered)
+        return super().filter(pod, offered, offered_set)
 
     def prioritize(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
         self._trip("prioritize")

@@ -56,31 +56,51 @@ async def test_an_unreadable_preemptor_preempts_nothing(phalanx: Phalanx) -> Non
     assert phalanx.count("preempt", "error") == 1
 
 
-def bound_gang() -> list[dict[str, Any]]:
-    """Gang `job` (minMember 2) bound on gpu-a, with a lone pod beside it."""
+def bound_gang(job_1_on: str) -> list[dict[str, Any]]:
+    """Gang `job` (minMember 2): job-0 on gpu-a, job-1 on `job_1_on`; a lone pod on gpu-b."""
     return [
         node_obj("gpu-a"),
         node_obj("gpu-b"),
         podgroup_obj("job", 2, namespace="team-a"),
         pod_obj("job-0", 2, namespace="team-a", group="job", node="gpu-a", phase="Running"),
-        pod_obj("job-1", 2, namespace="team-a", group="job", node="gpu-a", phase="Running"),
+        pod_obj("job-1", 2, namespace="team-a", group="job", node=job_1_on, phase="Running"),
         pod_obj("lone", 2, namespace="team-a", node="gpu-b", phase="Running"),
     ]
 
 
-async def test_victims_that_would_leave_a_gang_partial_are_answered_whole_or_dropped() -> None:
+LONE = {"Pods": [{"UID": "uid-team-a-lone"}], "NumPDBViolations": 3}
+
+
+@pytest.mark.parametrize(
+    ("job_1_on", "expected"),
+    [
+        (
+            "gpu-a",
+            {
+                "gpu-a": {
+                    "Pods": [{"UID": "uid-team-a-job-0"}, {"UID": "uid-team-a-job-1"}],
+                    "NumPDBViolations": 0,
+                },
+                "gpu-b": LONE,
+            },
+        ),
+        ("gpu-b", {"gpu-b": LONE}),
+    ],
+    ids=["whole-gang-on-the-node:-widened", "gang-across-nodes:-node-dropped"],
+)
+async def test_victims_that_would_leave_a_gang_partial_are_widened_to_it_or_dropped(
+    job_1_on: str, expected: dict[str, Any]
+) -> None:
     preemptor = as_sent(pod_obj("urgent", 4, namespace="team-a"))
     request = {
         "Pod": preemptor,
         "NodeNameToMetaVictims": {
             "gpu-a": {"Pods": [{"UID": "uid-team-a-job-0"}], "NumPDBViolations": 0},
-            "gpu-b": {"Pods": [{"UID": "uid-team-a-lone"}], "NumPDBViolations": 3},
+            "gpu-b": LONE,
         },
     }
-    async with serve(bound_gang()) as phalanx:
-        answer = (await phalanx.post("preempt", request)).json()["NodeNameToMetaVictims"]
+    async with serve(bound_gang(job_1_on)) as phalanx:
+        response = await phalanx.post("preempt", request)
 
-    assert answer["gpu-b"] == {"Pods": [{"UID": "uid-team-a-lone"}], "NumPDBViolations": 3}
-    if "gpu-a" in answer:  # widened to the whole gang, never half of it
-        uids = {p["UID"] for p in answer["gpu-a"]["Pods"]}
-        assert uids == {"uid-team-a-job-0", "uid-team-a-job-1"}
+    assert response.status_code == 200
+    assert response.json() == {"NodeNameToMetaVictims": expected}

@@ -93,7 +93,7 @@ def test_results_carry_ratios_goals_latency_and_process_figures(
     doc, _ = quick_results
     assert set(doc["ratios"]) == set(WORKLOADS)
     assert all(set(peers) == {"vanilla"} for peers in doc["ratios"].values())
-    assert any(g["goal"].startswith("1 throughput") for g in doc["goals"])
+    assert any(g["goal"].startswith("singles: pods/s") for g in doc["goals"])
     phalanx = [r for r in doc["runs"] if r["scheduler"] == "phalanx"]
     for run in phalanx:
         assert run["phalanx"]["request_latency"]["filter"]["count"] > 0

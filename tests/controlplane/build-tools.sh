@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# Build the real control-plane binaries used by the e2e tier (DESIGN.md §9, tier 3):
-# etcd, kube-apiserver, kube-scheduler and kwok -- and, when asked, the deploy tools
-# helm and promtool (tests/deploy) -- from the Go modules pinned in versions.env, into a
-# per-version cache directory OUTSIDE the repository:
+# Build the real control-plane binaries used by the e2e tier (DESIGN.md §9, tier 3) from
+# the Go modules pinned in versions.env, into per-version cache entries OUTSIDE the repo:
 #
-#   ${PHALANX_TOOLS_CACHE:-$HOME/.cache/phalanx-tools}/<kube>-<kwok>-<etcd>/bin/
+#   ${PHALANX_TOOLS_CACHE:-$HOME/.cache/phalanx-tools}/
+#     <kube>-<kwok>-<etcd>/bin/  etcd kube-apiserver kube-scheduler kwok, and when asked
+#                                helm promtool kube-scheduler-plugins      (the default entry)
+#     kube-<KUBE_NEXT_VERSION>/bin/  kube-apiserver kube-scheduler of the newer release
+#     kuberay-<KUBERAY_VERSION>/bin/ray-operator, crds/ray.io_*.yaml
 #
 # Usage:
-#   tests/controlplane/build-tools.sh                    # build what is missing (idempotent)
-#   tests/controlplane/build-tools.sh --print-bin-dir    # print the bin dir, build nothing
-#   tests/controlplane/build-tools.sh --update-modules   # regenerate go/*/go.mod + go.sum
-#                                                         # from versions.env (no build)
-#   tests/controlplane/build-tools.sh FAMILY...           # only these families
-#                                                         # (kube etcd kwok helm promtool
-#                                                         #  scheduler-plugins)
-#   tests/controlplane/build-tools.sh --with-deploy-tools # the default families + helm promtool
+#   tests/controlplane/build-tools.sh                      # the default families (kube etcd kwok)
+#   tests/controlplane/build-tools.sh FAMILY...            # only these families
+#                                                          # (kube etcd kwok kube-next ray-operator
+#                                                          #  helm promtool scheduler-plugins)
+#   tests/controlplane/build-tools.sh --with-e2e-tools     # + kube-next ray-operator
+#   tests/controlplane/build-tools.sh --with-deploy-tools  # + helm promtool
+#   tests/controlplane/build-tools.sh --print-bin-dir [FAMILY]  # a bin dir; builds nothing
+#   tests/controlplane/build-tools.sh --update-modules [FAMILY...]  # regenerate go/<family>/
+#                                                          # go.mod, go.sum from versions.env
 #
-# The LAST line of stdout is always the bin directory; progress goes to stderr.
-# Each tool family has its own Go wrapper module under go/<family>/ so that their
-# dependency graphs never have to agree with each other. Their go.sum files are
-# committed and the build runs with -mod=readonly, so a clean clone needs nothing but
-# Go and the module proxy.
+# The LAST line of stdout is always the default entry's bin dir (or, for --print-bin-dir
+# FAMILY, that family's); progress goes to stderr. A family whose binaries and stamp are
+# there is skipped, so a run builds only what is missing of what it asked for.
 #
-# Adding a family: add a version line to versions.env, a `gomod_<family>` generator
-# below, an entry in FAMILY_BINS / FAMILY_LDFLAGS / FAMILY_MODULE, and run
-# --update-modules FAMILY. Families not in DEFAULT_FAMILIES are built only when named
-# (or, for DEPLOY_FAMILIES, with --with-deploy-tools). scheduler-plugins (the coscheduling
-# peer that bench/run.py measures Phalanx against) is built only when named.
+# Families build in parallel: every stale family downloads its modules at once (network
+# bound), then compiles in one of PHALANX_TOOLS_JOBS slots (default 2: on two cores a second
+# build fills the single-threaded link and download gaps of the first). Each family has its
+# own Go wrapper module under go/<family>/ so that their dependency graphs never have to
+# agree. Their go.sum files are committed and the build runs with -mod=readonly, so a clean
+# clone needs nothing but Go and the module proxy.
+#
+# Adding a family: add a version line to versions.env, a `gomod_<family>` generator below, an
+# entry in FAMILY_BINS / FAMILY_LDFLAGS / FAMILY_MODULE / FAMILY_ENTRY (and FAMILY_FILES for
+# files other than binaries), and run --update-modules FAMILY. Families not in
+# DEFAULT_FAMILIES are built only when named or by the --with-* option of their group.
+# shellcheck disable=SC2317  # gomod_<family> and artifacts_<family> are called by name
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,22 +48,26 @@ die() { log "ERROR: $*"; exit 1; }
 source "${HERE}/versions.env"
 : "${KUBE_VERSION:?missing in versions.env}"
 : "${KUBE_STAGING_VERSION:?missing in versions.env}"
+: "${KUBE_NEXT_VERSION:?missing in versions.env}"
+: "${KUBE_NEXT_STAGING_VERSION:?missing in versions.env}"
 : "${ETCD_VERSION:?missing in versions.env}"
 : "${KWOK_VERSION:?missing in versions.env}"
 : "${HELM_VERSION:?missing in versions.env}"
 : "${PROMETHEUS_VERSION:?missing in versions.env}"
 : "${SCHEDULER_PLUGINS_VERSION:?missing in versions.env}"
+: "${KUBERAY_VERSION:?missing in versions.env}"
 
 CACHE_ROOT="${PHALANX_TOOLS_CACHE:-${HOME}/.cache/phalanx-tools}"
-CACHE_KEY="${KUBE_VERSION}-${KWOK_VERSION}-${ETCD_VERSION}"
-TOOLS_DIR="${CACHE_ROOT}/${CACHE_KEY}"
-BIN_DIR="${TOOLS_DIR}/bin"
-STAMP_DIR="${TOOLS_DIR}/stamps"
+# The default entry: launcher.py, tests/deploy, bench/ and deploy/render.sh read this path.
+DEFAULT_ENTRY="${KUBE_VERSION}-${KWOK_VERSION}-${ETCD_VERSION}"
+JOBS="${PHALANX_TOOLS_JOBS:-2}"
+[[ "${JOBS}" =~ ^[1-9][0-9]*$ ]] || die "PHALANX_TOOLS_JOBS must be a positive integer, not '${JOBS}'"
 
 # ---------------------------------------------------------------- families
 DEFAULT_FAMILIES=(kube etcd kwok)
-# Chart and alert-rule tooling for tests/deploy: not needed by the e2e tier, so built
-# only when named or with --with-deploy-tools.
+# The newer control plane and the third-party operator of the e2e tier (--with-e2e-tools).
+E2E_FAMILIES=(kube-next ray-operator)
+# Chart and alert-rule tooling for tests/deploy (--with-deploy-tools).
 DEPLOY_FAMILIES=(helm promtool)
 # Benchmark peers for bench/run.py (DESIGN.md §9, tier 4), built only when named:
 #   scheduler-plugins -> kube-scheduler-plugins, scheduler-plugins' kube-scheduler with the
@@ -64,16 +76,43 @@ DEPLOY_FAMILIES=(helm promtool)
 # "binary=go-package" pairs, built from inside go/<family>/.
 declare -A FAMILY_BINS=(
   [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
+  [kube-next]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
   # In etcd 3.5/3.6 the server module's root package is the `etcd` main package.
   [etcd]="etcd=go.etcd.io/etcd/server/v3"
   [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok"
   [helm]="helm=helm.sh/helm/v3/cmd/helm"
   [promtool]="promtool=github.com/prometheus/prometheus/cmd/promtool"
   [scheduler-plugins]="kube-scheduler-plugins=sigs.k8s.io/scheduler-plugins/cmd/scheduler"
+  # The operator's main package is its module root (main.go).
+  [ray-operator]="ray-operator=github.com/ray-project/kuberay/ray-operator"
+)
+
+# The cache entry (a directory under CACHE_ROOT) each family is built into, named by the
+# versions it holds.
+declare -A FAMILY_ENTRY=(
+  [kube]="${DEFAULT_ENTRY}"
+  [etcd]="${DEFAULT_ENTRY}"
+  [kwok]="${DEFAULT_ENTRY}"
+  [helm]="${DEFAULT_ENTRY}"
+  [promtool]="${DEFAULT_ENTRY}"
+  [scheduler-plugins]="${DEFAULT_ENTRY}"
+  [kube-next]="kube-${KUBE_NEXT_VERSION}"
+  [ray-operator]="kuberay-${KUBERAY_VERSION}"
+)
+
+# Files other than the binaries a family leaves in its entry (paths relative to it), made by
+# its `artifacts_<family>` function from the downloaded module.
+declare -A FAMILY_FILES=(
+  [ray-operator]="crds/ray.io_rayclusters.yaml crds/ray.io_rayjobs.yaml crds/ray.io_rayservices.yaml"
 )
 
 # -X flags so that the binaries report their real version (a module build has no git
 # tree to derive it from; without these kube-* say v0.0.0-master+$Format...).
+kube_ldflags() { # version
+  local minor="${1#v*.}" major="${1#v}"
+  minor="${minor%%.*}"; major="${major%%.*}"
+  echo "-X k8s.io/component-base/version.gitVersion=$1 -X k8s.io/component-base/version.gitMajor=${major} -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/component-base/version.gitTreeState=clean"
+}
 KUBE_MINOR="${KUBE_VERSION#v*.}"; KUBE_MINOR="${KUBE_MINOR%%.*}"
 KUBE_MAJOR="${KUBE_VERSION#v}"; KUBE_MAJOR="${KUBE_MAJOR%%.*}"
 # Prometheus tags its Go module v0.<major*100+minor>.<patch> for release <major>.<minor>.<patch>
@@ -83,10 +122,9 @@ PROMETHEUS_RELEASE="$((PROM_MINORS / 100)).$((PROM_MINORS % 100)).${PROMETHEUS_V
 HELM_PKG="helm.sh/helm/v3"
 # The k8s.io/kubernetes release scheduler-plugins pins (its wrapper go.mod's replace line).
 SP_KUBE_VERSION="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernetes \(v[0-9.]*\).*#\1#p' "${GO_DIR}/scheduler-plugins/go.mod" 2>/dev/null || true)"
-SP_KUBE_MINOR="${SP_KUBE_VERSION#v*.}"; SP_KUBE_MINOR="${SP_KUBE_MINOR%%.*}"
-SP_KUBE_MAJOR="${SP_KUBE_VERSION#v}"; SP_KUBE_MAJOR="${SP_KUBE_MAJOR%%.*}"
 declare -A FAMILY_LDFLAGS=(
-  [kube]="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=${KUBE_MAJOR} -X k8s.io/component-base/version.gitMinor=${KUBE_MINOR} -X k8s.io/component-base/version.gitTreeState=clean"
+  [kube]="$(kube_ldflags "${KUBE_VERSION}")"
+  [kube-next]="$(kube_ldflags "${KUBE_NEXT_VERSION}")"
   [etcd]=""
   [kwok]=""  # kwok carries its version in pkg/consts
   # Helm's release Makefile sets these. The Kubernetes version is the one `helm template`
@@ -96,19 +134,31 @@ declare -A FAMILY_LDFLAGS=(
   [promtool]="-X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE} -X github.com/prometheus/common/version.Branch=HEAD"
   # The Kubernetes release it embeds, as for kube: kube-scheduler 1.34 derives its emulation
   # version from gitVersion and refuses to start on scheduler-plugins' own tag (v0.34.x).
-  [scheduler-plugins]="-X k8s.io/component-base/version.gitVersion=${SP_KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=${SP_KUBE_MAJOR} -X k8s.io/component-base/version.gitMinor=${SP_KUBE_MINOR} -X k8s.io/component-base/version.gitTreeState=clean"
+  [scheduler-plugins]="$( [[ -n "${SP_KUBE_VERSION}" ]] && kube_ldflags "${SP_KUBE_VERSION}")"
+  [ray-operator]=""  # its version is a constant in controllers/ray/utils
 )
 
 # The module each family wraps and the version versions.env pins for it
 # (checked against go/<family>/go.mod before building).
 declare -A FAMILY_MODULE=(
   [kube]="k8s.io/kubernetes ${KUBE_VERSION}"
+  [kube-next]="k8s.io/kubernetes ${KUBE_NEXT_VERSION}"
   [etcd]="go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
   [kwok]="sigs.k8s.io/kwok ${KWOK_VERSION}"
   [helm]="helm.sh/helm/v3 ${HELM_VERSION}"
   [promtool]="github.com/prometheus/prometheus ${PROMETHEUS_VERSION}"
   [scheduler-plugins]="sigs.k8s.io/scheduler-plugins ${SCHEDULER_PLUGINS_VERSION}"
+  [ray-operator]="github.com/ray-project/kuberay/ray-operator ${KUBERAY_VERSION}"
 )
+
+# Build tags. promtool here only checks and unit-tests rule files: Prometheus' own
+# `remove_all_sd` tag leaves out the cloud service-discovery plugins (AWS, Azure, GCE, ... SDKs),
+# a fifth of its packages and the heaviest ones.
+declare -A FAMILY_TAGS=(
+  [promtool]="remove_all_sd"
+)
+
+entry_dir() { echo "${CACHE_ROOT}/${FAMILY_ENTRY[$1]}"; }
 
 # ---------------------------------------------------------------- go env
 export CGO_ENABLED=0
@@ -116,7 +166,7 @@ export GOFLAGS="-mod=readonly -buildvcs=false"
 # A CI run may want its own Go caches; otherwise Go's defaults ($HOME/go, $HOME/.cache).
 
 require_go() {
-  command -v go >/dev/null 2>&1 || die "'go' not found on PATH (Go >= 1.26 is needed to build kwok ${KWOK_VERSION})"
+  command -v go >/dev/null 2>&1 || die "'go' not found on PATH (Go >= 1.26 is needed to build kwok ${KWOK_VERSION} and Kubernetes ${KUBE_NEXT_VERSION})"
 }
 
 # ---------------------------------------------------------------- go.mod generators
@@ -139,13 +189,19 @@ write_tools_go() { # dir packages...
   } >"${dir}/tools.go"
 }
 
-gomod_kube() {
-  local dir="$1" upstream_mod
-  upstream_mod="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-  [[ -f "${upstream_mod}" ]] || die "could not download k8s.io/kubernetes@${KUBE_VERSION}"
-  # k8s.io/kubernetes lists every staging module as v0.0.0 replaced by ./staging/...;
-  # replace directives of a dependency are ignored, so pin each of them to its
-  # published release here.
+downloaded_gomod() { # module@version: the path of its downloaded go.mod
+  local gomod
+  gomod="$(go mod download -json "$1" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [[ -f "${gomod}" ]] || die "could not download $1"
+  echo "${gomod}"
+}
+
+# k8s.io/kubernetes lists every staging module as v0.0.0 replaced by ./staging/...; replace
+# directives of a dependency are ignored, so the wrapper pins each of them to its published
+# release.
+write_kube_gomod() { # dir wrapper-module kubernetes-version staging-version
+  local dir="$1" module="$2" version="$3" staging_version="$4" upstream_mod
+  upstream_mod="$(downloaded_gomod "k8s.io/kubernetes@${version}")"
   local staging
   staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/.*#\1#p' "${upstream_mod}" | sort -u)"
   [[ -n "${staging}" ]] || die "no staging replace lines found in ${upstream_mod}"
@@ -155,18 +211,26 @@ gomod_kube() {
   {
     echo "${HEADER}"
     echo
-    echo "module phalanx/tests/controlplane/kube"
+    echo "module ${module}"
     echo
     echo "${go_line}"
     [[ -n "${godebug_line}" ]] && { echo; echo "${godebug_line}"; }
     echo
-    echo "require k8s.io/kubernetes ${KUBE_VERSION}"
+    echo "require k8s.io/kubernetes ${version}"
     echo
     echo "replace ("
     local m
-    for m in ${staging}; do echo "	${m} => ${m} ${KUBE_STAGING_VERSION}"; done
+    for m in ${staging}; do echo "	${m} => ${m} ${staging_version}"; done
     echo ")"
   } >"${dir}/go.mod"
+}
+
+gomod_kube() {
+  write_kube_gomod "$1" phalanx/tests/controlplane/kube "${KUBE_VERSION}" "${KUBE_STAGING_VERSION}"
+}
+
+gomod_kube-next() {
+  write_kube_gomod "$1" phalanx/tests/controlplane/kube-next "${KUBE_NEXT_VERSION}" "${KUBE_NEXT_STAGING_VERSION}"
 }
 
 gomod_etcd() {
@@ -201,41 +265,37 @@ gomod_kwok() {
   } >"${dir}/go.mod"
 }
 
-upstream_go_line() { # module@version: the `go` line of that module's own go.mod
-  local gomod
-  gomod="$(go mod download -json "$1" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-  [[ -f "${gomod}" ]] || die "could not download $1"
-  grep -m1 '^go ' "${gomod}"
-}
-
-# Helm and Prometheus carry no replace directives, so requiring the module is enough;
-# the `go` line follows upstream's (Prometheus needs a newer Go than it did last year).
-gomod_helm() {
-  local dir="$1" go_line
-  go_line="$(upstream_go_line "helm.sh/helm/v3@${HELM_VERSION}")"
+# A module without replace directives: requiring it is enough; the `go` line follows
+# upstream's (Prometheus needs a newer Go than it did last year).
+write_plain_gomod() { # dir wrapper-module upstream-module version
+  local dir="$1" module="$2" upstream="$3" version="$4" go_line
+  go_line="$(grep -m1 '^go ' "$(downloaded_gomod "${upstream}@${version}")")"
   {
     echo "${HEADER}"
     echo
-    echo "module phalanx/tests/controlplane/helm"
+    echo "module ${module}"
     echo
     echo "${go_line}"
     echo
-    echo "require helm.sh/helm/v3 ${HELM_VERSION}"
+    echo "require ${upstream} ${version}"
   } >"${dir}/go.mod"
+}
+
+gomod_helm() {
+  write_plain_gomod "$1" phalanx/tests/controlplane/helm helm.sh/helm/v3 "${HELM_VERSION}"
 }
 
 gomod_promtool() {
-  local dir="$1" go_line
-  go_line="$(upstream_go_line "github.com/prometheus/prometheus@${PROMETHEUS_VERSION}")"
-  {
-    echo "${HEADER}"
-    echo
-    echo "module phalanx/tests/controlplane/promtool"
-    echo
-    echo "${go_line}"
-    echo
-    echo "require github.com/prometheus/prometheus ${PROMETHEUS_VERSION}"
-  } >"${dir}/go.mod"
+  write_plain_gomod "$1" phalanx/tests/controlplane/promtool \
+    github.com/prometheus/prometheus "${PROMETHEUS_VERSION}"
+}
+
+gomod_ray-operator() {
+  local upstream=github.com/ray-project/kuberay/ray-operator
+  if grep -q '^replace' "$(downloaded_gomod "${upstream}@${KUBERAY_VERSION}")"; then
+    die "${upstream}@${KUBERAY_VERSION} has replace directives: copy them as for scheduler-plugins"
+  fi
+  write_plain_gomod "$1" phalanx/tests/controlplane/ray-operator "${upstream}" "${KUBERAY_VERSION}"
 }
 
 # scheduler-plugins embeds kube-scheduler (k8s.io/kubernetes), so it needs the same staging
@@ -248,8 +308,7 @@ gomod_promtool() {
 # 1.34's volume plugins build against its v0.35 release unchanged.
 gomod_scheduler-plugins() {
   local dir="$1" upstream_mod go_line replaces
-  upstream_mod="$(go mod download -json "sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-  [[ -f "${upstream_mod}" ]] || die "could not download sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}"
+  upstream_mod="$(downloaded_gomod "sigs.k8s.io/scheduler-plugins@${SCHEDULER_PLUGINS_VERSION}")"
   go_line="$(grep -m1 '^go ' "${upstream_mod}")"
   replaces="$(awk '
     /^replace[[:space:]]*\($/ { block = 1; next }
@@ -308,97 +367,192 @@ check_module() { # family: go.mod must pin what versions.env says
   local fam="$1" dir="${GO_DIR}/$1" mod ver
   read -r mod ver <<<"${FAMILY_MODULE[${fam}]}"
   [[ -f "${dir}/go.mod" && -f "${dir}/go.sum" ]] \
-    || die "${dir#"${HERE}/"}/go.mod or go.sum missing: run $0 --update-modules"
+    || die "${dir#"${HERE}/"}/go.mod or go.sum missing: run $0 --update-modules ${fam}"
   local got
   got="$(cd "${dir}" && go list -m -f '{{.Version}}' "${mod}")"
   [[ "${got}" == "${ver}" ]] \
-    || die "${fam}: go/${fam}/go.mod pins ${mod} ${got} but versions.env says ${ver}: run $0 --update-modules"
+    || die "${fam}: go/${fam}/go.mod pins ${mod} ${got} but versions.env says ${ver}: run $0 --update-modules ${fam}"
+}
+
+# ---------------------------------------------------------------- artifacts
+# The operator's CRDs, from the module source that was built (not committed to the repo).
+artifacts_ray-operator() { # out-dir
+  local src
+  src="$(cd "${GO_DIR}/ray-operator" && go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)"
+  [[ -d "${src}/config/crd/bases" ]] || die "ray-operator: no config/crd/bases in ${src}"
+  mkdir -p "$1/crds"
+  local f
+  for f in ${FAMILY_FILES[ray-operator]}; do
+    cp "${src}/config/crd/bases/${f#crds/}" "$1/${f}" || die "ray-operator: ${f#crds/} missing in ${src}/config/crd/bases"
+  done
 }
 
 # ---------------------------------------------------------------- build
-build_family() { # family
-  local fam="$1" dir="${GO_DIR}/$1" stamp="${STAMP_DIR}/$1" pair name pkg all_there=1
+is_fresh() { # family: every binary and file there, and the stamp names this module version
+  local fam="$1" entry pair f
+  entry="$(entry_dir "${fam}")"
   for pair in ${FAMILY_BINS[${fam}]}; do
-    [[ -x "${BIN_DIR}/${pair%%=*}" ]] || all_there=0
+    [[ -x "${entry}/bin/${pair%%=*}" ]] || return 1
+  done
+  for f in ${FAMILY_FILES[${fam}]:-}; do
+    [[ -f "${entry}/${f}" ]] || return 1
   done
   # The stamp's first line names the module and version built; a family whose version
-  # is not part of the cache key (helm, promtool) rebuilds when versions.env moves on.
-  if [[ -f "${stamp}" && "${all_there}" == 1 && "$(head -n1 "${stamp}")" == "${FAMILY_MODULE[${fam}]}" ]]; then
-    log "${fam}: up to date ($(tr '\n' ' ' <"${stamp}"))"
-    return 0
+  # is not part of its entry's name (helm, promtool) rebuilds when versions.env moves on.
+  [[ -f "${entry}/stamps/${fam}" && "$(head -n1 "${entry}/stamps/${fam}")" == "${FAMILY_MODULE[${fam}]}" ]]
+}
+
+# At most JOBS compiles at once across this run's families: a slot is a lock file, held
+# until the family's subshell exits (its descriptor stays open until then).
+SLOT_DIR=""
+acquire_slot() {
+  local i fd
+  while :; do
+    for ((i = 1; i <= JOBS; i++)); do
+      exec {fd}>"${SLOT_DIR}/slot-${i}"
+      if flock -n "${fd}"; then return 0; fi
+      exec {fd}>&-
+    done
+    sleep 1
+  done
+}
+
+build_family() { # family; runs in a background subshell of main
+  local fam="$1" dir="${GO_DIR}/$1" entry name pair start=${SECONDS}
+  entry="$(entry_dir "${fam}")"
+  local tmp
+  tmp="$(mktemp -d "${entry}/.build-${fam}.XXXXXX")"
+  # shellcheck disable=SC2064  # expand now: `tmp` is local and gone when the trap runs
+  trap "rm -rf '${tmp}'" EXIT
+  local pkgs=() names=()
+  for pair in ${FAMILY_BINS[${fam}]}; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
+  # Downloads need no slot: every family fetches its modules at once. Listing the packages
+  # fetches only the modules they import (about half of go.mod's build list, whose test-only
+  # dependencies `go mod download` would fetch too).
+  log "${fam}: downloading modules ..."
+  if ! (cd "${dir}" && go list -deps -tags "${FAMILY_TAGS[${fam}]:-}" "${pkgs[@]}") \
+    >/dev/null 2>"${tmp}/download.log"; then
+    cat "${tmp}/download.log" >&2
+    die "${fam}: downloading the modules of ${pkgs[*]} failed"
   fi
-  require_go
-  check_module "${fam}"
-  local start=${SECONDS} tmp
-  tmp="$(mktemp -d "${TOOLS_DIR}/.build-${fam}.XXXXXX")"
-  for pair in ${FAMILY_BINS[${fam}]}; do
-    name="${pair%%=*}"; pkg="${pair#*=}"
-    log "${fam}: go build ${pkg} -> ${name} ..."
-    local t0=${SECONDS}
-    (cd "${dir}" && go build -trimpath -ldflags "-s -w ${FAMILY_LDFLAGS[${fam}]}" -o "${tmp}/${name}" "${pkg}") \
-      || { rm -rf "${tmp}"; die "${fam}: building ${pkg} failed"; }
-    log "${fam}: ${name} built in $((SECONDS - t0))s"
+  local fetched=$((SECONDS - start))
+  log "${fam}: $(grep -c '^go: downloading' "${tmp}/download.log" || true) modules fetched in ${fetched}s"
+  acquire_slot
+  local t0=${SECONDS}
+  log "${fam}: go build ${pkgs[*]} (waited $((t0 - start - fetched))s for a slot) ..."
+  local out="${tmp}/${names[0]}"
+  # Several main packages in one `go build` share its action graph and link in parallel;
+  # `-o dir/` then names each binary after its package's last element.
+  [[ ${#pkgs[@]} -gt 1 ]] && out="${tmp}/"
+  (cd "${dir}" && go build -trimpath -tags "${FAMILY_TAGS[${fam}]:-}" \
+    -ldflags "-s -w ${FAMILY_LDFLAGS[${fam}]}" -o "${out}" "${pkgs[@]}") \
+    || die "${fam}: building ${pkgs[*]} failed"
+  for name in "${names[@]}"; do
+    [[ -x "${tmp}/${name}" ]] || die "${fam}: go build left no ${name} in ${tmp}"
   done
-  for pair in ${FAMILY_BINS[${fam}]}; do
-    name="${pair%%=*}"
-    mv -f "${tmp}/${name}" "${BIN_DIR}/${name}"
+  if declare -F "artifacts_${fam}" >/dev/null; then "artifacts_${fam}" "${tmp}"; fi
+  # Install: binaries and files first, the stamp last (is_fresh trusts the stamp).
+  mkdir -p "${entry}/bin" "${entry}/stamps"
+  for name in "${names[@]}"; do mv -f "${tmp}/${name}" "${entry}/bin/${name}"; done
+  local f
+  for f in ${FAMILY_FILES[${fam}]:-}; do
+    mkdir -p "$(dirname "${entry}/${f}")"
+    mv -f "${tmp}/${f}" "${entry}/${f}"
   done
-  rm -rf "${tmp}"
   {
     echo "${FAMILY_MODULE[${fam}]}"
     go version
-  } >"${stamp}"
-  log "${fam}: done in $((SECONDS - start))s"
+    echo "modules ${fetched}s, build $((SECONDS - t0))s"
+  } >"${entry}/stamps/${fam}"
+  log "${fam}: done in $((SECONDS - start))s (modules ${fetched}s, build $((SECONDS - t0))s)"
+}
+
+lock_entries() { # families...: one build at a time per cache entry (CI jobs, pytest, a developer)
+  local entries fam e fd
+  entries="$(for fam in "$@"; do echo "${FAMILY_ENTRY[${fam}]}"; done | sort -u)"
+  for e in ${entries}; do  # sorted: two runs never wait on each other crosswise
+    mkdir -p "${CACHE_ROOT}/${e}/bin" "${CACHE_ROOT}/${e}/stamps"
+    exec {fd}>"${CACHE_ROOT}/${e}/.lock"
+    if ! flock -n "${fd}"; then
+      log "another build-tools.sh holds ${CACHE_ROOT}/${e}/.lock; waiting ..."
+      flock "${fd}"
+    fi
+  done
+}
+
+build_families() { # families...
+  lock_entries "$@"
+  local fam stale=()
+  for fam in "$@"; do
+    if is_fresh "${fam}"; then
+      log "${fam}: up to date ($(tr '\n' ' ' <"$(entry_dir "${fam}")/stamps/${fam}"))"
+    else
+      stale+=("${fam}")
+    fi
+  done
+  [[ ${#stale[@]} -gt 0 ]] || return 0
+  require_go
+  for fam in "${stale[@]}"; do check_module "${fam}"; done
+  SLOT_DIR="$(mktemp -d "${CACHE_ROOT}/.slots.XXXXXX")"
+  # shellcheck disable=SC2064  # expand now: the path is fixed for this run
+  trap "rm -rf '${SLOT_DIR}'" EXIT
+  local pids=() failed=() i
+  log "building ${stale[*]} (${JOBS} at a time) ..."
+  for fam in "${stale[@]}"; do
+    build_family "${fam}" &
+    pids+=("$!")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[${i}]}" || failed+=("${stale[${i}]}")
+  done
+  [[ ${#failed[@]} -eq 0 ]] || die "failed to build: ${failed[*]} (see the messages above)"
 }
 
 main() {
-  local update=0 print_only=0 with_deploy=0 families=() arg
+  local update=0 print_only=0 with_deploy=0 with_e2e=0 families=() arg
   for arg in "$@"; do
     case "${arg}" in
       --update-modules) update=1 ;;
       --print-bin-dir) print_only=1 ;;
       --with-deploy-tools) with_deploy=1 ;;
-      -h|--help) sed -n '2,29p' "$0" >&2; exit 0 ;;
+      --with-e2e-tools) with_e2e=1 ;;
+      -h|--help) sed -n '2,36p' "$0" >&2; exit 0 ;;
       -*) die "unknown option ${arg}" ;;
       *) [[ -n "${FAMILY_BINS[${arg}]+x}" ]] || die "unknown tool family '${arg}' (known: ${!FAMILY_BINS[*]})"
          families+=("${arg}") ;;
     esac
   done
-  [[ ${#families[@]} -gt 0 ]] || families=("${DEFAULT_FAMILIES[@]}")
-  if [[ "${with_deploy}" == 1 ]]; then
-    local fam have
-    for fam in "${DEPLOY_FAMILIES[@]}"; do
-      have=0
-      for arg in "${families[@]}"; do [[ "${arg}" == "${fam}" ]] && have=1; done
-      [[ "${have}" == 1 ]] || families+=("${fam}")
-    done
-  fi
 
   if [[ "${print_only}" == 1 ]]; then
-    echo "${BIN_DIR}"
+    [[ ${#families[@]} -le 1 ]] || die "--print-bin-dir takes at most one family"
+    echo "${CACHE_ROOT}/${FAMILY_ENTRY[${families[0]:-kube}]}/bin"
     return 0
   fi
+
+  [[ ${#families[@]} -gt 0 ]] || families=("${DEFAULT_FAMILIES[@]}")
+  local fam have
+  [[ "${with_e2e}" == 1 ]] && families+=("${E2E_FAMILIES[@]}")
+  [[ "${with_deploy}" == 1 ]] && families+=("${DEPLOY_FAMILIES[@]}")
+  local unique=()
+  for fam in "${families[@]}"; do
+    have=0
+    for arg in "${unique[@]}"; do [[ "${arg}" == "${fam}" ]] && have=1; done
+    [[ "${have}" == 1 ]] || unique+=("${fam}")
+  done
+  families=("${unique[@]}")
 
   if [[ "${update}" == 1 ]]; then
     require_go
-    local fam
     for fam in "${families[@]}"; do update_module "${fam}"; done
     log "modules regenerated; commit go/*/go.mod, go.sum and tools.go, then run $0 to build"
-    echo "${BIN_DIR}"
+    echo "${CACHE_ROOT}/${DEFAULT_ENTRY}/bin"
     return 0
   fi
 
-  mkdir -p "${BIN_DIR}" "${STAMP_DIR}"
-  # One build at a time per cache entry (parallel CI jobs, a developer plus pytest...).
-  exec 9>"${TOOLS_DIR}/.lock"
-  if ! flock -n 9; then
-    log "another build-tools.sh holds ${TOOLS_DIR}/.lock; waiting ..."
-    flock 9
-  fi
-  local total_start=${SECONDS} fam
-  for fam in "${families[@]}"; do build_family "${fam}"; done
-  log "all requested tools ready in ${BIN_DIR} ($((SECONDS - total_start))s)"
-  echo "${BIN_DIR}"
+  local total_start=${SECONDS}
+  build_families "${families[@]}"
+  log "ready: ${families[*]} ($((SECONDS - total_start))s)"
+  echo "${CACHE_ROOT}/${DEFAULT_ENTRY}/bin"
 }
 
-main "$@"
+main "$@"; exit  # on one line: an edit of this file during a build cannot be read mid-run

@@ -27,6 +27,11 @@ started it dies (``PR_SET_PDEATHSIG``; Linux ties that to the starting *thread*,
 control plane from a thread that lives as long as it). :meth:`ControlPlane.stop` terminates the
 groups (SIGTERM, then SIGKILL) and is also registered with ``atexit``.
 
+Two Kubernetes releases are built (versions.env): ``KUBE_VERSION`` (the default) and
+``KUBE_NEXT_VERSION``; ``ControlPlane(kube_version="1.37")`` runs the newer one's kube-apiserver
+and kube-scheduler with the same etcd and kwok. :data:`NATIVE_GANG_API` holds, per release, the
+feature gates and ``--runtime-config`` that turn on the upstream gang API.
+
 Library use::
 
     with ControlPlane() as cp:
@@ -34,13 +39,24 @@ Library use::
         cp.start_scheduler()            # vanilla kube-scheduler
         core = cp.core_v1()             # kubernetes.client.CoreV1Api on the admin kubeconfig
 
+    gang = NATIVE_GANG_API["1.37"]
+    with ControlPlane(
+        kube_version="1.37",
+        apiserver_feature_gates=gang.apiserver_feature_gates,
+        runtime_config=gang.runtime_config,
+        scheduler_feature_gates=gang.scheduler_feature_gates,
+        apiserver_flags=["--max-requests-inflight=5"],   # last: overrides the launcher's own
+    ) as cp: ...
+
 CLI (developers, ``bench/``)::
 
     python tests/controlplane/launcher.py up --nodes 4   # prints the kubeconfig; Ctrl-C stops
+    python tests/controlplane/launcher.py up --kube-version 1.37 --native-gang-api
 
 Environment:
 
-* ``PHALANX_TOOLS_BIN``   — use binaries from this directory instead of the build cache;
+* ``PHALANX_TOOLS_BIN``   — use binaries from this directory instead of the build cache
+  (etcd, kwok and the default release; a newer release always comes from the cache);
 * ``PHALANX_TOOLS_CACHE`` — the build cache root (default ``$HOME/.cache/phalanx-tools``);
 * ``PHALANX_E2E_KEEP``    — ``1`` keeps the temp dir (logs, certs, kubeconfigs) after stop.
 """
@@ -125,35 +141,166 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
     return versions
 
 
+def tools_cache_root() -> Path:
+    """build-tools.sh's cache: ``PHALANX_TOOLS_CACHE``, else ``~/.cache/phalanx-tools``."""
+    root = os.environ.get("PHALANX_TOOLS_CACHE") or Path.home() / ".cache" / "phalanx-tools"
+    return Path(root).expanduser()
+
+
 def tools_bin_dir() -> Path:
-    """Where build-tools.sh puts the binaries for the versions pinned in versions.env."""
+    """Where build-tools.sh puts the default tool set (the versions pinned in versions.env).
+
+    ``PHALANX_TOOLS_BIN`` overrides it: etcd, kwok and the default release's kube-apiserver
+    and kube-scheduler, plus helm and promtool when the deploy tests run.
+    """
     override = os.environ.get("PHALANX_TOOLS_BIN")
     if override:
         return Path(override).expanduser()
     v = read_versions()
-    root = Path(os.environ.get("PHALANX_TOOLS_CACHE") or Path.home() / ".cache" / "phalanx-tools")
-    key = f"{v['KUBE_VERSION']}-{v['KWOK_VERSION']}-{v['ETCD_VERSION']}"
-    return root.expanduser() / key / "bin"
+    entry = f"{v['KUBE_VERSION']}-{v['KWOK_VERSION']}-{v['ETCD_VERSION']}"
+    return tools_cache_root() / entry / "bin"
+
+
+@dataclass(frozen=True, slots=True)
+class KubeRelease:
+    """A Kubernetes release build-tools.sh pins: its kube-apiserver and kube-scheduler."""
+
+    version: str  # "v1.37.2"
+    family: str  # the build-tools.sh family that builds it
+    bin_dir: Path  # where that family's kube-apiserver and kube-scheduler are
+
+    @property
+    def minor(self) -> str:
+        """``"1.37"`` for ``v1.37.2``."""
+        major, minor, _ = self.version.removeprefix("v").split(".", 2)
+        return f"{major}.{minor}"
+
+
+def kube_releases() -> dict[str, KubeRelease]:
+    """The pinned releases by minor (``"1.35"``, ``"1.37"``), the default one first."""
+    v = read_versions()
+    default = KubeRelease(v["KUBE_VERSION"], "kube", tools_bin_dir())
+    newer = KubeRelease(
+        v["KUBE_NEXT_VERSION"],
+        "kube-next",
+        tools_cache_root() / f"kube-{v['KUBE_NEXT_VERSION']}" / "bin",
+    )
+    return {r.minor: r for r in (default, newer)}
+
+
+def kube_release(kube_version: str | None = None) -> KubeRelease:
+    """The pinned release ``kube_version`` names: ``"1.37"``, ``"v1.37"`` or ``"v1.37.2"``.
+
+    ``None`` is the default release (``KUBE_VERSION``). A version that is not pinned raises
+    ``ValueError`` naming the pinned ones.
+    """
+    releases = kube_releases()
+    if kube_version is None:
+        return next(iter(releases.values()))
+    wanted = kube_version.strip().removeprefix("v")
+    minor = ".".join(wanted.split(".")[:2])
+    release = releases.get(minor)
+    if release is None or wanted not in (minor, release.version.removeprefix("v")):
+        pinned = ", ".join(r.version for r in releases.values())
+        raise ValueError(
+            f"Kubernetes {kube_version!r} is not built here (versions.env pins {pinned})"
+        )
+    return release
 
 
 TOOL_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
+KUBE_TOOL_NAMES = ("kube-apiserver", "kube-scheduler")
 
 
-def find_tools(bin_dir: Path | None = None) -> dict[str, Path]:
-    """Map each tool name to its binary, or raise :class:`ToolsMissingError`."""
-    bin_dir = bin_dir or tools_bin_dir()
-    tools = {name: bin_dir / name for name in TOOL_NAMES}
-    missing = [name for name, path in tools.items() if not os.access(path, os.X_OK)]
+def find_tools(bin_dir: Path | None = None, *, kube_version: str | None = None) -> dict[str, Path]:
+    """Map each tool name to its binary, or raise :class:`ToolsMissingError`.
+
+    ``bin_dir`` holds all four tools. Otherwise etcd and kwok come from :func:`tools_bin_dir`
+    and kube-apiserver and kube-scheduler from ``kube_version``'s build (the default release:
+    the same directory).
+    """
+    release = kube_release(kube_version)
+    base = bin_dir or tools_bin_dir()
+    kube_dir = base if bin_dir is not None or release.family == "kube" else release.bin_dir
+    tools = {name: (kube_dir if name in KUBE_TOOL_NAMES else base) / name for name in TOOL_NAMES}
+    missing = [str(path) for path in tools.values() if not os.access(path, os.X_OK)]
     if missing:
+        families = "" if release.family == "kube" else f" {release.family}"
         raise ToolsMissingError(
-            f"control-plane binaries missing in {bin_dir}: {', '.join(missing)}. "
-            f"Build them with `bash {BUILD_SCRIPT}` (cold build: about 5 minutes on 2 cores; "
-            "cached afterwards), or point PHALANX_TOOLS_BIN at a directory holding "
-            f"{', '.join(TOOL_NAMES)}."
+            f"control-plane binaries missing: {', '.join(missing)}. "
+            f"Build them with `bash {BUILD_SCRIPT}{families}` (cold: minutes on 2 cores; "
+            "README.md has the measured times; cached afterwards), or point PHALANX_TOOLS_BIN "
+            f"at a directory holding {', '.join(TOOL_NAMES)}."
         )
     if shutil.which("openssl") is None:
         raise ToolsMissingError("`openssl` is needed to make the control plane's certificates")
     return tools
+
+
+@dataclass(frozen=True, slots=True)
+class RayOperatorTools:
+    """KubeRay's ray-operator as build-tools.sh caches it: the binary and its CRDs."""
+
+    version: str
+    binary: Path
+    crds: tuple[Path, ...]  # RayCluster, RayJob, RayService (config/crd/bases of the module)
+
+
+RAY_CRD_FILES = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
+
+
+def find_ray_operator() -> RayOperatorTools:
+    """The cached ray-operator build (``build-tools.sh ray-operator``), or ToolsMissingError."""
+    version = read_versions()["KUBERAY_VERSION"]
+    entry = tools_cache_root() / f"kuberay-{version}"
+    tools = RayOperatorTools(
+        version,
+        entry / "bin" / "ray-operator",
+        tuple(entry / "crds" / name for name in RAY_CRD_FILES),
+    )
+    missing = [str(p) for p in (tools.binary, *tools.crds) if not p.exists()]
+    if missing:
+        raise ToolsMissingError(
+            f"KubeRay {version} is not built: {', '.join(missing)} missing. "
+            f"Build it with `bash {BUILD_SCRIPT} ray-operator`."
+        )
+    return tools
+
+
+@dataclass(frozen=True, slots=True)
+class NativeGangApi:
+    """What one release needs switched on to serve and schedule the upstream gang API
+    (``scheduling.k8s.io`` Workload/PodGroup) with kube-scheduler's own gang plugin."""
+
+    api_version: str  # the scheduling.k8s.io version that carries it
+    apiserver_feature_gates: Mapping[str, bool]
+    scheduler_feature_gates: Mapping[str, bool]
+
+    @property
+    def runtime_config(self) -> dict[str, bool]:
+        """kube-apiserver's ``--runtime-config``: alpha and beta versions are off by default."""
+        return {self.api_version: True}
+
+
+#: Per minor, from k8s.io/kubernetes pkg/features/kube_features.go (gates) and
+#: pkg/controlplane/instance.go (served versions) of that release.
+NATIVE_GANG_API: Mapping[str, NativeGangApi] = {
+    # 1.35: Workload (spec.podGroups[].policy.gang.minCount) + pod spec.workloadRef; the
+    # scheduler's GangScheduling plugin has a gate of its own.
+    "1.35": NativeGangApi(
+        "scheduling.k8s.io/v1alpha1",
+        {"GenericWorkload": True},
+        {"GenericWorkload": True, "GangScheduling": True},
+    ),
+    # 1.37: standalone PodGroup (spec.schedulingPolicy.gang.minCount) + pod
+    # spec.schedulingGroup.podGroupName; GenericWorkload (beta, off by default) alone turns on
+    # the API, the RBAC for it and the GangScheduling plugin.
+    "1.37": NativeGangApi(
+        "scheduling.k8s.io/v1beta1",
+        {"GenericWorkload": True},
+        {"GenericWorkload": True},
+    ),
+}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -213,6 +360,14 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     """Child-side: get SIGKILL when the parent dies (Linux), so a killed test leaves no orphans."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _switches(flag: str, values: Mapping[str, bool]) -> list[str]:
+    """``--flag=a=true,b=false`` for a non-empty mapping (sorted: stable logs), else nothing."""
+    if not values:
+        return []
+    pairs = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(values.items()))
+    return [f"{flag}={pairs}"]
 
 
 # ------------------------------------------------------------------------------ processes
@@ -316,8 +471,21 @@ class ControlPlane:
         start_kwok: bool = True,
         startup_timeout: float = 90.0,
         apiserver_extra_args: Sequence[str] = (),
+        kube_version: str | None = None,
+        apiserver_flags: Sequence[str] = (),
+        apiserver_feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, bool] | None = None,
+        scheduler_feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
-        self.tools = find_tools(bin_dir)
+        """``kube_version``: the pinned release to run (:func:`kube_release`; default
+        ``KUBE_VERSION``). ``apiserver_flags`` come last on kube-apiserver's command line, so
+        they override this launcher's own (``apiserver_extra_args`` is their older name, kept
+        for existing callers). ``apiserver_feature_gates`` and ``runtime_config`` become
+        ``--feature-gates`` and ``--runtime-config``; ``scheduler_feature_gates`` are
+        kube-scheduler's ``--feature-gates`` for every :meth:`start_scheduler`.
+        """
+        self.release = kube_release(kube_version)
+        self.tools = find_tools(bin_dir, kube_version=self.release.version)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="phalanx-cp-"))
         if keep_workdir is None:
@@ -325,7 +493,10 @@ class ControlPlane:
         self.keep_workdir = keep_workdir
         self.start_kwok = start_kwok
         self.startup_timeout = startup_timeout
-        self.apiserver_extra_args = list(apiserver_extra_args)
+        self.apiserver_extra_args = [*apiserver_extra_args, *apiserver_flags]
+        self.apiserver_feature_gates = dict(apiserver_feature_gates or {})
+        self.runtime_config = dict(runtime_config or {})
+        self.scheduler_feature_gates = dict(scheduler_feature_gates or {})
 
         self.pki_dir = self.workdir / "pki"
         self.log_dir = self.workdir / "logs"
@@ -558,6 +729,8 @@ class ControlPlane:
             "--shutdown-watch-termination-grace-period=2s",
             "--max-requests-inflight=1000",
             "--max-mutating-requests-inflight=500",
+            *_switches("--feature-gates", self.apiserver_feature_gates),
+            *_switches("--runtime-config", self.runtime_config),
             *self.apiserver_extra_args,
         ]
 
@@ -717,11 +890,17 @@ profiles:
         return config
 
     def start_scheduler(
-        self, config_yaml: str | None = None, *, extra_args: Sequence[str] = ()
+        self,
+        config_yaml: str | None = None,
+        *,
+        extra_args: Sequence[str] = (),
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         """Run kube-scheduler with ``config_yaml`` (a KubeSchedulerConfiguration; vanilla if None).
 
-        Waits until its ``/healthz`` answers. Any running scheduler is stopped first.
+        ``feature_gates`` (default: the control plane's ``scheduler_feature_gates``) become its
+        ``--feature-gates``; ``extra_args`` come last. Waits until its ``/healthz`` answers.
+        Any running scheduler is stopped first.
         """
         if self.apiserver is None:
             raise ControlPlaneError("start the control plane before the scheduler")
@@ -737,17 +916,16 @@ profiles:
             f"--authorization-kubeconfig={self.scheduler_kubeconfig}",
             f"--cert-dir={self.workdir / 'kube-scheduler-certs'}",
             "--v=2",
+            *_switches(
+                "--feature-gates",
+                self.scheduler_feature_gates if feature_gates is None else feature_gates,
+            ),
             *extra_args,
         ]
         self.scheduler = Component("kube-scheduler", argv, self.log_dir / "kube-scheduler.log")
         self.scheduler.start()
         scheduler = self.scheduler
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving cert; loopback only
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=insecure)
-        )
+        opener = self._scheduler_opener()
 
         def healthy() -> bool:
             scheduler.check_alive()
@@ -770,6 +948,25 @@ profiles:
     def stop_scheduler(self) -> None:
         if self.scheduler is not None:
             self.scheduler.stop()
+
+    @staticmethod
+    def _scheduler_opener() -> urllib.request.OpenerDirector:
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving cert; loopback only
+        return urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=insecure)
+        )
+
+    def scheduler_metrics(self) -> str:
+        """kube-scheduler's ``/metrics`` (Prometheus text), read with the admin token."""
+        if self.scheduler is None or not self.scheduler.running:
+            raise ControlPlaneError("kube-scheduler is not running")
+        opener = self._scheduler_opener()
+        req = urllib.request.Request(f"https://{LOOPBACK}:{self.scheduler_port}/metrics")
+        req.add_header("Authorization", f"Bearer {self.admin_token}")
+        with opener.open(req, timeout=10) as resp:
+            return str(resp.read().decode())
 
     # -------------------------------------------------------------- kubernetes client
 
@@ -966,7 +1163,16 @@ def _cli_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with ControlPlane(bin_dir=bin_dir, keep_workdir=args.keep) as cp:
+    release = kube_release(args.kube_version)
+    gang = NATIVE_GANG_API[release.minor] if args.native_gang_api else None
+    with ControlPlane(
+        bin_dir=bin_dir,
+        keep_workdir=args.keep,
+        kube_version=release.version,
+        apiserver_feature_gates=gang.apiserver_feature_gates if gang else None,
+        runtime_config=gang.runtime_config if gang else None,
+        scheduler_feature_gates=gang.scheduler_feature_gates if gang else None,
+    ) as cp:
         for i in range(args.nodes):
             cp.create_gpu_node(f"{args.node_prefix}{i}", gpus=args.gpus, wait_ready=False)
         for i in range(args.nodes):
@@ -999,6 +1205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument(
         "--node-prefix", default="gpu-node-", help="node name prefix (default gpu-node-)"
     )
+    up.add_argument(
+        "--kube-version", help="a pinned Kubernetes release, e.g. 1.37 (default KUBE_VERSION)"
+    )
+    up.add_argument(
+        "--native-gang-api",
+        action="store_true",
+        help="serve the upstream gang API (scheduling.k8s.io Workload/PodGroup) and turn on "
+        "kube-scheduler's gang plugin (the release's feature gates and runtime-config)",
+    )
     up.add_argument("--no-scheduler", action="store_true", help="do not start kube-scheduler")
     up.add_argument(
         "--scheduler-config", help="a KubeSchedulerConfiguration YAML file (default vanilla)"
@@ -1016,7 +1231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return _cli_up(args)
-    except ToolsMissingError as exc:
+    except (ToolsMissingError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
 

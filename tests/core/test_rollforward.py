@@ -128,6 +128,37 @@ def test_the_gangs_own_reservation_counts_as_free_for_it() -> None:
     assert decide(state, record((a, "n1"), (b, "n1"))).verdict is Verdict.ROLL_FORWARD
 
 
+def reserved(state: ClusterState, *members: tuple[Pod, str]) -> None:
+    state.reserve(
+        Reservation(
+            KEY,
+            tuple(MemberReservation(p.uid, p.key, n, p.requests) for p, n in members),
+            reserved_at=0.0,
+            expires_at=60.0,
+        )
+    )
+
+
+def test_a_reservation_the_record_overrides_is_free_for_the_gang_in_whole() -> None:
+    # Both nodes are full with the gang's own reservation, each member on the other's
+    # recorded node: the service releases that reservation first (the record wins).
+    a, b = member(0, gpus=8), member(1, gpus=8)
+    state = cluster(a, b)
+    reserved(state, (a, "n2"), (b, "n1"))
+    decision = decide(state, record((a, "n1"), (b, "n2")))
+    assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
+
+
+def test_a_reservation_that_agrees_with_the_record_keeps_what_it_holds_for_others() -> None:
+    # c's share of n1 stays reserved (nothing is released), so b finds no room beside a.
+    a, b, c = member(0, gpus=4), member(1, gpus=4), member(2, gpus=4)
+    state = cluster(a, b, c, nodes=("n1",))
+    reserved(state, (a, "n1"), (c, "n1"))
+    decision = decide(state, record((a, "n1"), (b, "n1")))
+    assert decision.verdict is Verdict.RELEASE
+    assert "recorded node n1 no longer has room" in decision.reason
+
+
 def test_a_member_that_no_longer_suits_its_node_releases_the_gang() -> None:
     a = member(0, node_selector={"zone": "a"})
     decision = decide(cluster(a), record((a, "n1")))

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, scheduler_config
 
+from phalanx.core.groups.coexistence import native_gang_profiles
 from phalanx.core.topology import parse_topologies
 
 MONITORING_ON = {
@@ -88,6 +89,24 @@ def test_topologies_reach_phalanx_and_parse_as_phalanx_reads_them(chart: Chart) 
 
 def test_without_topologies_phalanx_uses_its_default_one(chart: Chart) -> None:
     assert "PHALANX_TOPOLOGIES" not in env_of(container(chart.render(), "phalanx"))
+
+
+def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
+    chart: Chart,
+) -> None:
+    docs = chart.render(CUSTOM_NAME)
+    config = scheduler_config(docs)
+    assert native_gang_profiles(config, {"gpu-gang"}) == ()
+    (profile,) = config["profiles"]
+    assert [p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]] == [
+        "GangScheduling",
+        "TopologyPlacementGenerator",
+        "PodGroupPodsCount",
+    ]
+    phalanx = container(docs, "phalanx")
+    path = env_of(phalanx)["PHALANX_SCHEDULER_CONFIG"]
+    mounts = {m["name"]: m["mountPath"] for m in phalanx["volumeMounts"]}
+    assert path == f"{mounts['scheduler-config']}/kube-scheduler.yaml"
 
 
 # ---- the barrier guard ---------------------------------------------------------------
@@ -313,6 +332,10 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("events.k8s.io", "events"): ["create", "patch"],
         ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
         ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+        ("scheduling.volcano.sh", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "podgroups/status"): ["patch"],
+        ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
     }
 
 

@@ -31,6 +31,7 @@ EXPORTED_FAMILIES = {
     "phalanx_request_duration_seconds",
     "phalanx_gang_decisions_total",
     "phalanx_gang_time_to_bind_seconds",
+    "phalanx_gang_bind_window_seconds",
     "phalanx_barrier_waiting",
     "phalanx_bindings_total",
     "phalanx_watch_restarts_total",

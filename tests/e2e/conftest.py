@@ -4,6 +4,13 @@ The control plane (etcd + kube-apiserver + kwok, kube-scheduler on demand) is st
 once per session from the binaries that ``tests/controlplane/build-tools.sh`` builds.
 Without them the e2e tests are skipped, unless ``PHALANX_REQUIRE_E2E=1`` (CI): then
 missing binaries are an error, never a skip.
+
+* ``control_plane``: the default release (``KUBE_VERSION``), with ``namespace`` and
+  ``gpu_nodes`` on it.
+* ``control_plane_137``: Kubernetes 1.37 with the upstream gang API on (``GenericWorkload``,
+  ``scheduling.k8s.io/v1beta1`` served, the gate on kube-scheduler too), started only when a
+  test asks for it; ``namespace_137`` and ``gpu_nodes_137`` on it. No scheduler runs until the
+  test starts one.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controlplane"))
 
 import launcher  # tests/controlplane/launcher.py
 
-# The session's running control plane, for failure reports.
-_CONTROL_PLANE = pytest.StashKey[launcher.ControlPlane]()
+# The session's running control planes by fixture name, for failure reports.
+_CONTROL_PLANES = pytest.StashKey[dict[str, launcher.ControlPlane]]()
 _E2E_DIR = Path(__file__).resolve().parent
+_T = TypeVar("_T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,13 +54,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
-    cp = item.config.stash.get(_CONTROL_PLANE, None)
-    if report.failed and cp is not None and item.get_closest_marker("e2e"):
-        report.sections.append(("control plane logs (tails)", cp.log_tails(lines=30)))
+    if not report.failed or not item.get_closest_marker("e2e"):
+        return
+    fixtures = getattr(item, "fixturenames", ())
+    for name, cp in item.config.stash.get(_CONTROL_PLANES, {}).items():
+        if name in fixtures:
+            report.sections.append((f"{name} logs (tails)", cp.log_tails(lines=30)))
 
 
 def _require_e2e() -> bool:
     return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
+
+
+def skip_without_tools(find: Callable[[], _T]) -> _T:
+    """``find()`` (a tool lookup); without the tools, skip, or fail when CI requires them."""
+    try:
+        return find()
+    except launcher.ToolsMissingError as exc:
+        if _require_e2e():
+            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
+        pytest.skip(f"e2e tools unavailable: {exc}")
+
+
+def _session_control_plane(
+    pytestconfig: pytest.Config, name: str, **kwargs: Any
+) -> Iterator[launcher.ControlPlane]:
+    """Start a ``ControlPlane(**kwargs)`` for the session, known as fixture ``name``."""
+    skip_without_tools(lambda: launcher.find_tools(kube_version=kwargs.get("kube_version")))
+    cp = launcher.ControlPlane(**kwargs)
+    cp.start()
+    pytestconfig.stash.setdefault(_CONTROL_PLANES, {})[name] = cp
+    try:
+        yield cp
+    finally:
+        del pytestconfig.stash[_CONTROL_PLANES][name]
+        cp.stop()
 
 
 @pytest.fixture(scope="session")
@@ -61,30 +97,42 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane
 
     Skipped without the binaries, or an error when PHALANX_REQUIRE_E2E=1.
     """
-    try:
-        launcher.find_tools()
-    except launcher.ToolsMissingError as exc:
-        if _require_e2e():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e control plane unavailable: {exc}")
-    cp = launcher.ControlPlane()
-    cp.start()
-    pytestconfig.stash[_CONTROL_PLANE] = cp
-    try:
-        yield cp
-    finally:
-        del pytestconfig.stash[_CONTROL_PLANE]
-        cp.stop()
+    yield from _session_control_plane(pytestconfig, "control_plane")
 
 
-@pytest.fixture
-def namespace(control_plane: launcher.ControlPlane) -> Iterator[str]:
-    """A fresh namespace; its pods are force-deleted afterwards (freeing the nodes' GPUs).
+#: The upstream gang API of Kubernetes 1.37 (GenericWorkload; scheduling.k8s.io/v1beta1).
+GANG_API_137 = launcher.NATIVE_GANG_API["1.37"]
 
-    The namespace itself stays Terminating: no kube-controller-manager finalises it.
+
+@pytest.fixture(scope="session")
+def control_plane_137(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
+    """A control plane on Kubernetes 1.37 serving the upstream gang API, for the session.
+
+    Its kube-scheduler (when a test starts one) runs with the same gate. Skipped without the
+    1.37 binaries (``build-tools.sh kube-next``), or an error when PHALANX_REQUIRE_E2E=1.
     """
+    yield from _session_control_plane(
+        pytestconfig,
+        "control_plane_137",
+        kube_version="1.37",
+        apiserver_feature_gates=GANG_API_137.apiserver_feature_gates,
+        runtime_config=GANG_API_137.runtime_config,
+        scheduler_feature_gates=GANG_API_137.scheduler_feature_gates,
+    )
+
+
+@pytest.fixture(scope="session")
+def ray_operator_tools() -> launcher.RayOperatorTools:
+    """KubeRay's ray-operator binary and CRDs (``build-tools.sh ray-operator``).
+
+    Skipped without them, or an error when PHALANX_REQUIRE_E2E=1.
+    """
+    return skip_without_tools(launcher.find_ray_operator)
+
+
+def _fresh_namespace(cp: launcher.ControlPlane) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    status, answer = control_plane.request(
+    status, answer = cp.request(
         "POST",
         "/api/v1/namespaces",
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
@@ -93,22 +141,49 @@ def namespace(control_plane: launcher.ControlPlane) -> Iterator[str]:
     try:
         yield name
     finally:
-        core = control_plane.core_v1()
+        core = cp.core_v1()
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         core.delete_namespace(name)
+
+
+def _node_maker(cp: launcher.ControlPlane) -> Iterator[Callable[..., dict[str, Any]]]:
+    created: list[str] = []
+
+    def make(name: str, **kwargs: Any) -> dict[str, Any]:
+        created.append(name)
+        return cp.create_gpu_node(name, **kwargs)
+
+    yield make
+    core = cp.core_v1()
+    for name in created:
+        with contextlib.suppress(Exception):  # best-effort cleanup
+            core.delete_node(name)
+
+
+@pytest.fixture
+def namespace(control_plane: launcher.ControlPlane) -> Iterator[str]:
+    """A fresh namespace; its pods are force-deleted afterwards (freeing the nodes' GPUs).
+
+    The namespace itself stays Terminating: no kube-controller-manager finalises it.
+    """
+    yield from _fresh_namespace(control_plane)
 
 
 @pytest.fixture
 def gpu_nodes(control_plane: launcher.ControlPlane) -> Iterator[Callable[..., dict[str, Any]]]:
     """``gpu_nodes(name, **kwargs)``: ``ControlPlane.create_gpu_node``, deleted after the test."""
-    created: list[str] = []
+    yield from _node_maker(control_plane)
 
-    def make(name: str, **kwargs: Any) -> dict[str, Any]:
-        created.append(name)
-        return control_plane.create_gpu_node(name, **kwargs)
 
-    yield make
-    core = control_plane.core_v1()
-    for name in created:
-        with contextlib.suppress(Exception):  # best-effort cleanup
-            core.delete_node(name)
+@pytest.fixture
+def namespace_137(control_plane_137: launcher.ControlPlane) -> Iterator[str]:
+    """``namespace`` on the 1.37 control plane."""
+    yield from _fresh_namespace(control_plane_137)
+
+
+@pytest.fixture
+def gpu_nodes_137(
+    control_plane_137: launcher.ControlPlane,
+) -> Iterator[Callable[..., dict[str, Any]]]:
+    """``gpu_nodes`` on the 1.37 control plane."""
+    yield from _node_maker(control_plane_137)

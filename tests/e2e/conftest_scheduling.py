@@ -6,11 +6,14 @@ fixtures by name::
     from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401
 
 * ``phalanx`` (module): ``phalanx serve --kubeconfig <admin>`` as a real subprocess
-  (:class:`phalanx_process.PhalanxProcess`); a module may set ``PHALANX_ARGS`` (extra
+  (:class:`phalanx_process.PhalanxProcess`), given kube-scheduler's configuration
+  (``--scheduler-config``) as the chart gives it; a module may set ``PHALANX_ARGS`` (extra
   ``serve`` flags) for its own instance.
 * ``scheduler`` (module): the real kube-scheduler running **the chart's**
   ``KubeSchedulerConfiguration``, taken from the rendered ``deploy/manifests/phalanx.yaml``
   (see :func:`scheduler_config` for the only fields rewritten).
+* A module may set ``SCHEDULER_NAME``: the profile's ``schedulerName`` and the name Phalanx
+  serves (``--scheduler-name``), as the chart's ``schedulerName`` value sets both.
 * ``cluster`` (function): a :class:`scheduling.Scenario` in a fresh namespace with its own
   node pool, an :class:`scheduling.InvariantMonitor` running for the whole test, and the
   invariant verdict asserted at teardown (a test that wants it sooner calls
@@ -31,7 +34,7 @@ import pytest
 import yaml
 from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
-from scheduling import Api, Scenario, Verdict
+from scheduling import SCHEDULER_NAME, Api, Scenario, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
@@ -77,14 +80,17 @@ def chart_scheduler_config(path: Path = MANIFESTS) -> dict[str, Any] | None:
     return None
 
 
-def scheduler_config(phalanx_url: str, lease_name: str) -> tuple[dict[str, Any], str]:
+def scheduler_config(
+    phalanx_url: str, lease_name: str, profile: str = SCHEDULER_NAME
+) -> tuple[dict[str, Any], str]:
     """The configuration the e2e kube-scheduler runs, and where it came from.
 
     Taken from the rendered chart. Rewritten, because the test cluster differs from a
     chart install: each extender's ``urlPrefix`` (the test's Phalanx port),
     ``leaderElection.resourceNamespace`` (``kube-system``: the chart's namespace may not
     exist here) and ``resourceName`` (fresh per start, so a restarted scheduler need not
-    wait out the previous one's lease). ``clientConnection.kubeconfig`` is filled in by
+    wait out the previous one's lease); the profile's ``schedulerName`` is ``profile`` (what
+    the chart's ``schedulerName`` value sets). ``clientConnection.kubeconfig`` is filled in by
     ``ControlPlane.start_scheduler``. Everything else — profile, ``percentageOfNodesToScore``,
     the extender's verbs, ``nodeCacheCapable``, ``httpTimeout``, ``ignorable``, ``weight``,
     lease timings, client QPS — is the chart's.
@@ -109,7 +115,15 @@ def scheduler_config(phalanx_url: str, lease_name: str) -> tuple[dict[str, Any],
     election = config.setdefault("leaderElection", {})
     election["resourceNamespace"] = LEASE_NAMESPACE
     election["resourceName"] = lease_name
+    for entry in config.get("profiles") or []:
+        if entry.get("schedulerName") == SCHEDULER_NAME:
+            entry["schedulerName"] = profile
     return config, origin
+
+
+def profile_name(request: pytest.FixtureRequest) -> str:
+    """The scheduler name a module's pods use (its ``SCHEDULER_NAME``, else the chart's)."""
+    return str(getattr(request.module, "SCHEDULER_NAME", SCHEDULER_NAME))
 
 
 # ---- fixtures ------------------------------------------------------------------------------
@@ -124,9 +138,18 @@ def phalanx(
     module = request.module.__name__.rsplit(".", 1)[-1]
     workdir = control_plane.workdir / f"phalanx-{module}"
     workdir.mkdir(parents=True, exist_ok=True)
-    proc = PhalanxProcess(
-        control_plane.kubeconfig, workdir, extra_args=getattr(request.module, "PHALANX_ARGS", ())
+    # The configuration kube-scheduler runs (only the profiles matter to Phalanx's check).
+    name = profile_name(request)
+    config_path = workdir / "kube-scheduler.yaml"
+    config_path.write_text(
+        yaml.safe_dump(scheduler_config("http://127.0.0.1:1", "unused", name)[0])
     )
+    args = [
+        f"--scheduler-config={config_path}",
+        f"--scheduler-name={name}",
+        *getattr(request.module, "PHALANX_ARGS", ()),
+    ]
+    proc = PhalanxProcess(control_plane.kubeconfig, workdir, extra_args=args)
     proc.start()
     try:
         yield proc
@@ -137,16 +160,19 @@ def phalanx(
 class Scheduler:
     """The e2e kube-scheduler: the chart's configuration, pointed at the test's Phalanx."""
 
-    def __init__(self, cp: launcher.ControlPlane, phalanx: PhalanxProcess) -> None:
+    def __init__(
+        self, cp: launcher.ControlPlane, phalanx: PhalanxProcess, profile: str = SCHEDULER_NAME
+    ) -> None:
         self.cp = cp
         self.phalanx = phalanx
+        self.profile = profile
         self.config: dict[str, Any] = {}
         self.origin = ""
         self.starts = 0
 
     def start(self) -> None:
         lease = f"phalanx-scheduler-e2e-{uuid.uuid4().hex[:8]}"
-        self.config, self.origin = scheduler_config(self.phalanx.url, lease)
+        self.config, self.origin = scheduler_config(self.phalanx.url, lease, self.profile)
         self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False))
         self.starts += 1
 
@@ -164,8 +190,10 @@ class Scheduler:
 
 
 @pytest.fixture(scope="module")
-def scheduler(control_plane: launcher.ControlPlane, phalanx: PhalanxProcess) -> Iterator[Scheduler]:
-    sched = Scheduler(control_plane, phalanx)
+def scheduler(
+    control_plane: launcher.ControlPlane, phalanx: PhalanxProcess, request: pytest.FixtureRequest
+) -> Iterator[Scheduler]:
+    sched = Scheduler(control_plane, phalanx, profile_name(request))
     sched.start()
     try:
         yield sched

@@ -52,6 +52,7 @@ A_PLACEMENT = "phalanx.io/placement"
 A_PLAN = "phalanx.io/plan"
 A_PLAN_NODE = "phalanx.io/plan-node"
 A_COMMIT = "phalanx.io/commit"
+A_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 
 #: A gang's bindings are issued together; on this 2-core machine the last lands well
 #: within this many seconds of the first.
@@ -65,7 +66,12 @@ class ApiError(AssertionError):
 class Api:
     """JSON over HTTPS to the control plane's kube-apiserver as ``admin``."""
 
-    def __init__(self, cp: launcher.ControlPlane, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, cp: launcher.ControlPlane, *, timeout: float = 10.0, patient: bool = False
+    ) -> None:
+        # patient: retry 429 (after its Retry-After) and 5xx answers, as client-go does, for a
+        # test against an API server that is overloaded on purpose.
+        self.patient = patient
         context = ssl.create_default_context(cafile=str(cp.ca_file))
         self._http = httpx.Client(
             base_url=cp.server,
@@ -89,13 +95,17 @@ class Api:
         expect: Iterable[int] = (200, 201),
     ) -> Obj:
         headers = {"Content-Type": content_type} if body is not None else {}
-        answer = self._http.request(
-            method,
-            path,
-            content=json.dumps(body).encode() if body is not None else None,
-            params=params,
-            headers=headers,
-        )
+        for attempt in range(40 if self.patient else 1):
+            answer = self._http.request(
+                method,
+                path,
+                content=json.dumps(body).encode() if body is not None else None,
+                params=params,
+                headers=headers,
+            )
+            if not self.patient or (answer.status_code != 429 and answer.status_code < 500):
+                break
+            time.sleep(float(answer.headers.get("Retry-After") or 0) or 0.05 * (attempt + 1))
         if answer.status_code not in set(expect):
             raise ApiError(f"{method} {path}: {answer.status_code} {answer.text[:500]}")
         try:
@@ -178,9 +188,23 @@ def gpu_request(pod: Obj) -> int:
 
 
 def group_of(pod: Obj) -> str | None:
+    """The pod's gang, as Phalanx keys it (without the namespace): a scheduler-plugins or
+    annotation-only name, ``volcano:<name>``, or ``upstream:<name>`` /
+    ``upstream:<workload>/<pod group>``."""
     meta = pod.get("metadata", {})
-    label = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
-    return label or (meta.get("annotations") or {}).get(A_POD_GROUP)
+    notes = meta.get("annotations") or {}
+    label = (meta.get("labels") or {}).get(POD_GROUP_LABEL) or notes.get(A_POD_GROUP)
+    if label:
+        return str(label)
+    if notes.get(A_VOLCANO_GROUP):
+        return f"volcano:{notes[A_VOLCANO_GROUP]}"
+    spec = pod.get("spec") or {}
+    if spec.get("schedulingGroup"):
+        return f"upstream:{spec['schedulingGroup'].get('podGroupName')}"
+    if spec.get("workloadRef"):
+        ref = spec["workloadRef"]
+        return f"upstream:{ref.get('name')}/{ref.get('podGroup')}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -262,7 +286,9 @@ class InvariantMonitor:
     A gang is *partial* when ``0 < bound < minMember`` and it has never been seen whole
     (a gang whose pods a test deletes after it ran is not partial: Phalanx's own
     ``phalanx_partial_gangs`` counts the same way). minMember comes from the PodGroup,
-    else from ``phalanx.io/min-member``; a gang with neither is not judged.
+    else from ``phalanx.io/min-member``; a gang with neither is not judged. Gangs of other
+    dialects are judged when a test adds their sizes: ``gang_sizes`` are callables
+    ``(api, namespace) -> {group_of key: minMember}`` asked at every sample.
     """
 
     def __init__(
@@ -284,6 +310,7 @@ class InvariantMonitor:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._started_at = 0.0
+        self.gang_sizes: list[Callable[[Api, str], Mapping[str, int]]] = []
 
     def start(self) -> InvariantMonitor:
         self._started_at = time.monotonic()
@@ -310,6 +337,8 @@ class InvariantMonitor:
                 g["metadata"]["name"]: int((g.get("spec") or {}).get("minMember") or 0)
                 for g in api.items(f"{PG_API}/namespaces/{ns}/podgroups")
             }
+            for sizes in list(self.gang_sizes):
+                groups.update(sizes(api, ns))
             pods = api.items(f"/api/v1/namespaces/{ns}/pods")
             nodes = api.items("/api/v1/nodes", labelSelector=f"{POOL_LABEL}={self.pool}")
         except Exception as exc:  # noqa: BLE001  # API down (a restart test): skip this sample
@@ -694,6 +723,24 @@ class Scenario:
             )
 
         return self.wait(f"an event on {name} saying {text!r}", found, timeout=timeout)
+
+    def wait_unschedulable(self, name: str, text: str, *, timeout: float = 30.0) -> None:
+        """Until kube-scheduler has finished a failed attempt at pod ``name`` whose reason
+        says ``text``: it sets PodScheduled=False (Unschedulable) only after it has put the
+        pod back in its queue, so the pod then waits there, not in a scheduling cycle."""
+
+        def parked() -> bool:
+            pod = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled":
+                    return bool(
+                        c.get("status") == "False"
+                        and c.get("reason") == "Unschedulable"
+                        and text in c.get("message", "")
+                    )
+            return False
+
+        self.wait(f"{name} back in kube-scheduler's queue ({text!r})", parked, timeout=timeout)
 
     def assert_unbound_for(self, names: Iterable[str], seconds: float) -> None:
         """None of ``names`` gets bound within ``seconds`` (sampled every 0.2 s)."""

@@ -11,7 +11,6 @@ accepted but starts no pod, which is why the pod is re-enacted here process by p
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -28,8 +27,18 @@ from typing import Any, TypeVar
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 import yaml
+from chartkit import (
+    ACCOUNT,
+    MANIFESTS,
+    NAMESPACE,
+    REPO,
+    Obj,
+    apply,
+    documents,
+    install,
+    service_account_kubeconfig,
+)
 from kubernetes.dynamic import DynamicClient
-from podgroup_crd import wait_crd_established
 
 from phalanx.api import server as harness
 from phalanx.api.app import create_metrics_app
@@ -41,52 +50,23 @@ from phalanx.sources.kubeclient import KubeClient
 pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
 EXAMPLES = REPO / "deploy" / "examples"
-NAMESPACE = "phalanx-system"
-ACCOUNT = "phalanx"
 ACCOUNT_USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 ACCOUNT_GROUPS = [
     "system:serviceaccounts",
     f"system:serviceaccounts:{NAMESPACE}",
     "system:authenticated",
 ]
-FIELD_MANAGER = "phalanx-e2e"
-Obj = dict[str, Any]
 
 
 # ---- applying manifests ----------------------------------------------------------------
-
-
-def documents(path: Path) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def apply(
-    dyn: DynamicClient, doc: Obj, *, namespace: str | None = None, dry_run: bool = False
-) -> Obj:
-    """`kubectl apply --server-side` of one object."""
-    api = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
-    if dry_run:
-        kwargs["dry_run"] = "All"
-    if api.namespaced:
-        kwargs["namespace"] = namespace or doc["metadata"].get("namespace")
-    answer = api.server_side_apply(body=doc, **kwargs)
-    return dict(answer.to_dict())
 
 
 @pytest.fixture(scope="module")
 def installed(control_plane: launcher.ControlPlane) -> Iterator[list[Obj]]:
     """deploy/manifests/phalanx.yaml applied as a user would; the objects as the API holds them."""
     dyn = DynamicClient(control_plane.api_client())
-    applied = []
-    for doc in documents(MANIFESTS):
-        applied.append(apply(dyn, doc))
-        if doc["kind"] == "CustomResourceDefinition":
-            wait_crd_established(control_plane, doc["metadata"]["name"])
-    yield applied
+    yield install(control_plane)
     # The Namespace (it would stay Terminating: no controller-manager) and the CRD (other
     # tests' PodGroups live in it) stay; everything else goes.
     for doc in reversed(documents(MANIFESTS)):
@@ -130,6 +110,19 @@ GRANTED = [
     ("watch", "scheduling.x-k8s.io.podgroups", {}),
     ("patch", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
     ("update", "scheduling.x-k8s.io.podgroups/status", {"namespace": "team-a"}),
+    # Every gang dialect: each verb the chart grants, one by one.
+    ("get", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
+    ("list", "scheduling.volcano.sh.podgroups", {}),
+    ("watch", "scheduling.volcano.sh.podgroups", {}),
+    ("patch", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
+    ("get", "scheduling.k8s.io.podgroups", {"namespace": "team-a"}),
+    ("list", "scheduling.k8s.io.podgroups", {}),
+    ("watch", "scheduling.k8s.io.podgroups", {}),
+    ("patch", "scheduling.k8s.io.podgroups", {"namespace": "team-a"}),
+    ("patch", "scheduling.k8s.io.podgroups/status", {"namespace": "team-a"}),
+    ("get", "scheduling.k8s.io.workloads", {"namespace": "team-a"}),
+    ("list", "scheduling.k8s.io.workloads", {}),
+    ("watch", "scheduling.k8s.io.workloads", {}),
     ("create", "coordination.k8s.io.leases", {"namespace": NAMESPACE}),
     (
         "update",
@@ -152,6 +145,13 @@ DENIED = [
     ("patch", "nodes", {}),
     ("create", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
     ("delete", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
+    ("create", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
+    ("update", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
+    ("delete", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
+    ("create", "scheduling.k8s.io.podgroups", {"namespace": "team-a"}),
+    ("delete", "scheduling.k8s.io.podgroups", {"namespace": "team-a"}),
+    ("patch", "scheduling.k8s.io.workloads", {"namespace": "team-a"}),
+    ("delete", "scheduling.k8s.io.workloads", {"namespace": "team-a"}),
     ("update", "coordination.k8s.io.leases", {"namespace": NAMESPACE, "name": "someone-else"}),
     ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
     ("bind", "rbac.authorization.k8s.io.clusterroles", {}),
@@ -206,40 +206,6 @@ def test_the_service_account_may_not(
 
 
 # ---- the chart's pod, re-enacted ---------------------------------------------------------
-
-
-def service_account_kubeconfig(cp: launcher.ControlPlane, path: Path) -> Path:
-    """A kubeconfig holding a fresh token of the chart's ServiceAccount (TokenRequest)."""
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    status, answer = cp.request(
-        "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token", request
-    )
-    assert status == 201, answer
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {
-                    "server": cp.server,
-                    "certificate-authority-data": base64.b64encode(
-                        cp.ca_file.read_bytes()
-                    ).decode(),
-                },
-            }
-        ],
-        "users": [{"name": ACCOUNT, "user": {"token": answer["status"]["token"]}}],
-        "contexts": [{"name": ACCOUNT, "context": {"cluster": "e2e", "user": ACCOUNT}}],
-        "current-context": ACCOUNT,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 class Sidecar:

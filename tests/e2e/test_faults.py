@@ -39,6 +39,23 @@ def _barrier_holds(sc: Scenario, waiting: int, *, timeout: float = 30.0) -> None
 # ---- expiry and re-planning ------------------------------------------------------------------
 
 
+def _answered_with_the_true_reason(sc: Scenario, member: str, cordoned: str) -> None:
+    """kube-scheduler reported the held bind of ``member`` failing for the cordon of
+    ``cordoned`` (or for the expiry, should it come first), never for the barrier timing out."""
+    because = (f"node {cordoned} is gone, cordoned or not ready", "its reservation expired while")
+
+    def messages() -> list[str]:
+        return [e.get("message", "") for e in sc.events(member, reason="FailedScheduling")]
+
+    sc.wait(
+        f"the failed bind of {member} reported with its cause",
+        lambda: any(b in m for m in messages() for b in because),
+        timeout=10,
+    )
+    timed_out = [m for m in messages() if "reached bind within" in m]
+    assert not timed_out, timed_out
+
+
 def test_a_reservation_on_a_node_cordoned_before_binding_expires_and_the_gang_replans(
     cluster: Scenario,  # noqa: F811
 ) -> None:
@@ -58,11 +75,21 @@ def test_a_reservation_on_a_node_cordoned_before_binding_expires_and_the_gang_re
     assert cluster.bound_count(gang) == 0
 
     cluster.cordon(first)
+    # The held binds are answered as soon as Phalanx sees the cordon (or the expiry, should
+    # it come first), with that reason: never left to the barrier timeout.
+    cluster.phalanx.wait_metric(
+        "phalanx_barrier_waiting",
+        lambda v: v == 0,
+        timeout=BARRIER_TIMEOUT_SECONDS / 2,
+        what="the held binds answered well before the barrier timeout",
+    )
+    for member in gang.members[:2]:
+        _answered_with_the_true_reason(cluster, member, first)
     cluster.wait_event(gang.name, "reservation expired after 4s", reason="ReservationExpired")
     # Released exactly: nothing stays reserved once the reservation expired.
     cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
-    # The held binds fail at the barrier timeout; kube-scheduler retries; Phalanx re-plans
-    # onto the node that is still schedulable and the two members wait there.
+    # kube-scheduler retries the two members; Phalanx re-plans onto the node that is still
+    # schedulable and they wait there for the third.
     cluster.wait(
         f"a new reservation on {other}",
         lambda: (

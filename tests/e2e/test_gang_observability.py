@@ -77,8 +77,12 @@ def test_a_gangs_life_shows_in_status_events_metrics_debug_and_logs(
     bound_before = phalanx.metric("phalanx_gang_time_to_bind_seconds_count")
     filters, binds = _requests(phalanx, "filter"), _requests(phalanx, "bind")
 
-    # ---- waiting for members
-    gang = cluster.gang("observed", 3, 2, create=2, arrival="staggered")
+    # ---- waiting for members (a plan makes the members distinct, so the gang waits for its
+    # quorum rather than being reserved from its first member's shape)
+    plan = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
+    gang = cluster.gang(
+        "observed", 3, 2, create=2, arrival="staggered", plan=plan, plan_nodes=["a", "b", "c"]
+    )
     cluster.wait_event(gang.name, "waiting for gang members: ", reason="WaitingForMembers")
 
     def pending_status() -> dict[str, Any] | None:

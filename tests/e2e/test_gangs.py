@@ -217,8 +217,13 @@ def test_two_gangs_that_deadlock_coscheduling_end_one_whole_and_one_waiting(
 # ---- quorum ---------------------------------------------------------------------------------
 
 
+# A plan makes the members distinct (each names its leaf), so such a gang keeps quorum first;
+# an interchangeable gang is reserved from its first member (template reservation).
+SEQUENCE_PLAN = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
+
+
 @pytest.mark.parametrize("form", FORMS)
-def test_members_wait_for_the_quorum_then_bind_together(
+def test_an_interchangeable_gang_is_reserved_by_its_first_member_and_binds_only_whole(
     cluster: Scenario,  # noqa: F811
     form: str,
 ) -> None:
@@ -227,38 +232,69 @@ def test_members_wait_for_the_quorum_then_bind_together(
     gang = cluster.gang("late", 3, 2, form=form, create=0)
 
     cluster.add_member(gang, 0)
+    reserved = "reserved 3 member(s) (2 of them for members not created yet)"
+    if form == "podgroup":
+        cluster.wait_event(gang.name, reserved, reason="Reserved")
+    else:
+        cluster.wait_event(gang.members[0], reserved, reason="Reserved")
+    cluster.add_member(gang, 1)
+    # Both have passed filter and wait at the bind barrier: nothing is bound yet.
+    cluster.wait(
+        "two members held at the barrier",
+        lambda: cluster.phalanx.metric("phalanx_barrier_waiting") == 2 or None,
+        timeout=30,
+    )
+    assert cluster.bound_count(gang) == 0
+    if form == "podgroup":
+        status = cluster.get_pod_group(gang.name).get("status") or {}
+        assert status.get("phase") == "Scheduling", status
+
+    cluster.add_member(gang, 2)
+    where = cluster.wait_gang(gang, timeout=30)
+    assert len(set(where.values())) == 1  # pack: 6 GPUs fit the one 8-GPU node
+
+
+def test_a_gang_with_a_plan_waits_for_its_quorum_then_binds_together(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    cluster.node("a", 8)
+    cluster.nodes_ready()
+    gang = cluster.gang("late", 3, 2, create=0, plan=SEQUENCE_PLAN, plan_nodes=["a", "b", "c"])
+
+    cluster.add_member(gang, 0)
     cluster.wait_event(
         gang.members[0], "waiting for gang members: 1/3 exist", reason="FailedScheduling"
     )
-    time.sleep(1.0)
+    cluster.wait_unschedulable(gang.members[0], "waiting for gang members: 1/3 exist")
     cluster.add_member(gang, 1)
     cluster.wait_event(
         gang.members[1], "waiting for gang members: 2/3 exist", reason="FailedScheduling"
     )
     assert cluster.bound_count(gang) == 0
-    if form == "podgroup":
-        status = cluster.get_pod_group(gang.name).get("status") or {}
-        assert status.get("phase") == "Pending", status
-        assert cluster.events(gang.name, kind="PodGroup", reason="WaitingForMembers")
+    status = cluster.get_pod_group(gang.name).get("status") or {}
+    assert status.get("phase") == "Pending", status
+    assert cluster.events(gang.name, kind="PodGroup", reason="WaitingForMembers")
 
     cluster.add_member(gang, 2)
     where = cluster.wait_gang(gang)
-    assert len(set(where.values())) == 1  # pack: 6 GPUs fit the one 8-GPU node
+    assert len(set(where.values())) == 1  # a sequence lands on one node
 
 
 def test_a_gang_binds_promptly_once_its_last_member_arrives(cluster: Scenario) -> None:  # noqa: F811
     # kube-scheduler parks a pod an extender refused until a cluster event; a new sibling
     # is not one. Phalanx must requeue the parked members when it reserves the gang, or
-    # they wait until the bind barrier times out (20 s).
+    # they wait until the bind barrier times out (20 s). (A gang with a plan keeps quorum
+    # first, so its early members are refused and parked.)
     cluster.node("a", 8)
     cluster.nodes_ready()
-    gang = cluster.gang("prompt", 3, 2, create=0)
+    gang = cluster.gang("prompt", 3, 2, create=0, plan=SEQUENCE_PLAN, plan_nodes=["a", "b", "c"])
     for i in range(2):
         cluster.add_member(gang, i)
         cluster.wait_event(
             gang.members[i], f"waiting for gang members: {i + 1}/3 exist", reason="FailedScheduling"
         )
-    time.sleep(1.0)  # both rest in kube-scheduler's unschedulable queue, as a Job's would
+    for member in gang.members[:2]:  # both rest in kube-scheduler's queue, as a Job's would
+        cluster.wait_unschedulable(member, "waiting for gang members")
 
     started = time.monotonic()
     cluster.add_member(gang, 2)
@@ -279,7 +315,7 @@ def test_a_gang_whose_pods_precede_their_pod_group_binds_once_it_exists(
     waiting = f"waiting for PodGroup {cluster.namespace}/late-group to exist"
     for member in gang.members:
         cluster.wait_event(member, waiting, reason="FailedScheduling")
-    time.sleep(1.0)
+        cluster.wait_unschedulable(member, waiting)
 
     cluster.pod_group("late-group", 2)
     # Nothing else would retry them: no barrier is open to time out.

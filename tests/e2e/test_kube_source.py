@@ -16,13 +16,14 @@ import pytest
 from podgroup_crd import PG_API, ensure_pod_group_crd, remove_pod_group_crd
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.model import Binding, PodRef
+from phalanx.core.groups.status import GroupPhase, GroupStatus
+from phalanx.core.model import Binding, GroupRef, PodRef
 from phalanx.core.planner import Outcome
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.metrics import Metrics
 from phalanx.service.rollforward import RollForward, RollForwardSettings
-from phalanx.sources.base import BindError, GroupStatus
+from phalanx.sources.base import BindError
 from phalanx.sources.informer import Backoff, InformerSettings
 from phalanx.sources.kube import KubeSource, KubeSourceSettings
 from phalanx.sources.kubeclient import KubeClient
@@ -467,8 +468,15 @@ def test_pod_group_status_is_patched_with_phase_counts_and_condition(
     key = f"{namespace}/st"
     live.wait("group", lambda st: st.group(key))
     path = f"{PG_API}/namespaces/{namespace}/podgroups/st"
+    ref = GroupRef(namespace, "st")
     waiting = GroupStatus(
-        key, "Pending", 0, 0, "waiting-for-members", "1/2 exist", schedule_start_time=1.7e9
+        ref,
+        GroupPhase.PENDING,
+        0,
+        0,
+        "waiting-for-members",
+        "1/2 exist",
+        schedule_start_time=1.7e9,
     )
     live.run(live.source.update_group_status(waiting))
     status = get(cp, path)["status"]
@@ -488,7 +496,7 @@ def test_pod_group_status_is_patched_with_phase_counts_and_condition(
 
     live.run(
         live.source.update_group_status(
-            GroupStatus(key, "Scheduled", 2, 0, "bound", "bound 2 together")
+            GroupStatus(ref, GroupPhase.SCHEDULED, 2, 0, "bound", "bound 2 together")
         )
     )
     status = get(cp, path)["status"]
@@ -499,7 +507,9 @@ def test_pod_group_status_is_patched_with_phase_counts_and_condition(
 
     # An annotation-only gang has no object: nothing to write, and no error.
     live.run(
-        live.source.update_group_status(GroupStatus(f"{namespace}/nope", "Pending", 0, 0, "", ""))
+        live.source.update_group_status(
+            GroupStatus(GroupRef(namespace, "nope"), GroupPhase.PENDING, 0, 0, "", "")
+        )
     )
 
 

@@ -198,3 +198,19 @@ async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once(
     assert ext.state.reserved_gpus() == 0
     assert source.bindings == []
     await ext.stop()
+
+
+async def test_an_annotation_only_gang_reports_its_phase_from_its_members_annotations():
+    members = [
+        pod_obj(
+            f"ann-{i}", 2, annotations={"phalanx.io/pod-group": "ann", "phalanx.io/min-member": "2"}
+        )
+        for i in range(2)
+    ]
+    ext, _ = await started(members)
+    nodes = reserve_all(ext, ["ann-0", "ann-1"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
+    view = ext.debug_group("default", "ann")
+    assert view["source"] == "annotations"
+    assert view["phase"] == "Running"  # minMember 2 of 2 bound (and running in the file)
+    await ext.stop()

@@ -6,8 +6,8 @@ import asyncio
 import pytest
 from support import Clock, ScriptedSource
 
-from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.core.model import Binding
+from builders import node_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
+from phalanx.core.model import Binding, GroupRef
 from phalanx.demo.report import render_group_view
 from phalanx.service.extender import Extender, ServiceSettings
 
@@ -202,9 +202,26 @@ async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed():
     ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=clock)
     await ext.start()
     ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
-    assert "placed within" in ext.reporter.group_status("default/g").message
+    assert "placed within" in ext.reporter.group_status(GroupRef.parse("default/g")).message
     clock.now += 120
     ext.expire()
-    message = ext.reporter.group_status("default/g").message
+    message = ext.reporter.group_status(GroupRef.parse("default/g")).message
     assert "placed within" not in message
+    await ext.stop()
+
+
+async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_domain():
+    group = volcano_podgroup_obj("v", 4)
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    objects = [
+        *rack(2, per_clique=3),
+        group,
+        *(pod_obj(f"v-{i}", 4, volcano_group="v") for i in range(4)),
+    ]
+    ext, _ = await start(objects)
+    result = ext.filter(ext.state.pod_by_key("default", "v-0"), offered(ext))
+    assert result.feasible == ()  # tier 1 is the clique: no clique of three holds four
+    (reason,) = set(result.unresolvable.values())
+    assert f"required {CLIQUE}" in reason
+    assert f"no single {CLIQUE} domain fits" in reason
     await ext.stop()

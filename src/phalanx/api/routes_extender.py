@@ -87,12 +87,19 @@ class ExtenderVerbs:
             (v, r): duration.labels(v, r) for v in VERBS for r in (OK, ERROR, BAD_REQUEST)
         }
 
+    def endpoints(self) -> dict[str, Callable[[Request], Awaitable[Response]]]:
+        """The verbs by path."""
+        return {
+            "/filter": self.filter,
+            "/prioritize": self.prioritize,
+            "/bind": self.bind,
+            "/preempt": self.preempt,
+        }
+
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/filter", self.filter, methods=["POST"], include_in_schema=False),
-            Route("/prioritize", self.prioritize, methods=["POST"], include_in_schema=False),
-            Route("/bind", self.bind, methods=["POST"], include_in_schema=False),
-            Route("/preempt", self.preempt, methods=["POST"], include_in_schema=False),
+            Route(path, endpoint, methods=["POST"], include_in_schema=False)
+            for path, endpoint in self.endpoints().items()
         ]
 
     # ---- endpoints -----------------------------------------------------------------------
@@ -132,17 +139,28 @@ class ExtenderVerbs:
 
     # ---- verbs -----------------------------------------------------------------------------
 
+    def _pod(self, raw: dict[str, Any]) -> Pod | str:
+        """The pod, or why it cannot be read. When the model holds this very version of it
+        (same UID and resourceVersion: the informer parsed the same object), that copy;
+        else parsed from the request."""
+        uid, version = wire.pod_version(raw)
+        known = self._extender.known_pod(uid)
+        if known is not None and version and known.resource_version == version:
+            return known
+        return _parse_pod(raw)
+
     async def _filter(self, body: bytes) -> tuple[wire.FilterAnswer, bool]:
         args = wire.decode_extender_args(body)
-        pod = _parse_pod(args.pod)
+        pod = self._pod(args.pod)
         if isinstance(pod, str):
             return wire.filter_error(args, pod), False
-        answer = wire.filter_answer(args, self._extender.filter(pod, args.node_names))
+        result = self._extender.filter(pod, args.node_names, args.offered)
+        answer = wire.filter_answer(args, result)
         return answer, not answer["Error"]
 
     async def _prioritize(self, body: bytes) -> tuple[list[wire.HostPriority], bool]:
         args = wire.decode_extender_args(body)
-        pod = _parse_pod(args.pod)
+        pod = self._pod(args.pod)
         if isinstance(pod, str):
             # Prioritize errors are ignored by kube-scheduler; neutral scores say the same.
             return wire.priorities_answer(args, {}), False
@@ -154,7 +172,7 @@ class ExtenderVerbs:
 
     async def _preempt(self, body: bytes) -> tuple[wire.PreemptionAnswer, bool]:
         args = wire.decode_preemption_args(body)
-        pod = _parse_pod(args.pod)
+        pod = self._pod(args.pod)
         if isinstance(pod, str):
             # No candidate node: preempting on behalf of a pod we cannot read could break a gang.
             return wire.preemption_answer(args, {}), False

@@ -137,14 +137,20 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
             raise WireError(
                 f"NodeNames must be an array of node names, not {json_type(names_field)}"
             )
-        # One pass in C for the common, valid case; the loop only finds what to report.
-        if not all(type(name) is str and name for name in names_field):
+        # Checked in C for the common, valid case (5,000 names cost a Python loop about a
+        # millisecond); the loop only runs to find what to report.
+        try:
+            offered = frozenset(names_field)
+            "".join(names_field)  # raises TypeError unless every name is a string
+            valid = "" not in offered
+        except TypeError:  # a name that is not a string
+            valid = False
+        if not valid:
             for i, name in enumerate(names_field):
                 if not isinstance(name, str) or not name:
                     raise WireError(
                         f"NodeNames[{i}] must be a non-empty string, not {json_type(name)}"
                     )
-        offered = frozenset(names_field)
         names = tuple(
             names_field if len(offered) == len(names_field) else dict.fromkeys(names_field)
         )
@@ -311,6 +317,16 @@ def preemption_answer(
             if node in args.victims
         }
     }
+
+
+def pod_version(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """(`metadata.uid`, `metadata.resourceVersion`) of a raw pod object, "" for what it lacks
+    (never raises): together they name one state of one pod."""
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        return "", ""
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    return (uid if isinstance(uid, str) else "", version if isinstance(version, str) else "")
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -3,8 +3,8 @@
 For each `/bind` kube-scheduler sends, `admit` decides what happens to it:
 
 * `Answer(error)` — answer at once ("" is success: the pod is already bound there);
-* `BindAlone` — a pod in no gang, or a member beyond a bound quorum with no reservation:
-  bind now if it still fits;
+* `BindAlone` — a pod in no gang (or in a group of upstream's `basic` policy), or a member
+  beyond a bound quorum with no reservation: bind now if it still fits;
 * `BindReserved` — a member beyond a bound quorum that holds its own reservation: bind now;
 * `Join` — a reserved member of a gang whose quorum is not bound: wait at the gang's gate.
 
@@ -72,6 +72,8 @@ def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Adm
     if not isinstance(resolution, Resolved):
         return Answer(resolution.reason)
     group = resolution.group
+    if group.basic:
+        return BindAlone(pod, node)
     bound = len(state.bound_members(key))
     reservation = state.reservation(key)
     member = reservation.member(pod.uid) if reservation is not None else None

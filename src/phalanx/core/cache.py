@@ -18,20 +18,29 @@ Reservation lifecycle (one per gang, `Reservation.members` hold the per-pod stat
 
     The reservation itself disappears when its last member is dropped.
 
-Every release, whatever causes it (expiry, a re-plan, a node or PodGroup that went away,
-the bind barrier giving up, roll-forward), goes through `release()`, which tells the
+Every release, whatever causes it (expiry, a re-plan, a node or PodGroup that went away or
+changed, the bind barrier giving up, roll-forward), goes through `release()`, which tells the
 `on_release` listener: the service fails that gang's bind barrier at once with the cause.
 Each reservation gets a `serial` when it is published, so whoever holds an old one (a bind
 barrier opened for it) can release that one and never a newer re-plan of the same gang.
+
+Gang objects: PodGroups of every dialect by their gang key (`GroupRef.key`), and upstream
+v1alpha1 Workloads by their object key (`upstream:ns/name`), which hold the gangs their
+pods name (`GroupRef.object_ref`). An object that comes back different (an edited
+`minMember`/`minCount`, placement, plan or topology: values compare unequal) releases the
+reservations it held, so the next filter re-plans them with the new settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from phalanx.core.model import EMPTY, Node, Pod, PodGroup, Resources
+from phalanx.core.groups.discovery import Served
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.model import EMPTY, GroupRef, Node, Pod, PodGroup, Resources
 from phalanx.core.snapshot import NodeInfo, Snapshot
 
 
@@ -99,6 +108,7 @@ class ReleaseCause(StrEnum):
     REPLAN = "replan"  # kube-scheduler did not offer a reserved node
     NODE_GONE = "node-gone"  # a node it used was deleted
     GROUP_GONE = "group-gone"  # its PodGroup object was deleted
+    GROUP_CHANGED = "group-changed"  # its gang object changed (size, policy, plan, topology)
     BARRIER = "barrier"  # the bind barrier gave up (timeout, re-check, commit record)
     ROLL_FORWARD = "roll-forward"  # a commit record wins over it, or cannot be carried out
 
@@ -144,13 +154,17 @@ class ClusterState:
         # counted so usage stays exact, never eligible, dropped once nothing is bound there.
         self._phantoms: set[str] = set()
         self._common_free: dict[str, tuple[int, int, int, int]] = {}  # NodeInfo.common_free
+        # Node names by free nvidia.com/gpu, each list sorted: the single-pod best fit reads
+        # the tightest bucket first, in name order, instead of scanning every offered node.
+        self._by_free_gpus: dict[int, list[str]] = {}
         self._names: tuple[str, ...] | None = ()
         self._pods: dict[str, Pod] = {}  # by uid
         self._uid_by_key: dict[str, str] = {}
         self._counted: dict[str, tuple[str, Resources]] = {}  # uid -> (node, requests)
         self._assumed: dict[str, str] = {}  # uid -> node Phalanx is binding it to
-        self._groups: dict[str, PodGroup] = {}  # CRD PodGroups by namespace/name
-        self._group_errors: dict[str, str] = {}
+        self._groups: dict[str, PodGroup] = {}  # PodGroup objects (any dialect) by gang key
+        self._workloads: dict[str, Workload] = {}  # upstream v1alpha1, by object key
+        self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
         self._members: dict[str, set[str]] = {}  # group key -> pod uids
         self._reservations: dict[str, Reservation] = {}
         self.generation = 0
@@ -158,6 +172,8 @@ class ClusterState:
         # taints, readiness, cordon, GPUs): heartbeats leave it alone, so caches keyed on it
         # survive the steady stream of node status updates.
         self.topology_generation = 0
+        # Which gang APIs the API server serves (discovery), when the source knows.
+        self.served: Served | None = None
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -176,6 +192,11 @@ class ClusterState:
     def common_free(self) -> Mapping[str, tuple[int, int, int, int]]:
         """Per node, free (cpu, memory, pods, nvidia.com/gpu): the single-pod hot path."""
         return self._common_free
+
+    def nodes_by_free_gpus(self) -> Mapping[int, Sequence[str]]:
+        """Node names by free nvidia.com/gpu, each in name order (read-only by contract;
+        live until the next mutation)."""
+        return self._by_free_gpus
 
     def nodes(self) -> Iterable[NodeInfo]:
         return self._nodes.values()
@@ -198,6 +219,13 @@ class ClusterState:
 
     def groups(self) -> Mapping[str, PodGroup]:
         return self._groups
+
+    def workload(self, key: str) -> Workload | None:
+        return self._workloads.get(key)
+
+    def group_object(self, key: str) -> PodGroup | Workload | None:
+        """The gang object whose key (`GroupRef.object_ref.key`) is `key`, of any kind."""
+        return self._groups.get(key) or self._workloads.get(key)
 
     def group_error(self, key: str) -> str | None:
         return self._group_errors.get(key)
@@ -315,12 +343,23 @@ class ClusterState:
             self._add_requested(want[0], want[1])
 
     def _store(self, info: NodeInfo) -> None:
+        old = self._common_free.get(info.name)
+        if old is not None and old[3] != info.common_free[3]:
+            self._unindex(info.name, old[3])
+        if old is None or old[3] != info.common_free[3]:
+            bisect.insort(self._by_free_gpus.setdefault(info.common_free[3], []), info.name)
         self._nodes[info.name] = info
         self._common_free[info.name] = info.common_free
 
     def _drop(self, name: str) -> NodeInfo:
-        del self._common_free[name]
+        self._unindex(name, self._common_free.pop(name)[3])
         return self._nodes.pop(name)
+
+    def _unindex(self, name: str, free_gpus: int) -> None:
+        bucket = self._by_free_gpus[free_gpus]
+        del bucket[bisect.bisect_left(bucket, name)]
+        if not bucket:
+            del self._by_free_gpus[free_gpus]
 
     def _add_requested(self, name: str, delta: Resources) -> None:
         # A pod bound to a node we have not seen yet still counts once that node arrives.
@@ -346,22 +385,60 @@ class ClusterState:
     # ---- groups ------------------------------------------------------------------------
 
     def upsert_group(self, group: PodGroup) -> None:
+        """Add or update a PodGroup; a changed one releases its gang's reservation."""
+        old = self._groups.get(group.key)
         self._groups[group.key] = group
         self._group_errors.pop(group.key, None)
         self.generation += 1
+        if old is not None and old != group:
+            self.release(group.key, ReleaseCause.GROUP_CHANGED, _changed(old, group))
+
+    def upsert_workload(self, workload: Workload) -> None:
+        """Add or update a Workload; a changed one releases the reservations of its gangs."""
+        old = self._workloads.get(workload.key)
+        self._workloads[workload.key] = workload
+        self._group_errors.pop(workload.key, None)
+        self.generation += 1
+        if old is not None and old != workload:
+            why = f"Workload {workload.namespace}/{workload.name} changed; re-planning"
+            for key in self._held_by(workload.key):
+                self.release(key, ReleaseCause.GROUP_CHANGED, why)
 
     def set_group_error(self, key: str, reason: str) -> None:
-        """Record that a PodGroup object exists but is invalid; its members wait with `reason`."""
+        """Record that a gang object exists but is invalid; its members wait with `reason`."""
         self._groups.pop(key, None)
+        self._workloads.pop(key, None)
         self._group_errors[key] = reason
         self.generation += 1
 
     def remove_group(self, key: str) -> bool:
-        """Forget a PodGroup object. Returns whether a reservation was released with it."""
+        """Forget a gang object (a PodGroup, or a Workload and its gangs). Returns whether a
+        reservation was released with it."""
         self._groups.pop(key, None)
+        workload = self._workloads.pop(key, None)
         self._group_errors.pop(key, None)
         self.generation += 1
+        if workload is not None:
+            why = f"Workload {workload.namespace}/{workload.name} was deleted"
+            held = [self.release(k, ReleaseCause.GROUP_GONE, why) for k in self._held_by(key)]
+            return any(r is not None for r in held)
         return self.release(key, ReleaseCause.GROUP_GONE, f"PodGroup {key} was deleted") is not None
+
+    def _held_by(self, object_key: str) -> list[str]:
+        """Keys of the reserved gangs whose object is `object_key`."""
+        return [k for k in self._reservations if GroupRef.parse(k).object_ref.key == object_key]
+
+    def gangs_of(self, object_key: str) -> list[str]:
+        """Keys of the gangs with members whose object is `object_key` (a Workload holds
+        one per pod group and replica key)."""
+        return sorted(
+            key
+            for key, uids in self._members.items()
+            if any(
+                (group := self._pods[uid].group) is not None and group.object_ref.key == object_key
+                for uid in uids
+            )
+        )
 
     # ---- reservations ------------------------------------------------------------------
 
@@ -539,3 +616,13 @@ class ClusterState:
             for info in self._nodes.values()
             if info.name not in self._phantoms and any(v < 0 for v in info.free.values())
         )
+
+
+def _changed(old: PodGroup, new: PodGroup) -> str:
+    """Why a changed PodGroup's reservation is released, for people."""
+    what = (
+        f"gang size {old.min_member} -> {new.min_member}"
+        if old.min_member != new.min_member
+        else "its settings changed"
+    )
+    return f"PodGroup {new.key} changed ({what}); re-planning the gang"

@@ -312,6 +312,9 @@ def parse_pod(obj: JsonObject) -> Pod:
         gpu_memory_mib=settings.gpu_memory_mib,
         priority=read_integer(src, spec.get("priority"), "spec.priority") or 0,
         deleting=metadata.get("deletionTimestamp") not in (None, ""),
+        resource_version=read_string(
+            src, metadata.get("resourceVersion"), "metadata.resourceVersion"
+        ),
         min_member=settings.min_member,
         timeout_seconds=settings.timeout_seconds,
         placement=settings.placement,

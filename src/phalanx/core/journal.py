@@ -5,7 +5,8 @@
   made, or None when nothing changed: callers pass events on as values; nobody drains a list.
   A short history of recent events is kept for `/debug`.
 * **Gang facts** — `bound_count` (coscheduling's `CalculateAssignedPods`), `partial_gangs`
-  (the invariant: 0 or at least minMember bound) and the PodGroup phase.
+  (the invariant: 0 or at least minMember bound), the gang's phase and member counts
+  (`GroupStatus`, `GroupPhase`: defined with the dialects that spell them, used from here).
 
 Pure: time comes in as `now` (seconds on the caller's monotonic clock).
 """
@@ -19,6 +20,7 @@ from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import Placed
+from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.model import GroupRef, PodPhase
 from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
 
@@ -63,17 +65,6 @@ _EVENT_REASONS = {
 }
 
 
-class GroupPhase(StrEnum):
-    """A PodGroup's phase (scheduler-plugins' names)."""
-
-    PENDING = "Pending"  # fewer than minMember members exist
-    PRE_SCHEDULING = "PreScheduling"  # enough exist, nothing reserved
-    SCHEDULING = "Scheduling"  # reserved, binding under way
-    SCHEDULED = "Scheduled"  # the quorum is bound
-    RUNNING = "Running"  # the quorum runs
-    FAILED = "Failed"
-
-
 @dataclass(frozen=True, slots=True)
 class GangEvent:
     """A decision about a gang worth telling people (metrics, Events, logs, status)."""
@@ -98,19 +89,6 @@ class GroupRecord:
     proposal: Placed | None = None  # what the gang transaction proposed for the reservation
     replans: int = 0
     bound_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStatus:
-    """What Phalanx reports on a PodGroup: its phase, counts and last decision."""
-
-    group_key: str
-    phase: GroupPhase
-    scheduled: int
-    running: int
-    reason: str
-    message: str
-    schedule_start_time: float | None = None  # wall-clock seconds
 
 
 class GangJournal:
@@ -207,6 +185,49 @@ def group_phase(
     return phase, scheduled, running
 
 
+def group_status(
+    state: ClusterState,
+    ref: GroupRef,
+    record: GroupRecord | None,
+    *,
+    outcome: Outcome | None,
+    min_member: int,
+    start_time: float | None,
+) -> GroupStatus:
+    """A gang's status: its phase and counts, with its last decision (`record`) as reason
+    and message; `start_time` is the wall-clock time of its first filter."""
+    key = ref.key
+    phase, scheduled, running = group_phase(state, key, outcome, min_member)
+    members = state.members(key, include_finished=True)
+    return GroupStatus(
+        ref=ref,
+        phase=phase,
+        scheduled=scheduled,
+        running=running,
+        reason=record.last_outcome.value if record is not None and record.last_outcome else "",
+        message=record.last_reason if record is not None else "",
+        schedule_start_time=start_time,
+        succeeded=sum(1 for p in members if p.phase is PodPhase.SUCCEEDED),
+        failed=sum(1 for p in members if p.phase is PodPhase.FAILED),
+    )
+
+
 def live_keys(state: ClusterState) -> set[str]:
     """Gangs still in the model: a PodGroup, members or a reservation."""
     return state.group_keys() | set(state.reservations())
+
+
+__all__ = [
+    "HISTORY",
+    "GangEvent",
+    "GangJournal",
+    "GroupPhase",
+    "GroupRecord",
+    "GroupStatus",
+    "Outcome",
+    "bound_count",
+    "group_phase",
+    "group_status",
+    "live_keys",
+    "partial_gangs",
+]

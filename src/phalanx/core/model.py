@@ -378,6 +378,8 @@ class Pod:
     # Why Phalanx cannot schedule this pod (a malformed phalanx.io/* annotation); "" when fine.
     # The pod still counts toward its node's usage when bound.
     invalid: str = ""
+    # metadata.resourceVersion when read from the API (not compared: the same pod, later).
+    resource_version: str = field(default="", compare=False)
     # The dialect whose claim gave `group` (None: no dialect claimed the pod); not compared:
     # `group` and the labels already decide it. Then the claims of other dialects that
     # named a different gang and lost (precedence, see `phalanx.core.groups.registry`).

@@ -6,7 +6,9 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
 2. a member holding a reservation follows it, or — when kube-scheduler did not offer the
    reserved node — the gang is re-planned once without that node;
 3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
-   then its topology constraint (`phalanx.core.topology.resolve_topology`), or invalid;
+   a group of upstream's `basic` policy is no gang: its members are placed one by one;
+   then the gang's topology constraint (`phalanx.core.topology.resolve_topology`), or
+   invalid;
 4. quorum first: fewer than minMember members exist, so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
@@ -27,6 +29,7 @@ Pure: time comes in as `now` (seconds, any monotonic origin).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from phalanx.core.cache import (
@@ -173,13 +176,22 @@ class GangPlanner:
 
     # ---- filter ------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, offered: Sequence[str], now: float) -> FilterDecision:
-        """Decide for `pod`, the model's own copy (the caller looked it up once)."""
+    def filter(
+        self,
+        pod: Pod,
+        offered: Sequence[str],
+        now: float,
+        *,
+        offered_set: AbstractSet[str] | None = None,
+    ) -> FilterDecision:
+        """Decide for `pod`, the model's own copy (the caller looked it up once).
+        `offered_set`: the offered names as a set, when the caller has one already."""
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
         if pod.group is None:
             best = self.settings.single_pod_nodes
-            return FilterDecision(self.singles.filter(pod, offered, best=best))
+            single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
+            return FilterDecision(single)
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 
@@ -210,13 +222,15 @@ class GangPlanner:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
             return self._replan(cycle, member)
-        # 3. Resolve the gang.
+        # 3. Resolve the gang (a `basic` group is none: its members go one by one).
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
             outcome = Outcome.WAITING if isinstance(resolution, Waiting) else Outcome.INVALID
             self._note(cycle, outcome, resolution.reason)
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        if group.basic:
+            return self.singles.filter(pod, offered)
         topology = self._topology_of(group)
         if isinstance(topology, str):
             self._note(cycle, Outcome.INVALID, topology)
@@ -465,13 +479,18 @@ class GangPlanner:
         return prioritize(self.state, pod, offered, self.fragmentation)
 
     def fragmentation(self) -> Mapping[str, int]:
-        """0..10 per node of the default topology: how broken its domains are. Worked out
-        once per model generation (kube-scheduler asks for every pod it scores)."""
+        """0..10 per node of the default topology: how broken its domains are; empty when
+        none is. Worked out once per model generation (kube-scheduler asks for every pod
+        it scores)."""
         generation = self.state.generation
         if self._fragmentation is None or self._fragmentation[0] != generation:
             index = self.index(self.settings.topologies.default)
-            scores = fragmentation_scores(index, self.state.node_infos(), index.of_node)
-            self._fragmentation = (generation, scores)
+            scores: dict[str, int] = {}
+            # The widest level has the fewest domains: as many as nodes means no node
+            # shares a domain with another, and there is nothing to break.
+            if index.domains and len(index.domains[0]) < len(index.of_node):
+                scores = fragmentation_scores(index, self.state.node_infos(), index.of_node)
+            self._fragmentation = (generation, scores if any(scores.values()) else {})
         return self._fragmentation[1]
 
     def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:

@@ -91,7 +91,8 @@ def best_fit(
     """The `count` feasible nodes `pod` fits best, best first: for a GPU pod the fewest GPUs
     left over, then the most broken domains (`fragmentation()`, 0..10 per node), then CPU;
     for a pod without GPUs nodes without GPUs first, then the least CPU left over. Ties by
-    name, so the answer is deterministic."""
+    name, so the answer is deterministic. (`singles` has a faster path for GPU pods, with
+    the same order.)"""
     frees = state.common_free()
     infos = state.node_infos()
     gpus = pod.requests.gpus()

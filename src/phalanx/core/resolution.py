@@ -1,10 +1,11 @@
 """Which gang a pod belongs to, as a value (coscheduling's `GetPodGroup`).
 
-`resolve_group` answers `Resolved(group)`, `Waiting(reason)` (the PodGroup does not exist
-yet: it may still come) or `Invalid(reason)` (it will never schedule as declared). The
-group comes from its PodGroup object or, for annotation-only gangs, from its members'
-annotations; its placement from the PodGroup, else the members' common annotation, else
-the configured default. One function serves filter, bind, roll-forward, metrics and views.
+`resolve_group` answers `Resolved(group)`, `Waiting(reason)` (the gang's object does not
+exist yet: it may still come) or `Invalid(reason)` (it will never schedule as declared).
+The gang comes from its object in any dialect (`phalanx.core.groups.registry.resolve`: a
+PodGroup, a Workload's pod group) or, for annotation-only gangs, from its members'
+annotations; its placement from the object, else the members' common annotation, else the
+configured default. One function serves filter, bind, roll-forward, metrics and views.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, PodGroup
 
@@ -47,33 +49,29 @@ Resolution = Resolved | Waiting | Invalid
 
 
 def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Resolution:
-    """The gang `ref` names, from its PodGroup or its members' annotations, with its placement."""
-    key = ref.key
-    error = state.group_error(key)
+    """The gang `ref` names, from its object or its members' annotations, with its placement.
+
+    A resolved group with `basic` set is no gang (upstream's basic policy): its members
+    are scheduled one by one.
+    """
+    key, holder = ref.key, ref.object_ref
+    error = state.group_error(holder.key)
     if error is not None:
-        return Invalid(f"PodGroup {key} is invalid: {error}")
+        kind = "Workload" if ref.pod_group else "PodGroup"
+        return Invalid(f"{kind} {holder.key} is invalid: {error}")
     members = state.members(key)
-    group = state.group(key)
-    if group is None:
-        declared = {p.min_member for p in members if p.min_member is not None}
-        if not declared:
-            broken = next((p for p in members if p.invalid), None)
-            if broken is not None:
-                return Invalid(f"gang {key}: pod {broken.name}: {broken.invalid}")
-            return Waiting(f"waiting for PodGroup {key} to exist (pods name it with a label)")
-        if len(declared) > 1:
-            shown = ", ".join(str(n) for n in sorted(declared))
-            return Invalid(f"members of gang {key} disagree on phalanx.io/min-member: {shown}")
-        timeouts = {p.timeout_seconds for p in members if p.timeout_seconds is not None}
-        group = PodGroup(
-            namespace=ref.namespace,
-            name=ref.name,
-            min_member=declared.pop(),
-            timeout_seconds=min(timeouts) if timeouts else defaults.timeout_seconds,
-            from_crd=False,
-        )
+    found = registry.resolve(
+        ref,
+        state.group_object,
+        members,
+        default_timeout=defaults.timeout_seconds,
+        served=state.served,
+    )
+    if isinstance(found, registry.Unresolved):
+        return Waiting(found.reason) if found.waiting else Invalid(found.reason)
+    group = found
     if group.placement is None:
-        # The PodGroup does not say: every member must agree, else the default applies.
+        # The object does not say: every member must agree, else the default applies.
         placements = {p.placement for p in members if p.placement}
         if len(placements) > 1:
             shown = ", ".join(sorted(placements))

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core import eligibility
-from phalanx.core.cache import ClusterState, MemberState
+from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.model import EMPTY, Binding, Pod, PodRef, Resources
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
@@ -153,9 +153,7 @@ def decide(state: ClusterState, record: CommitRecord, *, min_member: int | None 
 
 def _misfits(state: ClusterState, key: str, pending: list[tuple[Pod, str]]) -> list[str]:
     """Why the pending members cannot all go to their recorded nodes now ([] if they can)."""
-    reservation = state.reservation(key)
     wanted: dict[str, Resources] = {}
-    returned: dict[str, Resources] = {}  # the gang's own reservations count as free for it
     problems: list[str] = []
     for pod, node in pending:
         why = _unusable(state, pod, node)
@@ -163,9 +161,7 @@ def _misfits(state: ClusterState, key: str, pending: list[tuple[Pod, str]]) -> l
             problems.append(f"recorded node {node} of pod {pod.key} {why}")
             continue
         wanted[node] = wanted.get(node, EMPTY) + pod.requests
-        member = reservation.member(pod.uid) if reservation is not None else None
-        if member is not None and member.state is MemberState.RESERVED and member.node == node:
-            returned[node] = returned.get(node, EMPTY) + member.requests
+    returned = _returned(state.reservation(key), pending)
     for node, total in sorted(wanted.items()):
         info = state.node(node)
         assert info is not None  # only nodes that exist were added above
@@ -174,6 +170,27 @@ def _misfits(state: ClusterState, key: str, pending: list[tuple[Pod, str]]) -> l
             short = ", ".join(sorted(total.shortfall(free)))
             problems.append(f"recorded node {node} no longer has room (insufficient {short})")
     return problems
+
+
+def _returned(
+    reservation: Reservation | None, pending: list[tuple[Pod, str]]
+) -> dict[str, Resources]:
+    """What the gang's own reservation gives back per node when its record is carried out.
+
+    A reservation that sends any pending member elsewhere is released whole (the record
+    wins), so all of it is free for the gang; otherwise each pending member's own share is.
+    """
+    if reservation is None:
+        return {}
+    overridden = any(
+        (m := reservation.member(pod.uid)) is not None and m.node != node for pod, node in pending
+    )
+    mine = {pod.uid for pod, _ in pending}
+    returned: dict[str, Resources] = {}
+    for m in reservation.members:
+        if m.state is MemberState.RESERVED and (overridden or m.pod_uid in mine):
+            returned[m.node] = returned.get(m.node, EMPTY) + m.requests
+    return returned
 
 
 def _unusable(state: ClusterState, pod: Pod, node: str) -> str:

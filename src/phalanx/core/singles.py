@@ -13,12 +13,14 @@ the pod is scheduled anyway); reasons are given only when no node fits.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState
 from phalanx.core.decisions import FilterResult
-from phalanx.core.model import Pod
+from phalanx.core.model import NVIDIA_GPU, Pod, Resources
 from phalanx.core.prioritize import best_fit
 from phalanx.core.snapshot import COMMON_RESOURCES, Snapshot
 
@@ -60,9 +62,21 @@ class SingleFit:
         self._eligible[key] = (generation, nodes)
         return nodes
 
-    def filter(self, pod: Pod, offered: Sequence[str], *, best: int = 0) -> FilterResult:
+    def filter(
+        self,
+        pod: Pod,
+        offered: Sequence[str],
+        *,
+        best: int = 0,
+        offered_set: AbstractSet[str] | None = None,
+    ) -> FilterResult:
+        """`offered_set`: the same names as a set, when the caller has one already."""
         eligible = self.eligible_nodes(pod)
         request = pod.requests
+        if best and request.get(NVIDIA_GPU) and set(request) <= COMMON_SET:
+            tightest = self._tightest(request, offered_set or offered, eligible, best)
+            if tightest:
+                return FilterResult(tuple(tightest))
         feasible: list[str]
         if set(request) <= COMMON_SET:
             frees = self.state.common_free()
@@ -99,6 +113,50 @@ class SingleFit:
                 if verdict is not None:
                     (failed if verdict[0] else unresolvable)[name] = verdict[1]
         return FilterResult(tuple(feasible), failed, unresolvable)
+
+    def _tightest(
+        self,
+        request: Resources,
+        offered: Sequence[str] | AbstractSet[str],
+        eligible: frozenset[str],
+        count: int,
+    ) -> list[str]:
+        """The best fit for a GPU pod without a Python pass over every offered node: the
+        cache keeps nodes bucketed by free GPUs in name order, so the tightest bucket is
+        read first and, in it, nodes are checked (offered, eligible, CPU, memory, pods)
+        until `count` fit; usually the first does. Ties on GPUs go by name, or, when some
+        topology domain is broken, to the node whose domains are the most broken (the
+        whole tightest bucket is then read). [] when no node fits (the caller then works
+        out every reason)."""
+        c, m, p, g = (request.get(k) for k in COMMON_RESOURCES)
+        broken = self.fragmentation() if self.fragmentation is not None else {}
+        frees = self.state.common_free()
+        by_gpus = self.state.nodes_by_free_gpus()
+        wanted = offered if isinstance(offered, AbstractSet) else frozenset(offered)
+        if len(eligible) < len(frees):
+            wanted = wanted & eligible
+        picked: list[str] = []
+        for free_gpus in sorted(k for k in by_gpus if k >= g):
+            bucket = by_gpus[free_gpus]
+            # Few wanted nodes (a narrow selector): walk those rather than the bucket.
+            names = (
+                sorted(n for n in wanted if frees[n][3] == free_gpus)
+                if (len(wanted) * 8 < len(bucket))
+                else bucket
+            )
+            fits = (
+                n
+                for n in names
+                if n in wanted and (f := frees[n])[0] >= c and f[1] >= m and f[2] >= p
+            )
+            if broken:
+                # Names are in order, so a stable sort keeps ties by name.
+                picked.extend(sorted(fits, key=lambda n: -broken.get(n, 0))[: count - len(picked)])
+            else:
+                picked.extend(itertools.islice(fits, count - len(picked)))
+            if len(picked) == count:
+                return picked
+        return picked
 
 
 def _fit(snapshot: Snapshot, pod: Pod, name: str) -> tuple[bool, str] | None:

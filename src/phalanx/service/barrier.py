@@ -281,10 +281,18 @@ class BindBarrier:
             for waiter in ready:  # one step: the whole quorum is assumed before any binding
                 self.state.assume(waiter.pod.uid, waiter.node)
                 assumed.append(waiter)
-            results = await asyncio.gather(
-                *(self.binder.bind_assumed(w.pod, w.node) for w in ready)
-            )
+            landed: list[float] = []
+
+            async def bind_one(waiter: _Waiter) -> str:
+                error = await self.binder.bind_assumed(waiter.pod, waiter.node)
+                if not error:
+                    landed.append(self.clock())
+                return error
+
+            results = await asyncio.gather(*(bind_one(w) for w in ready))
             assumed.clear()  # each binding forgot its own pod if it failed
+            if len(landed) > 1:
+                self.metrics.bind_window.observe(max(landed) - min(landed))
             for waiter, result in zip(ready, results, strict=True):
                 _answer([waiter], result)
             self._bound(gate, ready, results)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from phalanx.core.cache import ClusterState, ReleaseCause, Released, Reservation
@@ -40,7 +41,7 @@ from phalanx.sources.base import ClusterSource, CommitLog, StateUpdate
 Clock = Callable[[], float]
 
 # Releases whose cause no decision of ours reported: the listener reports them.
-_UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE)
+_UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE, ReleaseCause.GROUP_CHANGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,10 @@ class Extender:
 
     # ---- verbs -------------------------------------------------------------------------
 
+    def known_pod(self, uid: str) -> Pod | None:
+        """The model's copy of a pod, by UID ("" or unknown: None)."""
+        return self.state.pod(uid) if uid else None
+
     def learn(self, pod: Pod) -> Pod:
         """The pod as the model knows it; a pod first seen in a request is added (it exists
         in the API: kube-scheduler got it from there, our watch may simply lag)."""
@@ -206,10 +211,13 @@ class Extender:
             self.state.upsert_pod(pod)
         return pod
 
-    def filter(self, pod: Pod, offered: Sequence[str]) -> FilterResult:
+    def filter(
+        self, pod: Pod, offered: Sequence[str], offered_set: AbstractSet[str] | None = None
+    ) -> FilterResult:
+        """`offered_set`: the offered names as a set, when the caller has one already."""
         self.expire()
         pod = self.learn(pod)
-        decision = self.planner.filter(pod, offered, self.clock())
+        decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)
         reserved = decision.reserved
         if reserved is not None:
             self.reporter.requeue_others(reserved, pod)

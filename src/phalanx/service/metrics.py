@@ -72,6 +72,13 @@ class Metrics:
             ["level"],
             registry=r,
         )
+        self.bind_window = Histogram(
+            "phalanx_gang_bind_window_seconds",
+            "From the first to the last binding of a gang's quorum landing: how long the gang "
+            "was partially bound in the API (one round trip of its bind fan-out).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.plan_transfers = Histogram(
             "phalanx_plan_data_transfers",
             "Cross-node data transfers in each committed execution-plan placement.",

@@ -2,9 +2,11 @@
 
 Decisions arrive as values (`GangEvent`s returned by the planner, the barrier and
 roll-forward); `report` turns each into a count, a log line, a Kubernetes Event (on the
-PodGroup, or on the first member of an annotation-only gang) and a PodGroup status write.
-Status is also refreshed periodically, since members bind, run and finish long after the
-gang decision. Every write is a background task: nothing here blocks a verb.
+gang's object in its dialect — a PodGroup, or the Workload holding an upstream v1alpha1
+gang — or on the first member of an annotation-only gang) and a status write (the source
+spells it in the object's dialect). Status is also refreshed periodically, since members
+bind, run and finish long after the gang decision. Every write is a background task:
+nothing here blocks a verb.
 
 Where a gang landed (the topology level its members share, and why not a narrower one) is
 counted when its quorum binds and shown in its status message. A node whose topology labels
@@ -15,12 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.gang import Placed
-from phalanx.core.journal import GangEvent, GroupStatus, Outcome, group_phase
+from phalanx.core.groups.status import GroupStatus
+from phalanx.core.journal import GangEvent, Outcome, group_status
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
 from phalanx.core.topology import TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
@@ -76,39 +81,34 @@ class Reporter:
                 "gang decision",
                 extra={"group": group.key, "result": event.outcome.value, "reason": event.reason},
             )
+            outcome = event.outcome
+            self._event(group, outcome.event_reason, event.reason, warning=outcome.warning)
             if self.state.group(group.key) is not None:
-                self._event("PodGroup", group.namespace, group.name, event)
-                self._push_status(self.group_status(group.key, event.outcome))
-                continue
-            members = self.state.members(group.key)
-            if members:
-                self._event("Pod", group.namespace, members[0].name, event)
+                self._push_status(self.group_status(group, outcome))
 
-    def _event(self, kind: str, namespace: str, name: str, event: GangEvent) -> None:
-        outcome = event.outcome
+    def _event(self, group: GroupRef, reason: str, message: str, *, warning: bool) -> bool:
+        """An Event on the gang's object, else on its first member; False if neither exists."""
+        if self.state.group_object(group.object_ref.key) is not None:
+            self.tasks.spawn(self.source.emit_group_event(group, reason, message, warning=warning))
+            return True
+        members = self.state.members(group.key)
+        if not members:
+            return False
         self.tasks.spawn(
             self.source.emit_event(
-                kind, namespace, name, outcome.event_reason, event.reason, warning=outcome.warning
+                "Pod", group.namespace, members[0].name, reason, message, warning=warning
             )
         )
+        return True
 
     def warn_once(self, group: GroupRef, reason: str, message: str) -> None:
-        """A Warning Event on the gang (its PodGroup, else its first member) and a log line,
+        """A Warning Event on the gang (its object, else its first member) and a log line,
         once per gang and reason for as long as the gang exists."""
         if (group.key, reason) in self._warned:
             return
         self._warned.add((group.key, reason))
         log.warning(message, extra={"group": group.key, "reason": reason})
-        if self.state.group(group.key) is not None:
-            kind, name = "PodGroup", group.name
-        else:
-            members = self.state.members(group.key)
-            if not members:
-                return
-            kind, name = "Pod", members[0].name
-        self.tasks.spawn(
-            self.source.emit_event(kind, group.namespace, name, reason, message, warning=True)
-        )
+        self._event(group, reason, message, warning=True)
 
     def gang_bound(self, group: GroupRef, members: int, now: float) -> None:
         """The quorum bound together: the time it took, its plan's transfers, the decision."""
@@ -135,37 +135,37 @@ class Reporter:
                     others.append(member.ref)
         self.tasks.spawn(self.source.requeue(others, f"gang {reservation.group_key} reserved"))
 
-    # ---- PodGroup status ---------------------------------------------------------------
+    # ---- gang status -------------------------------------------------------------------
 
-    def group_status(self, key: str, outcome: Outcome | None = None) -> GroupStatus:
-        group = self.state.group(key)
-        need = group.min_member if group is not None else 0
-        phase, scheduled, running = group_phase(self.state, key, outcome, need)
+    def group_status(self, group: GroupRef, outcome: Outcome | None = None) -> GroupStatus:
+        key = group.key
+        # minMember from the gang's object, or (annotation-only) from its members' annotations.
+        resolution = self.planner.resolve(group)
+        need = resolution.group.min_member if isinstance(resolution, Resolved) else 0
         rec = self.planner.journal.get(key)
         start = None
         if rec is not None and rec.first_filter_at is not None:
             start = self.wall_clock() - (self.clock() - rec.first_filter_at)
-        message = rec.last_reason if rec is not None else ""
-        proposal = rec.proposal if rec is not None else None
-        placed = rec is not None and rec.last_outcome in (Outcome.COMMITTED, Outcome.BOUND)
-        if placed and proposal is not None and proposal.explanation not in message:
-            # Once bound, the decision text no longer says where the gang landed.
-            message = f"{message}; {proposal.explanation}"
-        return GroupStatus(
-            group_key=key,
-            phase=phase,
-            scheduled=scheduled,
-            running=running,
-            reason=rec.last_outcome.value if rec is not None and rec.last_outcome else "",
-            message=message,
-            schedule_start_time=start,
+        status = group_status(
+            self.state,
+            group,
+            rec,
+            outcome=outcome,
+            min_member=need,
+            start_time=start,
         )
+        placed = rec is not None and rec.last_outcome in (Outcome.COMMITTED, Outcome.BOUND)
+        proposal = rec.proposal if rec is not None else None
+        if placed and proposal is not None and proposal.explanation not in status.message:
+            # Once bound, the decision text no longer says where the gang landed.
+            return replace(status, message=f"{status.message}; {proposal.explanation}")
+        return status
 
     def refresh_statuses(self) -> None:
         """Write the status of every PodGroup whose members moved since the last write
         (they bind, start running, finish or go away long after the gang decision)."""
-        for key in self.state.groups():
-            self._push_status(self.group_status(key))
+        for group in self.state.groups().values():
+            self._push_status(self.group_status(group.ref))
         for gone in set(self._shown) - set(self.state.groups()):
             del self._shown[gone]
         live = self.state.group_keys()
@@ -184,7 +184,15 @@ class Reporter:
             )
 
     def _push_status(self, status: GroupStatus) -> None:
-        shown = (status.phase, status.scheduled, status.running, status.reason, status.message)
+        shown = (
+            status.phase,
+            status.scheduled,
+            status.running,
+            status.succeeded,
+            status.failed,
+            status.reason,
+            status.message,
+        )
         if self._shown.get(status.group_key) != shown:
             self._shown[status.group_key] = shown
             self.tasks.spawn(self.source.update_group_status(status))

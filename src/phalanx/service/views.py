@@ -135,7 +135,7 @@ class GangViews:
             resolved, error = resolution.group, self.state.group_error(key)
         else:
             resolved, error = None, resolution.reason
-        status = self.reporter.group_status(key)
+        status = self.reporter.group_status(ref)
         return {
             "group": key,
             "source": "PodGroup" if group is not None else "annotations",

@@ -2,7 +2,7 @@
 
 A source fills a `ClusterState` (through a `StateSink` that runs each update on the
 service's event loop), reports when its first full load is in, and performs the side
-effects of a decision: bindings, commit records, events and PodGroup status.
+effects of a decision: bindings, commit records, events and gang status.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.journal import GroupStatus
-from phalanx.core.model import Binding, PodRef
+from phalanx.core.groups.status import GroupStatus
+from phalanx.core.model import Binding, GroupRef, PodRef
 from phalanx.core.rollforward import CommitRecord
 
 __all__ = [
@@ -75,10 +75,17 @@ class ClusterSource(Protocol):
         *,
         warning: bool = False,
     ) -> None:
-        """A Kubernetes Event on a Pod or PodGroup (`kind`); best effort."""
+        """A Kubernetes Event on a Pod or Node (`kind`); best effort."""
+
+    async def emit_group_event(
+        self, group: GroupRef, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """A Kubernetes Event on the gang's object in its own dialect (its PodGroup, or the
+        Workload holding an upstream v1alpha1 gang); best effort, no-op when it has none."""
 
     async def update_group_status(self, status: GroupStatus) -> None:
-        """Write PodGroup status; best effort, no-op for annotation-only groups."""
+        """Write the gang's status in its dialect's terms; best effort, no-op for gangs
+        without an object or whose API has no status."""
 
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         """Make kube-scheduler retry these pending pods now; best effort.

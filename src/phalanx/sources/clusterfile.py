@@ -1,7 +1,9 @@
 """A cluster loaded from a Kubernetes `List` file; bindings update it in memory.
 
 What `kubectl get nodes,pods,podgroups -A -o yaml` prints (JSON or YAML) is a valid
-cluster file. It is the embedded default of the demo, the simulator and most tests.
+cluster file. It is the embedded default of the demo, the simulator and most tests. Gang
+objects of every dialect are read (PodGroups, upstream Workloads); what Phalanx ignores in
+one (e.g. a Volcano queue) is logged once and kept in `warnings`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import yaml
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import registry
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
-from phalanx.core.model import Binding, Node, Pod, PodPhase, PodRef
+from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
 
 log = logging.getLogger(__name__)
@@ -71,6 +75,7 @@ class ClusterFileSource:
         self._sink: StateSink | None = None
         self._synced = False
         self.rejected: list[str] = []  # objects skipped as invalid, with the reason
+        self.warnings: list[str] = []  # what Phalanx ignores in gang objects, with the object
         self.records: dict[str, CommitRecord] = {}  # commit records written, by group key
         self.events: list[tuple[str, str, str, str, str, bool]] = []
         self.statuses: dict[str, GroupStatus] = {}
@@ -103,7 +108,7 @@ class ClusterFileSource:
         if self._sink is None:
             raise RuntimeError("cluster file source is not started")
         try:
-            parsed = parse_object(obj)
+            parsed = self._parse(obj)
         except InvalidObjectError as exc:
             self.rejected.append(str(exc))
             log.warning("skipping invalid object", extra={"reason": str(exc)})
@@ -112,9 +117,23 @@ class ClusterFileSource:
             self._sink(lambda st: st.upsert_node(parsed))
         elif isinstance(parsed, Pod):
             self._sink(lambda st: st.upsert_pod(parsed))
+        elif isinstance(parsed, Workload):
+            self._sink(lambda st: st.upsert_workload(parsed))
         else:
             self._sink(lambda st: st.upsert_group(parsed))
         return True
+
+    def _parse(self, obj: Mapping[str, Any]) -> Node | Pod | PodGroup | Workload:
+        """Raises InvalidObjectError for an object Phalanx cannot use."""
+        group = registry.parse_group_object(obj)
+        if group is None:
+            return parse_object(obj)
+        for text in group.warnings:
+            where = f"{obj.get('kind')} {group.value.key}"
+            if f"{where}: {text}" not in self.warnings:
+                self.warnings.append(f"{where}: {text}")
+                log.warning("ignored in a gang object", extra={"object": where, "reason": text})
+        return group.value
 
     def delete_pod(self, uid: str) -> None:
         if self._sink is not None:
@@ -128,7 +147,7 @@ class ClusterFileSource:
             self._sink(update)
 
     def delete_group(self, key: str) -> None:
-        """Delete a PodGroup object by its namespace/name key."""
+        """Delete a gang object (a PodGroup, or a Workload) by its key (`GroupRef.key`)."""
 
         def update(state: ClusterState) -> None:
             state.remove_group(key)
@@ -177,6 +196,12 @@ class ClusterFileSource:
         warning: bool = False,
     ) -> None:
         self.events.append((kind, f"{namespace}/{name}", reason, message, "", warning))
+
+    async def emit_group_event(
+        self, group: GroupRef, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        kind = "Workload" if group.pod_group else "PodGroup"
+        self.events.append((kind, group.object_ref.key, reason, message, "", warning))
 
     async def update_group_status(self, status: GroupStatus) -> None:
         self.statuses[status.group_key] = status

@@ -2,26 +2,37 @@
 
 Threads and the loop::
 
-    informer threads (Node, Pod, PodGroup) ──decoded changes──▶ loop.call_soon_threadsafe
-        ──▶ the service's sink: ClusterState + this source's own tables (one writer: the loop)
+    informer threads (Node, Pod, one per served gang kind) ──decoded changes──▶
+        loop.call_soon_threadsafe ──▶ the service's sink: ClusterState + this source's own
+        tables (one writer: the loop)
+    discovery thread (kube_groups) ──▶ which gang kinds to follow; starts their informers
     lease thread ──▶ `may_roll_forward`
     async methods (bind, commit records, events, status) ──▶ `Writer` (kube_writes) ──▶ API
 
 The parts: `kube_writes` (the write side of the API), `kube_commits` (commit records),
-`kube_reports` (Events, PodGroup status, requeue); this module wires the informers, finds
-the PodGroup CRD, and keeps the loop-side tables they share.
+`kube_reports` (Events, gang status, requeue), `kube_groups` (discovery and the gang
+informers); this module wires them and keeps the loop-side tables they share.
 
 * **Which pods.** Pods of every scheduler count toward node usage once bound; an unbound
   pod is only kept when it names one of the served `scheduler_names` (kube-scheduler calls
   us for our profile only, so anyone else's pending pods are not our work).
-* **PodGroup CRD missing.** Gangs are declared by pod annotations only. That is logged
-  once; the CRD is looked for again every `crd_recheck_seconds` and followed from when it
-  appears. The source is synced once Nodes and Pods are listed and PodGroups are listed or
-  known to be absent.
-* **Bad input.** An object the inventory refuses is skipped (a PodGroup's members get
+* **Gang dialects.** Every gang API the API server serves is followed (discovery at start
+  and every `crd_recheck_seconds`: scheduler-plugins and Volcano PodGroups, upstream
+  `scheduling.k8s.io` PodGroups in the newest served version and 1.35's Workloads). Without
+  the scheduler-plugins CRD, its gangs are declared by pod annotations only; that is logged
+  once. The source is synced once Nodes and Pods are listed, discovery has answered, and
+  every gang kind served then is listed. Objects are found through their `GroupRef`
+  (`object_ref`, the kind they are served as): no key is split.
+* **Bad input.** An object the inventory refuses is skipped (a gang object's members get
   its reason through `ClusterState.set_group_error`; a pod with a malformed `phalanx.io/*`
   annotation stays for usage with `Pod.invalid`): one log line and one Event per object
-  and reason, nothing else stops.
+  and reason, nothing else stops. What Phalanx ignores in a gang object (a Volcano queue)
+  and a pod claimed by two dialects (which one won) are said the same way, once.
+* **kube-scheduler's own gang scheduling.** Given the KubeSchedulerConfiguration
+  kube-scheduler runs (`scheduler_config`), a served profile that leaves `GangScheduling`
+  on while the upstream gang API is served is reported when discovery first finds that
+  API (a log line) and on every upstream gang object (an Event,
+  `NativeGangScheduling`): see `phalanx.core.groups.coexistence`.
 * **Commit records** (`kube_commits`) are read back from the same watches, so a new
   instance sees them after its first sync, and `phalanx.service.rollforward` finishes the
   gangs they describe while this instance holds the `phalanx-rollforward` Lease.
@@ -36,22 +47,26 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import yaml
+
 from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
+from phalanx.core.groups.coexistence import NativeGang, native_gang_profiles
+from phalanx.core.groups.discovery import Served, ServedKind
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_node
-from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodRef
+from phalanx.core.model import Binding, Dialect, GroupRef, Node, Pod, PodRef
 from phalanx.core.rollforward import (
     CommitRecord,
 )
 from phalanx.sources.base import GroupStatus, StateSink, StateUpdate
 from phalanx.sources.informer import (
-    ApiError,
     Delete,
-    Ending,
     Informer,
     InformerSettings,
     Invalid,
@@ -59,10 +74,16 @@ from phalanx.sources.informer import (
     Upsert,
 )
 from phalanx.sources.kube_async import AsyncKubeSettings
-from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod, decode_pod_group
-from phalanx.sources.kube_reports import Reports
+from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
+from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
+from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
-from phalanx.sources.kubeclient import KubeClient, in_cluster_access, kubeconfig_access
+from phalanx.sources.kubeclient import (
+    KubeClient,
+    in_cluster_access,
+    kubeconfig_access,
+    kubeconfig_namespace,
+)
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 
 log = logging.getLogger(__name__)
@@ -70,10 +91,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 COMPONENT = "phalanx"
-PODGROUP_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
-PODGROUP_API = f"/apis/{PODGROUP_GROUP_VERSION}"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-KINDS = ("Node", "Pod", "PodGroup")
+KINDS = ("Node", "Pod")
+# Event reasons of what the source itself says about objects (besides gang decisions).
+INVALID_OBJECT = "InvalidObject"
+FIELD_IGNORED = "FieldIgnored"
+DIALECT_CONFLICT = "GangDialectConflict"
+NATIVE_GANG = "NativeGangScheduling"
 
 
 class _Inc(Protocol):
@@ -93,7 +117,8 @@ class WatchMetrics(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class KubeSourceSettings:
-    # How often a missing PodGroup CRD is looked for again (seconds).
+    # How often the served gang APIs are discovered again (seconds): a CRD installed later,
+    # a feature gate turned on at an upgrade.
     crd_recheck_seconds: float = 60.0
     # At most one Event write per (object, reason) in this window (seconds).
     event_interval_seconds: float = 30.0
@@ -104,9 +129,18 @@ class KubeSourceSettings:
 
 NODES: Kind[Node] = Kind("Node", "/api/v1/nodes", parse_node)
 PODS: Kind[Recorded[Pod]] = Kind("Pod", "/api/v1/pods", decode_pod)
-POD_GROUPS: Kind[Recorded[PodGroup]] = Kind(
-    "PodGroup", f"{PODGROUP_API}/podgroups", decode_pod_group
-)
+
+
+def load_scheduler_config(path: Path) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration at `path` (YAML or JSON); ValueError naming the file
+    when it is not one."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read kube-scheduler's configuration {path}: {exc}") from exc
+    if not isinstance(config, dict) or config.get("kind") != "KubeSchedulerConfiguration":
+        raise ValueError(f"{path} is not a KubeSchedulerConfiguration")
+    return config
 
 
 # ---- the source -------------------------------------------------------------------------
@@ -128,9 +162,18 @@ class KubeSource:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         writer: Writer | None = None,
+        scheduler_config: Mapping[str, Any] | None = None,
     ) -> None:
+        """`scheduler_config`: the KubeSchedulerConfiguration kube-scheduler runs, when known,
+        to check that its own gang scheduling is off in the profiles Phalanx serves."""
         self.api = api
         self.scheduler_names = frozenset(scheduler_names)
+        # None: kube-scheduler's configuration is unknown, nothing can be checked.
+        self.native_gang: tuple[NativeGang, ...] | None = (
+            None
+            if scheduler_config is None
+            else native_gang_profiles(scheduler_config, self.scheduler_names)
+        )
         self.namespace = namespace
         self.metrics = metrics
         self.settings = settings or KubeSourceSettings()
@@ -146,11 +189,13 @@ class KubeSource:
         self.pods = Informer(
             PODS, api, self._on_pods, settings=inf, on_restart=self._restarted, stop=self._stop
         )
-        self.pod_groups = Informer(
-            POD_GROUPS,
+        self.groups = GroupFollower(
             api,
-            self._on_pod_groups,
-            settings=inf,
+            self._on_group_objects,
+            on_served=lambda served: self._post(functools.partial(self._set_served, served)),
+            on_gone=lambda kind: self._post(functools.partial(self._forget_kind, kind)),
+            recheck_seconds=self.settings.crd_recheck_seconds,
+            informer=inf,
             on_restart=self._restarted,
             stop=self._stop,
         )
@@ -158,13 +203,15 @@ class KubeSource:
             api, namespace, identity=self.identity, settings=self.settings.lease
         )
         self.writer: Writer = writer or PooledWriter(api, self.settings.writes)
+        # Every gang object the watches show (valid or not), by object key (loop side).
+        self._objects: dict[str, Held] = {}
         self.commits = CommitBook(self.writer, self._group_path, wall_clock)
         self.reports = Reports(
             self.writer,
             identity=self.identity,
             event_interval_seconds=self.settings.event_interval_seconds,
             uid_of=self._uid_of,
-            group_path=self._group_path,
+            held=self._objects.get,
             clock=clock,
             wall_clock=wall_clock,
         )
@@ -174,9 +221,10 @@ class KubeSource:
         self._tasks: set[asyncio.Future[None]] = set()
         # Loop-side tables (written only by updates run on the loop).
         self._synced: set[str] = set()
-        self._crd_present: bool | None = None
-        self._groups: dict[str, str] = {}  # every PodGroup object (valid or not): key -> uid
+        self._served: Served | None = None  # the last discovery's answer
+        self._unsynced_groups: set[str] = set()  # gang kinds served at start, not yet listed
         self._reported: dict[tuple[str, str], str] = {}  # (kind, key) -> reason logged
+        self._said: dict[str, set[str]] = {}  # object or pod key -> notices said about it
 
     @classmethod
     def from_kubeconfig(
@@ -192,9 +240,11 @@ class KubeSource:
         lease use the blocking client on their threads; writes go through `AsyncWriter`."""
         api = KubeClient.from_kubeconfig(path, context=context)
         writer = AsyncWriter(kubeconfig_access(path, context=context), api_settings)
+        # The Lease lives where kubectl would work: the context's namespace, else "default".
+        namespace = namespace or kubeconfig_namespace(path, context=context) or "default"
         return cls(
             api,
-            namespace=namespace or "default",
+            namespace=namespace,
             name=f"kubeconfig {path}",
             writer=writer,
             **kwargs,
@@ -227,30 +277,40 @@ class KubeSource:
 
     @property
     def synced(self) -> bool:
-        return all(kind in self._synced for kind in KINDS)
+        return (
+            all(kind in self._synced for kind in KINDS)
+            and self._served is not None
+            and not self._unsynced_groups
+        )
+
+    @property
+    def served(self) -> Served | None:
+        """The gang kinds the API server serves, as last discovered (None: not yet)."""
+        return self._served
 
     @property
     def annotation_only(self) -> bool:
-        """True while the PodGroup CRD is known to be absent."""
-        return self._crd_present is False
+        """True while the scheduler-plugins PodGroup CRD is known to be absent."""
+        return self._served is not None and not self._served.of(Dialect.SCHEDULER_PLUGINS)
 
     async def start(self, sink: StateSink) -> None:
         self._loop = asyncio.get_running_loop()
         self._sink = sink
-        for target, label in (
-            (self.nodes.run, "Node"),
-            (self.pods.run, "Pod"),
-            (self._follow_pod_groups, "PodGroup"),
+        for target, name in (
+            (self.nodes.run, "informer-Node"),
+            (self.pods.run, "informer-Pod"),
+            (self.groups.run, "gang-discovery"),
         ):
-            thread = threading.Thread(target=target, name=f"informer-{label}", daemon=True)
+            thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
         self.lease.start()
 
     async def stop(self) -> None:
         self._stop.set()
-        for informer in (self.nodes, self.pods, self.pod_groups):
+        for informer in (self.nodes, self.pods):
             informer.stop()
+        self.groups.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._join)
         for task in list(self._tasks):
@@ -263,6 +323,7 @@ class KubeSource:
         self.lease.stop()
         for thread in self._threads:
             thread.join(timeout=5.0)
+        self.groups.join(timeout=5.0)
 
     def _post(self, update: Callable[[ClusterState], None]) -> None:
         """Hand one update to the loop (from any thread); dropped once stopped."""
@@ -324,9 +385,12 @@ class KubeSource:
                         self._report("Pod", change.key, pod.invalid, done="not scheduled")
                     else:
                         self._valid_again("Pod", change.key)
+                    if pod.overruled and not pod.node_name:
+                        self._contested(pod)
                 else:
                     state.remove_pod(change.uid)
                     self.commits.forget_pod(change.key)
+                    self._said.pop(change.key, None)
                     if isinstance(change, Invalid):
                         self._report("Pod", change.key, change.reason)
                     else:
@@ -336,95 +400,129 @@ class KubeSource:
 
         self._post(update)
 
-    def _on_pod_groups(
-        self, changes: Sequence[Upsert[Recorded[PodGroup]] | Delete | Invalid], synced: bool
-    ) -> None:
+    # ---- gang objects (loop side) ----------------------------------------------------
+
+    def _set_served(self, served: Served, state: ClusterState) -> None:
+        before = self._served
+        if served == before:
+            return
+        had_crd = before is not None and bool(before.of(Dialect.SCHEDULER_PLUGINS))
+        if not served.of(Dialect.SCHEDULER_PLUGINS) and (before is None or had_crd):
+            log.warning(
+                "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) is not installed: its gangs are "
+                "declared by pod annotations only; looking for it again every "
+                f"{self.settings.crd_recheck_seconds:g}s"
+            )
+        log.info(
+            "gang APIs served",
+            extra={"kinds": [label(kind) for kind in served.kinds] or "none"},
+        )
+        if served.of(Dialect.UPSTREAM) and (before is None or not before.of(Dialect.UPSTREAM)):
+            self._check_native_gang()
+        self._served = state.served = served
+        if before is None:
+            self._unsynced_groups = {label(kind) for kind in served.kinds}
+
+    def _check_native_gang(self) -> None:
+        """The upstream gang API is served: say whether kube-scheduler may gate its gangs too."""
+        if self.native_gang is None:
+            log.info(
+                "the upstream gang API (scheduling.k8s.io) is served; without kube-scheduler's "
+                "configuration (--scheduler-config) Phalanx cannot check that its own "
+                "GangScheduling is disabled in the profiles Phalanx serves (docs/gang-dialects.md)"
+            )
+        for finding in self.native_gang or ():
+            log.warning(finding.message(), extra={"profile": finding.profile})
+
+    def _on_group_objects(self, kind: ServedKind, changes: GroupChanges, synced: bool) -> None:
         def update(state: ClusterState) -> None:
-            synced_before = "PodGroup" in self._synced
             for change in changes:
+                # The informer keys objects `namespace/name`; the gang key adds the dialect.
+                target = replace(GroupRef.parse(change.key), dialect=kind.dialect)
                 if isinstance(change, Upsert):
-                    appeared = change.key not in self._groups or state.group_error(change.key)
-                    state.upsert_group(change.obj.obj)
-                    self._groups[change.key] = change.uid
-                    if appeared and synced_before:
-                        # Members told "waiting for PodGroup" wait in kube-scheduler's
-                        # unschedulable queue: ask for them back now that it exists.
-                        pending = [
-                            p.ref for p in state.members(change.key) if not state.is_bound(p)
-                        ]
-                        self._spawn(self.requeue(pending, f"PodGroup {change.key} appeared"))
-                    self._valid_again("PodGroup", change.key)
-                    error = self.commits.saw_group(change.key, change.obj)
-                    if error:
-                        self._report("PodGroup", change.key, error)
+                    self._upsert_group_object(state, kind, target, change)
                 elif isinstance(change, Invalid):
-                    state.set_group_error(change.key, change.reason)
-                    self._groups[change.key] = change.uid
-                    self.commits.forget_group(change.key)
-                    self._report("PodGroup", change.key, change.reason)
-                else:  # releases its reservation, if its members were still pending
-                    state.remove_group(change.key)
-                    self._groups.pop(change.key, None)
-                    self.commits.forget_group(change.key)
-                    self.reports.forget_group(change.key)
-                    self._valid_again("PodGroup", change.key)
-            if synced:
-                self._mark_synced("PodGroup")(state)
+                    state.set_group_error(target.key, change.reason)
+                    self._objects[target.key] = Held(kind, change.uid)
+                    self.commits.forget_group(target.key)
+                    self._report_group(kind, target, change.uid, change.reason)
+                else:  # releases the reservations it held, if their members were pending
+                    self._forget_object(state, target.key)
+            if synced and label(kind) in self._unsynced_groups:
+                self._unsynced_groups.discard(label(kind))
+                log.info("informer synced", extra={"kind": label(kind)})
 
         self._post(update)
 
-    def _follow_pod_groups(self) -> None:
-        """The PodGroup thread: follow the CRD while it exists, else look for it now and then."""
-        said_missing = False
-        backoff = self.settings.informer.backoff
-        attempt = 0
-        while not self._stop.is_set():
-            try:
-                present = self._has_pod_groups()
-            except Exception as exc:  # noqa: BLE001  # any failure: live on to find the CRD
-                log.warning("cannot discover the PodGroup API", extra={"reason": str(exc)})
-                if self._stop.wait(backoff.delay(attempt, 0.5)):
-                    return
-                attempt += 1
-                continue
-            attempt = 0
-            self._post(functools.partial(self._set_crd_present, present))
-            if not present:
-                if not said_missing:
-                    log.warning(
-                        "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) is not installed: gangs are "
-                        "declared by pod annotations only; looking for it again every "
-                        f"{self.settings.crd_recheck_seconds:g}s"
-                    )
-                    said_missing = True
-                self._post(self._mark_synced("PodGroup"))
-                if self._stop.wait(self.settings.crd_recheck_seconds):
-                    return
-                continue
-            if said_missing:
-                log.info("PodGroup CRD found: following PodGroups")
-                said_missing = False
-            if self.pod_groups.run() is Ending.STOPPED:
-                return
-            log.warning("the PodGroup API went away; back to annotation-only gangs")
+    def _upsert_group_object(
+        self,
+        state: ClusterState,
+        kind: ServedKind,
+        target: GroupRef,
+        change: Upsert[Recorded[registry.GroupObject]],
+    ) -> None:
+        key, value = target.key, change.obj.obj
+        before = state.group_object(key)
+        changed = before is None or before != value or state.group_error(key) is not None
+        if isinstance(value, Workload):
+            state.upsert_workload(value)
+        else:
+            state.upsert_group(value)
+        self._objects[key] = Held(kind, change.uid)
+        self.reports.saw_status(kind, key, change.obj.status)
+        if changed and label(kind) not in self._unsynced_groups:
+            # Members told "waiting for ..." (or planned for the old size) wait in
+            # kube-scheduler's unschedulable queue: ask for them back now.
+            pending = [
+                p.ref
+                for gang in state.gangs_of(key)
+                for p in state.members(gang)
+                if not state.is_bound(p)
+            ]
+            what = "appeared" if before is None else "changed"
+            self._spawn(self.requeue(pending, f"{kind.kind} {key} {what}"))
+        self._valid_again(kind.kind, key)
+        for text in change.obj.warnings:
+            self._say_once(
+                key,
+                text,
+                log_message=f"{kind.kind} {key}: ignored",
+                event=functools.partial(
+                    self.emit_group_event, target, FIELD_IGNORED, text, warning=True
+                ),
+            )
+        if kind.dialect is Dialect.UPSTREAM:
+            for finding in self.native_gang or ():
+                self._say_once(
+                    key,
+                    finding.message(),
+                    log_message=f"{kind.kind} {key}: kube-scheduler may gate it too",
+                    event=functools.partial(
+                        self.emit_group_event, target, NATIVE_GANG, finding.message(), warning=True
+                    ),
+                )
+        error = self.commits.saw_group(key, change.obj)
+        if error:
+            self._report_group(kind, target, change.uid, error)
 
-    def _has_pod_groups(self) -> bool:
-        try:
-            answer = self.api.request("GET", PODGROUP_API)
-        except ApiError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        resources = answer.get("resources") or []
-        return any(isinstance(r, dict) and r.get("name") == "podgroups" for r in resources)
+    def _forget_object(self, state: ClusterState, key: str) -> None:
+        state.remove_group(key)
+        self._objects.pop(key, None)
+        self._said.pop(key, None)
+        self.commits.forget_group(key)
+        self.reports.forget_group(key)
+        for kind in ("PodGroup", "Workload"):
+            self._valid_again(kind, key)
 
-    def _set_crd_present(self, present: bool, _: ClusterState) -> None:
-        self._crd_present = present
+    def _forget_kind(self, kind: ServedKind, state: ClusterState) -> None:
+        """`kind` is no longer served (its CRD was removed): its objects are gone."""
+        for key in [k for k, held in self._objects.items() if held.kind == kind]:
+            self._forget_object(state, key)
 
     # ---- bad input: one log line and one Event per object and reason -------------------
 
     def _report(self, kind: str, key: str, reason: str, *, done: str = "skipped") -> None:
-        """Say once that `kind` `key` is skipped or unschedulable, and why. Loop only."""
+        """Say once that Pod or Node `key` is skipped or unschedulable, and why. Loop only."""
         if self._reported.get((kind, key)) == reason:
             return
         self._reported[(kind, key)] = reason
@@ -432,10 +530,61 @@ class KubeSource:
             f"invalid {kind} {key}: {done}", extra={"kind": kind, "object": key, "reason": reason}
         )
         namespace, _, name = key.rpartition("/")
-        self._spawn(self.emit_event(kind, namespace, name, "InvalidObject", reason, warning=True))
+        self._spawn(self.emit_event(kind, namespace, name, INVALID_OBJECT, reason, warning=True))
+
+    def _report_group(self, kind: ServedKind, target: GroupRef, uid: str, reason: str) -> None:
+        """Say once that gang object `target` is skipped, and why (on the object itself,
+        which the watch knows even when Phalanx cannot read it)."""
+        key = target.key
+        if self._reported.get((kind.kind, key)) == reason:
+            return
+        self._reported[(kind.kind, key)] = reason
+        log.warning(
+            f"invalid {kind.kind} {key}: skipped",
+            extra={"kind": label(kind), "object": key, "reason": reason},
+        )
+        self._spawn(
+            self.reports.emit_involved(
+                registry.involved_object(target, kind, uid),
+                key,
+                INVALID_OBJECT,
+                reason,
+                warning=True,
+            )
+        )
 
     def _valid_again(self, kind: str, key: str) -> None:
         self._reported.pop((kind, key), None)
+
+    def _say_once(
+        self, key: str, text: str, *, log_message: str, event: Callable[[], Awaitable[None]]
+    ) -> None:
+        """One log line and one Event (written by `event()`) per object and text."""
+        said = self._said.setdefault(key, set())
+        if text in said:
+            return
+        said.add(text)
+        log.warning(log_message, extra={"object": key, "reason": text})
+        self._spawn(event())
+
+    def _contested(self, pod: Pod) -> None:
+        """A pod claimed by more than one dialect: say once which claim won."""
+        message = registry.contest_message(pod)
+        if message:
+            self._say_once(
+                pod.key,
+                message,
+                log_message=f"pod {pod.key}: more than one gang dialect claims it",
+                event=functools.partial(
+                    self.emit_event,
+                    "Pod",
+                    pod.namespace,
+                    pod.name,
+                    DIALECT_CONFLICT,
+                    message,
+                    warning=True,
+                ),
+            )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -445,15 +594,16 @@ class KubeSource:
     # ---- ClusterSource and CommitLog: the writes -----------------------------------------
 
     def _group_path(self, key: str) -> str | None:
-        """The API path of the gang's PodGroup object, or None when it has none."""
-        if key not in self._groups:
-            return None
+        """The API path of the object holding gang `key` for its commit record, or None:
+        annotation-only gangs, and a Workload's gangs (it holds several), keep theirs on
+        the members."""
         ref = GroupRef.parse(key)
-        return f"{PODGROUP_API}/namespaces/{ref.namespace}/podgroups/{ref.name}"
+        held = self._objects.get(ref.key)
+        if held is None or ref.pod_group:
+            return None
+        return held.kind.object_path(ref.namespace, ref.name)
 
     def _uid_of(self, kind: str, key: str) -> str:
-        if kind == "PodGroup":
-            return self._groups.get(key, "")
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
 
@@ -485,6 +635,11 @@ class KubeSource:
         warning: bool = False,
     ) -> None:
         await self.reports.emit_event(kind, namespace, name, reason, message, warning=warning)
+
+    async def emit_group_event(
+        self, group: GroupRef, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        await self.reports.emit_group_event(group, reason, message, warning=warning)
 
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         await self.reports.requeue(pods, reason)

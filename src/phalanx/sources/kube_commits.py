@@ -1,8 +1,10 @@
 """Commit records in the live cluster (DESIGN §6): the annotation `phalanx.io/commit`.
 
-A gang's record lives on its PodGroup when it has one, else on every member pod. Records
-are read back from the same watches that feed the model (`decode_pod`, `decode_pod_group`
-run on informer threads), so a new instance sees them after its first sync. `CommitBook`
+A gang's record lives on its PodGroup (of any dialect) when it has one, else on every
+member pod (annotation-only gangs, and the gangs of an upstream Workload, which holds
+several). Records are read back from the same watches that feed the model (`decode_pod`,
+and `kube_groups.decode_group_object` for gang objects, run on informer threads), so a new
+instance sees them after its first sync. `CommitBook`
 keeps what the watches show, writes a record before a gang's first binding, and clears it
 once the gang is complete or released. Loop only, except the decoders.
 """
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from phalanx.core.inventory import parse_pod, parse_pod_group
-from phalanx.core.model import Pod, PodGroup, PodRef
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import Pod, PodRef
 from phalanx.core.rollforward import (
     COMMIT_ANNOTATION,
     CommitRecord,
@@ -45,11 +47,14 @@ def pod_path(pod: PodRef) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Recorded(Generic[T]):
-    """A decoded object and the commit record it carries (or why that record is unreadable)."""
+    """A decoded object and the commit record it carries (or why that record is unreadable);
+    for gang objects also its raw `status` and what Phalanx ignores in it."""
 
     obj: T
     commit: CommitRecord | None = None
     commit_error: str = ""
+    status: Mapping[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
 
 
 def _annotations(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -58,7 +63,8 @@ def _annotations(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return notes if isinstance(notes, Mapping) else {}
 
 
-def _commit_of(group_key: str | None, raw: Mapping[str, Any]) -> tuple[CommitRecord | None, str]:
+def commit_of(group_key: str | None, raw: Mapping[str, Any]) -> tuple[CommitRecord | None, str]:
+    """The commit record on `raw` for gang `group_key`, or why it is unreadable."""
     text = _annotations(raw).get(COMMIT_ANNOTATION)
     if group_key is None or not isinstance(text, str) or not text:
         return None, ""
@@ -70,14 +76,8 @@ def _commit_of(group_key: str | None, raw: Mapping[str, Any]) -> tuple[CommitRec
 
 def decode_pod(raw: dict[str, Any]) -> Recorded[Pod]:
     pod = parse_pod(raw)
-    commit, error = _commit_of(pod.group.key if pod.group else None, raw)
+    commit, error = commit_of(pod.group.key if pod.group else None, raw)
     return Recorded(pod, commit, error)
-
-
-def decode_pod_group(raw: dict[str, Any]) -> Recorded[PodGroup]:
-    group = parse_pod_group(raw)
-    commit, error = _commit_of(group.key, raw)
-    return Recorded(group, commit, error)
 
 
 # ---- the book (loop) --------------------------------------------------------------------
@@ -104,7 +104,7 @@ class CommitBook:
 
     # ---- what the watches show ---------------------------------------------------------
 
-    def saw_group(self, key: str, recorded: Recorded[PodGroup]) -> str:
+    def saw_group(self, key: str, recorded: Recorded[Any]) -> str:
         """A group object's record (or its absence); the reason it is unreadable, or ""."""
         if recorded.commit is not None:
             self._groups[key] = recorded.commit

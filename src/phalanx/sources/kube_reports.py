@@ -1,9 +1,15 @@
-"""What the live source tells the cluster: Events, PodGroup status, and requeues.
+"""What the live source tells the cluster: Events, gang status, and requeues.
 
 * **Events** are rate-limited per (object, reason): at most one API write per
-  `event_interval_seconds`, later repeats folded into the Event's `count`.
-* **PodGroup status** carries phase, counts, `scheduleStartTime` and a `PodGroupScheduled`
-  condition; a body equal to the last one written is not sent again.
+  `event_interval_seconds`, later repeats folded into the Event's `count`. A gang's
+  Events go to its object in its own dialect (`registry.involved_object`).
+* **Gang status** is spelled by the gang's dialect (`registry.status_write`): the
+  scheduler-plugins status as before (phase, counts, `scheduleStartTime`, a
+  `PodGroupScheduled` condition), upstream's `PodGroupInitiallyScheduled` condition,
+  Volcano's phase, counts and conditions (on the object: no status subresource). Each is
+  built on the previous status: for scheduler-plugins the body last written (as before),
+  for the others the status last observed by the watch (kube-scheduler and Volcano's
+  controllers write theirs too), else the one last written. Nothing new: nothing sent.
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 
@@ -15,13 +21,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from phalanx.core.groups import registry
+from phalanx.core.groups.discovery import ServedKind
+from phalanx.core.groups.status import GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
-from phalanx.core.journal import GroupPhase, GroupStatus
-from phalanx.core.model import PodRef
+from phalanx.core.model import Dialect, GroupRef, PodRef
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
 from phalanx.sources.kube_writes import Writer
@@ -29,12 +37,15 @@ from phalanx.sources.kube_writes import Writer
 log = logging.getLogger(__name__)
 
 COMPONENT = "phalanx"
-PODGROUP_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+MESSAGE_LIMIT = 1024
 
 
-def _camel(reason: str) -> str:
-    """`waiting-for-members` -> `WaitingForMembers` (Kubernetes reasons are CamelCase)."""
-    return "".join(part[:1].upper() + part[1:] for part in reason.replace("_", "-").split("-"))
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A gang object the watches show: the kind it is served as, and its UID."""
+
+    kind: ServedKind
+    uid: str
 
 
 @dataclass(slots=True)
@@ -88,10 +99,10 @@ class EventLimiter:
 
 
 class Reports:
-    """Events, PodGroup status and requeues, written through `writer` (loop only).
+    """Events, gang status and requeues, written through `writer` (loop only).
 
-    `uid_of(kind, key)` gives the involved object's UID ("" if unknown); `group_path(key)`
-    the API path of a gang's PodGroup, or None for an annotation-only gang.
+    `uid_of(kind, key)` gives a Pod's or Node's UID ("" if unknown); `held(key)` the gang
+    object whose object key (`GroupRef.object_ref.key`) is `key`, or None.
     """
 
     def __init__(
@@ -101,20 +112,31 @@ class Reports:
         identity: str,
         event_interval_seconds: float,
         uid_of: Callable[[str, str], str],
-        group_path: Callable[[str], str | None],
+        held: Callable[[str], Held | None],
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
     ) -> None:
         self.writer = writer
         self.identity = identity
         self.uid_of = uid_of
-        self.group_path = group_path
+        self.held = held
         self.wall_clock = wall_clock
         self._events = EventLimiter(event_interval_seconds, clock)
-        self._statuses: dict[str, dict[str, Any]] = {}  # group key -> last status written
+        # Object key -> its status as last written or (other dialects) observed.
+        self._statuses: dict[str, Mapping[str, Any]] = {}
 
     def forget_group(self, key: str) -> None:
         self._statuses.pop(key, None)
+
+    def saw_status(self, kind: ServedKind, key: str, status: Mapping[str, Any] | None) -> None:
+        """The status the watch shows on gang object `key`. Kept for every dialect but
+        scheduler-plugins, whose status Phalanx alone writes (built on what it wrote)."""
+        if kind.dialect is Dialect.SCHEDULER_PLUGINS:
+            return
+        if status is None:
+            self._statuses.pop(key, None)
+        else:
+            self._statuses[key] = status
 
     # ---- Events ------------------------------------------------------------------------
 
@@ -128,26 +150,54 @@ class Reports:
         *,
         warning: bool = False,
     ) -> None:
+        """An Event on a core/v1 object (a Pod, a Node)."""
         key = f"{namespace}/{name}" if namespace else name
-        stamp = rfc3339(self.wall_clock())
-        admitted = self._events.admit((kind, key, reason), f"{name}.{time.time_ns():x}", stamp)
-        if admitted is None:
-            return
-        series, created = admitted
-        where = namespace or "default"  # Events about cluster-scoped objects live in "default"
-        involved: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": _api_version(kind)}
+        involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": "v1"}
         if namespace:
             involved["namespace"] = namespace
         uid = self.uid_of(kind, key)
         if uid:
             involved["uid"] = uid
+        await self.emit_involved(involved, key, reason, message, warning=warning)
+
+    async def emit_group_event(
+        self, group: GroupRef, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """An Event on the gang's object, as its dialect's API names it; none without one."""
+        target = group.object_ref
+        held = self.held(target.key)
+        if held is None:
+            return
+        involved = registry.involved_object(group, held.kind, held.uid)
+        await self.emit_involved(involved, target.key, reason, message, warning=warning)
+
+    async def emit_involved(
+        self,
+        involved: Mapping[str, str],
+        key: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool,
+    ) -> None:
+        """An Event on `involved` (an `involvedObject`), rate-limited per `key` and reason."""
+        stamp = rfc3339(self.wall_clock())
+        name = involved["name"]
+        admitted = self._events.admit(
+            (involved["kind"], key, reason), f"{name}.{time.time_ns():x}", stamp
+        )
+        if admitted is None:
+            return
+        series, created = admitted
+        namespace = involved.get("namespace", "")
+        where = namespace or "default"  # Events about cluster-scoped objects live in "default"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": series.name, "namespace": where},
-            "involvedObject": involved,
+            "involvedObject": dict(involved),
             "reason": reason,
-            "message": message[:1024],
+            "message": message[:MESSAGE_LIMIT],
             "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
@@ -190,49 +240,29 @@ class Reports:
             elif isinstance(result, BaseException) and not isinstance(result, ApiError):
                 raise result  # a bug, not an API answer
 
-    # ---- PodGroup status ---------------------------------------------------------------
+    # ---- gang status -------------------------------------------------------------------
 
     async def update_group_status(self, status: GroupStatus) -> None:
-        key = status.group_key
-        path = self.group_path(key)
-        if path is None:
-            return  # annotation-only gang: no object to write status on
-        scheduled = status.phase in (GroupPhase.SCHEDULED, GroupPhase.RUNNING)
-        reason = _camel(status.reason) if status.reason else status.phase
+        """The gang's status in its dialect's terms, on its object; nothing without one."""
+        key = status.ref.object_ref.key
+        held = self.held(key)
+        if held is None:
+            return  # annotation-only gang, or its object is not (yet) seen
         previous = self._statuses.get(key)
-        old = (previous or {}).get("conditions", [{}])[0]
-        changed = (
-            old.get("status") != ("True" if scheduled else "False") or old.get("reason") != reason
-        )
-        condition = {
-            "type": "PodGroupScheduled",
-            "status": "True" if scheduled else "False",
-            "reason": reason,
-            "message": status.message[:1024],
-            "lastTransitionTime": rfc3339(self.wall_clock())
-            if changed
-            else old.get("lastTransitionTime"),
-        }
-        body: dict[str, Any] = {
-            "phase": str(status.phase),
-            "scheduled": status.scheduled,
-            "running": status.running,
-            "conditions": [condition],
-        }
-        if status.schedule_start_time is not None:
-            body["scheduleStartTime"] = rfc3339(status.schedule_start_time)
-        if body == previous:
+        write = registry.status_write(status, held.kind, previous, self.wall_clock())
+        if write is None:
             return
-        self._statuses[key] = body
+        self._statuses[key] = write.status
         try:
-            await self.writer.patch(f"{path}/status", {"status": body})
+            await self.writer.patch(write.path, write.body)
         except ApiError as exc:
-            self._statuses.pop(key, None)
+            # Not written: the next write builds on what the object still holds.
+            if previous is None:
+                self._statuses.pop(key, None)
+            else:
+                self._statuses[key] = previous
             if exc.status != 404:
                 log.warning(
-                    "cannot write PodGroup status", extra={"group": key, "reason": str(exc)}
+                    "cannot write a gang's status",
+                    extra={"group": status.group_key, "path": write.path, "reason": str(exc)},
                 )
-
-
-def _api_version(kind: str) -> str:
-    return PODGROUP_GROUP_VERSION if kind == "PodGroup" else "v1"

@@ -69,6 +69,16 @@ def kubeconfig_access(path: str | Path, *, context: str | None = None) -> Cluste
     return _access(cfg)
 
 
+def kubeconfig_namespace(path: str | Path, *, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's (current or named) context sets, as kubectl reads it;
+    None when it sets none."""
+    read: Any = k8s_config.list_kube_config_contexts  # untyped
+    contexts, active = read(config_file=str(path))
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
 def in_cluster_access() -> ClusterAccess:
     cfg = k8s_client.Configuration()
     load: Any = k8s_config.load_incluster_config  # untyped

@@ -18,7 +18,7 @@ from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry, status
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.registry import GroupObject, Unresolved
-from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object, parse_pod
 from phalanx.core.model import Dialect, GroupRef, PodGroup
@@ -305,8 +305,8 @@ WORKLOAD_KIND = ServedKind(
 )
 
 
-def waiting(ref: GroupRef) -> GangStatus:
-    return GangStatus(ref, GangPhase.PENDING, 0, 0, "waiting-for-members", "1/4 exist")
+def waiting(ref: GroupRef) -> GroupStatus:
+    return GroupStatus(ref, GroupPhase.PENDING, 0, 0, "waiting-for-members", "1/4 exist")
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from builders import pod_obj, upstream_podgroup_obj, workload_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import upstream
-from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import (
     Dialect,
@@ -307,8 +307,10 @@ def test_an_invalid_workload_is_an_error_naming_the_field(
 REF = GroupRef("ml", "gang-0", Dialect.UPSTREAM)
 
 
-def gang(phase: GangPhase, reason: str = "", message: str = "", ref: GroupRef = REF) -> GangStatus:
-    return GangStatus(ref, phase, 0, 0, reason, message)
+def gang(
+    phase: GroupPhase, reason: str = "", message: str = "", ref: GroupRef = REF
+) -> GroupStatus:
+    return GroupStatus(ref, phase, 0, 0, reason, message)
 
 
 def cond(
@@ -332,7 +334,7 @@ DISRUPTION = cond("True", "PreemptionByScheduler", "preempted", EARLIER, "Disrup
     ("status", "previous", "version", "body"),
     [
         pytest.param(
-            gang(GangPhase.PENDING, "waiting-for-members", "waiting for gang members: 1/4 exist"),
+            gang(GroupPhase.PENDING, "waiting-for-members", "waiting for gang members: 1/4 exist"),
             None,
             "v1beta1",
             {
@@ -343,28 +345,28 @@ DISRUPTION = cond("True", "PreemptionByScheduler", "preempted", EARLIER, "Disrup
             id="waits",
         ),
         pytest.param(
-            gang(GangPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
+            gang(GroupPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
             {"conditions": [cond("False", "Unschedulable", "1/4 exist", EARLIER)]},
             "v1beta1",
             {"conditions": [cond("False", "Unschedulable", "no node has 8 free GPUs", EARLIER)]},
             id="still-waits-keeps-time",
         ),
         pytest.param(
-            gang(GangPhase.PRE_SCHEDULING, "invalid", "phalanx.io/plan is not JSON"),
+            gang(GroupPhase.PRE_SCHEDULING, "invalid", "phalanx.io/plan is not JSON"),
             None,
             "v1beta1",
             {"conditions": [cond("False", "SchedulerError", "phalanx.io/plan is not JSON", NOW)]},
             id="invalid",
         ),
         pytest.param(
-            gang(GangPhase.SCHEDULED, "bound", "4 members bound"),
+            gang(GroupPhase.SCHEDULED, "bound", "4 members bound"),
             {"conditions": [DISRUPTION, cond("False", "Unschedulable", "1/4", EARLIER)]},
             "v1beta1",
             {"conditions": [DISRUPTION, cond("True", "Scheduled", "4 members bound", NOW)]},
             id="placed-keeps-others",
         ),
         pytest.param(
-            gang(GangPhase.PENDING, "waiting-for-members", "1/4 exist"),
+            gang(GroupPhase.PENDING, "waiting-for-members", "1/4 exist"),
             None,
             "v1alpha2",
             {"conditions": [cond("False", "Unschedulable", "1/4 exist", NOW, "PodGroupScheduled")]},
@@ -373,7 +375,7 @@ DISRUPTION = cond("True", "PreemptionByScheduler", "preempted", EARLIER, "Disrup
     ],
 )
 def test_status_is_the_initially_scheduled_condition(
-    status: GangStatus, previous: dict[str, Any] | None, version: str, body: dict[str, Any]
+    status: GroupStatus, previous: dict[str, Any] | None, version: str, body: dict[str, Any]
 ) -> None:
     assert upstream.build_status(status, previous, T0, version) == body
 
@@ -382,16 +384,16 @@ def test_status_is_the_initially_scheduled_condition(
     ("status", "previous"),
     [
         (
-            gang(GangPhase.PENDING, "waiting-for-members", "1/4 exist"),
+            gang(GroupPhase.PENDING, "waiting-for-members", "1/4 exist"),
             {"conditions": [cond("True", "Scheduled", "", EARLIER)]},
         ),
         (
-            gang(GangPhase.PENDING, "waiting-for-members", "1/4 exist"),
+            gang(GroupPhase.PENDING, "waiting-for-members", "1/4 exist"),
             {"conditions": [cond("False", "Unschedulable", "1/4 exist", EARLIER)]},
         ),
         (
             gang(
-                GangPhase.PENDING,
+                GroupPhase.PENDING,
                 "waiting-for-members",
                 ref=GroupRef("ml", "job", Dialect.UPSTREAM, "workers"),
             ),
@@ -401,7 +403,7 @@ def test_status_is_the_initially_scheduled_condition(
     ids=["true-is-terminal", "unchanged", "workload-has-no-status"],
 )
 def test_nothing_is_written_when_there_is_nothing_new(
-    status: GangStatus, previous: dict[str, Any] | None
+    status: GroupStatus, previous: dict[str, Any] | None
 ) -> None:
     assert upstream.build_status(status, previous, T0, "v1beta1") is None
 

@@ -10,7 +10,7 @@ from builders import pod_obj, volcano_podgroup_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import volcano
 from phalanx.core.groups.common import PodView
-from phalanx.core.groups.status import GangPhase, GangStatus
+from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, Resources, TopologyConstraint
 from phalanx.core.rawdict import Source
@@ -180,8 +180,8 @@ NOW = "2026-01-01T00:00:00Z"
 EARLIER = "2025-12-31T00:00:00Z"
 
 
-def gang(phase: GangPhase, reason: str = "", message: str = "", **counts: int) -> GangStatus:
-    return GangStatus(
+def gang(phase: GroupPhase, reason: str = "", message: str = "", **counts: int) -> GroupStatus:
+    return GroupStatus(
         GroupRef("ml", "job", Dialect.VOLCANO),
         phase,
         counts.get("scheduled", 0),
@@ -217,7 +217,7 @@ def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, An
     ("status", "previous", "expected"),
     [
         pytest.param(
-            gang(GangPhase.PENDING, "waiting-for-members", "waiting for gang members: 0/4 exist"),
+            gang(GroupPhase.PENDING, "waiting-for-members", "waiting for gang members: 0/4 exist"),
             {"phase": "Pending"},
             body(
                 "Inqueue",
@@ -226,7 +226,7 @@ def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, An
             id="admitted-at-once",
         ),
         pytest.param(
-            gang(GangPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
+            gang(GroupPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
             {"conditions": [cond("Unschedulable", "NotEnoughTasks", "3/4", EARLIER)]},
             body(
                 "Inqueue",
@@ -235,13 +235,13 @@ def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, An
             id="unfit-keeps-time",
         ),
         pytest.param(
-            gang(GangPhase.PRE_SCHEDULING, "invalid", "phalanx.io/plan is not JSON"),
+            gang(GroupPhase.PRE_SCHEDULING, "invalid", "phalanx.io/plan is not JSON"),
             None,
             body("Inqueue", cond("Unschedulable", "Invalid", "phalanx.io/plan is not JSON", NOW)),
             id="invalid",
         ),
         pytest.param(
-            gang(GangPhase.SCHEDULED, "bound", "bound", scheduled=4),
+            gang(GroupPhase.SCHEDULED, "bound", "bound", scheduled=4),
             {
                 "conditions": [
                     cond("Unschedulable", "NotEnoughResources", "x", EARLIER),
@@ -256,27 +256,21 @@ def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, An
             id="placed-drops-unschedulable",
         ),
         pytest.param(
-            gang(GangPhase.RUNNING, running=3, succeeded=1, scheduled=4),
+            gang(GroupPhase.RUNNING, running=3, succeeded=1, scheduled=4),
             {"conditions": [cond("Scheduled", "Scheduled", "", EARLIER)]},
             body("Running", cond("Scheduled", "Scheduled", "", EARLIER), running=3, succeeded=1),
             id="running-counts",
         ),
-        pytest.param(
-            gang(GangPhase.FINISHED, succeeded=4, scheduled=4),
-            None,
-            body("Completed", cond("Scheduled", "Scheduled", "", NOW), succeeded=4),
-            id="completed",
-        ),
     ],
 )
 def test_status_speaks_volcano(
-    status: GangStatus, previous: dict[str, Any] | None, expected: dict[str, Any]
+    status: GroupStatus, previous: dict[str, Any] | None, expected: dict[str, Any]
 ) -> None:
     assert volcano.build_status(status, previous, T0) == expected
 
 
 def test_no_phase_leaves_a_volcano_job_without_pods() -> None:
     """Volcano's job controller creates pods only once the PodGroup has left Pending."""
-    phases = {volcano.build_status(gang(phase), None, T0)["phase"] for phase in GangPhase}
+    phases = {volcano.build_status(gang(phase), None, T0)["phase"] for phase in GroupPhase}
     assert "Pending" not in phases
-    assert phases <= {"Inqueue", "Running", "Unknown", "Completed"}
+    assert phases <= {"Inqueue", "Running", "Unknown"}

@@ -32,14 +32,14 @@ from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import scheduler_plugins, upstream, volcano
 from phalanx.core.groups.common import Parsed, PodView
 from phalanx.core.groups.discovery import Served, ServedKind
-from phalanx.core.groups.status import GangStatus
+from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.rawdict import JsonObject
 
 GroupObject = PodGroup | Workload
 Parser = Callable[[JsonObject], Parsed[GroupObject]]
-StatusBuilder = Callable[[GangStatus, JsonObject | None, float, str], dict[str, object] | None]
+StatusBuilder = Callable[[GroupStatus, JsonObject | None, float, str], dict[str, object] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,7 @@ class StatusWrite:
 
 
 def status_write(
-    status: GangStatus, kind: ServedKind, previous: JsonObject | None, now: float
+    status: GroupStatus, kind: ServedKind, previous: JsonObject | None, now: float
 ) -> StatusWrite | None:
     """The status write for a gang whose object exists and is served as `kind`, or None
     when there is nothing new to say (or the dialect has no status)."""

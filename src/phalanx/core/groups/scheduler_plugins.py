@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from phalanx.core.groups.common import ObjectSettings, Parsed, PodView, read_min_count
-from phalanx.core.groups.status import MESSAGE_LIMIT, GangPhase, GangStatus, camel, rfc3339
+from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, camel, rfc3339
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, PodGroup
 from phalanx.core.rawdict import (
     JsonObject,
@@ -88,14 +88,14 @@ def waiting_reason(ref: GroupRef) -> str:
 
 
 def build_status(
-    status: GangStatus, previous: JsonObject | None, now: float, version: str = VERSION
+    status: GroupStatus, previous: JsonObject | None, now: float, version: str = VERSION
 ) -> dict[str, object]:
     """The `status` object to merge-patch onto `/status` (one shape: `version` is moot).
 
     `previous` is the status as last written; the condition's `lastTransitionTime` moves
     only when its status or reason changes.
     """
-    scheduled = status.phase in (GangPhase.SCHEDULED, GangPhase.RUNNING)
+    scheduled = status.phase in (GroupPhase.SCHEDULED, GroupPhase.RUNNING)
     reason = camel(status.reason) if status.reason else status.phase.value
     old = _first_condition(previous)
     changed = old.get("status") != ("True" if scheduled else "False") or old.get("reason") != reason

@@ -1,15 +1,17 @@
 """What Phalanx reports about a gang, before any dialect spells it.
 
-`GangStatus` is the core's own counterpart of `phalanx.sources.base.GroupStatus`: the
-same fields, with the gang's `GroupRef` instead of its key (so the writer finds the
-object back without parsing keys) and the counts Volcano also reports. Each dialect
-turns it into the `status` object of its own API (`build_status` in the dialect
-modules); the source sends `{"status": <that>}` as a JSON merge patch.
+`GroupStatus` is the one status value of the core (`phalanx.core.journal` builds it, the
+service hands it to the source): the gang's `GroupRef` (so the writer finds the object
+back without parsing keys), its `GroupPhase`, and member counts. Each dialect turns it
+into the `status` object of its own API (`build_status` in the dialect modules); the
+source sends `{"status": <that>}` as a JSON merge patch. It lives here, below the
+journal, because the dialects (imported by the inventory, which the journal's imports
+reach) must read it too.
 
 Phases (scheduler-plugins' names, which the other dialects map from)::
 
     Pending ──(quorum of members exists)──▶ PreScheduling ──(reserved)──▶ Scheduling
-        ──(quorum bound)──▶ Scheduled ──(quorum running)──▶ Running ──▶ Finished
+        ──(quorum bound)──▶ Scheduled ──(quorum running)──▶ Running
     any ──▶ Failed
 """
 
@@ -34,32 +36,37 @@ OUTCOME_UNFIT: Final = "unfit"
 OUTCOME_INVALID: Final = "invalid"
 
 
-class GangPhase(StrEnum):
-    PENDING = "Pending"  # fewer members exist than the gang needs
-    PRE_SCHEDULING = "PreScheduling"  # enough members exist, no reservation yet
-    SCHEDULING = "Scheduling"  # reserved, binding
+class GroupPhase(StrEnum):
+    """A gang's phase (scheduler-plugins' names)."""
+
+    PENDING = "Pending"  # fewer than minMember members exist
+    PRE_SCHEDULING = "PreScheduling"  # enough exist, nothing reserved
+    SCHEDULING = "Scheduling"  # reserved, binding under way
     SCHEDULED = "Scheduled"  # the quorum is bound
     RUNNING = "Running"  # the quorum runs
-    FINISHED = "Finished"  # every member has finished
     FAILED = "Failed"
 
 
-PLACED_PHASES: Final = frozenset({GangPhase.SCHEDULED, GangPhase.RUNNING, GangPhase.FINISHED})
+PLACED_PHASES: Final = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING})
 
 
 @dataclass(frozen=True, slots=True)
-class GangStatus:
-    """One gang's state as Phalanx reports it on the gang's object."""
+class GroupStatus:
+    """What Phalanx reports on a gang's object: its phase, counts and last decision."""
 
     ref: GroupRef
-    phase: GangPhase
-    scheduled: int  # members bound
+    phase: GroupPhase
+    scheduled: int  # members bound (or being bound), finished ones included
     running: int
     reason: str  # Phalanx's last outcome ("waiting-for-members", "unfit", ...); "" if none
     message: str
     schedule_start_time: float | None = None  # wall-clock seconds
-    succeeded: int = 0
+    succeeded: int = 0  # members that finished, by how (Volcano reports them)
     failed: int = 0
+
+    @property
+    def group_key(self) -> str:
+        return self.ref.key
 
     @property
     def placed(self) -> bool:

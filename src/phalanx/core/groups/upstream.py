@@ -38,7 +38,7 @@ from phalanx.core.groups.common import (
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
     OUTCOME_INVALID,
-    GangStatus,
+    GroupStatus,
     conditions_of,
     rfc3339,
     set_condition,
@@ -291,7 +291,7 @@ def condition_type(version: str) -> str:
 
 
 def build_status(
-    status: GangStatus, previous: JsonObject | None, now: float, version: str
+    status: GroupStatus, previous: JsonObject | None, now: float, version: str
 ) -> dict[str, object] | None:
     """The `status` to merge-patch onto a PodGroup's `/status`, or None: nothing to say.
 

@@ -33,8 +33,8 @@ from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
     OUTCOME_UNFIT,
     OUTCOME_WAITING,
-    GangPhase,
-    GangStatus,
+    GroupPhase,
+    GroupStatus,
     camel,
     conditions_of,
     rfc3339,
@@ -68,7 +68,6 @@ PENDING: Final = "Pending"
 INQUEUE: Final = "Inqueue"
 RUNNING: Final = "Running"
 UNKNOWN: Final = "Unknown"
-COMPLETED: Final = "Completed"
 # Volcano's condition types and the reasons its gang plugin gives.
 UNSCHEDULABLE: Final = "Unschedulable"
 SCHEDULED: Final = "Scheduled"
@@ -76,13 +75,12 @@ NOT_ENOUGH_TASKS: Final = "NotEnoughTasks"
 NOT_ENOUGH_RESOURCES: Final = "NotEnoughResources"
 
 _PHASES: Final = {
-    GangPhase.PENDING: INQUEUE,
-    GangPhase.PRE_SCHEDULING: INQUEUE,
-    GangPhase.SCHEDULING: INQUEUE,
-    GangPhase.SCHEDULED: RUNNING,  # Volcano counts bound members as allocated
-    GangPhase.RUNNING: RUNNING,
-    GangPhase.FINISHED: COMPLETED,
-    GangPhase.FAILED: UNKNOWN,
+    GroupPhase.PENDING: INQUEUE,
+    GroupPhase.PRE_SCHEDULING: INQUEUE,
+    GroupPhase.SCHEDULING: INQUEUE,
+    GroupPhase.SCHEDULED: RUNNING,  # Volcano counts bound members as allocated
+    GroupPhase.RUNNING: RUNNING,
+    GroupPhase.FAILED: UNKNOWN,
 }
 
 
@@ -176,7 +174,7 @@ def waiting_reason(ref: GroupRef) -> str:
 
 
 def build_status(
-    status: GangStatus, previous: JsonObject | None, now: float, version: str = VERSION
+    status: GroupStatus, previous: JsonObject | None, now: float, version: str = VERSION
 ) -> dict[str, object]:
     """The `status` to merge-patch onto the PodGroup (the object: no status subresource;
     one shape: `version` is moot).

@@ -1,0 +1,217 @@
+"""Following every gang API the API server serves: discovery, then one informer per kind.
+
+`GroupFollower.run` is one thread::
+
+    DISCOVERING ── GET /apis, GET /apis/<group>/<version> (phalanx.core.groups.discovery)
+        │ failed ─▶ backoff ─▶ DISCOVERING
+        ▼
+    RECONCILING ── every served kind without a running informer gets one (its own thread);
+        │          a kind no longer served has its informer stopped, and its objects are
+        │          forgotten unless another version of the kind took over
+        ▼
+    WAITING `recheck_seconds` ─▶ DISCOVERING  (a CRD installed later, a gate turned on at
+                                               an upgrade, a newer upstream version)
+
+An informer whose list answers 404 (the CRD was removed) forgets its objects and ends; the
+next discovery decides whether the kind is still served. `/apis` is readable by every
+authenticated user (system:discovery): no RBAC. Aggregated discovery is not asked for
+(plain JSON).
+
+Objects are decoded once, on the informer's thread, by `decode_group_object`: the model
+value (a PodGroup of any dialect, or an upstream Workload), the commit record it carries,
+its raw `status` (the previous status a dialect's status writer builds on) and what
+Phalanx ignores in it (warnings, said once by the source).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from phalanx.core.groups import registry
+from phalanx.core.groups.discovery import Served, ServedKind, probes, served
+from phalanx.core.groups.registry import GroupObject
+from phalanx.core.groups.upstream import Workload
+from phalanx.sources.informer import (
+    ApiError,
+    Delete,
+    Informer,
+    InformerSettings,
+    Invalid,
+    Kind,
+    Upsert,
+)
+from phalanx.sources.kube_commits import Recorded, commit_of
+from phalanx.sources.kube_writes import KubeApi
+
+log = logging.getLogger(__name__)
+
+GroupChanges = Sequence[Upsert[Recorded[GroupObject]] | Delete | Invalid]
+# (the kind, its changes, whether this is the informer's first complete list)
+GroupHandler = Callable[[ServedKind, GroupChanges, bool], None]
+
+
+def label(kind: ServedKind) -> str:
+    """How logs, metrics and sync state name a kind: `PodGroup (scheduling.volcano.sh/v1beta1)`."""
+    return f"{kind.kind} ({kind.api_version})"
+
+
+def decode_group_object(kind: ServedKind, raw: dict[str, Any]) -> Recorded[GroupObject]:
+    """One object of `kind` as its dialect reads it. Raises (InvalidObjectError naming the
+    object and field) when it cannot be used.
+
+    Items of a list of built-in kinds carry no `apiVersion`/`kind`: the kind followed says.
+    """
+    obj = {**raw, "apiVersion": kind.api_version, "kind": kind.kind}
+    parsed = registry.parse_group_object(obj)
+    if parsed is None:  # only if the registry stopped reading a kind discovery offers
+        raise ValueError(f"{label(kind)} is not a gang kind Phalanx reads")
+    value = parsed.value
+    # A Workload holds several gangs: their commit records live on the member pods.
+    commit, error = (None, "") if isinstance(value, Workload) else commit_of(value.key, raw)
+    status = raw.get("status")
+    return Recorded(
+        value,
+        commit,
+        error,
+        status=status if isinstance(status, Mapping) else None,
+        warnings=parsed.warnings,
+    )
+
+
+@dataclass(slots=True)
+class _Followed:
+    informer: Informer[Recorded[GroupObject]]
+    thread: threading.Thread
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class GroupFollower:
+    """Discovery and the per-kind informers (see the module docstring).
+
+    `on_served(served)` is told the result of every discovery (from this thread: hand it
+    to the loop); `on_gone(kind)` that a kind is no longer served and no other version
+    replaced it (its objects must be forgotten); `handler` gets each informer's changes.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        handler: GroupHandler,
+        *,
+        on_served: Callable[[Served], None],
+        on_gone: Callable[[ServedKind], None],
+        recheck_seconds: float,
+        informer: InformerSettings,
+        on_restart: Callable[[str, str], None],
+        stop: threading.Event,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.api = api
+        self.handler = handler
+        self.on_served = on_served
+        self.on_gone = on_gone
+        self.recheck_seconds = recheck_seconds
+        self.informer_settings = informer
+        self.on_restart = on_restart
+        self.stop_event = stop
+        self.rand = rand
+        self._followed: dict[ServedKind, _Followed] = {}
+        self._lock = threading.Lock()
+
+    # ---- discovery -----------------------------------------------------------------------
+
+    def discover(self) -> Served:
+        """What the API server serves now (raises ApiError when it cannot say)."""
+        apis = self.api.request("GET", "/apis")
+        lists = {}
+        for group_version in probes(apis):
+            try:
+                lists[group_version] = self.api.request("GET", f"/apis/{group_version}")
+            except ApiError as exc:
+                if exc.status != 404:  # gone between the two answers: not served
+                    raise
+        return served(apis, lists)
+
+    def run(self) -> None:
+        """The discovery thread: until stopped. Never raises."""
+        attempt = 0
+        backoff = self.informer_settings.backoff
+        while not self.stop_event.is_set():
+            try:
+                found = self.discover()
+            except Exception as exc:  # noqa: BLE001  # any failure: live on, ask again
+                delay = backoff.delay(attempt, self.rand())
+                attempt += 1
+                log.warning(
+                    "cannot discover the gang APIs",
+                    extra={"reason": str(exc), "retry_in_seconds": round(delay, 2)},
+                )
+                if self.stop_event.wait(delay):
+                    return
+                continue
+            attempt = 0
+            self.on_served(found)
+            self._reconcile(found)
+            if self.stop_event.wait(self.recheck_seconds):
+                return
+
+    def stop(self) -> None:
+        """Stop every informer (from any thread); `run` returns once `stop_event` is set."""
+        with self._lock:
+            followed = list(self._followed.values())
+        for entry in followed:
+            entry.stop.set()
+            entry.informer.stop()
+
+    def join(self, timeout: float) -> None:
+        with self._lock:
+            threads = [entry.thread for entry in self._followed.values()]
+        for thread in threads:
+            thread.join(timeout)
+
+    # ---- informers -----------------------------------------------------------------------
+
+    def _reconcile(self, found: Served) -> None:
+        with self._lock:
+            current = dict(self._followed)
+        for kind, entry in current.items():
+            if kind in found.kinds:
+                continue
+            entry.stop.set()
+            entry.informer.stop()
+            with self._lock:
+                del self._followed[kind]
+            log.info("no longer following a gang kind", extra={"kind": label(kind)})
+            if not any(k.group == kind.group and k.kind == kind.kind for k in found.kinds):
+                self.on_gone(kind)
+        for kind in found.kinds:
+            running = current.get(kind)
+            if running is not None and running.thread.is_alive():
+                continue
+            if self.stop_event.is_set():
+                return
+            self._start(kind)
+
+    def _start(self, kind: ServedKind) -> None:
+        stop = threading.Event()
+        informer = Informer(
+            Kind(label(kind), kind.list_path, functools.partial(decode_group_object, kind)),
+            self.api,
+            functools.partial(self.handler, kind),
+            settings=self.informer_settings,
+            on_restart=self.on_restart,
+            stop=stop,
+        )
+        thread = threading.Thread(
+            target=informer.run, name=f"informer-{kind.kind}-{kind.group}", daemon=True
+        )
+        with self._lock:
+            self._followed[kind] = _Followed(informer, thread, stop)
+        log.info("following a gang kind", extra={"kind": label(kind)})
+        thread.start()

@@ -1,0 +1,277 @@
+"""Gangs of every dialect in the cache and the planner: resolution, upstream's `basic`
+policy (one by one), and a gang object that changes size while its reservation is held."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import (
+    gpu_node,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
+from phalanx.core.barrier import BindAlone, Join, admit
+from phalanx.core.cache import ClusterState, ReleaseCause, Released
+from phalanx.core.groups import registry
+from phalanx.core.groups.discovery import Served
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.inventory import parse_pod
+from phalanx.core.journal import Outcome
+from phalanx.core.model import Binding, Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import GroupDefaults, Invalid, Resolved, Waiting, resolve_group
+
+NODES = ["n1", "n2", "n3"]
+
+
+def group_object(obj: dict[str, Any]) -> PodGroup | Workload:
+    parsed = registry.parse_group_object(obj)
+    assert parsed is not None
+    return parsed.value
+
+
+class Cluster:
+    """A cache with three 8-GPU nodes, fed with raw objects as the sources feed it."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.released: list[Released] = []
+        self.state = ClusterState(on_release=self.released.append)
+        for name in NODES:
+            self.state.upsert_node(gpu_node(name))
+        self.planner = GangPlanner(self.state)
+        for obj in objects:
+            self.add(obj)
+
+    def add(self, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "Pod":
+            self.state.upsert_pod(parse_pod(obj))
+            return
+        value = group_object(obj)
+        if isinstance(value, Workload):
+            self.state.upsert_workload(value)
+        else:
+            self.state.upsert_group(value)
+
+    def pod(self, name: str) -> Pod:
+        found = self.state.pod_by_key("default", name)
+        assert found is not None
+        return found
+
+    def resolve(self, ref: GroupRef) -> Resolved | Waiting | Invalid:
+        return resolve_group(self.state, ref, GroupDefaults())
+
+
+VOLCANO = GroupRef("default", "job", Dialect.VOLCANO)
+UPSTREAM = GroupRef("default", "job", Dialect.UPSTREAM)
+WORKERS = GroupRef("default", "train", Dialect.UPSTREAM, "workers")
+
+
+# --- resolution ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("obj", "ref", "min_member"),
+    [
+        (podgroup_obj("job", 3), GroupRef("default", "job"), 3),
+        (volcano_podgroup_obj("job", 4), VOLCANO, 4),
+        (upstream_podgroup_obj("job", 2), UPSTREAM, 2),
+        (workload_obj("train", {"workers": 5, "ps": 1}), WORKERS, 5),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream-pod-group", "workload-pod-group"],
+)
+def test_a_gang_resolves_from_its_object_in_any_dialect(
+    obj: dict[str, Any], ref: GroupRef, min_member: int
+) -> None:
+    resolution = Cluster(obj).resolve(ref)
+    assert isinstance(resolution, Resolved)
+    assert (resolution.group.key, resolution.group.min_member) == (ref.key, min_member)
+
+
+@pytest.mark.parametrize(
+    ("objects", "ref", "expected"),
+    [
+        (
+            (),
+            VOLCANO,
+            Waiting(
+                "waiting for Volcano PodGroup default/job (scheduling.volcano.sh/v1beta1) to "
+                "exist (pods name it with annotation scheduling.k8s.io/group-name)"
+            ),
+        ),
+        (
+            (),
+            GroupRef("default", "job"),
+            Waiting("waiting for PodGroup default/job to exist (pods name it with a label)"),
+        ),
+        (
+            (workload_obj("train", {"worker": 2, "ps": 1}),),
+            WORKERS,
+            Invalid(
+                'Workload default/train has no pod group "workers" (spec.podGroups has '
+                '"worker", "ps"); pods name it in spec.workloadRef.podGroup'
+            ),
+        ),
+    ],
+    ids=["volcano-missing", "scheduler-plugins-missing", "workload-lacks-the-pod-group"],
+)
+def test_a_gang_without_its_object_waits_and_a_wrong_reference_is_invalid(
+    objects: tuple[dict[str, Any], ...], ref: GroupRef, expected: Waiting | Invalid
+) -> None:
+    assert Cluster(*objects).resolve(ref) == expected
+
+
+def test_a_wait_for_an_api_the_server_does_not_serve_says_so() -> None:
+    cluster = Cluster()
+    cluster.state.served = Served(())
+    resolution = cluster.resolve(VOLCANO)
+    assert isinstance(resolution, Waiting)
+    assert resolution.reason.endswith("; this API server does not serve it yet (volcano objects)")
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        (VOLCANO, "PodGroup volcano:default/job is invalid: spec.minMember must be positive"),
+        (WORKERS, "Workload upstream:default/train is invalid: spec.podGroups[0] is broken"),
+    ],
+    ids=["pod-group", "workload"],
+)
+def test_an_invalid_object_makes_every_gang_it_holds_invalid(ref: GroupRef, expected: str) -> None:
+    cluster = Cluster()
+    cluster.state.set_group_error(ref.object_ref.key, expected.partition("invalid: ")[2])
+    assert cluster.resolve(ref) == Invalid(expected)
+
+
+# --- upstream's basic policy: one by one -------------------------------------------------
+
+
+def basic_members(count: int) -> list[dict[str, Any]]:
+    return [pod_obj(f"solo-{i}", 8, scheduling_group="solo") for i in range(count)]
+
+
+def test_a_basic_pod_group_places_each_member_alone_without_a_reservation() -> None:
+    cluster = Cluster(upstream_podgroup_obj("solo", None), *basic_members(2))
+    decision = cluster.planner.filter(cluster.pod("solo-0"), NODES, now=0)
+    assert decision.result.feasible == tuple(NODES)
+    assert decision.reserved is None
+    assert cluster.state.reservations() == {}
+    assert decision.events == ()
+
+
+def test_a_member_of_a_basic_pod_group_binds_alone() -> None:
+    cluster = Cluster(upstream_podgroup_obj("solo", None), *basic_members(3))
+    member = cluster.pod("solo-1")
+    admission = admit(cluster.state, Binding(member.ref, "n2"), GroupDefaults())
+    assert admission == BindAlone(member, "n2")
+
+
+def test_a_basic_pod_group_of_a_workload_is_one_by_one_too() -> None:
+    cluster = Cluster(
+        workload_obj("train", {"workers": None}),
+        pod_obj("w-0", 8, workload_ref={"name": "train", "podGroup": "workers"}),
+    )
+    decision = cluster.planner.filter(cluster.pod("w-0"), NODES, now=0)
+    assert (decision.result.feasible, decision.reserved) == (tuple(NODES), None)
+
+
+# --- a gang object that changes while its reservation is held ----------------------------
+
+
+def reserved_gang(cluster: Cluster, first: str) -> None:
+    decision = cluster.planner.filter(cluster.pod(first), NODES, now=0)
+    assert decision.reserved is not None
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "ref", "members"),
+    [
+        (
+            upstream_podgroup_obj("job", 2),
+            upstream_podgroup_obj("job", 3),
+            UPSTREAM,
+            [pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(4)],
+        ),
+        (
+            volcano_podgroup_obj("job", 2),
+            volcano_podgroup_obj("job", 3),
+            VOLCANO,
+            [pod_obj(f"job-{i}", 8, volcano_group="job") for i in range(4)],
+        ),
+        (
+            podgroup_obj("job", 2),
+            podgroup_obj("job", 3),
+            GroupRef("default", "job"),
+            [pod_obj(f"job-{i}", 8, group="job") for i in range(4)],
+        ),
+    ],
+    ids=["upstream-min-count", "volcano-min-member", "scheduler-plugins-min-member"],
+)
+def test_a_gang_whose_size_changes_is_released_with_its_cause_and_re_planned(
+    before: dict[str, Any], after: dict[str, Any], ref: GroupRef, members: list[dict[str, Any]]
+) -> None:
+    cluster = Cluster(before, *members)  # 4 members of 8 GPUs, 3 nodes of 8: the quorum only
+    reserved_gang(cluster, "job-0")
+    assert len(cluster.state.reservation(ref.key).members) == 2  # type: ignore[union-attr]
+
+    cluster.add(after)
+
+    [released] = cluster.released
+    assert released.cause is ReleaseCause.GROUP_CHANGED
+    assert released.why == f"PodGroup {ref.key} changed (gang size 2 -> 3); re-planning the gang"
+    assert cluster.state.reservation(ref.key) is None
+    decision = cluster.planner.filter(cluster.pod("job-1"), NODES, now=1)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 3
+
+
+def test_a_status_write_by_anyone_leaves_the_reservation_alone() -> None:
+    before = upstream_podgroup_obj("job", 2)
+    cluster = Cluster(before, *(pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(2)))
+    reserved_gang(cluster, "job-0")
+    after = upstream_podgroup_obj(
+        "job", 2, status={"conditions": [{"type": "PodGroupInitiallyScheduled"}]}
+    )
+    after["metadata"]["resourceVersion"] = "42"
+    cluster.add(after)
+    assert cluster.released == []
+    assert cluster.state.reservation(UPSTREAM.key) is not None
+
+
+def test_an_edited_workload_re_plans_the_gangs_it_holds_and_a_deleted_one_releases_them() -> None:
+    members = [
+        pod_obj(f"w-{i}", 8, workload_ref={"name": "train", "podGroup": "workers"})
+        for i in range(2)
+    ]
+    cluster = Cluster(workload_obj("train", {"workers": 2}), *members)
+    reserved_gang(cluster, "w-0")
+    assert cluster.state.gangs_of("upstream:default/train") == [WORKERS.key]
+
+    cluster.add(
+        workload_obj("train", {"workers": 2}, annotations={"phalanx.io/placement": "spread"})
+    )
+    reserved_gang(cluster, "w-1")
+    assert cluster.state.remove_group("upstream:default/train")
+
+    causes = [(r.cause, r.group_key) for r in cluster.released]
+    assert causes == [
+        (ReleaseCause.GROUP_CHANGED, WORKERS.key),
+        (ReleaseCause.GROUP_GONE, WORKERS.key),
+    ]
+    assert isinstance(cluster.resolve(WORKERS), Waiting)
+
+
+def test_a_held_bind_of_a_changed_gang_is_no_longer_admitted_to_its_old_gate() -> None:
+    members = [pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(2)]
+    cluster = Cluster(upstream_podgroup_obj("job", 2), *members)
+    reserved_gang(cluster, "job-0")
+    member = cluster.pod("job-0")
+    node = cluster.state.reservation(UPSTREAM.key).node_of(member.uid)  # type: ignore[union-attr]
+    assert isinstance(admit(cluster.state, Binding(member.ref, node), GroupDefaults()), Join)
+    cluster.add(upstream_podgroup_obj("job", 3))
+    assert not isinstance(admit(cluster.state, Binding(member.ref, node), GroupDefaults()), Join)
+    assert Outcome.COMMITTED in [e.outcome for e in cluster.planner.events]

@@ -1,0 +1,326 @@
+"""Completeness of the gang transaction (issue #16, item 5): when a placement plainly exists,
+`place_gang` finds one.
+
+The properties in tests/core/test_gang_properties.py check that whatever is placed is
+sound; these check the converse, against oracles that know nothing of the placer:
+
+* the whole gang fits on one eligible node -> `pack` and `same-node` place it (any gang;
+  `same-node` there, and only then);
+* every member fits alone on a node of its own -> `spread` and `pack` place it, for gangs
+  whose members share one eligibility and whose requests form a chain (each member needs
+  no more of anything than a bigger one).
+
+Gangs are heterogeneous (members differ in GPUs, CPU, memory, and in the first properties
+in node selector), some members are already bound (anchors), and kube-scheduler may have
+refused nodes (`GangSpec.exclude`).
+
+Why the second pair is restricted: the transaction places units largest first, greedily,
+and backtracks only among plan units. Outside a chain of requests with one eligibility, a
+greedy choice can take the only node a later member could use, so a gang that has a
+placement is refused. Hypothesis finds such gangs in a few thousand examples; the two
+smallest are kept below as strict xfails (found while testing issue #16): when the
+transaction learns to find them, they pass, and the restriction should be lifted.
+"""
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from builders import gpu_node, pod
+from phalanx.core import eligibility
+from phalanx.core.cache import ClusterState
+from phalanx.core.gang import GangSpec, Placed, place_gang
+from phalanx.core.inventory import parse_placement
+from phalanx.core.model import CPU, EMPTY, MEMORY, Pod, Resources
+from phalanx.core.snapshot import Snapshot
+
+ZONE = "topology.kubernetes.io/zone"
+GIB = 1 << 30
+common = settings(max_examples=int(__import__("os").environ.get("T16_N", "300")))
+
+# A small palette, so members often tie, and often cross (more GPUs, less CPU).
+GPUS = [0, 1, 2, 4]
+CPU_MILLI = [500, 4000]
+MEMORY_GIB = [4, 64]
+SELECTORS: list[dict[str, str]] = [{}, {ZONE: "z1"}, {ZONE: "z2"}]
+
+
+# ---- generated clusters and gangs --------------------------------------------------------
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> ClusterState:
+    state = ClusterState()
+    count = draw(st.integers(1, 7))
+    for i in range(count):
+        state.upsert_node(
+            gpu_node(
+                f"n{i}",
+                draw(st.sampled_from([0, 1, 2, 4, 8])),
+                cpu=draw(st.sampled_from([1, 4, 8, 32])),
+                memory_gib=draw(st.sampled_from([8, 64, 512])),
+                labels={ZONE: draw(st.sampled_from(["z1", "z2"]))},
+                unschedulable=draw(st.integers(0, 5)) == 0,
+            )
+        )
+    for j in range(draw(st.integers(0, 4))):
+        node = f"n{draw(st.integers(0, count - 1))}"
+        state.upsert_pod(pod(f"busy-{j}", draw(st.sampled_from(GPUS)), node=node))
+    return state
+
+
+@st.composite
+def members(draw: st.DrawFn, prefix: str, count: int, *, node: str = "") -> list[Pod]:
+    """Members that differ from each other in every request and in where they may run."""
+    return [
+        pod(
+            f"{prefix}-{i}",
+            draw(st.sampled_from(GPUS)),
+            cpu_milli=draw(st.sampled_from(CPU_MILLI)),
+            memory_gib=draw(st.sampled_from(MEMORY_GIB)),
+            node_selector=draw(st.sampled_from(SELECTORS)),
+            group="g",
+            node=node,
+        )
+        for i in range(count)
+    ]
+
+
+@st.composite
+def chained_members(draw: st.DrawFn, count: int) -> list[Pod]:
+    """Members with one node selector whose requests form a chain, in a random order."""
+    gpus = sorted(draw(st.lists(st.sampled_from(GPUS), min_size=count, max_size=count)))
+    cpu = sorted(draw(st.lists(st.sampled_from(CPU_MILLI), min_size=count, max_size=count)))
+    memory = sorted(draw(st.lists(st.sampled_from(MEMORY_GIB), min_size=count, max_size=count)))
+    selector = draw(st.sampled_from(SELECTORS))
+    chain = [
+        pod(f"m-{i}", g, cpu_milli=c, memory_gib=m, node_selector=selector, group="g")
+        for i, (g, c, m) in enumerate(zip(gpus, cpu, memory, strict=True))
+    ]
+    return draw(st.permutations(chain))
+
+
+@st.composite
+def situations(draw: st.DrawFn, *, chained: bool = False) -> tuple[ClusterState, GangSpec]:
+    """A cluster, and a gang's unbound members, bound anchors and refused nodes (the policy
+    is set by each property)."""
+    state = draw(clusters())
+    names = sorted(info.name for info in state.snapshot())
+    size = draw(st.integers(1, 5))
+    unbound = draw(chained_members(size) if chained else members("m", size))
+    anchors: dict[str, str] = {}
+    anchor_pods: list[Pod] = []
+    if draw(st.booleans()):
+        on = draw(st.sampled_from(names))
+        for p in draw(members("a", draw(st.integers(1, 2)), node=on)):
+            state.upsert_pod(p)
+            anchors[p.uid] = on
+            anchor_pods.append(p)
+    exclude = frozenset(draw(st.lists(st.sampled_from(names), max_size=2)))
+    for p in unbound:
+        state.upsert_pod(p)
+    spec = GangSpec(
+        key="default/g",
+        placement=parse_placement("pack"),
+        members=tuple(unbound),
+        anchors=anchors,
+        anchor_pods=tuple(anchor_pods),
+        exclude=exclude,
+    )
+    note(describe(state.snapshot(), spec))
+    return state, spec
+
+
+def describe(snap: Snapshot, spec: GangSpec) -> str:
+    """The situation in a few lines a person can read back from a failing example."""
+
+    def amounts(r: Resources) -> str:
+        return f"{r.gpus()} GPU, {r.get(CPU)}m CPU, {r.get(MEMORY) // GIB}Gi"
+
+    lines = [
+        f"node {i.name}: free {amounts(i.free)}, {i.node.labels.get(ZONE)}"
+        + (", cordoned" if i.node.unschedulable else "")
+        for i in snap
+    ]
+    lines += [f"member {m.name}: {amounts(m.requests)}, {m.node_selector}" for m in spec.members]
+    lines += [f"anchor on {n}" for n in sorted(set(spec.anchors.values()))]
+    lines += [f"excluded: {sorted(spec.exclude)}"]
+    return "\n".join(lines)
+
+
+# ---- oracles -------------------------------------------------------------------------------
+
+
+def may_take(snap: Snapshot, spec: GangSpec, member: Pod, node: str) -> bool:
+    """Whether `member` may run on `node` at all (capacity aside)."""
+    info = snap.get(node)
+    return (
+        info is not None
+        and node not in spec.exclude
+        and eligibility.ineligibility(member, info.node) is None
+    )
+
+
+def total(pods: Sequence[Pod]) -> Resources:
+    out = EMPTY
+    for p in pods:
+        out = out + p.requests
+    return out
+
+
+def nodes_holding_all(snap: Snapshot, spec: GangSpec) -> list[str]:
+    """Nodes every unbound member may use whose free capacity holds all of them at once."""
+    need = total(spec.members)
+    return [
+        info.name
+        for info in snap
+        if all(may_take(snap, spec, m, info.name) for m in spec.members) and need.fits_in(info.free)
+    ]
+
+
+def one_node_each(snap: Snapshot, spec: GangSpec, *, avoid: frozenset[str]) -> dict[str, str]:
+    """A member -> node matching, each member alone on a node it fits, none in `avoid`
+    (Kuhn's augmenting paths); {} when there is none."""
+    options: Mapping[str, list[str]] = {
+        m.uid: [
+            info.name
+            for info in snap
+            if info.name not in avoid
+            and may_take(snap, spec, m, info.name)
+            and m.requests.fits_in(info.free)
+        ]
+        for m in spec.members
+    }
+    holder: dict[str, str] = {}  # node -> member uid
+
+    def augment(uid: str, seen: set[str]) -> bool:
+        for node in options[uid]:
+            if node in seen:
+                continue
+            seen.add(node)
+            if node not in holder or augment(holder[node], seen):
+                holder[node] = uid
+                return True
+        return False
+
+    if all(augment(m.uid, set()) for m in spec.members):
+        return {uid: node for node, uid in holder.items()}
+    return {}
+
+
+def with_policy(spec: GangSpec, policy: str) -> GangSpec:
+    return GangSpec(
+        key=spec.key,
+        placement=parse_placement(policy),
+        members=spec.members,
+        anchors=spec.anchors,
+        anchor_pods=spec.anchor_pods,
+        exclude=spec.exclude,
+    )
+
+
+def assert_placed(result: object, why: str) -> Placed:
+    assert isinstance(result, Placed), f"{why}, yet: {getattr(result, 'reason', result)}"
+    return result
+
+
+# ---- one node holds the whole gang --------------------------------------------------------
+
+
+@common
+@given(situations())
+def test_a_gang_that_fits_on_one_node_is_placed_by_pack(situation):
+    state, spec = situation
+    snap = state.snapshot()
+    holders = nodes_holding_all(snap, spec)
+    result = place_gang(snap, with_policy(spec, "pack"))
+    if holders:
+        assert_placed(result, f"node {holders[0]} holds the whole gang")
+
+
+@common
+@given(situations())
+def test_same_node_places_a_gang_exactly_when_one_node_holds_it_and_there(situation):
+    state, spec = situation
+    snap = state.snapshot()
+    bound_on = set(spec.anchors.values())
+    # Bound members pin a same-node gang to their node.
+    holders = [n for n in nodes_holding_all(snap, spec) if not bound_on or {n} == bound_on]
+    result = place_gang(snap, with_policy(spec, "same-node"))
+    if holders:
+        placed = assert_placed(result, f"node {holders[0]} holds the whole gang")
+        assert len(set(placed.assignment.values())) == 1
+        assert set(placed.assignment.values()) <= set(holders)
+    else:
+        assert not isinstance(result, Placed), result
+
+
+# ---- a node of its own for every member ---------------------------------------------------
+
+
+@common
+@given(situations(chained=True))
+def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(
+    situation,
+):
+    state, spec = situation
+    snap = state.snapshot()
+    # Spread keeps members off each other's nodes, bound members' included.
+    matching = one_node_each(snap, spec, avoid=frozenset(spec.anchors.values()))
+    result = place_gang(snap, with_policy(spec, "spread"))
+    if matching:
+        assert_placed(result, f"{matching} puts every member on a node of its own")
+
+
+@common
+@given(situations(chained=True))
+def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(situation):
+    state, spec = situation
+    snap = state.snapshot()
+    matching = one_node_each(snap, spec, avoid=frozenset())
+    result = place_gang(snap, with_policy(spec, "pack"))
+    if matching:
+        assert_placed(result, f"{matching} puts every member on a node of its own")
+
+
+# ---- where the greedy transaction is not complete (kept, reported) ------------------------
+
+
+def two_nodes(x, y):
+    state = ClusterState()
+    state.upsert_node(gpu_node("x", **x))
+    state.upsert_node(gpu_node("y", **y))
+    return state
+
+
+INCOMPLETE = pytest.mark.xfail(
+    strict=True,
+    reason="the gang transaction is greedy across units of different requests or "
+    "eligibility (no backtracking outside plan units); see the module docstring",
+)
+
+
+@INCOMPLETE
+@pytest.mark.parametrize("policy", ["spread", "pack"])
+def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_use(policy):
+    # Equal requests; `anywhere` comes first and takes x (best fit, then name), the one
+    # node `z1-only` may use. anywhere -> y, z1-only -> x places both.
+    state = two_nodes({"gpus": 1, "labels": {ZONE: "z1"}}, {"gpus": 1, "labels": {ZONE: "z2"}})
+    anywhere = pod("anywhere", 1, group="g")
+    z1_only = pod("z1-only", 1, group="g", node_selector={ZONE: "z1"})
+    spec = GangSpec("default/g", parse_placement(policy), (anywhere, z1_only))
+    assert_placed(place_gang(state.snapshot(), spec), "anywhere -> y, z1-only -> x")
+
+
+@INCOMPLETE
+@pytest.mark.parametrize("policy", ["spread", "pack"])
+def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_another(policy):
+    # Requests that cross: `gpu-heavy` goes first (more GPUs) and best fit puts it on x,
+    # the only node with CPU for `cpu-heavy`. gpu-heavy -> y, cpu-heavy -> x places both.
+    state = two_nodes({"gpus": 4, "cpu": 8}, {"gpus": 8, "cpu": 2})
+    gpu_heavy = pod("gpu-heavy", 4, cpu_milli=1000, group="g")
+    cpu_heavy = pod("cpu-heavy", 2, cpu_milli=8000, group="g")
+    spec = GangSpec("default/g", parse_placement(policy), (gpu_heavy, cpu_heavy))
+    assert_placed(place_gang(state.snapshot(), spec), "gpu-heavy -> y, cpu-heavy -> x")

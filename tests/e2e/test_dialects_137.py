@@ -1,0 +1,239 @@
+"""The upstream dialect on Kubernetes 1.37 through its real kube-scheduler and Phalanx:
+standalone ``scheduling.k8s.io/v1beta1`` PodGroups (``spec.schedulingGroup`` pods), the
+``PodGroupInitiallyScheduled`` condition, a mutable ``minCount``, the ``basic`` policy, and
+kube-scheduler's own pod-group cycle next to Phalanx.
+
+This module runs on ``control_plane_137`` (kube-apiserver and kube-scheduler 1.37.2 with
+``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served): with that gate kube-scheduler
+queues a PodGroup's members as one entity and runs its pod-group cycle whatever the
+profile says, and adds ``GangScheduling`` to every profile; the chart's profile disables it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+import yaml
+from conftest_scheduling import (  # noqa: F401  # fixtures
+    Scheduler,
+    cluster,
+    phalanx,
+    scheduler,
+    scheduler_config,
+)
+from phalanx_process import PhalanxProcess
+from scheduling import Api, Obj, Scenario, pod_body
+
+pytestmark = pytest.mark.e2e
+
+API = "/apis/scheduling.k8s.io/v1beta1"
+CONDITION = "PodGroupInitiallyScheduled"
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane_137: launcher.ControlPlane) -> launcher.ControlPlane:
+    """Every fixture of this module (namespace, nodes, Phalanx, kube-scheduler) on 1.37."""
+    return control_plane_137
+
+
+def pod_group(sc: Scenario, name: str, min_count: int | None) -> Obj:
+    policy = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    return sc.api.create(
+        f"{API}/namespaces/{sc.namespace}/podgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": policy},
+        },
+    )
+
+
+def member(sc: Scenario, name: str, group: str, gpus: int, *, gated: bool = False) -> Obj:
+    body = pod_body(name, gpus=gpus, node_selector=sc.selector, gated=gated)
+    body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    created = sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    assert created["spec"].get("schedulingGroup") == {"podGroupName": group}  # the gate took
+    return created
+
+
+def group_path(sc: Scenario, name: str) -> str:
+    return f"{API}/namespaces/{sc.namespace}/podgroups/{name}"
+
+
+def condition(sc: Scenario, name: str) -> Obj | None:
+    status = sc.api.get(group_path(sc, name)).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c.get("type") == CONDITION), None)
+
+
+def status_managers(sc: Scenario, name: str) -> set[str]:
+    """Who wrote the PodGroup's status (its managedFields on the status subresource)."""
+    fields = sc.api.get(group_path(sc, name))["metadata"].get("managedFields") or []
+    return {f.get("manager", "") for f in fields if f.get("subresource") == "status"}
+
+
+def upstream_sizes(api: Api, namespace: str) -> dict[str, int]:
+    return {
+        f"upstream:{g['metadata']['name']}": int(
+            (g["spec"]["schedulingPolicy"].get("gang") or {}).get("minCount") or 0
+        )
+        for g in api.items(f"{API}/namespaces/{namespace}/podgroups")
+    }
+
+
+def judged(sc: Scenario) -> Scenario:
+    sc.monitor.gang_sizes.append(upstream_sizes)
+    return sc
+
+
+def test_a_pod_group_becomes_whole_and_its_condition_says_so(cluster: Scenario) -> None:  # noqa: F811
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.node("b", 8)
+    sc.nodes_ready()
+    pod_group(sc, "train", 3)
+    names = [f"train-{i}" for i in range(3)]
+    for name in names:
+        member(sc, name, "train", 4, gated=True)
+    for name in names:
+        sc.ungate(name)
+    where = sc.wait_bound(names)
+    assert len(set(where.values())) == 2, where
+    placed = sc.wait(
+        "PodGroupInitiallyScheduled True",
+        lambda: (c := condition(sc, "train")) is not None and c["status"] == "True" and c,
+    )
+    assert placed["reason"] == "Scheduled", placed
+    event = sc.wait_event("train", "bound 3 member(s) together", reason="Bound")
+    assert event["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+
+
+def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words(cluster: Scenario) -> None:  # noqa: F811
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.node("b", 8)
+    sc.nodes_ready()
+    pod_group(sc, "wide", 3)
+    names = [f"wide-{i}" for i in range(3)]
+    for name in names:
+        member(sc, name, "wide", 8)
+    refused = sc.wait(
+        "PodGroupInitiallyScheduled False, written by Phalanx",
+        lambda: (
+            (c := condition(sc, "wide")) is not None
+            and c["status"] == "False"
+            and "phalanx" in status_managers(sc, "wide")
+            and c
+        ),
+    )
+    assert refused["reason"] == "Unschedulable", refused
+    sc.assert_unbound_for(names, 2.0)
+
+
+def test_an_edited_min_count_re_plans_the_held_reservation(cluster: Scenario) -> None:  # noqa: F811
+    """minCount is mutable in v1beta1. Two members of a gang of 3 hold a reservation for 3
+    (Phalanx reserves the missing member's slot from their shape) and wait at /bind for the
+    third; lowered to 2, the PodGroup compares unequal: the reservation is released with
+    that cause, the held binds are answered, and the gang is re-planned at 2 and binds."""
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.node("b", 8)
+    sc.nodes_ready()
+    pod_group(sc, "grow", 3)
+    for name in ("grow-0", "grow-1"):
+        member(sc, name, "grow", 4)
+    sc.wait_event("grow", "reserved 3 member(s)", reason="Reserved")
+    sc.api.merge_patch(
+        group_path(sc, "grow"), {"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+    )
+    released = sc.wait_event(
+        "grow", "changed (gang size 3 -> 2); re-planning the gang", reason="ReservationReleased"
+    )
+    assert released["involvedObject"]["kind"] == "PodGroup"
+    sc.wait_bound(["grow-0", "grow-1"], timeout=60)
+    sc.wait_event("grow", "bound 2 member(s) together", reason="Bound")
+
+
+def test_a_basic_pod_group_schedules_its_members_one_by_one(cluster: Scenario) -> None:  # noqa: F811
+    cluster.node("a", 8)
+    cluster.nodes_ready()
+    pod_group(cluster, "solo", None)
+    member(cluster, "solo-0", "solo", 8)
+    cluster.wait_bound(["solo-0"])  # not held for a sibling that never comes
+
+
+# ---- kube-scheduler's pod-group cycle next to Phalanx -----------------------------------------
+
+
+def test_in_the_supported_setup_phalanx_gates_the_gang_under_the_pod_group_cycle(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """kube-scheduler runs its pod-group cycle (GenericWorkload), the chart's profile keeps
+    GangScheduling off: Phalanx hears of the first member while it is alone, the gang binds
+    whole when the second arrives, and kube-scheduler and Phalanx both write the condition."""
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.nodes_ready()
+    pod_group(sc, "pair", 2)
+    member(sc, "pair-0", "pair", 4)
+    sc.wait(
+        "Phalanx's first decision about the gang",
+        lambda: [e for e in sc.events("pair") if e.get("reportingComponent") == "phalanx"],
+    )
+    member(sc, "pair-1", "pair", 4)
+    sc.wait_bound(["pair-0", "pair-1"], timeout=60)
+    sc.wait(
+        "PodGroupInitiallyScheduled True",
+        lambda: (c := condition(sc, "pair")) is not None and c["status"] == "True",
+    )
+    assert not sc.events("pair", reason="NativeGangScheduling")
+
+
+def test_with_the_native_gang_plugin_left_on_phalanx_says_so_and_kube_scheduler_holds_members(
+    control_plane: launcher.ControlPlane,
+    cluster: Scenario,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.nodes_ready()
+    misconfigured = tmp_path / "kube-scheduler.yaml"
+    other = PhalanxProcess(
+        control_plane.kubeconfig,
+        tmp_path,
+        extra_args=[f"--scheduler-config={misconfigured}"],
+        name="phalanx-misconfigured",
+    )
+    config, _ = scheduler_config(other.url, f"phalanx-misconfigured-{sc.namespace}")
+    for profile in config["profiles"]:
+        profile.pop("plugins", None)  # kube-scheduler's own gang plugins stay on
+    misconfigured.write_text(yaml.safe_dump(config, sort_keys=False))
+    other.start()
+    try:
+        said = [
+            r
+            for r in other.log_records()
+            if 'kube-scheduler profile "phalanx" does not disable its own GangScheduling'
+            in str(r.get("msg", ""))
+        ]
+        assert len(said) == 1, other.tail(20)
+        control_plane.start_scheduler(yaml.safe_dump(config))
+        pod_group(sc, "late", 2)
+        member(sc, "late-0", "late", 4)
+        event = sc.wait_event("late", "does not disable its own GangScheduling")
+        assert (event["reason"], event["type"]) == ("NativeGangScheduling", "Warning")
+        sc.assert_unbound_for(["late-0"], 3.0)
+        decisions = [
+            e
+            for e in sc.events("late")
+            if e.get("reportingComponent") == "phalanx" and e["reason"] != "NativeGangScheduling"
+        ]
+        assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
+        member(sc, "late-1", "late", 4)
+        sc.wait_bound(["late-0", "late-1"], timeout=60)
+    finally:
+        other.close()
+        scheduler.start()  # the module's supported setup again

@@ -1,0 +1,252 @@
+"""The plugin's views: gangs found as Phalanx finds them, their state, why they wait."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from builders import event_obj, lease_obj, pod_obj, podgroup_obj
+from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
+from phalanx.kubectl.views import (
+    GangState,
+    GangView,
+    collect_gangs,
+    gang_events,
+    lease_view,
+    wait_of,
+)
+from phalanx.kubectl.views import age as age_of
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def record(group: str, placements: dict[str, str], at: str = "2026-01-01T11:59:00Z") -> str:
+    uids = {pod: f"uid-{pod.replace('/', '-')}" for pod in placements}
+    return encode_commit_record(CommitRecord(group, placements, uids), at)
+
+
+def members(group: str, bound: int, total: int, **kw: Any) -> list[dict[str, Any]]:
+    return [
+        pod_obj(f"{group}-{i}", group=group, node=f"n{i}" if i < bound else "", **kw)
+        for i in range(total)
+    ]
+
+
+def one_gang(pod_groups: list[dict[str, Any]], pods: list[dict[str, Any]]) -> GangView:
+    gangs, skipped = collect_gangs(pod_groups, pods)
+    assert not skipped
+    (gang,) = gangs
+    return gang
+
+
+# ---- state -------------------------------------------------------------------------------------
+
+COMMIT = {COMMIT_ANNOTATION: record("default/g", {"default/g-0": "n0", "default/g-1": "n1"})}
+STATES = [
+    ("nothing-bound", {}, None, 0, GangState.WAITING),
+    ("quorum-bound", {}, None, 2, GangState.WHOLE),
+    ("bindings-in-flight", COMMIT, None, 1, GangState.BINDING),
+    ("bound-short-of-quorum-without-a-record", {}, None, 1, GangState.PARTIAL),
+    ("members-finished-after-it-ran", {}, {"phase": "Running"}, 1, GangState.WAITING),
+    ("reserved-at-the-barrier", {}, {"phase": "Scheduling"}, 0, GangState.RESERVED),
+    (
+        "unreadable-record-is-no-record",
+        {COMMIT_ANNOTATION: "{"},
+        None,
+        1,
+        GangState.PARTIAL,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "status", "bound", "state"),
+    [s[1:] for s in STATES],
+    ids=[s[0] for s in STATES],
+)
+def test_a_gangs_state_follows_its_bindings_its_record_and_its_past(
+    annotations: dict[str, str], status: dict[str, Any] | None, bound: int, state: GangState
+) -> None:
+    group = podgroup_obj("g", 2, annotations=annotations, status=status)
+    gang = one_gang([group], members("g", bound, 2))
+    assert (gang.bound, gang.state) == (bound, state)
+
+
+def test_an_annotation_only_gang_takes_its_quorum_and_newest_record_from_its_pods() -> None:
+    notes = {"phalanx.io/pod-group": "a", "phalanx.io/min-member": "2"}
+    old = record("default/a", {"default/a-0": "n1", "default/a-1": "n1"}, "2026-01-01T10:00:00Z")
+    new = record("default/a", {"default/a-0": "n2", "default/a-1": "n2"}, "2026-01-01T11:00:00Z")
+    pods = [
+        pod_obj("a-0", annotations={**notes, COMMIT_ANNOTATION: old}),
+        pod_obj("a-1", annotations={**notes, COMMIT_ANNOTATION: new}),
+    ]
+    gang = one_gang([], pods)
+    assert (gang.key, gang.source, gang.min_member) == ("default/a", "annotations", 2)
+    assert gang.commit is not None
+    assert set(gang.commit.placements.values()) == {"n2"}
+    assert gang.state is GangState.BINDING
+
+
+def test_pods_labelled_for_a_pod_group_that_does_not_exist_say_so() -> None:
+    gang = one_gang([], [pod_obj("x-0", group="x")])
+    assert (gang.source, gang.min_member) == ("PodGroup missing", None)
+    assert gang.state is GangState.WAITING
+
+
+def test_every_dialect_keys_gangs_as_phalanx_does() -> None:
+    gangs, _ = collect_gangs([], [pod_obj("v-0", volcano_group="v")])
+    assert [(g.key, g.source) for g in gangs] == [("volcano:default/v", "volcano")]
+
+
+def test_a_pod_group_with_no_members_yet_is_listed() -> None:
+    gang = one_gang([podgroup_obj("empty", 4)], [])
+    assert (gang.min_member, gang.members, gang.state) == (4, (), GangState.WAITING)
+
+
+def test_pods_outside_any_gang_are_not_gangs() -> None:
+    assert collect_gangs([], [pod_obj("single")]) == ([], [])
+
+
+def test_a_malformed_pod_is_skipped_with_its_name_and_field() -> None:
+    bad = pod_obj("broken", group="g")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    gangs, skipped = collect_gangs([podgroup_obj("g", 1)], [bad, *members("g", 1, 1)])
+    assert [m.name for m in gangs[0].members] == ["g-0"]
+    (why,) = skipped
+    assert "Pod default/broken" in why
+    assert "cpu" in why
+
+
+def test_a_malformed_pod_group_is_shown_with_its_problem() -> None:
+    group = podgroup_obj("g", 2)
+    group["spec"]["minMember"] = "two"
+    gang = one_gang([group], members("g", 0, 2))
+    assert gang.min_member is None
+    assert any("spec.minMember" in p for p in gang.problems), gang.problems
+
+
+def test_a_pod_with_a_bad_phalanx_annotation_is_a_member_with_a_problem() -> None:
+    pods = members("g", 0, 2)
+    pods[1]["metadata"]["annotations"]["phalanx.io/gpu-memory-mib"] = "plenty"
+    gang = one_gang([podgroup_obj("g", 2)], pods)
+    assert len(gang.members) == 2
+    assert any("default/g-1" in p and "gpu-memory-mib" in p for p in gang.problems)
+
+
+def test_members_say_whether_they_are_gated_or_being_deleted() -> None:
+    pods = members("g", 0, 2)
+    pods[0]["spec"]["schedulingGates"] = [{"name": "wait"}]
+    pods[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    gang = one_gang([podgroup_obj("g", 2)], pods)
+    assert [(m.gated, m.deleting) for m in gang.members] == [(True, False), (False, True)]
+
+
+# ---- Events and waits ----------------------------------------------------------------------------
+
+
+def test_events_about_the_gang_and_its_members_only_oldest_first() -> None:
+    gang = one_gang([podgroup_obj("g", 2)], members("g", 0, 2))
+    events = [
+        event_obj("Pod", "g-1", "FailedScheduling", "later", at="2026-01-01T11:00:00Z"),
+        event_obj("PodGroup", "g", "Reserved", "first", at="2026-01-01T10:00:00Z"),
+        event_obj("Pod", "other", "Scheduled", "not ours"),
+        event_obj("PodGroup", "g", "Reserved", "other namespace", namespace="team-b"),
+        event_obj("Node", "g", "Ready", "a node named like the gang"),
+    ]
+    assert [e.message for e in gang_events(gang, events)] == ["first", "later"]
+
+
+CONDITION = {
+    "phase": "Pending",
+    "conditions": [
+        {
+            "type": "PodGroupScheduled",
+            "status": "False",
+            "reason": "WaitingForMembers",
+            "message": "waiting for gang members: 1/2 exist",
+            "lastTransitionTime": "2026-01-01T11:58:00Z",
+        }
+    ],
+}
+
+
+def test_a_waiting_gang_waits_for_what_its_condition_says() -> None:
+    gang = one_gang([podgroup_obj("g", 2, status=CONDITION)], members("g", 0, 1))
+    events = gang_events(gang, [event_obj("Pod", "g-0", "FailedScheduling", "older news")])
+    wait = wait_of(gang, events)
+    assert wait is not None
+    assert (wait.reason, wait.said_by, wait.since) == (
+        "waiting for gang members: 1/2 exist",
+        "condition",
+        "2026-01-01T11:58:00Z",
+    )
+
+
+def test_without_a_condition_the_newest_event_says_why() -> None:
+    gang = one_gang(
+        [],
+        [pod_obj("a-0", annotations={"phalanx.io/pod-group": "a", "phalanx.io/min-member": "2"})],
+    )
+    raw = [
+        event_obj("Pod", "a-0", "WaitingForMembers", "old", at="2026-01-01T10:00:00Z"),
+        event_obj(
+            "Pod", "a-0", "FailedScheduling", "newest", at="2026-01-01T11:00:00Z", component="sched"
+        ),
+    ]
+    wait = wait_of(gang, gang_events(gang, raw))
+    assert wait is not None
+    assert (wait.reason, wait.said_by) == ("newest", "sched")
+
+
+def test_a_gang_phalanx_cannot_read_waits_for_its_problem() -> None:
+    pods = members("g", 0, 2)
+    pods[0]["metadata"]["annotations"]["phalanx.io/placement"] = "sideways"
+    gang = one_gang([podgroup_obj("g", 2, status=CONDITION)], pods)
+    wait = wait_of(gang, [])
+    assert wait is not None
+    assert "phalanx.io/placement" in wait.reason
+
+
+def test_a_whole_gang_does_not_wait() -> None:
+    gang = one_gang([podgroup_obj("g", 2)], members("g", 2, 2))
+    assert wait_of(gang, []) is None
+
+
+# ---- Leases and ages ---------------------------------------------------------------------------
+
+
+HOLDERS = [
+    ("kube-scheduler", "phalanx-7d9c-x2x4_1b2c3d4e-aaaa", "phalanx-7d9c-x2x4"),
+    ("phalanx-rollforward", "phalanx-1a2b3c4d", ""),
+    ("nobody", "", ""),
+]
+
+
+@pytest.mark.parametrize(("holder", "pod"), [h[1:] for h in HOLDERS], ids=[h[0] for h in HOLDERS])
+def test_a_kube_scheduler_lease_names_the_pod_holding_it(holder: str, pod: str) -> None:
+    view = lease_view("phalanx-system", "l", lease_obj("l", holder))
+    assert (view.holder, view.holder_pod) == (holder, pod)
+
+
+def test_a_lease_that_cannot_be_read_says_why() -> None:
+    view = lease_view("phalanx-system", "l", None, "forbidden")
+    assert (view.holder, view.error) == ("", "forbidden")
+
+
+AGES = [
+    ("seconds", "2026-01-01T11:59:18Z", "42s"),
+    ("micro-seconds", "2026-01-01T11:59:18.250000Z", "41s"),
+    ("minutes", "2026-01-01T11:55:00Z", "5m"),
+    ("hours", "2026-01-01T09:00:00Z", "3h"),
+    ("days", "2025-12-29T12:00:00Z", "3d"),
+    ("in-the-future", "2026-01-01T12:00:05Z", "0s"),
+    ("missing", "", "-"),
+    ("garbage", "yesterday", "-"),
+]
+
+
+@pytest.mark.parametrize(("at", "shown"), [a[1:] for a in AGES], ids=[a[0] for a in AGES])
+def test_ages_read_as_kubectl_prints_them(at: str, shown: str) -> None:
+    assert age_of(at, NOW) == shown

@@ -1,0 +1,85 @@
+"""The service with gangs of every dialect: Events and status go to the gang's own object,
+a basic pod group binds one by one, and an edited gang size answers held binds at once."""
+
+import asyncio
+
+import pytest
+from support import NODES, bind, pod_of, reserve_all, started
+
+from builders import pod_obj, upstream_podgroup_obj, volcano_podgroup_obj, workload_obj
+from phalanx.core.groups.status import GroupPhase
+from phalanx.core.model import Dialect, GroupRef
+
+pytestmark = pytest.mark.anyio
+
+
+def volcano_gang(size: int, min_member: int | None = None) -> list[dict]:
+    return [
+        volcano_podgroup_obj("job", min_member or size),
+        *(pod_obj(f"job-{i}", 8, volcano_group="job") for i in range(size)),
+    ]
+
+
+async def test_a_volcano_gangs_events_and_status_go_to_its_pod_group():
+    ext, source = await started(volcano_gang(2))
+    reserve_all(ext, ["job-0", "job-1"])
+    await asyncio.sleep(0)
+    assert ("PodGroup", "volcano:default/job", "Reserved") in {e[:3] for e in source.events}
+    status = source.statuses["volcano:default/job"]
+    assert (status.ref, status.phase) == (
+        GroupRef("default", "job", Dialect.VOLCANO),
+        GroupPhase.SCHEDULING,
+    )
+    await ext.stop()
+
+
+async def test_a_pod_naming_a_pod_group_its_workload_lacks_is_told_on_the_workload():
+    ext, source = await started(
+        [
+            workload_obj("train", {"worker": 2}),
+            pod_obj("w-0", 8, workload_ref={"name": "train", "podGroup": "workers"}),
+        ]
+    )
+    assert ext.filter(pod_of(ext, "w-0"), NODES).feasible == ()
+    await asyncio.sleep(0)
+    [(kind, key, reason, message, _, warning)] = source.events
+    assert (kind, key, reason, warning) == (
+        "Workload",
+        "upstream:default/train",
+        "InvalidGang",
+        True,
+    )
+    assert 'has no pod group "workers"' in message
+    assert source.statuses == {}  # a v1alpha1 Workload has no status
+    await ext.stop()
+
+
+async def test_the_members_of_a_basic_pod_group_bind_one_by_one():
+    ext, source = await started(
+        [
+            upstream_podgroup_obj("solo", None),
+            *(pod_obj(f"solo-{i}", 8, scheduling_group="solo") for i in range(2)),
+        ]
+    )
+    assert ext.filter(pod_of(ext, "solo-0"), NODES).feasible == tuple(NODES)
+    assert await bind(ext, "solo-0", "n1") == ""  # not held for the other member
+    assert source.bindings == [("default/solo-0", "n1")]
+    await ext.stop()
+
+
+async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan():
+    ext, source = await started(volcano_gang(3, min_member=2))
+    [node] = ext.filter(pod_of(ext, "job-0"), NODES).feasible
+    held = asyncio.create_task(bind(ext, "job-0", node))
+    await asyncio.sleep(0.01)
+    assert not held.done()
+
+    source.apply(volcano_podgroup_obj("job", 3))
+
+    error = await asyncio.wait_for(held, 1)
+    assert "changed (gang size 2 -> 3); re-planning the gang" in error
+    assert source.bindings == []
+    released = [e for e in source.events if e[2] == "ReservationReleased"]
+    assert released
+    assert released[0][1] == "volcano:default/job"
+    await ext.stop()

@@ -1,0 +1,372 @@
+"""Roll-forward carried out (issue #16, item 4): the real `RollForward`, built from a started
+extender's parts, over a source that keeps commit records, on the test's clocks.
+
+What a dead instance leaves behind is written straight into the source (its commit record,
+and any bindings it issued); the pass under test then decides and acts on it.
+"""
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from support import (
+    NODES,
+    Clock,
+    RecordingSource,
+    bind,
+    binding,
+    gang_objects,
+    pod_of,
+    reserve_all,
+    started,
+)
+
+from builders import node_obj, pod_obj
+from phalanx.core.journal import Outcome
+from phalanx.core.rollforward import CommitRecord, Verdict
+from phalanx.service.rollforward import RollForward, RollForwardSettings
+
+pytestmark = pytest.mark.anyio
+
+KEY = "default/g"
+GRACE = 15.0
+# The extender's own roll-forward task never acts during a test: only the pass under test does.
+IDLE = RollForwardSettings(interval_seconds=3600, grace_seconds=3600)
+
+
+class Clocks:
+    """The monotonic clock the service runs on and the wall clock record times are read
+    against, moved together as time passes."""
+
+    def __init__(self) -> None:
+        self.mono = Clock()
+        self.wall = Clock()
+        self.wall.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+
+    def advance(self, seconds: float) -> None:
+        self.mono.now += seconds
+        self.wall.now += seconds
+
+    def rfc3339(self, seconds_ago: float) -> str:
+        """A write time `seconds_ago`, as the API source stamps it (`Z`, not `+00:00`)."""
+        stamp = datetime.fromtimestamp(self.wall.now - seconds_ago, tz=UTC)
+        return stamp.isoformat().replace("+00:00", "Z")
+
+
+async def extender(objects, clocks, **kw):
+    return await started(
+        objects, clock=clocks.mono, source_class=RecordingSource, roll_forward=IDLE, **kw
+    )
+
+
+def roller(ext, source, clocks, grace=GRACE):
+    """A roll-forward of the extender's own parts (as `Extender.__init__` builds it)."""
+    return RollForward(
+        ext.state,
+        ext.planner,
+        ext.binder,
+        ext.reporter,
+        source=source,
+        settings=RollForwardSettings(interval_seconds=3600, grace_seconds=grace),
+        synced=lambda: source.synced,
+        clock=clocks.mono,
+        wall_clock=clocks.wall,
+    )
+
+
+def write(ext, source, placements, at=""):
+    """The commit record a barrier wrote for gang g: member name -> node."""
+    source.records[KEY] = CommitRecord(
+        KEY,
+        {f"default/{n}": node for n, node in placements.items()},
+        {f"default/{n}": pod_of(ext, n).uid for n in placements},
+        at,
+    )
+
+
+async def bound_by_the_dead_instance(ext, source, name, node):
+    await source.bind(binding(name, node, uid=pod_of(ext, name).uid))
+
+
+def verdicts(decisions):
+    return [d.verdict for d in decisions]
+
+
+def last_outcome(ext):
+    return ext.planner.journal.record(KEY).last_outcome
+
+
+async def events_settled(source, reason):
+    await asyncio.sleep(0)  # Events are written by background tasks
+    return [e for e in source.events if e[2] == reason]
+
+
+# ---- the grace period --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written_seconds_ago", "due_after"),
+    [
+        (None, GRACE),
+        (0.0, GRACE),
+        (GRACE - 5, 5.0),
+        (GRACE, 0.0),
+        ("yesterday", GRACE),
+    ],
+    ids=[
+        "no-write-time:-grace-after-first-seen",
+        "written-just-now:-grace-after-both",
+        "written-a-while-ago:-grace-after-its-write",
+        "written-a-grace-ago:-due-at-once",
+        "unreadable-write-time:-grace-after-first-seen",
+    ],
+)
+async def test_a_record_is_left_to_its_barrier_until_the_grace_has_passed(
+    written_seconds_ago, due_after
+):
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
+    if written_seconds_ago is None:
+        at = ""
+    elif isinstance(written_seconds_ago, str):
+        at = written_seconds_ago
+    else:
+        at = clocks.rfc3339(written_seconds_ago)
+    write(ext, source, {"g-0": "n1", "g-1": "n2"}, at=at)
+    rf = roller(ext, source, clocks)
+
+    if due_after > 0:
+        assert await rf.run_once() == []  # first seen now: younger than the grace
+        clocks.advance(due_after - 1)
+        assert await rf.run_once() == []  # still a second short
+        assert source.bindings == []
+        assert ext.state.assumed_node(pod_of(ext, "g-0").uid) is None
+        clocks.advance(1)
+    assert verdicts(await rf.run_once()) == [Verdict.ROLL_FORWARD]
+    assert sorted(source.bindings) == [("default/g-0", "n1"), ("default/g-1", "n2")]
+    await ext.stop()
+
+
+async def test_the_grace_counts_from_first_sight_by_this_instance_not_from_each_pass():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n2"})
+    rf = roller(ext, source, clocks)
+    for _ in range(3):  # passes in between do not restart the grace
+        assert await rf.run_once() == []
+        clocks.advance(GRACE / 3 - 0.01)
+    clocks.advance(0.03)
+    assert verdicts(await rf.run_once()) == [Verdict.ROLL_FORWARD]
+    await ext.stop()
+
+
+# ---- the record wins -------------------------------------------------------------------
+
+
+async def test_the_record_wins_over_a_reservation_of_the_gang_pointing_elsewhere():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
+    reserved = reserve_all(ext, ["g-0", "g-1"])
+    elsewhere = next(n for n in reversed(NODES) if n not in reserved.values())
+    held = asyncio.create_task(bind(ext, "g-0", reserved["g-0"]))
+    await asyncio.sleep(0)
+    write(ext, source, {"g-0": elsewhere, "g-1": elsewhere})
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    error = await asyncio.wait_for(held, timeout=1)
+    assert "its reservation was released while 1 of 2 member(s) waited at bind" in error
+    assert "its commit record wins" in error
+    assert sorted(source.bindings) == [("default/g-0", elsewhere), ("default/g-1", elsewhere)]
+    assert ext.state.reservation(KEY) is None
+    assert ext.state.reserved_gpus() == 0
+    assert ext.state.overcommitted_nodes() == []
+    assert last_outcome(ext) is Outcome.ROLLED_FORWARD
+    (event,) = await events_settled(source, "RolledForward")
+    assert event[3] == "bound 2 member(s) to the nodes in the commit record"
+    await ext.stop()
+
+
+async def test_the_record_wins_even_when_it_swaps_the_nodes_the_gang_reserved():
+    """The gang's own reservation is released first, so the record's nodes are free for it."""
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
+    reserved = reserve_all(ext, ["g-0", "g-1"])
+    swapped = {"g-0": reserved["g-1"], "g-1": reserved["g-0"]}
+    write(ext, source, swapped)
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
+    assert sorted(source.bindings) == sorted((f"default/{n}", node) for n, node in swapped.items())
+    assert ext.state.reserved_gpus() == 0
+    assert ext.state.overcommitted_nodes() == []
+    await ext.stop()
+
+
+async def test_a_reservation_that_agrees_with_the_record_is_bound_through_not_released():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
+    reserved = reserve_all(ext, ["g-0", "g-1"])
+    write(ext, source, reserved)
+    releases = []
+    listener = ext.state.on_release
+    ext.state.on_release = lambda r: (releases.append(r), listener(r))
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert releases == []  # its members were assumed out of the reservation they held
+    assert sorted(source.bindings) == sorted((f"default/{n}", node) for n, node in reserved.items())
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+# ---- a record that cannot be carried out -------------------------------------------------
+
+
+def remove_node(source, node):
+    source.delete_node(node)
+
+
+def fill_node(source, node):
+    source.apply(pod_obj("squatter", 8, node=node, phase="Running", group=None))
+
+
+def cordon_node(source, node):
+    source.apply(node_obj(node, unschedulable=True))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (remove_node, "recorded node {node} of pod default/g-1 is gone"),
+        (fill_node, "recorded node {node} no longer has room (insufficient nvidia.com/gpu)"),
+        (cordon_node, "recorded node {node} of pod default/g-1 is cordoned"),
+    ],
+    ids=["node-gone", "node-full", "node-cordoned"],
+)
+async def test_a_recorded_node_that_cannot_take_its_member_releases_the_gang_and_binds_nothing(
+    spoil, why
+):
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
+    reserved = reserve_all(ext, ["g-0", "g-1"])
+    recorded = next(n for n in reversed(NODES) if n not in reserved.values())
+    first = next(n for n in NODES if n != recorded)
+    write(ext, source, {"g-0": first, "g-1": recorded})
+    spoil(source, recorded)
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.RELEASE
+    assert why.format(node=recorded) in decision.reason
+    assert decision.reason.endswith("the gang will be re-planned")
+    assert source.bindings == []
+    assert [p.key for p in ext.state.pods() if ext.state.assumed_node(p.uid)] == []
+    assert ext.state.reservation(KEY) is None
+    assert ext.state.reserved_gpus() == 0
+    assert source.cleared == [KEY]
+    assert KEY not in source.records
+    assert last_outcome(ext) is Outcome.RELEASED
+    (event,) = await events_settled(source, "ReservationReleased")
+    assert event[:4] == ("PodGroup", KEY, "ReservationReleased", decision.reason)
+    await ext.stop()
+
+
+async def test_after_a_release_the_gang_plans_afresh():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n9"})
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+    assert decision.verdict is Verdict.RELEASE
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
+    assert ext.partial_gangs() == []
+    await ext.stop()
+
+
+# ---- the lease --------------------------------------------------------------------------
+
+
+async def test_an_instance_without_the_lease_leaves_every_record_alone():
+    clocks = Clocks()
+    objects = gang_objects(size=2, gpus=8) + gang_objects(name="done", size=1, gpus=1)
+    ext, source = await extender(objects, clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n2"}, at=clocks.rfc3339(GRACE * 10))
+    await bound_by_the_dead_instance(ext, source, "done-0", "n3")
+    source.records["default/done"] = CommitRecord(
+        "default/done", {"default/done-0": "n3"}, {}, clocks.rfc3339(GRACE * 10)
+    )
+    already = list(source.bindings)
+    source.lease_held = False
+    rf = roller(ext, source, clocks)
+
+    clocks.advance(GRACE * 2)
+    assert await rf.run_once() == []
+    assert source.bindings == already
+    assert source.cleared == []
+    assert sorted(source.records) == ["default/done", KEY]
+
+    source.lease_held = True  # the same pass, once this instance holds the duty
+    assert sorted(verdicts(await rf.run_once())) == [Verdict.COMPLETE, Verdict.ROLL_FORWARD]
+    await ext.stop()
+
+
+# ---- complete, and vanished members ------------------------------------------------------
+
+
+async def test_a_gang_whose_recorded_members_are_all_bound_has_its_record_cleared():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n2"})
+    for name, node in (("g-0", "n1"), ("g-1", "n2")):
+        await bound_by_the_dead_instance(ext, source, name, node)
+    already = list(source.bindings)
+    rf = roller(ext, source, clocks, grace=0.0)
+
+    (decision,) = await rf.run_once()
+
+    assert decision.verdict is Verdict.COMPLETE
+    assert decision.bound == 2
+    assert source.cleared == [KEY]
+    assert source.records == {}
+    assert source.bindings == already
+    assert await rf.run_once() == []
+    await ext.stop()
+
+
+def delete(ext, source, name):
+    source.delete_pod(pod_of(ext, name).uid)
+
+
+def recreate(ext, source, name):
+    delete(ext, source, name)
+    source.apply(pod_obj(name, 8, group="g", uid=f"{name}-again"))
+
+
+@pytest.mark.parametrize("vanish", [delete, recreate], ids=["deleted", "recreated-with-a-new-uid"])
+async def test_a_vanished_member_is_skipped_and_the_rest_roll_forward(vanish):
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=3, gpus=8, min_member=2), clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n2", "g-2": "n3"})
+    vanish(ext, source, "g-2")
+    rf = roller(ext, source, clocks, grace=0.0)
+
+    (decision,) = await rf.run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert decision.vanished == ("default/g-2",)
+    assert sorted(source.bindings) == [("default/g-0", "n1"), ("default/g-1", "n2")]
+    assert last_outcome(ext) is Outcome.ROLLED_FORWARD
+    assert ext.planner.journal.record(KEY).last_reason == (
+        "bound 2 member(s) to the nodes in the commit record"
+    )
+    assert ext.partial_gangs() == []
+
+    (done,) = await rf.run_once()
+    assert done.verdict is Verdict.COMPLETE
+    assert done.vanished == ("default/g-2",)
+    assert source.cleared == [KEY]
+    await ext.stop()

@@ -1,0 +1,162 @@
+"""A fake API server behind `KubeApi` (the seam `KubeSource` reads through), for the
+source's unit tests: discovery answers, collections listed in one page, and watches that
+block until the test sends an event or the source closes them. Writes go through a
+`RecordingWriter` (the `Writer` seam) instead. The real client is exercised in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from phalanx.core.model import Binding
+from phalanx.sources.informer import ApiError
+
+_CLOSED = b""
+
+
+class FakeWatch:
+    """A watch stream: yields what `send` queues, ends when closed."""
+
+    def __init__(self) -> None:
+        self._lines: queue.Queue[bytes] = queue.Queue()
+
+    def send(self, line: bytes) -> None:
+        self._lines.put(line)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            line = self._lines.get()
+            if line is _CLOSED:
+                return
+            yield line
+
+    def close(self) -> None:
+        self._lines.put(_CLOSED)
+
+
+class FakeApi:
+    """Objects by collection path (e.g. `/api/v1/pods`) and discovery documents."""
+
+    def __init__(self, discovery: Mapping[str, dict[str, Any]]) -> None:
+        self.discovery = dict(discovery)  # "/apis" and "/apis/<group>/<version>" answers
+        self.collections: dict[str, list[dict[str, Any]]] = {}
+        self.watches: dict[str, list[FakeWatch]] = {}
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str]] = []
+        self.missing: set[str] = set()  # collections whose list answers 404 (CRD removed)
+
+    def add(self, path: str, *objects: dict[str, Any]) -> None:
+        """Objects listed at `path` from now on (and, for open watches, ADDED)."""
+        with self.lock:
+            self.collections.setdefault(path, []).extend(objects)
+            watches = list(self.watches.get(path, ()))
+        for obj in objects:
+            for watch in watches:
+                watch.send(orjson.dumps({"type": "ADDED", "object": obj}))
+
+    def modify(self, path: str, obj: dict[str, Any]) -> None:
+        with self.lock:
+            items = self.collections.setdefault(path, [])
+            name = obj["metadata"]["name"]
+            items[:] = [o for o in items if o["metadata"]["name"] != name] + [obj]
+            watches = list(self.watches.get(path, ()))
+        for watch in watches:
+            watch.send(orjson.dumps({"type": "MODIFIED", "object": obj}))
+
+    # ---- KubeApi ---------------------------------------------------------------------------
+
+    def request(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        with self.lock:
+            self.requests.append((method, path))
+        if method == "GET" and path in self.discovery:
+            return self.discovery[path]
+        raise ApiError(404, "NotFound", f"{method} {path}")
+
+    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        raise AssertionError("writes go through the RecordingWriter")
+
+    def bind(self, binding: Binding) -> None:
+        raise AssertionError("writes go through the RecordingWriter")
+
+    def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+        with self.lock:
+            if path in self.missing:
+                raise ApiError(404, "NotFound", path)
+            items = list(self.collections.get(path, ()))
+        return orjson.dumps({"metadata": {"resourceVersion": "1"}, "items": items})
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> FakeWatch:
+        stream = FakeWatch()
+        with self.lock:
+            self.watches.setdefault(path, []).append(stream)
+        return stream
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingWriter:
+    """The `Writer` seam: every patch and POST, in order; `fail(path)` makes writes to a
+    path raise."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.failing: dict[str, ApiError] = {}
+
+    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+        raise AssertionError("no binding in these tests")
+
+    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        if path in self.failing:
+            raise self.failing[path]
+        self.patches.append((path, dict(body)))
+        return {}
+
+    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self.posts.append((path, dict(body)))
+        return {}
+
+    async def aclose(self) -> None:
+        pass
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        return [body for _, body in self.posts if reason is None or body["reason"] == reason]
+
+
+def group_list(*group_versions: str) -> dict[str, Any]:
+    """`GET /apis`: an APIGroupList offering these group-versions."""
+    groups: dict[str, list[str]] = {}
+    for gv in group_versions:
+        groups.setdefault(gv.partition("/")[0], []).append(gv)
+    return {
+        "kind": "APIGroupList",
+        "groups": [
+            {"name": g, "versions": [{"groupVersion": gv} for gv in gvs]}
+            for g, gvs in groups.items()
+        ],
+    }
+
+
+def resource_list(*names: str) -> dict[str, Any]:
+    """`GET /apis/<group>/<version>`: an APIResourceList naming these resources."""
+    return {"kind": "APIResourceList", "resources": [{"name": n} for n in names]}
+
+
+async def until(what: str, probe: Callable[[], object], *, attempts: int = 2000) -> None:
+    """Yield to the loop (and the informer threads) until `probe()` is true."""
+    for _ in range(attempts):
+        if probe():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never happened: {what}")

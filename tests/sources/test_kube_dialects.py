@@ -1,0 +1,466 @@
+"""The live source and every gang dialect, against a fake API server: discovery, one
+informer per served kind, keys by dialect, what is said once (ignored fields, contested
+pods, invalid objects), status in each dialect's own terms, commit records, requeues."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, until
+
+from builders import (
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
+from phalanx.core.cache import ClusterState
+from phalanx.core.groups.status import GroupPhase, GroupStatus
+from phalanx.core.model import Dialect, GroupRef
+from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord
+from phalanx.sources.informer import ApiError, Backoff, InformerSettings
+from phalanx.sources.kube import KubeSource, KubeSourceSettings
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+SP = "/apis/scheduling.x-k8s.io/v1alpha1"
+VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
+UPSTREAM = "/apis/scheduling.k8s.io/v1beta1"
+UPSTREAM_ALPHA3 = "/apis/scheduling.k8s.io/v1alpha3"
+WORKLOADS = "/apis/scheduling.k8s.io/v1alpha1"
+PODS = "/api/v1/pods"
+
+FAST = KubeSourceSettings(
+    crd_recheck_seconds=0.05,
+    informer=InformerSettings(backoff=Backoff(initial_seconds=0.01, cap_seconds=0.05)),
+)
+
+# What a 1.37 API server with Volcano and scheduler-plugins installed answers.
+SERVED_137 = {
+    "/apis": group_list(
+        "scheduling.x-k8s.io/v1alpha1",
+        "scheduling.volcano.sh/v1beta1",
+        "scheduling.k8s.io/v1beta1",
+        "scheduling.k8s.io/v1alpha3",
+    ),
+    SP: resource_list("podgroups", "podgroups/status"),
+    VOLCANO: resource_list("podgroups"),
+    UPSTREAM: resource_list("podgroups", "podgroups/status", "workloads"),
+    UPSTREAM_ALPHA3: resource_list("podgroups", "podgroups/status", "workloads"),
+}
+# What a 1.35 API server with GenericWorkload answers.
+SERVED_135 = {
+    "/apis": group_list("scheduling.k8s.io/v1alpha1"),
+    WORKLOADS: resource_list("workloads"),
+}
+
+
+def collection(api_path: str, resource: str = "podgroups") -> str:
+    return f"{api_path}/{resource}"
+
+
+class Running:
+    """A started KubeSource over a fake API, feeding a ClusterState."""
+
+    def __init__(self, api: FakeApi, scheduler_config: dict[str, Any] | None = None) -> None:
+        self.api = api
+        self.state = ClusterState()
+        self.writer = RecordingWriter()
+        self.source = KubeSource(
+            api,  # type: ignore[arg-type]  # the fake implements what the source calls
+            settings=FAST,
+            writer=self.writer,
+            wall_clock=lambda: T0,
+            scheduler_config=scheduler_config,
+        )
+
+    def sink(self, update: Callable[[ClusterState], None]) -> None:
+        update(self.state)
+
+    async def settle(self) -> None:
+        """Let spawned writes finish."""
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+
+@asynccontextmanager
+async def running(
+    discovery: dict[str, Any],
+    scheduler_config: dict[str, Any] | None = None,
+    **objects: list[dict[str, Any]],
+) -> AsyncIterator[Running]:
+    """A started source; `objects` by collection path (see `collection`)."""
+    api = FakeApi(discovery)
+    api.add("/api/v1/nodes", node_obj("n1"))
+    for path, items in objects.items():
+        api.add(path, *items)
+    live = Running(api, scheduler_config)
+    await live.source.start(live.sink)
+    try:
+        await until("synced", lambda: live.source.synced)
+        yield live
+    finally:
+        await live.source.stop()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- discovery and keys ------------------------------------------------------------------
+
+
+def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137,
+            **{
+                collection(SP): [podgroup_obj("train", 2, namespace="ml")],
+                collection(VOLCANO): [volcano_podgroup_obj("train", 3, namespace="ml")],
+                collection(UPSTREAM): [upstream_podgroup_obj("train", 4, namespace="ml")],
+            },
+        ) as live:
+            sizes = {
+                key: live.state.group(key).min_member  # type: ignore[union-attr]
+                for key in ("ml/train", "volcano:ml/train", "upstream:ml/train")
+            }
+            assert sizes == {"ml/train": 2, "volcano:ml/train": 3, "upstream:ml/train": 4}
+            listed = {path for method, path in live.api.requests if method == "GET"}
+            assert UPSTREAM in listed
+            assert UPSTREAM_ALPHA3 in listed
+            assert collection(UPSTREAM) in live.api.watches  # the newest version is followed
+            assert collection(UPSTREAM_ALPHA3) not in live.api.watches
+            assert not live.source.annotation_only
+
+    run(scenario())
+
+
+def test_a_1_35_workload_is_followed_and_the_scheduler_plugins_crd_is_missed_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+
+    async def scenario() -> None:
+        workload = workload_obj("train", {"workers": 3}, namespace="ml")
+        async with running(SERVED_135, **{collection(WORKLOADS, "workloads"): [workload]}) as live:
+            await asyncio.sleep(0.2)  # several re-checks
+            found = live.state.workload("upstream:ml/train")
+            assert found is not None
+            assert found.pod_group("workers") is not None
+            assert live.source.annotation_only
+
+    run(scenario())
+    missing = [r for r in caplog.records if "is not installed" in r.getMessage()]
+    assert len(missing) == 1
+
+
+def test_a_kind_no_longer_served_is_forgotten_with_its_objects() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137, **{collection(VOLCANO): [volcano_podgroup_obj("train", 3)]}
+        ) as live:
+            assert live.state.group("volcano:default/train") is not None
+            live.api.discovery["/apis"] = group_list("scheduling.x-k8s.io/v1alpha1")
+            await until(
+                "Volcano objects forgotten",
+                lambda: live.state.group("volcano:default/train") is None,
+            )
+
+    run(scenario())
+
+
+# --- said once ---------------------------------------------------------------------------
+
+
+def test_an_unknown_volcano_queue_is_said_once_on_the_pod_group() -> None:
+    async def scenario() -> None:
+        pg = volcano_podgroup_obj("train", 3, queue="research")
+        async with running(SERVED_137, **{collection(VOLCANO): [pg]}) as live:
+            live.api.modify(collection(VOLCANO), {**pg, "status": {"phase": "Inqueue"}})
+            statuses = live.source.reports._statuses  # noqa: SLF001  # what the watch showed
+            await until(
+                "the update seen",
+                lambda: statuses.get("volcano:default/train", {}).get("phase") == "Inqueue",
+            )
+            await live.settle()
+            [event] = live.writer.events("FieldIgnored")
+            assert event["involvedObject"] == {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "namespace": "default",
+                "name": "train",
+                "uid": "vpg-default-train",
+            }
+            assert event["message"].startswith('spec.queue: "research" is ignored')
+            assert event["type"] == "Warning"
+
+    run(scenario())
+
+
+def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None:
+    async def scenario() -> None:
+        pod = pod_obj("w-0", volcano_group="train", scheduling_group="job")
+        async with running(SERVED_137, **{PODS: [pod]}) as live:
+            live.api.modify(PODS, {**pod, "metadata": {**pod["metadata"], "labels": {"x": "y"}}})
+            await until("pod updated", lambda: live.state.pod_by_key("default", "w-0").labels)  # type: ignore[union-attr]
+            await live.settle()
+            [event] = live.writer.events("GangDialectConflict")
+            assert event["involvedObject"]["kind"] == "Pod"
+            assert event["message"] == (
+                "pod default/w-0 is claimed by more than one gang dialect: volcano group "
+                "volcano:default/train wins (precedence annotations > scheduler-plugins > "
+                "volcano > upstream) over upstream group upstream:default/job"
+            )
+
+    run(scenario())
+
+
+def test_an_invalid_gang_object_is_reported_on_itself_and_its_gang_is_invalid() -> None:
+    async def scenario() -> None:
+        bad = volcano_podgroup_obj("train", 0)
+        async with running(SERVED_137, **{collection(VOLCANO): [bad]}) as live:
+            await live.settle()
+            error = live.state.group_error("volcano:default/train")
+            assert error is not None
+            assert "spec.minMember: must be a positive integer" in error
+            [event] = live.writer.events("InvalidObject")
+            assert event["involvedObject"]["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+            assert event["involvedObject"]["name"] == "train"
+            assert "spec.minMember" in event["message"]
+
+    run(scenario())
+
+
+# --- status in each dialect's own terms ---------------------------------------------------
+
+
+def waiting(ref: GroupRef, message: str = "waiting for gang members: 1/4 exist") -> GroupStatus:
+    return GroupStatus(ref, GroupPhase.PENDING, 0, 0, "waiting-for-members", message)
+
+
+def test_status_is_written_in_each_dialects_terms_on_its_own_path() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137,
+            **{
+                collection(VOLCANO): [volcano_podgroup_obj("train", 4)],
+                collection(UPSTREAM): [upstream_podgroup_obj("train", 4)],
+            },
+        ) as live:
+            await live.source.update_group_status(
+                waiting(GroupRef("default", "train", Dialect.UPSTREAM))
+            )
+            await live.source.update_group_status(
+                waiting(GroupRef("default", "train", Dialect.VOLCANO))
+            )
+            # A gang with no object, and one whose object is not served: nothing to write.
+            await live.source.update_group_status(waiting(GroupRef("default", "solo")))
+            by_path = dict(live.writer.patches)
+            assert set(by_path) == {
+                f"{UPSTREAM}/namespaces/default/podgroups/train/status",
+                f"{VOLCANO}/namespaces/default/podgroups/train",
+            }
+            upstream = by_path[f"{UPSTREAM}/namespaces/default/podgroups/train/status"]
+            assert upstream["status"]["conditions"] == [
+                {
+                    "type": "PodGroupInitiallyScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "waiting for gang members: 1/4 exist",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+            volcano = by_path[f"{VOLCANO}/namespaces/default/podgroups/train"]
+            assert volcano["status"]["phase"] == "Inqueue"
+
+    run(scenario())
+
+
+def test_a_condition_kube_scheduler_set_true_is_never_turned_back() -> None:
+    async def scenario() -> None:
+        placed = {
+            "conditions": [
+                {
+                    "type": "PodGroupInitiallyScheduled",
+                    "status": "True",
+                    "reason": "Scheduled",
+                    "message": "",
+                    "lastTransitionTime": "2025-12-31T00:00:00Z",
+                }
+            ]
+        }
+        pg = upstream_podgroup_obj("train", 4, status=placed)
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            await live.source.update_group_status(
+                waiting(GroupRef("default", "train", Dialect.UPSTREAM))
+            )
+            assert live.writer.patches == []
+
+    run(scenario())
+
+
+def test_a_repeated_status_is_not_sent_again_and_a_failed_write_is_tried_again() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137, **{collection(UPSTREAM): [upstream_podgroup_obj("t", 4)]}
+        ) as live:
+            ref = GroupRef("default", "t", Dialect.UPSTREAM)
+            path = f"{UPSTREAM}/namespaces/default/podgroups/t/status"
+            live.writer.failing[path] = ApiError(500, "InternalError")
+            await live.source.update_group_status(waiting(ref))
+            del live.writer.failing[path]
+            await live.source.update_group_status(waiting(ref))
+            await live.source.update_group_status(waiting(ref))
+            assert [p for p, _ in live.writer.patches] == [path]
+
+    run(scenario())
+
+
+# --- commit records, Events on the object, requeue ---------------------------------------
+
+
+def record(key: str, *pods: str) -> CommitRecord:
+    return CommitRecord(key, dict.fromkeys(pods, "n1"), {p: f"uid-{p}" for p in pods})
+
+
+def test_a_gang_objects_commit_record_goes_on_it_and_a_workloads_on_its_pods() -> None:
+    async def scenario() -> None:
+        members = [
+            pod_obj(f"w-{i}", workload_ref={"name": "train", "podGroup": "workers"})
+            for i in range(2)
+        ]
+        discovery = {
+            "/apis": group_list("scheduling.volcano.sh/v1beta1", "scheduling.k8s.io/v1alpha1"),
+            VOLCANO: resource_list("podgroups"),
+            WORKLOADS: resource_list("workloads"),
+        }
+        async with running(
+            discovery,
+            **{
+                collection(VOLCANO): [volcano_podgroup_obj("job", 2)],
+                collection(WORKLOADS, "workloads"): [workload_obj("train", {"workers": 2})],
+                PODS: members,
+            },
+        ) as live:
+            await live.source.write_commit_record(record("volcano:default/job", "default/j-0"))
+            await live.source.write_commit_record(
+                record("upstream:default/train/workers", "default/w-0", "default/w-1")
+            )
+            written = [path for path, body in live.writer.patches if COMMIT_ANNOTATION in str(body)]
+            assert written == [
+                f"{VOLCANO}/namespaces/default/podgroups/job",
+                "/api/v1/namespaces/default/pods/w-0",
+                "/api/v1/namespaces/default/pods/w-1",
+            ]
+
+    run(scenario())
+
+
+def test_an_event_about_a_workloads_gang_goes_to_the_workload() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_135, **{collection(WORKLOADS, "workloads"): [workload_obj("train", {"ps": 1})]}
+        ) as live:
+            gang = GroupRef("default", "train", Dialect.UPSTREAM, "workers")
+            await live.source.emit_group_event(gang, "InvalidGang", "no pod group", warning=True)
+            [event] = live.writer.events("InvalidGang")
+            assert event["involvedObject"] == {
+                "apiVersion": "scheduling.k8s.io/v1alpha1",
+                "kind": "Workload",
+                "namespace": "default",
+                "name": "train",
+                "uid": "wl-default-train",
+            }
+
+    run(scenario())
+
+
+def test_waiting_members_are_requeued_when_their_volcano_pod_group_appears() -> None:
+    async def scenario() -> None:
+        members = [pod_obj(f"j-{i}", volcano_group="job") for i in range(2)]
+        async with running(SERVED_137, **{PODS: members}) as live:
+            live.api.add(collection(VOLCANO), volcano_podgroup_obj("job", 2))
+            await until("PodGroup seen", lambda: live.state.group("volcano:default/job"))
+            await live.settle()
+            requeued = sorted(p for p, _ in live.writer.patches if p.startswith("/api/v1/"))
+            assert requeued == [
+                "/api/v1/namespaces/default/pods/j-0",
+                "/api/v1/namespaces/default/pods/j-1",
+            ]
+
+    run(scenario())
+
+
+def test_an_edited_min_count_requeues_the_members_too() -> None:
+    async def scenario() -> None:
+        members = [pod_obj(f"j-{i}", scheduling_group="job") for i in range(2)]
+        async with running(
+            SERVED_137, **{PODS: members, collection(UPSTREAM): [upstream_podgroup_obj("job", 3)]}
+        ) as live:
+            live.api.modify(collection(UPSTREAM), upstream_podgroup_obj("job", 2))
+            await until(
+                "size seen",
+                lambda: live.state.group("upstream:default/job").min_member == 2,  # type: ignore[union-attr]
+            )
+            await live.settle()
+            assert len([p for p, _ in live.writer.patches if p.startswith("/api/v1/")]) == 2
+
+    run(scenario())
+
+
+# --- kube-scheduler's own gang scheduling --------------------------------------------------
+
+
+def scheduler_config(*plugins_disabled: str) -> dict[str, Any]:
+    profile: dict[str, Any] = {"schedulerName": "phalanx"}
+    if plugins_disabled:
+        disabled = [{"name": name} for name in plugins_disabled]
+        profile["plugins"] = {"multiPoint": {"disabled": disabled}}
+    return {"kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [(scheduler_config(), True), (scheduler_config("GangScheduling"), False)],
+    ids=["native-gang-left-on", "native-gang-disabled"],
+)
+def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on_each_gang(
+    config: dict[str, Any], said: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+
+    async def scenario() -> None:
+        gangs = [upstream_podgroup_obj("a", 2), upstream_podgroup_obj("b", 2)]
+        async with running(SERVED_137, config, **{collection(UPSTREAM): gangs}) as live:
+            await asyncio.sleep(0.2)  # several re-discoveries: the start-up line stays one
+            await live.settle()
+            events = live.writer.events("NativeGangScheduling")
+            assert sorted(e["involvedObject"]["name"] for e in events) == (
+                ["a", "b"] if said else []
+            )
+
+    run(scenario())
+    lines = [
+        r for r in caplog.records if "does not disable its own GangScheduling" in r.getMessage()
+    ]
+    assert len(lines) == (1 if said else 0)
+
+
+def test_without_kube_schedulers_configuration_phalanx_says_it_cannot_check(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="phalanx.sources.kube")
+
+    async def scenario() -> None:
+        async with running(SERVED_137) as live:
+            await live.settle()
+            assert live.writer.events("NativeGangScheduling") == []
+
+    run(scenario())
+    assert [r for r in caplog.records if "cannot check" in r.getMessage()]

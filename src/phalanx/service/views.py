@@ -64,11 +64,12 @@ class GangViews:
 
     def _plan(self, key: str) -> dict[str, object] | None:
         rec = self.planner.journal.get(key)
-        proposal = rec.proposal if rec is not None else None
-        if proposal is None:
+        if rec is None or rec.proposal is None:
             return None
+        proposal = rec.proposal
         outcome = proposal.outcome
-        by_uid = {p.uid: p.key for p in proposal.members}
+        # A template slot is shown as the member that claimed it, once one has.
+        by_uid = {p.uid: rec.claimed.get(p.uid, p.key) for p in proposal.members}
         return {
             "domain": proposal.domain,
             "placements": {by_uid[u]: n for u, n in sorted(proposal.assignment.items())},

@@ -293,9 +293,17 @@ def test_explain_an_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str
     assert "cannot reach Phalanx at http://127.0.0.1:" in capsys.readouterr().err
 
 
-def test_explain_needs_namespace_and_name(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "just-a-name"]) == 2
-    assert "expected NAMESPACE/NAME" in capsys.readouterr().err
+@pytest.mark.parametrize("text", ["just-a-name", "a/b/c", "volcano:a"], ids=str)
+def test_explain_needs_a_gang_key(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", text]) == 2
+    assert f"{text!r} is not a gang key; keys are NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_explain_asks_for_a_gang_of_another_dialect_by_its_key(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "volcano:research/too-big", "--server", demo_server]) == 1
+    assert "gang volcano:research/too-big is unknown" in capsys.readouterr().err
 
 
 # ---- serve ------------------------------------------------------------------------------

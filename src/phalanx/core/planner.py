@@ -218,6 +218,7 @@ class GangPlanner:
             if isinstance(claim, NoSlot):
                 return self._replan_for(cycle, claim.reason)
             member = self.state.claim(key, claim.slot.pod_uid, pod)
+            self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
         if member is not None:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
@@ -372,6 +373,7 @@ class GangPlanner:
         )
         cycle.reserved = reservation
         rec.proposal = result
+        rec.claimed = {}
         slots = len(reservation.slots())
         waiting = f" ({slots} of them for members not created yet)" if slots else ""
         reason = f"reserved {len(result.members)} member(s){waiting} on {', '.join(result.nodes)}"

@@ -494,11 +494,14 @@ def _text(value: object) -> str:
 
 
 def render_group_view(view: Mapping[str, Any]) -> str:
-    """A /debug/groups/{ns}/{name} view, readable (see `Extender.debug_group`)."""
+    """A /debug/groups/{key} view, readable (see `GangViews.group`)."""
     source, need, policy = (_text(view.get(k)) for k in ("source", "min_member", "placement"))
     phase, bound, members = (_text(view.get(k)) for k in ("phase", "bound", "members"))
+    dialect = view.get("dialect")
+    # "volcano PodGroup"; an annotation-only gang's source already says its dialect.
+    declared = f"{dialect} {source}" if dialect and dialect != source else source
     out = [
-        f"gang {view.get('group', '?')}  ({source}, minMember {need}, placement {policy})",
+        f"gang {view.get('group', '?')}  ({declared}, minMember {need}, placement {policy})",
         f"  phase:          {phase}  (bound {bound}/{members})",
         f"  last decision:  {_text(view.get('last_decision'))}",
         f"  last reason:    {_text(view.get('last_reason'))}",

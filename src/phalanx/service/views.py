@@ -1,8 +1,11 @@
 """The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang;
 `/debug/topology`: the configured topologies, their domains, and which are whole.
 
-Read-only: a view never creates a journal record or changes the model (a topology index it
-builds is the planner's cache, rebuilt only when node labels change).
+Read-only: a view never creates a journal record or changes the model. A gang of any
+dialect is addressed by its key (`GroupRef.key`: `ns/name`, `volcano:ns/name`,
+`upstream:ns/name`, ...) and named by its dialect (`registry.gang_dialect`) and what
+declares it (`registry.gang_source`), as `kubectl phalanx` names it. A topology index
+a view builds is the planner's cache, rebuilt only when node labels change.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.model import GroupRef
+from phalanx.core.groups import registry
+from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
 from phalanx.service.reporter import Reporter, achieved_level
@@ -62,11 +66,12 @@ class GangViews:
 
     def _plan(self, key: str) -> dict[str, object] | None:
         rec = self.planner.journal.get(key)
-        proposal = rec.proposal if rec is not None else None
-        if proposal is None:
+        if rec is None or rec.proposal is None:
             return None
+        proposal = rec.proposal
         outcome = proposal.outcome
-        by_uid = {p.uid: p.key for p in proposal.members}
+        # A template slot is shown as the member that claimed it, once one has.
+        by_uid = {p.uid: rec.claimed.get(p.uid, p.key) for p in proposal.members}
         return {
             "domain": proposal.domain,
             "level": achieved_level(proposal),
@@ -127,7 +132,6 @@ class GangViews:
 
     def _summary(self, ref: GroupRef) -> dict[str, object]:
         key = ref.key
-        group = self.state.group(key)
         members = self.state.members(key, include_finished=True)
         rec = self.planner.journal.get(key)
         resolution = self.planner.resolve(ref)
@@ -136,9 +140,18 @@ class GangViews:
         else:
             resolved, error = None, resolution.reason
         status = self.reporter.group_status(ref)
+        has_object = self.state.group_object(ref.object_ref.key) is not None
+        claims = {p.group_dialect for p in members if p.group_dialect is not None}
+        dialect = registry.gang_dialect(ref, has_object=has_object, claims=claims)
+        served = self.state.served.holding(ref) if self.state.served is not None else None
         return {
             "group": key,
-            "source": "PodGroup" if group is not None else "annotations",
+            "dialect": dialect.value,
+            "source": registry.gang_source(ref, dialect, has_object=has_object),
+            # The object's API, when discovery found it served ("" for annotation-only gangs).
+            "api_version": served.api_version
+            if served is not None and dialect is not Dialect.ANNOTATIONS
+            else "",
             "min_member": resolved.min_member if resolved is not None else None,
             "placement": str(resolved.placement) if resolved is not None else None,
             "members": len(members),

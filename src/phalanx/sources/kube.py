@@ -469,7 +469,7 @@ class KubeSource:
         else:
             state.upsert_group(value)
         self._objects[key] = Held(kind, change.uid)
-        self.reports.saw_status(kind, key, change.obj.status)
+        self.reports.saw_status(kind, key, change.obj.status, change.obj.resource_version)
         if changed and label(kind) not in self._unsynced_groups:
             # Members told "waiting for ..." (or planned for the old size) wait in
             # kube-scheduler's unschedulable queue: ask for them back now.

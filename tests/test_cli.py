@@ -143,6 +143,33 @@ def test_simulate_prints_a_readable_table(
     assert "partial gangs: 0" in out
 
 
+def test_simulate_says_how_many_whole_domains_of_each_level_remain_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clique, rack = "nvidia.com/gpu.clique", "example.com/rack"
+    nodes = [
+        node_obj(f"r{r}-n{n}", 4, clique=f"c{r}", labels={rack: f"rack{r}"})
+        for r in range(3)
+        for n in range(2)
+    ]
+    work = [
+        podgroup_obj("g", 2, annotations={"phalanx.io/topology-required": rack}),
+        *(pod_obj(f"g-{i}", 4, group="g") for i in range(2)),
+    ]
+    dump, workload = tmp_path / "dump.json", tmp_path / "work.json"
+    dump.write_text(json.dumps(as_list(nodes)))
+    workload.write_text(json.dumps(as_list(work)))
+    topologies = f"racks={rack},{clique},kubernetes.io/hostname"
+    args = [str(dump), "--workload", str(workload), "--topologies", topologies]
+    report = simulate_json(capsys, *args)
+    assert group(report, "default/g")["status"] == "placed"
+    free = {(d["topology"], d["level"]): (d["free"], d["total"]) for d in report["free_domains"]}
+    assert free[("racks", rack)] == (2, 3)  # the gang took one whole rack
+    assert free[("racks", "kubernetes.io/hostname")] == (4, 6)
+    assert main(["simulate", *args]) == 0
+    assert "domains left whole (every GPU free), per topology level:" in capsys.readouterr().out
+
+
 def test_simulate_honours_the_served_scheduler_names(
     json_dump: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -364,6 +364,56 @@ def gpus_row(m: Exported) -> list[timeseries.Panel]:
     ]
 
 
+def topology_row(m: Exported) -> list[stat.Panel | timeseries.Panel]:
+    return [
+        timeseries_panel(
+            "Whole free domains per topology level",
+            "Domains of each level (NVLink clique, leaf, spine, node) with every GPU free, out "
+            "of those with GPUs: what a rack-sized gang needs. Fragmentation shows as whole "
+            "domains falling while GPUs stay free.",
+            units.NoUnit,
+            [
+                query(
+                    f"max by (topology, level) ({m.select('phalanx_topology_free_domains')})",
+                    "{{topology}} {{level}} whole",
+                ),
+                query(
+                    f"max by (topology, level) ({m.select('phalanx_topology_domains')})",
+                    "{{topology}} {{level}} with GPUs",
+                ),
+            ],
+            width=12,
+        ),
+        timeseries_panel(
+            "Gangs placed by achieved level",
+            "Gangs whose quorum bound, by the narrowest topology level one of whose domains "
+            "holds every member (cluster: they span the widest level).",
+            units.NoUnit,
+            [
+                query(
+                    "sum by (level) "
+                    f"(increase({m.select('phalanx_gang_placements_total')}[$__rate_interval]))",
+                    "{{level}}",
+                )
+            ],
+            width=6,
+            style="bars",
+        ),
+        stat_panel(
+            "Nodes with inconsistent topology labels",
+            "Nodes whose labels contradict the others' (a clique under two leaves): each is "
+            "treated as its own domain, and said once as a Warning Event on the Node.",
+            [
+                query(
+                    f"max({m.select('phalanx_topology_inconsistent_nodes')})",
+                    instant=True,
+                )
+            ],
+            steps((None, "green"), (1, "orange")),
+        ),
+    ]
+
+
 def extender_row(m: Exported) -> list[timeseries.Panel]:
     return [
         timeseries_panel(
@@ -451,6 +501,7 @@ def build(m: Exported) -> dm.Dashboard:
         ("Health", health_row(m)),
         ("Gangs", gangs_row(m)),
         ("GPUs", gpus_row(m)),
+        ("Topology", topology_row(m)),
         ("Extender", extender_row(m)),
     ]
     for title, panels in rows:

@@ -49,6 +49,7 @@ EXPLAIN_TIMEOUT_SECONDS = 10.0
 TUNING = (
     "scheduler_names",
     "default_placement",
+    "topologies",
     "reservation_ttl_seconds",
     "barrier_timeout_seconds",
 )

@@ -96,6 +96,22 @@ async def test_debug_lists_known_gangs_and_shows_one(phalanx: Phalanx) -> None:
     assert one.json()["min_member"] == 2
 
 
+async def test_debug_topology_shows_each_level_and_its_whole_domains(phalanx: Phalanx) -> None:
+    response = await phalanx.client.get("/debug/topology")
+
+    assert response.status_code == 200
+    view = response.json()
+    assert view["default"] == "default"
+    (topology,) = view["topologies"]
+    assert [row["level"] for row in topology["levels"]] == [
+        "network.topology.nvidia.com/spine",
+        "network.topology.nvidia.com/leaf",
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    ]
+    assert topology["nodes"] == len(list(phalanx.extender.state.nodes()))
+
+
 ANNOTATED = {"phalanx.io/pod-group": "notes", "phalanx.io/min-member": "2"}
 
 # (objects declaring one gang, its key, its dialect, what declares it)

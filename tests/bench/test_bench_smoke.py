@@ -1,6 +1,7 @@
 """`bench/run.py --quick` end to end: a real control plane, vanilla kube-scheduler and
-kube-scheduler + Phalanx, every workload at 1/10 scale. Checks that the benchmark runs and
-writes complete, well-formed results; it asserts nothing about speed.
+kube-scheduler + Phalanx, every workload at 1/10 scale (the NVL72 churn one on four
+cliques). Checks that the benchmark runs and writes complete, well-formed results; it
+asserts nothing about speed.
 
 Skipped without the control-plane binaries (tests/controlplane/build-tools.sh), unless
 PHALANX_REQUIRE_E2E=1 (CI), which turns the skip into a failure, as in tests/e2e.
@@ -109,7 +110,7 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     md = (out / "smoke.md").read_text()
     assert "## Goals" in md
     assert "phalanx ÷ vanilla" in md
-    plots = sorted(out.glob("smoke-*.png"))
+    plots = sorted(p for p in out.glob("smoke-*.png") if not p.name.startswith("smoke-topology"))
     assert plots
     for plot in plots:
         assert plot.read_bytes().startswith(PNG_SIGNATURE)
@@ -117,3 +118,24 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     text = md + json.dumps(doc)
     for local in (str(out), str(Path.home()), str(ROOT)):
         assert local not in text
+
+
+@pytest.mark.timeout(1500)
+def test_the_topology_churn_runs_and_phalanx_keeps_every_required_gang_in_its_domain(
+    quick_results: tuple[dict, Path],
+) -> None:
+    _, out = quick_results
+    doc = json.loads((out / "smoke-topology.json").read_text())
+    runs = {r["scheduler"]: r for r in doc["runs"]}
+    assert set(runs) == set(SCHEDULERS)
+    assert all(r["error"] is None for r in runs.values())
+    phalanx = runs["phalanx"]
+    assert phalanx["jobs_created"] == doc["workload"]["jobs"]
+    assert phalanx["required_checked"] > 0
+    assert phalanx["required_violations"] == 0
+    assert doc["goals"][0]["met"]
+    md = (out / "smoke-topology.md").read_text()
+    assert "## Goals" in md
+    assert "](smoke-topology-whole-cliques.png)" in md
+    for local in (str(out), str(Path.home()), str(ROOT)):
+        assert local not in md + json.dumps(doc)

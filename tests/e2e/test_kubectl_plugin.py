@@ -144,7 +144,12 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
     notes = cluster.gang("notes", 2, 1, form="annotations")
     cluster.wait_gang(whole)
     cluster.wait_gang(notes)
-    short = cluster.gang("short", 3, 1, create=2, arrival="staggered")
+    # A plan makes its members distinct, so it waits for its quorum rather than being
+    # reserved from its first member's shape (template reservation).
+    plan = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
+    short = cluster.gang(
+        "short", 3, 1, create=2, arrival="staggered", plan=plan, plan_nodes=["a", "b", "c"]
+    )
     unfit = cluster.gang("unfit", 2, 8)  # each member fits a node alone, the gang fits nowhere
     for gang, reason in ((short, "WaitingForMembers"), (unfit, "Unfit")):
         cluster.wait(

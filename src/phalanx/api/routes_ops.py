@@ -1,4 +1,4 @@
-"""Operator endpoints: health, readiness, metrics and the /debug views of gangs.
+"""Operator endpoints: health, readiness, metrics and the /debug views (gangs, topology).
 
 All are `async` so they read the model on the event loop, never from a worker thread
 while the loop is writing it.
@@ -51,6 +51,10 @@ def ops_router(extender: Extender) -> APIRouter:
         if view is None:
             return error_response(404, f"gang {key} is unknown")
         return OrjsonResponse(view)
+
+    @router.get("/debug/topology")
+    async def debug_topology() -> Response:
+        return OrjsonResponse(extender.debug_topology())
 
     return router
 

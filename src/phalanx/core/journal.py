@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
@@ -97,6 +97,8 @@ class GroupRecord:
     last_outcome: Outcome | None = None
     last_reason: str = ""
     proposal: Placed | None = None  # what the gang transaction proposed for the reservation
+    # The proposal's template slots and the pods that claimed them (slot uid -> pod key).
+    claimed: dict[str, str] = field(default_factory=dict)
     replans: int = 0
     bound_at: float | None = None
 

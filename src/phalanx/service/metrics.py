@@ -1,13 +1,13 @@
 """Prometheus metrics: one registry per service instance, never a module-level global.
 
 Counters and histograms are updated as things happen; gauges that describe the model
-(GPUs per node, reservations, partial gangs) are computed from it at scrape time, so they
-can never drift from the truth.
+(GPUs per node, reservations, partial gangs, whole topology domains) are computed from it
+at scrape time, so they can never drift from the truth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -16,6 +16,11 @@ from prometheus_client.registry import Collector
 from phalanx.core.cache import ClusterState
 from phalanx.core.eligibility import term_matches
 from phalanx.core.model import DRA_GPU, Node
+from phalanx.core.topology import TopologyIndex
+from phalanx.core.topology_usage import LevelFreedom
+
+# Per configured topology: its index, and per level its whole and GPU-holding domains.
+TopologyUsage = Callable[[], Sequence[tuple[TopologyIndex, Sequence[LevelFreedom]]]]
 
 # kube-scheduler's style: exponential buckets from 1 ms, doubling.
 LATENCY_BUCKETS = tuple(0.001 * 2**k for k in range(16))  # 1 ms .. ~33 s
@@ -62,6 +67,13 @@ class Metrics:
             ["kind", "reason"],
             registry=r,
         )
+        self.gang_placements = Counter(
+            "phalanx_gang_placements",
+            "Gangs whose quorum bound, by the narrowest topology level one of whose domains "
+            "holds every member (a node label key, or cluster).",
+            ["level"],
+            registry=r,
+        )
         self.bind_window = Histogram(
             "phalanx_gang_bind_window_seconds",
             "From the first to the last binding of a gang's quorum landing: how long the gang "
@@ -93,6 +105,10 @@ class Metrics:
     ) -> None:
         """Export the model-derived gauges of one running service."""
         self.registry.register(_ModelCollector(state, partial_gangs, synced))
+
+    def watch_topology(self, usage: TopologyUsage) -> None:
+        """Export, at scrape time, how many domains of each topology level are whole."""
+        self.registry.register(_TopologyCollector(usage))
 
 
 def claimed_gpus(node: Node) -> int:
@@ -191,3 +207,39 @@ class _ModelCollector(Collector):
             "on; must be 0).",
             value=claims_off_node(state),
         )
+
+
+class _TopologyCollector(Collector):
+    def __init__(self, usage: TopologyUsage) -> None:
+        self.usage = usage
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # computed at collect time; avoids a collect during registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        free = GaugeMetricFamily(
+            "phalanx_topology_free_domains",
+            "Domains of each topology level with every GPU free (whole NVLink cliques, "
+            "leaves, ...): what a rack-sized gang needs.",
+            labels=["topology", "level"],
+        )
+        total = GaugeMetricFamily(
+            "phalanx_topology_domains",
+            "Domains of each topology level that have GPUs.",
+            labels=["topology", "level"],
+        )
+        inconsistent = GaugeMetricFamily(
+            "phalanx_topology_inconsistent_nodes",
+            "Nodes whose topology labels contradict the others' (e.g. a clique under two "
+            "leaves); each is treated as its own domain.",
+            labels=["topology"],
+        )
+        for index, levels in self.usage():
+            name = index.topology.name
+            for level in levels:
+                free.add_metric([name, level.level], level.free)
+                total.add_metric([name, level.level], level.total)
+            inconsistent.add_metric([name], len({f.node for f in index.findings}))
+        yield free
+        yield total
+        yield inconsistent

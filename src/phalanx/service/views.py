@@ -1,9 +1,11 @@
-"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang.
+"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang;
+`/debug/topology`: the configured topologies, their domains, and which are whole.
 
 Read-only: a view never creates a journal record or changes the model. A gang of any
 dialect is addressed by its key (`GroupRef.key`: `ns/name`, `volcano:ns/name`,
 `upstream:ns/name`, ...) and named by its dialect (`registry.gang_dialect`) and what
-declares it (`registry.gang_source`), as `kubectl phalanx` names it.
+declares it (`registry.gang_source`), as `kubectl phalanx` names it. A topology index
+a view builds is the planner's cache, rebuilt only when node labels change.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from phalanx.core.groups import registry
 from phalanx.core.model import Dialect, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
-from phalanx.service.reporter import Reporter
+from phalanx.service.reporter import Reporter, achieved_level
 
 Clock = Callable[[], float]
 
@@ -74,13 +76,16 @@ class GangViews:
 
     def _plan(self, key: str) -> dict[str, object] | None:
         rec = self.planner.journal.get(key)
-        proposal = rec.proposal if rec is not None else None
-        if proposal is None:
+        if rec is None or rec.proposal is None:
             return None
+        proposal = rec.proposal
         outcome = proposal.outcome
-        by_uid = {p.uid: p.key for p in proposal.members}
+        # A template slot is shown as the member that claimed it, once one has.
+        by_uid = {p.uid: rec.claimed.get(p.uid, p.key) for p in proposal.members}
         return {
             "domain": proposal.domain,
+            "level": achieved_level(proposal),
+            "explanation": proposal.explanation,
             "placements": {by_uid[u]: n for u, n in sorted(proposal.assignment.items())},
             "phases": [
                 {
@@ -107,6 +112,33 @@ class GangViews:
             ],
             "warnings": list(proposal.warnings),
         }
+
+    def topology(self) -> dict[str, object]:
+        """Per configured topology (the first is the default): its levels, how many domains
+        each level has and how many of those with GPUs are whole, and the nodes whose
+        labels contradict the others'."""
+        topologies = []
+        for index, levels in self.planner.topology_usage():
+            topologies.append(
+                {
+                    "name": index.topology.name,
+                    "levels": [
+                        {
+                            "level": level.level,
+                            "domains": len(domains),
+                            "domains_with_gpus": level.total,
+                            "whole_free_domains": level.free,
+                        }
+                        for level, domains in zip(levels, index.domains, strict=True)
+                    ],
+                    "nodes": len(index.of_node),
+                    "findings": [
+                        {"node": f.node, "level": f.level, "value": f.value, "reason": f.reason}
+                        for f in index.findings
+                    ],
+                }
+            )
+        return {"default": self.planner.settings.topologies.default.name, "topologies": topologies}
 
     def _summary(self, ref: GroupRef) -> dict[str, object]:
         key = ref.key

@@ -281,6 +281,21 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Re-plans by cause",
+            "Reservations re-planned because kube-scheduler did not offer a reserved node "
+            "(not-offered; dra when the member had device claims to allocate, so its "
+            "DynamicResources plugin refused the node), or because an arriving member fit no "
+            "template slot (no-slot). dra stays near 0 while Phalanx counts devices exactly.",
+            units.OpsPerSecond,
+            [
+                query(
+                    f"sum by (cause) (rate({m.select('phalanx_replans_total')}[$__rate_interval]))",
+                    "{{cause}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries_panel(
             "Bind barrier waiters",
             "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
             "at most the barrier timeout (20 s by default).",
@@ -318,7 +333,8 @@ def gpus_row(m: Exported) -> list[timeseries.Panel]:
         timeseries_panel(
             "Cluster GPUs by state",
             "Free, used (requests of bound pods) and reserved (held for gangs not yet bound) "
-            "GPUs in the cluster.",
+            "GPUs in the cluster; device-plugin GPUs and DRA GPUs (dra.phalanx.io/gpu, whose "
+            "used ones are the devices allocated claims hold) alike.",
             units.NoUnit,
             [query(f"max by (state) ({m.select('phalanx_cluster_gpus')})", "{{state}}")],
             width=8,
@@ -331,9 +347,19 @@ def gpus_row(m: Exported) -> list[timeseries.Panel]:
             "bound yet.",
             units.NoUnit,
             [query(f"max by (node, state) ({m.select('phalanx_gpus')})", "{{node}} {{state}}")],
-            width=16,
+            width=10,
             height=9,
             style="stacked",
+        ),
+        timeseries_panel(
+            "DRA claims off their pod's node",
+            "Allocated ResourceClaims of bound pods that their node cannot reach: kube-scheduler's "
+            "DynamicResources plugin allocated devices elsewhere than where Phalanx placed the "
+            "pod. Must be 0.",
+            units.NoUnit,
+            [query(f"max({m.select('phalanx_dra_claims_off_node')})", "claims")],
+            width=6,
+            height=9,
         ),
     ]
 

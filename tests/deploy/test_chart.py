@@ -336,6 +336,11 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
+        # DRA: read only (kube-scheduler allocates the claims).
+        ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
+        ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaims"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaimtemplates"): ["get", "list", "watch"],
     }
 
 

@@ -8,7 +8,9 @@ The texts people read come from `phalanx.core.gang_explain`.
 How members are placed:
 1. Members are grouped into *units* that must share a node: the plan's hard units
    (composite, stream, loop/branch bodies, connected differentiable members), or every
-   member together for `same-node`, or one member per unit otherwise.
+   member together for `same-node`, or one member per unit otherwise; then units holding
+   members of one `together` group (pods sharing an unallocated ResourceClaim, whose
+   devices will be on one node) are joined.
 2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
    lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
    Domains are tried best-fit first (least spare GPUs), ties by name.
@@ -111,6 +113,21 @@ class GangSpec:
     # The nodes of `topology.topology` grouped into domains; built from the snapshot when
     # None (callers cache it per ClusterState.topology_generation).
     index: TopologyIndex | None = None
+    # Member uids that must share one node whatever the policy (they share a ResourceClaim:
+    # `phalanx.core.dra_demand.shared_out`).
+    together: tuple[frozenset[str], ...] = ()
+
+
+def _joined(groups: list[list[Pod]], together: Sequence[frozenset[str]]) -> list[list[Pod]]:
+    """The groups, with those holding members of one `together` set made one (in order)."""
+    for uids in together:
+        hit = [i for i, g in enumerate(groups) if any(p.uid in uids for p in g)]
+        if len(hit) > 1:
+            first = groups[hit[0]]
+            for i in hit[1:]:
+                first.extend(groups[i])
+            groups = [g for i, g in enumerate(groups) if i not in hit[1:]]
+    return groups
 
 
 def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
@@ -190,6 +207,8 @@ class _Placer:
             groups.extend([p] for p in members if p.uid not in seen)
         else:
             groups = [[p] for p in members]
+        if spec.together:
+            groups = _joined(groups, spec.together)
         units: list[Unit] = []
         for i, pods in enumerate(groups):
             ids = frozenset(p.plan_node for p in pods if p.plan_node)

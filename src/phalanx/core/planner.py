@@ -40,8 +40,16 @@ from phalanx.core.cache import (
     Reservation,
 )
 from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
+from phalanx.core.dra_demand import shared_out
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
-from phalanx.core.journal import GangEvent, GangJournal, GroupRecord, Outcome, live_keys
+from phalanx.core.journal import (
+    GangEvent,
+    GangJournal,
+    GroupRecord,
+    Outcome,
+    ReplanCause,
+    live_keys,
+)
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, Pod, PodGroup
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
@@ -188,6 +196,9 @@ class GangPlanner:
         `offered_set`: the offered names as a set, when the caller has one already."""
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
+        blocked = _devices_blocker(pod)
+        if blocked:
+            return FilterDecision(refuse_all(offered, f"pod {pod.key}: {blocked}"))
         if pod.group is None:
             best = self.settings.single_pod_nodes
             single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
@@ -195,8 +206,8 @@ class GangPlanner:
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 
-    def _note(self, cycle: _Cycle, outcome: Outcome, reason: str) -> None:
-        event = self.journal.note(cycle.group, outcome, reason)
+    def _note(self, cycle: _Cycle, outcome: Outcome, reason: str, *, cause: str = "") -> None:
+        event = self.journal.note(cycle.group, outcome, reason, cause=cause)
         if event is not None:
             cycle.events.append(event)
 
@@ -267,10 +278,13 @@ class GangPlanner:
         anchors: Mapping[str, str],
         exclude: frozenset[str],
     ) -> GangSpec:
+        # Claims several members share are charged once, and bind those members together.
+        members, together = shared_out(members)
         return GangSpec(
             key=group.key,
             placement=group.placement or self.settings.default_placement,
             members=members,
+            together=together,
             anchors=anchors,
             anchor_pods=tuple(anchor_pods),
             plan=plan[0] if plan else None,
@@ -393,10 +407,18 @@ class GangPlanner:
         refused = (
             f"kube-scheduler did not offer node {member.node} reserved for pod {cycle.pod.key}"
         )
-        return self._replan_for(cycle, refused, exclude=frozenset({member.node}))
+        # Phalanx judges every filter but DynamicResources as kube-scheduler does: with
+        # device claims to allocate, that plugin is the one that can disagree.
+        cause = ReplanCause.DRA if _allocates_devices(cycle.pod) else ReplanCause.NOT_OFFERED
+        return self._replan_for(cycle, refused, exclude=frozenset({member.node}), cause=cause)
 
     def _replan_for(
-        self, cycle: _Cycle, refused: str, *, exclude: frozenset[str] = frozenset()
+        self,
+        cycle: _Cycle,
+        refused: str,
+        *,
+        exclude: frozenset[str] = frozenset(),
+        cause: ReplanCause = ReplanCause.NO_SLOT,
     ) -> FilterResult:
         """The reservation cannot serve this member (`refused` says why): release it and
         re-plan once, without the `exclude`d nodes."""
@@ -411,7 +433,7 @@ class GangPlanner:
         rec.replans += 1
         reason = f"{refused}; re-planning without it"
         self.state.release(key, ReleaseCause.REPLAN, reason)
-        self._note(cycle, Outcome.REPLANNED, reason)
+        self._note(cycle, Outcome.REPLANNED, reason, cause=cause)
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
             return refuse_all(offered, resolution.reason)
@@ -497,6 +519,18 @@ class GangPlanner:
 
     def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         return preempt(self.state, victims)
+
+
+def _devices_blocker(pod: Pod) -> str:
+    """Why the pod's device claims keep it off every node now ("" if nothing does)."""
+    if pod.devices is not None:
+        return pod.devices.demand.blocker
+    return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
+
+
+def _allocates_devices(pod: Pod) -> bool:
+    """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod."""
+    return pod.devices is not None and any(not c.allocated for c in pod.devices.demand.claims)
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

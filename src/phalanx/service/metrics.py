@@ -14,6 +14,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from phalanx.core.cache import ClusterState
+from phalanx.core.eligibility import term_matches
+from phalanx.core.model import DRA_GPU, Node
 from phalanx.core.topology import TopologyIndex
 from phalanx.core.topology_usage import LevelFreedom
 
@@ -79,6 +81,15 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.replans = Counter(
+            "phalanx_replans",
+            "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "
+            "(not-offered; dra when the member had device claims to allocate, so its "
+            "DynamicResources plugin refused it), or an arriving member fit no template slot "
+            "(no-slot).",
+            ["cause"],
+            registry=r,
+        )
         self.plan_transfers = Histogram(
             "phalanx_plan_data_transfers",
             "Cross-node data transfers in each committed execution-plan placement.",
@@ -98,6 +109,30 @@ class Metrics:
     def watch_topology(self, usage: TopologyUsage) -> None:
         """Export, at scrape time, how many domains of each topology level are whole."""
         self.registry.register(_TopologyCollector(usage))
+
+
+def claimed_gpus(node: Node) -> int:
+    """GPU-like DRA devices of the node that allocated claims hold (0 without DRA)."""
+    if node.devices is None:
+        return 0
+    return max(0, node.devices.gpus - node.allocatable.get(DRA_GPU))
+
+
+def claims_off_node(state: ClusterState) -> int:
+    """Allocated claims of bound pods whose allocation their node cannot reach."""
+    off = 0
+    for pod in state.pods():
+        needs = pod.devices
+        if needs is None or not pod.node_name:
+            continue
+        info = state.node(pod.node_name)
+        if info is None:
+            continue
+        for claim in needs.demand.claims:
+            terms = claim.node_terms
+            if claim.allocated and terms is not None:
+                off += not any(term_matches(t, info.node) for t in terms)
+    return off
 
 
 class _ModelCollector(Collector):
@@ -124,11 +159,14 @@ class _ModelCollector(Collector):
         totals = {"free": 0, "used": 0, "reserved": 0}
         for info in sorted(state.nodes(), key=lambda i: i.name):
             alloc = info.node.allocatable.gpus()
-            if not alloc and not info.requested.gpus():
+            requested = info.requested.gpus()
+            # A DRA node's allocatable holds its free devices only: the ones its allocated
+            # ResourceClaims hold are used too, as bound pods' nvidia.com/gpu are.
+            used = requested + claimed_gpus(info.node)
+            if not alloc and not used:
                 continue
-            used = info.requested.gpus()
             reserved = info.reserved.gpus()
-            free = max(0, alloc - used - reserved)
+            free = max(0, alloc - requested - reserved)
             for name, value in (("free", free), ("used", used), ("reserved", reserved)):
                 per_node.add_metric([info.name, name], value)
                 totals[name] += value
@@ -161,6 +199,13 @@ class _ModelCollector(Collector):
             "phalanx_overcommitted_nodes",
             "Nodes whose requests plus reservations exceed allocatable.",
             value=len(state.overcommitted_nodes()),
+        )
+        yield GaugeMetricFamily(
+            "phalanx_dra_claims_off_node",
+            "Allocated ResourceClaims of bound pods that their pod's node cannot reach "
+            "(kube-scheduler allocated devices elsewhere than the node Phalanx placed the pod "
+            "on; must be 0).",
+            value=claims_off_node(state),
         )
 
 

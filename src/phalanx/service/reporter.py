@@ -22,7 +22,7 @@ from dataclasses import replace
 from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.gang import Placed
 from phalanx.core.groups.status import GroupStatus
-from phalanx.core.journal import GangEvent, Outcome, group_status
+from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
@@ -77,6 +77,8 @@ class Reporter:
                 continue  # a repeat of the gang's last decision: said already
             group = event.group
             self.metrics.gang_decisions.labels(event.outcome.value).inc()
+            if event.outcome is Outcome.REPLANNED:
+                self.metrics.replans.labels(event.cause or ReplanCause.NOT_OFFERED).inc()
             log.info(
                 "gang decision",
                 extra={"group": group.key, "result": event.outcome.value, "reason": event.reason},

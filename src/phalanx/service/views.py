@@ -14,12 +14,14 @@ from collections.abc import Callable
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups import registry
-from phalanx.core.model import Dialect, GroupRef
+from phalanx.core.model import Dialect, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
 from phalanx.service.reporter import Reporter, achieved_level
 
 Clock = Callable[[], float]
+
+UNKNOWN_CLAIMS = "its ResourceClaims are not known to Phalanx yet"
 
 
 class GangViews:
@@ -45,7 +47,15 @@ class GangViews:
         view = self._summary(ref)
         view["reservation"] = self._reservation(key)
         view["plan"] = self._plan(key)
+        view["devices"] = self._devices(key)
         return view
+
+    def _devices(self, key: str) -> list[dict[str, object]] | None:
+        """Members with DRA claims: their GPUs (counted as nvidia.com/gpu is), how each
+        claim is planned, and where Phalanx is less than exact or cannot plan them."""
+        members = self.state.members(key, include_finished=True)
+        shown = [_member_devices(p) for p in members if p.resource_claims]
+        return shown or None
 
     def _reservation(self, key: str) -> dict[str, object] | None:
         reservation = self.state.reservation(key)
@@ -163,3 +173,28 @@ class GangViews:
             "last_reason": rec.last_reason if rec is not None else "",
             "error": error,
         }
+
+
+def _member_devices(pod: Pod) -> dict[str, object]:
+    view: dict[str, object] = {"pod": pod.key, "gpus": pod.requests.gpus()}
+    if pod.devices is None:
+        return {**view, "claims": [], "problems": [UNKNOWN_CLAIMS], "notes": []}
+    demand = pod.devices.demand
+    claims = [
+        {
+            "claim": c.key,
+            "allocated": c.allocated,
+            "requests": [
+                {
+                    "request": r.request,
+                    "class": r.device_class,
+                    "count": r.count,
+                    "planned": r.exactness.value,
+                }
+                for r in c.requests
+            ],
+        }
+        for c in demand.claims
+    ]
+    problems = [*demand.problems, *demand.waiting]
+    return {**view, "claims": claims, "problems": problems, "notes": list(demand.notes)}

@@ -38,6 +38,7 @@ from phalanx.core.inventory import REQUEUE_ANNOTATION
 from phalanx.core.model import GroupRef, PodRef
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
+from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
 from phalanx.sources.kube_groups import resource_version
 from phalanx.sources.kube_writes import Writer
 from phalanx.sources.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -174,9 +175,10 @@ class Reports:
         *,
         warning: bool = False,
     ) -> None:
-        """An Event on a core/v1 object (a Pod, a Node)."""
+        """An Event on a core/v1 object (a Pod, a Node) or a `resource.k8s.io/v1` one (DRA)."""
         key = f"{namespace}/{name}" if namespace else name
-        involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": "v1"}
+        version = DRA_GROUP_VERSION if kind in DRA_KINDS else "v1"
+        involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": version}
         if namespace:
             involved["namespace"] = namespace
         uid = self.uid_of(kind, key)

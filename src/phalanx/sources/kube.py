@@ -49,7 +49,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -88,6 +88,7 @@ from phalanx.sources.kubeclient import (
     kubeconfig_namespace,
 )
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
+from phalanx.sources.notices import Notices
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +237,7 @@ class KubeSource:
         self._synced: set[str] = set()
         self._served: Served | None = None  # the last discovery's answer
         self._unsynced_groups: set[str] = set()  # gang kinds served at start, not yet listed
-        self._reported: dict[tuple[str, str], str] = {}  # (kind, key) -> reason logged
-        self._said: dict[str, set[str]] = {}  # object or pod key -> notices said about it
+        self.notices = Notices(log, self._spawn)
 
     @classmethod
     def from_kubeconfig(
@@ -408,7 +408,7 @@ class KubeSource:
                 else:
                     self.dra.remove_pod(state, change.uid)
                     self.commits.forget_pod(change.key)
-                    self._said.pop(change.key, None)
+                    self.notices.forget(change.key)
                     if isinstance(change, Invalid):
                         self._report("Pod", change.key, change.reason)
                     else:
@@ -501,20 +501,20 @@ class KubeSource:
             self._spawn(self.requeue(pending, f"{kind.kind} {key} {what}"))
         self._valid_again(kind.kind, key)
         for text in change.obj.warnings:
-            self._say_once(
+            self.notices.once(
                 key,
                 text,
-                log_message=f"{kind.kind} {key}: ignored",
+                message=f"{kind.kind} {key}: ignored",
                 event=functools.partial(
                     self.emit_group_event, target, FIELD_IGNORED, text, warning=True
                 ),
             )
         if kind.dialect is Dialect.UPSTREAM:
             for finding in self.native_gang or ():
-                self._say_once(
+                self.notices.once(
                     key,
                     finding.message(),
-                    log_message=f"{kind.kind} {key}: kube-scheduler may gate it too",
+                    message=f"{kind.kind} {key}: kube-scheduler may gate it too",
                     event=functools.partial(
                         self.emit_group_event, target, NATIVE_GANG, finding.message(), warning=True
                     ),
@@ -526,7 +526,7 @@ class KubeSource:
     def _forget_object(self, state: ClusterState, key: str) -> None:
         state.remove_group(key)
         self._objects.pop(key, None)
-        self._said.pop(key, None)
+        self.notices.forget(key)
         self.commits.forget_group(key)
         self.reports.forget_group(key)
         for kind in ("PodGroup", "Workload"):
@@ -541,58 +541,47 @@ class KubeSource:
 
     def _report(self, kind: str, key: str, reason: str, *, done: str = "skipped") -> None:
         """Say once that Pod or Node `key` is skipped or unschedulable, and why. Loop only."""
-        if self._reported.get((kind, key)) == reason:
-            return
-        self._reported[(kind, key)] = reason
-        log.warning(
-            f"invalid {kind} {key}: {done}", extra={"kind": kind, "object": key, "reason": reason}
-        )
         namespace, _, name = key.rpartition("/")
-        self._spawn(self.emit_event(kind, namespace, name, INVALID_OBJECT, reason, warning=True))
+        self.notices.invalid(
+            kind,
+            key,
+            reason,
+            message=f"invalid {kind} {key}: {done}",
+            event=functools.partial(
+                self.emit_event, kind, namespace, name, INVALID_OBJECT, reason, warning=True
+            ),
+        )
 
     def _report_group(self, kind: ServedKind, target: GroupRef, uid: str, reason: str) -> None:
         """Say once that gang object `target` is skipped, and why (on the object itself,
         which the watch knows even when Phalanx cannot read it)."""
-        key = target.key
-        if self._reported.get((kind.kind, key)) == reason:
-            return
-        self._reported[(kind.kind, key)] = reason
-        log.warning(
-            f"invalid {kind.kind} {key}: skipped",
-            extra={"kind": label(kind), "object": key, "reason": reason},
-        )
-        self._spawn(
-            self.reports.emit_involved(
+        self.notices.invalid(
+            kind.kind,
+            target.key,
+            reason,
+            message=f"invalid {kind.kind} {target.key}: skipped",
+            kind_label=label(kind),
+            event=functools.partial(
+                self.reports.emit_involved,
                 registry.involved_object(target, kind, uid),
-                key,
+                target.key,
                 INVALID_OBJECT,
                 reason,
                 warning=True,
-            )
+            ),
         )
 
     def _valid_again(self, kind: str, key: str) -> None:
-        self._reported.pop((kind, key), None)
-
-    def _say_once(
-        self, key: str, text: str, *, log_message: str, event: Callable[[], Awaitable[None]]
-    ) -> None:
-        """One log line and one Event (written by `event()`) per object and text."""
-        said = self._said.setdefault(key, set())
-        if text in said:
-            return
-        said.add(text)
-        log.warning(log_message, extra={"object": key, "reason": text})
-        self._spawn(event())
+        self.notices.valid_again(kind, key)
 
     def _contested(self, pod: Pod) -> None:
         """A pod claimed by more than one dialect: say once which claim won."""
         message = registry.contest_message(pod)
         if message:
-            self._say_once(
+            self.notices.once(
                 pod.key,
                 message,
-                log_message=f"pod {pod.key}: more than one gang dialect claims it",
+                message=f"pod {pod.key}: more than one gang dialect claims it",
                 event=functools.partial(
                     self.emit_event,
                     "Pod",

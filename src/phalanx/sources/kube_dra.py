@@ -61,6 +61,7 @@ from phalanx.sources.informer import (
     Transport,
     Upsert,
 )
+from phalanx.sources.notices import Notices
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,7 @@ class DraFeed:
         # Loop-side tables.
         self.served: bool | None = None  # None: discovery has not answered yet
         self._synced: set[str] = set()
-        self._invalid: dict[tuple[str, str], str] = {}  # (kind, key) -> reason said
-        self._said: dict[str, set[str]] = {}  # pod uid -> problems and notes said
+        self.notices = Notices(log, self._spawn)  # pods by uid, DRA objects by kind and key
         self._blocked: set[str] = set()  # pod uids whose demand keeps them off every node
         self._findings: set[Finding] = set()
         self._ever_synced = False
@@ -283,10 +283,10 @@ class DraFeed:
                 for change in changes:
                     if isinstance(change, Upsert):
                         upsert(change.obj)
-                        self._invalid.pop((kind, change.key), None)
+                        self.notices.valid_again(kind, change.key)
                     elif isinstance(change, Delete):
                         remove(change.key)
-                        self._invalid.pop((kind, change.key), None)
+                        self.notices.valid_again(kind, change.key)
                     else:  # an object Phalanx cannot read counts as absent
                         remove(change.key)
                         self._report_invalid(kind, change.key, change.reason)
@@ -316,7 +316,7 @@ class DraFeed:
         self._after(state, self.model.upsert_pod(state, pod))
 
     def remove_pod(self, state: ClusterState, uid: str) -> None:
-        self._said.pop(uid, None)
+        self.notices.forget(uid)
         self._blocked.discard(uid)
         self._after(state, self.model.remove_pod(state, uid))
 
@@ -344,28 +344,27 @@ class DraFeed:
             self._spawn(self._sink.requeue(unblocked, "its ResourceClaims are known now"))
 
     def _say(self, pod: Pod, text: str, reason: str, *, warning: bool) -> None:
-        said = self._said.setdefault(pod.uid, set())
-        if text in said:
-            return
-        said.add(text)
-        (log.warning if warning else log.info)(
-            "pod device claims", extra={"pod": pod.key, "reason": reason, "detail": text}
-        )
-        self._spawn(
-            self._sink.emit_event("Pod", pod.namespace, pod.name, reason, text, warning=warning)
+        self.notices.once(
+            pod.uid,
+            text,
+            message="pod device claims",
+            level=logging.WARNING if warning else logging.INFO,
+            extra={"pod": pod.key, "reason": reason, "detail": text},
+            event=functools.partial(
+                self._sink.emit_event, "Pod", pod.namespace, pod.name, reason, text, warning=warning
+            ),
         )
 
     def _report_invalid(self, kind: str, key: str, reason: str) -> None:
-        if self._invalid.get((kind, key)) == reason:
-            return
-        self._invalid[(kind, key)] = reason
-        log.warning(
-            f"invalid {kind} {key}: treated as absent",
-            extra={"kind": kind, "object": key, "reason": reason},
-        )
         namespace, _, name = key.rpartition("/")
-        self._spawn(
-            self._sink.emit_event(kind, namespace, name, INVALID_OBJECT, reason, warning=True)
+        self.notices.invalid(
+            kind,
+            key,
+            reason,
+            message=f"invalid {kind} {key}: treated as absent",
+            event=functools.partial(
+                self._sink.emit_event, kind, namespace, name, INVALID_OBJECT, reason, warning=True
+            ),
         )
 
     def _tell_findings(self) -> None:

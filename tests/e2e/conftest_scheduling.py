@@ -22,6 +22,7 @@ fixtures by name::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import uuid
@@ -219,3 +220,38 @@ def cluster(
         verdict: Verdict = scenario.monitor.stop()
         api.close()
     verdict.assert_clean(scenario.max_partial_seconds)
+
+
+@contextlib.contextmanager
+def native_gang_left_on(
+    control_plane: launcher.ControlPlane, scheduler: Scheduler, sc: Scenario, tmp_path: Path
+) -> Iterator[PhalanxProcess]:
+    """A misconfigured install, for as long as the block runs: kube-scheduler (gates on)
+    runs a profile without the chart's `multiPoint.disabled` list, and a second Phalanx is
+    given that configuration; that Phalanx has said so at start, once. Afterwards the
+    module's supported setup runs again."""
+    misconfigured = tmp_path / "kube-scheduler.yaml"
+    other = PhalanxProcess(
+        control_plane.kubeconfig,
+        tmp_path,
+        extra_args=[f"--scheduler-config={misconfigured}"],
+        name="phalanx-misconfigured",
+    )
+    config, _ = scheduler_config(other.url, f"phalanx-misconfigured-{sc.namespace}")
+    for profile in config["profiles"]:
+        profile.pop("plugins", None)  # kube-scheduler's own gang plugins stay on
+    misconfigured.write_text(yaml.safe_dump(config, sort_keys=False))
+    other.start()
+    try:
+        said = [
+            r
+            for r in other.log_records()
+            if 'kube-scheduler profile "phalanx" does not disable its own GangScheduling'
+            in str(r.get("msg", ""))
+        ]
+        assert len(said) == 1, other.tail(20)
+        control_plane.start_scheduler(yaml.safe_dump(config))
+        yield other
+    finally:
+        other.close()
+        scheduler.start()

@@ -18,15 +18,14 @@ from pathlib import Path
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
-import yaml
 from conftest_scheduling import (  # noqa: F401  # fixtures
     Scheduler,
     cluster,
+    native_gang_left_on,
     phalanx,
     scheduler,
     scheduler_config,
 )
-from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import (
     A_VOLCANO_GROUP,
@@ -322,27 +321,7 @@ def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on
     sc = judged(cluster)
     sc.node("a", 8)
     sc.nodes_ready()
-    misconfigured = tmp_path / "kube-scheduler.yaml"
-    other = PhalanxProcess(
-        control_plane.kubeconfig,
-        tmp_path,
-        extra_args=[f"--scheduler-config={misconfigured}"],
-        name="phalanx-misconfigured",
-    )
-    config, _ = scheduler_config(other.url, f"phalanx-misconfigured-{sc.namespace}")
-    for profile in config["profiles"]:
-        profile.pop("plugins", None)  # kube-scheduler's own gang plugins stay on
-    misconfigured.write_text(yaml.safe_dump(config, sort_keys=False))
-    other.start()
-    try:
-        said = [
-            r
-            for r in other.log_records()
-            if 'kube-scheduler profile "phalanx" does not disable its own GangScheduling'
-            in str(r.get("msg", ""))
-        ]
-        assert len(said) == 1, other.tail(20)
-        control_plane.start_scheduler(yaml.safe_dump(config))
+    with native_gang_left_on(control_plane, scheduler, sc, tmp_path):
         workload(sc, "late", {"workers": 2})
         member(sc, "w-0", 4, workload_ref={"name": "late", "podGroup": "workers"}, gated=False)
         event = sc.wait_event("late", "does not disable its own GangScheduling")
@@ -352,6 +331,3 @@ def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on
         assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
         member(sc, "w-1", 4, workload_ref={"name": "late", "podGroup": "workers"}, gated=False)
         sc.wait_bound(["w-0", "w-1"], timeout=60)
-    finally:
-        other.close()
-        scheduler.start()  # the module's supported setup again

@@ -20,15 +20,14 @@ from pathlib import Path
 import httpx
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
-import yaml
 from conftest_scheduling import (  # noqa: F401  # fixtures
     Scheduler,
     cluster,
+    native_gang_left_on,
     phalanx,
     scheduler,
     scheduler_config,
 )
-from phalanx_process import PhalanxProcess
 from scheduling import A_VOLCANO_GROUP, Api, Obj, Scenario, pod_body
 from volcano import ensure_volcano_crd, volcano_path, volcano_pod_group, volcano_sizes
 
@@ -325,27 +324,7 @@ def test_with_the_native_gang_plugin_left_on_phalanx_says_so_and_kube_scheduler_
     sc = judged(cluster)
     sc.node("a", 8)
     sc.nodes_ready()
-    misconfigured = tmp_path / "kube-scheduler.yaml"
-    other = PhalanxProcess(
-        control_plane.kubeconfig,
-        tmp_path,
-        extra_args=[f"--scheduler-config={misconfigured}"],
-        name="phalanx-misconfigured",
-    )
-    config, _ = scheduler_config(other.url, f"phalanx-misconfigured-{sc.namespace}")
-    for profile in config["profiles"]:
-        profile.pop("plugins", None)  # kube-scheduler's own gang plugins stay on
-    misconfigured.write_text(yaml.safe_dump(config, sort_keys=False))
-    other.start()
-    try:
-        said = [
-            r
-            for r in other.log_records()
-            if 'kube-scheduler profile "phalanx" does not disable its own GangScheduling'
-            in str(r.get("msg", ""))
-        ]
-        assert len(said) == 1, other.tail(20)
-        control_plane.start_scheduler(yaml.safe_dump(config))
+    with native_gang_left_on(control_plane, scheduler, sc, tmp_path):
         pod_group(sc, "late", 2)
         member(sc, "late-0", "late", 4)
         event = sc.wait_event("late", "does not disable its own GangScheduling")
@@ -359,6 +338,3 @@ def test_with_the_native_gang_plugin_left_on_phalanx_says_so_and_kube_scheduler_
         assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
         member(sc, "late-1", "late", 4)
         sc.wait_bound(["late-0", "late-1"], timeout=60)
-    finally:
-        other.close()
-        scheduler.start()  # the module's supported setup again

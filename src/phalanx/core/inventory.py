@@ -391,18 +391,8 @@ def _required_affinity(src: Source, spec: JsonObject) -> tuple[SelectorTerm, ...
     path += ".nodeAffinity"
     node_affinity = read_object(src, affinity.get("nodeAffinity"), path)
     path += ".requiredDuringSchedulingIgnoredDuringExecution"
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is None:
-        return None
-    terms = read_object(src, required, path).get("nodeSelectorTerms")
-    return tuple(
-        SelectorTerm(
-            match_expressions=_requirements(
-                src, term.get("matchExpressions"), f"{term_path}.matchExpressions"
-            ),
-            match_fields=_requirements(src, term.get("matchFields"), f"{term_path}.matchFields"),
-        )
-        for term_path, term in read_objects(src, terms, f"{path}.nodeSelectorTerms")
+    return parse_node_selector(
+        src, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), path
     )
 
 

@@ -121,9 +121,12 @@ class Settings(BaseSettings):
     )
     barrier_timeout_seconds: float = Field(
         default=20.0,
-        description="Seconds /bind holds a member waiting for the rest of its gang. Must stay "
-        "below the extender httpTimeout (the chart sets 30 s), or kube-scheduler abandons the "
-        "request first, and below the reservation TTL.",
+        description="Seconds /bind holds a member waiting for the rest of its gang, and "
+        "seconds a gang may go with no new member reaching /bind before its reservation is "
+        "given up (while members keep arriving, a bind held this long is answered and its "
+        "member stays counted, bound with the gang). Must stay below the extender "
+        "httpTimeout (the chart sets 30 s), or kube-scheduler abandons the request first, "
+        "and below the reservation TTL.",
     )
     template_reservation: bool = Field(
         default=True,

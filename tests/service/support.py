@@ -158,6 +158,7 @@ async def started(
     yielding=False,
     retries=3,
     roll_forward=None,
+    timers=None,
 ):
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
@@ -169,6 +170,7 @@ async def started(
             roll_forward=roll_forward or RollForwardSettings(),
         ),
         clock=clock or Clock(),
+        timers=timers,
     )
     await ext.start()
     return ext, source

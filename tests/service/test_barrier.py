@@ -8,6 +8,7 @@ import pytest
 from support import (
     NODES,
     Clock,
+    FakeTimers,
     RecordingSource,
     bind,
     binding,
@@ -286,4 +287,72 @@ async def test_a_schedule_timeout_below_the_barrier_timeout_is_warned_about_once
     warnings = [e for e in source.events if e[2] == "ScheduleTimeoutBelowBarrier"]
     assert len(warnings) == 1
     assert "scheduleTimeoutSeconds 5 is below the bind barrier timeout of 10s" in warnings[0][3]
+    await ext.stop()
+
+
+# ---- a gang that takes longer to reach bind than one /bind may be held ----------------------
+
+
+async def arrive(ext, timers, clock, name, nodes, seconds):
+    """`name`'s bind sent, then `seconds` pass on the test's clock (timers due fire)."""
+    task = asyncio.create_task(bind(ext, name, nodes[name]))
+    await asyncio.sleep(0)
+    clock.now += seconds
+    timers.fire_due()
+    await asyncio.sleep(0)
+    return task
+
+
+async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_with_the_gang():
+    clock = Clock()
+    timers = FakeTimers(clock)
+    objects = gang_objects(size=4, gpus=2, timeout=30)
+    ext, source = await started(objects, barrier=20, clock=clock, timers=timers)
+    names = ["g-0", "g-1", "g-2", "g-3"]
+    nodes = reserve_all(ext, names)
+    # Each arrives 15 s after the one before: 45 s in all, the timeout is 20 s.
+    tasks = [await arrive(ext, timers, clock, n, nodes, 15) for n in names[:3]]
+    parked = await asyncio.wait_for(tasks[0], timeout=1)
+    assert "2 of 4 member(s) have reached bind and more are arriving" in parked
+    assert "pod default/g-0 stays counted on" in parked
+    [gate] = ext.barrier.held()
+    assert [b.pod.name for b in gate.parked] == ["g-0", "g-1"]  # each held 20 s
+    assert source.bindings == []
+    assert await bind(ext, "g-3", nodes["g-3"]) == ""
+    assert await tasks[2] == ""
+    # g-0's and g-1's requests were answered long ago; they are bound with their gang.
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in names)
+    assert ext.partial_gangs() == []
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_again():
+    clock = Clock()
+    timers = FakeTimers(clock)
+    ext, _ = await started(gang_objects(size=3, timeout=30), barrier=20, clock=clock, timers=timers)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    reserved_at = clock.now
+    await arrive(ext, timers, clock, "g-0", nodes, 18)
+    await arrive(ext, timers, clock, "g-1", nodes, 18)
+    # Past the original deadline (reserved + 30 s), the gang still holds its reservation.
+    reservation = ext.state.reservation("default/g")
+    assert reservation is not None
+    assert reservation.expires_at == reserved_at + 18 + 30
+    ext.expire()
+    assert ext.state.reservation("default/g") is reservation
+    await ext.stop()
+
+
+async def test_a_member_sent_again_is_not_progress_and_the_stalled_gang_is_given_up():
+    clock = Clock()
+    timers = FakeTimers(clock)
+    ext, source = await started(gang_objects(size=3), barrier=20, clock=clock, timers=timers)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    first = await arrive(ext, timers, clock, "g-0", nodes, 10)
+    again = await arrive(ext, timers, clock, "g-0", nodes, 10)  # 20 s since the last new one
+    assert "replaced this one" in await first
+    assert "only 1 of 3 member(s) reached bind within 20s of the last one" in await again
+    assert ext.state.reservation("default/g") is None
+    assert source.bindings == []
     await ext.stop()

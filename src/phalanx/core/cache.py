@@ -496,6 +496,13 @@ class ClusterState:
             self.on_release(Released(reservation, cause, why))
         return reservation
 
+    def extend(self, group_key: str, serial: int, until: float) -> None:
+        """Push reservation `serial`'s deadline out to `until` (never in): its gang is still
+        assembling at the bind barrier."""
+        r = self._reservations.get(group_key)
+        if r is not None and r.serial == serial and until > r.expires_at:
+            self._reservations[group_key] = replace(r, expires_at=until)
+
     def expire(self, now: float) -> list[Released]:
         """Release every reservation whose deadline has passed (kube-scheduler never says)."""
         due = [

@@ -4,15 +4,21 @@ there, then the quorum is bound all together, or nothing is.
 The decisions are pure (`phalanx.core.barrier`); this module holds the requests, keeps the
 timers and does the side effects. One gate per gang, for one reservation (its serial)::
 
-    Join ──▶ OPEN (waiters held, timer started)
-       │ waiting + bound >= minMember                │ timer fires
+    Join ──▶ OPEN (waiters held; each new member restarts the stall timer and pushes the
+       │      reservation's deadline out by the gang's timeout)
+       │ arrived + bound >= minMember                │ no new member for the timeout
        ▼                                             ▼
-    re-check every waiter                            every waiter gets an Error; that
+    re-check every arrival                           every held bind gets an Error; that
        ─▶ write the commit record (await)            reservation (and no newer one) is
        ─▶ re-check again: the await let anything     released; the next filter re-plans
           happen (a pod deleted, a release, ...)
        ─▶ assume the quorum (one step, no await)
-       ─▶ bind all concurrently ─▶ answer every waiter
+       ─▶ bind all concurrently ─▶ answer each waiter as its binding lands
+
+    A big gang takes longer to reach bind than kube-scheduler waits for one `/bind` (its
+    extender httpTimeout): while new members keep arriving, a bind held for the timeout is
+    answered ("parked": kube-scheduler retries the pod later) but its member stays counted
+    at its reserved node and is bound with the quorum, retried or not.
 
     Any release of the gate's reservation, whatever its cause, answers the waiters at once
     with that cause (`on_release`); any other change to the model that makes a held bind
@@ -71,28 +77,36 @@ class LoopTimers:
 
 @dataclass(frozen=True, slots=True)
 class HeldGate:
-    """A gate as `/debug` and tests see it: which reservation, and the binds it holds."""
+    """A gate as `/debug` and tests see it: which reservation, the binds it holds, and the
+    members counted whose bind was answered while the gang assembled (parked)."""
 
     group_key: str
     serial: int
     min_member: int
     waiting: tuple[Binding, ...]
+    parked: tuple[Binding, ...] = ()
 
 
 @dataclass(slots=True)
 class _Waiter:
+    """A member that reached bind for the gate's reservation; its request is held until
+    `future` is done (answered: bound, refused, or parked)."""
+
     pod: Pod
     node: str
     future: asyncio.Future[str]
+    arrived_at: float
 
 
 @dataclass(slots=True)
 class _Gate:
     group: GroupRef
     min_member: int
+    timeout_seconds: int  # the gang's own (scheduleTimeoutSeconds)
     serial: int  # the reservation this gate was opened for
     waiters: dict[str, _Waiter] = field(default_factory=dict)
     timer: Timer | None = None
+    last_arrival: float = 0.0  # when a member first reached bind, latest
 
 
 class BindBarrier:
@@ -134,6 +148,11 @@ class BindBarrier:
                     for _, w in sorted(gate.waiters.items())
                     if not w.future.done()
                 ),
+                tuple(
+                    Binding(w.pod.ref, w.node)
+                    for _, w in sorted(gate.waiters.items())
+                    if w.future.done()
+                ),
             )
             for key, gate in sorted(self._gates.items())
         ]
@@ -159,14 +178,20 @@ class BindBarrier:
             self._gates.pop(key)
             gate = None
         if gate is None:
-            gate = _Gate(join.pod.group, join.group.min_member, join.serial)
+            gate = _Gate(
+                join.pod.group, join.group.min_member, join.group.timeout_seconds, join.serial
+            )
             self._gates[key] = gate
-            gate.timer = self.timers.call_later(self.timeout_seconds, lambda: self._time_out(gate))
+        now = self.clock()
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         previous = gate.waiters.get(join.pod.uid)
         if previous is not None:
             _answer([previous], f"a newer bind request for pod {join.pod.key} replaced this one")
-        gate.waiters[join.pod.uid] = _Waiter(join.pod, join.node, future)
+        else:
+            self._progress(gate, now)
+        waiter = _Waiter(join.pod, join.node, future, now)
+        gate.waiters[join.pod.uid] = waiter
+        self.timers.call_later(self.timeout_seconds, lambda: self._park(gate, waiter))
         self.metrics.barrier_waiting.inc()
         try:
             if quorum_present(len(gate.waiters), join.bound, gate.min_member):
@@ -211,14 +236,40 @@ class BindBarrier:
             _answer(gate.waiters.values(), reason)
         self._gates.clear()
 
+    def _progress(self, gate: _Gate, now: float) -> None:
+        """A new member reached bind: the gang is assembling, so its stall timer starts
+        again and its reservation lives on for the gang's timeout from now."""
+        gate.last_arrival = now
+        _cancel(gate)
+        gate.timer = self.timers.call_later(self.timeout_seconds, lambda: self._time_out(gate))
+        self.state.extend(gate.group.key, gate.serial, now + gate.timeout_seconds)
+
+    def _park(self, gate: _Gate, waiter: _Waiter) -> None:
+        """`waiter` was held for the timeout. If members arrived since, the gang is still
+        assembling: answer the request (kube-scheduler would give up on it soon) and keep
+        the member counted. If none did, the stall timer gives the gang up instead."""
+        if (
+            self._gates.get(gate.group.key) is not gate
+            or waiter.future.done()
+            or gate.last_arrival <= waiter.arrived_at
+        ):
+            return
+        present = len(gate.waiters) + len(self.state.bound_members(gate.group.key))
+        _answer(
+            [waiter],
+            f"gang {gate.group}: {present} of {gate.min_member} member(s) have reached bind and "
+            f"more are arriving; pod {waiter.pod.key} stays counted on {waiter.node} and is "
+            "bound with its gang (kube-scheduler retries it meanwhile)",
+        )
+
     def _time_out(self, gate: _Gate) -> None:
         if self._gates.get(gate.group.key) is not gate:
             return
         del self._gates[gate.group.key]
         reason = (
             f"gang {gate.group}: only {len(gate.waiters)} of {gate.min_member} member(s) reached "
-            f"bind within {self.timeout_seconds:g}s; reservation released, the gang will be "
-            "re-planned"
+            f"bind within {self.timeout_seconds:g}s of the last one; reservation released, the "
+            "gang will be re-planned"
         )
         self._abandon(gate, gate.waiters.values(), reason)
 
@@ -287,14 +338,13 @@ class BindBarrier:
                 error = await self.binder.bind_assumed(waiter.pod, waiter.node)
                 if not error:
                     landed.append(self.clock())
+                _answer([waiter], error)  # at once: kube-scheduler's httpTimeout runs on
                 return error
 
             results = await asyncio.gather(*(bind_one(w) for w in ready))
             assumed.clear()  # each binding forgot its own pod if it failed
             if len(landed) > 1:
                 self.metrics.bind_window.observe(max(landed) - min(landed))
-            for waiter, result in zip(ready, results, strict=True):
-                _answer([waiter], result)
             self._bound(gate, ready, results)
         except Exception as exc:  # a bug: answer everyone, leave nothing assumed
             log.exception("bind barrier failed", extra={"group": gate.group.key})

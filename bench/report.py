@@ -19,6 +19,20 @@ which only Phalanx can report (its /metrics). Definitions:
   members of gangs that became whole, i.e. GPUs doing useful work.
 * **gangs placed vs feasible** — gangs that became whole, against what an offline greedy
   all-or-nothing packer fits on the empty cluster (``workloads.feasible_gangs``).
+* **time to unschedulable** (the impossible-gang workloads) — the gang's members are created
+  behind a scheduling gate and released together (as Kueue admits a job), so no scheduler
+  ever sees part of it. From the last member's release until the scheduler has *judged every
+  member unschedulable since the release began*: each member's ``PodScheduled`` condition
+  seen, by the pod watch, to turn (or change to) ``False`` with reason ``Unschedulable`` after
+  the first member's release, with no member bound. 0 when the last judgement came before
+  the last release. Pod conditions are the one report every contender gives in its own words
+  (kube-scheduler writes them for every failed cycle: its filters, an extender's refusal, a
+  Permit rejection, a failed pod-group cycle), and rewrites them only when their status,
+  reason or message changes, so a condition from before the release (the API server's
+  ``SchedulingGated``) never counts. A gang with a member bound is never reported: it holds
+  GPUs (vanilla's partial gang), and the table says how many. The gang object's own status
+  (upstream's ``PodGroupInitiallyScheduled`` condition, Phalanx's ``PodGroupScheduled``) is
+  shown beside it, not used: coscheduling writes none without its controller.
 """
 
 from __future__ import annotations
@@ -27,12 +41,13 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import png
 import workloads
+from observe import Condition
 
 PEERS = ("vanilla", "floor", "coscheduling", "native")
 #: Column order in the tables: the peers around Phalanx and its variants.
@@ -192,6 +207,134 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
     }
 
 
+# ---- time to unschedulable --------------------------------------------------------------------
+
+
+def judged_unschedulable_at(history: Sequence[Condition], since: float) -> float | None:
+    """When the pod's ``PodScheduled`` first turned False/Unschedulable at or after ``since``."""
+    return next((c.t for c in history if c.t >= since and c.unschedulable), None)
+
+
+def condition_at(history: Sequence[Condition], t: float) -> Condition | None:
+    """The condition as it stood at ``t`` (its last change at or before ``t``)."""
+    current = None
+    for c in history:
+        if c.t > t:
+            break
+        current = c
+    return current
+
+
+def gang_settled_at(
+    members: Sequence[str],
+    arrived: Mapping[str, float],
+    bound: Mapping[str, tuple[float, str]],
+    conditions: Mapping[str, Sequence[Condition]],
+) -> float | None:
+    """When every member was either bound or judged unschedulable since the gang began to
+    arrive (the latest of those moments), or None while one is still neither."""
+    if not members or any(m not in arrived for m in members):
+        return None
+    first = min(arrived[m] for m in members)
+    moments = []
+    for m in members:
+        at = bound[m][0] if m in bound else judged_unschedulable_at(conditions.get(m, ()), first)
+        if at is None:
+            return None
+        moments.append(at)
+    return max(moments)
+
+
+def reported_unschedulable_at(
+    members: Sequence[str],
+    arrived: Mapping[str, float],
+    bound: Mapping[str, tuple[float, str]],
+    conditions: Mapping[str, Sequence[Condition]],
+) -> float | None:
+    """The moment the gang was reported unschedulable (the module docstring's criterion): no
+    member bound, each judged unschedulable since the gang began to arrive, and each still
+    so then. None if that never happened."""
+    if any(m in bound for m in members):
+        return None
+    at = gang_settled_at(members, arrived, bound, conditions)
+    if at is None:
+        return None
+    for m in members:
+        now = condition_at(conditions.get(m, ()), at)
+        if now is None or not now.unschedulable:
+            return None
+    return at
+
+
+def group_summary(status: Mapping[str, Any]) -> str:
+    """The gang object's status in a few words: its scheduling condition, else its phase."""
+    found = group_condition(status)
+    if found is not None:
+        return f"{found[0]}={found[1]} ({found[2]})"
+    return f"phase {status['phase']}" if status.get("phase") else "no status"
+
+
+def group_condition(status: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(type, status, reason) of the gang object's scheduling condition, whatever its dialect."""
+    for cond in status.get("conditions") or ():
+        if cond.get("type") in ("PodGroupInitiallyScheduled", "PodGroupScheduled"):
+            return str(cond["type"]), str(cond.get("status", "")), str(cond.get("reason", ""))
+    return None
+
+
+def unschedulable_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
+    """Time to unschedulable and what each scheduler left behind, for an impossible gang.
+
+    ``rec.created`` holds each member's arrival (its release from the gate). Times are from
+    the last member's arrival.
+    """
+    (group,) = work.groups
+    members = [m.name for m in work.pods if m.group == group.name]
+    gpus = {m.name: m.gpus for m in work.pods}
+    conditions: Mapping[str, Sequence[Condition]] = rec.conditions
+    arrivals = [rec.created[m] for m in members if m in rec.created]
+    last = max(arrivals) if len(arrivals) == len(members) else None
+
+    def after(t: float | None) -> float | None:
+        return None if t is None or last is None else r3(max(0.0, t - last))
+
+    at = reported_unschedulable_at(members, rec.created, rec.bound, conditions)
+    settled = gang_settled_at(members, rec.created, rec.bound, conditions)
+    bound = [m for m in members if m in rec.bound]
+    latest = [conditions[m][-1] for m in members if conditions.get(m)]
+    said: dict[str, Any] | None = None
+    for t, status in rec.group_status:
+        found = group_condition(status)
+        if found is not None and found[1] == "False":
+            said = {"condition": found[0], "reason": found[2], "after_s": after(t)}
+            break
+    return {
+        "gang": group.name,
+        "members": len(members),
+        "gpus_asked": sum(gpus[m] for m in members),
+        "release_seconds": None if last is None else r3(last - min(arrivals)),
+        "time_to_unschedulable_s": after(at),
+        "every_member_settled_s": after(settled),
+        "members_bound": len(bound),
+        "gpus_held": sum(gpus[m] for m in bound),
+        "members_unschedulable_at_end": sum(c.unschedulable for c in latest),
+        "group_condition_false": said,
+        "group_status_at_end": group_summary(rec.group_status[-1][1])
+        if rec.group_status
+        else "no status",
+        "message": max((c.message for c in latest if c.unschedulable), key=len, default="")[:400],
+        # Seconds from the last member's arrival (negative: before it).
+        "pod_conditions": {
+            m: [
+                [r3(c.t - last), c.status, c.reason, c.message[:160]] for c in conditions.get(m, ())
+            ]
+            for m in members
+            if last is not None
+        },
+        "group_status": [[r3(t - last), status] for t, status in rec.group_status if last],
+    }
+
+
 # ---- one run ----------------------------------------------------------------------------------
 
 
@@ -276,6 +419,8 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
         out["whole_after_last_member_created_s"] = r3(whole_after_last_member[0])
     if work.key == "plans":
         out["plan_rules"] = plan_rules(work, rec)
+    if work.impossible:
+        out["unschedulable"] = unschedulable_figures(work, rec)
     return out
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -511,7 +511,9 @@ def unschedulable_full(scale: float) -> Workload:
     )
 
 
-BUILDERS = {
+Builder = Callable[[float], Workload]
+
+BUILDERS: dict[str, Builder] = {
     "singles": singles,
     "gangs": gangs,
     "contended": contended,

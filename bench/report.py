@@ -705,6 +705,13 @@ def evidence(p: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
             f"Phalanx process {_fmt(proc.get('cores'))} cores, its event loop "
             f"{_fmt(proc.get('main_thread_cores'))} (one Python thread answers every call)"
         )
+    decisions = (p.get("phalanx") or {}).get("gang_decisions")
+    attempts = (p.get("kube_scheduler") or {}).get("attempts")
+    if decisions or attempts:
+        lines.append(
+            f"Phalanx gang decisions {decisions or {}}; its kube-scheduler's pod attempts "
+            f"{attempts or {}} (an `error` attempt is a bind that failed or timed out)"
+        )
     pa = ((p.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
     na = ((n.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
     if pa is not None or na is not None:

@@ -21,9 +21,10 @@ At full size (8-GPU nodes):
 * ``upstream-small-gangs`` / ``upstream-big-gangs`` — kube-scheduler's own gang shapes
   (``test/integration/scheduler_perf/podgroup/gangscheduling/performance-config.yaml`` in
   k8s.io/kubernetes v1.37.2: ``5000Nodes_1000Gangs_3000Pods`` and
-  ``5000Nodes_3Gangs_3000Pods_1000PerGroup``): 1,000 gangs of 3, and 3 gangs of 1,000, with
-  upstream's pod requests (100m CPU, 100 Mi) plus one GPU each, on 1,000 nodes (a fifth of
-  upstream's 5,000: what this machine's kwok holds beside everything else);
+  ``5000Nodes_3Gangs_3000Pods_1000PerGroup``) with upstream's pod requests (100m CPU,
+  100 Mi) plus one GPU each, on 1,000 nodes (a fifth of upstream's 5,000). The gang sizes
+  are upstream's (3, and 1,000); the gang counts are cut to 500 and 2 so that a full run of
+  both, for every contender, stays near 10 minutes on this 2-core machine;
 * ``unschedulable-wide`` / ``unschedulable-full`` — one impossible gang each, an 80-GPU job
   (10 members × 8 GPUs, as in KAI's scale test) on 1,000 nodes. *wide*: its members may use
   only 9 named nodes (required node affinity), so no set of nodes can ever hold it; *full*:
@@ -422,11 +423,12 @@ def upstream_small_gangs(scale: float) -> Workload:
     return _upstream(
         "upstream-small-gangs",
         "sg",
-        _n(1000, scale, 10),
+        _n(500, scale, 10),
         3,
         _n(1000, scale, 10),
         "kube-scheduler's scheduler_perf `5000Nodes_1000Gangs_3000Pods` (gangscheduling, "
-        "v1.37.2) on a fifth of its nodes: many small gangs, the per-gang overhead.",
+        "v1.37.2) at half its gangs on a fifth of its nodes: many small gangs, the per-gang "
+        "overhead.",
     )
 
 
@@ -434,11 +436,12 @@ def upstream_big_gangs(scale: float) -> Workload:
     return _upstream(
         "upstream-big-gangs",
         "bg",
-        3,
+        2,
         _n(1000, scale, 10),
         _n(1000, scale, 10),
         "kube-scheduler's scheduler_perf `5000Nodes_3Gangs_3000Pods_1000PerGroup` "
-        "(gangscheduling, v1.37.2) on a fifth of its nodes: a few gangs of a thousand.",
+        "(gangscheduling, v1.37.2) at two of its three gangs on a fifth of its nodes: gangs "
+        "of a thousand.",
     )
 
 

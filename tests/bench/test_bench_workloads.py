@@ -18,10 +18,10 @@ from workloads import Group, Member
 @pytest.mark.parametrize(
     ("builder", "scale", "gangs", "size", "nodes"),
     [
-        (workloads.upstream_small_gangs, 1.0, 1000, 3, 1000),
-        (workloads.upstream_small_gangs, 0.1, 100, 3, 100),
-        (workloads.upstream_big_gangs, 1.0, 3, 1000, 1000),
-        (workloads.upstream_big_gangs, 0.1, 3, 100, 100),
+        (workloads.upstream_small_gangs, 1.0, 500, 3, 1000),
+        (workloads.upstream_small_gangs, 0.1, 50, 3, 100),
+        (workloads.upstream_big_gangs, 1.0, 2, 1000, 1000),
+        (workloads.upstream_big_gangs, 0.1, 2, 100, 100),
     ],
     ids=["small-full", "small-quick", "big-full", "big-quick"],
 )

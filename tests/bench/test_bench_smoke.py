@@ -1,7 +1,12 @@
 """`bench/run.py --quick` end to end: a real control plane (Kubernetes 1.37 with the upstream
 gang API), vanilla kube-scheduler, kube-scheduler + Phalanx and kube-scheduler's native gang
-scheduling, every workload at 1/10 scale. Checks that the benchmark runs and writes complete,
-well-formed results; it asserts nothing about speed.
+scheduling, at 1/10 scale. Checks that the benchmark runs and writes complete, well-formed
+results; it asserts nothing about speed.
+
+The workloads are one of each path through the benchmark, so CI's time stays what it was
+with two schedulers and the first five workloads (about a minute): single pods, plans,
+gangs in both dialects (upstream's small gangs) and an impossible gang (prefill, gated
+release, the verdict). `make bench` runs every workload.
 
 Skipped without the control-plane binaries (tests/controlplane/build-tools.sh), unless
 PHALANX_REQUIRE_E2E=1 (CI), which turns the skip into a failure, as in tests/e2e.
@@ -26,18 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 SCHEDULERS = ("vanilla", "phalanx", "native")
-WORKLOADS = (
-    "singles",
-    "gangs",
-    "contended",
-    "plans",
-    "big-gang",
-    "upstream-small-gangs",
-    "upstream-big-gangs",
-    "unschedulable-wide",
-    "unschedulable-full",
-)
-IMPOSSIBLE = ("unschedulable-wide", "unschedulable-full")
+WORKLOADS = ("singles", "plans", "upstream-small-gangs", "unschedulable-full")
+IMPOSSIBLE = ("unschedulable-full",)
 GANG_SCHEDULERS = ("phalanx", "native")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -45,7 +40,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     try:
-        launcher.find_tools()
+        launcher.find_tools(kube_version="1.37")  # the bench's control plane (bench/run.py)
     except launcher.ToolsMissingError as exc:
         if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
             pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
@@ -58,6 +53,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]
             "--quick",
             "--only",
             ",".join(SCHEDULERS),
+            "--workloads",
+            ",".join(WORKLOADS),
             "--out",
             str(out),
             "--name",
@@ -96,8 +93,8 @@ def test_gang_schedulers_leave_no_gang_partially_bound(quick_results: tuple[dict
         if run["scheduler"] in GANG_SCHEDULERS:
             key = (run["workload"], run["scheduler"])
             assert run["gangs_partial_at_end"] == 0, key
-            if run["scheduler"] == "phalanx" and run["workload"] != "upstream-big-gangs":
-                assert run["gangs_partial_over_1s"] == 0, key  # 100 binds may take > 1 s
+            if run["scheduler"] == "phalanx":
+                assert run["gangs_partial_over_1s"] == 0, key
 
 
 @pytest.mark.timeout(1500)

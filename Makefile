@@ -30,7 +30,7 @@ lint: $(STAMP)
 # Without Go the real control-plane tier is skipped locally; CI sets PHALANX_REQUIRE_E2E=1,
 # which turns that skip into a failure.
 TOOLS_CLUSTER := kube etcd kwok
-TOOLS_E2E     := $(TOOLS_CLUSTER) kube-next ray-operator helm
+TOOLS_E2E     := $(TOOLS_CLUSTER) kube-controller-manager kube-next ray-operator helm
 TOOLS_TEST    := $(TOOLS_E2E) promtool
 
 define build_tools

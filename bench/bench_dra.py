@@ -12,6 +12,10 @@ Reported, from one run (this machine is shared: compare ratios, not absolute fig
   per-node eligibility of a selector that several device shapes satisfy (cold and warm);
 * planning: `place_gang` of a 64-member gang (8 GPUs each, `pack`) on the bridged nodes,
   against the same gang on device-plugin nodes (`nvidia.com/gpu`), as bench_core plans it;
+* the wired path (the goal of issue #14: under 50 ms p50): the gang's first `/filter`
+  through `GangPlanner` on a cluster model fed as the live source feeds it (`DraModel`:
+  nodes bridged, members' demand derived, eligibility checking installed devices), the
+  reservation made and released each time; against the same on device-plugin nodes;
 * memory (tracemalloc, what stays allocated): 5,000 parsed nodes, then the same nodes with
   their slices, inventory and DRA entries. The goal: no more than 2x per node.
 
@@ -48,6 +52,7 @@ from builders import (
     mig_slice_obj,
     nvidia_class_objs,
     pod,
+    podgroup,
     slice_obj,
 )
 from phalanx.core.cache import ClusterState
@@ -59,11 +64,19 @@ from phalanx.core.dra import (
     parse_resource_claim_template,
     parse_resource_slice,
 )
-from phalanx.core.dra_demand import gang_demand, ineligibility, node_with_devices, pod_with_demand
+from phalanx.core.dra_demand import (
+    DeviceNeeds,
+    gang_demand,
+    ineligibility,
+    node_with_devices,
+    pod_with_demand,
+)
+from phalanx.core.dra_model import DraModel
 from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, place_gang
 from phalanx.core.inventory import parse_node, parse_placement, parse_pod
-from phalanx.core.model import Node
+from phalanx.core.model import Node, Pod
+from phalanx.core.planner import GangPlanner, PlannerSettings
 
 T = TypeVar("T")
 SLICE_LIMIT = 128  # devices per ResourceSlice the API allows
@@ -215,7 +228,10 @@ def demand(built: dict[str, Any], members: int) -> dict[str, Any]:
     shares, share_s = timed(
         lambda: gang_demand((p.key, d) for p, d in zip(pods, demands, strict=True))
     )
-    members_bridged = [pod_with_demand(p, shares.requests[p.key]) for p in pods]
+    members_bridged = [
+        pod_with_demand(p, shares.requests[p.key], DeviceNeeds(d, state.catalog))
+        for p, d in zip(pods, demands, strict=True)
+    ]
     # Whole H100s and the MIG nodes' two whole A100s both have at least 40Gi: two shapes.
     wide_demand = state.demand(
         parse_pod(dra_pod_obj("w", templates={"g": "wide"}, namespace="bench"))
@@ -281,6 +297,86 @@ def planning(built: dict[str, Any], members: list[Any], repeat: int) -> dict[str
     }
 
 
+# ---- the wired path -----------------------------------------------------------------------
+
+EIGHT_GPUS_AND_A_CHANNEL = claim_template_obj(
+    "eight",
+    device_request("gpu", "gpu.nvidia.com", 8),
+    device_request("channel", "compute-domain-default-channel.nvidia.com", 1),
+    namespace="bench",
+)
+
+
+def dra_node_json(i: int) -> dict[str, Any]:
+    """The informer benchmark's node, its GPUs published by DRA instead of the device plugin."""
+    obj = node_json(i)
+    for key in ("capacity", "allocatable"):
+        obj["status"][key].pop("nvidia.com/gpu")
+    labels = obj["metadata"]["labels"]
+    for key in [
+        k for k in labels if k.startswith("nvidia.com/gpu.") and k != "nvidia.com/gpu.clique"
+    ]:
+        del labels[key]
+    return obj
+
+
+def filter_times(state: ClusterState, first: Pod, repeat: int) -> dict[str, float]:
+    """The gang's first /filter, every node offered: plan, reserve; then release it."""
+    planner = GangPlanner(state, PlannerSettings(template_reservation=False))
+    offered = state.snapshot().names
+    times = []
+    for k in range(repeat):
+        start = time.perf_counter()
+        decision = planner.filter(first, offered, now=float(k))
+        times.append(time.perf_counter() - start)
+        assert decision.reserved is not None, decision.result
+        state.release("bench/g")
+    times.sort()
+    return {
+        "min_ms": ms(times[0]),
+        "p50_ms": ms(statistics.median(times)),
+        "p99_ms": ms(times[min(len(times) - 1, int(len(times) * 0.99))]),
+    }
+
+
+def wired(built: dict[str, Any], nodes: int, members: int, repeat: int) -> dict[str, Any]:
+    model, state = DraModel(), ClusterState()
+    for o in nvidia_class_objs():
+        model.upsert_class(parse_device_class(o))
+    for s in built["slices"]:
+        model.upsert_slice(s)
+    for claim in busy_claims(nodes):
+        model.upsert_claim(claim)
+    model.upsert_template(parse_resource_claim_template(EIGHT_GPUS_AND_A_CHANNEL))
+    model.settle(state)
+    for i in range(nodes):
+        model.upsert_node(state, parse_node(dra_node_json(i)))
+    state.upsert_group(podgroup("g", members, namespace="bench"))
+    dra_members = [
+        model.upsert_pod(
+            state,
+            parse_pod(
+                dra_pod_obj(f"m{i}", templates={"gpus": "eight"}, namespace="bench", group="g")
+            ),
+        )[0]
+        for i in range(members)
+    ]
+    plugin = ClusterState()
+    for i in range(nodes):
+        plugin.upsert_node(parse_node(node_json(i)))
+    for i in range(0, nodes, 3):
+        if i % 10 != 9:
+            plugin.upsert_pod(pod(f"busy-{i}", 4, node=node_name(i)))
+    plugin.upsert_group(podgroup("g", members, namespace="bench"))
+    plugin_members = gang("g", members, 8, namespace="bench")
+    for p in plugin_members:
+        plugin.upsert_pod(p)
+    return {
+        "dra": filter_times(state, dra_members[0], repeat),
+        "device plugin": filter_times(plugin, plugin_members[0], repeat),
+    }
+
+
 # ---- memory -------------------------------------------------------------------------------
 
 
@@ -342,6 +438,7 @@ def main() -> int:
     built = build(args.nodes, args.channels)
     asked = demand(built, args.members)
     planned = planning(built, asked["members"], args.repeat)
+    through_filter = wired(built, args.nodes, args.members, args.repeat)
     mem = memory(args.nodes, args.channels)
     report = {
         "nodes": args.nodes,
@@ -352,6 +449,7 @@ def main() -> int:
         "eligible nodes for the wide selector": asked["eligible nodes"],
         "wide selector exactness": asked["exactness"],
         "planning": planned,
+        "first /filter of the gang (wired path)": through_filter,
         "memory": mem,
     }
     print(json.dumps(report, indent=2))

@@ -1,4 +1,5 @@
-"""Informer cost on a large cluster: list-and-index 5,000 nodes and 50,000 pods.
+"""Informer cost on a large cluster: list-and-index 5,000 nodes and 50,000 pods, and what
+listing every node's DRA ResourceSlices adds.
 
 Realistic JSON list bodies (managedFields, images, env, conditions, owner references ...,
 about what a real API server sends) are generated in-process, page by page as the server
@@ -11,7 +12,14 @@ Two runs: one for time (no tracing), one under tracemalloc for memory (what stay
 allocated once synced, and the peak while listing). For scale, one page of pods is also
 decoded by the `kubernetes` client's generic deserialiser, which the informer avoids.
 
-    python bench/bench_informer.py [--nodes 5000] [--pods 50000] [--groups 2000]
+DRA (`--dra`): the same sync with `resource.k8s.io/v1` served and listed too: the four
+NVIDIA DeviceClasses, and per node what NVIDIA's DRA driver publishes (tests/builders.py): a
+slice of 8 H100s (one node in ten: A100s in MIG mode instead) and the compute-domain
+plugin's slice (IMEX channel 0 and its daemon). The goal (issue #14): per node, listing the
+slices adds no more than 2x to the informer's memory. Measured on nodes alone (no pods: the
+strictest reading) and on the whole cluster.
+
+    python bench/bench_informer.py [--nodes 5000] [--pods 50000] [--groups 2000] [--dra]
 """
 
 from __future__ import annotations
@@ -27,16 +35,29 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
 from kubernetes.client import ApiClient  # only to compare with its generic deserialiser
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from builders import (  # NVIDIA-shaped DRA objects
+    CD_DRIVER,
+    gpu_device,
+    mig_slice_obj,
+    nvidia_class_objs,
+    slice_obj,
+)
 from phalanx.service.extender import Extender
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube import PODGROUP_API, KubeSource, KubeSourceSettings, decode_pod
+from phalanx.sources.kube import KubeSource, KubeSourceSettings, decode_pod
+from phalanx.sources.kube_dra import DRA_API, RESOURCES
 
 PAGE = 500
+PODGROUP_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+PODGROUP_API = f"/apis/{PODGROUP_GROUP_VERSION}"
 STAMP = "2025-06-01T12:00:00Z"
 
 
@@ -302,6 +323,37 @@ def pod_group(i: int) -> dict[str, Any]:
     }
 
 
+def resource_slice(i: int) -> dict[str, Any]:
+    """Slice `i`: node i // 2's GPUs (even i) or its compute-domain devices (odd i)."""
+    n = i // 2
+    name = f"gpu-node-{n:05d}"
+    if i % 2:
+        devices = [
+            {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}},
+            {"name": "daemon-0", "attributes": {"type": {"string": "daemon"}, "id": {"int": 0}}},
+        ]
+        obj = slice_obj(name, devices, driver=CD_DRIVER)
+    elif n % 10 == 9:  # two whole A100s, six in MIG mode
+        layout = {m: ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"] for m in range(2, 8)}
+        obj = mig_slice_obj(name, layout, whole=2)
+    else:
+        obj = slice_obj(name, [gpu_device(name, m) for m in range(8)])
+    obj["metadata"] |= {
+        "uid": f"30000000-0000-0000-0000-{i:012d}",
+        "resourceVersion": str(300_000 + i),
+        "creationTimestamp": STAMP,
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": f"{n:032x}"}],
+        "managedFields": managed_fields("gpu-kubelet-plugin"),
+    }
+    return obj
+
+
+def device_class(i: int) -> dict[str, Any]:
+    obj = nvidia_class_objs()[i]
+    obj["metadata"] |= {"uid": f"40000000-0000-0000-0000-{i:012d}", "resourceVersion": "1"}
+    return obj
+
+
 # ---- a fake API serving those bodies, page by page ------------------------------------------
 
 
@@ -309,10 +361,15 @@ class FakeApi:
     """Serves generated list pages; watches block until stopped (nothing changes)."""
 
     def __init__(
-        self, counts: Mapping[str, int], makers: Mapping[str, Callable[[int], dict[str, Any]]]
+        self,
+        counts: Mapping[str, int],
+        makers: Mapping[str, Callable[[int], dict[str, Any]]],
+        *,
+        dra: bool = False,
     ) -> None:
         self.counts = counts
         self.makers = makers
+        self.dra = dra  # whether resource.k8s.io/v1 is served
         self.generating = 0.0  # seconds spent making page bodies (not the informer's cost)
         self.bytes = dict.fromkeys(counts, 0)
         self.stopped = threading.Event()
@@ -337,8 +394,15 @@ class FakeApi:
     def request(
         self, method: str, path: str, body: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
+        if path == "/apis":  # discovery: scheduler-plugins' PodGroups are served
+            version = {"groupVersion": PODGROUP_GROUP_VERSION, "version": "v1alpha1"}
+            return {"groups": [{"name": "scheduling.x-k8s.io", "versions": [version]}]}
         if path == PODGROUP_API:
-            return {"resources": [{"name": "podgroups"}]}
+            return {"resources": [{"name": "podgroups", "kind": "PodGroup", "namespaced": True}]}
+        if path == DRA_API:
+            if not self.dra:
+                raise ApiError(404, "NotFound", f"{path} is not served")
+            return {"resources": [{"name": name} for name in RESOURCES.values()]}
         if "/leases/" in path and method == "GET":  # another replica holds the duty
             return {"spec": {"holderIdentity": "another-replica", "leaseDurationSeconds": 15}}
         raise ApiError(405, "MethodNotAllowed", f"{method} {path}")
@@ -368,15 +432,27 @@ class _Idle:
 # ---- the measurement -------------------------------------------------------------------------
 
 
-def sync_once(nodes: int, pods: int, groups: int, *, trace: bool) -> dict[str, float]:
-    api = FakeApi(
-        {"/api/v1/nodes": nodes, "/api/v1/pods": pods, f"{PODGROUP_API}/podgroups": groups},
-        {
-            "/api/v1/nodes": node,
-            "/api/v1/pods": lambda i: pod(i, nodes, groups),
-            f"{PODGROUP_API}/podgroups": pod_group,
-        },
-    )
+def sync_once(
+    nodes: int, pods: int, groups: int, *, trace: bool, dra: bool = False
+) -> dict[str, float]:
+    counts = {"/api/v1/nodes": nodes, "/api/v1/pods": pods, f"{PODGROUP_API}/podgroups": groups}
+    makers: dict[str, Callable[[int], dict[str, Any]]] = {
+        "/api/v1/nodes": node,
+        "/api/v1/pods": lambda i: pod(i, nodes, groups),
+        f"{PODGROUP_API}/podgroups": pod_group,
+    }
+    if dra:
+        counts |= {
+            f"{DRA_API}/resourceslices": 2 * nodes,
+            f"{DRA_API}/deviceclasses": len(nvidia_class_objs()),
+            f"{DRA_API}/resourceclaims": 0,
+            f"{DRA_API}/resourceclaimtemplates": 0,
+        }
+        makers |= {
+            f"{DRA_API}/resourceslices": resource_slice,
+            f"{DRA_API}/deviceclasses": device_class,
+        }
+    api = FakeApi(counts, makers, dra=dra)
 
     async def run() -> dict[str, float]:
         source = KubeSource(api, settings=KubeSourceSettings())
@@ -394,6 +470,9 @@ def sync_once(nodes: int, pods: int, groups: int, *, trace: bool) -> dict[str, f
             "nodes_in_model": sum(1 for _ in extender.state.nodes()),
             "pods_in_model": sum(1 for _ in extender.state.pods()),
             "groups_in_model": len(extender.state.groups()),
+            "dra_gpus_in_model": sum(
+                i.node.devices.gpus for i in extender.state.nodes() if i.node.devices is not None
+            ),
             "list_mib": sum(api.bytes.values()) / 2**20,
         }
         if trace:
@@ -428,22 +507,59 @@ def generic_deserialise_seconds(nodes: int, groups: int) -> tuple[float, float]:
     return generic, ours
 
 
-def measure(what: str, nodes: int, pods: int, groups: int) -> dict[str, float]:
+def measure(what: str, nodes: int, pods: int, groups: int, dra: bool) -> dict[str, float]:
     if what == "page":
         generic, ours = generic_deserialise_seconds(nodes, groups)
         return {"generic": generic, "ours": ours}
-    result = sync_once(nodes, pods, groups, trace=what == "traced")
+    result = sync_once(nodes, pods, groups, trace=what == "traced", dra=dra)
     result["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB
     return result
 
 
-def in_child(what: str, args: argparse.Namespace) -> dict[str, float]:
+def in_child(
+    what: str, nodes: int, pods: int, groups: int, *, dra: bool = False
+) -> dict[str, float]:
     """Each measurement in a fresh interpreter: no heap or GC state carried over."""
     argv = [sys.executable, __file__, "--measure", what]
-    argv += ["--nodes", str(args.nodes), "--pods", str(args.pods), "--groups", str(args.groups)]
-    done = subprocess.run(argv, capture_output=True, check=True, text=True)
+    argv += ["--nodes", str(nodes), "--pods", str(pods), "--groups", str(groups)]
+    argv += ["--dra"] if dra else []
+    done = subprocess.run(argv, capture_output=True, check=False, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv[1:])} failed:\n{done.stderr[-3000:]}")
     answer: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return answer
+
+
+def dra_rows(
+    args: argparse.Namespace, timed: dict[str, float], traced: dict[str, float]
+) -> list[tuple[str, str]]:
+    """What listing every node's slices adds, per node: on nodes alone, and on everything."""
+    nodes = args.nodes
+    plain = in_child("traced", nodes, 0, 0)
+    with_slices = in_child("traced", nodes, 0, 0, dra=True)
+    full = in_child("traced", nodes, args.pods, args.groups, dra=True)
+    full_timed = in_child("timed", nodes, args.pods, args.groups, dra=True)
+
+    def per_node(result: dict[str, float]) -> float:
+        return result["retained_mib"] * 2**20 / nodes
+
+    return [
+        ("DRA: slices listed", f"{2 * nodes:,} (GPUs or MIG devices, and IMEX channel 0)"),
+        ("  DRA GPUs in the model", f"{with_slices['dra_gpus_in_model']:,.0f}"),
+        ("  nodes alone: retained per node", f"{per_node(plain) / 1024:.2f} KiB"),
+        ("  nodes + slices: retained per node", f"{per_node(with_slices) / 1024:.2f} KiB"),
+        ("  ratio (goal: at most 2x)", f"{per_node(with_slices) / per_node(plain):.2f}x"),
+        ("  whole cluster + slices: retained", f"{full['retained_mib']:,.0f} MiB"),
+        (
+            "  whole cluster: added per node",
+            f"{(full['retained_mib'] - traced['retained_mib']) * 2**20 / nodes / 1024:.2f} KiB "
+            f"({full['retained_mib'] / traced['retained_mib']:.2f}x the whole)",
+        ),
+        (
+            "  whole cluster + slices: list + decode + index",
+            f"{full_timed['seconds']:.2f} s (without: {timed['seconds']:.2f} s)",
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,15 +567,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=5_000)
     ap.add_argument("--pods", type=int, default=50_000)
     ap.add_argument("--groups", type=int, default=2_000)
+    ap.add_argument("--dra", action="store_true", help="also measure listing DRA slices")
     ap.add_argument("--measure", choices=("timed", "traced", "page"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(args.measure, args.nodes, args.pods, args.groups)))
+        print(json.dumps(measure(args.measure, args.nodes, args.pods, args.groups, args.dra)))
         return 0
 
-    page = in_child("page", args)
-    timed = in_child("timed", args)
-    traced = in_child("traced", args)
+    page = in_child("page", args.nodes, args.pods, args.groups)
+    timed = in_child("timed", args.nodes, args.pods, args.groups)
+    traced = in_child("traced", args.nodes, args.pods, args.groups)
     generic, ours = page["generic"], page["ours"]
     objects = args.nodes + args.pods + args.groups
     in_model = ("nodes_in_model", "pods_in_model", "groups_in_model")
@@ -479,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         (f"one page of {PAGE} pods: kubernetes client models", f"{generic * 1000:.0f} ms"),
         (f"one page of {PAGE} pods: orjson + inventory", f"{ours * 1000:.0f} ms"),
     ]
+    if args.dra:
+        rows += dra_rows(args, timed, traced)
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     print(f"{'-' * width}  {'-' * 30}")

@@ -2,15 +2,20 @@
 Coscheduling and kube-scheduler's own (native) gang scheduling, on one real control plane,
 same nodes, same workloads, one run.
 
-    python bench/run.py                  # everything (make bench)
+    python bench/run.py                  # everything (make bench); ~30 min on 2 cores
     python bench/run.py --quick          # 1/10 scale, a few minutes (CI smoke)
     python bench/run.py --only phalanx,native --workloads upstream,unschedulable
     python bench/run.py --profile-phalanx   # Phalanx under pyinstrument (dev-only tool)
+    python bench/run.py --workloads topology  # only the NVL72 churn benchmark (~14 min)
 
 Writes ``bench/results/<date>.json`` (every figure, the machine, the versions, each
 scheduler's configuration), ``<date>.md`` (tables with ratios against vanilla and
 coscheduling from the same run) and ``<date>-*.png`` (time-to-whole-gang distributions,
-throughput over time). The control plane is etcd + kube-apiserver + kwok from
+throughput over time). The ``topology`` workload (NVL72 cliques with churn: jobs arrive,
+run, are deleted; ``bench/churn.py``) writes ``<date>-topology.{md,json}`` and a chart of
+whole cliques free over time (``bench/report_topology.py``).
+
+The control plane is etcd + kube-apiserver + kwok from
 ``tests/controlplane`` (``build-tools.sh``); the coscheduling scheduler is
 ``build-tools.sh scheduler-plugins``, built here on first use when Go is available.
 
@@ -75,9 +80,11 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "controlplane"))
 sys.path.insert(0, str(HERE))
 
+import churn  # noqa: E402
 import launcher  # noqa: E402  # tests/controlplane/launcher.py
 import observe  # noqa: E402
 import report  # noqa: E402
+import report_topology  # noqa: E402
 import schedulers  # noqa: E402
 import workloads  # noqa: E402
 import yaml  # noqa: E402
@@ -93,6 +100,9 @@ WORKLOAD_ORDER = (  # node count grows last
     "unschedulable-wide",
     "unschedulable-full",
 )
+CHURN_ORDER = ("topology",)  # on nodes of their own, after the others
+# The churn workloads compare schedulers that place pods; the do-nothing floor has no place.
+CHURN_SCHEDULERS = ("vanilla", "phalanx", "coscheduling")
 SCHEDULER_ORDER = (
     "vanilla",
     "floor",
@@ -557,7 +567,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--workloads",
-        default=",".join(WORKLOAD_ORDER),
+        default=",".join((*WORKLOAD_ORDER, *CHURN_ORDER)),
         help="workloads to run, comma-separated (default: %(default)s)",
     )
     p.add_argument("--scale", type=float, help="override the size factor (1.0 full, 0.1 quick)")
@@ -589,10 +599,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         launcher.kube_release(args.kube_version)
     except ValueError as exc:
         p.error(str(exc))
+    known = (*workloads.BUILDERS, *workloads.CHURN_BUILDERS)
     for w in args.workloads:
-        if w not in workloads.BUILDERS:
-            known = ", ".join([*workloads.BUILDERS, *workloads.ALIASES])
-            p.error(f"unknown workload {w!r} (known: {known})")
+        if w not in known:
+            names = ", ".join([*known, *workloads.ALIASES])
+            p.error(f"unknown workload {w!r} (known: {names})")
     return args
 
 
@@ -609,6 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sched_keys = [s for s in SCHEDULER_ORDER if s in args.only]
     work_keys = [w for w in WORKLOAD_ORDER if w in args.workloads]
     works = workloads.build(work_keys, scale)
+    churns = [workloads.CHURN_BUILDERS[k](scale) for k in CHURN_ORDER if k in args.workloads]
     versions = launcher.read_versions()
     release = launcher.kube_release(args.kube_version)
     native = launcher.NATIVE_GANG_API.get(release.minor)
@@ -637,6 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stem = args.name or dt.date.today().isoformat() + ("-quick" if args.quick else "")
     records: list[RunRecord] = []
+    churn_records: list[tuple[workloads.ChurnWorkload, list[churn.ChurnRecord]]] = []
     with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
         workdir = Path(tmp)
         # Every Phalanx of the run runs this one copy of the source, whatever happens to the
@@ -677,6 +690,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                             source,
                         )
                     )
+            for work in churns:
+                churn.ensure_nodes(cp, api, work)
+                runs = [
+                    churn.run(
+                        cp,
+                        api,
+                        work,
+                        schedulers.SCHEDULERS[key],
+                        binaries[schedulers.SCHEDULERS[key].binary],
+                        workdir,
+                        phalanx_port=free_port(),
+                        source=source,
+                        profile_dir=args.profile_phalanx,
+                    )
+                    for key in sched_keys
+                    if key in CHURN_SCHEDULERS
+                ]
+                churn_records.append((work, runs))
     elapsed = time.monotonic() - started_at
     meta = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
@@ -704,10 +735,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "native_feature_gates": schedulers.NATIVE_GATES,
         "schedule_timeout_seconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
     }
-    paths = report.write(args.out, stem, meta, works, records)
+    paths = report.write(args.out, stem, meta, works, records) if works else []
+    for work, runs in churn_records:
+        paths += report_topology.write(args.out, stem, meta, work, runs, churn.node_domains(work))
     for path in paths:
         log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    failed = [r for r in records if r.error]
+    failed = [r for r in records if r.error] + [
+        r for _, runs in churn_records for r in runs if r.error
+    ]
     log(f"done in {elapsed / 60:.1f} min; {len(failed)} run(s) failed")
     return 1 if failed else 0
 

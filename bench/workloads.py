@@ -607,3 +607,192 @@ def describe(works: Sequence[Workload]) -> list[dict[str, Any]]:
         }
         for w in works
     ]
+
+
+# ---- the NVL72 churn workload (topology) ----------------------------------------------------
+#
+# Unlike the five above (all pods at once, run to completion or saturation), jobs here arrive
+# over time, run for a while once whole, and are deleted: the steady state of a busy GPU
+# cluster, where fragmentation builds up. bench/churn.py runs it, bench/report_topology.py
+# reports it.
+
+SPINE_LABEL = "network.topology.nvidia.com/spine"
+LEAF_LABEL = "network.topology.nvidia.com/leaf"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+TOPOLOGY_REQUIRED = "phalanx.io/topology-required"
+TOPOLOGY_PREFERRED = "phalanx.io/topology-preferred"
+#: Only the NVL72 nodes carry it; the churn jobs select it, so nodes other workloads made
+#: (8-GPU bench nodes in the same control plane) are never used.
+POOL_LABEL = "bench.phalanx.io/pool"
+NVL72_POOL = "nvl72"
+JOB_LABEL = "bench.phalanx.io/job"
+NVL72_GPUS = 4  # per node: GB200 NVL72 trays
+NVL72_PER_CLIQUE = 18
+CLIQUES_PER_LEAF = 4
+#: Offered load: GPU-seconds asked per second, as a fraction of the cluster's GPUs. Busy but
+#: not saturated: at 75% about four cliques' worth of GPUs are free on average, so how many
+#: of them are whole cliques is the scheduler's doing.
+TOPOLOGY_LOAD = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """One kind of job: `members` pods of `gpus` GPUs, its topology intent, how often."""
+
+    key: str
+    members: int
+    gpus: int
+    required: str = ""
+    preferred: str = ""
+    weight: int = 1
+
+    @property
+    def total_gpus(self) -> int:
+        return self.members * self.gpus
+
+    @property
+    def size_class(self) -> str:
+        total = self.total_gpus
+        return "small (4-8 GPUs)" if total <= 8 else (
+            "medium (16-32 GPUs)" if total <= 32 else "rack-sized (64-72 GPUs)"
+        )  # fmt: skip
+
+
+#: From a single 4-GPU job of four 1-GPU pods (it breaks a node and a clique) to a whole
+#: NVL72 rack. Big jobs must own one NVLink domain; medium ones prefer one.
+JOB_SHAPES = (
+    JobShape("4gpu", 4, 1, weight=30),
+    JobShape("8gpu", 2, 4, preferred=CLIQUE_LABEL, weight=25),
+    JobShape("16gpu", 4, 4, preferred=CLIQUE_LABEL, weight=20),
+    JobShape("32gpu", 8, 4, required=LEAF_LABEL, preferred=CLIQUE_LABEL, weight=12),
+    JobShape("64gpu", 16, 4, required=CLIQUE_LABEL, weight=6),
+    JobShape("72gpu", 18, 4, required=CLIQUE_LABEL, weight=7),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job: a PodGroup of `shape.members` pods created at `arrival` (seconds from the
+    start of the run); once all are bound it runs `duration` seconds, then is deleted."""
+
+    name: str
+    shape: JobShape
+    arrival: float
+    duration: float
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}-{m:02d}" for m in range(self.shape.members))
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        notes = {}
+        if self.shape.required:
+            notes[TOPOLOGY_REQUIRED] = self.shape.required
+        if self.shape.preferred:
+            notes[TOPOLOGY_PREFERRED] = self.shape.preferred
+        return notes
+
+
+@dataclass(frozen=True, slots=True)
+class ChurnWorkload:
+    key: str
+    title: str
+    cliques: int
+    jobs: tuple[Job, ...]
+    #: Seconds after the last arrival the run may go on for jobs still running or waiting.
+    drain_seconds: float
+    #: The steady state starts once the first jobs could have finished (the longest
+    #: duration): the figures over time leave out the empty cluster before it.
+    warmup_seconds: float = 0.0
+    notes: str = ""
+
+    @property
+    def nodes(self) -> int:
+        return self.cliques * NVL72_PER_CLIQUE
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * NVL72_GPUS
+
+    @property
+    def arrival_window(self) -> float:
+        return max((j.arrival for j in self.jobs), default=0.0)
+
+
+def nvl72_node_name(clique: int, node: int) -> str:
+    return f"nvl-c{clique:02d}-n{node:02d}"
+
+
+def nvl72_node_labels(clique: int) -> dict[str, str]:
+    """Topograph's spine and leaf labels and GPU Feature Discovery's clique (the launcher
+    adds hostname and the other GFD labels)."""
+    return {
+        POOL_LABEL: NVL72_POOL,
+        SPINE_LABEL: "spine-0",
+        LEAF_LABEL: f"leaf-{clique // CLIQUES_PER_LEAF}",
+        CLIQUE_LABEL: f"clique-{clique:02d}",
+    }
+
+
+def topology(scale: float) -> ChurnWorkload:
+    """16 cliques of 18 four-GPU nodes at full size (4 at --quick), four cliques per leaf,
+    one spine; jobs from JOB_SHAPES arrive as a Poisson process at TOPOLOGY_LOAD."""
+    cliques = max(4, round(16 * scale))
+    quick = scale < 0.5
+    window = 45.0 if quick else 180.0
+    low, high = (8.0, 20.0) if quick else (20.0, 60.0)
+    rng = random.Random(SEED + 72)
+    weights = [s.weight for s in JOB_SHAPES]
+    mean_gpus = sum(s.total_gpus * s.weight for s in JOB_SHAPES) / sum(weights)
+    gpus = cliques * NVL72_PER_CLIQUE * NVL72_GPUS
+    rate = TOPOLOGY_LOAD * gpus / (mean_gpus * (low + high) / 2)  # jobs per second
+    jobs: list[Job] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t > window:
+            break
+        shape = rng.choices(JOB_SHAPES, weights)[0]
+        duration = round(rng.uniform(low, high), 1)
+        jobs.append(Job(f"j{len(jobs):04d}-{shape.key}", shape, round(t, 2), duration))
+    return ChurnWorkload(
+        "topology",
+        f"{len(jobs)} jobs of 4-72 GPUs arriving over {window:.0f}s on {cliques} NVL72 "
+        f"cliques ({cliques * NVL72_PER_CLIQUE} four-GPU nodes, {gpus} GPUs), "
+        f"{TOPOLOGY_LOAD:.0%} offered load, each running {low:.0f}-{high:.0f}s once whole",
+        cliques,
+        tuple(jobs),
+        drain_seconds=60.0 if quick else 150.0,
+        warmup_seconds=high,
+        notes="Jobs of 64 and 72 GPUs require one NVLink clique; 32-GPU jobs require one leaf "
+        "and prefer a clique; 8- and 16-GPU jobs prefer a clique; 4-GPU jobs (four 1-GPU pods) "
+        "state nothing. The peers do not read the topology annotations: their placements are "
+        "measured against the same rules.",
+    )
+
+
+CHURN_BUILDERS = {"topology": topology}
+
+
+def job_pod_body(job: Job, member: str, scheduler_name: str) -> dict[str, Any]:
+    """A member of `job`: the pool's node selector, the job label (deleted by it)."""
+    body = pod_body(
+        Member(
+            member,
+            job.shape.gpus,
+            cpu_millis=1000 * job.shape.gpus,
+            memory_mib=4096 * job.shape.gpus,
+            group=job.name,
+        ),
+        scheduler_name,
+    )
+    body["metadata"]["labels"][JOB_LABEL] = job.name
+    body["spec"]["nodeSelector"] = {POOL_LABEL: NVL72_POOL}
+    return body
+
+
+def job_podgroup_body(job: Job) -> dict[str, Any]:
+    body = podgroup_body(Group(job.name, job.shape.members, job.annotations))
+    body["metadata"]["labels"] = {JOB_LABEL: job.name}
+    return body

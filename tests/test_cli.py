@@ -143,6 +143,33 @@ def test_simulate_prints_a_readable_table(
     assert "partial gangs: 0" in out
 
 
+def test_simulate_says_how_many_whole_domains_of_each_level_remain_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clique, rack = "nvidia.com/gpu.clique", "example.com/rack"
+    nodes = [
+        node_obj(f"r{r}-n{n}", 4, clique=f"c{r}", labels={rack: f"rack{r}"})
+        for r in range(3)
+        for n in range(2)
+    ]
+    work = [
+        podgroup_obj("g", 2, annotations={"phalanx.io/topology-required": rack}),
+        *(pod_obj(f"g-{i}", 4, group="g") for i in range(2)),
+    ]
+    dump, workload = tmp_path / "dump.json", tmp_path / "work.json"
+    dump.write_text(json.dumps(as_list(nodes)))
+    workload.write_text(json.dumps(as_list(work)))
+    topologies = f"racks={rack},{clique},kubernetes.io/hostname"
+    args = [str(dump), "--workload", str(workload), "--topologies", topologies]
+    report = simulate_json(capsys, *args)
+    assert group(report, "default/g")["status"] == "placed"
+    free = {(d["topology"], d["level"]): (d["free"], d["total"]) for d in report["free_domains"]}
+    assert free[("racks", rack)] == (2, 3)  # the gang took one whole rack
+    assert free[("racks", "kubernetes.io/hostname")] == (4, 6)
+    assert main(["simulate", *args]) == 0
+    assert "domains left whole (every GPU free), per topology level:" in capsys.readouterr().out
+
+
 def test_simulate_honours_the_served_scheduler_names(
     json_dump: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -266,9 +293,17 @@ def test_explain_an_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str
     assert "cannot reach Phalanx at http://127.0.0.1:" in capsys.readouterr().err
 
 
-def test_explain_needs_namespace_and_name(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "just-a-name"]) == 2
-    assert "expected NAMESPACE/NAME" in capsys.readouterr().err
+@pytest.mark.parametrize("text", ["just-a-name", "a/b/c", "volcano:a"], ids=str)
+def test_explain_needs_a_gang_key(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", text]) == 2
+    assert f"{text!r} is not a gang key; keys are NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_explain_asks_for_a_gang_of_another_dialect_by_its_key(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "volcano:research/too-big", "--server", demo_server]) == 1
+    assert "gang volcano:research/too-big is unknown" in capsys.readouterr().err
 
 
 # ---- serve ------------------------------------------------------------------------------

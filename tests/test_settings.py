@@ -139,6 +139,16 @@ def test_service_settings_carry_the_tuning() -> None:
             {"scheduler_names": " , "},
             "--scheduler-name / PHALANX_SCHEDULER_NAMES: name at least one",
         ),
+        (
+            {"topologies": "rack=kubernetes.io/hostname,example.com/rack"},
+            "--topologies / PHALANX_TOPOLOGIES: topology configuration: topology rack: "
+            "kubernetes.io/hostname can only be the narrowest level",
+        ),
+        (
+            {"topologies": "a=x.io/row;x.io/rack"},
+            '--topologies / PHALANX_TOPOLOGIES: topology configuration: entry 2 ("x.io/rack") '
+            "needs a name",
+        ),
     ],
     ids=[
         "two-sources",
@@ -152,12 +162,41 @@ def test_service_settings_carry_the_tuning() -> None:
         "metrics-on-extender-port",
         "log-level",
         "no-scheduler-name",
+        "hostname-not-narrowest",
+        "unnamed-second-topology",
     ],
 )
 def test_invalid_settings_name_the_flag_and_the_problem(
     values: dict[str, Any], expected: str
 ) -> None:
     assert expected in error_text(**values)
+
+
+def test_topologies_come_from_the_environment_one_entry_per_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "PHALANX_TOPOLOGIES", "default=x.io/row,x.io/rack\ncpu=x.io/zone,kubernetes.io/hostname\n"
+    )
+    topologies = Settings().service_settings().topologies
+    assert [t.name for t in topologies.all] == ["default", "cpu"]
+    assert topologies.default.levels == ("x.io/row", "x.io/rack")
+
+
+def test_without_topologies_the_default_one_is_spine_leaf_clique_host() -> None:
+    assert Settings().service_settings().topologies.default.levels == (
+        "network.topology.nvidia.com/spine",
+        "network.topology.nvidia.com/leaf",
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    )
+
+
+def test_simulate_takes_the_topologies_too(cluster_file: Path) -> None:
+    args = build_parser().parse_args(
+        ["simulate", str(cluster_file), "--topologies", "default=x.io/rack"]
+    )
+    assert settings_from_args(args).topology_config.default.levels == ("x.io/rack",)
 
 
 def test_tls_needs_both_files(tmp_path: Path) -> None:

@@ -281,6 +281,21 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Re-plans by cause",
+            "Reservations re-planned because kube-scheduler did not offer a reserved node "
+            "(not-offered; dra when the member had device claims to allocate, so its "
+            "DynamicResources plugin refused the node), or because an arriving member fit no "
+            "template slot (no-slot). dra stays near 0 while Phalanx counts devices exactly.",
+            units.OpsPerSecond,
+            [
+                query(
+                    f"sum by (cause) (rate({m.select('phalanx_replans_total')}[$__rate_interval]))",
+                    "{{cause}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries_panel(
             "Bind barrier waiters",
             "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
             "at most the barrier timeout (20 s by default).",
@@ -318,7 +333,8 @@ def gpus_row(m: Exported) -> list[timeseries.Panel]:
         timeseries_panel(
             "Cluster GPUs by state",
             "Free, used (requests of bound pods) and reserved (held for gangs not yet bound) "
-            "GPUs in the cluster.",
+            "GPUs in the cluster; device-plugin GPUs and DRA GPUs (dra.phalanx.io/gpu, whose "
+            "used ones are the devices allocated claims hold) alike.",
             units.NoUnit,
             [query(f"max by (state) ({m.select('phalanx_cluster_gpus')})", "{{state}}")],
             width=8,
@@ -331,9 +347,69 @@ def gpus_row(m: Exported) -> list[timeseries.Panel]:
             "bound yet.",
             units.NoUnit,
             [query(f"max by (node, state) ({m.select('phalanx_gpus')})", "{{node}} {{state}}")],
-            width=16,
+            width=10,
             height=9,
             style="stacked",
+        ),
+        timeseries_panel(
+            "DRA claims off their pod's node",
+            "Allocated ResourceClaims of bound pods that their node cannot reach: kube-scheduler's "
+            "DynamicResources plugin allocated devices elsewhere than where Phalanx placed the "
+            "pod. Must be 0.",
+            units.NoUnit,
+            [query(f"max({m.select('phalanx_dra_claims_off_node')})", "claims")],
+            width=6,
+            height=9,
+        ),
+    ]
+
+
+def topology_row(m: Exported) -> list[stat.Panel | timeseries.Panel]:
+    return [
+        timeseries_panel(
+            "Whole free domains per topology level",
+            "Domains of each level (NVLink clique, leaf, spine, node) with every GPU free, out "
+            "of those with GPUs: what a rack-sized gang needs. Fragmentation shows as whole "
+            "domains falling while GPUs stay free.",
+            units.NoUnit,
+            [
+                query(
+                    f"max by (topology, level) ({m.select('phalanx_topology_free_domains')})",
+                    "{{topology}} {{level}} whole",
+                ),
+                query(
+                    f"max by (topology, level) ({m.select('phalanx_topology_domains')})",
+                    "{{topology}} {{level}} with GPUs",
+                ),
+            ],
+            width=12,
+        ),
+        timeseries_panel(
+            "Gangs placed by achieved level",
+            "Gangs whose quorum bound, by the narrowest topology level one of whose domains "
+            "holds every member (cluster: they span the widest level).",
+            units.NoUnit,
+            [
+                query(
+                    "sum by (level) "
+                    f"(increase({m.select('phalanx_gang_placements_total')}[$__rate_interval]))",
+                    "{{level}}",
+                )
+            ],
+            width=6,
+            style="bars",
+        ),
+        stat_panel(
+            "Nodes with inconsistent topology labels",
+            "Nodes whose labels contradict the others' (a clique under two leaves): each is "
+            "treated as its own domain, and said once as a Warning Event on the Node.",
+            [
+                query(
+                    f"max({m.select('phalanx_topology_inconsistent_nodes')})",
+                    instant=True,
+                )
+            ],
+            steps((None, "green"), (1, "orange")),
         ),
     ]
 
@@ -425,6 +501,7 @@ def build(m: Exported) -> dm.Dashboard:
         ("Health", health_row(m)),
         ("Gangs", gangs_row(m)),
         ("GPUs", gpus_row(m)),
+        ("Topology", topology_row(m)),
         ("Extender", extender_row(m)),
     ]
     for title, panels in rows:

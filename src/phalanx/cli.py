@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from phalanx import logs
 from phalanx.api import server
+from phalanx.core.groups import registry
 from phalanx.demo import cluster, scenario, workload
 from phalanx.demo.report import Report, render_group_view, render_text
 from phalanx.service.extender import Extender
@@ -48,6 +49,7 @@ EXPLAIN_TIMEOUT_SECONDS = 10.0
 TUNING = (
     "scheduler_names",
     "default_placement",
+    "topologies",
     "reservation_ttl_seconds",
     "barrier_timeout_seconds",
 )
@@ -164,9 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         "explain",
         help="show what a running Phalanx knows about one gang",
         description="Print a gang's reservation, plan placements, phases, data transfers, "
-        "warnings and last reason, from a running Phalanx's /debug/groups/NAMESPACE/NAME.",
+        "warnings and last reason, from a running Phalanx's /debug/groups/KEY.",
     )
-    explain.add_argument("group", metavar="NAMESPACE/NAME")
+    explain.add_argument(
+        "group",
+        metavar="KEY",
+        help="the gang's key: NAMESPACE/NAME, volcano:NAMESPACE/NAME, upstream:NAMESPACE/NAME "
+        "or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]",
+    )
     explain.add_argument(
         "--server", default=DEFAULT_SERVER, help="Phalanx base URL (default %(default)s)"
     )
@@ -404,11 +411,11 @@ async def _simulate(
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    namespace, _, name = str(args.group).partition("/")
-    if not namespace or not name or "/" in name:
-        raise UsageError(f"expected NAMESPACE/NAME, got {args.group!r}")
+    key = str(args.group)
+    if registry.parse_key(key) is None:
+        raise UsageError(f"{key!r} is not a gang key; keys are {registry.KEY_FORMS}")
     server = str(args.server).rstrip("/")
-    url = f"{server}/debug/groups/{quote(namespace, safe='')}/{quote(name, safe='')}"
+    url = f"{server}/debug/groups/{quote(key, safe='/:')}"
     try:
         response = httpx.get(url, timeout=EXPLAIN_TIMEOUT_SECONDS)
     except httpx.HTTPError as exc:
@@ -416,9 +423,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     body = _json_or_none(response)
     if response.status_code == 404:
         message = body.get("error") if isinstance(body, dict) else None
-        print(
-            message or f"gang {namespace}/{name} is unknown to Phalanx at {server}", file=sys.stderr
-        )
+        print(message or f"gang {key} is unknown to Phalanx at {server}", file=sys.stderr)
         return 1
     if response.status_code != 200 or not isinstance(body, dict):
         raise UsageError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")

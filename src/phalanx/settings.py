@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import Placement
+from phalanx.core.topology import Topologies, parse_topologies
 from phalanx.service.extender import ServiceSettings
 
 ENV_PREFIX = "PHALANX_"
@@ -103,6 +104,14 @@ class Settings(BaseSettings):
         "interconnect-local or domain:<node-label-key>. `pack` leaves whole nodes free for "
         "the next big gang.",
     )
+    topologies: str = Field(
+        default="",
+        description="Node topologies gangs may ask to be placed in (docs/topology.md): "
+        "entries `name=key,key,...`, node label keys from the widest level to the narrowest, "
+        "separated by `;` or new lines; the first is the default. Empty: spine > leaf > "
+        "NVLink clique > host (network.topology.nvidia.com/spine, "
+        "network.topology.nvidia.com/leaf, nvidia.com/gpu.clique, kubernetes.io/hostname).",
+    )
     reservation_ttl_seconds: int = Field(
         default=60,
         gt=0,
@@ -179,6 +188,12 @@ class Settings(BaseSettings):
         parse_placement(value)  # raises ValueError naming the problem
         return value
 
+    @field_validator("topologies")
+    @classmethod
+    def _topologies(cls, value: str) -> str:
+        parse_topologies(value)  # raises TopologyConfigError (a ValueError) naming the entry
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
@@ -240,6 +255,10 @@ class Settings(BaseSettings):
         return parse_placement(self.default_placement)
 
     @property
+    def topology_config(self) -> Topologies:
+        return parse_topologies(self.topologies)
+
+    @property
     def metrics_address(self) -> tuple[str, int] | None:
         """Where the separate metrics listener binds, or None for none."""
         if self.metrics_port is None:
@@ -249,6 +268,7 @@ class Settings(BaseSettings):
     def service_settings(self) -> ServiceSettings:
         return ServiceSettings(
             default_placement=self.placement,
+            topologies=self.topology_config,
             default_timeout_seconds=self.reservation_ttl_seconds,
             barrier_timeout_seconds=self.barrier_timeout_seconds,
             template_reservation=self.template_reservation,

@@ -8,7 +8,14 @@ from api_harness import Phalanx, fixture_bytes, small_cluster
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp
 
-from builders import node_obj, pod_obj, podgroup_obj
+from builders import (
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
 from phalanx.api import create_app, create_metrics_app
 from phalanx.service.extender import Extender
 from phalanx.sources.clusterfile import ClusterFileSource
@@ -89,11 +96,140 @@ async def test_debug_lists_known_gangs_and_shows_one(phalanx: Phalanx) -> None:
     assert one.json()["min_member"] == 2
 
 
+async def test_debug_topology_shows_each_level_and_its_whole_domains(phalanx: Phalanx) -> None:
+    response = await phalanx.client.get("/debug/topology")
+
+    assert response.status_code == 200
+    view = response.json()
+    assert view["default"] == "default"
+    (topology,) = view["topologies"]
+    assert [row["level"] for row in topology["levels"]] == [
+        "network.topology.nvidia.com/spine",
+        "network.topology.nvidia.com/leaf",
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    ]
+    assert topology["nodes"] == len(list(phalanx.extender.state.nodes()))
+
+
+ANNOTATED = {"phalanx.io/pod-group": "notes", "phalanx.io/min-member": "2"}
+
+# (objects declaring one gang, its key, its dialect, what declares it)
+EVERY_DIALECT = [
+    (
+        [podgroup_obj("job", 2), pod_obj("job-0", group="job")],
+        "default/job",
+        "scheduler-plugins",
+        "PodGroup",
+    ),
+    ([pod_obj("notes-0", annotations=ANNOTATED)], "default/notes", "annotations", "annotations"),
+    (
+        [pod_obj("orphan-0", group="orphan")],
+        "default/orphan",
+        "scheduler-plugins",
+        "PodGroup missing",
+    ),
+    (
+        [volcano_podgroup_obj("job", 2), pod_obj("v-0", volcano_group="job")],
+        "volcano:default/job",
+        "volcano",
+        "PodGroup",
+    ),
+    (
+        [upstream_podgroup_obj("job", 2), pod_obj("u-0", scheduling_group="job")],
+        "upstream:default/job",
+        "upstream",
+        "PodGroup",
+    ),
+    (
+        [
+            workload_obj("train", {"workers": 2}),
+            pod_obj("w-0", workload_ref={"name": "train", "podGroup": "workers"}),
+        ],
+        "upstream:default/train/workers",
+        "upstream",
+        "Workload",
+    ),
+    (
+        [pod_obj("ghost-0", volcano_group="ghost")],
+        "volcano:default/ghost",
+        "volcano",
+        "PodGroup missing",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("objects", "key", "dialect", "source"),
+    EVERY_DIALECT,
+    ids=[
+        "scheduler-plugins",
+        "annotations",
+        "scheduler-plugins-object-missing",
+        "volcano",
+        "upstream-pod-group",
+        "upstream-workload",
+        "volcano-object-missing",
+    ],
+)
+async def test_debug_addresses_a_gang_of_any_dialect_by_its_key_and_names_its_dialect(
+    phalanx: Phalanx, objects: list[dict[str, object]], key: str, dialect: str, source: str
+) -> None:
+    for obj in objects:
+        phalanx.source.apply(obj)
+
+    listing = await phalanx.client.get("/debug/groups")
+    one = await phalanx.client.get(f"/debug/groups/{key}")
+
+    [summary] = [g for g in listing.json()["groups"] if g["group"] == key]
+    assert (summary["dialect"], summary["source"]) == (dialect, source)
+    assert one.status_code == 200
+    assert (one.json()["group"], one.json()["dialect"], one.json()["source"]) == (
+        key,
+        dialect,
+        source,
+    )
+
+
+async def test_a_pod_group_of_the_name_an_annotation_gang_uses_makes_it_scheduler_plugins(
+    phalanx: Phalanx,
+) -> None:
+    """Annotation-only gangs share scheduler-plugins' keys: the PodGroup gives the settings."""
+    phalanx.source.apply(pod_obj("notes-0", annotations=ANNOTATED))
+    phalanx.source.apply(podgroup_obj("notes", 3))
+
+    view = (await phalanx.client.get("/debug/groups/default/notes")).json()
+
+    assert (view["dialect"], view["source"], view["min_member"]) == (
+        "scheduler-plugins",
+        "PodGroup",
+        3,
+    )
+
+
 async def test_debug_of_an_unknown_gang_is_404_with_a_reason(phalanx: Phalanx) -> None:
     response = await phalanx.client.get("/debug/groups/team-a/nope")
+    other = await phalanx.client.get("/debug/groups/volcano:team-a/nope")
 
     assert response.status_code == 404
     assert response.json() == {"error": "gang team-a/nope is unknown"}
+    assert other.json() == {"error": "gang volcano:team-a/nope is unknown"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["team-a", "team-a/", "volcano:team-a/job/extra", "Team_A/job", "team-a/job/workers"],
+    ids=["no-name", "empty-name", "pod-group-outside-upstream", "bad-namespace", "sp-pod-group"],
+)
+async def test_debug_of_a_text_that_is_no_gang_key_is_400_naming_the_forms(
+    phalanx: Phalanx, key: str
+) -> None:
+    response = await phalanx.client.get(f"/debug/groups/{key}")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error.startswith(f"{key!r} is not a gang key; keys are NAMESPACE/NAME"), error
+    assert "volcano:NAMESPACE/NAME" in error
 
 
 async def test_each_app_has_its_own_extender_and_nothing_is_shared() -> None:

@@ -3,10 +3,11 @@ gang API), vanilla kube-scheduler, kube-scheduler + Phalanx and kube-scheduler's
 scheduling, at 1/10 scale. Checks that the benchmark runs and writes complete, well-formed
 results; it asserts nothing about speed.
 
-The workloads are one of each path through the benchmark, so CI's time stays what it was
-with two schedulers and the first five workloads (about a minute): single pods, plans,
-gangs in both dialects (upstream's small gangs) and an impossible gang (prefill, gated
-release, the verdict). `make bench` runs every workload.
+The workloads are one of each path through the benchmark, so CI's time stays about what it
+was with two schedulers and every workload: single pods, plans, gangs in both dialects
+(upstream's small gangs), an impossible gang (prefill, gated release, the verdict) and the
+NVL72 churn (on four cliques; native is not among its contenders). `make bench` runs every
+workload.
 
 Skipped without the control-plane binaries (tests/controlplane/build-tools.sh), unless
 PHALANX_REQUIRE_E2E=1 (CI), which turns the skip into a failure, as in tests/e2e.
@@ -32,6 +33,9 @@ pytestmark = pytest.mark.e2e
 
 SCHEDULERS = ("vanilla", "phalanx", "native")
 WORKLOADS = ("singles", "plans", "upstream-small-gangs", "unschedulable-full")
+CHURN = ("topology",)
+#: The churn workload's contenders among SCHEDULERS (bench/run.py CHURN_SCHEDULERS).
+CHURN_SCHEDULERS = ("vanilla", "phalanx")
 IMPOSSIBLE = ("unschedulable-full",)
 GANG_SCHEDULERS = ("phalanx", "native")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -54,7 +58,7 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]
             "--only",
             ",".join(SCHEDULERS),
             "--workloads",
-            ",".join(WORKLOADS),
+            ",".join((*WORKLOADS, *CHURN)),
             "--out",
             str(out),
             "--name",
@@ -139,7 +143,7 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     assert "## Goals" in md
     assert "phalanx ÷ vanilla" in md
     assert "phalanx ÷ native" in md
-    plots = sorted(out.glob("smoke-*.png"))
+    plots = sorted(p for p in out.glob("smoke-*.png") if not p.name.startswith("smoke-topology"))
     assert plots
     for plot in plots:
         assert plot.read_bytes().startswith(PNG_SIGNATURE)
@@ -147,3 +151,24 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     text = md + json.dumps(doc)
     for local in (str(out), str(Path.home()), str(ROOT)):
         assert local not in text
+
+
+@pytest.mark.timeout(1500)
+def test_the_topology_churn_runs_and_phalanx_keeps_every_required_gang_in_its_domain(
+    quick_results: tuple[dict, Path],
+) -> None:
+    _, out = quick_results
+    doc = json.loads((out / "smoke-topology.json").read_text())
+    runs = {r["scheduler"]: r for r in doc["runs"]}
+    assert set(runs) == set(CHURN_SCHEDULERS)
+    assert all(r["error"] is None for r in runs.values())
+    phalanx = runs["phalanx"]
+    assert phalanx["jobs_created"] == doc["workload"]["jobs"]
+    assert phalanx["required_checked"] > 0
+    assert phalanx["required_violations"] == 0
+    assert doc["goals"][0]["met"]
+    md = (out / "smoke-topology.md").read_text()
+    assert "## Goals" in md
+    assert "](smoke-topology-whole-cliques.png)" in md
+    for local in (str(out), str(Path.home()), str(ROOT)):
+        assert local not in md + json.dumps(doc)

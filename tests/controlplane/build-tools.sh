@@ -5,15 +5,18 @@
 #   ${PHALANX_TOOLS_CACHE:-$HOME/.cache/phalanx-tools}/
 #     <kube>-<kwok>-<etcd>/bin/  etcd kube-apiserver kube-scheduler kwok, and when asked
 #                                helm promtool kube-scheduler-plugins      (the default entry)
+#                                kube-controller-manager (family kube-controller-manager)
 #     kube-<KUBE_NEXT_VERSION>/bin/  kube-apiserver kube-scheduler of the newer release
 #     kuberay-<KUBERAY_VERSION>/bin/ray-operator, crds/ray.io_*.yaml
 #
 # Usage:
 #   tests/controlplane/build-tools.sh                      # the default families (kube etcd kwok)
 #   tests/controlplane/build-tools.sh FAMILY...            # only these families
-#                                                          # (kube etcd kwok kube-next ray-operator
-#                                                          #  helm promtool scheduler-plugins)
-#   tests/controlplane/build-tools.sh --with-e2e-tools     # + kube-next ray-operator
+#                                                          # (kube etcd kwok kube-controller-manager
+#                                                          #  kube-next ray-operator helm promtool
+#                                                          #  scheduler-plugins)
+#   tests/controlplane/build-tools.sh --with-e2e-tools     # + kube-controller-manager kube-next
+#                                                          #   ray-operator
 #   tests/controlplane/build-tools.sh --with-deploy-tools  # + helm promtool
 #   tests/controlplane/build-tools.sh --print-bin-dir [FAMILY]  # a bin dir; builds nothing
 #   tests/controlplane/build-tools.sh --update-modules [FAMILY...]  # regenerate go/<family>/
@@ -65,8 +68,10 @@ JOBS="${PHALANX_TOOLS_JOBS:-2}"
 
 # ---------------------------------------------------------------- families
 DEFAULT_FAMILIES=(kube etcd kwok)
-# The newer control plane and the third-party operator of the e2e tier (--with-e2e-tools).
-E2E_FAMILIES=(kube-next ray-operator)
+# What only some e2e tests need (--with-e2e-tools): kube-controller-manager of KUBE_VERSION (its
+# resourceclaim controller turns DRA claim templates into claims), the newer control plane and
+# the third-party operator.
+E2E_FAMILIES=(kube-controller-manager kube-next ray-operator)
 # Chart and alert-rule tooling for tests/deploy (--with-deploy-tools).
 DEPLOY_FAMILIES=(helm promtool)
 # Benchmark peers for bench/run.py (DESIGN.md §9, tier 4), built only when named:
@@ -77,6 +82,9 @@ DEPLOY_FAMILIES=(helm promtool)
 declare -A FAMILY_BINS=(
   [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
   [kube-next]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
+  # A family of its own (not a third binary of `kube`): adding it leaves the apiserver and the
+  # scheduler every other test runs untouched, and its larger dependency graph stays apart.
+  [kube-controller-manager]="kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
   # In etcd 3.5/3.6 the server module's root package is the `etcd` main package.
   [etcd]="etcd=go.etcd.io/etcd/server/v3"
   [kwok]="kwok=sigs.k8s.io/kwok/cmd/kwok"
@@ -93,6 +101,7 @@ declare -A FAMILY_ENTRY=(
   [kube]="${DEFAULT_ENTRY}"
   [etcd]="${DEFAULT_ENTRY}"
   [kwok]="${DEFAULT_ENTRY}"
+  [kube-controller-manager]="${DEFAULT_ENTRY}"
   [helm]="${DEFAULT_ENTRY}"
   [promtool]="${DEFAULT_ENTRY}"
   [scheduler-plugins]="${DEFAULT_ENTRY}"
@@ -125,6 +134,7 @@ SP_KUBE_VERSION="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernet
 declare -A FAMILY_LDFLAGS=(
   [kube]="$(kube_ldflags "${KUBE_VERSION}")"
   [kube-next]="$(kube_ldflags "${KUBE_NEXT_VERSION}")"
+  [kube-controller-manager]="$(kube_ldflags "${KUBE_VERSION}")"
   [etcd]=""
   [kwok]=""  # kwok carries its version in pkg/consts
   # Helm's release Makefile sets these. The Kubernetes version is the one `helm template`
@@ -143,6 +153,7 @@ declare -A FAMILY_LDFLAGS=(
 declare -A FAMILY_MODULE=(
   [kube]="k8s.io/kubernetes ${KUBE_VERSION}"
   [kube-next]="k8s.io/kubernetes ${KUBE_NEXT_VERSION}"
+  [kube-controller-manager]="k8s.io/kubernetes ${KUBE_VERSION}"
   [etcd]="go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
   [kwok]="sigs.k8s.io/kwok ${KWOK_VERSION}"
   [helm]="helm.sh/helm/v3 ${HELM_VERSION}"
@@ -227,6 +238,10 @@ write_kube_gomod() { # dir wrapper-module kubernetes-version staging-version
 
 gomod_kube() {
   write_kube_gomod "$1" phalanx/tests/controlplane/kube "${KUBE_VERSION}" "${KUBE_STAGING_VERSION}"
+}
+
+gomod_kube-controller-manager() {
+  write_kube_gomod "$1" phalanx/tests/controlplane/kube-controller-manager "${KUBE_VERSION}" "${KUBE_STAGING_VERSION}"
 }
 
 gomod_kube-next() {
@@ -516,7 +531,7 @@ main() {
       --print-bin-dir) print_only=1 ;;
       --with-deploy-tools) with_deploy=1 ;;
       --with-e2e-tools) with_e2e=1 ;;
-      -h|--help) sed -n '2,36p' "$0" >&2; exit 0 ;;
+      -h|--help) sed -n '2,39p' "$0" >&2; exit 0 ;;
       -*) die "unknown option ${arg}" ;;
       *) [[ -n "${FAMILY_BINS[${arg}]+x}" ]] || die "unknown tool family '${arg}' (known: ${!FAMILY_BINS[*]})"
          families+=("${arg}") ;;

@@ -320,7 +320,7 @@ def dra_members(cluster: Cluster, count: int, template: str) -> list[Pod]:
     members = []
     for i in range(count):
         p = cluster.pod(f"m{i}", templates={"gpus": template}, group="g")
-        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+        members.append(cluster.state.bridge_pod(p))
     return members
 
 
@@ -398,7 +398,7 @@ def test_a_compute_domain_gang_takes_one_clique_node_per_member() -> None:
     members = []
     for i in range(4):
         p = cluster.pod(f"m{i}", templates={"cd": "cd"}, group="g")
-        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+        members.append(cluster.state.bridge_pod(p))
     placed = plan(nodes, members[:3], "interconnect-local")
     assert isinstance(placed, Placed)
     assert sorted(placed.assignment.values()) == clique
@@ -469,7 +469,7 @@ def test_a_placed_dra_gang_never_takes_more_devices_than_are_free(
     for i, size in enumerate(sizes):
         cluster.template(f"t{i}", device_request("gpu", GPU_CLASS, size))
         p = cluster.pod(f"m{i}", templates={"gpus": f"t{i}"}, group="g")
-        members.append(pod_with_demand(p, cluster.demand(p).requests()))
+        members.append(cluster.state.bridge_pod(p))
     nodes = [cluster.node("n1"), cluster.node("n2")]
     result = plan(nodes, members)
     free = {"n1": 8 - len(allocated), "n2": 8}

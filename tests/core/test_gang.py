@@ -237,3 +237,30 @@ def test_gpu_less_members_keep_off_gpu_nodes_when_cpu_nodes_have_room():
     state = cluster(gpu_node("gpu-a"), cpu_node("cpu-a"), cpu_node("cpu-b"))
     members = gang("g", 2, 0, cpu_milli=2000)
     assert set(nodes_of(place(state, members))) <= {"cpu-a", "cpu-b"}
+
+
+# ---- members that must share a node (a shared ResourceClaim) ---------------------------
+
+
+def test_members_bound_together_share_a_node_even_under_spread():
+    state = cluster(gpu_node("n1", 8), gpu_node("n2", 8), gpu_node("n3", 8))
+    a, b, c = gang("g", 3, 2)
+    assert len(set(nodes_of(place(state, [a, b, c], "spread")))) == 3
+    result = place(state, [a, b, c], "spread", together=(frozenset({a.uid, c.uid}),))
+    assert isinstance(result, Placed)
+    assert result.assignment[a.uid] == result.assignment[c.uid] != result.assignment[b.uid]
+
+
+def test_members_bound_together_that_fit_no_single_node_do_not_fit_at_all():
+    state = cluster(gpu_node("n1", 8), gpu_node("n2", 8))
+    a, b = gang("g", 2, 6)
+    assert isinstance(place(state, [a, b]), Placed)
+    assert isinstance(place(state, [a, b], together=(frozenset({a.uid, b.uid}),)), Unfit)
+
+
+def test_together_groups_linked_through_a_member_become_one_unit():
+    state = cluster(gpu_node("n1", 8), gpu_node("n2", 8))
+    a, b, c = gang("g", 3, 2)
+    together = (frozenset({a.uid, b.uid}), frozenset({b.uid, c.uid}))
+    result = place(state, [a, b, c], "spread", together=together)
+    assert len(set(nodes_of(result))) == 1

@@ -6,20 +6,16 @@ sound; these check the converse, against oracles that know nothing of the placer
 
 * the whole gang fits on one eligible node -> `pack` and `same-node` place it (any gang;
   `same-node` there, and only then);
-* every member fits alone on a node of its own -> `spread` and `pack` place it, for gangs
-  whose members share one eligibility and whose requests form a chain (each member needs
-  no more of anything than a bigger one).
+* every member fits alone on a node of its own -> `spread` and `pack` place it.
 
-Gangs are heterogeneous (members differ in GPUs, CPU, memory, and in the first properties
-in node selector), some members are already bound (anchors), and kube-scheduler may have
-refused nodes (`GangSpec.exclude`).
+Gangs are heterogeneous (members differ in GPUs, CPU, memory and node selector), some
+members are already bound (anchors), and kube-scheduler may have refused nodes
+(`GangSpec.exclude`).
 
-Why the second pair is restricted: the transaction places units largest first, greedily,
-and backtracks only among plan units. Outside a chain of requests with one eligibility, a
-greedy choice can take the only node a later member could use, so a gang that has a
-placement is refused. Hypothesis finds such gangs in a few thousand examples; the two
-smallest are kept below as strict xfails (found while testing issue #16): when the
-transaction learns to find them, they pass, and the restriction should be lifted.
+The transaction places units largest first, greedily. Across units that differ, a greedy
+choice can take the only node a later member could use; Hypothesis found such gangs (kept
+below as examples), and the transaction now retries most constrained first, then as a
+one-node-per-unit matching, which makes the second pair of properties hold for any gang.
 """
 
 from collections.abc import Mapping, Sequence
@@ -89,27 +85,13 @@ def members(draw: st.DrawFn, prefix: str, count: int, *, node: str = "") -> list
 
 
 @st.composite
-def chained_members(draw: st.DrawFn, count: int) -> list[Pod]:
-    """Members with one node selector whose requests form a chain, in a random order."""
-    gpus = sorted(draw(st.lists(st.sampled_from(GPUS), min_size=count, max_size=count)))
-    cpu = sorted(draw(st.lists(st.sampled_from(CPU_MILLI), min_size=count, max_size=count)))
-    memory = sorted(draw(st.lists(st.sampled_from(MEMORY_GIB), min_size=count, max_size=count)))
-    selector = draw(st.sampled_from(SELECTORS))
-    chain = [
-        pod(f"m-{i}", g, cpu_milli=c, memory_gib=m, node_selector=selector, group="g")
-        for i, (g, c, m) in enumerate(zip(gpus, cpu, memory, strict=True))
-    ]
-    return draw(st.permutations(chain))
-
-
-@st.composite
-def situations(draw: st.DrawFn, *, chained: bool = False) -> tuple[ClusterState, GangSpec]:
+def situations(draw: st.DrawFn) -> tuple[ClusterState, GangSpec]:
     """A cluster, and a gang's unbound members, bound anchors and refused nodes (the policy
     is set by each property)."""
     state = draw(clusters())
     names = sorted(info.name for info in state.snapshot())
     size = draw(st.integers(1, 5))
-    unbound = draw(chained_members(size) if chained else members("m", size))
+    unbound = draw(members("m", size))
     anchors: dict[str, str] = {}
     anchor_pods: list[Pod] = []
     if draw(st.booleans()):
@@ -261,10 +243,8 @@ def test_same_node_places_a_gang_exactly_when_one_node_holds_it_and_there(situat
 
 
 @common
-@given(situations(chained=True))
-def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(
-    situation,
-):
+@given(situations())
+def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(situation):
     state, spec = situation
     snap = state.snapshot()
     # Spread keeps members off each other's nodes, bound members' included.
@@ -275,8 +255,8 @@ def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_
 
 
 @common
-@given(situations(chained=True))
-def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(situation):
+@given(situations())
+def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(situation):
     state, spec = situation
     snap = state.snapshot()
     matching = one_node_each(snap, spec, avoid=frozenset())
@@ -285,7 +265,7 @@ def test_a_chained_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_
         assert_placed(result, f"{matching} puts every member on a node of its own")
 
 
-# ---- where the greedy transaction is not complete (kept, reported) ------------------------
+# ---- gangs a greedy transaction refused (found by Hypothesis) -----------------------------
 
 
 def two_nodes(x, y):
@@ -295,14 +275,6 @@ def two_nodes(x, y):
     return state
 
 
-INCOMPLETE = pytest.mark.xfail(
-    strict=True,
-    reason="the gang transaction is greedy across units of different requests or "
-    "eligibility (no backtracking outside plan units); see the module docstring",
-)
-
-
-@INCOMPLETE
 @pytest.mark.parametrize("policy", ["spread", "pack"])
 def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_use(policy):
     # Equal requests; `anywhere` comes first and takes x (best fit, then name), the one
@@ -314,7 +286,6 @@ def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_
     assert_placed(place_gang(state.snapshot(), spec), "anywhere -> y, z1-only -> x")
 
 
-@INCOMPLETE
 @pytest.mark.parametrize("policy", ["spread", "pack"])
 def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_another(policy):
     # Requests that cross: `gpu-heavy` goes first (more GPUs) and best fit puts it on x,
@@ -324,3 +295,20 @@ def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_anot
     cpu_heavy = pod("cpu-heavy", 2, cpu_milli=8000, group="g")
     spec = GangSpec("default/g", parse_placement(policy), (gpu_heavy, cpu_heavy))
     assert_placed(place_gang(state.snapshot(), spec), "gpu-heavy -> y, cpu-heavy -> x")
+
+
+def test_a_member_best_fitted_onto_a_node_two_others_could_use_moves_aside():
+    # Spread: largest first puts `big` on z (its best fit), most constrained first ties,
+    # and only a matching finds big -> x, small-0 -> y, small-1 -> z.
+    state = ClusterState()
+    state.upsert_node(gpu_node("x", 0, cpu=1, memory_gib=512, labels={ZONE: "z1"}))
+    state.upsert_node(gpu_node("y", 0, cpu=1, memory_gib=8, labels={ZONE: "z2"}))
+    state.upsert_node(gpu_node("z", 0, cpu=1, memory_gib=64, labels={ZONE: "z2"}))
+    big = pod("big", 0, cpu_milli=500, memory_gib=64, group="g")
+    smalls = [
+        pod(f"small-{i}", 0, cpu_milli=500, memory_gib=4, group="g", node_selector={ZONE: "z2"})
+        for i in range(2)
+    ]
+    spec = GangSpec("default/g", parse_placement("spread"), (big, *smalls))
+    placed = assert_placed(place_gang(state.snapshot(), spec), "big -> x, smalls -> y, z")
+    assert placed.assignment[big.uid] == "x"

@@ -9,6 +9,7 @@ from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.journal import Outcome
 from phalanx.core.model import PodPhase
 from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.topology import JOB_COMPLETION_INDEX_LABEL
 
 NODES = ["n1", "n2", "n3"]
 
@@ -133,14 +134,26 @@ def test_two_gangs_never_hold_half_of_each_other():
     assert state.reserved_gpus() == 16
 
 
-def test_an_elastic_gang_reserves_its_quorum_when_not_all_members_fit():
+def test_an_elastic_gang_reserves_its_lowest_ranks_as_quorum_when_not_all_members_fit():
     members = gang("g", 4, 8)
     state, planner = setup(gpu_node("n1"), gpu_node("n2"), groups=[podgroup("g", 2)], pods=members)
     result = planner.filter(members[3], ["n1", "n2"], now=0).result
     reservation = state.reservation("default/g")
-    assert len(reservation.members) == 2
-    assert members[3].uid in {m.pod_uid for m in reservation.members}
-    assert result.feasible
+    assert {m.pod_key for m in reservation.members} == {"default/g-0", "default/g-1"}
+    assert result.feasible == ()
+    assert "joins once the quorum is bound" in result.unresolvable["n1"]
+
+
+def test_an_elastic_gang_quorum_follows_the_operators_rank_labels_not_names():
+    ranks = {"g-a": "3", "g-b": "0", "g-c": "2", "g-d": "1"}
+    members = [
+        pod(name, 8, group="g", labels={JOB_COMPLETION_INDEX_LABEL: rank})
+        for name, rank in ranks.items()
+    ]
+    state, planner = setup(gpu_node("n1"), gpu_node("n2"), groups=[podgroup("g", 2)], pods=members)
+    planner.filter(members[1], ["n1", "n2"], now=0)
+    reservation = state.reservation("default/g")
+    assert {m.pod_key for m in reservation.members} == {"default/g-b", "default/g-d"}
 
 
 def test_annotation_only_groups_are_synthesized_from_their_members():

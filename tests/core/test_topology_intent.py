@@ -286,3 +286,69 @@ def test_the_configured_topologies_must_name_the_level_not_a_short_noun():
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required="clique")))
     assert isinstance(resolved, str)
     assert "not a level of topology default" in resolved
+
+
+# ---- Volcano's HyperNode tiers -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "tier", "level"),
+    [
+        (f"default={SPINE},{LEAF},{CLIQUE},{HOSTNAME}", "tier:1", 2),
+        (f"default={SPINE},{LEAF},{CLIQUE},{HOSTNAME}", "tier:2", 1),
+        (f"default={SPINE},{LEAF},{CLIQUE},{HOSTNAME}", "tier:3", 0),
+        ("default=x.io/row,x.io/rack", "tier:1", 1),
+        ("default=x.io/row,x.io/rack", "tier:2", 0),
+    ],
+    ids=["tier1-is-the-clique", "tier2-is-the-leaf", "tier3-is-the-spine", "no-host-level",
+         "no-host-level-wider"],
+)  # fmt: skip
+def test_a_volcano_tier_counts_up_from_the_narrowest_level_above_a_node(text, tier, level):
+    topologies = parse_topologies(text)
+    group = podgroup("g", 8, topology=TopologyConstraint(required=tier))
+    resolved = resolve(group, topologies=topologies)
+    assert isinstance(resolved, GangTopology)
+    assert resolved.required == level
+    assert topologies.default.level(tier) == level
+
+
+def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster():
+    resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(preferred="tier:1")))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.walk() == (2, 1, 0, -1)
+
+
+@pytest.mark.parametrize(
+    ("tier", "message"),
+    [
+        (
+            "tier:4",
+            'gang default/g: required level "tier:4" is not a tier of topology default '
+            f"(tier:1 = {CLIQUE} … tier:3 = {SPINE})",
+        ),
+        ("tier:0", 'required level "tier:0" is not a tier of topology default'),
+    ],
+    ids=["above-the-widest", "zero"],
+)
+def test_a_tier_beyond_the_topology_is_a_clear_error(tier, message):
+    resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required=tier)))
+    assert isinstance(resolved, str)
+    assert message in resolved
+
+
+def test_a_topology_of_hosts_only_has_no_tiers():
+    topologies = parse_topologies(HOSTNAME)
+    resolved = resolve(
+        podgroup("g", 8, topology=TopologyConstraint(required="tier:1")), topologies=topologies
+    )
+    assert isinstance(resolved, str)
+    assert "none: its only level is the node itself" in resolved
+
+
+def test_a_tier_in_an_ordering_error_names_its_level():
+    group = podgroup("g", 8, topology=TopologyConstraint(required="tier:1", preferred="tier:2"))
+    resolved = resolve(group)
+    assert isinstance(resolved, str)
+    assert f"required level tier:1 ({CLIQUE}) is narrower than preferred level tier:2 ({LEAF})" in (
+        resolved
+    )

@@ -10,6 +10,7 @@ import yaml
 from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, scheduler_config
 
 from phalanx.core.groups.coexistence import native_gang_profiles
+from phalanx.core.topology import parse_topologies
 
 MONITORING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
@@ -78,6 +79,18 @@ def test_scheduler_name_names_the_profile_and_what_phalanx_serves(chart: Chart) 
     assert env_of(container(docs, "phalanx"))["PHALANX_SCHEDULER_NAMES"] == "gpu-gang"
 
 
+def test_topologies_reach_phalanx_and_parse_as_phalanx_reads_them(chart: Chart) -> None:
+    text = "default=x.io/row,x.io/rack,kubernetes.io/hostname\ncpu=x.io/zone\n"
+    env = env_of(container(chart.render({"phalanx": {"topologies": text}}), "phalanx"))
+    assert env["PHALANX_TOPOLOGIES"] == text
+    parsed = parse_topologies(env["PHALANX_TOPOLOGIES"])
+    assert [t.name for t in parsed.all] == ["default", "cpu"]
+
+
+def test_without_topologies_phalanx_uses_its_default_one(chart: Chart) -> None:
+    assert "PHALANX_TOPOLOGIES" not in env_of(container(chart.render(), "phalanx"))
+
+
 def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
     chart: Chart,
 ) -> None:
@@ -134,6 +147,9 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
             {"phalanx": {"defaultPlacement": "scatter"}}, "defaultPlacement", id="placement"
         ),
         pytest.param({"replicas": 3}, "replicas", id="unknown-key"),
+        pytest.param(
+            {"phalanx": {"topologies": 'default="a"'}}, "/phalanx/topologies", id="topologies"
+        ),
         pytest.param(
             {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
             "leaseDuration",
@@ -320,6 +336,11 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
+        # DRA: read only (kube-scheduler allocates the claims).
+        ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
+        ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaims"): ["get", "list", "watch"],
+        ("resource.k8s.io", "resourceclaimtemplates"): ["get", "list", "watch"],
     }
 
 

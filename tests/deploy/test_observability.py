@@ -43,6 +43,12 @@ EXPORTED_FAMILIES = {
     "phalanx_partial_gangs",
     "phalanx_cache_synced",
     "phalanx_overcommitted_nodes",
+    "phalanx_replans_total",
+    "phalanx_dra_claims_off_node",
+    "phalanx_gang_placements_total",
+    "phalanx_topology_free_domains",
+    "phalanx_topology_domains",
+    "phalanx_topology_inconsistent_nodes",
 }
 METRIC = re.compile(r"\bphalanx_[a-z0-9_]*[a-z0-9]")
 SERIES_SUFFIXES = ("_bucket", "_sum", "_count")

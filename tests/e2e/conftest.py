@@ -122,6 +122,14 @@ def control_plane_137(pytestconfig: pytest.Config) -> Iterator[launcher.ControlP
 
 
 @pytest.fixture(scope="session")
+def controller_manager_tool() -> Path:
+    """kube-controller-manager of the default release (``build-tools.sh
+    kube-controller-manager``). Skipped without it, or an error when PHALANX_REQUIRE_E2E=1.
+    """
+    return skip_without_tools(launcher.find_controller_manager)
+
+
+@pytest.fixture(scope="session")
 def ray_operator_tools() -> launcher.RayOperatorTools:
     """KubeRay's ray-operator binary and CRDs (``build-tools.sh ray-operator``).
 

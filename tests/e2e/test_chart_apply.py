@@ -123,6 +123,15 @@ GRANTED = [
     ("get", "scheduling.k8s.io.workloads", {"namespace": "team-a"}),
     ("list", "scheduling.k8s.io.workloads", {}),
     ("watch", "scheduling.k8s.io.workloads", {}),
+    # DRA, read only. kube-scheduler's own role (bound too) also reads slices, classes and
+    # claims; nothing but Phalanx's role grants the templates.
+    ("list", "resource.k8s.io.resourceslices", {}),
+    ("watch", "resource.k8s.io.resourceslices", {}),
+    ("watch", "resource.k8s.io.deviceclasses", {}),
+    ("watch", "resource.k8s.io.resourceclaims", {}),
+    ("list", "resource.k8s.io.resourceclaimtemplates", {}),
+    ("watch", "resource.k8s.io.resourceclaimtemplates", {}),
+    ("get", "resource.k8s.io.resourceclaimtemplates", {"namespace": "team-a"}),
     ("create", "coordination.k8s.io.leases", {"namespace": NAMESPACE}),
     (
         "update",
@@ -155,6 +164,9 @@ DENIED = [
     ("update", "coordination.k8s.io.leases", {"namespace": NAMESPACE, "name": "someone-else"}),
     ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
     ("bind", "rbac.authorization.k8s.io.clusterroles", {}),
+    ("create", "resource.k8s.io.resourceslices", {}),
+    ("create", "resource.k8s.io.resourceclaimtemplates", {"namespace": "team-a"}),
+    ("delete", "resource.k8s.io.deviceclasses", {}),
 ]
 
 

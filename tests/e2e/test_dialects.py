@@ -27,7 +27,7 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     scheduler_config,
 )
 from phalanx_process import PhalanxProcess
-from podgroup_crd import CRDS, ensure_pod_group_crd, wait_crd_established
+from podgroup_crd import ensure_pod_group_crd
 from scheduling import (
     A_VOLCANO_GROUP,
     POD_GROUP_LABEL,
@@ -36,6 +36,7 @@ from scheduling import (
     Scenario,
     pod_body,
 )
+from volcano import VOLCANO_API, ensure_volcano_crd, volcano_pod_group, volcano_sizes
 
 pytestmark = pytest.mark.e2e
 
@@ -43,8 +44,6 @@ pytestmark = pytest.mark.e2e
 # kube-apiserver; GenericWorkload and GangScheduling on kube-scheduler.
 GANG_API_135 = launcher.NATIVE_GANG_API["1.35"]
 
-VOLCANO_CRD = Path(__file__).resolve().parent / "crds" / "volcano-podgroup.yaml"
-VOLCANO_API = "/apis/scheduling.volcano.sh/v1beta1"
 WORKLOAD_API = "/apis/scheduling.k8s.io/v1alpha1"
 
 
@@ -64,9 +63,7 @@ def control_plane() -> Iterator[launcher.ControlPlane]:
     )
     cp.start()
     try:
-        status, answer = cp.request("POST", CRDS, yaml.safe_load(VOLCANO_CRD.read_text()))
-        assert status == 201, answer
-        wait_crd_established(cp, "podgroups.scheduling.volcano.sh")
+        ensure_volcano_crd(cp)
         ensure_pod_group_crd(cp)
         launcher.wait_for(
             "Workloads served", lambda: cp.request("GET", WORKLOAD_API)[0] == 200, timeout=30
@@ -77,18 +74,6 @@ def control_plane() -> Iterator[launcher.ControlPlane]:
 
 
 # ---- the other dialects' objects -----------------------------------------------------------
-
-
-def volcano_pod_group(sc: Scenario, name: str, min_member: int, queue: str = "default") -> Obj:
-    return sc.api.create(
-        f"{VOLCANO_API}/namespaces/{sc.namespace}/podgroups",
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"minMember": min_member, "queue": queue},
-        },
-    )
 
 
 def workload(sc: Scenario, name: str, pod_groups: Mapping[str, int | None]) -> Obj:
@@ -135,13 +120,6 @@ def member(
     if workload_ref is not None:
         body["spec"]["workloadRef"] = dict(workload_ref)
     return sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
-
-
-def volcano_sizes(api: Api, namespace: str) -> dict[str, int]:
-    return {
-        f"volcano:{g['metadata']['name']}": int(g["spec"].get("minMember") or 0)
-        for g in api.items(f"{VOLCANO_API}/namespaces/{namespace}/podgroups")
-    }
 
 
 def workload_sizes(api: Api, namespace: str) -> dict[str, int]:

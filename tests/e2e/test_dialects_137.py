@@ -1,18 +1,23 @@
-"""The upstream dialect on Kubernetes 1.37 through its real kube-scheduler and Phalanx:
-standalone ``scheduling.k8s.io/v1beta1`` PodGroups (``spec.schedulingGroup`` pods), the
-``PodGroupInitiallyScheduled`` condition, a mutable ``minCount``, the ``basic`` policy, and
-kube-scheduler's own pod-group cycle next to Phalanx.
+"""Every gang dialect on Kubernetes 1.37 through its real kube-scheduler and Phalanx: the
+upstream dialect's standalone ``scheduling.k8s.io/v1beta1`` PodGroups
+(``spec.schedulingGroup`` pods), the ``PodGroupInitiallyScheduled`` condition, a mutable
+``minCount``, the ``basic`` policy and kube-scheduler's own pod-group cycle next to Phalanx;
+and a gang in each other dialect (scheduler-plugins, annotation-only, Volcano) becoming
+whole on the same control plane.
 
 This module runs on ``control_plane_137`` (kube-apiserver and kube-scheduler 1.37.2 with
-``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served): with that gate kube-scheduler
+``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served), with the scheduler-plugins and
+Volcano PodGroup CRDs installed before Phalanx starts: with that gate kube-scheduler
 queues a PodGroup's members as one entity and runs its pod-group cycle whatever the
 profile says, and adds ``GangScheduling`` to every profile; the chart's profile disables it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 import yaml
@@ -24,7 +29,8 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     scheduler_config,
 )
 from phalanx_process import PhalanxProcess
-from scheduling import Api, Obj, Scenario, pod_body
+from scheduling import A_VOLCANO_GROUP, Api, Obj, Scenario, pod_body
+from volcano import ensure_volcano_crd, volcano_path, volcano_pod_group, volcano_sizes
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +40,10 @@ CONDITION = "PodGroupInitiallyScheduled"
 
 @pytest.fixture(scope="module")
 def control_plane(control_plane_137: launcher.ControlPlane) -> launcher.ControlPlane:
-    """Every fixture of this module (namespace, nodes, Phalanx, kube-scheduler) on 1.37."""
+    """Every fixture of this module (namespace, nodes, Phalanx, kube-scheduler) on 1.37,
+    with Volcano's PodGroup CRD served (the scheduler-plugins one the ``phalanx`` fixture
+    installs)."""
+    ensure_volcano_crd(control_plane_137)
     return control_plane_137
 
 
@@ -84,8 +93,16 @@ def upstream_sizes(api: Api, namespace: str) -> dict[str, int]:
 
 
 def judged(sc: Scenario) -> Scenario:
-    sc.monitor.gang_sizes.append(upstream_sizes)
+    sc.monitor.gang_sizes.extend([upstream_sizes, volcano_sizes])
     return sc
+
+
+def debug_view(sc: Scenario, key: str) -> Obj:
+    """What the running Phalanx shows about gang `key` (any dialect's key) at /debug."""
+    answer = httpx.get(f"{sc.phalanx.url}/debug/groups/{key}", timeout=10, trust_env=False)
+    assert answer.status_code == 200, answer.text
+    view: Obj = answer.json()
+    return view
 
 
 def test_a_pod_group_becomes_whole_and_its_condition_says_so(cluster: Scenario) -> None:  # noqa: F811
@@ -108,9 +125,14 @@ def test_a_pod_group_becomes_whole_and_its_condition_says_so(cluster: Scenario) 
     assert placed["reason"] == "Scheduled", placed
     event = sc.wait_event("train", "bound 3 member(s) together", reason="Bound")
     assert event["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    view = debug_view(sc, f"upstream:{sc.namespace}/train")
+    assert (view["dialect"], view["source"], view["bound"]) == ("upstream", "PodGroup", 3), view
 
 
 def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words(cluster: Scenario) -> None:  # noqa: F811
+    """Phalanx writes the condition (the object's status managers say so); a condition of
+    another type written meanwhile survives every later write of it, and the gang binds
+    once a node makes room."""
     sc = judged(cluster)
     sc.node("a", 8)
     sc.node("b", 8)
@@ -130,6 +152,31 @@ def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words(cluster: Scen
     )
     assert refused["reason"] == "Unschedulable", refused
     sc.assert_unbound_for(names, 2.0)
+    # Another writer's condition, then room for the gang: Phalanx's and kube-scheduler's
+    # writes of PodGroupInitiallyScheduled leave it alone (both patch their own condition).
+    theirs = {
+        "type": "DisruptionTarget",
+        "status": "False",
+        "reason": "NotDisrupted",
+        "message": "written by another controller",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    sc.api.call(
+        "PATCH",
+        f"{group_path(sc, 'wide')}/status",
+        {"status": {"conditions": [theirs]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    sc.node("c", 8)
+    sc.nodes_ready()
+    sc.wait_bound(names, timeout=60)
+    sc.wait(
+        "PodGroupInitiallyScheduled True",
+        lambda: (c := condition(sc, "wide")) is not None and c["status"] == "True",
+    )
+    status = sc.api.get(group_path(sc, "wide"))["status"]
+    kept = [c for c in status["conditions"] if c["type"] == "DisruptionTarget"]
+    assert [c["message"] for c in kept] == ["written by another controller"], status
 
 
 def test_an_edited_min_count_re_plans_the_held_reservation(cluster: Scenario) -> None:  # noqa: F811
@@ -162,6 +209,84 @@ def test_a_basic_pod_group_schedules_its_members_one_by_one(cluster: Scenario) -
     pod_group(cluster, "solo", None)
     member(cluster, "solo-0", "solo", 8)
     cluster.wait_bound(["solo-0"])  # not held for a sibling that never comes
+
+
+# ---- the other dialects on 1.37 ----------------------------------------------------------------
+
+
+def scheduler_plugins_gang(sc: Scenario, name: str, size: int, gpus: int) -> list[str]:
+    return list(sc.gang(name, size, gpus).members)
+
+
+def annotation_gang(sc: Scenario, name: str, size: int, gpus: int) -> list[str]:
+    return list(sc.gang(name, size, gpus, form="annotations").members)
+
+
+def volcano_gang(sc: Scenario, name: str, size: int, gpus: int) -> list[str]:
+    volcano_pod_group(sc, name, size)
+    names = [f"{name}-{i}" for i in range(size)]
+    for member_name in names:
+        body = pod_body(
+            member_name,
+            gpus=gpus,
+            node_selector=sc.selector,
+            annotations={A_VOLCANO_GROUP: name},
+            gated=True,
+        )
+        sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    for member_name in names:
+        sc.ungate(member_name)
+    return names
+
+
+def scheduler_plugins_placed(sc: Scenario, name: str) -> bool:
+    status = sc.get_pod_group(name).get("status") or {}
+    conditions = status.get("conditions") or [{}]
+    return status.get("phase") in ("Scheduled", "Running") and conditions[0].get("status") == "True"
+
+
+def volcano_placed(sc: Scenario, name: str) -> bool:
+    status = sc.api.get(volcano_path(sc, name)).get("status") or {}
+    scheduled = [c for c in status.get("conditions") or [] if c.get("type") == "Scheduled"]
+    return status.get("phase") == "Running" and [c.get("status") for c in scheduled] == ["True"]
+
+
+Declare = Callable[[Scenario, str, int, int], list[str]]
+Placed = Callable[[Scenario, str], bool]
+
+OTHER_DIALECTS: list[tuple[Declare, Placed | None, str, str]] = [
+    # (make the gang, its status says placed (None: no status), its key's prefix, dialect)
+    (scheduler_plugins_gang, scheduler_plugins_placed, "", "scheduler-plugins"),
+    (annotation_gang, None, "", "annotations"),
+    (volcano_gang, volcano_placed, "volcano:", "volcano"),
+]
+
+
+@pytest.mark.parametrize(
+    ("declare", "placed", "prefix", "dialect"),
+    OTHER_DIALECTS,
+    ids=[row[3] for row in OTHER_DIALECTS],
+)
+def test_a_gang_of_every_other_dialect_becomes_whole_on_1_37(
+    cluster: Scenario,  # noqa: F811
+    declare: Declare,
+    placed: Placed | None,
+    prefix: str,
+    dialect: str,
+) -> None:
+    """None of these pods names an upstream PodGroup, so kube-scheduler's pod-group cycle
+    leaves them alone: each is scheduled pod by pod, gated and bound whole by Phalanx."""
+    sc = judged(cluster)
+    sc.node("a", 8)
+    sc.node("b", 8)
+    sc.nodes_ready()
+    names = declare(sc, "job", 3, 4)
+    where = sc.wait_bound(names)
+    assert len(set(where.values())) == 2, where
+    if placed is not None:
+        sc.wait(f"the {dialect} status to say placed", lambda: placed(sc, "job"))
+    view = debug_view(sc, f"{prefix}{sc.namespace}/job")
+    assert (view["dialect"], view["bound"], view["min_member"]) == (dialect, 3, 3), view
 
 
 # ---- kube-scheduler's pod-group cycle next to Phalanx -----------------------------------------

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,9 @@ import pytest
 import yaml
 from conftest_scheduling import Scheduler, cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from phalanx_process import PhalanxProcess
-from scheduling import A_COMMIT, PG_API, Gang, Scenario, pod_body
+from podgroup_crd import CRDS
+from scheduling import A_COMMIT, A_VOLCANO_GROUP, PG_API, Gang, Scenario, pod_body
+from volcano import VOLCANO_CRD_NAME, ensure_volcano_crd, volcano_pod_group, volcano_sizes
 
 from phalanx.core.rollforward import CommitRecord, encode_commit_record
 
@@ -35,6 +37,15 @@ pytestmark = pytest.mark.e2e
 PLUGIN = "kubectl-phalanx"
 # Where `phalanx serve --kubeconfig` keeps its roll-forward Lease (no namespace of its own).
 PHALANX_LEASE_NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane: launcher.ControlPlane) -> Iterator[launcher.ControlPlane]:
+    """The session's control plane, with Volcano's PodGroup CRD served while this module's
+    Phalanx runs (a gang of another dialect is explained below); removed afterwards."""
+    ensure_volcano_crd(control_plane)
+    yield control_plane
+    control_plane.request("DELETE", f"{CRDS}/{VOLCANO_CRD_NAME}")
 
 
 def plugin_command() -> list[str]:
@@ -133,7 +144,12 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
     notes = cluster.gang("notes", 2, 1, form="annotations")
     cluster.wait_gang(whole)
     cluster.wait_gang(notes)
-    short = cluster.gang("short", 3, 1, create=2, arrival="staggered")
+    # A plan makes its members distinct, so it waits for its quorum rather than being
+    # reserved from its first member's shape (template reservation).
+    plan = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
+    short = cluster.gang(
+        "short", 3, 1, create=2, arrival="staggered", plan=plan, plan_nodes=["a", "b", "c"]
+    )
     unfit = cluster.gang("unfit", 2, 8)  # each member fits a node alone, the gang fits nowhere
     for gang, reason in ((short, "WaitingForMembers"), (unfit, "Unfit")):
         cluster.wait(
@@ -244,11 +260,69 @@ def test_explain_shows_members_status_events_and_what_phalanx_planned(
         kubeconfig=cluster.cp.kubeconfig,
     )  # fmt: skip
     assert text.returncode == 0, text.stderr
-    assert text.stdout.startswith(f"Gang {ns}/{gang.name}  (PodGroup, minMember 3")
+    assert text.stdout.startswith(
+        f"Gang {ns}/{gang.name}  (scheduler-plugins PodGroup, minMember 3"
+    )
     for pod, node in where.items():
         assert any(line.split()[:2] == [pod, node] for line in text.stdout.splitlines())
     assert "Phalanx at" in text.stdout
     assert "placements:" in text.stdout
+
+
+def test_explain_and_status_address_a_volcano_gang_by_its_key(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+    plugin: Plugin,
+) -> None:
+    """A gang of another dialect, named by the key `status` lists: the plugin reads its
+    Volcano PodGroup and status, and the running Phalanx's view of it (`/debug/groups/
+    volcano:<ns>/<name>`), which names its dialect too."""
+    cluster.monitor.gang_sizes.append(volcano_sizes)
+    cluster.node("a", 8)
+    cluster.nodes_ready()
+    ns = cluster.namespace
+    volcano_pod_group(cluster, "job", 2)
+    names = ["job-0", "job-1"]
+    for name in names:
+        body = pod_body(
+            name, gpus=4, node_selector=cluster.selector, annotations={A_VOLCANO_GROUP: "job"}
+        )
+        cluster.api.create(f"/api/v1/namespaces/{ns}/pods", body)
+    where = cluster.wait_bound(names)
+    cluster.wait_event("job", "bound 2 member(s) together", reason="Bound")
+
+    answer = plugin.json(
+        "explain", "volcano:job", "-n", ns, "--server", phalanx.url, *plugin.lease_flags,
+        kubeconfig=cluster.cp.kubeconfig,
+    )  # fmt: skip
+    view = answer["gang"]
+    assert (view["gang"], view["dialect"], view["source"]) == (
+        f"volcano:{ns}/job",
+        "volcano",
+        "PodGroup",
+    )
+    assert (view["state"], view["min_member"]) == ("whole", 2)
+    assert {m["pod"]: m["node"] for m in view["members"]} == where
+    assert ("PodGroup/job", "Bound") in {(e["object"], e["reason"]) for e in answer["events"]}
+    detail = answer["phalanx"]["details"][f"volcano:{ns}/job"]
+    assert (detail["dialect"], detail["source"], detail["bound"]) == ("volcano", "PodGroup", 2)
+    assert detail["api_version"] == "scheduling.volcano.sh/v1beta1"
+
+    listed = plugin.json(
+        "status", "-n", ns, "--server", phalanx.url, *plugin.lease_flags,
+        kubeconfig=cluster.cp.kubeconfig,
+    )  # fmt: skip
+    assert [(g["gang"], g["dialect"], g["state"]) for g in listed["gangs"]] == [
+        (f"volcano:{ns}/job", "volcano", "whole")
+    ]
+    assert [g["group"] for g in listed["phalanx"]["groups"]] == [f"volcano:{ns}/job"]
+    text = plugin.run(
+        "explain", f"volcano:{ns}/job", "--server", phalanx.url, *plugin.lease_flags,
+        kubeconfig=cluster.cp.kubeconfig,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(f"Gang volcano:{ns}/job  (volcano PodGroup, minMember 2")
+    assert f"gang volcano:{ns}/job  (volcano PodGroup, minMember 2" in text.stdout  # /debug's
 
 
 def test_explain_reads_the_commit_record_a_dead_instance_left(
@@ -348,7 +422,7 @@ ERRORS = [
     ("unreachable", _unreachable, ["status"], 2, "cannot reach the API server https://127.0.0.1"),
     ("bad-credentials", _bad_token, ["status"], 2, "refused the context's credentials"),
     ("unknown-gang", lambda b: b, ["explain", "default/no-such-gang"], 1, "not found"),
-    ("bad-gang-name", lambda b: b, ["explain", "a/"], 2, "expected [NAMESPACE/]NAME"),
+    ("bad-gang-name", lambda b: b, ["explain", "a/"], 2, "names no gang; keys are NAMESPACE/NAME"),
 ]
 
 

@@ -34,9 +34,37 @@ class FakeApi:
         self.calls.append(f"{method} {path}")
         if path in self.errors:
             raise self.errors[path]
-        if path not in self.objects:
+        if path in self.objects:
+            return self.objects[path]
+        discovered = self._discovery(path)
+        if discovered is None:
             raise ApiError(404, "NotFound", f"{path} not found")
-        return self.objects[path]
+        return discovered
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """`GET /apis` and `GET /apis/<group>/<version>` as a server serving exactly the
+        API collections this fake lists (or fails on): `/apis/<g>/<v>/[namespaces/<ns>/]<res>`."""
+        served: dict[str, set[str]] = {}
+        for listed in [*self.lists, *self.errors]:
+            parts = listed.strip("/").split("/")
+            if parts[0] == "apis" and len(parts) >= 4:
+                served.setdefault(f"{parts[1]}/{parts[2]}", set()).add(parts[-1])
+        if path == "/apis":
+            groups: dict[str, list[str]] = {}
+            for group_version in served:
+                groups.setdefault(group_version.partition("/")[0], []).append(group_version)
+            return {
+                "kind": "APIGroupList",
+                "groups": [
+                    {"name": g, "versions": [{"groupVersion": gv} for gv in gvs]}
+                    for g, gvs in groups.items()
+                ],
+            }
+        resources = served.get(path.removeprefix("/apis/"))
+        if resources is None:
+            return None
+        names = sorted(resources | {f"{r}/status" for r in resources})
+        return {"kind": "APIResourceList", "resources": [{"name": n} for n in names]}
 
     def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
         self.calls.append(f"LIST {path} {continue_token}")

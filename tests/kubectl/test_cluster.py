@@ -143,8 +143,42 @@ def test_lists_are_read_page_by_page_and_items_get_their_kind() -> None:
     assert len([c for c in api.calls if c.startswith("LIST")]) == 3
 
 
-def test_without_the_pod_group_crd_there_are_no_pod_groups() -> None:
-    assert ClusterReader(FakeApi(), TARGET).pod_groups(None) == []
+def test_without_any_gang_api_served_there_are_no_gang_objects() -> None:
+    api = FakeApi()
+    assert ClusterReader(api, TARGET).group_objects(None) == []
+    assert api.calls == ["GET /apis"]
+
+
+def test_the_gang_objects_of_every_served_dialect_are_listed_each_with_its_kind() -> None:
+    api = FakeApi(
+        lists={
+            "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups": [
+                {"metadata": {"name": "sp"}}
+            ],
+            "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups": [
+                {"metadata": {"name": "vc"}}
+            ],
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups": [
+                {"metadata": {"name": "up"}}
+            ],
+            # An older version of the same kind: Phalanx follows the newest served only.
+            "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml/podgroups": [
+                {"metadata": {"name": "up"}}
+            ],
+        }
+    )
+    found = ClusterReader(api, TARGET).group_objects("ml")
+    assert [(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in found] == [
+        ("scheduling.x-k8s.io/v1alpha1", "PodGroup", "sp"),
+        ("scheduling.volcano.sh/v1beta1", "PodGroup", "vc"),
+        ("scheduling.k8s.io/v1beta1", "PodGroup", "up"),
+    ]
+
+
+def test_a_discovery_the_server_refuses_is_an_error_naming_it() -> None:
+    api = FakeApi(errors={"/apis": ApiError(403, "Forbidden", "no discovery for you")})
+    with pytest.raises(PluginError, match=r"forbids discovery \(GET /apis\)"):
+        ClusterReader(api, TARGET).group_objects(None)
 
 
 API_ERRORS = [
@@ -215,6 +249,8 @@ SUMMARIES = [
     {"group": "team-a/held", "phase": "Scheduling"},
     {"group": "team-a/done", "phase": "Running"},
     {"group": "team-b/held", "phase": "Scheduling"},
+    {"group": "volcano:team-a/job", "phase": "Scheduling"},
+    {"group": "upstream:team-b/train/workers", "phase": "Scheduling"},
 ]
 
 
@@ -235,8 +271,18 @@ def test_phalanx_is_asked_about_the_reservations_it_holds_in_the_namespace() -> 
     details = {"team-a/held": {"group": "team-a/held", "reservation": reservation}}
     view = ask_phalanx("http://x/", None, "team-a", transport=debug_server(details))
     assert view.error == ""
-    assert [g["group"] for g in view.groups] == ["team-a/held", "team-a/done"]
+    assert [g["group"] for g in view.groups] == ["team-a/held", "team-a/done", "volcano:team-a/job"]
     assert view.reservations() == [("team-a/held", reservation)]
+
+
+def test_phalanx_is_asked_about_a_gang_of_any_dialect_by_its_key() -> None:
+    details = {
+        "volcano:team-a/job": {"group": "volcano:team-a/job", "dialect": "volcano"},
+        "upstream:team-b/train/workers": {"group": "upstream:team-b/train/workers"},
+    }
+    view = ask_phalanx("http://x", None, None, transport=debug_server(details))
+    assert sorted(view.details) == ["upstream:team-b/train/workers", "volcano:team-a/job"]
+    assert view.details["volcano:team-a/job"]["dialect"] == "volcano"
 
 
 def test_a_gang_phalanx_does_not_know_has_no_detail() -> None:

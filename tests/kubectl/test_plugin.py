@@ -12,14 +12,26 @@ import pytest
 import yaml
 from fake_api import FakeApi
 
-from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.kubectl.cluster import ClusterApi, Target
-from phalanx.kubectl.plugin import main
+from builders import (
+    event_obj,
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
+from phalanx.core.model import Dialect, GroupRef
+from phalanx.kubectl.cluster import ClusterApi, PluginError, Target
+from phalanx.kubectl.plugin import gang_ref, main
 from phalanx.sources.informer import ApiError
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 PODS = "/api/v1/namespaces/team-a/pods"
 POD_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/podgroups"
+VOLCANO = "/apis/scheduling.volcano.sh/v1beta1/namespaces/team-a/podgroups"
+UPSTREAM = "/apis/scheduling.k8s.io/v1beta1/namespaces/team-a/podgroups"
+WORKLOADS = "/apis/scheduling.k8s.io/v1alpha1/namespaces/team-a/workloads"
 EVENTS = "/api/v1/namespaces/team-a/events"
 
 
@@ -115,6 +127,125 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
     assert run(kubeconfig, cluster_api(), "explain", "team-a/nope") == 1
     err = capsys.readouterr().err
     assert "gang team-a/nope not found (context prod)" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("trio", GroupRef("team-a", "trio")),
+        ("ml/trio", GroupRef("ml", "trio")),
+        ("volcano:job", GroupRef("team-a", "job", Dialect.VOLCANO)),
+        ("volcano:ml/job", GroupRef("ml", "job", Dialect.VOLCANO)),
+        ("upstream:job", GroupRef("team-a", "job", Dialect.UPSTREAM)),
+        ("upstream:ml/train/workers", GroupRef("ml", "train", Dialect.UPSTREAM, "workers")),
+        ("upstream:ml/lws/group/3", GroupRef("ml", "lws", Dialect.UPSTREAM, "group", "3")),
+    ],
+    ids=[
+        "bare-name",
+        "namespaced",
+        "volcano-bare",
+        "volcano",
+        "upstream-bare",
+        "workload",
+        "workload-replica",
+    ],
+)
+def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespace(
+    text: str, ref: GroupRef
+) -> None:
+    assert gang_ref(text, "team-a") == ref
+
+
+@pytest.mark.parametrize(
+    "text", ["ml/", "volcano:ml/job/workers", "Team/job", "kueue:job"], ids=str
+)
+def test_a_text_that_names_no_gang_is_a_usage_error_naming_the_forms(text: str) -> None:
+    with pytest.raises(PluginError, match=r"names no gang; keys are NAMESPACE/NAME"):
+        gang_ref(text, "team-a")
+
+
+def every_dialect_api() -> FakeApi:
+    """A gang in each dialect Phalanx reads, in namespace team-a."""
+    pods = [
+        pod_obj("vc-0", 4, namespace="team-a", volcano_group="job", node="gpu-1"),
+        pod_obj("vc-1", 4, namespace="team-a", volcano_group="job"),
+        pod_obj("up-0", 4, namespace="team-a", scheduling_group="job"),
+        pod_obj("wl-0", 4, namespace="team-a", workload_ref={"name": "train", "podGroup": "w"}),
+    ]
+    waiting = {
+        "phase": "Inqueue",
+        "conditions": [
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": "NotEnoughResources",
+                "message": "no 2 nodes with 4 free GPUs",
+                "lastTransitionTime": "2026-01-01T11:59:00Z",
+            }
+        ],
+    }
+    volcano_event = event_obj(
+        "PodGroup", "job", "Reserved", "volcano gang reserved", namespace="team-a"
+    )
+    volcano_event["involvedObject"]["apiVersion"] = "scheduling.volcano.sh/v1beta1"
+    other_event = event_obj("PodGroup", "job", "Bound", "the upstream gang", namespace="team-a")
+    other_event["involvedObject"]["apiVersion"] = "scheduling.k8s.io/v1beta1"
+    return FakeApi(
+        {
+            PODS: [strip(p) for p in pods],
+            VOLCANO: [strip(volcano_podgroup_obj("job", 2, namespace="team-a", status=waiting))],
+            UPSTREAM: [strip(upstream_podgroup_obj("job", 3, namespace="team-a"))],
+            WORKLOADS: [strip(workload_obj("train", {"w": 2}, namespace="team-a"))],
+            EVENTS: [volcano_event, other_event],
+        }
+    )
+
+
+def test_explain_addresses_a_gang_of_another_dialect_by_its_key(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(kubeconfig, every_dialect_api(), "explain", "volcano:job", "-o", "json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    gang = answer["gang"]
+    assert (gang["gang"], gang["dialect"], gang["source"], gang["min_member"]) == (
+        "volcano:team-a/job",
+        "volcano",
+        "PodGroup",
+        2,
+    )
+    assert gang["api_version"] == "scheduling.volcano.sh/v1beta1"
+    assert answer["wait"]["reason"] == "no 2 nodes with 4 free GPUs"
+    assert [e["message"] for e in answer["events"]] == ["volcano gang reserved"]
+
+
+def test_explain_text_names_the_dialect_of_the_gang(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(kubeconfig, every_dialect_api(), "explain", "upstream:team-a/train/w") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Gang upstream:team-a/train/w  (upstream Workload, minMember 2,")
+
+
+def test_status_lists_the_gangs_of_every_dialect_with_their_dialect(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(kubeconfig, every_dialect_api(), "status", "-o", "json") == 0
+    gangs = {
+        g["gang"]: (g["dialect"], g["source"]) for g in json.loads(capsys.readouterr().out)["gangs"]
+    }
+    assert gangs == {
+        "volcano:team-a/job": ("volcano", "PodGroup"),
+        "upstream:team-a/job": ("upstream", "PodGroup"),
+        "upstream:team-a/train/w": ("upstream", "Workload"),
+    }
+
+
+def test_an_unknown_gang_of_another_dialect_is_a_no_naming_its_object(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(kubeconfig, every_dialect_api(), "explain", "volcano:nope") == 1
+    err = capsys.readouterr().err
+    assert "gang volcano:team-a/nope not found (context prod): no volcano PodGroup nope" in err
 
 
 def test_an_unreachable_api_server_is_exit_2_with_where(

@@ -110,8 +110,9 @@ def test_status_has_a_row_per_gang_with_its_state() -> None:
     rows = {
         r[0]: r for name in ("trainer", "held") for r in lines_starting(table, f"team-a/{name}")
     }
-    assert rows["team-a/trainer"][1:8] == ["PodGroup", "2", "2", "2", "whole", "Running", "-"]
-    assert rows["team-a/held"][1:8] == ["PodGroup", "2", "2", "1", "binding", "-", "yes"]
+    sp = ["scheduler-plugins", "PodGroup"]
+    assert rows["team-a/trainer"][1:9] == [*sp, "2", "2", "2", "whole", "Running", "-"]
+    assert rows["team-a/held"][1:9] == [*sp, "2", "2", "1", "binding", "-", "yes"]
 
 
 def test_status_shows_the_leader_by_its_pod_and_how_long_ago_it_renewed() -> None:
@@ -193,7 +194,9 @@ def test_explain_lists_members_with_the_node_their_commit_record_names() -> None
     text = render_explanation(
         explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"
     )
-    assert text.startswith("Gang team-a/held  (PodGroup, minMember 2, placement default)")
+    assert text.startswith(
+        "Gang team-a/held  (scheduler-plugins PodGroup, minMember 2, placement default)"
+    )
     assert "  state:          binding (1/2 bound, 2 member(s))" in text
     assert "  commit record:  written 10s ago, 1 placement(s)" in text
     assert lines_starting(text, "held-0") == [

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from builders import event_obj, lease_obj, pod_obj, podgroup_obj
+from builders import (
+    event_obj,
+    lease_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.kubectl.views import (
     GangState,
@@ -95,9 +103,263 @@ def test_pods_labelled_for_a_pod_group_that_does_not_exist_say_so() -> None:
     assert gang.state is GangState.WAITING
 
 
-def test_every_dialect_keys_gangs_as_phalanx_does() -> None:
-    gangs, _ = collect_gangs([], [pod_obj("v-0", volcano_group="v")])
-    assert [(g.key, g.source) for g in gangs] == [("volcano:default/v", "volcano")]
+NOTES = {"phalanx.io/pod-group": "a", "phalanx.io/min-member": "2"}
+WORKERS = {"name": "w", "podGroup": "workers"}
+
+# (gang objects, pods, key, dialect, source, minMember)
+DIALECTS = [
+    (
+        [podgroup_obj("g", 2)],
+        [pod_obj("g-0", group="g")],
+        "default/g",
+        "scheduler-plugins",
+        "PodGroup",
+        2,
+    ),
+    ([], [pod_obj("a-0", annotations=NOTES)], "default/a", "annotations", "annotations", 2),
+    ([], [pod_obj("x-0", group="x")], "default/x", "scheduler-plugins", "PodGroup missing", None),
+    (
+        [volcano_podgroup_obj("v", 3)],
+        [pod_obj("v-0", volcano_group="v")],
+        "volcano:default/v",
+        "volcano",
+        "PodGroup",
+        3,
+    ),
+    (
+        [],
+        [pod_obj("v-0", volcano_group="v")],
+        "volcano:default/v",
+        "volcano",
+        "PodGroup missing",
+        None,
+    ),
+    (
+        [upstream_podgroup_obj("u", 4)],
+        [pod_obj("u-0", scheduling_group="u")],
+        "upstream:default/u",
+        "upstream",
+        "PodGroup",
+        4,
+    ),
+    (
+        [upstream_podgroup_obj("b", None)],
+        [pod_obj("b-0", scheduling_group="b")],
+        "upstream:default/b",
+        "upstream",
+        "PodGroup",
+        None,
+    ),
+    (
+        [workload_obj("w", {"workers": 2, "launcher": None})],
+        [pod_obj("w-0", workload_ref=WORKERS)],
+        "upstream:default/w/workers",
+        "upstream",
+        "Workload",
+        2,
+    ),
+    (
+        [],
+        [pod_obj("w-0", workload_ref=WORKERS)],
+        "upstream:default/w/workers",
+        "upstream",
+        "Workload missing",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("objects", "pods", "key", "dialect", "source", "min_member"),
+    DIALECTS,
+    ids=[
+        "scheduler-plugins",
+        "annotations",
+        "scheduler-plugins-missing",
+        "volcano",
+        "volcano-missing",
+        "upstream-pod-group",
+        "upstream-basic",
+        "workload",
+        "workload-missing",
+    ],
+)
+def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(
+    objects: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    key: str,
+    dialect: str,
+    source: str,
+    min_member: int | None,
+) -> None:
+    gang = one_gang(objects, pods)
+    assert (gang.key, gang.dialect, gang.source, gang.min_member) == (
+        key,
+        dialect,
+        source,
+        min_member,
+    )
+    assert len(gang.members) == 1
+
+
+def test_a_pod_group_and_a_volcano_pod_group_of_one_name_are_two_gangs() -> None:
+    gangs, _ = collect_gangs(
+        [podgroup_obj("job", 2), volcano_podgroup_obj("job", 3)],
+        [pod_obj("sp-0", group="job"), pod_obj("vc-0", volcano_group="job")],
+    )
+    assert [(g.key, g.min_member, [m.name for m in g.members]) for g in gangs] == [
+        ("default/job", 2, ["sp-0"]),
+        ("volcano:default/job", 3, ["vc-0"]),
+    ]
+    assert [g.api_version for g in gangs] == [
+        "scheduling.x-k8s.io/v1alpha1",
+        "scheduling.volcano.sh/v1beta1",
+    ]
+
+
+def condition(kind: str, status: str, reason: str = "", message: str = "") -> dict[str, str]:
+    at = "2026-01-01T11:59:30Z"
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+WAITING = "waiting for gang members: 1/2 exist"
+# (the gang's object with a status, its members, placed, why it waits ("" when whole))
+STATUSES = [
+    (
+        podgroup_obj(
+            "g",
+            2,
+            status={
+                "phase": "Pending",
+                "conditions": [
+                    condition("PodGroupScheduled", "False", "WaitingForMembers", WAITING)
+                ],
+            },
+        ),
+        [pod_obj("g-0", group="g")],
+        False,
+        WAITING,
+    ),
+    (
+        volcano_podgroup_obj(
+            "g",
+            2,
+            status={
+                "phase": "Inqueue",
+                "conditions": [condition("Unschedulable", "True", "NotEnoughTasks", WAITING)],
+            },
+        ),
+        [pod_obj("g-0", volcano_group="g")],
+        False,
+        WAITING,
+    ),
+    (
+        volcano_podgroup_obj(
+            "g",
+            2,
+            status={
+                "phase": "Running",
+                "conditions": [
+                    condition("Unschedulable", "False"),
+                    condition("Scheduled", "True", "Scheduled"),
+                ],
+            },
+        ),
+        [pod_obj(f"g-{i}", volcano_group="g", node="n1") for i in range(2)],
+        True,
+        "",
+    ),
+    (
+        upstream_podgroup_obj(
+            "g",
+            2,
+            status={
+                "conditions": [
+                    condition("PodGroupInitiallyScheduled", "False", "Unschedulable", WAITING)
+                ]
+            },
+        ),
+        [pod_obj("g-0", scheduling_group="g")],
+        False,
+        WAITING,
+    ),
+    (
+        upstream_podgroup_obj(
+            "g",
+            2,
+            version="v1alpha2",
+            status={"conditions": [condition("PodGroupScheduled", "True", "Scheduled")]},
+        ),
+        [pod_obj(f"g-{i}", scheduling_group="g", node="n1") for i in range(2)],
+        True,
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "pods", "placed", "waiting"),
+    STATUSES,
+    ids=[
+        "scheduler-plugins-waiting",
+        "volcano-unschedulable",
+        "volcano-scheduled",
+        "upstream-unschedulable",
+        "upstream-v1alpha2-scheduled",
+    ],
+)
+def test_the_condition_that_says_placed_is_read_in_each_dialects_terms(
+    obj: dict[str, Any], pods: list[dict[str, Any]], placed: bool, waiting: str
+) -> None:
+    gang = one_gang([obj], pods)
+    assert gang.condition is not None
+    assert gang.condition.placed is placed
+    wait = wait_of(gang, [])
+    assert (wait.reason if wait is not None else "") == waiting
+    if waiting:
+        assert wait is not None
+        assert wait.said_by == "condition"
+
+
+def test_an_upstream_gang_whose_members_finished_after_it_ran_is_not_partial() -> None:
+    """An upstream PodGroup has no phase: its condition says the quorum was placed."""
+    placed = {"conditions": [condition("PodGroupInitiallyScheduled", "True", "Scheduled")]}
+    pods = [
+        pod_obj("g-0", scheduling_group="g", node="n1", phase="Succeeded"),
+        pod_obj("g-1", scheduling_group="g"),
+    ]
+    gang = one_gang([upstream_podgroup_obj("g", 2, status=placed)], pods)
+    assert (gang.bound, gang.state) == (1, GangState.WAITING)
+
+
+def test_a_workload_gangs_commit_record_is_read_from_its_members() -> None:
+    text = record("upstream:default/w/workers", {"default/w-0": "n1"})
+    pod = pod_obj("w-0", workload_ref=WORKERS, annotations={COMMIT_ANNOTATION: text})
+    gang = one_gang([workload_obj("w", {"workers": 2})], [pod])
+    assert gang.commit is not None
+    assert gang.commit.placements == {"default/w-0": "n1"}
+
+
+def test_a_workload_lacking_the_pod_group_its_members_name_says_so() -> None:
+    gang = one_gang([workload_obj("w", {"ps": 1})], [pod_obj("w-0", workload_ref=WORKERS)])
+    assert gang.min_member is None
+    assert gang.problems == (
+        "Workload default/w has no pod group 'workers' (spec.podGroups has ps)",
+    )
+
+
+def test_an_unreadable_workload_is_a_problem_of_its_gangs() -> None:
+    bad = workload_obj("w", {"workers": 2})
+    bad["spec"]["podGroups"][0]["policy"] = {}
+    gang = one_gang([bad], [pod_obj("w-0", workload_ref=WORKERS)])
+    assert (gang.source, gang.min_member) == ("Workload missing", None)
+    assert any("spec.podGroups[0].policy" in p for p in gang.problems), gang.problems
 
 
 def test_a_pod_group_with_no_members_yet_is_listed() -> None:

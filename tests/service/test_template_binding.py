@@ -50,3 +50,16 @@ async def test_the_debug_view_shows_unclaimed_slots():
     assert sorted(m["state"] for m in members) == ["reserved", "reserved", "slot"]
     assert [m["pod"] for m in members if m["state"] == "slot"] == [None]
     await ext.stop()
+
+
+async def test_the_plan_names_the_member_that_claimed_each_slot_once_the_gang_is_bound():
+    ext, _ = await started(first_two_of_three(), source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    held = [asyncio.create_task(bind(ext, n, nodes[n])) for n in nodes]
+    ext.source.apply(pod_obj("g-2", 4, group="g"))
+    nodes.update(reserve_all(ext, ["g-2"]))
+    assert await bind(ext, "g-2", nodes["g-2"]) == ""
+    await asyncio.gather(*held)
+    placements = ext.debug_group("default", "g")["plan"]["placements"]
+    assert placements == {f"default/g-{i}": nodes[f"g-{i}"] for i in range(3)}
+    await ext.stop()

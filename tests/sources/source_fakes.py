@@ -16,6 +16,7 @@ import orjson
 
 from phalanx.core.model import Binding
 from phalanx.sources.informer import ApiError
+from phalanx.sources.kubeclient import MERGE_PATCH
 
 _CLOSED = b""
 
@@ -104,28 +105,51 @@ class FakeApi:
 
 
 class RecordingWriter:
-    """The `Writer` seam: every patch and POST, in order; `fail(path)` makes writes to a
-    path raise."""
+    """The `Writer` seam: every patch (with its content type) and POST, in order.
+
+    `failing[path]` makes writes to a path raise; `conflicts[path]` answers that many
+    patches to it with 409 Conflict first (as the API server answers a stale
+    resourceVersion precondition); `answers[path]` is what a patch there answers (else
+    {}); `objects[path]` what a GET answers (else 404), and `gets` the paths read.
+    """
 
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.content_types: list[str] = []
         self.posts: list[tuple[str, dict[str, Any]]] = []
         self.failing: dict[str, ApiError] = {}
+        self.conflicts: dict[str, int] = {}
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.gets: list[str] = []
 
     async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
         raise AssertionError("no binding in these tests")
 
-    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
         await asyncio.sleep(0)
         if path in self.failing:
             raise self.failing[path]
         self.patches.append((path, dict(body)))
-        return {}
+        self.content_types.append(content_type)
+        if self.conflicts.get(path, 0) > 0:
+            self.conflicts[path] -= 1
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return self.answers.get(path, {})
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0)
         self.posts.append((path, dict(body)))
         return {}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self.gets.append(path)
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", path)
+        return self.objects[path]
 
     async def aclose(self) -> None:
         pass

@@ -27,6 +27,7 @@ from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord
 from phalanx.sources.informer import ApiError, Backoff, InformerSettings
 from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube_reports import CONFLICT_ATTEMPTS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SP = "/apis/scheduling.x-k8s.io/v1alpha1"
@@ -186,7 +187,10 @@ def test_an_unknown_volcano_queue_is_said_once_on_the_pod_group() -> None:
             statuses = live.source.reports._statuses  # noqa: SLF001  # what the watch showed
             await until(
                 "the update seen",
-                lambda: statuses.get("volcano:default/train", {}).get("phase") == "Inqueue",
+                lambda: (
+                    (seen := statuses.get("volcano:default/train")) is not None
+                    and (seen.status or {}).get("phase") == "Inqueue"
+                ),
             )
             await live.settle()
             [event] = live.writer.events("FieldIgnored")
@@ -244,18 +248,48 @@ def waiting(ref: GroupRef, message: str = "waiting for gang members: 1/4 exist")
     return GroupStatus(ref, GroupPhase.PENDING, 0, 0, "waiting-for-members", message)
 
 
+def at_version(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    """`obj` as the API server lists it: with a resourceVersion."""
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
+
+
+UPSTREAM_TRAIN = GroupRef("default", "train", Dialect.UPSTREAM)
+UPSTREAM_STATUS = f"{UPSTREAM}/namespaces/default/podgroups/train/status"
+UPSTREAM_OBJECT = f"{UPSTREAM}/namespaces/default/podgroups/train"
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+
+
+def initially_scheduled(status: str, message: str = "", reason: str = "") -> dict[str, Any]:
+    return {
+        "type": "PodGroupInitiallyScheduled",
+        "status": status,
+        "reason": reason or ("Scheduled" if status == "True" else "Unschedulable"),
+        "message": message,
+        "lastTransitionTime": "2025-12-31T00:00:00Z",
+    }
+
+
+# kube-scheduler's own condition on a PodGroup of another type, which Phalanx never sends.
+DISRUPTION = {
+    "type": "DisruptionTarget",
+    "status": "False",
+    "reason": "",
+    "message": "",
+    "lastTransitionTime": "2025-12-31T00:00:00Z",
+}
+
+
 def test_status_is_written_in_each_dialects_terms_on_its_own_path() -> None:
     async def scenario() -> None:
         async with running(
             SERVED_137,
             **{
-                collection(VOLCANO): [volcano_podgroup_obj("train", 4)],
-                collection(UPSTREAM): [upstream_podgroup_obj("train", 4)],
+                collection(VOLCANO): [at_version(volcano_podgroup_obj("train", 4), "11")],
+                collection(UPSTREAM): [at_version(upstream_podgroup_obj("train", 4), "12")],
             },
         ) as live:
-            await live.source.update_group_status(
-                waiting(GroupRef("default", "train", Dialect.UPSTREAM))
-            )
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
             await live.source.update_group_status(
                 waiting(GroupRef("default", "train", Dialect.VOLCANO))
             )
@@ -263,44 +297,164 @@ def test_status_is_written_in_each_dialects_terms_on_its_own_path() -> None:
             await live.source.update_group_status(waiting(GroupRef("default", "solo")))
             by_path = dict(live.writer.patches)
             assert set(by_path) == {
-                f"{UPSTREAM}/namespaces/default/podgroups/train/status",
+                UPSTREAM_STATUS,
                 f"{VOLCANO}/namespaces/default/podgroups/train",
             }
-            upstream = by_path[f"{UPSTREAM}/namespaces/default/podgroups/train/status"]
-            assert upstream["status"]["conditions"] == [
-                {
-                    "type": "PodGroupInitiallyScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "waiting for gang members: 1/4 exist",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ]
+            assert by_path[UPSTREAM_STATUS] == {
+                "metadata": {"resourceVersion": "12"},
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "PodGroupInitiallyScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": "waiting for gang members: 1/4 exist",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ]
+                },
+            }
             volcano = by_path[f"{VOLCANO}/namespaces/default/podgroups/train"]
             assert volcano["status"]["phase"] == "Inqueue"
+            assert volcano["metadata"] == {"resourceVersion": "11"}
+            assert live.writer.content_types == [STRATEGIC, MERGE]
+            assert live.writer.gets == []  # built on what the watch showed
+
+    run(scenario())
+
+
+def test_only_phalanxs_condition_is_sent_and_the_others_are_left_to_their_writers() -> None:
+    async def scenario() -> None:
+        shown = {"conditions": [DISRUPTION, initially_scheduled("False", "earlier words")]}
+        pg = at_version(upstream_podgroup_obj("train", 4, status=shown), "30")
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
+            [(path, body)] = live.writer.patches
+            assert path == UPSTREAM_STATUS
+            [sent] = body["status"]["conditions"]
+            assert (sent["type"], sent["message"]) == (
+                "PodGroupInitiallyScheduled",
+                "waiting for gang members: 1/4 exist",
+            )
+            assert sent["lastTransitionTime"] == "2025-12-31T00:00:00Z"  # still False
 
     run(scenario())
 
 
 def test_a_condition_kube_scheduler_set_true_is_never_turned_back() -> None:
     async def scenario() -> None:
-        placed = {
-            "conditions": [
-                {
-                    "type": "PodGroupInitiallyScheduled",
-                    "status": "True",
-                    "reason": "Scheduled",
-                    "message": "",
-                    "lastTransitionTime": "2025-12-31T00:00:00Z",
-                }
-            ]
-        }
-        pg = upstream_podgroup_obj("train", 4, status=placed)
+        placed = {"conditions": [initially_scheduled("True")]}
+        pg = at_version(upstream_podgroup_obj("train", 4, status=placed), "5")
         async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
-            await live.source.update_group_status(
-                waiting(GroupRef("default", "train", Dialect.UPSTREAM))
-            )
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
             assert live.writer.patches == []
+
+    run(scenario())
+
+
+def test_a_write_refused_as_a_conflict_is_rebuilt_on_the_object_read_again() -> None:
+    """kube-scheduler set the condition True after the watch showed it False: the write
+    built on False fails its precondition, the object is read, and nothing is turned back."""
+
+    async def scenario() -> None:
+        shown = {"conditions": [initially_scheduled("False", "earlier words")]}
+        pg = at_version(upstream_podgroup_obj("train", 4, status=shown), "7")
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            live.writer.conflicts[UPSTREAM_STATUS] = 1
+            live.writer.objects[UPSTREAM_OBJECT] = at_version(
+                upstream_podgroup_obj(
+                    "train", 4, status={"conditions": [initially_scheduled("True")]}
+                ),
+                "8",
+            )
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
+            assert [body["metadata"] for _, body in live.writer.patches] == [
+                {"resourceVersion": "7"}
+            ]
+            assert live.writer.gets == [UPSTREAM_OBJECT]
+
+    run(scenario())
+
+
+def test_after_a_conflict_the_write_carries_the_version_read_and_keeps_what_others_wrote() -> None:
+    async def scenario() -> None:
+        pg = at_version(upstream_podgroup_obj("train", 4), "7")
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            live.writer.conflicts[UPSTREAM_STATUS] = 1
+            live.writer.objects[UPSTREAM_OBJECT] = at_version(
+                upstream_podgroup_obj("train", 4, status={"conditions": [DISRUPTION]}), "9"
+            )
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
+            first, second = (body for _, body in live.writer.patches)
+            assert (first["metadata"], second["metadata"]) == (
+                {"resourceVersion": "7"},
+                {"resourceVersion": "9"},
+            )
+            assert [c["type"] for c in second["status"]["conditions"]] == [
+                "PodGroupInitiallyScheduled"
+            ]
+
+    run(scenario())
+
+
+def test_a_status_others_keep_writing_is_given_up_after_a_few_conflicts_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        pg = at_version(upstream_podgroup_obj("train", 4), "7")
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            live.writer.conflicts[UPSTREAM_STATUS] = 100
+            live.writer.objects[UPSTREAM_OBJECT] = pg
+            with caplog.at_level(logging.WARNING, logger="phalanx.sources.kube_reports"):
+                await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
+            assert len(live.writer.patches) == CONFLICT_ATTEMPTS
+            assert len(live.writer.gets) == CONFLICT_ATTEMPTS - 1
+            said = [r for r in caplog.records if "others kept writing it" in r.getMessage()]
+            assert len(said) == 1
+
+    run(scenario())
+
+
+def test_the_next_write_builds_on_the_version_the_last_one_was_answered_with() -> None:
+    async def scenario() -> None:
+        pg = at_version(upstream_podgroup_obj("train", 4), "7")
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            written = {"conditions": [initially_scheduled("False", "1/4")]}
+            live.writer.answers[UPSTREAM_STATUS] = at_version(
+                upstream_podgroup_obj("train", 4, status=written), "8"
+            )
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN, "1/4"))
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN, "2/4"))
+            assert [body["metadata"] for _, body in live.writer.patches] == [
+                {"resourceVersion": "7"},
+                {"resourceVersion": "8"},
+            ]
+            assert live.writer.gets == []
+
+    run(scenario())
+
+
+def test_without_a_known_version_the_object_is_read_before_the_write() -> None:
+    async def scenario() -> None:
+        pg = upstream_podgroup_obj("train", 4)  # listed without a resourceVersion
+        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+            live.writer.objects[UPSTREAM_OBJECT] = at_version(pg, "21")
+            await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
+            assert live.writer.gets == [UPSTREAM_OBJECT]
+            [(_, body)] = live.writer.patches
+            assert body["metadata"] == {"resourceVersion": "21"}
+
+    run(scenario())
+
+
+def test_a_scheduler_plugins_status_phalanx_alone_writes_carries_no_precondition() -> None:
+    async def scenario() -> None:
+        pg = at_version(podgroup_obj("train", 4), "3")
+        async with running(SERVED_137, **{collection(SP): [pg]}) as live:
+            await live.source.update_group_status(waiting(GroupRef("default", "train")))
+            [(_, body)] = live.writer.patches
+            assert set(body) == {"status"}
+            assert live.writer.content_types == [MERGE]
 
     run(scenario())
 
@@ -308,13 +462,19 @@ def test_a_condition_kube_scheduler_set_true_is_never_turned_back() -> None:
 def test_a_repeated_status_is_not_sent_again_and_a_failed_write_is_tried_again() -> None:
     async def scenario() -> None:
         async with running(
-            SERVED_137, **{collection(UPSTREAM): [upstream_podgroup_obj("t", 4)]}
+            SERVED_137, **{collection(UPSTREAM): [at_version(upstream_podgroup_obj("t", 4), "4")]}
         ) as live:
             ref = GroupRef("default", "t", Dialect.UPSTREAM)
             path = f"{UPSTREAM}/namespaces/default/podgroups/t/status"
             live.writer.failing[path] = ApiError(500, "InternalError")
             await live.source.update_group_status(waiting(ref))
             del live.writer.failing[path]
+            written = {
+                "conditions": [initially_scheduled("False", "waiting for gang members: 1/4 exist")]
+            }
+            live.writer.answers[path] = at_version(
+                upstream_podgroup_obj("t", 4, status=written), "5"
+            )
             await live.source.update_group_status(waiting(ref))
             await live.source.update_group_status(waiting(ref))
             assert [p for p, _ in live.writer.patches] == [path]

@@ -87,12 +87,19 @@ class ExtenderVerbs:
             (v, r): duration.labels(v, r) for v in VERBS for r in (OK, ERROR, BAD_REQUEST)
         }
 
+    def endpoints(self) -> dict[str, Callable[[Request], Awaitable[Response]]]:
+        """The verbs by path."""
+        return {
+            "/filter": self.filter,
+            "/prioritize": self.prioritize,
+            "/bind": self.bind,
+            "/preempt": self.preempt,
+        }
+
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/filter", self.filter, methods=["POST"], include_in_schema=False),
-            Route("/prioritize", self.prioritize, methods=["POST"], include_in_schema=False),
-            Route("/bind", self.bind, methods=["POST"], include_in_schema=False),
-            Route("/preempt", self.preempt, methods=["POST"], include_in_schema=False),
+            Route(path, endpoint, methods=["POST"], include_in_schema=False)
+            for path, endpoint in self.endpoints().items()
         ]
 
     # ---- endpoints -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Operator endpoints: health, readiness, metrics and the /debug views of gangs.
+"""Operator endpoints: health, readiness, metrics and the /debug views (gangs, topology).
 
 All are `async` so they read the model on the event loop, never from a worker thread
 while the loop is writing it.
@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from phalanx.api.responses import OrjsonResponse, error_response
+from phalanx.core.groups import registry
 from phalanx.service.extender import Extender
 
 NOT_READY = (
@@ -40,12 +41,20 @@ def ops_router(extender: Extender) -> APIRouter:
     async def debug_groups() -> Response:
         return OrjsonResponse({"groups": extender.debug_groups()})
 
-    @router.get("/debug/groups/{namespace}/{name}")
-    async def debug_group(namespace: str, name: str) -> Response:
-        view = extender.debug_group(namespace, name)
+    @router.get("/debug/groups/{key:path}")
+    async def debug_group(key: str) -> Response:
+        # A gang of any dialect, by its key: `ns/name`, `volcano:ns/name`, `upstream:...`.
+        ref = registry.parse_key(key)
+        if ref is None:
+            return error_response(400, f"{key!r} is not a gang key; keys are {registry.KEY_FORMS}")
+        view = extender.views.group(ref)
         if view is None:
-            return error_response(404, f"gang {namespace}/{name} is unknown")
+            return error_response(404, f"gang {key} is unknown")
         return OrjsonResponse(view)
+
+    @router.get("/debug/topology")
+    async def debug_topology() -> Response:
+        return OrjsonResponse(extender.debug_topology())
 
     return router
 

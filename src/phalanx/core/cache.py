@@ -139,7 +139,7 @@ def _phantom(name: str) -> Node:
 
 def _shape(node: Node) -> tuple[object, ...]:
     """What eligibility reads of a node (see phalanx.core.eligibility)."""
-    return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu)
+    return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu, node.devices)
 
 
 class ClusterState:
@@ -169,8 +169,8 @@ class ClusterState:
         self._reservations: dict[str, Reservation] = {}
         self.generation = 0
         # Bumped only when a node appears, goes, or changes what eligibility reads (labels,
-        # taints, readiness, cordon, GPUs): heartbeats leave it alone, so caches keyed on it
-        # survive the steady stream of node status updates.
+        # taints, readiness, cordon, GPUs, installed DRA devices): heartbeats leave it alone,
+        # so caches keyed on it survive the steady stream of node status updates.
         self.topology_generation = 0
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None

@@ -30,7 +30,7 @@ How exactly a request is counted (`Exactness`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Container, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
@@ -50,6 +50,7 @@ from phalanx.core.dra_inventory import (
     Allocated,
     DeviceCatalog,
     DeviceHolder,
+    InstalledDevices,
     class_entry,
     gpu_info,
     is_dra_entry,
@@ -99,10 +100,23 @@ class ClaimDemand:
 
 @dataclass(frozen=True, slots=True)
 class PodDemand:
-    """All of a pod's claims. `problems` is bad input: the pod cannot be placed as it is."""
+    """All of a pod's claims. `problems` is bad input: the pod cannot be placed as it is;
+    `waiting` is a claim kube's resourceclaim controller named but Phalanx has not seen yet
+    (the pod cannot be placed yet, and nothing is wrong)."""
 
     claims: tuple[ClaimDemand, ...] = ()
     problems: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+
+    @property
+    def blocker(self) -> str:
+        """Why the pod cannot be placed on any node now, or ""."""
+        return (self.problems or self.waiting or ("",))[0]
+
+    @property
+    def shares(self) -> bool:
+        """Whether it names an unallocated claim other pods may name too."""
+        return any(c.shareable and not c.allocated for c in self.claims)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -125,7 +139,7 @@ class PodDemand:
 
     def eligibility_key(self) -> tuple[object, ...]:
         """Pods with equal keys are served by the same nodes (see `ineligibility`)."""
-        return tuple(
+        claims = tuple(
             (
                 c.allocated,
                 c.node_terms,
@@ -133,6 +147,7 @@ class PodDemand:
             )
             for c in self.claims
         )
+        return (claims, self.blocker) if self.blocker else claims
 
 
 NO_DEMAND = PodDemand()
@@ -147,18 +162,29 @@ def pod_demand(
     claims: Mapping[str, ResourceClaim],
     templates: Mapping[str, ResourceClaimTemplate],
     catalog: DeviceCatalog,
+    carried: Container[str] = frozenset(),
 ) -> PodDemand:
-    """The device demand of a pod's `spec.resourceClaims` (claims and templates by key)."""
+    """The device demand of a pod's `spec.resourceClaims` (claims and templates by key).
+
+    An allocated claim in `carried` is still counted by the pod (its devices are held by
+    the pod's reservation, not yet by its node: see `DraState.carry`), on its node only.
+    """
     if not pod.resource_claims:
         return NO_DEMAND
     result: list[ClaimDemand] = []
     problems: list[str] = []
+    waiting: list[str] = []
     for ref in pod.resource_claims:
         if ref.not_needed:
             continue
         if ref.claim:
             key = claim_key(pod.namespace, ref.claim)
             claim = claims.get(key)
+            if claim is None and ref.template:
+                waiting.append(
+                    f"waiting for ResourceClaim {key} (made from template {ref.template})"
+                )
+                continue
             if claim is None:
                 problems.append(f"ResourceClaim {key} does not exist (yet)")
                 continue
@@ -168,17 +194,16 @@ def pod_demand(
             if claim.deleting:
                 problems.append(f"ResourceClaim {key} is being deleted")
                 continue
-            if claim.allocation is not None:
+            terms = claim.allocation.node_terms if claim.allocation is not None else None
+            if claim.allocation is not None and key not in carried:
                 # Its devices are chosen: only where they are reachable matters now.
-                result.append(
-                    ClaimDemand(key, allocated=True, node_terms=claim.allocation.node_terms)
-                )
+                result.append(ClaimDemand(key, allocated=True, node_terms=terms))
                 continue
             demand, found = _claim(key, claim.spec, catalog)
             problems += found
-            if not ref.template:
-                demand = ClaimDemand(key, demand.requests, shareable=True)
-            result.append(demand)
+            result.append(
+                ClaimDemand(key, demand.requests, node_terms=terms, shareable=not ref.template)
+            )
         else:
             template_key = claim_key(pod.namespace, ref.template)
             template = templates.get(template_key)
@@ -189,7 +214,7 @@ def pod_demand(
             demand, found = _claim(key, template.spec, catalog)
             problems += found
             result.append(demand)
-    return PodDemand(tuple(result), tuple(problems))
+    return PodDemand(tuple(result), tuple(problems), tuple(waiting))
 
 
 def _claim(key: str, spec: ClaimSpec, catalog: DeviceCatalog) -> tuple[ClaimDemand, list[str]]:
@@ -392,14 +417,14 @@ def ineligibility(
     Counts installed devices; with `allocated`, only the free ones (stricter, changes with
     every allocation, so not cacheable per topology).
     """
-    if demand.problems:
-        return demand.problems[0]
+    if demand.blocker:
+        return demand.blocker
     for claim in demand.claims:
+        if claim.node_terms is not None and not any(
+            term_matches(t, node) for t in claim.node_terms
+        ):
+            return f"could not reach the devices allocated to claim {claim.key}"
         if claim.allocated:
-            if claim.node_terms is not None and not any(
-                term_matches(t, node) for t in claim.node_terms
-            ):
-                return f"could not reach the devices allocated to claim {claim.key}"
             continue
         for request in claim.requests:
             have = _matching(request, pools, catalog, allocated or {})
@@ -438,6 +463,27 @@ def _matching(
 # ---- the bridge, applied to model values -------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceNeeds:
+    """A pod's derived DRA demand as its `Pod` carries it (`Pod.devices`), with the catalog
+    it was derived against, so eligibility can check a node's installed devices.
+
+    `generation` names the catalog (`DraState.catalog_generation`): the same demand against
+    another set of classes may be served by other nodes, so it is part of the eligibility key.
+    """
+
+    demand: PodDemand
+    catalog: DeviceCatalog = field(compare=False, repr=False)
+    generation: int = 0
+
+    def ineligibility(self, node: Node) -> str | None:
+        pools = node.devices.pools if node.devices is not None else ()
+        return ineligibility(self.demand, node, pools, self.catalog)
+
+    def eligibility_key(self) -> tuple[object, ...]:
+        return (self.generation, self.demand.eligibility_key())
+
+
 def node_with_devices(
     node: Node,
     pools: Sequence[DeviceHolder],
@@ -446,26 +492,63 @@ def node_with_devices(
     *,
     clique_label: str = "nvidia.com/gpu.clique",
 ) -> Node:
-    """The node with its free DRA devices in `allocatable` (earlier DRA entries replaced).
+    """The node with its free DRA devices in `allocatable` and its installed ones in
+    `devices` (earlier DRA entries replaced: bridging a bridged node again is fine).
 
     A node without device-plugin GPUs gets its `gpu` description from its DRA GPUs, so GPU
     memory checks, metrics and /debug read both kinds of node the same way.
     """
-    base = Resources((k, v) for k, v in node.allocatable.items() if not is_dra_entry(k))
-    allocatable = base + node_entries(pools, catalog, allocated)
-    gpu = node.gpu
-    if gpu is None or (gpu.count == 0 and not gpu.mig):
-        described = gpu_info(pools)
-        if described is not None:
-            gpu = replace(described, clique=node.labels.get(clique_label, ""))
-    if allocatable == node.allocatable and gpu is node.gpu:
+    if not pools and node.devices is None:
+        return node  # the usual node: no devices now, none before (so no DRA entries)
+    own_gpu = node.devices.own_gpu if node.devices is not None else node.gpu
+    # Only a bridged node (devices set) has DRA entries to replace.
+    base = node.allocatable
+    if node.devices is not None:
+        base = Resources((k, v) for k, v in base.items() if not is_dra_entry(k))
+    gpu, devices = own_gpu, None
+    allocatable = base
+    if pools:
+        allocatable = base + node_entries(pools, catalog, allocated)
+        if gpu is None or (gpu.count == 0 and not gpu.mig):
+            described = gpu_info(pools)
+            if described is not None:
+                gpu = replace(described, clique=node.labels.get(clique_label, ""))
+        installed = sum(catalog.totals(p.devices)[DRA_GPU] for p in pools)
+        devices = InstalledDevices(tuple(pools), installed, own_gpu)
+    if allocatable == node.allocatable and gpu == node.gpu and devices == node.devices:
         return node
-    return replace(node, allocatable=allocatable, gpu=gpu)
+    return replace(node, allocatable=allocatable, gpu=gpu, devices=devices)
 
 
-def pod_with_demand(pod: Pod, extra: Resources) -> Pod:
+def pod_with_demand(pod: Pod, extra: Resources, needs: DeviceNeeds | None = None) -> Pod:
     """The pod asking for its DRA devices too (`extra` from `PodDemand.requests` or a
-    `GangDemand`); earlier DRA entries of its requests are replaced."""
+    `GangDemand`; earlier DRA entries of its requests are replaced), carrying `needs`
+    (None: the demand it carries already)."""
     base = Resources((k, v) for k, v in pod.requests.items() if not is_dra_entry(k))
     requests = base + extra
-    return pod if requests == pod.requests else replace(pod, requests=requests)
+    devices = pod.devices if needs is None else needs
+    if requests == pod.requests and devices == pod.devices:
+        return pod
+    return replace(pod, requests=requests, devices=devices)
+
+
+def with_needs(pod: Pod, needs: DeviceNeeds) -> Pod:
+    """The pod asking for everything its own claims need (`pod_with_demand` with the
+    needs' requests): a pod seen alone, before any gang shares its claims out."""
+    return pod_with_demand(pod, needs.demand.requests(), needs)
+
+
+def shared_out(members: Sequence[Pod]) -> tuple[tuple[Pod, ...], tuple[frozenset[str], ...]]:
+    """A gang's members with every claim they share charged to one of them, and the uids
+    of the members that must share a node because they share an unallocated claim.
+
+    Members that share nothing come back as they are (the usual case, and free).
+    """
+    if not any(p.devices is not None and p.devices.demand.shares for p in members):
+        return tuple(members), ()
+    gang = gang_demand((p.key, p.devices.demand) for p in members if p.devices is not None)
+    shared = tuple(
+        pod_with_demand(p, gang.requests[p.key]) if p.devices is not None else p for p in members
+    )
+    uid_of = {p.key: p.uid for p in members}
+    return shared, tuple(frozenset(uid_of[k] for k in group) for group in gang.together)

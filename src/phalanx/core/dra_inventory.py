@@ -288,6 +288,10 @@ class DeviceCatalog:
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
         return catalog
 
+    def class_notes(self, name: str) -> tuple[str, ...]:
+        """The `notes` about one class."""
+        return tuple(n for n in self.notes if n.startswith(f"DeviceClass {name}: "))
+
     def several_shapes(self, name: str) -> bool:
         return len(self.shapes.get(name, ())) > 1
 
@@ -399,6 +403,22 @@ def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> Devi
 
 
 # ---- what a node offers ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledDevices:
+    """A node's DRA devices as its `Node` carries them (`Node.devices`).
+
+    `pools` are what eligibility checks selectors against (installed, whatever is
+    allocated); `gpus` counts its GPU-like devices, free or not, so metrics can tell used
+    from free (`allocatable` holds only the free ones); `own_gpu` is what the node said of
+    its GPUs itself (device plugin, GPU Feature Discovery), kept so that bridging again
+    starts from it rather than from a description derived from devices since replaced.
+    """
+
+    pools: tuple[DeviceHolder, ...]
+    gpus: int = 0
+    own_gpu: GpuInfo | None = None
 
 
 def node_entries(

@@ -8,6 +8,7 @@ re-derives the demand of the pods it names. It takes no locks and does no I/O.
     upsert_slice / remove_slice   -> that pool re-merged (generations, completeness)
     upsert_class / remove_class   -> a new catalog: every node, every pending pod
     upsert_claim / remove_claim   -> the nodes of the pools its allocation touches
+    carry                         -> the same: an allocated claim counted by its pod instead
     upsert_template / ...         -> pending pods only (no node changes)
 
 A change of the cluster's device shapes (the first A100 node in an H100 cluster) changes
@@ -20,7 +21,7 @@ itself; identical servers share one device list (`phalanx.core.dra.intern_device
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from phalanx.core.dra import (
@@ -30,7 +31,13 @@ from phalanx.core.dra import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from phalanx.core.dra_demand import PodDemand, pod_demand
+from phalanx.core.dra_demand import (
+    DeviceNeeds,
+    PodDemand,
+    node_with_devices,
+    pod_demand,
+    with_needs,
+)
 from phalanx.core.dra_inventory import (
     Allocated,
     DeviceCatalog,
@@ -40,7 +47,7 @@ from phalanx.core.dra_inventory import (
     merge_pool,
     node_entries,
 )
-from phalanx.core.model import Pod, Resources
+from phalanx.core.model import Node, Pod, Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,25 @@ NOTHING = Changes()
 EVERYTHING = Changes(everything=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something about the cluster's DRA objects people should know, and the object it is
+    about (`kind`, cluster-scoped `name`)."""
+
+    kind: str
+    name: str
+    text: str
+    # A pool mid-update (its driver is publishing a new generation): usually over soon.
+    passing: bool = False
+
+
+def _nonlocal(pool: Pool) -> str:
+    return (
+        f"pool {pool.name} of driver {pool.driver}: {pool.nonlocal_devices} device(s) reachable "
+        "from several nodes are not planned by Phalanx (kube-scheduler still allocates them)"
+    )
+
+
 class DraState:
     """Slices, classes, claims and templates, and per node the devices that count."""
 
@@ -71,9 +97,13 @@ class DraState:
         self._shapes_dirty = False
         self._classes: dict[str, DeviceClass] = {}
         self.catalog = DeviceCatalog(())
+        # Bumped with every new catalog: a demand derived against an older one is stale.
+        self.catalog_generation = 0
         self._claims: dict[str, ResourceClaim] = {}
         # (driver, pool) -> device -> the claim holding it
         self._held: dict[tuple[str, str], dict[str, str]] = {}
+        # Allocated claims whose devices a gang's reservation still holds (see `carry`).
+        self._carried: set[str] = set()
         self._templates: dict[str, ResourceClaimTemplate] = {}
 
     # ---- reads -----------------------------------------------------------------------
@@ -86,11 +116,12 @@ class DraState:
 
     @property
     def allocated(self) -> Allocated:
-        return self._held
+        """Devices held by allocated claims, except carried ones (a reservation holds them)."""
+        return _Counted(self._held, self._carried) if self._carried else self._held
 
     def entries(self, name: str) -> Resources:
         """The node's free devices as synthetic resources (`node_entries`)."""
-        return node_entries(self.node(name), self.catalog, self._held)
+        return node_entries(self.node(name), self.catalog, self.allocated)
 
     @property
     def claims(self) -> Mapping[str, ResourceClaim]:
@@ -101,17 +132,42 @@ class DraState:
         return self._templates
 
     def demand(self, pod: Pod) -> PodDemand:
-        return pod_demand(pod, self._claims, self._templates, self.catalog)
+        return pod_demand(pod, self._claims, self._templates, self.catalog, self._carried)
+
+    def needs(self, pod: Pod) -> DeviceNeeds:
+        """The pod's demand as its `Pod.devices` carries it."""
+        return DeviceNeeds(self.demand(pod), self.catalog, self.catalog_generation)
+
+    def bridge_node(self, node: Node) -> Node:
+        """The node with its DRA devices (`node_with_devices`; idempotent)."""
+        return node_with_devices(node, self.node(node.name), self.catalog, self.allocated)
+
+    def bridge_pod(self, pod: Pod) -> Pod:
+        """The pod asking for its claims' devices and carrying its demand (`with_needs`)."""
+        return with_needs(pod, self.needs(pod))
+
+    def findings(self) -> list[Finding]:
+        """`problems()`, each with the object to tell: a pool's first slice, or the class."""
+        found = []
+        for pool in sorted(self._unusable.values(), key=lambda p: p.key):
+            names = sorted(self._names(pool.driver, pool.name))
+            first = names[0] if names else ""
+            if pool.problem:
+                passing = pool.state is PoolState.INCOMPLETE
+                found.append(Finding("ResourceSlice", first, pool.problem, passing))
+            if pool.nonlocal_devices:
+                found.append(Finding("ResourceSlice", first, _nonlocal(pool)))
+        for device_class in sorted(self.catalog.classes.values(), key=lambda c: c.name):
+            found += [
+                Finding("DeviceClass", device_class.name, note)
+                for note in self.catalog.class_notes(device_class.name)
+            ]
+        return found
 
     def problems(self) -> list[str]:
         """Pools not used, devices not counted per node, class selectors not evaluated."""
         found = [p.problem for p in self._unusable.values() if p.problem]
-        found += [
-            f"pool {p.name} of driver {p.driver}: {p.nonlocal_devices} device(s) reachable "
-            "from several nodes are not planned by Phalanx (kube-scheduler still allocates them)"
-            for p in self._unusable.values()
-            if p.nonlocal_devices
-        ]
+        found += [_nonlocal(p) for p in self._unusable.values() if p.nonlocal_devices]
         return sorted(found) + list(self.catalog.notes)
 
     # ---- slices ----------------------------------------------------------------------
@@ -207,6 +263,7 @@ class DraState:
         if shapes == self.catalog.shapes:
             return NOTHING
         self.catalog = self.catalog.with_shapes(shapes)
+        self.catalog_generation += 1
         return EVERYTHING
 
     # ---- classes ---------------------------------------------------------------------
@@ -224,6 +281,7 @@ class DraState:
 
     def _new_catalog(self) -> Changes:
         self.catalog = DeviceCatalog(self._classes.values())
+        self.catalog_generation += 1
         self._shapes_dirty = True
         self._reshape()
         return EVERYTHING
@@ -237,19 +295,47 @@ class DraState:
         return changes | self._hold(claim)
 
     def remove_claim(self, key: str) -> Changes:
+        self._carried.discard(key)
         old = self._claims.pop(key, None)
         return self._unhold(old) if old is not None else NOTHING
+
+    def carry(self, key: str, carried: bool) -> Changes:
+        """Whether an allocated claim's devices are counted by its pod rather than its node.
+
+        kube-scheduler allocates a claim (PreBind) before it asks the extender to bind the
+        pod. While the pod is still a member of a gang's reservation, that reservation
+        holds the claim's devices: counting them on the node as well would count them
+        twice. So, until its pod is bound, such a claim is *carried*: left out of its
+        node's allocated devices and kept in its pods' demand (`pod_demand`). Returns the
+        nodes whose free devices changed.
+        """
+        if (key in self._carried) == carried:
+            return NOTHING
+        if carried:
+            self._carried.add(key)
+        else:
+            self._carried.discard(key)
+        claim = self._claims.get(key)
+        return self._nodes_of_claim(claim) if claim is not None else NOTHING
+
+    def carried(self, key: str) -> bool:
+        return key in self._carried
 
     def _hold(self, claim: ResourceClaim) -> Changes:
         if claim.allocation is None:
             return NOTHING
-        pools = set()
         claim_key = claim.key  # one string for all its devices
         for result in claim.allocation.devices:
             if result.exclusive:
                 key = (result.driver, result.pool)
                 self._held.setdefault(key, {})[result.device] = claim_key
-                pools.add(key)
+        return self._nodes_of_claim(claim)
+
+    def _nodes_of_claim(self, claim: ResourceClaim) -> Changes:
+        """The nodes of the pools an allocated claim holds devices of."""
+        if claim.allocation is None:
+            return NOTHING
+        pools = {(r.driver, r.pool) for r in claim.allocation.devices if r.exclusive}
         return Changes(frozenset(n for key in pools for n in self._pool_nodes(key)))
 
     def _unhold(self, claim: ResourceClaim) -> Changes:
@@ -278,6 +364,37 @@ class DraState:
 
     def remove_template(self, key: str) -> None:
         self._templates.pop(key, None)
+
+
+class _Counted(Mapping[tuple[str, str], Container[str]]):
+    """Devices held by allocated claims, less those of carried claims (`DraState.carry`)."""
+
+    __slots__ = ("_carried", "_held")
+
+    def __init__(self, held: Mapping[tuple[str, str], Mapping[str, str]], carried: Set[str]):
+        self._held = held
+        self._carried = carried
+
+    def __getitem__(self, key: tuple[str, str]) -> Container[str]:
+        return _Uncarried(self._held[key], self._carried)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+class _Uncarried(Container[str]):
+    __slots__ = ("_carried", "_held")
+
+    def __init__(self, held: Mapping[str, str], carried: Set[str]) -> None:
+        self._held = held
+        self._carried = carried
+
+    def __contains__(self, device: object) -> bool:
+        claim = self._held.get(device) if isinstance(device, str) else None
+        return claim is not None and claim not in self._carried
 
 
 def _nodes_of(s: ResourceSlice | None) -> frozenset[str]:

@@ -1,8 +1,10 @@
 """Which nodes a pod may use, judged the way kube-scheduler's own filters would.
 
 Phalanx re-checks what it can judge itself (readiness, cordon, taints, node selector,
-required node affinity, GPU memory, plan tags) so that a gang is never planned onto a node
-kube-scheduler would refuse; capacity is judged separately, against the snapshot.
+required node affinity, GPU memory, plan tags, and for a pod with ResourceClaims the devices
+the node has installed, as `phalanx.core.dra_demand.ineligibility` judges them) so that a
+gang is never planned onto a node kube-scheduler would refuse; capacity is judged
+separately, against the snapshot.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ NOT_READY = "were not ready"
 CORDONED = "were cordoned (unschedulable)"
 SELECTOR_MISMATCH = "didn't match the pod's node selector"
 AFFINITY_MISMATCH = "didn't match the pod's required node affinity"
+# A pod whose claims the model has not read yet (a /filter that outran the watch).
+CLAIMS_UNKNOWN = "could not be judged: the pod's ResourceClaims are not known to Phalanx yet"
 
 
 def _requirement_matches(req: SelectorRequirement, value: str | None) -> bool:
@@ -101,6 +105,10 @@ def ineligibility(pod: Pod, node: Node, tags: frozenset[str] = frozenset()) -> s
         lacking = missing_tags(node, tags)
         if lacking:
             return "lacked plan tag " + ", ".join(f"{PLAN_TAG_PREFIX}{t}=true" for t in lacking)
+    if pod.devices is not None:
+        return pod.devices.ineligibility(node)
+    if pod.resource_claims:
+        return CLAIMS_UNKNOWN
     return None
 
 
@@ -111,6 +119,7 @@ def eligibility_key(pod: Pod) -> tuple[object, ...]:
         tuple(sorted(pod.node_selector.items())),
         pod.required_affinity,
         pod.gpu_memory_mib if pod.requests.gpus() else 0,
+        pod.devices.eligibility_key() if pod.devices is not None else bool(pod.resource_claims),
     )
 
 

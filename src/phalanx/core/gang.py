@@ -8,17 +8,22 @@ The texts people read come from `phalanx.core.gang_explain`.
 How members are placed:
 1. Members are grouped into *units* that must share a node: the plan's hard units
    (composite, stream, loop/branch bodies, connected differentiable members), or every
-   member together for `same-node`, or one member per unit otherwise.
+   member together for `same-node`, or one member per unit otherwise; then units holding
+   members of one `together` group (pods sharing an unallocated ResourceClaim, whose
+   devices will be on one node) are joined.
 2. Candidate *domains* come from the policy: the whole cluster, each NVLink clique (or a
    lone node) for `interconnect-local`, each value of the label for `domain:<key>`.
    Domains are tried best-fit first (least spare GPUs), ties by name.
    A gang with a topology constraint walks its levels instead (`phalanx.core.gang_topology`):
    the domains of the preferred level, tightest fit first, then one level wider at a time
    up to the required level (or the whole cluster), slices inside the slice level.
-3. In a domain, units are placed largest-first. Interchangeable units (same requests,
-   same eligible nodes, no plan relations) are placed in bulk with per-node fit counts, so
-   a 64-member gang costs O(nodes log nodes), not O(nodes × members). Units with plan
-   relations are scored one by one (soft rules as preferences) with bounded backtracking.
+3. In a domain, units are placed largest-first; if that fails for a gang whose units
+   differ, most constrained first (fewest nodes a unit fits on) is tried once more, so a
+   unit that could go anywhere does not take the only node another fits. Interchangeable
+   units (same requests, same eligible nodes, no plan relations) are placed in bulk with
+   per-node fit counts, so a 64-member gang costs O(nodes log nodes), not
+   O(nodes × members). Units with plan relations are scored one by one (soft rules as
+   preferences) with bounded backtracking.
    Given a topology index, equally good nodes are told apart by how tight their domains
    are, so a gang fills broken cliques and leaves whole ones free.
 """
@@ -56,6 +61,8 @@ from phalanx.core.topology_usage import DomainFree, domain_free, tightness
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
 BACKTRACK_BUDGET = 256
+# Gangs with more units than this get no matching fallback (it is O(units x edges)).
+MATCHING_UNITS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,21 @@ class GangSpec:
     # The nodes of `topology.topology` grouped into domains; built from the snapshot when
     # None (callers cache it per ClusterState.topology_generation).
     index: TopologyIndex | None = None
+    # Member uids that must share one node whatever the policy (they share a ResourceClaim:
+    # `phalanx.core.dra_demand.shared_out`).
+    together: tuple[frozenset[str], ...] = ()
+
+
+def _joined(groups: list[list[Pod]], together: Sequence[frozenset[str]]) -> list[list[Pod]]:
+    """The groups, with those holding members of one `together` set made one (in order)."""
+    for uids in together:
+        hit = [i for i, g in enumerate(groups) if any(p.uid in uids for p in g)]
+        if len(hit) > 1:
+            first = groups[hit[0]]
+            for i in hit[1:]:
+                first.extend(groups[i])
+            groups = [g for i, g in enumerate(groups) if i not in hit[1:]]
+    return groups
 
 
 def _fit_key(free: Resources, request: Resources, count: int) -> tuple[int, int, int]:
@@ -185,6 +207,8 @@ class _Placer:
             groups.extend([p] for p in members if p.uid not in seen)
         else:
             groups = [[p] for p in members]
+        if spec.together:
+            groups = _joined(groups, spec.together)
         units: list[Unit] = []
         for i, pods in enumerate(groups):
             ids = frozenset(p.plan_node for p in pods if p.plan_node)
@@ -379,6 +403,87 @@ class _Placer:
         `trial` a success stays recorded in it and a failure leaves it as it was."""
         if trial is None:
             trial = self.trial()
+        first = self._solve(order, nodes, trial)
+        if not isinstance(first, Failure):
+            return first
+        # Largest first is greedy across units that differ: one may take the only node
+        # another could use. Then most constrained first (fewest nodes it fits on) gets a
+        # second try, and last a matching; the first failure still tells why.
+        if len({u.cls for u in order}) == 1 or any(u.relational for u in order):
+            return first  # alike units (bulk is complete for them), or plan relations
+        options = self._options(order, nodes, trial)
+        if options is None:
+            return first
+        constrained = sorted(order, key=lambda u: len(options[u.cls]))  # stable
+        if [u.index for u in constrained] != [u.index for u in order]:
+            second = self._solve(constrained, nodes, trial)
+            if not isinstance(second, Failure):
+                return second
+        matched = self._one_node_each(constrained, options)
+        if matched is None:
+            return first
+        for u in order:
+            node = matched[u.index]
+            trial.overlay.add(node, u.requests)
+            trial.used[node] = trial.used.get(node, 0) + 1
+        return matched
+
+    def _options(
+        self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial
+    ) -> dict[int, list[str]] | None:
+        """Per class of units, the nodes one of them fits on now; None when some class
+        plainly cannot fit (fewer copies fit than it has units), so no retry can help."""
+        overlay, used = trial.overlay, trial.used
+        spread = self.spec.placement.kind is PolicyKind.SPREAD
+        counts: dict[int, int] = {}
+        first: dict[int, Unit] = {}
+        for u in order:
+            counts[u.cls] = counts.get(u.cls, 0) + 1
+            first.setdefault(u.cls, u)
+        options: dict[int, list[str]] = {}
+        for cls, unit in first.items():
+            need = counts[cls]
+            fits, room = [], 0
+            for n in self._candidates(unit, nodes):
+                if spread and n in used:
+                    continue
+                k = unit.requests.times_fits_in(overlay.free(n), 1 if spread else need)
+                if k:
+                    fits.append(n)
+                    room += k
+            if room < need:
+                return None
+            options[cls] = fits
+        return options
+
+    def _one_node_each(
+        self, order: Sequence[Unit], options: Mapping[int, Sequence[str]]
+    ) -> dict[int, str] | None:
+        """Unit index -> a node of its own among its class's `options`, by augmenting
+        paths (complete whenever such a placement exists; for `spread` it is the only
+        kind there is); None when there is none."""
+        if len(order) > MATCHING_UNITS:
+            return None
+        holder: dict[str, Unit] = {}  # node -> unit
+
+        def augment(unit: Unit, seen: set[str]) -> bool:
+            for node in options[unit.cls]:
+                if node not in seen:
+                    seen.add(node)
+                    if node not in holder or augment(holder[node], seen):
+                        holder[node] = unit
+                        return True
+            return False
+
+        # Fewest options first: most units then match without an augmenting path.
+        for u in order:
+            if not augment(u, set()):
+                return None
+        return {unit.index: node for node, unit in holder.items()}
+
+    def _solve(
+        self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial
+    ) -> dict[int, str] | Failure:
         overlay, used = trial.overlay, trial.used
         domain = tuple(nodes)
         chosen: dict[int, str] = {}

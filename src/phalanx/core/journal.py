@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
@@ -65,6 +65,15 @@ _EVENT_REASONS = {
 }
 
 
+class ReplanCause(StrEnum):
+    """Why a reservation was re-planned, as counted by phalanx_replans_total{cause}."""
+
+    NOT_OFFERED = "not-offered"  # kube-scheduler's own filters refused a reserved node
+    # ... for a member with device claims to allocate: its DynamicResources plugin refused it
+    DRA = "dra"
+    NO_SLOT = "no-slot"  # an arriving member fit none of a template reservation's slots
+
+
 @dataclass(frozen=True, slots=True)
 class GangEvent:
     """A decision about a gang worth telling people (metrics, Events, logs, status)."""
@@ -72,6 +81,7 @@ class GangEvent:
     outcome: Outcome
     group: GroupRef
     reason: str
+    cause: str = ""  # REPLANNED: a ReplanCause
 
     @property
     def group_key(self) -> str:
@@ -87,6 +97,8 @@ class GroupRecord:
     last_outcome: Outcome | None = None
     last_reason: str = ""
     proposal: Placed | None = None  # what the gang transaction proposed for the reservation
+    # The proposal's template slots and the pods that claimed them (slot uid -> pod key).
+    claimed: dict[str, str] = field(default_factory=dict)
     replans: int = 0
     bound_at: float | None = None
 
@@ -108,7 +120,9 @@ class GangJournal:
             rec = self.records[key] = GroupRecord(key)
         return rec
 
-    def note(self, group: GroupRef, outcome: Outcome, reason: str) -> GangEvent | None:
+    def note(
+        self, group: GroupRef, outcome: Outcome, reason: str, *, cause: str = ""
+    ) -> GangEvent | None:
         """Record a decision; the event to report, or None if it repeats the last one."""
         rec = self.record(group.key)
         # A gang stuck waiting is reported once per change of reason, not once per filter.
@@ -116,7 +130,7 @@ class GangJournal:
             return None
         rec.last_outcome = outcome
         rec.last_reason = reason
-        event = GangEvent(outcome, group, reason)
+        event = GangEvent(outcome, group, reason, cause)
         self.history.append(event)
         return event
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # DRA values ride on nodes and pods; their modules build on this one
+    from phalanx.core.dra_demand import DeviceNeeds
+    from phalanx.core.dra_inventory import InstalledDevices
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -213,6 +218,9 @@ class Node:
     ready: bool = True
     gpu: GpuInfo | None = None
     uid: str = ""
+    # DRA: the devices its ResourceSlices publish (None: none), set by
+    # `phalanx.core.dra_demand.node_with_devices` with their free counts in `allocatable`.
+    devices: InstalledDevices | None = None
 
     @property
     def schedulable(self) -> bool:
@@ -385,8 +393,11 @@ class Pod:
     # named a different gang and lost (precedence, see `phalanx.core.groups.registry`).
     group_dialect: Dialect | None = field(default=None, compare=False)
     overruled: tuple[Claim, ...] = ()
-    # DRA: the pod's `spec.resourceClaims` (its device demand is in phalanx.core.dra_demand).
+    # DRA: the pod's `spec.resourceClaims`, and the demand derived from them and the
+    # cluster's claims, templates and classes (`phalanx.core.dra_demand.pod_with_demand`;
+    # None: not derived, so a pod with claims cannot be placed yet).
     resource_claims: tuple[PodClaimRef, ...] = ()
+    devices: DeviceNeeds | None = None
 
     @property
     def key(self) -> str:

@@ -7,11 +7,16 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
    reserved node — the gang is re-planned once without that node;
 3. the gang is resolved (`phalanx.core.resolution`): waiting for its PodGroup, or invalid;
    a group of upstream's `basic` policy is no gang: its members are placed one by one;
+   then the gang's topology constraint (`phalanx.core.topology.resolve_topology`), or
+   invalid;
 4. quorum first: fewer than minMember members exist, so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
 7. otherwise the whole gang is planned on a snapshot (the gang transaction,
    `phalanx.core.gang`) and reserved in one step (`ClusterState.reserve`).
+
+Topology indexes (nodes grouped into domains per configured topology) are built from
+labels only and kept per `ClusterState.topology_generation` (`IndexCache`).
 
 Pods in no gang go through `phalanx.core.singles`. Every call returns its whole decision
 (`FilterDecision`: the answer, the reservation it made, the gang events); the journal
@@ -35,8 +40,16 @@ from phalanx.core.cache import (
     Reservation,
 )
 from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
+from phalanx.core.dra_demand import shared_out
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
-from phalanx.core.journal import GangEvent, GangJournal, GroupRecord, Outcome, live_keys
+from phalanx.core.journal import (
+    GangEvent,
+    GangJournal,
+    GroupRecord,
+    Outcome,
+    ReplanCause,
+    live_keys,
+)
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, Pod, PodGroup
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
@@ -44,6 +57,18 @@ from phalanx.core.prioritize import prioritize
 from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
 from phalanx.core.singles import SingleFit
 from phalanx.core.template import NoSlot, pick_slot, placeholders, slot_requests, template_of
+from phalanx.core.topology import (
+    DEFAULT_TOPOLOGIES,
+    GangTopology,
+    IndexCache,
+    Topologies,
+    Topology,
+    TopologyFinding,
+    TopologyIndex,
+    member_order,
+    resolve_topology,
+)
+from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free_domains
 
 Plan = tuple[PlanNode, PlanIntent]
 
@@ -60,6 +85,8 @@ class PlannerSettings:
     # Single pods: answer at most this many best-fit nodes from filter (1: kube-scheduler
     # then skips prioritize, one round trip a pod); 0: every feasible node.
     single_pod_nodes: int = 0
+    # The configured topologies (docs/topology.md); the first is the default one.
+    topologies: Topologies = DEFAULT_TOPOLOGIES
 
 
 @dataclass(slots=True)
@@ -87,7 +114,9 @@ class GangPlanner:
             self.settings.default_placement, self.settings.default_timeout_seconds
         )
         self.journal = GangJournal()
-        self.singles = SingleFit(state)
+        self.indexes = IndexCache()
+        self._fragmentation: tuple[int, dict[str, int]] | None = None  # (generation, scores)
+        self.singles = SingleFit(state, self.fragmentation)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
 
     # ---- gangs -------------------------------------------------------------------------
@@ -116,6 +145,32 @@ class GangPlanner:
         for key in [k for k in self._plans if k not in live]:
             del self._plans[key]
 
+    # ---- topology ----------------------------------------------------------------------
+
+    def index(self, topology: Topology) -> TopologyIndex:
+        """The nodes grouped into the domains of `topology` (rebuilt when nodes change)."""
+        state = self.state
+        return self.indexes.get(
+            topology, state.topology_generation, lambda: (i.node for i in state.nodes())
+        )
+
+    def topology_findings(self) -> list[TopologyFinding]:
+        """Inconsistent node labels found since the last call (each said once)."""
+        return self.indexes.unreported()
+
+    def topology_usage(self) -> list[tuple[TopologyIndex, tuple[LevelFreedom, ...]]]:
+        """Per configured topology: its index, and per level how many domains are whole
+        (every GPU free) of those with GPUs."""
+        snapshot = self.state.snapshot()
+        usage = []
+        for topology in self.settings.topologies.all:
+            index = self.index(topology)
+            usage.append((index, free_domains(snapshot, index)))
+        return usage
+
+    def _topology_of(self, group: PodGroup) -> GangTopology | str:
+        return resolve_topology(group, self.state.members(group.key), self.settings.topologies)
+
     def _plan_of(self, group: PodGroup) -> Plan | None:
         if not group.plan_json:
             return None
@@ -141,6 +196,9 @@ class GangPlanner:
         `offered_set`: the offered names as a set, when the caller has one already."""
         if pod.invalid:
             return FilterDecision(refuse_all(offered, pod.invalid))
+        blocked = _devices_blocker(pod)
+        if blocked:
+            return FilterDecision(refuse_all(offered, f"pod {pod.key}: {blocked}"))
         if pod.group is None:
             best = self.settings.single_pod_nodes
             single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
@@ -148,8 +206,8 @@ class GangPlanner:
         cycle = _Cycle(pod, pod.group, offered, now)
         return cycle.decision(self._filter_member(cycle))
 
-    def _note(self, cycle: _Cycle, outcome: Outcome, reason: str) -> None:
-        event = self.journal.note(cycle.group, outcome, reason)
+    def _note(self, cycle: _Cycle, outcome: Outcome, reason: str, *, cause: str = "") -> None:
+        event = self.journal.note(cycle.group, outcome, reason, cause=cause)
         if event is not None:
             cycle.events.append(event)
 
@@ -171,6 +229,7 @@ class GangPlanner:
             if isinstance(claim, NoSlot):
                 return self._replan_for(cycle, claim.reason)
             member = self.state.claim(key, claim.slot.pod_uid, pod)
+            self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
         if member is not None:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
@@ -184,10 +243,14 @@ class GangPlanner:
         group = resolution.group
         if group.basic:
             return self.singles.filter(pod, offered)
+        topology = self._topology_of(group)
+        if isinstance(topology, str):
+            self._note(cycle, Outcome.INVALID, topology)
+            return refuse_all(offered, topology)
         # 4. Quorum first, unless the gang can be reserved from its template.
         members = self.state.members(key)
         if len(members) < group.min_member:
-            return self._before_quorum(cycle, group, members)
+            return self._before_quorum(cycle, group, members, topology)
         # 5. The execution plan.
         try:
             plan = self._plan_of(group)
@@ -198,13 +261,16 @@ class GangPlanner:
         # 6. The quorum is placed (or reserved): this member joins as capacity allows.
         bound = [p for p in members if self.state.is_bound(p)]
         if len(bound) >= group.min_member or reservation is not None:
-            return self._place_extra(cycle, group, plan)
+            return self._place_extra(cycle, group, topology, plan)
         # 7. Plan and reserve the whole gang.
-        return self._plan_gang(cycle, group, plan, members, bound, exclude=frozenset())
+        return self._plan_gang(
+            cycle, group, plan, members, bound, topology=topology, exclude=frozenset()
+        )
 
     def _spec(
         self,
         group: PodGroup,
+        topology: GangTopology,
         plan: Plan | None,
         members: tuple[Pod, ...],
         *,
@@ -212,15 +278,20 @@ class GangPlanner:
         anchors: Mapping[str, str],
         exclude: frozenset[str],
     ) -> GangSpec:
+        # Claims several members share are charged once, and bind those members together.
+        members, together = shared_out(members)
         return GangSpec(
             key=group.key,
             placement=group.placement or self.settings.default_placement,
             members=members,
+            together=together,
             anchors=anchors,
             anchor_pods=tuple(anchor_pods),
             plan=plan[0] if plan else None,
             intent=plan[1] if plan else None,
             exclude=exclude,
+            topology=topology,
+            index=self.index(topology.topology),
         )
 
     def _plan_gang(
@@ -231,36 +302,44 @@ class GangPlanner:
         members: Sequence[Pod],
         bound: Sequence[Pod],
         *,
+        topology: GangTopology,
         exclude: frozenset[str],
     ) -> FilterResult:
         """Place every unbound member on a snapshot and reserve them in one step."""
-        pod = cycle.pod
         unbound = tuple(p for p in members if not self.state.is_bound(p))
         anchors = {p.uid: self.state.bound_node(p) for p in bound}
         snapshot = self.state.snapshot()
 
         def attempt(to_place: tuple[Pod, ...]) -> Placed | Unfit:
             spec = self._spec(
-                group, plan, to_place, anchor_pods=bound, anchors=anchors, exclude=exclude
+                group,
+                topology,
+                plan,
+                to_place,
+                anchor_pods=bound,
+                anchors=anchors,
+                exclude=exclude,
             )
             return place_gang(snapshot, spec)
 
         result = attempt(unbound)
         needed = group.min_member - len(bound)
         if isinstance(result, Unfit) and plan is None and 0 < needed < len(unbound):
-            # Elastic gang: the quorum alone may fit where every member does not.
-            others = [p for p in unbound if p.uid != pod.uid][: needed - 1]
-            smaller = attempt(tuple(sorted((pod, *others), key=lambda p: p.name)))
+            # Elastic gang: the quorum alone may fit where every member does not. The
+            # quorum is the lowest ranks, so slices stay whole and rank 0 (the usual
+            # coordinator) is in it.
+            smaller = attempt(member_order(unbound)[:needed])
             if isinstance(smaller, Placed):
                 result = smaller
         return self._reserve(cycle, group, result)
 
     def _before_quorum(
-        self, cycle: _Cycle, group: PodGroup, members: Sequence[Pod]
+        self, cycle: _Cycle, group: PodGroup, members: Sequence[Pod], topology: GangTopology
     ) -> FilterResult:
         """Fewer than minMember members exist: reserve the gang from its template if it has
-        one (phalanx.core.template), else everyone waits."""
-        template = template_of(self.state, group, members)
+        one (phalanx.core.template), else everyone waits. A gang with slices waits: which
+        rank will claim which slot is not known before the members exist."""
+        template = None if topology.slice_size else template_of(self.state, group, members)
         if template is None or not self.settings.template_reservation:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             self._note(cycle, Outcome.WAITING, reason)
@@ -269,7 +348,13 @@ class GangPlanner:
             template, group.min_member - len(members), slot_requests(template, group)
         )
         spec = self._spec(
-            group, None, (*members, *slots), anchor_pods=(), anchors={}, exclude=frozenset()
+            group,
+            topology,
+            None,
+            (*members, *slots),
+            anchor_pods=(),
+            anchors={},
+            exclude=frozenset(),
         )
         return self._reserve(cycle, group, place_gang(self.state.snapshot(), spec), template=True)
 
@@ -302,13 +387,13 @@ class GangPlanner:
         )
         cycle.reserved = reservation
         rec.proposal = result
+        rec.claimed = {}
         slots = len(reservation.slots())
         waiting = f" ({slots} of them for members not created yet)" if slots else ""
-        self._note(
-            cycle,
-            Outcome.COMMITTED,
-            f"reserved {len(result.members)} member(s){waiting} on {', '.join(result.nodes)}",
-        )
+        reason = f"reserved {len(result.members)} member(s){waiting} on {', '.join(result.nodes)}"
+        if result.explanation:
+            reason = f"{reason}; {result.explanation}"
+        self._note(cycle, Outcome.COMMITTED, reason)
         member = reservation.member(pod.uid)
         if member is None:
             reason = f"gang {key} is reserved without this pod; it joins once the quorum is bound"
@@ -322,10 +407,18 @@ class GangPlanner:
         refused = (
             f"kube-scheduler did not offer node {member.node} reserved for pod {cycle.pod.key}"
         )
-        return self._replan_for(cycle, refused, exclude=frozenset({member.node}))
+        # Phalanx judges every filter but DynamicResources as kube-scheduler does: with
+        # device claims to allocate, that plugin is the one that can disagree.
+        cause = ReplanCause.DRA if _allocates_devices(cycle.pod) else ReplanCause.NOT_OFFERED
+        return self._replan_for(cycle, refused, exclude=frozenset({member.node}), cause=cause)
 
     def _replan_for(
-        self, cycle: _Cycle, refused: str, *, exclude: frozenset[str] = frozenset()
+        self,
+        cycle: _Cycle,
+        refused: str,
+        *,
+        exclude: frozenset[str] = frozenset(),
+        cause: ReplanCause = ReplanCause.NO_SLOT,
     ) -> FilterResult:
         """The reservation cannot serve this member (`refused` says why): release it and
         re-plan once, without the `exclude`d nodes."""
@@ -340,19 +433,26 @@ class GangPlanner:
         rec.replans += 1
         reason = f"{refused}; re-planning without it"
         self.state.release(key, ReleaseCause.REPLAN, reason)
-        self._note(cycle, Outcome.REPLANNED, reason)
+        self._note(cycle, Outcome.REPLANNED, reason, cause=cause)
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
             return refuse_all(offered, resolution.reason)
         group = resolution.group
+        topology = self._topology_of(group)
+        if isinstance(topology, str):
+            return refuse_all(offered, topology)
         members = self.state.members(key)
         if len(members) < group.min_member:
-            return self._before_quorum(cycle, group, members)
+            return self._before_quorum(cycle, group, members, topology)
         bound = [p for p in members if self.state.is_bound(p)]
         plan = self._plan_of(group)
-        return self._plan_gang(cycle, group, plan, members, bound, exclude=exclude)
+        return self._plan_gang(
+            cycle, group, plan, members, bound, topology=topology, exclude=exclude
+        )
 
-    def _place_extra(self, cycle: _Cycle, group: PodGroup, plan: Plan | None) -> FilterResult:
+    def _place_extra(
+        self, cycle: _Cycle, group: PodGroup, topology: GangTopology, plan: Plan | None
+    ) -> FilterResult:
         """A member beyond the placed quorum: placed alone, next to the gang per its policy."""
         key, offered = group.key, cycle.offered
         anchors: dict[str, str] = {}
@@ -369,7 +469,13 @@ class GangPlanner:
         snapshot = self.state.snapshot()
         exclude = frozenset(n for n in snapshot.names if n not in offered_set)
         spec = self._spec(
-            group, plan, (cycle.pod,), anchor_pods=anchor_pods, anchors=anchors, exclude=exclude
+            group,
+            topology,
+            plan,
+            (cycle.pod,),
+            anchor_pods=anchor_pods,
+            anchors=anchors,
+            exclude=exclude,
         )
         result = place_gang(snapshot, spec)
         if isinstance(result, Unfit):
@@ -394,10 +500,37 @@ class GangPlanner:
     # ---- prioritize and preempt -----------------------------------------------------------
 
     def prioritize(self, pod: Pod, offered: Sequence[str]) -> dict[str, int]:
-        return prioritize(self.state, pod, offered)
+        return prioritize(self.state, pod, offered, self.fragmentation)
+
+    def fragmentation(self) -> Mapping[str, int]:
+        """0..10 per node of the default topology: how broken its domains are; empty when
+        none is. Worked out once per model generation (kube-scheduler asks for every pod
+        it scores)."""
+        generation = self.state.generation
+        if self._fragmentation is None or self._fragmentation[0] != generation:
+            index = self.index(self.settings.topologies.default)
+            scores: dict[str, int] = {}
+            # The widest level has the fewest domains: as many as nodes means no node
+            # shares a domain with another, and there is nothing to break.
+            if index.domains and len(index.domains[0]) < len(index.of_node):
+                scores = fragmentation_scores(index, self.state.node_infos(), index.of_node)
+            self._fragmentation = (generation, scores if any(scores.values()) else {})
+        return self._fragmentation[1]
 
     def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         return preempt(self.state, victims)
+
+
+def _devices_blocker(pod: Pod) -> str:
+    """Why the pod's device claims keep it off every node now ("" if nothing does)."""
+    if pod.devices is not None:
+        return pod.devices.demand.blocker
+    return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
+
+
+def _allocates_devices(pod: Pod) -> bool:
+    """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod."""
+    return pod.devices is not None and any(not c.allocated for c in pod.devices.demand.claims)
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

@@ -13,7 +13,8 @@ the pod is scheduled anyway); reasons are given only when no node fits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from phalanx.core import eligibility
@@ -32,8 +33,15 @@ ELIGIBILITY_CACHE_SIZE = 1024
 class SingleFit:
     """The single-pod filter over a `ClusterState` (read only)."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        fragmentation: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
         self.state = state
+        # How broken each node's topology domains are (the planner's, cached per generation):
+        # the best-fit answer prefers broken cliques between equally good nodes.
+        self.fragmentation = fragmentation
         self._eligible: dict[tuple[object, ...], tuple[int, frozenset[str]]] = {}
 
     def eligible_nodes(self, pod: Pod) -> frozenset[str]:
@@ -90,7 +98,9 @@ class SingleFit:
         if len(eligible) < len(self.state.node_infos()):
             feasible = [n for n in feasible if n in eligible]
         if best and feasible:
-            return FilterResult(tuple(best_fit(self.state, pod, feasible, best)))
+            return FilterResult(
+                tuple(best_fit(self.state, pod, feasible, best, self.fragmentation))
+            )
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         if len(feasible) < len(offered):
@@ -114,9 +124,12 @@ class SingleFit:
         """The best fit for a GPU pod without a Python pass over every offered node: the
         cache keeps nodes bucketed by free GPUs in name order, so the tightest bucket is
         read first and, in it, nodes are checked (offered, eligible, CPU, memory, pods)
-        until `count` fit; usually the first does. Ties on GPUs go by name. [] when no node
-        fits (the caller then works out every reason)."""
+        until `count` fit; usually the first does. Ties on GPUs go by name, or, when some
+        topology domain is broken, to the node whose domains are the most broken (the
+        whole tightest bucket is then read). [] when no node fits (the caller then works
+        out every reason)."""
         c, m, p, g = (request.get(k) for k in COMMON_RESOURCES)
+        broken = self.fragmentation() if self.fragmentation is not None else {}
         frees = self.state.common_free()
         by_gpus = self.state.nodes_by_free_gpus()
         wanted = offered if isinstance(offered, AbstractSet) else frozenset(offered)
@@ -131,11 +144,18 @@ class SingleFit:
                 if (len(wanted) * 8 < len(bucket))
                 else bucket
             )
-            for n in names:
-                if n in wanted and (f := frees[n])[0] >= c and f[1] >= m and f[2] >= p:
-                    picked.append(n)
-                    if len(picked) == count:
-                        return picked
+            fits = (
+                n
+                for n in names
+                if n in wanted and (f := frees[n])[0] >= c and f[1] >= m and f[2] >= p
+            )
+            if broken:
+                # Names are in order, so a stable sort keeps ties by name.
+                picked.extend(sorted(fits, key=lambda n: -broken.get(n, 0))[: count - len(picked)])
+            else:
+                picked.extend(itertools.islice(fits, count - len(picked)))
+            if len(picked) == count:
+                return picked
         return picked
 
 

@@ -62,11 +62,32 @@ class Topology:
     levels: tuple[str, ...]
 
     def level(self, key: str) -> int | None:
-        """The position of level `key` (0 = widest), or None when it is not a level here."""
+        """The position of level `key` (0 = widest), or None when it is not a level here.
+
+        `key` is a label key, or `tier:<n>` (a Volcano HyperNode tier): the n-th level
+        counted up from the narrowest level above a node, so `tier:1` of the default
+        topology is nvidia.com/gpu.clique and `tier:3` the spine.
+        """
+        tier = _tier(key)
+        if tier is not None:
+            position = self.tiers - tier
+            return position if 0 <= position < self.tiers and tier > 0 else None
         try:
             return self.levels.index(key)
         except ValueError:
             return None
+
+    @property
+    def tiers(self) -> int:
+        """How many levels lie above a node: every level but the hostname one."""
+        return len(self.levels) - (1 if self.levels[-1:] == (HOSTNAME_LABEL,) else 0)
+
+    def tier_names(self) -> str:
+        """The tiers for a message: `tier:1 = <narrowest above a node> … tier:n = <widest>`."""
+        if not self.tiers:
+            return "none: its only level is the node itself"
+        first = f"tier:1 = {self.levels[self.tiers - 1]}"
+        return first if self.tiers == 1 else f"{first} … tier:{self.tiers} = {self.levels[0]}"
 
     def __str__(self) -> str:
         return f"{self.name}={','.join(self.levels)}"
@@ -148,6 +169,15 @@ def _checked_levels(name: str, levels: tuple[str, ...]) -> tuple[str, ...]:
             f"topology {name}: {HOSTNAME_LABEL} can only be the narrowest level"
         )
     return levels
+
+
+_TIER = re.compile(r"tier:([0-9]{1,3})")
+
+
+def _tier(key: str) -> int | None:
+    """n for a `tier:<n>` level name (Volcano's HyperNode tiers), else None."""
+    found = _TIER.fullmatch(key)
+    return int(found.group(1)) if found else None
 
 
 def short_name(key: str) -> str:
@@ -431,6 +461,11 @@ def resolve_topology(
     ):
         levels[role] = topology.level(name) if name else None
         if name and levels[role] is None:
+            if _tier(name) is not None:
+                return (
+                    f"gang {key}: {role} level {quoted(name)} is not a tier of topology "
+                    f"{topology.name} ({topology.tier_names()})"
+                )
             return (
                 f"gang {key}: {role} level {quoted(name)} is not a level of topology "
                 f"{topology.name} ({' > '.join(topology.levels)})"
@@ -449,15 +484,21 @@ def _check(
     key: str, group: PodGroup, resolved: GangTopology, intent: TopologyConstraint
 ) -> GangTopology | str:
     required, preferred, sliced = resolved.required, resolved.preferred, resolved.slice_level
+
+    def shown(name: str, level: int) -> str:
+        return f"{name} ({resolved.key(level)})" if _tier(name) is not None else name
+
     if required is not None and preferred is not None and required > preferred:
         return (
-            f"gang {key}: required level {intent.required} is narrower than preferred level "
-            f"{intent.preferred}; prefer the required level or a narrower one"
+            f"gang {key}: required level {shown(intent.required, required)} is narrower than "
+            f"preferred level {shown(intent.preferred, preferred)}; prefer the required level "
+            "or a narrower one"
         )
     if required is not None and sliced is not None and sliced < required:
         return (
-            f"gang {key}: slice level {intent.slice_required} is wider than required level "
-            f"{intent.required}; slices must fit inside the required domain"
+            f"gang {key}: slice level {shown(intent.slice_required, sliced)} is wider than "
+            f"required level {shown(intent.required, required)}; slices must fit inside the "
+            "required domain"
         )
     if intent.slice_size and group.min_member % intent.slice_size:
         return (

@@ -68,11 +68,22 @@ class NodeLine:
 
 
 @dataclass(slots=True)
+class FreeDomainsLine:
+    """At the end of the run: of one topology level's domains with GPUs, how many are whole."""
+
+    topology: str
+    level: str
+    free: int
+    total: int
+
+
+@dataclass(slots=True)
 class Report:
     title: str
     groups: list[GroupLine] = field(default_factory=list)
     singles: list[SingleLine] = field(default_factory=list)
     nodes: list[NodeLine] = field(default_factory=list)
+    free_domains: list[FreeDomainsLine] = field(default_factory=list)
     partial_gangs: list[str] = field(default_factory=list)
     reserved_gpus: int = 0
     overcommitted_nodes: list[str] = field(default_factory=list)
@@ -250,6 +261,12 @@ def build_report(
                 pods=pods_on.get(info.name, []),
             )
         )
+    report.free_domains = [
+        FreeDomainsLine(index.topology.name, level.level, level.free, level.total)
+        for index, levels in extender.planner.topology_usage()
+        for level in levels
+        if level.total
+    ]
     report.partial_gangs = extender.partial_gangs()
     report.reserved_gpus = state.reserved_gpus()
     report.overcommitted_nodes = state.overcommitted_nodes()
@@ -423,6 +440,11 @@ def render_text(report: Report) -> str:
             )
         )
         out.append("")
+    if report.free_domains:
+        out.append("domains left whole (every GPU free), per topology level:")
+        rows = [[d.topology, d.level, str(d.free), str(d.total)] for d in report.free_domains]
+        out.extend(table(["TOPOLOGY", "LEVEL", "WHOLE FREE", "WITH GPUS"], rows, right=(2, 3)))
+        out.append("")
     if report.ignored:
         out.append(f"not scheduled (pending for another scheduler): {', '.join(report.ignored)}")
     if report.rejected:
@@ -472,11 +494,14 @@ def _text(value: object) -> str:
 
 
 def render_group_view(view: Mapping[str, Any]) -> str:
-    """A /debug/groups/{ns}/{name} view, readable (see `Extender.debug_group`)."""
+    """A /debug/groups/{key} view, readable (see `GangViews.group`)."""
     source, need, policy = (_text(view.get(k)) for k in ("source", "min_member", "placement"))
     phase, bound, members = (_text(view.get(k)) for k in ("phase", "bound", "members"))
+    dialect = view.get("dialect")
+    # "volcano PodGroup"; an annotation-only gang's source already says its dialect.
+    declared = f"{dialect} {source}" if dialect and dialect != source else source
     out = [
-        f"gang {view.get('group', '?')}  ({source}, minMember {need}, placement {policy})",
+        f"gang {view.get('group', '?')}  ({declared}, minMember {need}, placement {policy})",
         f"  phase:          {phase}  (bound {bound}/{members})",
         f"  last decision:  {_text(view.get('last_decision'))}",
         f"  last reason:    {_text(view.get('last_reason'))}",
@@ -507,6 +532,10 @@ def render_group_view(view: Mapping[str, Any]) -> str:
         return "\n".join(out)
     if plan.get("domain"):
         out.append(f"  domain:         {plan['domain']}")
+    if plan.get("level"):
+        out.append(f"  level:          {plan['level']}")
+    if plan.get("explanation"):
+        out.append(f"  topology:       {plan['explanation']}")
     placements = plan.get("placements") or {}
     out.append("  placements:")
     out.extend("    " + line for line in table(["POD", "NODE"], sorted(placements.items())))

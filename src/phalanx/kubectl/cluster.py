@@ -6,9 +6,12 @@
   picks the namespace, else the context's, else `default`. The client library then
   loads the same files for the credentials (tokens, certificates, exec plugins).
 * **The API.** Read-only GETs and lists (pages of 500), through the project's one
-  transport (`phalanx.sources.kubeclient`). A missing PodGroup CRD is an empty list, a
-  missing or forbidden Lease a view saying so; anything else that fails is a
-  `PluginError` naming the server and the context.
+  transport (`phalanx.sources.kubeclient`). The gang objects of every dialect are listed
+  as Phalanx follows them: discovery (`GET /apis`, then the group-versions Phalanx
+  reads; `phalanx.core.groups.discovery`) says which kinds and versions are served, and
+  each served kind is listed; a kind not served has no objects. A missing or forbidden
+  Lease is a view saying so; anything else that fails is a `PluginError` naming the
+  server and the context.
 * **A running Phalanx.** Its `/debug` views, when `--server URL` names one. The extender
   port is loopback-only inside its pod (it also serves `/bind`), so this is normally
   `kubectl port-forward` to the leader's pod; a failure there is a value
@@ -28,12 +31,11 @@ import httpx
 import orjson
 import yaml
 
-from phalanx.core.model import GroupRef
+from phalanx.core.groups import discovery, registry
 from phalanx.kubectl.views import LeaseView, PhalanxView, lease_view
 from phalanx.sources.informer import ApiError
 
 PAGE = 500
-POD_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1"
 LEASES = "/apis/coordination.k8s.io/v1"
 DEBUG_TIMEOUT_SECONDS = 10.0
 # /debug/groups phases for which Phalanx holds a reservation (GroupPhase.SCHEDULING).
@@ -224,16 +226,38 @@ class ClusterReader:
                 return lease_view(namespace, name, None, "forbidden")
             raise self._error(f"reading Lease {namespace}/{name}", exc) from exc
 
+    def get(self, path: str, what: str) -> dict[str, Any]:
+        try:
+            return self.api.request("GET", path)
+        except ApiError as exc:
+            raise self._error(what, exc) from exc
+
     # ---- what the commands read --------------------------------------------------------
 
-    def pod_groups(self, namespace: str | None) -> list[dict[str, Any]]:
-        # 404: the PodGroup CRD is not installed; gangs are then annotation-only.
-        return self.items(
-            namespaced(POD_GROUPS, "podgroups", namespace),
-            kind="PodGroup",
-            api_version="scheduling.x-k8s.io/v1alpha1",
-            missing_ok=True,
-        )
+    def served(self) -> discovery.Served:
+        """The gang kinds the API server serves, chosen as Phalanx chooses them."""
+        apis = self.get("/apis", "discovery (GET /apis)")
+        lists = {}
+        for group_version in discovery.probes(apis):
+            try:
+                lists[group_version] = self.api.request("GET", f"/apis/{group_version}")
+            except ApiError as exc:
+                if exc.status != 404:  # gone between the two answers: not served
+                    raise self._error(f"discovery (GET /apis/{group_version})", exc) from exc
+        return discovery.served(apis, lists)
+
+    def group_objects(self, namespace: str | None) -> list[dict[str, Any]]:
+        """The gang objects of every dialect the API server serves (PodGroups of each
+        dialect, 1.35's Workloads); 404 on a list (a CRD removed meanwhile) is none."""
+        found: list[dict[str, Any]] = []
+        for kind in self.served().kinds:
+            found += self.items(
+                namespaced(f"/apis/{kind.api_version}", kind.resource, namespace),
+                kind=kind.kind,
+                api_version=kind.api_version,
+                missing_ok=True,
+            )
+        return found
 
     def pods(self, namespace: str | None) -> list[dict[str, Any]]:
         return self.items(namespaced("/api/v1", "pods", namespace), kind="Pod", api_version="v1")
@@ -248,9 +272,10 @@ class ClusterReader:
 
 
 def cluster_dump(reader: ClusterReader) -> dict[str, Any]:
-    """`kubectl get nodes,pods,podgroups -A -o json`, as `phalanx simulate` reads it
-    (managedFields dropped: the simulator never reads them and they double the size)."""
-    items = [*reader.nodes(), *reader.pods(None), *reader.pod_groups(None)]
+    """`kubectl get nodes,pods,podgroups -A -o json` (the gang objects of every dialect), as
+    `phalanx simulate` reads it (managedFields dropped: the simulator never reads them and
+    they double the size)."""
+    items = [*reader.nodes(), *reader.pods(None), *reader.group_objects(None)]
     for item in items:
         meta = item.get("metadata")
         if isinstance(meta, dict):
@@ -262,8 +287,13 @@ def cluster_dump(reader: ClusterReader) -> dict[str, Any]:
 
 
 def _debug_path(key: str) -> str:
-    ref = GroupRef.parse(key)
-    return f"/debug/groups/{quote(ref.namespace, safe='')}/{quote(ref.name, safe='')}"
+    """Phalanx's view of the gang `key` (any dialect's: `/debug/groups/volcano:ns/name`)."""
+    return f"/debug/groups/{quote(key, safe='/:')}"
+
+
+def _in_namespace(summary: Mapping[str, Any], namespace: str) -> bool:
+    ref = registry.parse_key(str(summary.get("group", "")))
+    return ref is not None and ref.namespace == namespace
 
 
 def _object(answer: httpx.Response) -> dict[str, Any]:
@@ -293,7 +323,7 @@ def ask_phalanx(
             answer.raise_for_status()
             groups = [g for g in _object(answer).get("groups") or [] if isinstance(g, dict)]
             if namespace is not None:
-                groups = [g for g in groups if str(g.get("group", "")).startswith(f"{namespace}/")]
+                groups = [g for g in groups if _in_namespace(g, namespace)]
             wanted = (
                 list(keys)
                 if keys is not None

@@ -1,12 +1,17 @@
 """`kubectl-phalanx`: the commands of the kubectl plugin.
 
-    kubectl phalanx explain [NAMESPACE/]NAME   # one gang: members, status, commit record, Events
+    kubectl phalanx explain GANG               # one gang: members, status, commit record, Events
     kubectl phalanx status [-A]                # gangs, the Leases, waits (+ reservations: --server)
     kubectl phalanx simulate [--workload FILE] # this cluster, dumped through the API, simulated
 
 Every command reads the current kubeconfig context as kubectl does (`--kubeconfig`,
 `KUBECONFIG`, `--context`, `-n`), prints tables or `-o json`, and asks a running Phalanx's
 `/debug` when `--server URL` names one.
+
+A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
+(scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
+`upstream:NAMESPACE/NAME` or `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]`. A key
+without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
 
 Exit codes, as `phalanx`'s: 0 done; 1 the answer is "no" (no such gang); 2 bad input or an
 unusable environment (no kubeconfig or context, the API server unreachable or refusing,
@@ -25,7 +30,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from phalanx.core.model import GroupRef
+from phalanx.core.groups import registry
+from phalanx.core.groups.upstream import object_kind
+from phalanx.core.model import Dialect, GroupRef
 from phalanx.kubectl import render
 from phalanx.kubectl.cluster import (
     ClusterApi,
@@ -140,7 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
         "condition, its members and where they are bound, its commit record, the Events "
         "about it and its members — and, with --server, what the running Phalanx holds.",
     )
-    explain.add_argument("gang", metavar="[NAMESPACE/]NAME")
+    explain.add_argument(
+        "gang",
+        metavar="GANG",
+        help="the gang's key, as `status` lists it: [DIALECT:]NAMESPACE/NAME, e.g. "
+        "team-a/train, volcano:team-a/train, upstream:team-a/train; a key without '/' is "
+        "in the namespace -n picks",
+    )
     explain.set_defaults(func=_cmd_explain)
     status = sub.add_parser(
         "status",
@@ -223,22 +236,31 @@ def _asked(args: argparse.Namespace, error: str) -> int:
 # ---- explain ---------------------------------------------------------------------------------
 
 
+_PREFIXES = tuple(f"{d.value}:" for d in (Dialect.VOLCANO, Dialect.UPSTREAM))
+
+
 def gang_ref(text: str, namespace: str) -> GroupRef:
-    """`ns/name`, a dialect's key (`volcano:ns/name`), or a bare name in `namespace`."""
-    ref = GroupRef.parse(text) if "/" in text else GroupRef(namespace, text)
-    if not ref.namespace or not ref.name:
-        raise PluginError(f"expected [NAMESPACE/]NAME, got {text!r}")
+    """The gang a key names (see the module docstring); a key without "/" is in
+    `namespace`."""
+    prefix = next((p for p in _PREFIXES if text.startswith(p)), "")
+    rest = text[len(prefix) :]
+    ref = registry.parse_key(text if "/" in rest else f"{prefix}{namespace}/{rest}")
+    if ref is None:
+        raise PluginError(f"{text!r} names no gang; keys are {registry.KEY_FORMS}")
     return ref
 
 
 def _cmd_explain(args: argparse.Namespace, reader: ClusterReader, clock: Clock) -> int:
     ref = gang_ref(str(args.gang), reader.target.namespace)
-    gangs, skipped = collect_gangs(reader.pod_groups(ref.namespace), reader.pods(ref.namespace))
+    objects = reader.group_objects(ref.namespace)
+    gangs, skipped = collect_gangs(objects, reader.pods(ref.namespace))
     gang = next((g for g in gangs if g.key == ref.key), None)
     if gang is None:
+        what = "" if ref.dialect is Dialect.SCHEDULER_PLUGINS else f"{ref.dialect.value} "
         print(
-            f"gang {ref.key} not found (context {reader.target.context}): no PodGroup "
-            f"{ref.name} in namespace {ref.namespace}, and no pod there names it as its gang",
+            f"gang {ref.key} not found (context {reader.target.context}): no {what}"
+            f"{object_kind(ref)} {ref.object_ref.name} in namespace {ref.namespace}, and no "
+            "pod there names it as its gang",
             file=sys.stderr,
         )
         return 1
@@ -264,7 +286,7 @@ def _cmd_explain(args: argparse.Namespace, reader: ClusterReader, clock: Clock) 
 
 def _cmd_status(args: argparse.Namespace, reader: ClusterReader, clock: Clock) -> int:
     namespace = None if args.all_namespaces else reader.target.namespace
-    gangs, skipped = collect_gangs(reader.pod_groups(namespace), reader.pods(namespace))
+    gangs, skipped = collect_gangs(reader.group_objects(namespace), reader.pods(namespace))
     events = reader.events(namespace) if any(g.state is not GangState.WHOLE for g in gangs) else []
     waits = tuple(w for g in gangs if (w := wait_of(g, gang_events(g, events))) is not None)
     phalanx = ask_phalanx(args.server, None, namespace) if args.server else None

@@ -56,6 +56,7 @@ def gang_lines(gangs: Sequence[GangView], now: datetime) -> list[str]:
     rows = [
         [
             g.key,
+            g.dialect,
             g.source,
             str(g.min_member) if g.min_member is not None else NONE,
             str(len(g.members)),
@@ -67,8 +68,19 @@ def gang_lines(gangs: Sequence[GangView], now: datetime) -> list[str]:
         ]
         for g in gangs
     ]
-    header = ["GANG", "SOURCE", "MIN", "MEMBERS", "BOUND", "STATE", "PHASE", "COMMIT", "AGE"]
-    return table(header, rows, right=(2, 3, 4))
+    header = [
+        "GANG",
+        "DIALECT",
+        "SOURCE",
+        "MIN",
+        "MEMBERS",
+        "BOUND",
+        "STATE",
+        "PHASE",
+        "COMMIT",
+        "AGE",
+    ]
+    return table(header, rows, right=(3, 4, 5))
 
 
 def wait_lines(waits: Sequence[WaitView], now: datetime) -> list[str]:
@@ -189,6 +201,11 @@ def _commit_line(gang: GangView, now: datetime) -> str:
     return f"written {_ago(commit.at, now)}, {len(commit.placements)} placement(s)"
 
 
+def declared(gang: GangView) -> str:
+    """`volcano PodGroup`, `upstream Workload missing`, `annotations`, ..."""
+    return gang.source if gang.dialect == gang.source else f"{gang.dialect} {gang.source}"
+
+
 def member_lines(gang: GangView) -> list[str]:
     recorded = gang.commit.placements if gang.commit is not None else {}
     rows = []
@@ -213,7 +230,7 @@ def render_explanation(
     gang = expl.gang
     need = gang.min_member if gang.min_member is not None else "?"
     out = [
-        f"Gang {gang.key}  ({gang.source}, minMember {need}, "
+        f"Gang {gang.key}  ({declared(gang)}, minMember {need}, "
         f"placement {gang.placement or 'default'})  context {expl.context}",
         f"  state:          {gang.state} ({gang.bound}/{need} bound, "
         f"{len(gang.members)} member(s))",
@@ -280,7 +297,9 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "gang": gang.key,
         "namespace": gang.namespace,
         "name": gang.name,
+        "dialect": gang.dialect,
         "source": gang.source,
+        "api_version": gang.api_version or None,
         "min_member": gang.min_member,
         "bound": gang.bound,
         "state": str(gang.state),
@@ -295,6 +314,7 @@ def gang_json(gang: GangView) -> dict[str, Any]:
             "reason": cond.reason,
             "message": cond.message,
             "since": cond.since or None,
+            "placed": cond.placed,
         },
         "commit": None
         if commit is None

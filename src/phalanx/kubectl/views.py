@@ -1,24 +1,29 @@
 """What the API says about gangs, as frozen views: the part of `kubectl phalanx` without I/O.
 
 A gang is found the way Phalanx finds it: each pod's gang is read by the same dialect
-parsers (`phalanx.core.inventory.parse_pod`), each scheduler-plugins PodGroup by
-`parse_pod_group`, so the plugin and the extender never disagree about who is in which
-gang. Per gang the views hold:
+parsers (`phalanx.core.inventory.parse_pod`), each gang object of any dialect by the
+registry (`registry.parse_group_object`), so the plugin and the extender never disagree
+about who is in which gang, and each gang is named by its key (`GroupRef.key`), its
+dialect and what declares it (`registry.gang_dialect`, `registry.gang_source`), as
+`/debug/groups` names it. Per gang the views hold:
 
 * the **members** and where each is bound (`spec.nodeName`), gated or being deleted;
-* the **status** Phalanx writes on a PodGroup: `status.phase` and the `PodGroupScheduled`
-  condition (an annotation-only gang has no object to carry them);
-* the **commit record** `phalanx.io/commit` (on the PodGroup, or on every member of an
-  annotation-only gang): there only while a gang's bindings are in flight, or after a
-  crash until roll-forward finishes or releases the gang;
+* the **status** in the gang's dialect: `status.phase` (scheduler-plugins, Volcano) and
+  the condition that says whether it is placed (`PodGroupScheduled`; upstream's
+  `PodGroupInitiallyScheduled`; Volcano's `Unschedulable` / `Scheduled`); an
+  annotation-only gang or a Workload's pod group has none;
+* the **commit record** `phalanx.io/commit` (on the gang's object, or on every member of an
+  annotation-only or Workload gang): there only while a gang's bindings are in flight, or
+  after a crash until roll-forward finishes or releases the gang;
 * the **Events** about the gang's object and its members, Phalanx's and kube-scheduler's.
 
 A gang's *state* sums them up for a table::
 
     whole     at least minMember members bound
     binding   fewer bound, and a commit record: bindings in flight, or roll-forward due
-    reserved  nothing bound, the PodGroup's phase is Scheduling: Phalanx holds a
-              reservation and its bind barrier waits for the members to reach /bind
+    reserved  nothing bound, the PodGroup's phase is Scheduling (scheduler-plugins: the
+              other dialects' status has no such phase; `--server` shows it): Phalanx
+              holds a reservation and its bind barrier waits for the members at /bind
     partial   fewer bound, some bound, no record, never reported whole: the invariant
               Phalanx keeps is broken (its phalanx_partial_gangs metric counts the same)
     waiting   nothing bound (or fewer than minMember after the gang ran: members finished
@@ -37,7 +42,8 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups.scheduler_plugins import parse_pod_group
+from phalanx.core.groups import registry, scheduler_plugins, upstream, volcano
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
 from phalanx.core.model import Dialect, GroupRef, Pod
@@ -45,11 +51,9 @@ from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
 
-# Phalanx's condition on a PodGroup (scheduler-plugins' name for it).
-SCHEDULED_CONDITION = "PodGroupScheduled"
-# PodGroup phases that mean the quorum was bound at some point (scheduler-plugins' names;
-# Phalanx writes the first two).
-RAN_PHASES = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING, "Finished"})
+# Phases that mean the quorum was bound at some point: scheduler-plugins' (Phalanx writes
+# the first two) and Volcano's (Running; Completed once its job finished).
+RAN_PHASES = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING, "Finished", "Completed"})
 
 
 class GangState(StrEnum):
@@ -72,11 +76,14 @@ class MemberView:
 
 @dataclass(frozen=True, slots=True)
 class ConditionView:
+    """The condition that says whether a gang is placed, in its dialect's terms."""
+
     type: str
     status: str  # "True" | "False" | "Unknown"
     reason: str
     message: str
     since: str  # RFC 3339, "" when not given
+    placed: bool = False  # the gang's quorum was placed (the condition's meaning, per type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +100,12 @@ class GangView:
     key: str  # as Phalanx keys gangs: `ns/name`, `volcano:ns/name`, ...
     namespace: str
     name: str
-    source: str  # PodGroup | annotations | PodGroup missing | a dialect's name
+    # What declares it: PodGroup | Workload | annotations | PodGroup missing | Workload missing
+    source: str
     min_member: int | None  # None when neither an object nor the pods say
     members: tuple[MemberView, ...]
+    dialect: str = Dialect.SCHEDULER_PLUGINS.value  # scheduler-plugins | annotations | ...
+    api_version: str = ""  # the gang object's, "" without one
     phase: str = ""  # the PodGroup's status.phase ("" when none was written)
     condition: ConditionView | None = None
     commit: CommitView | None = None
@@ -108,13 +118,19 @@ class GangView:
         return sum(1 for m in self.members if m.node)
 
     @property
+    def ran(self) -> bool:
+        """Its status says the quorum was placed at some point."""
+        placed = self.condition is not None and self.condition.placed
+        return placed or self.phase in RAN_PHASES
+
+    @property
     def state(self) -> GangState:
         need = self.min_member
         if need is not None and self.bound >= need:
             return GangState.WHOLE
         if self.commit is not None and self.commit.error == "":
             return GangState.BINDING
-        if self.bound and self.phase not in RAN_PHASES:
+        if self.bound and not self.ran:
             return GangState.PARTIAL
         if not self.bound and self.phase == GroupPhase.SCHEDULING:
             return GangState.RESERVED
@@ -220,18 +236,37 @@ def _annotations(obj: Obj) -> Mapping[str, Any]:
     return _map(_meta(obj).get("annotations"))
 
 
-def _condition(raw: Obj) -> ConditionView | None:
+def _placing_conditions(dialect: Dialect, api_version: str) -> Mapping[str, bool]:
+    """The condition types that say whether a gang of `dialect` is placed, and the meaning
+    of status True for each (placed, or waiting: Volcano's `Unschedulable`)."""
+    if dialect is Dialect.VOLCANO:
+        return {volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}
+    if dialect is Dialect.UPSTREAM:
+        return {upstream.condition_type(api_version.rpartition("/")[2]): True}
+    return {scheduler_plugins.CONDITION_TYPE: True}
+
+
+def _condition(raw: Obj, dialect: Dialect) -> ConditionView | None:
+    """The gang's placing condition; of two (Volcano's), the one that is True."""
+    meanings = _placing_conditions(dialect, _text(raw.get("apiVersion")))
+    found: list[ConditionView] = []
     for item in _map(raw.get("status")).get("conditions") or []:
         cond = _map(item)
-        if cond.get("type") == SCHEDULED_CONDITION:
-            return ConditionView(
-                type=SCHEDULED_CONDITION,
-                status=_text(cond.get("status")),
+        kind = _text(cond.get("type"))
+        if kind not in meanings:
+            continue
+        status = _text(cond.get("status"))
+        found.append(
+            ConditionView(
+                type=kind,
+                status=status,
                 reason=_text(cond.get("reason")),
                 message=_text(cond.get("message")),
                 since=_text(cond.get("lastTransitionTime")),
+                placed=status == "True" and meanings[kind],
             )
-    return None
+        )
+    return next((c for c in found if c.status == "True"), found[0] if found else None)
 
 
 def _commit(key: str, text: object) -> CommitView | None:
@@ -261,7 +296,9 @@ class _Draft:
     """A gang being assembled from its object and its pods."""
 
     ref: GroupRef
-    source: str
+    has_object: bool = False
+    api_version: str = ""
+    claims: set[Dialect] = field(default_factory=set)  # the members' winning claims
     min_member: int | None = None
     phase: str = ""
     condition: ConditionView | None = None
@@ -277,12 +314,16 @@ class _Draft:
         if commit is None and self.member_commits:
             # Every member of an annotation-only gang carries a copy: the newest is the record.
             commit = max(self.member_commits, key=lambda c: c.at)
+        ref, has_object = self.ref, self.has_object
+        dialect = registry.gang_dialect(ref, has_object=has_object, claims=self.claims)
         return GangView(
-            key=self.ref.key,
-            namespace=self.ref.namespace,
-            name=self.ref.name,
-            source=self.source,
+            key=ref.key,
+            namespace=ref.namespace,
+            name=ref.name,
+            source=registry.gang_source(ref, dialect, has_object=has_object),
             min_member=self.min_member,
+            dialect=dialect.value,
+            api_version=self.api_version,
             members=tuple(sorted(self.members, key=lambda m: m.name)),
             phase=self.phase,
             condition=self.condition,
@@ -293,32 +334,17 @@ class _Draft:
         )
 
 
-def _source(dialect: Dialect) -> str:
-    if dialect is Dialect.SCHEDULER_PLUGINS:
-        return "PodGroup missing"  # a label names it; the object is not (yet) there
-    return str(dialect)
-
-
 def collect_gangs(
-    pod_groups: Iterable[Obj], pods: Iterable[Obj]
+    group_objects: Iterable[Obj], pods: Iterable[Obj]
 ) -> tuple[list[GangView], list[str]]:
-    """Every gang the PodGroups and pods declare, sorted by key; and what was skipped, why."""
+    """Every gang the gang objects (of any dialect: each with its `apiVersion` and `kind`)
+    and pods declare, sorted by key; and what was skipped, and why."""
     drafts: dict[str, _Draft] = {}
+    workloads: dict[str, tuple[Workload, str]] = {}  # by object key: it, its apiVersion
+    object_problems: dict[str, list[str]] = {}  # an unreadable Workload's, by object key
     skipped: list[str] = []
-    for raw in pod_groups:
-        ns, name = _text(_meta(raw).get("namespace")), _text(_meta(raw).get("name"))
-        draft = drafts.setdefault(GroupRef(ns, name).key, _Draft(GroupRef(ns, name), "PodGroup"))
-        draft.phase = _text(_map(raw.get("status")).get("phase"))
-        draft.condition = _condition(raw)
-        draft.commit = _commit(draft.ref.key, _annotations(raw).get(COMMIT_ANNOTATION))
-        draft.created = _text(_meta(raw).get("creationTimestamp"))
-        try:
-            group = parse_pod_group(dict(raw))
-        except InvalidObjectError as exc:
-            draft.problems.append(str(exc))
-            continue
-        draft.min_member = group.min_member
-        draft.placement = str(group.placement) if group.placement is not None else ""
+    for raw in group_objects:
+        _add_object(raw, drafts, workloads, object_problems)
     for raw in pods:
         try:
             pod = parse_pod(dict(raw))
@@ -328,16 +354,20 @@ def collect_gangs(
         if pod.group is None:
             continue
         ref = pod.group
-        if ref.key not in drafts:
-            source = "annotations" if pod.group_dialect is Dialect.ANNOTATIONS else ""
-            drafts[ref.key] = _Draft(ref, source or _source(ref.dialect))
-        draft = drafts[ref.key]
+        draft = drafts.setdefault(ref.key, _Draft(ref))
         draft.members.append(_member(pod, raw))
+        if pod.group_dialect is not None:
+            draft.claims.add(pod.group_dialect)
         if pod.invalid:
             draft.problems.append(f"pod {pod.key}: {pod.invalid}")
-        if draft.source != "PodGroup":
+        held = workloads.get(ref.object_ref.key) if ref.pod_group else None
+        if held is not None:
+            _from_workload(draft, *held)
+        draft.problems.extend(object_problems.get(ref.object_ref.key, ()))
+        if not draft.has_object:
             draft.min_member = draft.min_member or pod.min_member
             draft.placement = draft.placement or pod.placement
+        if not draft.has_object or ref.pod_group:
             created = _text(_meta(raw).get("creationTimestamp"))
             if created and (not draft.created or created < draft.created):
                 draft.created = created
@@ -345,6 +375,59 @@ def collect_gangs(
             if record is not None:
                 draft.member_commits.append(record)
     return [drafts[k].view() for k in sorted(drafts)], skipped
+
+
+def _add_object(
+    raw: Obj,
+    drafts: dict[str, _Draft],
+    workloads: dict[str, tuple[Workload, str]],
+    object_problems: dict[str, list[str]],
+) -> None:
+    """One gang object: a draft of its own (a PodGroup of any dialect), or the Workload the
+    drafts of its pod groups' members read."""
+    api_version, kind = _text(raw.get("apiVersion")), _text(raw.get("kind"))
+    dialect = registry.dialect_of_kind(api_version, kind)
+    if dialect is None:
+        return
+    ref = GroupRef(_text(_meta(raw).get("namespace")), _text(_meta(raw).get("name")), dialect)
+    try:
+        parsed, problem = registry.parse_group_object(dict(raw)), ""
+    except InvalidObjectError as exc:
+        parsed, problem = None, str(exc)
+    if kind == upstream.WORKLOAD_KIND:
+        if parsed is None:
+            object_problems.setdefault(ref.key, []).append(problem)
+        elif isinstance(parsed.value, Workload):
+            workloads[ref.key] = (parsed.value, api_version)
+        return
+    draft = drafts.setdefault(ref.key, _Draft(ref))
+    draft.has_object, draft.api_version = True, api_version
+    draft.phase = _text(_map(raw.get("status")).get("phase"))
+    draft.condition = _condition(raw, dialect)
+    draft.commit = _commit(ref.key, _annotations(raw).get(COMMIT_ANNOTATION))
+    draft.created = _text(_meta(raw).get("creationTimestamp"))
+    if parsed is None:
+        draft.problems.append(problem)
+        return
+    group = parsed.value
+    if not isinstance(group, Workload):
+        draft.min_member = None if group.basic else group.min_member
+        draft.placement = str(group.placement) if group.placement is not None else ""
+
+
+def _from_workload(draft: _Draft, workload: Workload, api_version: str) -> None:
+    """A Workload's pod group gang: its size from the Workload (a `basic` group has none)."""
+    draft.has_object, draft.api_version = True, api_version
+    entry = workload.pod_group(draft.ref.pod_group)
+    draft.min_member = entry.min_count if entry is not None else None
+    placement = workload.settings.placement
+    draft.placement = str(placement) if placement is not None else ""
+    if entry is None:
+        have = ", ".join(group.name for group in workload.pod_groups)
+        draft.problems.append(
+            f"Workload {workload.namespace}/{workload.name} has no pod group "
+            f"{draft.ref.pod_group!r} (spec.podGroups has {have})"
+        )
 
 
 def event_view(raw: Obj) -> EventView:
@@ -366,15 +449,25 @@ def event_view(raw: Obj) -> EventView:
 
 
 def gang_events(gang: GangView, events: Iterable[Obj]) -> list[EventView]:
-    """Events about the gang's object or one of its members, oldest first."""
+    """Events about the gang's object (of its dialect's API) or one of its members, oldest
+    first."""
     members = {m.name for m in gang.members}
+    target = GroupRef.parse(gang.key).object_ref
+    kind = upstream.object_kind(GroupRef.parse(gang.key))
+    group = gang.api_version.rpartition("/")[0]
     found = []
     for raw in events:
         involved = _map(raw.get("involvedObject"))
         if _text(involved.get("namespace")) not in ("", gang.namespace):
             continue
-        kind, name = involved.get("kind"), involved.get("name")
-        if (kind == "PodGroup" and name == gang.name) or (kind == "Pod" and name in members):
+        name = involved.get("name")
+        if involved.get("kind") == "Pod" and name in members:
+            found.append(event_view(raw))
+            continue
+        if gang.dialect == Dialect.ANNOTATIONS or involved.get("kind") != kind:
+            continue
+        other = _text(involved.get("apiVersion")).rpartition("/")[0]
+        if name == target.name and (not group or not other or other == group):
             found.append(event_view(raw))
     return sorted(found, key=lambda e: _sort_time(e.at))
 
@@ -387,7 +480,7 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
     cond = gang.condition
     if gang.problems:
         return WaitView(gang.key, gang.state, gang.created, "; ".join(gang.problems), "phalanx")
-    if cond is not None and cond.status != "True" and cond.message:
+    if cond is not None and not cond.placed and cond.message:
         return WaitView(gang.key, gang.state, cond.since, cond.message, "condition")
     if events:
         last = events[-1]

@@ -28,6 +28,7 @@ from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
 from phalanx.core.model import Binding, GroupRef, Placement, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, Topologies
 from phalanx.service.barrier import BindBarrier, Timers
 from phalanx.service.binder import Binder, BindSettings
 from phalanx.service.metrics import Metrics
@@ -46,6 +47,8 @@ _UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE, ReleaseCause.GRO
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     default_placement: Placement = field(default_factory=Placement)
+    # The configured topologies (docs/topology.md); the first is the default one.
+    topologies: Topologies = DEFAULT_TOPOLOGIES
     # Reservation TTL when a group does not set scheduleTimeoutSeconds (seconds).
     default_timeout_seconds: int = 60
     # How long /bind waits for the rest of the gang. Must stay below kube-scheduler's
@@ -94,10 +97,12 @@ class Extender:
                 default_timeout_seconds=s.default_timeout_seconds,
                 template_reservation=s.template_reservation,
                 single_pod_nodes=s.single_pod_nodes,
+                topologies=s.topologies,
             ),
         )
         self.metrics = metrics or Metrics()
         self.metrics.watch(self.state, self.partial_gangs, lambda: self.source.synced)
+        self.metrics.watch_topology(self.planner.topology_usage)
         self.tasks = Tasks()
         self.reporter = Reporter(
             self.state,
@@ -255,3 +260,6 @@ class Extender:
 
     def debug_group(self, namespace: str, name: str) -> dict[str, object] | None:
         return self.views.group(GroupRef(namespace, name))
+
+    def debug_topology(self) -> dict[str, object]:
+        return self.views.topology()

@@ -1,19 +1,26 @@
 """Prometheus metrics: one registry per service instance, never a module-level global.
 
 Counters and histograms are updated as things happen; gauges that describe the model
-(GPUs per node, reservations, partial gangs) are computed from it at scrape time, so they
-can never drift from the truth.
+(GPUs per node, reservations, partial gangs, whole topology domains) are computed from it
+at scrape time, so they can never drift from the truth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from phalanx.core.cache import ClusterState
+from phalanx.core.eligibility import term_matches
+from phalanx.core.model import DRA_GPU, Node
+from phalanx.core.topology import TopologyIndex
+from phalanx.core.topology_usage import LevelFreedom
+
+# Per configured topology: its index, and per level its whole and GPU-holding domains.
+TopologyUsage = Callable[[], Sequence[tuple[TopologyIndex, Sequence[LevelFreedom]]]]
 
 # kube-scheduler's style: exponential buckets from 1 ms, doubling.
 LATENCY_BUCKETS = tuple(0.001 * 2**k for k in range(16))  # 1 ms .. ~33 s
@@ -60,11 +67,27 @@ class Metrics:
             ["kind", "reason"],
             registry=r,
         )
+        self.gang_placements = Counter(
+            "phalanx_gang_placements",
+            "Gangs whose quorum bound, by the narrowest topology level one of whose domains "
+            "holds every member (a node label key, or cluster).",
+            ["level"],
+            registry=r,
+        )
         self.bind_window = Histogram(
             "phalanx_gang_bind_window_seconds",
             "From the first to the last binding of a gang's quorum landing: how long the gang "
             "was partially bound in the API (one round trip of its bind fan-out).",
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.replans = Counter(
+            "phalanx_replans",
+            "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "
+            "(not-offered; dra when the member had device claims to allocate, so its "
+            "DynamicResources plugin refused it), or an arriving member fit no template slot "
+            "(no-slot).",
+            ["cause"],
             registry=r,
         )
         self.plan_transfers = Histogram(
@@ -82,6 +105,34 @@ class Metrics:
     ) -> None:
         """Export the model-derived gauges of one running service."""
         self.registry.register(_ModelCollector(state, partial_gangs, synced))
+
+    def watch_topology(self, usage: TopologyUsage) -> None:
+        """Export, at scrape time, how many domains of each topology level are whole."""
+        self.registry.register(_TopologyCollector(usage))
+
+
+def claimed_gpus(node: Node) -> int:
+    """GPU-like DRA devices of the node that allocated claims hold (0 without DRA)."""
+    if node.devices is None:
+        return 0
+    return max(0, node.devices.gpus - node.allocatable.get(DRA_GPU))
+
+
+def claims_off_node(state: ClusterState) -> int:
+    """Allocated claims of bound pods whose allocation their node cannot reach."""
+    off = 0
+    for pod in state.pods():
+        needs = pod.devices
+        if needs is None or not pod.node_name:
+            continue
+        info = state.node(pod.node_name)
+        if info is None:
+            continue
+        for claim in needs.demand.claims:
+            terms = claim.node_terms
+            if claim.allocated and terms is not None:
+                off += not any(term_matches(t, info.node) for t in terms)
+    return off
 
 
 class _ModelCollector(Collector):
@@ -108,11 +159,14 @@ class _ModelCollector(Collector):
         totals = {"free": 0, "used": 0, "reserved": 0}
         for info in sorted(state.nodes(), key=lambda i: i.name):
             alloc = info.node.allocatable.gpus()
-            if not alloc and not info.requested.gpus():
+            requested = info.requested.gpus()
+            # A DRA node's allocatable holds its free devices only: the ones its allocated
+            # ResourceClaims hold are used too, as bound pods' nvidia.com/gpu are.
+            used = requested + claimed_gpus(info.node)
+            if not alloc and not used:
                 continue
-            used = info.requested.gpus()
             reserved = info.reserved.gpus()
-            free = max(0, alloc - used - reserved)
+            free = max(0, alloc - requested - reserved)
             for name, value in (("free", free), ("used", used), ("reserved", reserved)):
                 per_node.add_metric([info.name, name], value)
                 totals[name] += value
@@ -146,3 +200,46 @@ class _ModelCollector(Collector):
             "Nodes whose requests plus reservations exceed allocatable.",
             value=len(state.overcommitted_nodes()),
         )
+        yield GaugeMetricFamily(
+            "phalanx_dra_claims_off_node",
+            "Allocated ResourceClaims of bound pods that their pod's node cannot reach "
+            "(kube-scheduler allocated devices elsewhere than the node Phalanx placed the pod "
+            "on; must be 0).",
+            value=claims_off_node(state),
+        )
+
+
+class _TopologyCollector(Collector):
+    def __init__(self, usage: TopologyUsage) -> None:
+        self.usage = usage
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # computed at collect time; avoids a collect during registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        free = GaugeMetricFamily(
+            "phalanx_topology_free_domains",
+            "Domains of each topology level with every GPU free (whole NVLink cliques, "
+            "leaves, ...): what a rack-sized gang needs.",
+            labels=["topology", "level"],
+        )
+        total = GaugeMetricFamily(
+            "phalanx_topology_domains",
+            "Domains of each topology level that have GPUs.",
+            labels=["topology", "level"],
+        )
+        inconsistent = GaugeMetricFamily(
+            "phalanx_topology_inconsistent_nodes",
+            "Nodes whose topology labels contradict the others' (e.g. a clique under two "
+            "leaves); each is treated as its own domain.",
+            labels=["topology"],
+        )
+        for index, levels in self.usage():
+            name = index.topology.name
+            for level in levels:
+                free.add_metric([name, level.level], level.free)
+                total.add_metric([name, level.level], level.total)
+            inconsistent.add_metric([name], len({f.node for f in index.findings}))
+        yield free
+        yield total
+        yield inconsistent

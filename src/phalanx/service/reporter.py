@@ -7,19 +7,26 @@ gang — or on the first member of an annotation-only gang) and a status write (
 spells it in the object's dialect). Status is also refreshed periodically, since members
 bind, run and finish long after the gang decision. Every write is a background task:
 nothing here blocks a verb.
+
+Where a gang landed (the topology level its members share, and why not a narrower one) is
+counted when its quorum binds and shown in its status message. A node whose topology labels
+contradict the others' is said once: a log line and a Warning Event on the Node.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from phalanx.core.cache import ClusterState, MemberState, Reservation
+from phalanx.core.gang import Placed
 from phalanx.core.groups.status import GroupStatus
-from phalanx.core.journal import GangEvent, Outcome, group_status
+from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
+from phalanx.core.topology import TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
 from phalanx.sources.base import ClusterSource
@@ -27,6 +34,15 @@ from phalanx.sources.base import ClusterSource
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+# The achieved level of a gang whose members span the widest level's domains.
+CLUSTER_LEVEL = "cluster"
+INCONSISTENT_TOPOLOGY = "InconsistentTopologyLabels"  # Event reason on the Node
+
+
+def achieved_level(proposal: Placed) -> str:
+    """The narrowest topology level one of whose domains holds every member."""
+    return proposal.level or CLUSTER_LEVEL
 
 
 class Reporter:
@@ -61,6 +77,8 @@ class Reporter:
                 continue  # a repeat of the gang's last decision: said already
             group = event.group
             self.metrics.gang_decisions.labels(event.outcome.value).inc()
+            if event.outcome is Outcome.REPLANNED:
+                self.metrics.replans.labels(event.cause or ReplanCause.NOT_OFFERED).inc()
             log.info(
                 "gang decision",
                 extra={"group": group.key, "result": event.outcome.value, "reason": event.reason},
@@ -101,6 +119,8 @@ class Reporter:
             self.metrics.time_to_bind.observe(waited)
             rec = self.planner.journal.get(group.key)
             proposal = rec.proposal if rec is not None else None
+            if proposal is not None:
+                self.metrics.gang_placements.labels(achieved_level(proposal)).inc()
             if proposal is not None and proposal.outcome is not None:
                 self.metrics.plan_transfers.observe(len(proposal.outcome.transfers))
         reason = f"bound {members} member(s) together"
@@ -128,7 +148,7 @@ class Reporter:
         start = None
         if rec is not None and rec.first_filter_at is not None:
             start = self.wall_clock() - (self.clock() - rec.first_filter_at)
-        return group_status(
+        status = group_status(
             self.state,
             group,
             rec,
@@ -136,6 +156,12 @@ class Reporter:
             min_member=need,
             start_time=start,
         )
+        placed = rec is not None and rec.last_outcome in (Outcome.COMMITTED, Outcome.BOUND)
+        proposal = rec.proposal if rec is not None else None
+        if placed and proposal is not None and proposal.explanation not in status.message:
+            # Once bound, the decision text no longer says where the gang landed.
+            return replace(status, message=f"{status.message}; {proposal.explanation}")
+        return status
 
     def refresh_statuses(self) -> None:
         """Write the status of every PodGroup whose members moved since the last write
@@ -146,6 +172,18 @@ class Reporter:
             del self._shown[gone]
         live = self.state.group_keys()
         self._warned = {w for w in self._warned if w[0] in live}
+        self.report_findings(self.planner.topology_findings())
+
+    def report_findings(self, findings: Iterable[TopologyFinding]) -> None:
+        """Nodes whose topology labels contradict the others' (each handed over once)."""
+        for finding in findings:
+            message = str(finding)
+            log.warning(message, extra={"node": finding.node, "reason": INCONSISTENT_TOPOLOGY})
+            self.tasks.spawn(
+                self.source.emit_event(
+                    "Node", "", finding.node, INCONSISTENT_TOPOLOGY, message, warning=True
+                )
+            )
 
     def _push_status(self, status: GroupStatus) -> None:
         shown = (

@@ -1,6 +1,11 @@
-"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang.
+"""The `/debug/groups` views and `phalanx explain`: everything Phalanx knows about a gang;
+`/debug/topology`: the configured topologies, their domains, and which are whole.
 
-Read-only: a view never creates a journal record or changes the model.
+Read-only: a view never creates a journal record or changes the model. A gang of any
+dialect is addressed by its key (`GroupRef.key`: `ns/name`, `volcano:ns/name`,
+`upstream:ns/name`, ...) and named by its dialect (`registry.gang_dialect`) and what
+declares it (`registry.gang_source`), as `kubectl phalanx` names it. A topology index
+a view builds is the planner's cache, rebuilt only when node labels change.
 """
 
 from __future__ import annotations
@@ -8,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.model import GroupRef
+from phalanx.core.groups import registry
+from phalanx.core.model import Dialect, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
-from phalanx.service.reporter import Reporter
+from phalanx.service.reporter import Reporter, achieved_level
 
 Clock = Callable[[], float]
+
+UNKNOWN_CLAIMS = "its ResourceClaims are not known to Phalanx yet"
 
 
 class GangViews:
@@ -39,7 +47,15 @@ class GangViews:
         view = self._summary(ref)
         view["reservation"] = self._reservation(key)
         view["plan"] = self._plan(key)
+        view["devices"] = self._devices(key)
         return view
+
+    def _devices(self, key: str) -> list[dict[str, object]] | None:
+        """Members with DRA claims: their GPUs (counted as nvidia.com/gpu is), how each
+        claim is planned, and where Phalanx is less than exact or cannot plan them."""
+        members = self.state.members(key, include_finished=True)
+        shown = [_member_devices(p) for p in members if p.resource_claims]
+        return shown or None
 
     def _reservation(self, key: str) -> dict[str, object] | None:
         reservation = self.state.reservation(key)
@@ -60,13 +76,16 @@ class GangViews:
 
     def _plan(self, key: str) -> dict[str, object] | None:
         rec = self.planner.journal.get(key)
-        proposal = rec.proposal if rec is not None else None
-        if proposal is None:
+        if rec is None or rec.proposal is None:
             return None
+        proposal = rec.proposal
         outcome = proposal.outcome
-        by_uid = {p.uid: p.key for p in proposal.members}
+        # A template slot is shown as the member that claimed it, once one has.
+        by_uid = {p.uid: rec.claimed.get(p.uid, p.key) for p in proposal.members}
         return {
             "domain": proposal.domain,
+            "level": achieved_level(proposal),
+            "explanation": proposal.explanation,
             "placements": {by_uid[u]: n for u, n in sorted(proposal.assignment.items())},
             "phases": [
                 {
@@ -94,9 +113,35 @@ class GangViews:
             "warnings": list(proposal.warnings),
         }
 
+    def topology(self) -> dict[str, object]:
+        """Per configured topology (the first is the default): its levels, how many domains
+        each level has and how many of those with GPUs are whole, and the nodes whose
+        labels contradict the others'."""
+        topologies = []
+        for index, levels in self.planner.topology_usage():
+            topologies.append(
+                {
+                    "name": index.topology.name,
+                    "levels": [
+                        {
+                            "level": level.level,
+                            "domains": len(domains),
+                            "domains_with_gpus": level.total,
+                            "whole_free_domains": level.free,
+                        }
+                        for level, domains in zip(levels, index.domains, strict=True)
+                    ],
+                    "nodes": len(index.of_node),
+                    "findings": [
+                        {"node": f.node, "level": f.level, "value": f.value, "reason": f.reason}
+                        for f in index.findings
+                    ],
+                }
+            )
+        return {"default": self.planner.settings.topologies.default.name, "topologies": topologies}
+
     def _summary(self, ref: GroupRef) -> dict[str, object]:
         key = ref.key
-        group = self.state.group(key)
         members = self.state.members(key, include_finished=True)
         rec = self.planner.journal.get(key)
         resolution = self.planner.resolve(ref)
@@ -105,9 +150,18 @@ class GangViews:
         else:
             resolved, error = None, resolution.reason
         status = self.reporter.group_status(ref)
+        has_object = self.state.group_object(ref.object_ref.key) is not None
+        claims = {p.group_dialect for p in members if p.group_dialect is not None}
+        dialect = registry.gang_dialect(ref, has_object=has_object, claims=claims)
+        served = self.state.served.holding(ref) if self.state.served is not None else None
         return {
             "group": key,
-            "source": "PodGroup" if group is not None else "annotations",
+            "dialect": dialect.value,
+            "source": registry.gang_source(ref, dialect, has_object=has_object),
+            # The object's API, when discovery found it served ("" for annotation-only gangs).
+            "api_version": served.api_version
+            if served is not None and dialect is not Dialect.ANNOTATIONS
+            else "",
             "min_member": resolved.min_member if resolved is not None else None,
             "placement": str(resolved.placement) if resolved is not None else None,
             "members": len(members),
@@ -119,3 +173,28 @@ class GangViews:
             "last_reason": rec.last_reason if rec is not None else "",
             "error": error,
         }
+
+
+def _member_devices(pod: Pod) -> dict[str, object]:
+    view: dict[str, object] = {"pod": pod.key, "gpus": pod.requests.gpus()}
+    if pod.devices is None:
+        return {**view, "claims": [], "problems": [UNKNOWN_CLAIMS], "notes": []}
+    demand = pod.devices.demand
+    claims = [
+        {
+            "claim": c.key,
+            "allocated": c.allocated,
+            "requests": [
+                {
+                    "request": r.request,
+                    "class": r.device_class,
+                    "count": r.count,
+                    "planned": r.exactness.value,
+                }
+                for r in c.requests
+            ],
+        }
+        for c in demand.claims
+    ]
+    problems = [*demand.problems, *demand.waiting]
+    return {**view, "claims": claims, "problems": problems, "notes": list(demand.notes)}

@@ -3,14 +3,17 @@
 What `kubectl get nodes,pods,podgroups -A -o yaml` prints (JSON or YAML) is a valid
 cluster file. It is the embedded default of the demo, the simulator and most tests. Gang
 objects of every dialect are read (PodGroups, upstream Workloads); what Phalanx ignores in
-one (e.g. a Volcano queue) is logged once and kept in `warnings`.
+one (e.g. a Volcano queue) is logged once and kept in `warnings`. So are
+`resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates` (`resource.k8s.io/v1`),
+whose devices are planned as the live source plans them (`phalanx.core.dra_model`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,13 @@ from typing import Any
 import yaml
 
 from phalanx.core.cache import ClusterState
+from phalanx.core.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from phalanx.core.dra_model import DraModel
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry
 from phalanx.core.groups.upstream import Workload
@@ -26,6 +36,18 @@ from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase,
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
 
 log = logging.getLogger(__name__)
+
+DRA_GROUP_VERSION = "resource.k8s.io/v1"
+# Applied first when the file is loaded: nodes and pods are then bridged once.
+_DRA_ORDER = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+
+
+def _is_dra(obj: Mapping[str, Any]) -> bool:
+    return obj.get("apiVersion") == DRA_GROUP_VERSION and obj.get("kind") in _DRA_ORDER
+
+
+def _load_order(obj: Mapping[str, Any]) -> int:
+    return _DRA_ORDER.index(obj["kind"]) if _is_dra(obj) else len(_DRA_ORDER)
 
 
 class ClusterFileError(ValueError):
@@ -81,6 +103,7 @@ class ClusterFileSource:
         self.statuses: dict[str, GroupStatus] = {}
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.requeued: list[str] = []  # pod keys Phalanx asked to be retried
+        self.dra = DraModel()
 
     @classmethod
     def from_path(cls, path: Path) -> ClusterFileSource:
@@ -96,7 +119,7 @@ class ClusterFileSource:
 
     async def start(self, sink: StateSink) -> None:
         self._sink = sink
-        for obj in self._objects:
+        for obj in sorted(self._objects, key=_load_order):
             self.apply(obj)
         self._synced = True
 
@@ -108,15 +131,22 @@ class ClusterFileSource:
         if self._sink is None:
             raise RuntimeError("cluster file source is not started")
         try:
+            if _is_dra(obj):
+                return self._apply_dra(obj)
             parsed = self._parse(obj)
         except InvalidObjectError as exc:
             self.rejected.append(str(exc))
             log.warning("skipping invalid object", extra={"reason": str(exc)})
             return False
+        dra = self.dra
         if isinstance(parsed, Node):
-            self._sink(lambda st: st.upsert_node(parsed))
+            self._sink(lambda st: dra.upsert_node(st, parsed))
         elif isinstance(parsed, Pod):
-            self._sink(lambda st: st.upsert_pod(parsed))
+
+            def add_pod(state: ClusterState) -> None:
+                dra.upsert_pod(state, parsed)  # a file has no one to tell of problems
+
+            self._sink(add_pod)
         elif isinstance(parsed, Workload):
             self._sink(lambda st: st.upsert_workload(parsed))
         else:
@@ -135,13 +165,58 @@ class ClusterFileSource:
                 log.warning("ignored in a gang object", extra={"object": where, "reason": text})
         return group.value
 
-    def delete_pod(self, uid: str) -> None:
+    def _apply_dra(self, obj: Mapping[str, Any]) -> bool:
+        """A `resource.k8s.io/v1` object into the DRA model, settled at once."""
+        dra = self.dra
+        stage: Callable[[], None]
+        match obj["kind"]:
+            case "ResourceSlice":
+                s = parse_resource_slice(obj)
+                stage = functools.partial(dra.upsert_slice, s)
+            case "DeviceClass":
+                c = parse_device_class(obj)
+                stage = functools.partial(dra.upsert_class, c)
+            case "ResourceClaim":
+                claim = parse_resource_claim(obj)
+                stage = functools.partial(dra.upsert_claim, claim)
+            case _:
+                template = parse_resource_claim_template(obj)
+                stage = functools.partial(dra.upsert_template, template)
+        self._settle(stage)
+        return True
+
+    def delete_dra(self, kind: str, key: str) -> None:
+        """Delete a `resource.k8s.io/v1` object by kind and key (`name`, or `ns/name`)."""
+        removers: dict[str, Callable[[str], None]] = {
+            "ResourceSlice": self.dra.remove_slice,
+            "DeviceClass": self.dra.remove_class,
+            "ResourceClaim": self.dra.remove_claim,
+            "ResourceClaimTemplate": self.dra.remove_template,
+        }
+        self._settle(functools.partial(removers[kind], key))
+
+    def _settle(self, stage: Callable[[], None]) -> None:
+        dra = self.dra
+
+        def update(state: ClusterState) -> None:
+            stage()
+            dra.settle(state)
+
         if self._sink is not None:
-            self._sink(lambda st: st.remove_pod(uid))
+            self._sink(update)
+
+    def delete_pod(self, uid: str) -> None:
+        dra = self.dra
+
+        def update(state: ClusterState) -> None:
+            dra.remove_pod(state, uid)
+
+        if self._sink is not None:
+            self._sink(update)
 
     def delete_node(self, name: str) -> None:
         def update(state: ClusterState) -> None:
-            state.remove_node(name)
+            self.dra.remove_node(state, name)
 
         if self._sink is not None:
             self._sink(update)
@@ -175,7 +250,7 @@ class ClusterFileSource:
             if state.node(node) is None:
                 outcome.append(BindError(f"node {node} not found"))
                 return
-            state.upsert_pod(replace(pod, node_name=node, phase=PodPhase.RUNNING))
+            self.dra.upsert_pod(state, replace(pod, node_name=node, phase=PodPhase.RUNNING))
 
         self._sink(update)
         if outcome:

@@ -16,6 +16,8 @@ informers); this module wires them and keeps the loop-side tables they share.
 * **Which pods.** Pods of every scheduler count toward node usage once bound; an unbound
   pod is only kept when it names one of the served `scheduler_names` (kube-scheduler calls
   us for our profile only, so anyone else's pending pods are not our work).
+* **DRA** (`kube_dra`): ResourceSlices, DeviceClasses, ResourceClaims and templates, when
+  `resource.k8s.io/v1` is served; every node and pod enters the model through its bridge.
 * **Gang dialects.** Every gang API the API server serves is followed (discovery at start
   and every `crd_recheck_seconds`: scheduler-plugins and Volcano PodGroups, upstream
   `scheduling.k8s.io` PodGroups in the newest served version and 1.35's Workloads). Without
@@ -75,6 +77,7 @@ from phalanx.sources.informer import (
 )
 from phalanx.sources.kube_async import AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
+from phalanx.sources.kube_dra import DRA_KINDS, DraFeed
 from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
 from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
@@ -199,6 +202,16 @@ class KubeSource:
             on_restart=self._restarted,
             stop=self._stop,
         )
+        # DRA objects, and the bridge every node and pod goes through (sources.kube_dra).
+        self.dra = DraFeed(
+            api,
+            post=self._post,
+            spawn=self._spawn,
+            sink=self,
+            settings=inf,
+            recheck_seconds=self.settings.crd_recheck_seconds,
+            on_restart=self._restarted,
+        )
         self.lease = LeaseHolder(
             api, namespace, identity=self.identity, settings=self.settings.lease
         )
@@ -281,6 +294,7 @@ class KubeSource:
             all(kind in self._synced for kind in KINDS)
             and self._served is not None
             and not self._unsynced_groups
+            and self.dra.synced
         )
 
     @property
@@ -304,6 +318,7 @@ class KubeSource:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        self.dra.start()
         self.lease.start()
 
     async def stop(self) -> None:
@@ -311,6 +326,7 @@ class KubeSource:
         for informer in (self.nodes, self.pods):
             informer.stop()
         self.groups.stop()
+        self.dra.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._join)
         for task in list(self._tasks):
@@ -324,6 +340,7 @@ class KubeSource:
         for thread in self._threads:
             thread.join(timeout=5.0)
         self.groups.join(timeout=5.0)
+        self.dra.join()
 
     def _post(self, update: Callable[[ClusterState], None]) -> None:
         """Hand one update to the loop (from any thread); dropped once stopped."""
@@ -351,13 +368,13 @@ class KubeSource:
         def update(state: ClusterState) -> None:
             for change in changes:
                 if isinstance(change, Upsert):
-                    state.upsert_node(change.obj)
+                    self.dra.upsert_node(state, change.obj)
                     self._valid_again("Node", change.key)
                 elif isinstance(change, Delete):
-                    state.remove_node(change.key)
+                    self.dra.remove_node(state, change.key)
                     self._valid_again("Node", change.key)
                 else:  # a node we cannot read is not planned onto
-                    state.remove_node(change.key)
+                    self.dra.remove_node(state, change.key)
                     self._report("Node", change.key, change.reason)
             if synced:
                 self._mark_synced("Node")(state)
@@ -374,10 +391,11 @@ class KubeSource:
                 if isinstance(change, Upsert):
                     pod = change.obj.obj
                     if not pod.node_name and pod.scheduler_name not in names:
-                        state.remove_pod(pod.uid)  # someone else's pending pod: not our work
+                        # someone else's pending pod: not our work
+                        self.dra.remove_pod(state, pod.uid)
                         self.commits.forget_pod(change.key)
                         continue
-                    state.upsert_pod(pod)
+                    self.dra.upsert_pod(state, pod)
                     error = self.commits.saw_pod(change.key, change.obj)
                     if error:
                         self._report("Pod", change.key, error)
@@ -388,7 +406,7 @@ class KubeSource:
                     if pod.overruled and not pod.node_name:
                         self._contested(pod)
                 else:
-                    state.remove_pod(change.uid)
+                    self.dra.remove_pod(state, change.uid)
                     self.commits.forget_pod(change.key)
                     self._said.pop(change.key, None)
                     if isinstance(change, Invalid):
@@ -469,7 +487,7 @@ class KubeSource:
         else:
             state.upsert_group(value)
         self._objects[key] = Held(kind, change.uid)
-        self.reports.saw_status(kind, key, change.obj.status)
+        self.reports.saw_status(kind, key, change.obj.status, change.obj.resource_version)
         if changed and label(kind) not in self._unsynced_groups:
             # Members told "waiting for ..." (or planned for the old size) wait in
             # kube-scheduler's unschedulable queue: ask for them back now.
@@ -604,6 +622,8 @@ class KubeSource:
         return held.kind.object_path(ref.namespace, ref.name)
 
     def _uid_of(self, kind: str, key: str) -> str:
+        if kind in DRA_KINDS:
+            return self.dra.uid_of(kind, key)
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
 

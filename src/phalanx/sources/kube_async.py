@@ -347,10 +347,16 @@ class AsyncKubeClient:
         return decoded if isinstance(decoded, dict) else {}
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, deadline: float | None = None
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
-        """A JSON merge patch (RFC 7386), also on status subresources; idempotent."""
-        return await self.request("PATCH", path, body, content_type=MERGE_PATCH, deadline=deadline)
+        """A JSON merge patch (RFC 7386), or the patch `content_type` names, also on status
+        subresources; idempotent (a precondition in `body` makes a retry a 409 instead)."""
+        return await self.request("PATCH", path, body, content_type=content_type, deadline=deadline)
 
     async def post(
         self, path: str, body: Mapping[str, Any], *, deadline: float | None = None

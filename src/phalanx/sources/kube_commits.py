@@ -54,6 +54,7 @@ class Recorded(Generic[T]):
     commit: CommitRecord | None = None
     commit_error: str = ""
     status: Mapping[str, Any] | None = None
+    resource_version: str = ""  # gang objects: the version `status` was observed at
     warnings: tuple[str, ...] = ()
 
 

@@ -19,8 +19,9 @@ authenticated user (system:discovery): no RBAC. Aggregated discovery is not aske
 
 Objects are decoded once, on the informer's thread, by `decode_group_object`: the model
 value (a PodGroup of any dialect, or an upstream Workload), the commit record it carries,
-its raw `status` (the previous status a dialect's status writer builds on) and what
-Phalanx ignores in it (warnings, said once by the source).
+its raw `status` and `resourceVersion` (what a shared status write builds on, and its
+precondition: `registry.status_write`) and what Phalanx ignores in it (warnings, said
+once by the source).
 """
 
 from __future__ import annotations
@@ -80,8 +81,16 @@ def decode_group_object(kind: ServedKind, raw: dict[str, Any]) -> Recorded[Group
         commit,
         error,
         status=status if isinstance(status, Mapping) else None,
+        resource_version=resource_version(raw),
         warnings=parsed.warnings,
     )
+
+
+def resource_version(raw: Mapping[str, Any]) -> str:
+    """`metadata.resourceVersion` of an API answer ("" when it has none)."""
+    meta = raw.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else ""
 
 
 @dataclass(slots=True)

@@ -7,9 +7,14 @@
   scheduler-plugins status as before (phase, counts, `scheduleStartTime`, a
   `PodGroupScheduled` condition), upstream's `PodGroupInitiallyScheduled` condition,
   Volcano's phase, counts and conditions (on the object: no status subresource). Each is
-  built on the previous status: for scheduler-plugins the body last written (as before),
-  for the others the status last observed by the watch (kube-scheduler and Volcano's
-  controllers write theirs too), else the one last written. Nothing new: nothing sent.
+  built on the previous status: for scheduler-plugins the body last written (as before;
+  Phalanx alone writes it). The others' status is shared (kube-scheduler and Volcano's
+  controllers write theirs too): each write builds on the status observed at a known
+  `resourceVersion` (the watch's, or the answer to Phalanx's own last write) and carries
+  it as a precondition. A 409 Conflict means someone wrote in between: the object is read
+  again (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS` times; rebuilt, it
+  may have nothing left to say (a True condition kube-scheduler wrote meanwhile is never
+  turned back). Nothing new: nothing sent.
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 
@@ -27,17 +32,25 @@ from typing import Any
 
 from phalanx.core.groups import registry
 from phalanx.core.groups.discovery import ServedKind
+from phalanx.core.groups.registry import StatusPatch, StatusWrite
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
-from phalanx.core.model import Dialect, GroupRef, PodRef
+from phalanx.core.model import GroupRef, PodRef
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
+from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
+from phalanx.sources.kube_groups import resource_version
 from phalanx.sources.kube_writes import Writer
+from phalanx.sources.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "phalanx"
 MESSAGE_LIMIT = 1024
+# Writes of a shared status refused as conflicts before giving up until the next change:
+# each conflict means another writer moved on, so a few rebuilds settle it.
+CONFLICT_ATTEMPTS = 4
+CONTENT_TYPES = {StatusPatch.MERGE: MERGE_PATCH, StatusPatch.STRATEGIC: STRATEGIC_MERGE_PATCH}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +59,15 @@ class Held:
 
     kind: ServedKind
     uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A gang object's status as known, and the `resourceVersion` it was known at ("" when
+    not known: the status Phalanx last wrote to an unshared status)."""
+
+    status: Mapping[str, Any] | None
+    resource_version: str = ""
 
 
 @dataclass(slots=True)
@@ -122,21 +144,24 @@ class Reports:
         self.held = held
         self.wall_clock = wall_clock
         self._events = EventLimiter(event_interval_seconds, clock)
-        # Object key -> its status as last written or (other dialects) observed.
-        self._statuses: dict[str, Mapping[str, Any]] = {}
+        # Object key -> its status as last written or (shared statuses) observed.
+        self._statuses: dict[str, Observed] = {}
 
     def forget_group(self, key: str) -> None:
         self._statuses.pop(key, None)
 
-    def saw_status(self, kind: ServedKind, key: str, status: Mapping[str, Any] | None) -> None:
-        """The status the watch shows on gang object `key`. Kept for every dialect but
-        scheduler-plugins, whose status Phalanx alone writes (built on what it wrote)."""
-        if kind.dialect is Dialect.SCHEDULER_PLUGINS:
-            return
-        if status is None:
-            self._statuses.pop(key, None)
-        else:
-            self._statuses[key] = status
+    def saw_status(
+        self,
+        kind: ServedKind,
+        key: str,
+        status: Mapping[str, Any] | None,
+        resource_version: str = "",
+    ) -> None:
+        """The status the watch shows on gang object `key` at `resource_version`. Kept
+        for shared statuses only: Phalanx alone writes scheduler-plugins' (built on what it
+        wrote)."""
+        if registry.shares_status(kind):
+            self._statuses[key] = Observed(status, resource_version)
 
     # ---- Events ------------------------------------------------------------------------
 
@@ -150,9 +175,10 @@ class Reports:
         *,
         warning: bool = False,
     ) -> None:
-        """An Event on a core/v1 object (a Pod, a Node)."""
+        """An Event on a core/v1 object (a Pod, a Node) or a `resource.k8s.io/v1` one (DRA)."""
         key = f"{namespace}/{name}" if namespace else name
-        involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": "v1"}
+        version = DRA_GROUP_VERSION if kind in DRA_KINDS else "v1"
+        involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": version}
         if namespace:
             involved["namespace"] = namespace
         uid = self.uid_of(kind, key)
@@ -248,21 +274,69 @@ class Reports:
         held = self.held(key)
         if held is None:
             return  # annotation-only gang, or its object is not (yet) seen
-        previous = self._statuses.get(key)
-        write = registry.status_write(status, held.kind, previous, self.wall_clock())
-        if write is None:
+        shared = registry.shares_status(held.kind)
+        for _ in range(CONFLICT_ATTEMPTS):
+            known = self._statuses.get(key)
+            if shared and (known is None or not known.resource_version):
+                known = await self._read(held.kind, status)
+                if known is None:
+                    return
+            write = registry.status_write(
+                status,
+                held.kind,
+                known.status if known is not None else None,
+                self.wall_clock(),
+                resource_version=known.resource_version if known is not None else "",
+            )
+            if write is None:
+                return
+            try:
+                answer = await self.writer.patch(
+                    write.path, write.body, content_type=CONTENT_TYPES[write.patch]
+                )
+            except ApiError as exc:
+                if exc.status == 409 and write.resource_version:
+                    self._statuses.pop(key, None)  # written in between: read it again
+                    continue
+                # Not written: the next write builds on what the object still holds.
+                if exc.status != 404:
+                    log.warning(
+                        "cannot write a gang's status",
+                        extra={"group": status.group_key, "path": write.path, "reason": str(exc)},
+                    )
+                return
+            self._statuses[key] = _after(write, answer)
             return
-        self._statuses[key] = write.status
+        log.warning(
+            "cannot write a gang's status: others kept writing it",
+            extra={"group": status.group_key, "attempts": CONFLICT_ATTEMPTS},
+        )
+
+    async def _read(self, kind: ServedKind, status: GroupStatus) -> Observed | None:
+        """The gang object's status and resourceVersion as the API holds them now; None
+        when it cannot be read (gone, or the API refuses: logged)."""
+        target = status.ref.object_ref
         try:
-            await self.writer.patch(write.path, write.body)
+            raw = await self.writer.get(kind.object_path(target.namespace, target.name))
         except ApiError as exc:
-            # Not written: the next write builds on what the object still holds.
-            if previous is None:
-                self._statuses.pop(key, None)
-            else:
-                self._statuses[key] = previous
             if exc.status != 404:
                 log.warning(
-                    "cannot write a gang's status",
-                    extra={"group": status.group_key, "path": write.path, "reason": str(exc)},
+                    "cannot read a gang's object to write its status",
+                    extra={"group": status.group_key, "reason": str(exc)},
                 )
+            return None
+        found = raw.get("status")
+        return Observed(found if isinstance(found, Mapping) else None, resource_version(raw))
+
+
+def _after(write: StatusWrite, answer: Mapping[str, Any]) -> Observed:
+    """What a status write left: for a shared status, the object's status and version as
+    the API answered (other writers' conditions included; if the answer has none, the
+    version is unknown and the next write reads the object first); else the status
+    Phalanx meant to leave."""
+    if not write.resource_version:
+        return Observed(write.status)
+    status = answer.get("status")
+    if isinstance(status, Mapping):
+        return Observed(status, resource_version(answer))
+    return Observed(write.status)

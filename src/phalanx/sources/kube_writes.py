@@ -1,4 +1,5 @@
-"""The write side of the Kubernetes API, as the source uses it: bindings, merge patches, POSTs.
+"""The write side of the Kubernetes API, as the source uses it: bindings, patches, POSTs (and
+the GET that re-reads an object before a write built on it is tried again).
 
 `Writer` is the seam: the source never calls the API directly for a write.
 
@@ -26,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 from phalanx.core.model import Binding
 from phalanx.sources.informer import ApiError, Transport
 from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
-from phalanx.sources.kubeclient import ClusterAccess
+from phalanx.sources.kubeclient import MERGE_PATCH, ClusterAccess
 
 T = TypeVar("T")
 
@@ -38,7 +39,9 @@ class KubeApi(Transport, Protocol):
         self, method: str, path: str, body: Mapping[str, Any] | None = None
     ) -> dict[str, Any]: ...
 
-    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = ...
+    ) -> dict[str, Any]: ...
 
     def bind(self, binding: Binding) -> None: ...
 
@@ -50,9 +53,13 @@ class Writer(Protocol):
 
     async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None: ...
 
-    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]: ...
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    async def get(self, path: str) -> dict[str, Any]: ...
 
     async def aclose(self) -> None: ...
 
@@ -100,11 +107,19 @@ class PooledWriter:
         del timeout_seconds  # one attempt, bounded by the client's own request timeout
         await self._call(self.api.bind, binding)
 
-    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self._retried(self.api.patch, path, body)
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
+        if content_type == MERGE_PATCH:  # KubeApi.patch's own default
+            return await self._retried(self.api.patch, path, body)
+        patch = functools.partial(self.api.patch, content_type=content_type)
+        return await self._retried(patch, path, body)
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._retried(self.api.request, "POST", path, body)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return await self._retried(self.api.request, "GET", path)
 
     async def aclose(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -139,11 +154,16 @@ class AsyncWriter:
             deadline=self._deadline(timeout_seconds),
         )
 
-    async def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.client.patch(path, body)
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
+        return await self.client.patch(path, body, content_type=content_type)
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self.client.post(path, body)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return await self.client.request("GET", path)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -41,6 +41,8 @@ from phalanx.sources.informer import ApiError
 USER_AGENT = "phalanx"
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+# Kubernetes' own patch for built-in kinds: lists with a merge key are merged by it.
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # Enough for three watches, the lease, and the source's bind pool at once.
 POOL_CONNECTIONS = 32
 
@@ -196,9 +198,12 @@ class KubeClient:
             return {}
         return decoded if isinstance(decoded, dict) else {}
 
-    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A JSON merge patch (RFC 7386); also on status subresources."""
-        return self.request("PATCH", path, body, content_type=MERGE_PATCH)
+    def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386), or the patch `content_type` names; also on
+        status subresources."""
+        return self.request("PATCH", path, body, content_type=content_type)
 
     # ---- informer transport --------------------------------------------------------------
 

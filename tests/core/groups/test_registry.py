@@ -54,6 +54,108 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
     assert (ref.key, ref.object_ref.key, str(ref)) == (key, object_key, key)
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ml/job",
+        "volcano:ml/job",
+        "upstream:ml/gang-0",
+        "upstream:ml/train/workers",
+        "upstream:ml/lws/group/3",
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream-pod-group", "workload", "workload-replica"],
+)
+def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:
+    ref = registry.parse_key(key)
+    assert ref is not None
+    assert ref.key == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ml",
+        "ml/",
+        "/job",
+        "volcano:ml/job/workers",
+        "ml/job/workers",
+        "ML/job",
+        "ml/Job_1",
+        "kueue:ml/job",
+        "",
+    ],
+    ids=[
+        "no-name",
+        "empty-name",
+        "empty-namespace",
+        "pod-group-in-volcano",
+        "pod-group-in-scheduler-plugins",
+        "namespace-not-a-label",
+        "name-not-an-object-name",
+        "unknown-dialect",
+        "empty",
+    ],
+)
+def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
+    assert registry.parse_key(text) is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "has_object", "claims", "dialect", "source"),
+    [
+        (GroupRef("ml", "job"), True, {Dialect.SCHEDULER_PLUGINS}, "scheduler-plugins", "PodGroup"),
+        (
+            GroupRef("ml", "job"),
+            False,
+            {Dialect.SCHEDULER_PLUGINS},
+            "scheduler-plugins",
+            "PodGroup missing",
+        ),
+        (GroupRef("ml", "job"), False, {Dialect.ANNOTATIONS}, "annotations", "annotations"),
+        (GroupRef("ml", "job"), True, {Dialect.ANNOTATIONS}, "scheduler-plugins", "PodGroup"),
+        (GroupRef("ml", "job", Dialect.VOLCANO), True, {Dialect.VOLCANO}, "volcano", "PodGroup"),
+        (GroupRef("ml", "job", Dialect.VOLCANO), False, set(), "volcano", "PodGroup missing"),
+        (GroupRef("ml", "job", Dialect.UPSTREAM), True, set(), "upstream", "PodGroup"),
+        (
+            GroupRef("ml", "t", Dialect.UPSTREAM, "w"),
+            True,
+            {Dialect.UPSTREAM},
+            "upstream",
+            "Workload",
+        ),
+        (GroupRef("ml", "t", Dialect.UPSTREAM, "w"), False, set(), "upstream", "Workload missing"),
+    ],
+    ids=[
+        "pod-group",
+        "pod-group-missing",
+        "annotations",
+        "annotations-given-a-pod-group",
+        "volcano",
+        "volcano-missing",
+        "upstream-pod-group",
+        "workload",
+        "workload-missing",
+    ],
+)
+def test_a_gang_is_named_by_its_dialect_and_what_declares_it(
+    ref: GroupRef, has_object: bool, claims: set[Dialect], dialect: str, source: str
+) -> None:
+    named = registry.gang_dialect(ref, has_object=has_object, claims=claims)
+    assert (named.value, registry.gang_source(ref, named, has_object=has_object)) == (
+        dialect,
+        source,
+    )
+
+
+def test_every_gang_kind_knows_its_dialect() -> None:
+    assert {registry.dialect_of_kind(*kind) for kind in registry.group_kinds()} == {
+        Dialect.SCHEDULER_PLUGINS,
+        Dialect.VOLCANO,
+        Dialect.UPSTREAM,
+    }
+    assert registry.dialect_of_kind("v1", "Pod") is None
+
+
 # --- precedence ------------------------------------------------------------------------
 
 SP_LABEL = {"scheduling.x-k8s.io/pod-group": "sp"}
@@ -349,6 +451,53 @@ def test_a_status_already_shown_is_not_written_again() -> None:
     assert first is not None
     shown = {**first.status, "minMember": 4}  # the object's status may hold more
     assert registry.status_write(waiting(ref), VOLCANO_KIND, shown, T0 + 60) is None
+
+
+def condition(kind: str, state: str, message: str = "") -> dict[str, str]:
+    reason = "Scheduled" if state == "True" else "Unschedulable"
+    at = "2025-12-31T00:00:00Z"
+    return {
+        "type": kind,
+        "status": state,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+def test_an_upstream_status_is_a_strategic_patch_of_phalanxs_condition_under_a_precondition() -> (
+    None
+):
+    ref = GroupRef("ml", "gang-0", Dialect.UPSTREAM)
+    theirs = condition("DisruptionTarget", "False")
+    previous = {"conditions": [theirs, condition("PodGroupInitiallyScheduled", "False", "old")]}
+    write = registry.status_write(waiting(ref), UPSTREAM_KIND, previous, T0, resource_version="41")
+    assert write is not None
+    ours = condition("PodGroupInitiallyScheduled", "False", "1/4 exist")
+    assert (write.patch, write.resource_version) == (registry.StatusPatch.STRATEGIC, "41")
+    assert write.body == {"metadata": {"resourceVersion": "41"}, "status": {"conditions": [ours]}}
+    assert write.status == {"conditions": [theirs, ours]}  # what the object then holds
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind", "precondition"),
+    [
+        (GroupRef("ml", "job"), SP_KIND, ""),
+        (GroupRef("ml", "job", Dialect.VOLCANO), VOLCANO_KIND, "41"),
+    ],
+    ids=["scheduler-plugins-alone", "volcano-shared"],
+)
+def test_a_whole_status_is_a_merge_patch_under_a_precondition_when_others_write_it(
+    ref: GroupRef, kind: ServedKind, precondition: str
+) -> None:
+    write = registry.status_write(waiting(ref), kind, None, T0, resource_version="41")
+    assert write is not None
+    assert (write.patch, write.resource_version) == (registry.StatusPatch.MERGE, precondition)
+    expected: dict[str, object] = {"status": write.status}
+    if precondition:
+        expected["metadata"] = {"resourceVersion": precondition}
+    assert write.body == expected
+    assert registry.shares_status(kind) is bool(precondition)
 
 
 def test_a_workload_gang_has_no_status_to_write() -> None:

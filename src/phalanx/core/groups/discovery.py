@@ -95,7 +95,7 @@ class Served:
     def holding(self, ref: GroupRef) -> ServedKind | None:
         """The kind of the object that holds `ref`'s gang; None when it is not served
         (then members wait, and nothing can be written)."""
-        kind = upstream.WORKLOAD_KIND if ref.pod_group else upstream.POD_GROUP_KIND
+        kind = upstream.object_kind(ref)
         for served in self.kinds:
             if served.dialect is ref.dialect and served.kind == kind:
                 return served

@@ -19,20 +19,37 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
 
 Adding a dialect: one module (a `claim`, its `KINDS` parsers, a `waiting_reason` and a
 `build_status`) and one line in `DIALECTS`.
+
+**Status writes** (`status_write`). Each dialect's `build_status` gives the whole status
+object Phalanx wants to see; how it is sent depends on who else writes it:
+
+* scheduler-plugins: Phalanx alone. A JSON merge patch of the whole status, built on what
+  Phalanx last wrote (byte for byte as before dialects).
+* Volcano: Volcano's controllers write conditions and counts too. A JSON merge patch of the
+  whole status (a CRD: no strategic merge), built on the status last observed and sent
+  with that object's `resourceVersion` as a precondition: a write in between makes it a
+  409 Conflict, and the source reads the object again and rebuilds, never clobbering.
+* upstream: kube-scheduler writes `PodGroupInitiallyScheduled` itself, as a strategic
+  merge patch of the changed condition (merge key `type`) without a precondition, after
+  checking against its cache that it never turns a True back. Phalanx sends the same kind
+  of patch (only the conditions it changes, so other types are never touched) with the
+  observed `resourceVersion` as a precondition (so its own "never turn a True back" is
+  decided on exactly the version it writes over), and rebuilds on a conflict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import scheduler_plugins, upstream, volcano
-from phalanx.core.groups.common import Parsed, PodView
+from phalanx.core.groups.common import Parsed, PodView, is_dns_label, is_object_name
 from phalanx.core.groups.discovery import Served, ServedKind
-from phalanx.core.groups.status import GroupStatus
+from phalanx.core.groups.status import GroupStatus, conditions_of
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.rawdict import JsonObject
@@ -40,6 +57,13 @@ from phalanx.core.rawdict import JsonObject
 GroupObject = PodGroup | Workload
 Parser = Callable[[JsonObject], Parsed[GroupObject]]
 StatusBuilder = Callable[[GroupStatus, JsonObject | None, float, str], dict[str, object] | None]
+
+
+class StatusPatch(StrEnum):
+    """How a gang's status is sent (see the module docstring)."""
+
+    MERGE = "merge"  # JSON merge patch (RFC 7386) of the whole status object
+    STRATEGIC = "strategic"  # strategic merge patch of the changed conditions, by `type`
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +75,9 @@ class GroupDialect:
     kinds: Mapping[tuple[str, str], Parser]  # (apiVersion, kind) -> parser
     waiting_reason: Callable[[GroupRef], str] | None = None  # None: uses another's objects
     build_status: StatusBuilder | None = None
+    status_patch: StatusPatch = StatusPatch.MERGE
+    # Others write the status too: built on the observed one, sent under its resourceVersion.
+    status_shared: bool = False
 
 
 DIALECTS: Final = (
@@ -68,6 +95,7 @@ DIALECTS: Final = (
         volcano.KINDS,
         volcano.waiting_reason,
         volcano.build_status,
+        status_shared=True,
     ),
     GroupDialect(
         Dialect.UPSTREAM,
@@ -75,11 +103,14 @@ DIALECTS: Final = (
         upstream.KINDS,
         upstream.waiting_reason,
         upstream.build_status,
+        StatusPatch.STRATEGIC,
+        status_shared=True,
     ),
 )
 PRECEDENCE: Final = tuple(entry.dialect for entry in DIALECTS)
 _BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
 _PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
+_KIND_DIALECTS: Final = {kind: entry.dialect for entry in DIALECTS for kind in entry.kinds}
 
 
 def dialect(name: Dialect) -> GroupDialect:
@@ -131,7 +162,56 @@ def _described(claim: Claim) -> str:
     return f"{claim.dialect.value} ({'; '.join(claim.problems)})"
 
 
+# --- Naming a gang ----------------------------------------------------------------------
+
+KEY_FORMS: Final = (
+    "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
+    "upstream:NAMESPACE/NAME or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]"
+)
+
+
+def parse_key(text: str) -> GroupRef | None:
+    """The gang a key names (`GroupRef.key`'s form, read by `GroupRef.parse`), or None when
+    `text` is not a key of any dialect: a namespace and an object name are required, and
+    only an upstream key may name a Workload's pod group."""
+    ref = GroupRef.parse(text)
+    if ref.key != text or not is_dns_label(ref.namespace) or not is_object_name(ref.name):
+        return None
+    if ref.pod_group and ref.dialect is not Dialect.UPSTREAM:
+        return None
+    return ref
+
+
+def gang_dialect(ref: GroupRef, *, has_object: bool, claims: Iterable[Dialect]) -> Dialect:
+    """The dialect a gang is declared in, given whether its object exists and the dialects
+    its members' winning claims are in. Annotation-only gangs share scheduler-plugins'
+    keys: a `ns/name` gang is annotation-only while no PodGroup of that name exists and a
+    member names it by annotation (once one exists, it gives the settings)."""
+    if (
+        ref.dialect is Dialect.SCHEDULER_PLUGINS
+        and not has_object
+        and Dialect.ANNOTATIONS in claims
+    ):
+        return Dialect.ANNOTATIONS
+    return ref.dialect
+
+
+def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:
+    """What declares a gang's settings, as the views say it: its object's kind (`PodGroup`,
+    or `Workload` for a 1.35 Workload's pod group), `annotations`, or `<kind> missing`
+    while members name an object that does not exist."""
+    if dialect is Dialect.ANNOTATIONS:
+        return "annotations"
+    kind = upstream.object_kind(ref)
+    return kind if has_object else f"{kind} missing"
+
+
 # --- Objects ----------------------------------------------------------------------------
+
+
+def dialect_of_kind(api_version: str, kind: str) -> Dialect | None:
+    """The dialect whose gang objects are `kind` in `api_version`; None for other kinds."""
+    return _KIND_DIALECTS.get((api_version, kind))
 
 
 def parse_group_object(obj: JsonObject) -> Parsed[GroupObject] | None:
@@ -197,27 +277,67 @@ def resolve(
 
 @dataclass(frozen=True, slots=True)
 class StatusWrite:
-    """A merge patch to send: `body` to `path`. `status` is what it sets, to keep as the
-    new "previous" once written."""
+    """A patch to send: `body` to `path`, as a `patch`. `status` is the whole status it
+    leaves (the patch may carry only part of it), to keep as the new "previous" once
+    written. `resource_version`: the precondition it carries ("" for none)."""
 
     path: str
     body: dict[str, object]
     status: dict[str, object]
+    patch: StatusPatch = StatusPatch.MERGE
+    resource_version: str = ""
+
+
+def shares_status(kind: ServedKind) -> bool:
+    """Whether others write the status of `kind`'s objects too (see `status_write`)."""
+    return dialect(kind.dialect).status_shared
 
 
 def status_write(
-    status: GroupStatus, kind: ServedKind, previous: JsonObject | None, now: float
+    status: GroupStatus,
+    kind: ServedKind,
+    previous: JsonObject | None,
+    now: float,
+    *,
+    resource_version: str = "",
 ) -> StatusWrite | None:
     """The status write for a gang whose object exists and is served as `kind`, or None
-    when there is nothing new to say (or the dialect has no status)."""
-    build = dialect(status.ref.dialect).build_status
+    when there is nothing new to say (or the dialect has no status).
+
+    `previous` is the status the write builds on: for a shared status (`shares_status`)
+    the one observed at `resource_version`, which the write then carries as its
+    precondition.
+    """
+    entry = dialect(status.ref.dialect)
+    build = entry.build_status
     body = build(status, previous, now, kind.version) if build is not None else None
     if body is None:
         return None
     if previous is not None and all(previous.get(k) == v for k, v in body.items()):
         return None
     target = status.ref.object_ref
-    return StatusWrite(kind.status_path(target.namespace, target.name), {"status": body}, body)
+    sent: dict[str, object] = {"status": body}
+    if entry.status_patch is StatusPatch.STRATEGIC:
+        sent = {"status": {"conditions": changed_conditions(previous, body)}}
+    precondition = resource_version if entry.status_shared else ""
+    if precondition:
+        sent["metadata"] = {"resourceVersion": precondition}
+    return StatusWrite(
+        kind.status_path(target.namespace, target.name),
+        sent,
+        body,
+        entry.status_patch,
+        precondition,
+    )
+
+
+def changed_conditions(
+    previous: JsonObject | None, new: Mapping[str, object]
+) -> list[Mapping[str, object]]:
+    """The conditions of `new` that `previous` does not hold as they are: what a strategic
+    merge patch must carry (the others are kept by the API server, merged by `type`)."""
+    before = conditions_of(previous)
+    return [c for c in conditions_of(new) if c not in before]
 
 
 def involved_object(ref: GroupRef, kind: ServedKind, uid: str = "") -> dict[str, str]:

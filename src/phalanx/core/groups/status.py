@@ -4,7 +4,7 @@
 service hands it to the source): the gang's `GroupRef` (so the writer finds the object
 back without parsing keys), its `GroupPhase`, and member counts. Each dialect turns it
 into the `status` object of its own API (`build_status` in the dialect modules); the
-source sends `{"status": <that>}` as a JSON merge patch. It lives here, below the
+registry says how the source sends it (`registry.status_write`). It lives here, below the
 journal, because the dialects (imported by the inventory, which the journal's imports
 reach) must read it too.
 

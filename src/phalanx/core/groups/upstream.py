@@ -271,6 +271,12 @@ KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[PodGroup | W
 }
 
 
+def object_kind(ref: GroupRef) -> str:
+    """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
+    else a PodGroup (the kind every dialect's gang object has)."""
+    return WORKLOAD_KIND if ref.pod_group else POD_GROUP_KIND
+
+
 def waiting_reason(ref: GroupRef) -> str:
     if ref.pod_group:
         return (
@@ -293,11 +299,12 @@ def condition_type(version: str) -> str:
 def build_status(
     status: GroupStatus, previous: JsonObject | None, now: float, version: str
 ) -> dict[str, object] | None:
-    """The `status` to merge-patch onto a PodGroup's `/status`, or None: nothing to say.
+    """The PodGroup's `status` as Phalanx would leave it, or None: nothing to say.
 
-    `previous` is the PodGroup's status as last observed (kube-scheduler may write the
-    same condition). The merge patch replaces the whole `conditions` list, so the
-    conditions of other types are carried over. A True condition is never turned back.
+    `previous` is the PodGroup's status as observed (kube-scheduler writes the same
+    condition); conditions of other types are carried over. A True condition is never
+    turned back. Only the changed condition is sent (`registry.status_write`: a strategic
+    merge patch under the observed resourceVersion, as kube-scheduler patches it).
     """
     if status.ref.pod_group:
         return None  # a v1alpha1 Workload has no status

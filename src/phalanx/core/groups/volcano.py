@@ -179,10 +179,11 @@ def build_status(
     """The `status` to merge-patch onto the PodGroup (the object: no status subresource;
     one shape: `version` is moot).
 
-    `previous` is the PodGroup's status as last observed; conditions of other types
-    (Volcano's controllers write some) are carried over, since the patch replaces the
-    list. A gang that waits gets `Unschedulable`; a placed gang `Scheduled` (and loses
-    `Unschedulable`: Volcano's job controller turns every one into a warning Event).
+    `previous` is the PodGroup's status as observed; conditions of other types (Volcano's
+    controllers write some) are carried over, since the patch replaces the list (it is
+    sent under the observed resourceVersion: see `registry.status_write`). A gang that
+    waits gets `Unschedulable`; a placed gang `Scheduled` (and loses `Unschedulable`:
+    Volcano's job controller turns every one into a warning Event).
     """
     stamp = rfc3339(now)
     conditions = [

@@ -1,0 +1,228 @@
+"""DraModel: DRA objects, nodes and pods kept consistent in the cluster model.
+
+The central property: whatever order the watches deliver a gang member's reservation, its
+claim's allocation, its assumption and its binding in, the member's devices are counted
+exactly once on their node (never twice, never not at all).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import GPU_DRIVER, dra_pod_obj, gpu_node, gpu_slice_obj, nvidia_class_objs, pod
+from dra_builders import GPU_CLASS, DraWorld
+from phalanx.core import eligibility
+from phalanx.core.cache import MemberReservation, Reservation
+from phalanx.core.dra import parse_device_class
+from phalanx.core.dra_inventory import class_entry
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU
+
+# ---- nodes ------------------------------------------------------------------------------
+
+
+def test_a_node_with_a_gpu_slice_offers_its_dra_gpus_and_carries_its_devices() -> None:
+    world = DraWorld("n1")
+    info = world.state.node("n1")
+    assert info is not None
+    node = info.node
+    assert node.allocatable[DRA_GPU] == 8
+    assert node.allocatable[class_entry(GPU_CLASS)] == 8
+    assert node.allocatable.get(NVIDIA_GPU) == 0
+    assert node.devices is not None
+    assert node.devices.gpus == 8
+    assert node.gpu is not None
+    assert node.gpu.count == 8
+
+
+def test_a_slice_published_after_its_node_bridges_the_node_in_the_same_step() -> None:
+    world = DraWorld()
+    world.add_node("n1")
+    before = world.state.topology_generation
+    world.slice(gpu_slice_obj("n1"))
+    info = world.state.node("n1")
+    assert info is not None
+    assert info.node.allocatable[DRA_GPU] == 8
+    # Eligibility caches keyed on the topology see the new devices.
+    assert world.state.topology_generation > before
+
+
+def test_a_heartbeat_keeps_the_devices_and_the_topology_generation() -> None:
+    world = DraWorld("n1")
+    before = world.state.topology_generation
+    world.add_node("n1")  # the informer hands over the node as the API has it, without DRA
+    info = world.state.node("n1")
+    assert info is not None
+    assert info.node.allocatable[DRA_GPU] == 8
+    assert world.state.topology_generation == before
+
+
+def test_a_node_known_only_from_a_bound_pod_is_not_bridged_into_a_real_one() -> None:
+    world = DraWorld()
+    world.model.upsert_pod(world.state, pod("elsewhere", 0, node="ghost"))
+    world.slice(gpu_slice_obj("ghost"))
+    info = world.state.node("ghost")
+    assert info is not None
+    assert not info.node.ready  # still the phantom that only counts usage
+    assert info.node.devices is None
+
+
+# ---- pods -------------------------------------------------------------------------------
+
+
+def test_a_pod_asks_for_its_claims_devices_and_carries_its_demand() -> None:
+    world = DraWorld("n1")
+    world.template("four", 4)
+    p = world.pod("w", templates={"gpus": "four"})
+    assert p.requests[DRA_GPU] == 4
+    assert p.devices is not None
+    assert not p.devices.demand.blocker
+    info = world.state.node("n1")
+    assert info is not None
+    assert eligibility.ineligibility(p, info.node) is None
+    assert eligibility.ineligibility(p, gpu_node("plugin", 8)) is not None
+
+
+def test_a_pod_whose_claims_the_model_has_not_read_is_eligible_nowhere() -> None:
+    world = DraWorld("n1")
+    raw = parse_pod(dra_pod_obj("w", templates={"gpus": "four"}))  # e.g. first seen in /filter
+    info = world.state.node("n1")
+    assert info is not None
+    assert eligibility.ineligibility(raw, info.node) == eligibility.CLAIMS_UNKNOWN
+    assert eligibility.eligibility_key(raw) != eligibility.eligibility_key(pod("plain", 0))
+
+
+def test_a_template_change_derives_the_pods_using_it_again() -> None:
+    world = DraWorld("n1")
+    world.template("gpus", 2)
+    p = world.pod("w", templates={"gpus": "gpus"})
+    assert p.requests[DRA_GPU] == 2
+    [again] = world.template("gpus", 6)
+    assert again.uid == p.uid
+    model_copy = world.state.pod(p.uid)
+    assert model_copy is not None
+    assert model_copy.requests[DRA_GPU] == 6
+
+
+def test_classes_arriving_after_the_pods_derive_every_pod_again() -> None:
+    world = DraWorld("n1", classes=False)
+    world.template("four", 4)
+    p = world.pod("w", templates={"gpus": "four"})
+    assert p.devices is not None
+    assert "DeviceClass gpu.nvidia.com does not exist" in p.devices.demand.blocker
+    for obj in nvidia_class_objs():
+        world.model.upsert_class(parse_device_class(obj))
+    derived = world.model.settle(world.state)
+    assert [d.uid for d in derived] == [p.uid]
+    assert derived[0].devices is not None
+    assert not derived[0].devices.demand.blocker
+    assert derived[0].requests[DRA_GPU] == 4
+
+
+def test_a_generated_claim_not_seen_yet_keeps_the_pod_waiting_until_it_arrives() -> None:
+    world = DraWorld("n1")
+    world.template("four", 4)
+    p = world.pod("w", templates={"gpus": "four"}, generated={"gpus": "w-gpus-x1"})
+    assert p.devices is not None
+    assert p.devices.demand.problems == ()  # nothing is wrong ...
+    assert p.devices.demand.waiting  # ... it is only not known yet
+    [again] = world.claim("w-gpus-x1", 4, owner_pod=p.uid)
+    assert again.devices is not None
+    assert not again.devices.demand.blocker
+    assert again.requests[DRA_GPU] == 4
+
+
+# ---- who counts a claim: never twice, never not at all ------------------------------------
+
+# kube-scheduler allocates (PreBind) before it asks Phalanx to bind; Phalanx assumes before
+# it binds; the claim and pod watches may deliver the allocation and the binding either way.
+ORDERS = [
+    ("allocate", "assume", "bind"),
+    ("assume", "allocate", "bind"),
+    ("assume", "bind", "allocate"),
+    ("allocate", "bind"),  # bound by someone else: nothing assumed here
+    ("bind", "allocate"),
+]
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=[" then ".join(o) for o in ORDERS])
+def test_a_reserved_member_s_devices_count_once_whatever_the_order_of_events(
+    order: tuple[str, ...],
+) -> None:
+    world = DraWorld("n1")
+    world.template("four", 4)
+    member = world.pod("m", templates={"gpus": "four"}, generated={"gpus": "m-gpus"}, group="g")
+    world.claim("m-gpus", 4, owner_pod=member.uid)
+    member = world.state.pod(member.uid) or member
+    world.reserve(member, node="n1")
+    assert world.taken("n1") == 4
+    for step in order:
+        if step == "allocate":
+            world.allocate("m-gpus", "n1", range(4), for_pod=member)
+        elif step == "assume":
+            world.state.assume(member.uid, "n1")
+        else:
+            world.bind(member, "n1")
+        assert world.taken("n1") == 4, f"after {step}"
+        assert world.state.overcommitted_nodes() == []
+    bound = world.state.pod(member.uid)
+    assert bound is not None
+    assert bound.node_name == "n1"
+    assert bound.requests.get(DRA_GPU) == 0  # the node counts the allocated claim now
+
+
+def test_a_claim_allocated_for_a_pod_in_no_reservation_is_counted_by_its_node_at_once() -> None:
+    world = DraWorld("n1")
+    world.template("four", 4)
+    single = world.pod("s", templates={"gpus": "four"}, generated={"gpus": "s-gpus"})
+    world.claim("s-gpus", 4, owner_pod=single.uid)
+    [derived] = world.allocate("s-gpus", "n1", range(4), for_pod=single)
+    assert derived.requests.get(DRA_GPU) == 0
+    info = world.state.node("n1")
+    assert info is not None
+    assert info.node.allocatable[DRA_GPU] == 4
+
+
+def test_a_carrying_member_that_goes_away_gives_the_claim_back_to_its_node() -> None:
+    world = DraWorld("n1")
+    world.template("four", 4)
+    member = world.pod("m", templates={"gpus": "four"}, generated={"gpus": "m-gpus"}, group="g")
+    world.claim("m-gpus", 4, owner_pod=member.uid)
+    world.reserve(world.state.pod(member.uid) or member, node="n1")
+    world.allocate("m-gpus", "n1", range(4), for_pod=member)
+    assert world.model.dra.carried("default/m-gpus")
+    world.model.remove_pod(world.state, member.uid)
+    assert not world.model.dra.carried("default/m-gpus")
+    info = world.state.node("n1")
+    assert info is not None
+    assert info.node.allocatable[DRA_GPU] == 4
+
+
+def test_a_claim_two_reserved_members_share_counts_once_until_both_are_bound() -> None:
+    world = DraWorld("n1")
+    team = world.claim("team", 8)
+    assert team == []
+    a = world.pod("a", claims={"shared": "team"}, group="g")
+    b = world.pod("b", claims={"shared": "team"}, group="g")
+    # The planner charges a shared claim to one member (dra_demand.shared_out).
+    world.state.reserve(
+        Reservation(
+            "default/g",
+            (
+                MemberReservation(a.uid, a.key, "n1", a.requests),
+                MemberReservation(b.uid, b.key, "n1", b.requests - b.requests),
+            ),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+    assert world.taken("n1") == 8
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    world.claim("team", 8, allocated=held, node="n1", reserved_for=[a.uid, b.uid])
+    assert world.taken("n1") == 8
+    world.bind(a, "n1")
+    # b still holds its (empty) place: the claim stays carried, a's requests count it.
+    assert world.taken("n1") == 8
+    world.bind(b, "n1")
+    assert world.taken("n1") == 8
+    assert not world.model.dra.carried("default/team")

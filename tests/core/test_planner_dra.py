@@ -1,0 +1,136 @@
+"""GangPlanner over DRA devices: whole gangs, shared claims, bad claims, re-plan causes."""
+
+from __future__ import annotations
+
+from builders import dra_pod_obj, gang, gpu_node, gpu_slice_obj, podgroup
+from dra_builders import DraWorld
+from phalanx.core.dra_inventory import class_entry
+from phalanx.core.inventory import parse_pod
+from phalanx.core.journal import Outcome, ReplanCause
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Pod
+from phalanx.core.planner import GangPlanner, PlannerSettings
+
+DRA_NODES = ["d1", "d2", "d3", "d4"]
+
+
+def dra_cluster(*plugin_nodes: str, nodes: list[str] = DRA_NODES) -> tuple[DraWorld, GangPlanner]:
+    world = DraWorld(*nodes)
+    for name in plugin_nodes:
+        world.state.upsert_node(gpu_node(name, 8))
+    world.state.upsert_group(podgroup("g", 1))
+    return world, GangPlanner(world.state, PlannerSettings(template_reservation=False))
+
+
+def members(world: DraWorld, count: int, **claims: dict[str, str]) -> list[Pod]:
+    world.state.upsert_group(podgroup("g", count))
+    return [world.pod(f"m{i}", group="g", **claims) for i in range(count)]
+
+
+def test_a_dra_gang_is_reserved_whole_on_nodes_with_enough_free_devices() -> None:
+    world, planner = dra_cluster("plugin")
+    world.template("four", 4)
+    gang_members = members(world, 8, templates={"gpus": "four"})
+    offered = [*DRA_NODES, "plugin"]
+    decision = planner.filter(gang_members[0], offered, now=0)
+    reservation = decision.reserved
+    assert reservation is not None
+    nodes = sorted(m.node for m in reservation.members)
+    assert nodes == sorted(DRA_NODES * 2)  # two 4-GPU members per 8-GPU node
+    assert reservation.reserved_gpus == 32  # DRA GPUs count as nvidia.com/gpu does
+    # The device-plugin node never serves a DRA member.
+    assert "plugin" not in nodes
+
+
+def test_a_mixed_gang_puts_each_member_where_its_own_request_is_served() -> None:
+    world, planner = dra_cluster("plugin", nodes=["d1"])
+    world.template("eight", 8)
+    [dra_member] = members(world, 1, templates={"gpus": "eight"})
+    classic = gang("g", 2, 8)[1]  # asks for nvidia.com/gpu
+    world.state.upsert_group(podgroup("g", 2))
+    world.model.upsert_pod(world.state, classic)
+    reservation = planner.filter(dra_member, ["d1", "plugin"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(dra_member.uid) == "d1"
+    assert reservation.node_of(classic.uid) == "plugin"
+
+
+def test_members_sharing_a_claim_are_reserved_on_one_node_and_charged_once() -> None:
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    world.claim("team", 8)
+    a, b = members(world, 2, claims={"shared": "team"})
+    assert a.requests[DRA_GPU] == b.requests[DRA_GPU] == 8  # each alone would need 8
+    reservation = planner.filter(a, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(a.uid) == reservation.node_of(b.uid)
+    assert reservation.reserved_gpus == 8
+
+
+def test_a_member_whose_claim_names_an_unknown_class_is_refused_everywhere_with_why() -> None:
+    world, planner = dra_cluster()
+    world.template("odd", 1, device_class="no-such-class.example.com")
+    [member] = members(world, 1, templates={"gpus": "odd"})
+    result = planner.filter(member, DRA_NODES, now=0).result
+    assert result.feasible == ()
+    assert set(result.unresolvable) == set(DRA_NODES)
+    [reason] = set(result.unresolvable.values())
+    assert reason.startswith("pod default/m0: claim default/m0#gpus request gpu: ")
+    assert "DeviceClass no-such-class.example.com does not exist" in reason
+
+
+def test_a_member_whose_claims_the_model_has_not_read_waits() -> None:
+    world, planner = dra_cluster()
+    world.template("four", 4)
+    members(world, 1, templates={"gpus": "four"})
+    # A /filter that outran the pod watch: the pod as kube-scheduler sent it.
+    wire = parse_pod(dra_pod_obj("late", templates={"gpus": "four"}, group="g"))
+    result = planner.filter(wire, DRA_NODES, now=0).result
+    assert set(result.unresolvable.values()) == {
+        "pod default/late: its ResourceClaims are not known to Phalanx yet"
+    }
+
+
+def test_a_reserved_dra_node_kube_scheduler_did_not_offer_is_re_planned_with_cause_dra() -> None:
+    world, planner = dra_cluster()
+    world.template("four", 4)
+    a, b = members(world, 2, templates={"gpus": "four"})
+    reservation = planner.filter(a, DRA_NODES, now=0).reserved
+    assert reservation is not None
+    refused = reservation.node_of(b.uid)
+    result = planner.filter(b, [n for n in DRA_NODES if n != refused], now=1).result
+    assert result.feasible
+    [replanned] = [e for e in planner.events if e.outcome is Outcome.REPLANNED]
+    assert replanned.cause == ReplanCause.DRA
+
+
+def test_a_re_plan_of_a_gang_without_claims_keeps_the_plain_cause() -> None:
+    world, planner = dra_cluster("p1", "p2", nodes=[])
+    a, b = gang("g", 2, 8)
+    world.state.upsert_group(podgroup("g", 2))
+    for p in (a, b):
+        world.model.upsert_pod(world.state, p)
+    reservation = planner.filter(a, ["p1", "p2"], now=0).reserved
+    assert reservation is not None
+    refused = reservation.node_of(b.uid)
+    planner.filter(b, [n for n in ("p1", "p2") if n != refused], now=1)
+    [replanned] = [e for e in planner.events if e.outcome is Outcome.REPLANNED]
+    assert replanned.cause == ReplanCause.NOT_OFFERED
+
+
+def test_a_single_dra_pod_is_filtered_by_its_free_devices() -> None:
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    world.template("six", 6)
+    world.claim("busy", 4, allocated=[("gpu.nvidia.com", "d1", f"gpu-{i}") for i in range(4)])
+    single = world.pod("s", templates={"gpus": "six"})
+    result = planner.filter(single, ["d1", "d2"], now=0).result
+    assert result.feasible == ("d2",)
+    assert f"Insufficient {class_entry('gpu.nvidia.com')}" in result.failed["d1"]
+    assert single.requests.get(NVIDIA_GPU) == 0
+
+
+def test_gpu_slices_make_a_plain_cpu_node_a_gpu_node() -> None:
+    world, _ = dra_cluster(nodes=[])
+    world.add_node("late")
+    world.slice(gpu_slice_obj("late"))
+    info = world.state.node("late")
+    assert info is not None
+    assert info.free.gpus() == 8

@@ -1,0 +1,295 @@
+"""GangPlanner with topologies: constraints resolved per gang, bad intent refused on the group
+alone, the index kept per node-topology generation, explanations in the decision."""
+
+from dataclasses import replace
+
+import pytest
+
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, nvl72, pod, podgroup, rack_node
+from phalanx.core.cache import ClusterState
+from phalanx.core.journal import Outcome
+from phalanx.core.model import TopologyConstraint
+from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.topology import parse_topologies
+
+
+def setup(nodes, *, groups=(), pods=(), settings=None):
+    state = ClusterState()
+    for n in nodes:
+        state.upsert_node(n)
+    for g in groups:
+        state.upsert_group(g)
+    for p in pods:
+        state.upsert_pod(p)
+    return state, GangPlanner(state, settings)
+
+
+def clique_of(node: str) -> str:
+    return node.split("-", maxsplit=1)[0]
+
+
+def reserved_nodes(state, key="default/g"):
+    reservation = state.reservation(key)
+    assert reservation is not None
+    return {m.node for m in reservation.members}
+
+
+def test_a_required_clique_keeps_the_whole_gang_in_one_clique():
+    nodes = nvl72(4)
+    # Clique c00 is half used: a 10-node gang cannot fit there, c01 can.
+    members = gang("g", 10, 4)
+    busy = [pod(f"busy-{i}", 4, node=f"c00-n{i:02d}") for i in range(9)]
+    group = podgroup("g", 10, topology=TopologyConstraint(required=CLIQUE))
+    state, planner = setup(nodes, groups=[group], pods=[*busy, *members])
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.result.feasible
+    assert {clique_of(n) for n in reserved_nodes(state)} == {"c01"}
+    committed = [e for e in decision.events if e.outcome is Outcome.COMMITTED]
+    assert len(committed) == 1
+    assert f"placed within {CLIQUE}=c01" in committed[0].reason
+
+
+def test_the_committed_reason_says_why_not_the_preferred_level():
+    nodes = nvl72(4)
+    members = gang("g", 20, 4)  # 80 GPUs: more than one clique's 72
+    group = podgroup("g", 20, topology=TopologyConstraint(required=LEAF, preferred=CLIQUE))
+    _state, planner = setup(nodes, groups=[group], pods=members)
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    (committed,) = [e for e in decision.events if e.outcome is Outcome.COMMITTED]
+    assert f"preferred {CLIQUE}" in committed.reason
+    assert f"placed within {LEAF}=l0" in committed.reason
+    proposal = planner.records["default/g"].proposal
+    assert proposal is not None
+    assert proposal.level == LEAF
+    assert proposal.explanation in committed.reason
+
+
+@pytest.mark.parametrize(
+    ("constraint", "min_member", "message"),
+    [
+        (
+            TopologyConstraint(required="example.com/rack"),
+            4,
+            'required level "example.com/rack" is not a level of topology default',
+        ),
+        (
+            TopologyConstraint(slice_size=3, slice_required=CLIQUE),
+            4,
+            "topology slice size 3 does not divide the gang's minMember 4",
+        ),
+        (
+            TopologyConstraint(required=CLIQUE, preferred=LEAF),
+            4,
+            f"required level {CLIQUE} is narrower than preferred level {LEAF}",
+        ),
+        (
+            TopologyConstraint(required="tier:9"),
+            4,
+            'required level "tier:9" is not a tier of topology default',
+        ),
+    ],
+    ids=["unknown-level", "slice-does-not-divide", "required-narrower-than-preferred", "bad-tier"],
+)
+def test_bad_topology_intent_refuses_the_gang_alone_with_a_clear_reason(
+    constraint, min_member, message
+):
+    nodes = nvl72(2)
+    offered = [n.name for n in nodes]
+    bad = gang("bad", min_member, 4)
+    good = gang("good", 2, 4)
+    groups = [
+        podgroup("bad", min_member, topology=constraint),
+        podgroup("good", 2, topology=TopologyConstraint(required=CLIQUE)),
+    ]
+    state, planner = setup(nodes, groups=groups, pods=[*bad, *good])
+    decision = planner.filter(bad[0], offered, now=0)
+    assert decision.result.feasible == ()
+    assert set(decision.result.unresolvable) == set(offered)
+    assert all(message in r for r in decision.result.unresolvable.values())
+    assert [e.outcome for e in decision.events] == [Outcome.INVALID]
+    assert message in decision.events[0].reason
+    assert state.reservation("default/bad") is None
+    assert planner.filter(good[0], offered, now=0).result.feasible
+    assert state.reservation("default/good") is not None
+
+
+def test_members_that_disagree_on_their_topology_make_the_gang_invalid():
+    nodes = nvl72(1)
+    members = [
+        replace(p, topology=TopologyConstraint(required=c))
+        for p, c in zip(gang("g", 2, 4), (CLIQUE, LEAF), strict=True)
+    ]
+    _state, planner = setup(nodes, groups=[podgroup("g", 2)], pods=members)
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.events[0].outcome is Outcome.INVALID
+    assert "disagree on their topology" in decision.events[0].reason
+
+
+def test_a_volcano_tier_names_the_level_counted_up_from_the_node():
+    nodes = nvl72(4)
+    members = gang("g", 4, 4)
+    group = podgroup("g", 4, topology=TopologyConstraint(required="tier:1"))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert len({clique_of(n) for n in reserved_nodes(state)}) == 1
+    assert planner.records["default/g"].proposal.level in (CLIQUE, HOSTNAME)
+
+
+def test_a_named_topology_from_the_settings_is_used():
+    topologies = parse_topologies("default=x.io/row,x.io/rack;cpu=x.io/zone")
+    nodes = [
+        rack_node(f"r{r}-n{n}", labels={"x.io/row": "row0", "x.io/rack": f"rack{r}"})
+        for r in range(2)
+        for n in range(2)
+    ]
+    members = gang("g", 2, 4)
+    group = podgroup("g", 2, topology=TopologyConstraint(required="x.io/rack"))
+    state, planner = setup(
+        nodes, groups=[group], pods=members, settings=PlannerSettings(topologies=topologies)
+    )
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert len({n.split("-")[0] for n in reserved_nodes(state)}) == 1
+    assert planner.records["default/g"].proposal.level == "x.io/rack"
+
+
+def test_the_default_topology_levels_are_unknown_to_a_custom_configuration():
+    topologies = parse_topologies("default=x.io/row,x.io/rack")
+    nodes = nvl72(1)
+    members = gang("g", 2, 4)
+    group = podgroup("g", 2, topology=TopologyConstraint(required=CLIQUE))
+    _state, planner = setup(
+        nodes, groups=[group], pods=members, settings=PlannerSettings(topologies=topologies)
+    )
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.events[0].outcome is Outcome.INVALID
+    assert "not a level of topology default (x.io/row > x.io/rack)" in decision.events[0].reason
+
+
+def test_a_gang_without_intent_is_placed_unconstrained_but_records_its_level():
+    nodes = nvl72(2)
+    members = gang("g", 2, 4)
+    _state, planner = setup(nodes, groups=[podgroup("g", 2)], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    proposal = planner.records["default/g"].proposal
+    assert proposal.explanation == ""
+    assert proposal.level in (CLIQUE, HOSTNAME)
+
+
+def test_the_topology_index_is_kept_until_a_node_changes_its_labels():
+    nodes = nvl72(2)
+    state, planner = setup(nodes)
+    topology = planner.settings.topologies.default
+    first = planner.index(topology)
+    state.upsert_node(nodes[0])  # a heartbeat: nothing eligibility reads changed
+    assert planner.index(topology) is first
+    state.upsert_node(rack_node(nodes[0].name, spine="s0", leaf="l9", clique="c00"))
+    assert planner.index(topology) is not first
+
+
+def test_an_inconsistent_node_is_a_finding_handed_out_once():
+    nodes = [
+        *nvl72(2, per_leaf=1),
+        rack_node("stray", spine="s0", leaf="l1", clique="c00"),
+    ]
+    _state, planner = setup(nodes)
+    planner.index(planner.settings.topologies.default)
+    (finding,) = planner.topology_findings()
+    assert finding.node == "stray"
+    assert f"{CLIQUE}=c00 is under" in str(finding)
+    planner.index(planner.settings.topologies.default)
+    assert planner.topology_findings() == []
+
+
+def test_an_elastic_gang_with_slices_reserves_whole_slices_of_the_lowest_ranks():
+    nodes = nvl72(2, per_clique=2)
+    members = gang("g", 6, 4)  # 6 members, only 4 nodes: the quorum of 4 fits
+    group = podgroup("g", 4, topology=TopologyConstraint(slice_size=2, slice_required=CLIQUE))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    planner.filter(members[5], [n.name for n in nodes], now=0)
+    reservation = state.reservation("default/g")
+    assert {m.pod_key for m in reservation.members} == {f"default/g-{i}" for i in range(4)}
+    clique = {m.pod_key: clique_of(m.node) for m in reservation.members}
+    assert clique["default/g-0"] == clique["default/g-1"]
+    assert clique["default/g-2"] == clique["default/g-3"]
+
+
+def test_a_gang_that_must_share_one_node_but_cannot_is_unfit_not_split():
+    nodes = nvl72(1)
+    members = gang("g", 2, 4)  # two whole four-GPU nodes' worth: no one node holds both
+    group = podgroup("g", 2, topology=TopologyConstraint(required=HOSTNAME, preferred=HOSTNAME))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.result.feasible == ()
+    assert decision.events[0].outcome is Outcome.UNFIT
+    assert state.reservation("default/g") is None
+
+
+def test_a_gang_required_under_one_spine_is_placed_there():
+    other = [rack_node(f"x-n{i:02d}", spine="s1", leaf="l9", clique="c99") for i in range(18)]
+    nodes = [*nvl72(1, spine="s0"), *other]
+    members = gang("g", 2, 4)
+    group = podgroup("g", 2, topology=TopologyConstraint(required=SPINE))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert len({n.startswith("x") for n in reserved_nodes(state)}) == 1
+
+
+# ---- prioritize: single pods fill broken domains first ----------------------------------------
+
+
+def test_a_single_gpu_pod_prefers_a_node_of_a_broken_clique_over_a_whole_one():
+    nodes = nvl72(2, per_leaf=1)
+    busy = pod("busy", 4, node="c00-n00")
+    _state, planner = setup(nodes, pods=[busy])
+    offered = ["c00-n01", "c01-n01"]  # both idle nodes: equal best fit
+    scores = planner.prioritize(pod("single", 1), offered)
+    assert scores["c00-n01"] > scores["c01-n01"]
+
+
+def test_without_broken_domains_the_best_fit_stands_at_full_resolution():
+    nodes = [rack_node(f"n{i}", 8) for i in range(3)]  # no clique, leaf or spine labels
+    busy = [pod("b1", 3, node="n1"), pod("b2", 4, node="n2")]
+    _state, planner = setup(nodes, pods=busy)
+    scores = planner.prioritize(pod("single", 1), ["n0", "n1", "n2"])
+    assert scores == {"n0": 1, "n1": 5, "n2": 6}
+
+
+def test_a_pod_without_gpus_ignores_the_topology():
+    nodes = nvl72(2, per_leaf=1)
+    _state, planner = setup(nodes, pods=[pod("busy", 4, node="c00-n00")])
+    scores = planner.prioritize(pod("cpu-only", 0), ["c00-n01", "c01-n01"])
+    assert scores == {"c00-n01": 0, "c01-n01": 0}
+
+
+def test_fragmentation_is_worked_out_once_per_model_generation():
+    nodes = nvl72(2, per_leaf=1)
+    state, planner = setup(nodes)
+    first = planner.fragmentation()
+    assert planner.fragmentation() is first
+    state.upsert_pod(pod("busy", 4, node="c00-n00"))
+    assert planner.fragmentation() is not first
+    assert planner.fragmentation()["c00-n01"] > planner.fragmentation()["c01-n01"]
+
+
+def test_a_reserved_member_still_scores_only_its_node():
+    nodes = nvl72(2, per_leaf=1)
+    members = gang("g", 2, 4)
+    state, planner = setup(
+        nodes, groups=[podgroup("g", 2)], pods=[*members, pod("b", 4, node="c00-n00")]
+    )
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    node = state.reservation("default/g").node_of(members[0].uid)
+    scores = planner.prioritize(members[0], [n.name for n in nodes])
+    assert scores[node] == 10
+    assert sum(scores.values()) == 10
+
+
+def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique():
+    nodes = nvl72(2, per_leaf=1)
+    busy = pod("busy", 4, node="c01-n00")
+    _state, planner = setup(nodes, pods=[busy], settings=PlannerSettings(single_pod_nodes=1))
+    # Every idle node leaves as many GPUs over: the clique already in use wins, whatever
+    # the names say (c00 sorts first).
+    result = planner.filter(pod("single", 1), [n.name for n in nodes], now=0).result
+    (node,) = result.feasible
+    assert node.startswith("c01-")

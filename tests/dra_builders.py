@@ -1,0 +1,100 @@
+"""A cluster model fed through a `DraModel`, as a source feeds it: DRA test worlds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from builders import (
+    GPU_DRIVER,
+    claim_obj,
+    claim_template_obj,
+    device_request,
+    dra_pod_obj,
+    gpu_node,
+    gpu_slice_obj,
+    nvidia_class_objs,
+)
+from phalanx.core.cache import ClusterState, MemberReservation, Reservation
+from phalanx.core.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from phalanx.core.dra_model import DraModel
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import DRA_GPU, Pod
+
+GPU_CLASS = "gpu.nvidia.com"
+
+
+class DraWorld:
+    """A ClusterState fed through a DraModel, as a source feeds it."""
+
+    def __init__(self, *nodes: str, classes: bool = True) -> None:
+        self.state = ClusterState()
+        self.model = DraModel()
+        if classes:
+            for obj in nvidia_class_objs():
+                self.model.upsert_class(parse_device_class(obj))
+        for name in nodes:
+            self.model.upsert_slice(parse_resource_slice(gpu_slice_obj(name)))
+        self.model.settle(self.state)
+        for name in nodes:
+            self.add_node(name)
+
+    def add_node(self, name: str) -> None:
+        self.model.upsert_node(self.state, gpu_node(name, 0))
+
+    def slice(self, obj: dict[str, Any]) -> list[Pod]:
+        self.model.upsert_slice(parse_resource_slice(obj))
+        return self.model.settle(self.state)
+
+    def template(self, name: str, count: int, device_class: str = GPU_CLASS) -> list[Pod]:
+        obj = claim_template_obj(name, device_request("gpu", device_class, count))
+        self.model.upsert_template(parse_resource_claim_template(obj))
+        return self.model.settle(self.state)
+
+    def claim(self, name: str, count: int = 4, **kw: Any) -> list[Pod]:
+        obj = claim_obj(name, device_request("gpu", GPU_CLASS, count), **kw)
+        self.model.upsert_claim(parse_resource_claim(obj))
+        return self.model.settle(self.state)
+
+    def allocate(self, name: str, node: str, devices: range, *, for_pod: Pod) -> list[Pod]:
+        held = [(GPU_DRIVER, node, f"gpu-{i}") for i in devices]
+        return self.claim(
+            name,
+            len(devices),
+            allocated=held,
+            node=node,
+            owner_pod=for_pod.uid,
+            reserved_for=[for_pod.uid],
+        )
+
+    def pod(self, name: str, **kw: Any) -> Pod:
+        return self.model.upsert_pod(self.state, parse_pod(dra_pod_obj(name, **kw)))[0]
+
+    def reserve(self, *members: Pod, node: str) -> None:
+        self.state.reserve(
+            Reservation(
+                "default/g",
+                tuple(MemberReservation(p.uid, p.key, node, p.requests) for p in members),
+                reserved_at=0,
+                expires_at=60,
+            )
+        )
+
+    def bind(self, p: Pod, node: str) -> None:
+        """The pod watch reports the pod bound (the API's copy: no derived demand)."""
+        model_copy = self.state.pod(p.uid)
+        assert model_copy is not None
+        self.model.upsert_pod(self.state, replace(model_copy, node_name=node, devices=None))
+
+    def taken(self, node: str) -> int:
+        """GPU-like DRA devices counted as taken on the node, by any means."""
+        info = self.state.node(node)
+        assert info is not None
+        assert info.node.devices is not None
+        by_node = info.node.devices.gpus - info.node.allocatable.get(DRA_GPU)
+        return by_node + info.requested.get(DRA_GPU) + info.reserved.get(DRA_GPU)

@@ -1,0 +1,227 @@
+"""Topology through the service: where a gang landed in Events, status, /debug and metrics;
+bad intent as an Event on its group; inconsistent node labels said once, on the Node."""
+
+import asyncio
+
+import pytest
+from support import Clock, ScriptedSource
+
+from builders import node_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
+from phalanx.core.model import Binding, GroupRef
+from phalanx.demo.report import render_group_view
+from phalanx.service.extender import Extender, ServiceSettings
+
+pytestmark = pytest.mark.anyio
+
+SPINE = "network.topology.nvidia.com/spine"
+LEAF = "network.topology.nvidia.com/leaf"
+CLIQUE = "nvidia.com/gpu.clique"
+REQUIRED = "phalanx.io/topology-required"
+PREFERRED = "phalanx.io/topology-preferred"
+
+
+def rack(cliques: int, per_clique: int = 4, *, stray: bool = False) -> list[dict]:
+    """`cliques` cliques of four-GPU nodes, two cliques per leaf, one spine; with `stray`, a
+    node claiming clique c0 under another leaf."""
+    nodes = [
+        node_obj(
+            f"c{c}-n{n}",
+            4,
+            clique=f"c{c}",
+            labels={SPINE: "s0", LEAF: f"l{c // 2}"},
+        )
+        for c in range(cliques)
+        for n in range(per_clique)
+    ]
+    if stray:
+        nodes.append(node_obj("stray", 4, clique="c0", labels={SPINE: "s0", LEAF: "l9"}))
+    return nodes
+
+
+def gang(name: str, size: int, annotations: dict[str, str]) -> list[dict]:
+    return [
+        podgroup_obj(name, size, annotations=annotations),
+        *(pod_obj(f"{name}-{i}", 4, group=name) for i in range(size)),
+    ]
+
+
+async def start(objects: list[dict]) -> tuple[Extender, ScriptedSource]:
+    source = ScriptedSource(objects)
+    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=Clock())
+    await ext.start()
+    return ext, source
+
+
+def offered(ext: Extender) -> list[str]:
+    return sorted(i.name for i in ext.state.nodes())
+
+
+async def place(ext: Extender, names: list[str]) -> dict[str, str]:
+    """Filter every member, then bind them all (the barrier releases them together)."""
+    nodes = {}
+    for name in names:
+        result = ext.filter(ext.state.pod_by_key("default", name), offered(ext))
+        assert len(result.feasible) == 1, result
+        nodes[name] = result.feasible[0]
+    errors = await asyncio.gather(
+        *(
+            ext.bind(Binding(ext.state.pod_by_key("default", n).ref, node))
+            for n, node in nodes.items()
+        )
+    )
+    assert errors == [""] * len(names)
+    await asyncio.sleep(0)
+    return nodes
+
+
+def events(source: ScriptedSource, reason: str) -> list[tuple]:
+    return [e for e in source.events if e[2] == reason]
+
+
+async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_metric():
+    ext, source = await start([*rack(4), *gang("g", 6, {PREFERRED: CLIQUE, REQUIRED: LEAF})])
+    nodes = await place(ext, [f"g-{i}" for i in range(6)])
+    assert {n.split("-")[0] for n in nodes.values()} <= {"c0", "c1"}  # one leaf
+    (committed,) = [e for e in source.events if e[3].startswith("reserved 6 member(s)")]
+    explanation = f"placed within {LEAF}=l0"
+    assert f"preferred {CLIQUE}: no" in committed[3]
+    assert explanation in committed[3]
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    status = source.statuses["default/g"]
+    assert status.message.startswith("bound 6 member(s) together; ")
+    assert explanation in status.message
+    plan = ext.debug_group("default", "g")["plan"]
+    assert plan["level"] == LEAF
+    assert explanation in plan["explanation"]
+    shown = render_group_view(ext.debug_group("default", "g"))
+    assert f"  level:          {LEAF}" in shown
+    assert f"  topology:       preferred {CLIQUE}" in shown
+    sample = ext.metrics.registry.get_sample_value
+    assert sample("phalanx_gang_placements_total", {"level": LEAF}) == 1
+    await ext.stop()
+
+
+async def test_whole_free_domains_are_counted_per_level_in_debug_and_metrics():
+    ext, _ = await start([*rack(4), *gang("g", 4, {REQUIRED: CLIQUE})])
+    sample = ext.metrics.registry.get_sample_value
+    labels = {"topology": "default", "level": CLIQUE}
+    assert sample("phalanx_topology_free_domains", labels) == 4
+    await place(ext, [f"g-{i}" for i in range(4)])
+    assert sample("phalanx_topology_free_domains", labels) == 3
+    assert sample("phalanx_topology_domains", labels) == 4
+    assert sample("phalanx_topology_free_domains", {**labels, "level": LEAF}) == 1
+    view = ext.debug_topology()
+    assert view["default"] == "default"
+    (topology,) = view["topologies"]
+    by_level = {row["level"]: row for row in topology["levels"]}
+    assert by_level[CLIQUE] == {
+        "level": CLIQUE,
+        "domains": 4,
+        "domains_with_gpus": 4,
+        "whole_free_domains": 3,
+    }
+    assert by_level[SPINE]["whole_free_domains"] == 0
+    assert topology["findings"] == []
+    await ext.stop()
+
+
+@pytest.mark.parametrize(
+    ("annotations", "size", "message"),
+    [
+        ({REQUIRED: "example.com/rack"}, 4, 'required level "example.com/rack" is not a level'),
+        (
+            {"phalanx.io/topology-slice-size": "3", "phalanx.io/topology-slice-required": CLIQUE},
+            4,
+            "topology slice size 3 does not divide the gang's minMember 4",
+        ),
+        (
+            {REQUIRED: CLIQUE, PREFERRED: LEAF},
+            4,
+            f"required level {CLIQUE} is narrower than preferred level {LEAF}",
+        ),
+    ],
+    ids=["unknown-level", "slice-does-not-divide", "required-narrower-than-preferred"],
+)
+async def test_bad_topology_intent_is_a_warning_event_on_the_group_and_others_still_place(
+    annotations, size, message
+):
+    ext, source = await start(
+        [*rack(2), *gang("bad", size, annotations), *gang("good", 2, {REQUIRED: CLIQUE})]
+    )
+    result = ext.filter(ext.state.pod_by_key("default", "bad-0"), offered(ext))
+    assert result.feasible == ()
+    assert all(message in r for r in result.unresolvable.values())
+    await asyncio.sleep(0)
+    (event,) = [e for e in source.events if e[1] == "default/bad"]
+    assert event[0] == "PodGroup"
+    assert message in event[3]
+    assert event[5] is True  # a Warning
+    assert message in source.statuses["default/bad"].message
+    await place(ext, ["good-0", "good-1"])
+    await ext.stop()
+
+
+async def test_an_inconsistent_node_is_said_once_as_a_warning_event_on_the_node():
+    ext, source = await start([*rack(2, stray=True), *gang("g", 2, {REQUIRED: CLIQUE})])
+    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    ext.refresh_statuses()
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    (event,) = events(source, "InconsistentTopologyLabels")
+    assert event[:2] == ("Node", "/stray")
+    assert f"{CLIQUE}=c0 is under" in event[3]
+    assert event[5] is True
+    sample = ext.metrics.registry.get_sample_value
+    assert sample("phalanx_topology_inconsistent_nodes", {"topology": "default"}) == 1
+    (finding,) = ext.debug_topology()["topologies"][0]["findings"]
+    assert finding["node"] == "stray"
+    await ext.stop()
+
+
+async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones():
+    kueue = {"kueue.x-k8s.io/podset-required-topology": CLIQUE}
+    objects = [
+        *rack(2, per_clique=3),
+        podgroup_obj("k", 4),
+        *(pod_obj(f"k-{i}", 4, group="k", annotations=kueue) for i in range(4)),
+    ]
+    ext, _ = await start(objects)
+    result = ext.filter(ext.state.pod_by_key("default", "k-0"), offered(ext))
+    assert result.feasible == ()  # no clique of three nodes holds four members
+    assert (
+        "no single nvidia.com/gpu.clique domain fits"
+        in ext.debug_group("default", "k")["last_reason"]
+    )
+    await ext.stop()
+
+
+async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed():
+    clock = Clock()
+    source = ScriptedSource([*rack(2), *gang("g", 2, {REQUIRED: CLIQUE})])
+    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=clock)
+    await ext.start()
+    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    assert "placed within" in ext.reporter.group_status(GroupRef.parse("default/g")).message
+    clock.now += 120
+    ext.expire()
+    message = ext.reporter.group_status(GroupRef.parse("default/g")).message
+    assert "placed within" not in message
+    await ext.stop()
+
+
+async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_domain():
+    group = volcano_podgroup_obj("v", 4)
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    objects = [
+        *rack(2, per_clique=3),
+        group,
+        *(pod_obj(f"v-{i}", 4, volcano_group="v") for i in range(4)),
+    ]
+    ext, _ = await start(objects)
+    result = ext.filter(ext.state.pod_by_key("default", "v-0"), offered(ext))
+    assert result.feasible == ()  # tier 1 is the clique: no clique of three holds four
+    (reason,) = set(result.unresolvable.values())
+    assert f"required {CLIQUE}" in reason
+    assert f"no single {CLIQUE} domain fits" in reason
+    await ext.stop()

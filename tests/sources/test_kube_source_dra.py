@@ -1,0 +1,147 @@
+"""The live source with DRA, against a fake API server: discovery, the four informers feeding
+the model beside the node and pod informers, watch events, and Events on DRA objects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from source_fakes import FakeApi, RecordingWriter, resource_list, until
+
+from builders import (
+    GPU_DRIVER,
+    claim_obj,
+    claim_template_obj,
+    device_request,
+    dra_pod_obj,
+    gpu_slice_obj,
+    node_obj,
+    nvidia_class_objs,
+)
+from phalanx.core.cache import ClusterState
+from phalanx.core.model import DRA_GPU, Pod
+from phalanx.sources.informer import Backoff, InformerSettings
+from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube_dra import DRA_API, RESOURCES
+
+FAST = KubeSourceSettings(
+    crd_recheck_seconds=0.05,
+    informer=InformerSettings(backoff=Backoff(initial_seconds=0.01, cap_seconds=0.05)),
+)
+SERVED = {
+    "/apis": {"kind": "APIGroupList", "groups": []},
+    DRA_API: resource_list(*RESOURCES.values()),
+}
+NOT_SERVED = {"/apis": {"kind": "APIGroupList", "groups": []}}
+SLICES, CLASSES, CLAIMS, TEMPLATES = (f"{DRA_API}/{r}" for r in RESOURCES.values())
+
+
+class Live:
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+        self.state = ClusterState()
+        self.writer = RecordingWriter()
+        self.source = KubeSource(
+            api,  # type: ignore[arg-type]  # the fake implements what the source calls
+            settings=FAST,
+            writer=self.writer,
+        )
+
+    def sink(self, update: Callable[[ClusterState], None]) -> None:
+        update(self.state)
+
+    def pod(self, name: str) -> Pod:
+        found = self.state.pod_by_key("default", name)
+        assert found is not None
+        return found
+
+    def free_dra_gpus(self, node: str) -> int:
+        info = self.state.node(node)
+        assert info is not None
+        return info.free.get(DRA_GPU)
+
+
+@asynccontextmanager
+async def running(
+    discovery: dict[str, Any], **objects: list[dict[str, Any]]
+) -> AsyncIterator[Live]:
+    api = FakeApi(discovery)
+    api.add("/api/v1/nodes", node_obj("d1", 0))
+    for path, items in objects.items():
+        api.add(path, *items)
+    live = Live(api)
+    await live.source.start(live.sink)
+    try:
+        await until("synced", lambda: live.source.synced)
+        yield live
+    finally:
+        await live.source.stop()
+
+
+def dra_objects() -> dict[str, list[dict[str, Any]]]:
+    template = claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4))
+    pod = dra_pod_obj("w", templates={"gpus": "four"}, generated={"gpus": "w-gpus"})
+    pod["spec"]["schedulerName"] = "phalanx"
+    return {
+        SLICES: [gpu_slice_obj("d1")],
+        CLASSES: nvidia_class_objs(),
+        TEMPLATES: [template],
+        CLAIMS: [claim_obj("w-gpus", device_request("gpu", "gpu.nvidia.com", 4))],
+        "/api/v1/pods": [pod],
+    }
+
+
+def test_with_dra_served_the_model_holds_each_node_s_devices_and_each_pod_s_claims() -> None:
+    async def scenario() -> None:
+        async with running(SERVED, **dra_objects()) as live:
+            assert live.source.dra.served is True
+            await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
+            await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
+
+    asyncio.run(scenario())
+
+
+def test_an_allocation_seen_on_the_claim_watch_moves_its_devices_off_the_node() -> None:
+    async def scenario() -> None:
+        async with running(SERVED, **dra_objects()) as live:
+            await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
+            held = [(GPU_DRIVER, "d1", f"gpu-{i}") for i in range(4)]
+            allocated = claim_obj(
+                "w-gpus", device_request("gpu", "gpu.nvidia.com", 4), allocated=held, node="d1"
+            )
+            live.api.modify(CLAIMS, allocated)
+            await until("the node counts the claim", lambda: live.free_dra_gpus("d1") == 4)
+            assert live.pod("w").requests.get(DRA_GPU) == 0  # in the same step
+
+    asyncio.run(scenario())
+
+
+def test_without_the_dra_api_the_source_syncs_and_pods_with_claims_cannot_be_placed() -> None:
+    async def scenario() -> None:
+        objects = dra_objects()
+        async with running(NOT_SERVED, **{"/api/v1/pods": objects["/api/v1/pods"]}) as live:
+            assert live.source.dra.served is False
+            listed = {path for _, path in live.api.requests}
+            assert SLICES not in listed
+            devices = live.pod("w").devices
+            assert devices is not None
+            assert devices.demand.blocker  # its claim is not known, nor can be
+
+    asyncio.run(scenario())
+
+
+def test_a_slice_phalanx_cannot_read_is_an_event_on_it_naming_its_api_version() -> None:
+    async def scenario() -> None:
+        bad = gpu_slice_obj("d1")
+        del bad["spec"]["driver"]
+        async with running(SERVED, **{SLICES: [bad], CLASSES: nvidia_class_objs()}) as live:
+            await until("the event", lambda: live.writer.events("InvalidObject"))
+            [event] = live.writer.events("InvalidObject")
+            assert event["involvedObject"]["kind"] == "ResourceSlice"
+            assert event["involvedObject"]["apiVersion"] == "resource.k8s.io/v1"
+            assert "spec.driver" in event["message"]
+            assert live.free_dra_gpus("d1") == 0
+
+    asyncio.run(scenario())

@@ -27,7 +27,9 @@ uses 1.37's kube-apiserver, with the ``GenericWorkload`` and
 runtime-config, and vanilla, floor, Phalanx and native all run the same 1.37 kube-scheduler
 binary (native with the gang gates, the others with the release's defaults; see
 ``schedulers.py``). Coscheduling is scheduler-plugins' own binary, which embeds kube-scheduler
-1.34 (the newest the module proxy serves). ``--kube-version 1.35`` runs the previous set-up
+1.34 (the newest the module proxy serves): three minors behind its API server, outside the
+one-minor skew upstream supports for kube-scheduler, but it reads only stable APIs and its own
+CRD, and schedules every workload here. ``--kube-version 1.35`` runs the previous set-up
 (KUBE_VERSION, no gates), to compare with older reports; native needs 1.37.
 
 **Phalanx reads its gangs as scheduler-plugins PodGroups, like vanilla and coscheduling;

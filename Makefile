@@ -90,7 +90,10 @@ test: lint
 cluster: $(STAMP) tools-cluster
 	$(BIN)/python tests/controlplane/launcher.py up
 
+# The benchmark's control plane is the newer release (bench/run.py): kube-next beside etcd and
+# kwok; scheduler-plugins is built by bench/run.py on first use.
 bench: $(STAMP)
+	$(call build_tools,$(TOOLS_CLUSTER) kube-next)
 	$(BIN)/python bench/run.py
 
 # Regenerate the Grafana dashboard (chart file and deploy/ copy) from deploy/grafana/dashboard.py.

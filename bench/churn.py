@@ -227,7 +227,7 @@ def run(
     api: observe.Api,
     work: workloads.ChurnWorkload,
     spec: schedulers.SchedulerSpec,
-    bin_dir: Path,
+    binary: Path,
     workdir: Path,
     *,
     phalanx_port: int,
@@ -244,7 +244,7 @@ def run(
         with schedulers.started(
             cp,
             spec,
-            bin_dir,
+            binary,
             workdir / ns,
             phalanx_port=phalanx_port,
             profile_to=profile_to,

@@ -6,7 +6,10 @@
 * :class:`PodWatch` — list, then watch, the run's namespace; records when each pod was first
   seen bound (``spec.nodeName``) on the benchmark's monotonic clock. Binding times, time to
   whole gang and partially-bound gang-seconds all come from it: the same observer, at the
-  same distance, for every scheduler.
+  same distance, for every scheduler. It also keeps each pod's ``PodScheduled`` condition
+  history (every change of its status, reason or message), for time to unschedulable.
+* :class:`GroupPoll` — one gang object's ``status`` history, polled (an impossible gang's
+  PodGroup, in whichever dialect the scheduler reads).
 * :class:`ProcSampler` — CPU seconds and resident memory of given processes from
   ``/proc/<pid>/stat`` and ``/proc/<pid>/status`` (no psutil), plus the machine's CPU use.
 """
@@ -102,6 +105,39 @@ class Api:
 # ---- the pod watch ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A pod's ``PodScheduled`` condition as first seen at ``t`` (the benchmark's clock)."""
+
+    t: float
+    status: str
+    reason: str
+    message: str
+
+    def same_as(self, other: Condition) -> bool:
+        return (self.status, self.reason, self.message) == (
+            other.status,
+            other.reason,
+            other.message,
+        )
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.status == "False" and self.reason == "Unschedulable"
+
+
+def pod_scheduled(pod: Mapping[str, Any], now: float) -> Condition | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled":
+            return Condition(
+                now,
+                str(cond.get("status", "")),
+                str(cond.get("reason", "")),
+                str(cond.get("message", "")),
+            )
+    return None
+
+
 @dataclass
 class PodWatch:
     """Binding observations for one namespace, from a list-then-watch on its own thread.
@@ -110,12 +146,16 @@ class PodWatch:
     ``spec.nodeName``. Pods never unbind during a run (nothing evicts them), so that is the
     whole binding history. Watch restarts (a server-side timeout, 410 Gone) relist; a pod
     first seen bound on a relist gets the relist's time, which is late, never early.
+
+    ``conditions[name] = [Condition, ...]``: the pod's ``PodScheduled`` condition each time its
+    status, reason or message was seen to change (kube-scheduler rewrites it only then).
     """
 
     api: Api
     namespace: str
     clock: Callable[[], float] = time.monotonic
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    conditions: dict[str, list[Condition]] = field(default_factory=dict)
     restarts: int = 0
     error: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -147,12 +187,23 @@ class PodWatch:
         with self._lock:
             return dict(self.bound)
 
+    def condition_history(self) -> dict[str, list[Condition]]:
+        with self._lock:
+            return {name: list(seen) for name, seen in self.conditions.items()}
+
     def _see(self, pod: Mapping[str, Any], now: float) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
         name = (pod.get("metadata") or {}).get("name")
-        if node and name:
-            with self._lock:
+        if not name:
+            return
+        scheduled = pod_scheduled(pod, now)
+        with self._lock:
+            if node:
                 self.bound.setdefault(name, (now, node))
+            if scheduled is not None:
+                seen = self.conditions.setdefault(name, [])
+                if not seen or not seen[-1].same_as(scheduled):
+                    seen.append(scheduled)
 
     def _list(self) -> str:
         answer = self.api.must("GET", f"/api/v1/namespaces/{self.namespace}/pods")
@@ -208,6 +259,41 @@ class PodWatch:
         finally:
             self._conn = None
             conn.close()
+
+
+@dataclass
+class GroupPoll:
+    """``GET path`` every ``interval`` seconds on a thread; keeps each distinct ``status``
+    with the time it was first seen (``history``: ``[(t, status), ...]``)."""
+
+    api: Api
+    path: str
+    interval: float = 0.2
+    clock: Callable[[], float] = time.monotonic
+    history: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="group-poll", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                code, obj = self.api.request("GET", self.path)
+            except OSError:
+                continue
+            if code != 200 or not isinstance(obj, dict):
+                continue
+            status = obj.get("status") or {}
+            if not self.history or self.history[-1][1] != status:
+                self.history.append((self.clock(), status))
 
 
 # ---- processes ------------------------------------------------------------------------------

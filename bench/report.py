@@ -19,6 +19,20 @@ which only Phalanx can report (its /metrics). Definitions:
   members of gangs that became whole, i.e. GPUs doing useful work.
 * **gangs placed vs feasible** — gangs that became whole, against what an offline greedy
   all-or-nothing packer fits on the empty cluster (``workloads.feasible_gangs``).
+* **time to unschedulable** (the impossible-gang workloads) — the gang's members are created
+  behind a scheduling gate and released together (as Kueue admits a job), so no scheduler
+  ever sees part of it. From the last member's release until the scheduler has *judged every
+  member unschedulable since the release began*: each member's ``PodScheduled`` condition
+  seen, by the pod watch, to turn (or change to) ``False`` with reason ``Unschedulable`` after
+  the first member's release, with no member bound. 0 when the last judgement came before
+  the last release. Pod conditions are the one report every contender gives in its own words
+  (kube-scheduler writes them for every failed cycle: its filters, an extender's refusal, a
+  Permit rejection, a failed pod-group cycle), and rewrites them only when their status,
+  reason or message changes, so a condition from before the release (the API server's
+  ``SchedulingGated``) never counts. A gang with a member bound is never reported: it holds
+  GPUs (vanilla's partial gang), and the table says how many. The gang object's own status
+  (upstream's ``PodGroupInitiallyScheduled`` condition, Phalanx's ``PodGroupScheduled``) is
+  shown beside it, not used: coscheduling writes none without its controller.
 """
 
 from __future__ import annotations
@@ -27,12 +41,13 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import png
 import workloads
+from observe import Condition
 
 PEERS = ("vanilla", "floor", "coscheduling", "native")
 #: Column order in the tables: the peers around Phalanx and its variants.
@@ -170,12 +185,15 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
         return {}
     samples = parse_metrics(text)
     attempts: dict[str, int] = defaultdict(int)
+    podgroup_attempts: dict[str, int] = defaultdict(int)
     preemptions = 0
     for metric, labels, value in samples:
         if metric == "scheduler_schedule_attempts_total":
             attempts[labels.get("result", "")] += int(value)
         elif metric == "scheduler_preemption_attempts_total":
             preemptions += int(value)
+        elif metric == "scheduler_podgroup_schedule_attempts_total":
+            podgroup_attempts[labels.get("result", "")] += int(value)
     return {
         "attempts": dict(attempts),
         "preemption_attempts": preemptions,
@@ -189,6 +207,142 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
             samples, "scheduler_pod_scheduling_sli_duration_seconds", None
         ).get(""),
         "permit_wait": histogram(samples, "scheduler_permit_wait_duration_seconds", "result"),
+        # The pod-group cycle (native gang scheduling, 1.37): one attempt per gang.
+        "podgroup_attempts": dict(podgroup_attempts),
+        "podgroup_attempt_duration": histogram(
+            samples, "scheduler_podgroup_scheduling_attempt_duration_seconds", "result"
+        ),
+        "podgroup_algorithm_duration": histogram(
+            samples, "scheduler_podgroup_scheduling_algorithm_duration_seconds", None
+        ).get(""),
+    }
+
+
+# ---- time to unschedulable --------------------------------------------------------------------
+
+
+def judged_unschedulable_at(history: Sequence[Condition], since: float) -> float | None:
+    """When the pod's ``PodScheduled`` first turned False/Unschedulable at or after ``since``."""
+    return next((c.t for c in history if c.t >= since and c.unschedulable), None)
+
+
+def condition_at(history: Sequence[Condition], t: float) -> Condition | None:
+    """The condition as it stood at ``t`` (its last change at or before ``t``)."""
+    current = None
+    for c in history:
+        if c.t > t:
+            break
+        current = c
+    return current
+
+
+def gang_settled_at(
+    members: Sequence[str],
+    arrived: Mapping[str, float],
+    bound: Mapping[str, tuple[float, str]],
+    conditions: Mapping[str, Sequence[Condition]],
+) -> float | None:
+    """When every member was either bound or judged unschedulable since the gang began to
+    arrive (the latest of those moments), or None while one is still neither."""
+    if not members or any(m not in arrived for m in members):
+        return None
+    first = min(arrived[m] for m in members)
+    moments = []
+    for m in members:
+        at = bound[m][0] if m in bound else judged_unschedulable_at(conditions.get(m, ()), first)
+        if at is None:
+            return None
+        moments.append(at)
+    return max(moments)
+
+
+def reported_unschedulable_at(
+    members: Sequence[str],
+    arrived: Mapping[str, float],
+    bound: Mapping[str, tuple[float, str]],
+    conditions: Mapping[str, Sequence[Condition]],
+) -> float | None:
+    """The moment the gang was reported unschedulable (the module docstring's criterion): no
+    member bound, each judged unschedulable since the gang began to arrive, and each still
+    so then. None if that never happened."""
+    if any(m in bound for m in members):
+        return None
+    at = gang_settled_at(members, arrived, bound, conditions)
+    if at is None:
+        return None
+    for m in members:
+        now = condition_at(conditions.get(m, ()), at)
+        if now is None or not now.unschedulable:
+            return None
+    return at
+
+
+def group_summary(status: Mapping[str, Any]) -> str:
+    """The gang object's status in a few words: its scheduling condition, else its phase."""
+    found = group_condition(status)
+    if found is not None:
+        return f"{found[0]}={found[1]} ({found[2]})"
+    return f"phase {status['phase']}" if status.get("phase") else "no status"
+
+
+def group_condition(status: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(type, status, reason) of the gang object's scheduling condition, whatever its dialect."""
+    for cond in status.get("conditions") or ():
+        if cond.get("type") in ("PodGroupInitiallyScheduled", "PodGroupScheduled"):
+            return str(cond["type"]), str(cond.get("status", "")), str(cond.get("reason", ""))
+    return None
+
+
+def unschedulable_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
+    """Time to unschedulable and what each scheduler left behind, for an impossible gang.
+
+    ``rec.created`` holds each member's arrival (its release from the gate). Times are from
+    the last member's arrival.
+    """
+    (group,) = work.groups
+    members = [m.name for m in work.pods if m.group == group.name]
+    gpus = {m.name: m.gpus for m in work.pods}
+    conditions: Mapping[str, Sequence[Condition]] = rec.conditions
+    arrivals = [rec.created[m] for m in members if m in rec.created]
+    last = max(arrivals) if len(arrivals) == len(members) else None
+
+    def after(t: float | None) -> float | None:
+        return None if t is None or last is None else r3(max(0.0, t - last))
+
+    at = reported_unschedulable_at(members, rec.created, rec.bound, conditions)
+    settled = gang_settled_at(members, rec.created, rec.bound, conditions)
+    bound = [m for m in members if m in rec.bound]
+    latest = [conditions[m][-1] for m in members if conditions.get(m)]
+    said: dict[str, Any] | None = None
+    for t, status in rec.group_status:
+        found = group_condition(status)
+        if found is not None and found[1] == "False":
+            said = {"condition": found[0], "reason": found[2], "after_s": after(t)}
+            break
+    return {
+        "gang": group.name,
+        "members": len(members),
+        "gpus_asked": sum(gpus[m] for m in members),
+        "release_seconds": None if last is None else r3(last - min(arrivals)),
+        "time_to_unschedulable_s": after(at),
+        "every_member_settled_s": after(settled),
+        "members_bound": len(bound),
+        "gpus_held": sum(gpus[m] for m in bound),
+        "members_unschedulable_at_end": sum(c.unschedulable for c in latest),
+        "group_condition_false": said,
+        "group_status_at_end": group_summary(rec.group_status[-1][1])
+        if rec.group_status
+        else "no status",
+        "message": max((c.message for c in latest if c.unschedulable), key=len, default="")[:400],
+        # Seconds from the last member's arrival (negative: before it).
+        "pod_conditions": {
+            m: [
+                [r3(c.t - last), c.status, c.reason, c.message[:160]] for c in conditions.get(m, ())
+            ]
+            for m in members
+            if last is not None
+        },
+        "group_status": [[r3(t - last), status] for t, status in rec.group_status if last],
     }
 
 
@@ -276,6 +430,8 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
         out["whole_after_last_member_created_s"] = r3(whole_after_last_member[0])
     if work.key == "plans":
         out["plan_rules"] = plan_rules(work, rec)
+    if work.impossible:
+        out["unschedulable"] = unschedulable_figures(work, rec)
     return out
 
 
@@ -330,6 +486,14 @@ COMPARED = (
 )
 
 
+UNSCHEDULABLE = "time_to_unschedulable_s"
+#: KAI scheduler's scale test: 249 s until an 80-GPU job is reported unschedulable (issue #12;
+#: its cluster and criterion, cited for scale, not measured here).
+KAI_UNSCHEDULABLE_SECONDS = 249.0
+#: Native is "ahead" of Phalanx on a figure when better by more than this factor.
+AHEAD_MARGIN = 1.1
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b == 0:
         return None
@@ -350,6 +514,10 @@ def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float | 
             out.setdefault(wl, {})[peer] = {
                 key: ratio(run.get(key), other.get(key)) for key, _label, _ in COMPARED
             }
+            if "unschedulable" in run and "unschedulable" in other:
+                out[wl][peer][UNSCHEDULABLE] = ratio(
+                    run["unschedulable"][UNSCHEDULABLE], other["unschedulable"][UNSCHEDULABLE]
+                )
     return out
 
 
@@ -443,7 +611,130 @@ def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             + (f" vs {cw} s = {rw}×" if cw is not None else " (coscheduling not run)"),
             None if rw is None else rw <= 1.0,
         )
+    issue12_goals(by, add)
     return out
+
+
+def issue12_goals(by: Mapping[tuple[str, str], dict[str, Any]], add: Any) -> None:
+    """Issue #12: Phalanx next to kube-scheduler's native gang scheduling."""
+    for wl in ("upstream-small-gangs", "upstream-big-gangs"):
+        p, n = by.get((wl, "phalanx")), by.get((wl, "native"))
+        if p is None or n is None:
+            continue
+        pq, nq = p["time_to_whole_gang_p99_s"], n["time_to_whole_gang_p99_s"]
+        rq = ratio(pq, nq)
+        add(
+            f"#12 {wl}: time to whole gang p99",
+            "≤ 1.0× native (where not, the notes below say why)",
+            f"{pq} s vs {nq} s = {rq}× (over {p['gangs_placed']} vs {n['gangs_placed']} whole "
+            "gangs)",
+            None if rq is None else rq <= 1.0,
+        )
+    for wl in ("unschedulable-wide", "unschedulable-full"):
+        p = by.get((wl, "phalanx"))
+        if p is None or "unschedulable" not in p:
+            continue
+        pu = p["unschedulable"]
+        t = pu[UNSCHEDULABLE]
+        n = by.get((wl, "native"))
+        nt = n["unschedulable"][UNSCHEDULABLE] if n and "unschedulable" in n else None
+        measured = (
+            f"{t} s" if t is not None else f"not reported ({pu['members_bound']} member(s) bound)"
+        )
+        if n is not None:
+            measured += f" vs native {nt} s" if nt is not None else " vs native: not reported"
+        add(
+            f"#12 {wl}: impossible gang reported unschedulable, holding nothing",
+            f"< {KAI_UNSCHEDULABLE_SECONDS:g} s (KAI's scale test, 80-GPU job), no GPU held",
+            measured + f"; GPUs held {pu['gpus_held']}",
+            t is not None and t < KAI_UNSCHEDULABLE_SECONDS and pu["gpus_held"] == 0,
+        )
+
+
+# ---- where native gang scheduling is ahead ------------------------------------------------------
+
+#: Figures a user sees (not the scheduler's internal cycle ceiling), for the native comparison.
+USER_FIGURES = (
+    *(c for c in COMPARED if c[0] != "cycle_ceiling_pods_per_second"),
+    (UNSCHEDULABLE, "time to unschedulable (s)", False),
+)
+
+
+def _figure(run: Mapping[str, Any], key: str) -> Any:
+    if key == UNSCHEDULABLE:
+        return (run.get("unschedulable") or {}).get(UNSCHEDULABLE)
+    return run.get(key)
+
+
+def native_ahead(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every (workload, figure) where native gang scheduling beats Phalanx by more than
+    AHEAD_MARGIN, with the evidence from both schedulers' /metrics and /proc."""
+    by = {(r["workload"], r["scheduler"]): r for r in runs}
+    out = []
+    for (wl, sched), p in by.items():
+        n = by.get((wl, "native"))
+        if sched != "phalanx" or n is None or p["error"] or n["error"]:
+            continue
+        behind = []
+        for key, label, higher in USER_FIGURES:
+            pv, nv = _figure(p, key), _figure(n, key)
+            r = ratio(pv, nv)
+            if r is not None and (r < 1 / AHEAD_MARGIN if higher else r > AHEAD_MARGIN):
+                behind.append(
+                    {"figure": key, "label": label, "phalanx": pv, "native": nv, "ratio": r}
+                )
+        if behind:
+            out.append({"workload": wl, "figures": behind, "evidence": evidence(p, n)})
+    return out
+
+
+def evidence(p: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
+    """What the two runs' own accounts say about where Phalanx's time went."""
+    lines = []
+    lat = (p.get("phalanx") or {}).get("request_latency") or {}
+    verbs = [
+        f"{verb} {h['count']} × {_fmt(h['mean_ms'])} ms mean (p99 {_ms(h['p99_ms'])})"
+        for verb in ("filter", "prioritize", "bind")
+        if (h := lat.get(verb))
+    ]
+    if verbs:
+        lines.append("Phalanx extender calls: " + "; ".join(verbs) + " (bind includes the barrier)")
+    proc = (p.get("processes") or {}).get("phalanx") or {}
+    if proc:
+        lines.append(
+            f"Phalanx process {_fmt(proc.get('cores'))} cores, its event loop "
+            f"{_fmt(proc.get('main_thread_cores'))} (one Python thread answers every call)"
+        )
+    decisions = (p.get("phalanx") or {}).get("gang_decisions")
+    attempts = (p.get("kube_scheduler") or {}).get("attempts")
+    if decisions or attempts:
+        lines.append(
+            f"Phalanx gang decisions {decisions or {}}; its kube-scheduler's pod attempts "
+            f"{attempts or {}} (an `error` attempt is a bind that failed or timed out)"
+        )
+    pa = ((p.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
+    na = ((n.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
+    if pa is not None or na is not None:
+        lines.append(
+            f"kube-scheduler algorithm time per pod attempt: Phalanx profile {_fmt(pa)} ms "
+            f"(extender calls included), native {_fmt(na)} ms"
+        )
+    nks = n.get("kube_scheduler") or {}
+    if nks.get("podgroup_attempts"):
+        dur = nks.get("podgroup_attempt_duration") or {}
+        per = ", ".join(
+            f"{res} {h['count']} × {_fmt(h['mean_ms'])} ms" for res, h in sorted(dur.items())
+        )
+        lines.append(
+            f"native pod-group cycles (one per gang attempt): {per or nks['podgroup_attempts']}"
+        )
+    binds = (p.get("phalanx") or {}).get("gang_time_to_bind")
+    if binds:
+        lines.append(
+            f"Phalanx gang time to bind (its metric): {binds['count']} gangs, mean "
+            f"{_fmt(binds['mean_ms'])} ms, p99 {_ms(binds['p99_ms'])} ms"
+        )
+    return lines
 
 
 # ---- output ----------------------------------------------------------------------------------
@@ -465,6 +756,7 @@ def write(
         "runs": runs,
         "ratios": ratios(runs),
         "goals": goals(runs),
+        "native_ahead": native_ahead(runs),
     }
     json_path = out_dir / f"{stem}.json"
     json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
@@ -480,7 +772,7 @@ def plots(
     paths = []
     for w in works:
         mine = [r for r in runs if r["workload"] == w.key and not r["error"]]
-        if not mine:
+        if not mine or w.impossible:  # a handful of pods: the table says it all
             continue
         path = out_dir / f"{stem}-{w.key}-throughput.png"
         png.line_chart(
@@ -540,6 +832,100 @@ def _ratio_cell(v: float | None, higher_better: bool) -> str:
     return f"{v:.2f}×{mark}"
 
 
+def _gates_line(meta: Mapping[str, Any]) -> str:
+    gates = meta.get("apiserver_feature_gates") or {}
+    if not gates:
+        return ""
+    on = ", ".join(f"`{g}`" for g, v in gates.items() if v)
+    config = ", ".join(f"`{c}`" for c, v in (meta.get("runtime_config") or {}).items() if v)
+    native = ", ".join(f"`{g}`" for g, v in (meta.get("native_feature_gates") or {}).items() if v)
+    return (
+        f" kube-apiserver feature gates {on}, runtime-config {config}; native's kube-scheduler "
+        f"gates {native}, the other kube-schedulers the release's defaults."
+    )
+
+
+UNSCHEDULABLE_ROWS = (
+    ("release_seconds", "members released over (s)", None),
+    (UNSCHEDULABLE, "reported unschedulable after (s)", False),
+    ("every_member_settled_s", "every member bound or judged after (s)", None),
+    ("members_bound", "members bound", False),
+    ("gpus_held", "GPUs held by a gang that cannot run", False),
+    ("members_unschedulable_at_end", "members Unschedulable at the end", None),
+    ("group_status_at_end", "gang object's status at the end", None),
+)
+
+
+def unschedulable_table(
+    key: str,
+    present: Sequence[str],
+    peers: Sequence[str],
+    by: Mapping[tuple[str, str], dict[str, Any]],
+    ratios_for: Mapping[str, Mapping[str, float | None]],
+) -> list[str]:
+    """An impossible gang's section: time to unschedulable per scheduler, and its words."""
+    head = "| figure | " + " | ".join(present) + "".join(f" | phalanx ÷ {p}" for p in peers) + " |"
+    lines = [
+        "Times from the last member's release (module docstring of `bench/report.py`); KAI's "
+        f"scale test reports {KAI_UNSCHEDULABLE_SECONDS:g} s for an 80-GPU job (its cluster, "
+        "cited for scale).",
+        "",
+        head,
+        "|---" * (1 + len(present) + len(peers)) + "|",
+    ]
+    ends = [_fmt(by[(key, s)]["end"]) for s in present]
+    lines.append("| run ended | " + " | ".join(ends + [""] * len(peers)) + " |")
+    for fig, label, higher in UNSCHEDULABLE_ROWS:
+        cells = [_fmt((by[(key, s)].get("unschedulable") or {}).get(fig)) for s in present]
+        rcells = [
+            _ratio_cell(ratios_for.get(p, {}).get(fig), bool(higher))
+            if fig == UNSCHEDULABLE
+            else ""
+            for p in peers
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells + rcells) + " |")
+    lines.append("")
+    for s in present:
+        run = by[(key, s)]
+        if run["error"]:
+            lines.append(f"**{s} failed:** `{run['error'][:300]}`")
+            continue
+        message = (run.get("unschedulable") or {}).get("message") or "(no Unschedulable member)"
+        lines.append(f"- **{s}** tells a member's pod: `{message[:300]}`")
+    return lines
+
+
+def native_notes(ahead: Sequence[Mapping[str, Any]], native_ran: bool) -> list[str]:
+    """Where native gang scheduling beats Phalanx, the figures and the evidence, and a marked
+    place for the lead's explanation."""
+    if not native_ran:
+        return []
+    lines = [
+        "",
+        "## Where native gang scheduling is ahead of Phalanx",
+        "",
+        f"Figures where native is better than Phalanx by more than {AHEAD_MARGIN:g}× in this "
+        "run, with what both schedulers' own accounts (/metrics, /proc) say about them.",
+    ]
+    if not ahead:
+        return [*lines, "", "None in this run."]
+    for item in ahead:
+        lines += ["", f"### {item['workload']}", ""]
+        lines += [
+            f"- {f['label']}: Phalanx {_fmt(f['phalanx'])} vs native {_fmt(f['native'])} "
+            f"({f['ratio']:.2f}×)"
+            for f in item["figures"]
+        ]
+        lines += ["", "Evidence:", ""]
+        lines += [f"- {e}" for e in item["evidence"]]
+        lines += [
+            "",
+            "> **Why (lead's notes):** _to be written from the full run on a quiet machine "
+            "(`make bench`; `--profile-phalanx DIR` for where Phalanx's time goes)._",
+        ]
+    return lines
+
+
 def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
     meta = doc["meta"]
     m = meta["machine"]
@@ -556,7 +942,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         f"scheduler-plugins {meta['versions']['scheduler_plugins']} (embeds kube-scheduler "
         f"1.34), Phalanx {meta['versions']['phalanx']} (source digest "
         f"{meta['versions'].get('phalanx_source_digest', '?')}). "
-        f"PodGroup CRD: {meta['podgroup_crd']}.",
+        f"PodGroup CRD: {meta['podgroup_crd']}.{_gates_line(meta)}",
         "",
         f"**Settings:** every kube-scheduler's client QPS/burst {meta['client_qps_burst'][0]}/"
         f"{meta['client_qps_burst'][1]}; no leader election; PodGroups "
@@ -592,6 +978,9 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             "",
         ]
         peers = [p for p in PEERS if p in present and "phalanx" in present]
+        if w.get("impossible"):
+            lines += unschedulable_table(key, present, peers, by, doc["ratios"].get(key, {}))
+            continue
         head = (
             "| figure | " + " | ".join(present) + "".join(f" | phalanx ÷ {p}" for p in peers) + " |"
         )
@@ -635,6 +1024,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             ):
                 cells = [_fmt((by[(key, s)].get("plan_rules") or {}).get(fig)) for s in present]
                 lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += native_notes(doc["native_ahead"], any(s == "native" for _w, s in by))
     lines += [
         "",
         "## Phalanx extender latency (its /metrics, per verb; bind includes the barrier wait)",
@@ -715,7 +1105,9 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "run; nodes created once per node count and reused. Each workload × scheduler run gets a "
         "fresh namespace and its own scheduler process (and Phalanx process), started before the "
         "pods are created; afterwards its pods are deleted so the next run finds the same nodes "
-        "empty. Pods are created by 16 threads in the workload's arrival order. Binding times are "
+        "empty. Every scheduler gets the same gangs: scheduler-plugins PodGroups, except native, "
+        "which gets them as upstream `scheduling.k8s.io/v1beta1` PodGroups. "
+        "Pods are created by 16 threads in the workload's arrival order. Binding times are "
         "when the benchmark's pod watch first saw `spec.nodeName`; CPU and memory come from "
         "`/proc`. Everything shares 2 cores, so schedulers that use less CPU leave more to the "
         "apiserver: compare ratios, not absolute figures, and only within one report. See "

@@ -1,9 +1,10 @@
-"""End-to-end benchmark: Phalanx against vanilla kube-scheduler and scheduler-plugins'
-Coscheduling, on one real control plane, same nodes, same workloads, one run.
+"""End-to-end benchmark: Phalanx against vanilla kube-scheduler, scheduler-plugins'
+Coscheduling and kube-scheduler's own (native) gang scheduling, on one real control plane,
+same nodes, same workloads, one run.
 
-    python bench/run.py                  # everything (make bench); ~20 min on 2 cores
+    python bench/run.py                  # everything (make bench); ~30 min on 2 cores
     python bench/run.py --quick          # 1/10 scale, a few minutes (CI smoke)
-    python bench/run.py --only phalanx,vanilla --workloads singles,gangs
+    python bench/run.py --only phalanx,native --workloads upstream,unschedulable
     python bench/run.py --profile-phalanx   # Phalanx under pyinstrument (dev-only tool)
     python bench/run.py --workloads topology  # only the NVL72 churn benchmark (~14 min)
 
@@ -18,12 +19,38 @@ The control plane is etcd + kube-apiserver + kwok from
 ``tests/controlplane`` (``build-tools.sh``); the coscheduling scheduler is
 ``build-tools.sh scheduler-plugins``, built here on first use when Go is available.
 
-How a run goes (one workload × one scheduler): a fresh namespace; its PodGroups; the
-scheduler (and Phalanx) started and ready; a pod watch and /proc sampling started; the pods
-created by a thread pool in the workload's arrival order; then wait until every pod is bound,
-or nothing has bound for the settle window (saturation), or the cap; then stop the scheduler
-and delete the pods, so the next run finds the same nodes empty. Nodes are created once per
-node count and reused.
+**One control plane version for every contender: Kubernetes KUBE_NEXT_VERSION (1.37).**
+Native gang scheduling needs it (``scheduling.k8s.io/v1beta1`` PodGroups, beta in 1.37), and
+ratios are only fair when every contender talks to the same kube-apiserver: so the whole run
+uses 1.37's kube-apiserver, with the ``GenericWorkload`` and
+``TopologyAwareWorkloadScheduling`` gates and the ``scheduling.k8s.io/v1beta1``
+runtime-config, and vanilla, floor, Phalanx and native all run the same 1.37 kube-scheduler
+binary (native with the gang gates, the others with the release's defaults; see
+``schedulers.py``). Coscheduling is scheduler-plugins' own binary, which embeds kube-scheduler
+1.34 (the newest the module proxy serves): three minors behind its API server, outside the
+one-minor skew upstream supports for kube-scheduler, but it reads only stable APIs and its own
+CRD, and schedules every workload here. ``--kube-version 1.35`` runs the previous set-up
+(KUBE_VERSION, no gates), to compare with older reports; native needs 1.37.
+
+**Phalanx reads its gangs as scheduler-plugins PodGroups, like vanilla and coscheduling;
+only native gets upstream v1beta1 PodGroups.** It is the dialect Phalanx's earlier figures
+were measured in and that coscheduling reads, so Phalanx ÷ coscheduling stays comparable
+across reports; Phalanx reads the upstream dialect through the same resolution step, and on
+the upstream dialect kube-scheduler's pod-group cycle (which no profile can turn off) would
+run under Phalanx as well, which measures the two together rather than Phalanx.
+
+How a run goes (one workload × one scheduler): a fresh namespace; its PodGroups, in the
+scheduler's dialect; the workload's prefill (pods bound to their nodes directly, in a
+namespace of their own); the scheduler (and Phalanx) started and ready; a pod watch and
+/proc sampling started; the pods created by a thread pool in the workload's arrival order;
+then wait until every pod is bound, or nothing has bound for the settle window
+(saturation), or the cap; then stop the scheduler and delete the pods, so the next run finds
+the same nodes empty. Nodes are created once per node count and reused.
+
+An impossible gang's run (``unschedulable-*``) creates its pods behind a scheduling gate and
+then releases them together (``Workload.gated``); it ends once every member is bound or
+has been judged unschedulable since the gang's release began, and that has held for
+:data:`VERDICT_HOLD_SECONDS`; or at its own cap (``Limits.verdict_cap_seconds``).
 """
 
 from __future__ import annotations
@@ -64,7 +91,17 @@ import schedulers  # noqa: E402
 import workloads  # noqa: E402
 import yaml  # noqa: E402
 
-WORKLOAD_ORDER = ("singles", "gangs", "contended", "plans", "big-gang")  # node count grows last
+WORKLOAD_ORDER = (  # node count grows last
+    "singles",
+    "gangs",
+    "contended",
+    "plans",
+    "big-gang",
+    "upstream-small-gangs",
+    "upstream-big-gangs",
+    "unschedulable-wide",
+    "unschedulable-full",
+)
 CHURN_ORDER = ("topology",)  # on nodes of their own, after the others
 # The churn workloads compare schedulers that place pods; the do-nothing floor has no place.
 CHURN_SCHEDULERS = ("vanilla", "phalanx", "coscheduling")
@@ -75,13 +112,20 @@ SCHEDULER_ORDER = (
     "phalanx-prioritize",
     "phalanx-mostallocated",
     "coscheduling",
+    "native",
 )
 # What `make bench` runs unless --only says otherwise (the Phalanx variants only on request).
-DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "coscheduling")
+DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "coscheduling", "native")
+#: The Kubernetes release of the run's kube-apiserver and kube-scheduler (the module docstring).
+KUBE_VERSION = "1.37"
 CREATE_THREADS = 16
 OWN_CRD = ROOT / "helm" / "phalanx" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 CRD_NAME = "podgroups.scheduling.x-k8s.io"
 PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+UPSTREAM_PG_API = "/apis/scheduling.k8s.io/v1beta1"
+#: An impossible gang's verdict must hold this long (no member bound, none re-judged
+#: otherwise) before its run ends.
+VERDICT_HOLD_SECONDS = 5.0
 
 
 def log(msg: str) -> None:
@@ -96,6 +140,9 @@ class Limits:
     settle_seconds: float
     #: Hard cap of one run, from its first pod creation.
     cap_seconds: float
+    #: Cap of an impossible gang's run, from its first pod creation: a scheduler that has not
+    #: said "unschedulable" by then is reported as "not within" it.
+    verdict_cap_seconds: float
 
 
 @dataclass
@@ -115,6 +162,10 @@ class RunRecord:
     phalanx_metrics: str = ""
     scheduler_metrics: str = ""
     scheduler_config: dict[str, Any] = field(default_factory=dict)
+    #: Per pod, its PodScheduled condition changes (impossible-gang runs only).
+    conditions: dict[str, list[observe.Condition]] = field(default_factory=dict)
+    #: The gang object's status history (impossible-gang runs only): [(t, status), ...].
+    group_status: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     error: str = ""
 
 
@@ -240,15 +291,38 @@ def create_with_retry(api: observe.Api, path: str, body: dict[str, Any]) -> bool
     return False
 
 
+def patch_with_retry(api: observe.Api, path: str, patch: dict[str, Any]) -> bool:
+    for attempt in range(6):
+        try:
+            status, _ = api.request(
+                "PATCH", path, patch, content_type="application/merge-patch+json"
+            )
+        except OSError:
+            status = 0
+        if status == 200:
+            return True
+        time.sleep(0.05 * 2**attempt)
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+def group_api(dialect: workloads.Dialect) -> str:
+    return UPSTREAM_PG_API if dialect == "upstream" else PG_API
+
+
+def prefill_namespace(namespace: str) -> str:
+    return f"{namespace}-fill"
+
+
 def cleanup(api: observe.Api, namespace: str) -> None:
     api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
-    api.request("DELETE", f"{PG_API}/namespaces/{namespace}/podgroups")
+    for groups in (PG_API, UPSTREAM_PG_API):  # a release that does not serve one says 404
+        api.request("DELETE", f"{groups}/namespaces/{namespace}/podgroups")
 
     def empty() -> bool:
         answer = api.must("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
@@ -263,37 +337,55 @@ def cleanup(api: observe.Api, namespace: str) -> None:
     api.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
+def create_namespace(api: observe.Api, name: str) -> None:
+    api.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": name}})  # fmt: skip
+
+
+def create_all(api: observe.Api, path: str, bodies: Sequence[dict[str, Any]], what: str) -> None:
+    with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
+        if not all(pool.map(lambda body: create_with_retry(api, path, body), bodies)):
+            raise observe.ApiError(f"creating {what} failed")
+
+
 def run_one(
     cp: launcher.ControlPlane,
     api: observe.Api,
     work: workloads.Workload,
     spec: schedulers.SchedulerSpec,
     limits: Limits,
-    bin_dir: Path,
+    binaries: dict[str, Path],
     workdir: Path,
     profile_dir: Path | None,
     source: Path | None = None,
 ) -> RunRecord:
     ns = f"b-{work.key}-{spec.key}-{uuid.uuid4().hex[:6]}"
     rec = RunRecord(work.key, spec.key, ns)
-    api.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": ns}})  # fmt: skip
-    with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
-        ok = pool.map(
-            lambda g: create_with_retry(
-                api, f"{PG_API}/namespaces/{ns}/podgroups", workloads.podgroup_body(g)
-            ),
-            work.groups,
+    groups_path = f"{group_api(spec.dialect)}/namespaces/{ns}/podgroups"
+    create_namespace(api, ns)
+    create_all(
+        api,
+        groups_path,
+        [workloads.podgroup_body(g, spec.dialect) for g in work.groups],
+        f"the PodGroups of {ns}",
+    )
+    if work.prefill:
+        # Bound at creation: every scheduler's informers list them as running pods.
+        fill = prefill_namespace(ns)
+        create_namespace(api, fill)
+        create_all(
+            api,
+            f"/api/v1/namespaces/{fill}/pods",
+            [workloads.pod_body(m, spec.scheduler_name) for m in work.prefill],
+            f"the prefill of {fill}",
         )
-        if not all(ok):
-            raise observe.ApiError(f"creating the PodGroups of {ns} failed")
     clock = time.monotonic
     profile_to = profile_dir / f"phalanx-{work.key}" if profile_dir and spec.uses_phalanx else None
     try:
         with schedulers.started(
             cp,
             spec,
-            bin_dir,
+            binaries[spec.binary],
             workdir / ns,
             phalanx_port=free_port(),
             profile_to=profile_to,
@@ -307,27 +399,55 @@ def run_one(
             watch = observe.PodWatch(api, ns, clock=clock)
             watch.start()
             sampler.start()
+            polls = [
+                observe.GroupPoll(api, f"{groups_path}/{g.name}", clock=clock)
+                for g in (work.groups if work.impossible else ())
+            ]
+            for poll in polls:
+                poll.start()
             log(f"{work.key} × {spec.key}: creating {len(work.pods)} pods in {ns}")
             pods_path = f"/api/v1/namespaces/{ns}/pods"
             created = rec.created
 
             def create(member: workloads.Member) -> None:
                 if create_with_retry(
-                    api, pods_path, workloads.pod_body(member, spec.scheduler_name)
+                    api, pods_path, workloads.pod_body(member, spec.scheduler_name, spec.dialect)
                 ):
+                    created[member.name] = clock()
+                else:
+                    rec.create_errors += 1
+
+            def release(member: workloads.Member) -> None:
+                path = f"{pods_path}/{member.name}"
+                if patch_with_retry(api, path, {"spec": {"schedulingGates": None}}):
                     created[member.name] = clock()
                 else:
                     rec.create_errors += 1
 
             rec.t_first_create = clock()
             with concurrent.futures.ThreadPoolExecutor(CREATE_THREADS) as pool:
-                futures = [pool.submit(create, m) for m in work.pods]
+                if work.gated:
+                    # Created behind the gate first: `created` then records each release.
+                    gated = [
+                        workloads.pod_body(m, spec.scheduler_name, spec.dialect, gated=True)
+                        for m in work.pods
+                    ]
+                    create_all(api, pods_path, gated, f"the gated pods of {ns}")
+                    rec.t_first_create = clock()
+                    futures = [pool.submit(release, m) for m in work.pods]
+                else:
+                    futures = [pool.submit(create, m) for m in work.pods]
                 rec.end_reason = wait_for_outcome(rec, work, watch, futures, st, cp, limits, clock)
             rec.t_end = clock()
             rec.t_last_create = max(created.values(), default=rec.t_first_create)
             sampler.stop()
             watch.stop()
+            for poll in polls:
+                poll.stop()
+                rec.group_status.extend(poll.history)
             rec.bound = watch.snapshot()
+            if work.impossible:
+                rec.conditions = watch.condition_history()
             rec.watch_restarts = watch.restarts
             rec.processes = sampler.summary(rec.t_first_create, rec.t_end)
             with contextlib.suppress(Exception):
@@ -341,6 +461,8 @@ def run_one(
         log(cp.log_tails(lines=15))
     finally:
         cleanup(api, ns)
+        if work.prefill:
+            cleanup(api, prefill_namespace(ns))
     n_bound = len(rec.bound)
     span = (
         max((t for t, _ in rec.bound.values()), default=rec.t_first_create)
@@ -362,7 +484,12 @@ def wait_for_outcome(
     limits: Limits,
     clock: Any,
 ) -> str:
-    """Poll every 0.1 s until all pods are bound, saturation, or the cap; say which."""
+    """Poll every 0.1 s until all pods are bound, saturation, or the cap; say which.
+
+    An impossible gang's run ends on its verdict instead (:func:`impossible_outcome`), and
+    only by saturation once one of its members is bound (a gang held partially, which is
+    all a scheduler without gangs can do).
+    """
     total = len(work.pods)
     last_count, last_progress = -1, clock()
     while True:
@@ -374,11 +501,41 @@ def wait_for_outcome(
             last_count, last_progress = count, now
         if count >= total:
             return "all bound"
-        if not creating and now - last_progress > limits.settle_seconds:
+        if work.impossible:
+            if not creating:
+                verdict = impossible_outcome(work, rec.created, watch, now)
+                if verdict:
+                    return verdict
+            if now - rec.t_first_create > limits.verdict_cap_seconds:
+                return f"cap ({limits.verdict_cap_seconds:.0f}s)"
+        if (
+            (count or not work.impossible)
+            and not creating
+            and now - last_progress > limits.settle_seconds
+        ):
             return f"saturated (no bind for {limits.settle_seconds:.0f}s)"
         if now - rec.t_first_create > limits.cap_seconds:
             return f"cap ({limits.cap_seconds:.0f}s)"
         st.check_alive(cp)
+
+
+def impossible_outcome(
+    work: workloads.Workload, created: dict[str, float], watch: observe.PodWatch, now: float
+) -> str:
+    """The end of an impossible gang's run, once every gang's members have each been bound or
+    judged unschedulable for VERDICT_HOLD_SECONDS; "" until then."""
+    bound, conditions = watch.snapshot(), watch.condition_history()
+    members: dict[str, list[str]] = {}
+    for m in work.pods:
+        if m.group is not None:
+            members.setdefault(m.group, []).append(m.name)
+    settled = [
+        report.gang_settled_at(names, created, bound, conditions) for names in members.values()
+    ]
+    if any(at is None or now - at < VERDICT_HOLD_SECONDS for at in settled):
+        return ""
+    held = sum(name in bound for names in members.values() for name in names)
+    return "reported unschedulable" if not held else f"settled with {held} member(s) bound"
 
 
 # ---- main -----------------------------------------------------------------------------------
@@ -416,6 +573,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="workloads to run, comma-separated (default: %(default)s)",
     )
     p.add_argument("--scale", type=float, help="override the size factor (1.0 full, 0.1 quick)")
+    p.add_argument(
+        "--kube-version",
+        default=KUBE_VERSION,
+        help="Kubernetes release of kube-apiserver and kube-scheduler (default: %(default)s; "
+        "1.35 runs the set-up of earlier reports, without native)",
+    )
     p.add_argument("--settle", type=float, help="saturation window in seconds")
     p.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     p.add_argument(
@@ -430,14 +593,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     args.only = [s for s in args.only.split(",") if s]
-    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.workloads = workloads.expand(w for w in args.workloads.split(",") if w)
     for s in args.only:
         if s not in schedulers.SCHEDULERS:
             p.error(f"unknown scheduler {s!r} (known: {', '.join(schedulers.SCHEDULERS)})")
+    try:
+        launcher.kube_release(args.kube_version)
+    except ValueError as exc:
+        p.error(str(exc))
     known = (*workloads.BUILDERS, *workloads.CHURN_BUILDERS)
     for w in args.workloads:
         if w not in known:
-            p.error(f"unknown workload {w!r} (known: {', '.join(known)})")
+            names = ", ".join([*known, *workloads.ALIASES])
+            p.error(f"unknown workload {w!r} (known: {names})")
     return args
 
 
@@ -449,17 +617,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = Limits(
         settle_seconds=args.settle if args.settle is not None else (15.0 if args.quick else 40.0),
         cap_seconds=150.0 if args.quick else 420.0,
+        verdict_cap_seconds=60.0 if args.quick else 150.0,
     )
     sched_keys = [s for s in SCHEDULER_ORDER if s in args.only]
     work_keys = [w for w in WORKLOAD_ORDER if w in args.workloads]
     works = workloads.build(work_keys, scale)
     churns = [workloads.CHURN_BUILDERS[k](scale) for k in CHURN_ORDER if k in args.workloads]
     versions = launcher.read_versions()
+    release = launcher.kube_release(args.kube_version)
+    native = launcher.NATIVE_GANG_API.get(release.minor)
+    if "native" in sched_keys and (
+        native is None or native.api_version != "scheduling.k8s.io/v1beta1"
+    ):
+        log(
+            f"error: native gang scheduling needs Kubernetes {KUBE_VERSION} (not {release.version})"
+        )
+        return 2
     try:
-        tools = launcher.find_tools()
-        bin_dir = tools["kube-scheduler"].parent
+        tools = launcher.find_tools(kube_version=release.version)
+        # scheduler-plugins' binary lives with the default tool set (build-tools.sh).
+        binaries = {
+            "kube-scheduler": tools["kube-scheduler"],
+            schedulers.SCHEDULER_PLUGINS_BINARY: launcher.tools_bin_dir()
+            / schedulers.SCHEDULER_PLUGINS_BINARY,
+        }
         if "coscheduling" in sched_keys:
-            ensure_scheduler_plugins(bin_dir)
+            ensure_scheduler_plugins(launcher.tools_bin_dir())
     except launcher.ToolsMissingError as exc:
         log(f"error: {exc}")
         return 2
@@ -481,7 +664,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         digest = _source_digest(source)
         log(f"Phalanx {version}, source snapshot {digest}")
-        with launcher.ControlPlane(workdir=workdir / "cp") as cp:
+        gang_api: dict[str, Any] = {}
+        if native is not None and native.api_version == "scheduling.k8s.io/v1beta1":
+            gang_api = {
+                "apiserver_feature_gates": schedulers.NATIVE_GATES,
+                "runtime_config": native.runtime_config,
+            }
+        with launcher.ControlPlane(
+            workdir=workdir / "cp", kube_version=release.version, **gang_api
+        ) as cp:
             api = observe.Api(cp.server, cp.admin_token, cp.ca_file)
             crd_source = install_crd(api, versions)
             nodes = 0
@@ -495,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             work,
                             schedulers.SCHEDULERS[key],
                             limits,
-                            bin_dir,
+                            binaries,
                             workdir,
                             args.profile_phalanx,
                             source,
@@ -509,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         api,
                         work,
                         schedulers.SCHEDULERS[key],
-                        bin_dir,
+                        binaries[schedulers.SCHEDULERS[key].binary],
                         workdir,
                         phalanx_port=free_port(),
                         source=source,
@@ -526,10 +717,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scale": scale,
         "settle_seconds": limits.settle_seconds,
         "cap_seconds": limits.cap_seconds,
+        "verdict_cap_seconds": limits.verdict_cap_seconds,
+        "verdict_hold_seconds": VERDICT_HOLD_SECONDS,
         "runtime_seconds": round(elapsed, 1),
         "machine": machine(),
         "versions": {
-            "kubernetes": versions["KUBE_VERSION"],
+            "kubernetes": release.version,
             "etcd": versions["ETCD_VERSION"],
             "kwok": versions["KWOK_VERSION"],
             "scheduler_plugins": versions["SCHEDULER_PLUGINS_VERSION"],
@@ -539,6 +732,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "podgroup_crd": crd_source,
         "client_qps_burst": [schedulers.CLIENT_QPS, schedulers.CLIENT_BURST],
         "coscheduling_args": schedulers.COSCHEDULING_ARGS,
+        "apiserver_feature_gates": gang_api.get("apiserver_feature_gates", {}),
+        "runtime_config": gang_api.get("runtime_config", {}),
+        "native_feature_gates": schedulers.NATIVE_GATES,
         "schedule_timeout_seconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
     }
     paths = report.write(args.out, stem, meta, works, records) if works else []

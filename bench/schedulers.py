@@ -13,9 +13,19 @@
 * ``phalanx-mostallocated`` — filter only (no prioritize verb), every feasible node, and
   kube-scheduler's own ``NodeResourcesFit`` scoring set to ``MostAllocated`` on GPUs;
 * ``coscheduling`` — scheduler-plugins' kube-scheduler (SCHEDULER_PLUGINS_VERSION), profile
-  ``default-scheduler`` with Coscheduling configured as its v0.34 docs recommend.
+  ``default-scheduler`` with Coscheduling configured as its v0.34 docs recommend;
+* ``native`` — kube-scheduler's own gang scheduling: the same kube-scheduler binary with the
+  feature gates :data:`NATIVE_GATES` (``GenericWorkload``, beta and off by default in 1.37,
+  which adds the ``GangScheduling`` plugin and the pod-group scheduling cycle; and
+  ``TopologyAwareWorkloadScheduling``, alpha, which adds ``TopologyPlacementGenerator`` and
+  ``PodGroupPodsCount``), profile ``default-scheduler`` with upstream defaults otherwise. Its
+  gangs are upstream ``scheduling.k8s.io/v1beta1`` PodGroups (``SchedulerSpec.dialect``).
 
-All three get the same client rate limits (:data:`CLIENT_QPS` / :data:`CLIENT_BURST`, not the
+The others run kube-scheduler with its default feature gates: their pods name no upstream
+PodGroup, so the gang gates would only add plugins that pass every pod. The Phalanx profile
+disables the native gang plugins all the same, as the chart's does.
+
+All of them get the same client rate limits (:data:`CLIENT_QPS` / :data:`CLIENT_BURST`, not the
 upstream 50/100, which would be what gets measured) and no leader election (one instance
 each; a lease left by the previous run would otherwise delay the next start by up to its
 15 s lease duration).
@@ -39,6 +49,7 @@ from typing import Any
 
 import httpx
 import yaml
+from workloads import Dialect
 
 CLIENT_QPS = 500
 CLIENT_BURST = 1000
@@ -58,6 +69,16 @@ COSCHEDULING_ARGS = {
 }
 
 
+#: kube-scheduler's gang scheduling in v1.37.2 (pkg/features/kube_features.go): GenericWorkload
+#: (beta, default off) brings the API's pods into the pod-group cycle and enables the
+#: GangScheduling plugin; TopologyAwareWorkloadScheduling (alpha, default off) enables the
+#: placement plugins. The API server needs the same gates and the v1beta1 runtime-config.
+NATIVE_GATES: dict[str, bool] = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+
+#: The chart's Phalanx profile: kube-scheduler's own gang plugins off (docs/gang-dialects.md).
+NATIVE_GANG_PLUGINS = ("GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount")
+
+
 @dataclass(frozen=True)
 class SchedulerSpec:
     key: str
@@ -75,6 +96,10 @@ class SchedulerSpec:
     prioritize: bool = True
     #: kube-scheduler's own NodeResourcesFit scoring: MostAllocated on GPUs (bin-packing).
     most_allocated: bool = False
+    #: How its workloads' gangs are written (workloads.podgroup_body / pod_body).
+    dialect: Dialect = "scheduler-plugins"
+    #: kube-scheduler's --feature-gates (empty: the release's defaults).
+    feature_gates: tuple[tuple[str, bool], ...] = ()
 
     def config(self, extender_url: str | None = None) -> dict[str, Any]:
         """The KubeSchedulerConfiguration; the launcher adds ``clientConnection.kubeconfig``."""
@@ -84,7 +109,7 @@ class SchedulerSpec:
             "leaderElection": {"leaderElect": False},
             "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
         }
-        if self.key == "vanilla":
+        if self.key in ("vanilla", "native"):
             base["profiles"] = [{"schedulerName": self.scheduler_name}]
         elif self.uses_floor:
             assert extender_url is not None
@@ -103,7 +128,10 @@ class SchedulerSpec:
         elif self.uses_phalanx:
             assert extender_url is not None
             base["percentageOfNodesToScore"] = 100
-            profile: dict[str, Any] = {"schedulerName": self.scheduler_name}
+            profile: dict[str, Any] = {
+                "schedulerName": self.scheduler_name,
+                "plugins": {"multiPoint": {"disabled": [{"name": n} for n in NATIVE_GANG_PLUGINS]}},
+            }
             if self.most_allocated:
                 profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": MOST_ALLOCATED}]
             base["profiles"] = [profile]
@@ -195,6 +223,14 @@ SCHEDULERS: dict[str, SchedulerSpec] = {
         "scheduler-plugins Coscheduling",
         "default-scheduler",
         SCHEDULER_PLUGINS_BINARY,
+    ),
+    "native": SchedulerSpec(
+        "native",
+        "kube-scheduler gang scheduling (GenericWorkload)",
+        "default-scheduler",
+        "kube-scheduler",
+        dialect="upstream",
+        feature_gates=tuple(NATIVE_GATES.items()),
     ),
 }
 
@@ -476,14 +512,15 @@ class Started:
 def started(
     cp: Any,
     spec: SchedulerSpec,
-    bin_dir: Path,
+    binary: Path,
     run_dir: Path,
     *,
     phalanx_port: int,
     profile_to: Path | None = None,
     source: Path | None = None,
 ) -> Iterator[Started]:
-    """Start ``spec`` on the control plane ``cp`` (a launcher.ControlPlane); stop it after."""
+    """Start ``spec`` (its kube-scheduler is ``binary``) on the control plane ``cp`` (a
+    launcher.ControlPlane); stop it after."""
     phalanx = None
     floor = None
     if spec.uses_phalanx:
@@ -503,9 +540,11 @@ def started(
     config = spec.config(url)
     # The launcher runs tools["kube-scheduler"]; point it at the peer's binary for this run.
     original = cp.tools["kube-scheduler"]
-    cp.tools = {**cp.tools, "kube-scheduler": bin_dir / spec.binary}
+    cp.tools = {**cp.tools, "kube-scheduler": binary}
     try:
-        cp.start_scheduler(yaml.safe_dump(config, sort_keys=False))
+        cp.start_scheduler(
+            yaml.safe_dump(config, sort_keys=False), feature_gates=dict(spec.feature_gates)
+        )
         assert cp.scheduler is not None
         assert cp.scheduler.pid is not None
         # The configuration as given (the launcher adds only its own kubeconfig path).

@@ -1,9 +1,13 @@
-"""The five benchmark workloads, as plain data: nodes, PodGroups and pods in arrival order.
+"""The benchmark workloads, as plain data: nodes, PodGroups and pods in arrival order.
 
-Every scheduler under test gets exactly the same objects (only ``spec.schedulerName``
-differs), built here from a seed, so runs are comparable within one report and
-reproducible across reports. ``scale`` shrinks node and pod counts together (``--quick``
-is 0.1); the shapes stay the same.
+Every scheduler under test gets exactly the same gangs, pods and requests, built here from a
+seed, so runs are comparable within one report and reproducible across reports. Only two
+things differ per scheduler: ``spec.schedulerName``, and the *dialect* the gangs are written
+in — scheduler-plugins PodGroups (``scheduling.x-k8s.io/v1alpha1``, pods labelled
+``scheduling.x-k8s.io/pod-group``) for every contender but kube-scheduler's native gang
+scheduling, which gets upstream ``scheduling.k8s.io/v1beta1`` PodGroups (gang policy
+``minCount``, pods naming them in ``spec.schedulingGroup``). ``scale`` shrinks node and pod
+counts together (``--quick`` is 0.1); the shapes stay the same.
 
 At full size (8-GPU nodes):
 
@@ -13,19 +17,40 @@ At full size (8-GPU nodes):
   500 nodes, members arriving shuffled among each other's;
 * ``big-gang`` — one 256-member gang, 8 GPUs (a whole node) each, 1,000 nodes;
 * ``plans`` — 10 data pipelines and 10 trial studies, each 10× the examples in
-  ``deploy/examples`` (40 members), 500 nodes.
+  ``deploy/examples`` (40 members), 500 nodes;
+* ``upstream-small-gangs`` / ``upstream-big-gangs`` — kube-scheduler's own gang shapes
+  (``test/integration/scheduler_perf/podgroup/gangscheduling/performance-config.yaml`` in
+  k8s.io/kubernetes v1.37.2: ``5000Nodes_1000Gangs_3000Pods`` and
+  ``5000Nodes_3Gangs_3000Pods_1000PerGroup``) with upstream's pod requests (100m CPU,
+  100 Mi) plus one GPU each, on 1,000 nodes (a fifth of upstream's 5,000). The gang sizes
+  are upstream's (3, and 1,000); the gang counts are cut to 500 and 2 so that a full run of
+  both, for every contender, stays near 10 minutes on this 2-core machine;
+* ``unschedulable-wide`` / ``unschedulable-full`` — one impossible gang each, an 80-GPU job
+  (10 members × 8 GPUs, as in KAI's scale test) on 1,000 nodes. *wide*: its members may use
+  only 9 named nodes (required node affinity), so no set of nodes can ever hold it; *full*:
+  any node, but every node except 9 is already full (pods bound to them directly, before
+  the scheduler starts). Each member fits on its own, so a scheduler without gangs binds 9
+  of them. The members are created gated and released together (as Kueue admits a job);
+  the run measures how long each scheduler takes to say the gang is unschedulable
+  (``report.unschedulable_figures``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+UPSTREAM_PODGROUP_API = "scheduling.k8s.io/v1beta1"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+#: How a workload's gangs are written: scheduler-plugins PodGroups, or upstream's own.
+Dialect = Literal["scheduler-plugins", "upstream"]
 GPU = "nvidia.com/gpu"
 PLAN_ANNOTATION = "phalanx.io/plan"
 PLAN_NODE_ANNOTATION = "phalanx.io/plan-node"
@@ -46,6 +71,9 @@ SCHEDULE_TIMEOUT_SECONDS = 30
 
 SEED = 20250601
 
+#: The scheduling gate a gated workload's pods are created behind (``Workload.gated``).
+ARRIVAL_GATE = "bench.phalanx.io/arrival"
+
 
 @dataclass(frozen=True, slots=True)
 class Member:
@@ -57,6 +85,10 @@ class Member:
     memory_mib: int = 1024
     group: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: Required node affinity: only these nodes (by hostname) may hold it; empty: any node.
+    hosts: tuple[str, ...] = ()
+    #: Created already bound to this node (``spec.nodeName``): no scheduler sees it pending.
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +114,16 @@ class Workload:
     #: True when every pod fits at once: the run ends when all are bound, not at saturation.
     all_fit: bool
     notes: str = ""
+    #: Pods bound to their nodes before the scheduler starts (``Member.node``): they fill
+    #: the cluster. Not measured, not in ``pods``.
+    prefill: tuple[Member, ...] = ()
+    #: Every gang is impossible: the run measures the time until each is reported
+    #: unschedulable, and ends once they all are (or at the cap).
+    impossible: bool = False
+    #: Pods are created behind a scheduling gate (ARRIVAL_GATE) and released together once
+    #: all exist, as Kueue admits a job: no scheduler sees part of a gang. A pod's arrival
+    #: is then its release, not its creation.
+    gated: bool = False
 
     @property
     def gpus_demanded(self) -> int:
@@ -107,11 +149,21 @@ def is_tagged(name: str) -> bool:
     return int(name.rsplit("-", 1)[1]) % TAG_EVERY == 0
 
 
-def podgroup_body(group: Group) -> dict[str, Any]:
+def podgroup_body(group: Group, dialect: Dialect = "scheduler-plugins") -> dict[str, Any]:
+    """The gang object. Upstream's v1beta1 PodGroup has no timeout of its own: kube-scheduler's
+    gang plugin waits its fixed 5 minutes at Permit."""
+    metadata = {"name": group.name, "annotations": dict(group.annotations)}
+    if dialect == "upstream":
+        return {
+            "apiVersion": UPSTREAM_PODGROUP_API,
+            "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": {"schedulingPolicy": {"gang": {"minCount": group.min_member}}},
+        }
     return {
         "apiVersion": PODGROUP_API,
         "kind": "PodGroup",
-        "metadata": {"name": group.name, "annotations": dict(group.annotations)},
+        "metadata": metadata,
         "spec": {
             "minMember": group.min_member,
             "scheduleTimeoutSeconds": SCHEDULE_TIMEOUT_SECONDS,
@@ -119,14 +171,48 @@ def podgroup_body(group: Group) -> dict[str, Any]:
     }
 
 
-def pod_body(member: Member, scheduler_name: str) -> dict[str, Any]:
+def pod_body(
+    member: Member,
+    scheduler_name: str,
+    dialect: Dialect = "scheduler-plugins",
+    *,
+    gated: bool = False,
+) -> dict[str, Any]:
     requests = {"cpu": f"{member.cpu_millis}m", "memory": f"{member.memory_mib}Mi"}
     limits: dict[str, str] = {}
     if member.gpus:
         requests[GPU] = limits[GPU] = str(member.gpus)
     labels = {"app": "phalanx-bench"}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "main",
+                "image": "fake",
+                "resources": {"requests": requests, "limits": limits or None},
+            }
+        ],
+    }
     if member.group is not None:
-        labels[GROUP_LABEL] = member.group
+        if dialect == "upstream":
+            spec["schedulingGroup"] = {"podGroupName": member.group}
+        else:
+            labels[GROUP_LABEL] = member.group
+    if member.hosts:
+        hosts = {"key": HOSTNAME_LABEL, "operator": "In", "values": list(member.hosts)}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [hosts]}]
+                }
+            }
+        }
+    if member.node is not None:
+        spec["nodeName"] = member.node
+    if gated:
+        spec["schedulingGates"] = [{"name": ARRIVAL_GATE}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -135,18 +221,7 @@ def pod_body(member: Member, scheduler_name: str) -> dict[str, Any]:
             "labels": labels,
             "annotations": dict(member.annotations),
         },
-        "spec": {
-            "schedulerName": scheduler_name,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "fake",
-                    "resources": {"requests": requests, "limits": limits or None},
-                }
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -311,13 +386,163 @@ def plans(scale: float) -> Workload:
     )
 
 
-BUILDERS = {
+#: kube-scheduler's scheduler_perf gang pods ask this much (templates/gang-pod.yaml); ours
+#: also ask one GPU, so every contender has GPUs to gang.
+UPSTREAM_CPU_MILLIS = 100
+UPSTREAM_MEMORY_MIB = 100
+
+
+def _upstream(key: str, prefix: str, count: int, size: int, nodes: int, notes: str) -> Workload:
+    """``count`` gangs of ``size`` one-GPU members, created gang after gang (as
+    scheduler_perf's createPods does: pod i belongs to gang i // size)."""
+    groups = tuple(Group(f"{prefix}-{g:04d}", size) for g in range(count))
+    pods = tuple(
+        Member(
+            f"{group.name}-{m:04d}",
+            1,
+            cpu_millis=UPSTREAM_CPU_MILLIS,
+            memory_mib=UPSTREAM_MEMORY_MIB,
+            group=group.name,
+        )
+        for group in groups
+        for m in range(size)
+    )
+    return Workload(
+        key,
+        f"{count} gangs × {size} pods × 1 GPU on {nodes} nodes (all fit)",
+        nodes,
+        groups,
+        pods,
+        feasible_gangs=count,
+        all_fit=True,
+        notes=notes,
+    )
+
+
+def upstream_small_gangs(scale: float) -> Workload:
+    return _upstream(
+        "upstream-small-gangs",
+        "sg",
+        _n(500, scale, 10),
+        3,
+        _n(1000, scale, 10),
+        "kube-scheduler's scheduler_perf `5000Nodes_1000Gangs_3000Pods` (gangscheduling, "
+        "v1.37.2) at half its gangs on a fifth of its nodes: many small gangs, the per-gang "
+        "overhead.",
+    )
+
+
+def upstream_big_gangs(scale: float) -> Workload:
+    return _upstream(
+        "upstream-big-gangs",
+        "bg",
+        2,
+        _n(1000, scale, 10),
+        _n(1000, scale, 10),
+        "kube-scheduler's scheduler_perf `5000Nodes_3Gangs_3000Pods_1000PerGroup` "
+        "(gangscheduling, v1.37.2) at two of its three gangs on a fifth of its nodes: gangs "
+        "of a thousand.",
+    )
+
+
+#: The impossible gang: an 80-GPU job as in KAI's scale test, 10 whole-node members.
+IMPOSSIBLE_MEMBERS = 10
+#: Nodes the impossible gang can reach: one short of its members.
+IMPOSSIBLE_REACH = IMPOSSIBLE_MEMBERS - 1
+
+
+def _impossible(key: str, name: str, nodes: int, *, confined: bool, notes: str) -> Workload:
+    reach = tuple(node_name(i) for i in range(IMPOSSIBLE_REACH))
+    group = Group(name, IMPOSSIBLE_MEMBERS)
+    pods = tuple(
+        Member(
+            f"{name}-{m:02d}",
+            NODE_GPUS,
+            cpu_millis=32000,
+            memory_mib=262144,
+            group=name,
+            hosts=reach if confined else (),
+        )
+        for m in range(IMPOSSIBLE_MEMBERS)
+    )
+    # Every node the gang may not reach is full (one whole-node pod bound to it), or, when
+    # the gang is confined to `reach` by affinity, left empty.
+    prefill = (
+        ()
+        if confined
+        else tuple(
+            Member(f"fill-{i:04d}", NODE_GPUS, node=node_name(i))
+            for i in range(IMPOSSIBLE_REACH, nodes)
+        )
+    )
+    gpus = IMPOSSIBLE_MEMBERS * NODE_GPUS
+    return Workload(
+        key,
+        f"one {gpus}-GPU gang ({IMPOSSIBLE_MEMBERS} × {NODE_GPUS} GPUs) that {IMPOSSIBLE_REACH} "
+        f"free nodes of {nodes} must hold",
+        nodes,
+        (group,),
+        pods,
+        feasible_gangs=0,
+        all_fit=False,
+        notes=notes,
+        prefill=prefill,
+        impossible=True,
+        gated=True,
+    )
+
+
+def unschedulable_wide(scale: float) -> Workload:
+    return _impossible(
+        "unschedulable-wide",
+        "wide",
+        _n(1000, scale, 20),
+        confined=True,
+        notes=f"Impossible for good: required node affinity lets its members use only "
+        f"{IMPOSSIBLE_REACH} nodes (all empty). Each member fits alone.",
+    )
+
+
+def unschedulable_full(scale: float) -> Workload:
+    return _impossible(
+        "unschedulable-full",
+        "full",
+        _n(1000, scale, 20),
+        confined=False,
+        notes=f"Impossible only while the cluster is full: every node but {IMPOSSIBLE_REACH} "
+        "holds a whole-node pod, bound before the scheduler starts. Each member fits alone.",
+    )
+
+
+Builder = Callable[[float], Workload]
+
+BUILDERS: dict[str, Builder] = {
     "singles": singles,
     "gangs": gangs,
     "contended": contended,
     "big-gang": big_gang,
     "plans": plans,
+    "upstream-small-gangs": upstream_small_gangs,
+    "upstream-big-gangs": upstream_big_gangs,
+    "unschedulable-wide": unschedulable_wide,
+    "unschedulable-full": unschedulable_full,
 }
+
+#: Names on the command line that stand for several workloads.
+ALIASES = {
+    "upstream": ("upstream-small-gangs", "upstream-big-gangs"),
+    "unschedulable": ("unschedulable-wide", "unschedulable-full"),
+}
+
+
+def expand(keys: Iterable[str]) -> list[str]:
+    """Workload keys with every alias replaced by what it stands for, each once, in order."""
+    out: list[str] = []
+    for key in keys:
+        for name in ALIASES.get(key, (key,)):
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def build(keys: Iterable[str], scale: float) -> list[Workload]:
@@ -362,16 +587,7 @@ def feasible_gangs(work: Workload) -> int:
 
 
 def _with_feasible(work: Workload) -> Workload:
-    return Workload(
-        work.key,
-        work.title,
-        work.nodes,
-        work.groups,
-        work.pods,
-        feasible_gangs=feasible_gangs(work),
-        all_fit=work.all_fit,
-        notes=work.notes,
-    )
+    return dataclasses.replace(work, feasible_gangs=feasible_gangs(work))
 
 
 def describe(works: Sequence[Workload]) -> list[dict[str, Any]]:
@@ -385,6 +601,8 @@ def describe(works: Sequence[Workload]) -> list[dict[str, Any]]:
             "gpus_demanded": w.gpus_demanded,
             "gpus_in_cluster": w.nodes * NODE_GPUS,
             "feasible_gangs": w.feasible_gangs,
+            "prefilled_pods": len(w.prefill),
+            "impossible": w.impossible,
             "notes": w.notes,
         }
         for w in works

@@ -1,0 +1,151 @@
+"""The benchmark's workloads and contenders as data: upstream's gang shapes, the impossible
+gangs, the two gang dialects, and the kube-scheduler configuration of each contender."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import schedulers  # bench/schedulers.py
+import workloads  # bench/workloads.py
+from workloads import Group, Member
+
+
+@pytest.mark.parametrize(
+    ("builder", "scale", "gangs", "size", "nodes"),
+    [
+        (workloads.upstream_small_gangs, 1.0, 500, 3, 1000),
+        (workloads.upstream_small_gangs, 0.1, 50, 3, 100),
+        (workloads.upstream_big_gangs, 1.0, 2, 1000, 1000),
+        (workloads.upstream_big_gangs, 0.1, 2, 100, 100),
+    ],
+    ids=["small-full", "small-quick", "big-full", "big-quick"],
+)
+def test_upstream_gang_shapes_keep_their_gang_counts_and_sizes_at_scale(
+    builder: workloads.Builder, scale: float, gangs: int, size: int, nodes: int
+) -> None:
+    work = builder(scale)
+    assert (len(work.groups), work.nodes) == (gangs, nodes)
+    assert {g.min_member for g in work.groups} == {size}
+    assert len(work.pods) == gangs * size
+    assert {(m.gpus, m.cpu_millis, m.memory_mib) for m in work.pods} == {(1, 100, 100)}
+    assert work.all_fit
+    assert work.feasible_gangs == gangs
+
+
+def test_upstream_gang_members_arrive_gang_after_gang() -> None:
+    work = workloads.upstream_small_gangs(0.01)
+    groups = [m.group for m in work.pods]
+    assert groups == sorted(groups)
+
+
+@pytest.mark.parametrize(
+    ("builder", "confined", "prefilled"),
+    [(workloads.unschedulable_wide, True, 0), (workloads.unschedulable_full, False, 100 - 9)],
+    ids=["wide", "full"],
+)
+def test_an_impossible_gang_fits_member_by_member_but_never_whole(
+    builder: workloads.Builder, confined: bool, prefilled: int
+) -> None:
+    work = builder(0.1)
+    reach = {workloads.node_name(i) for i in range(workloads.IMPOSSIBLE_REACH)}
+    (group,) = work.groups
+    assert group.min_member == len(work.pods) == 10
+    assert sum(m.gpus for m in work.pods) == 80
+    assert all(m.gpus == workloads.NODE_GPUS for m in work.pods)
+    assert all(set(m.hosts) == (reach if confined else set()) for m in work.pods)
+    assert len(work.prefill) == prefilled
+    assert not {m.node for m in work.prefill} & reach  # the free nodes stay free
+    assert work.impossible
+    assert work.gated
+
+
+def test_aliases_expand_in_order_without_repeats() -> None:
+    assert workloads.expand(["unschedulable", "singles", "unschedulable-wide"]) == [
+        "unschedulable-wide",
+        "unschedulable-full",
+        "singles",
+    ]
+
+
+# ---- the two dialects ---------------------------------------------------------------------------
+
+
+def test_an_upstream_gang_is_a_v1beta1_podgroup_with_a_gang_policy() -> None:
+    body = workloads.podgroup_body(Group("g", 3), "upstream")
+    assert body["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+
+
+def test_a_scheduler_plugins_gang_keeps_its_timeout() -> None:
+    body = workloads.podgroup_body(Group("g", 3))
+    assert body["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert body["spec"] == {
+        "minMember": 3,
+        "scheduleTimeoutSeconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
+    }
+
+
+@pytest.mark.parametrize(
+    ("dialect", "label", "scheduling_group"),
+    [
+        ("scheduler-plugins", "g", None),
+        ("upstream", None, {"podGroupName": "g"}),
+    ],
+    ids=["scheduler-plugins-label", "upstream-scheduling-group"],
+)
+def test_a_member_names_its_gang_in_exactly_one_dialect(
+    dialect: workloads.Dialect, label: str | None, scheduling_group: dict[str, str] | None
+) -> None:
+    body = workloads.pod_body(Member("g-0", 1, group="g"), "default-scheduler", dialect)
+    assert body["metadata"]["labels"].get(workloads.GROUP_LABEL) == label
+    assert body["spec"].get("schedulingGroup") == scheduling_group
+
+
+def test_a_member_may_be_confined_gated_or_bound_at_creation() -> None:
+    member = Member("x", 8, hosts=("n-0", "n-1"), node="n-0")
+    spec = workloads.pod_body(member, "phalanx", gated=True)["spec"]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n-0", "n-1"]}
+        ]
+    }
+    assert spec["schedulingGates"] == [{"name": workloads.ARRIVAL_GATE}]
+    assert spec["nodeName"] == "n-0"
+
+
+# ---- the contenders ---------------------------------------------------------------------------
+
+
+def test_native_runs_upstream_defaults_with_the_gang_gates_on_upstream_podgroups() -> None:
+    native = schedulers.SCHEDULERS["native"]
+    config = native.config()
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+    assert "extenders" not in config
+    assert dict(native.feature_gates) == {
+        "GenericWorkload": True,
+        "TopologyAwareWorkloadScheduling": True,
+    }
+    assert native.dialect == "upstream"
+    assert native.binary == "kube-scheduler"
+
+
+@pytest.mark.parametrize("key", ["vanilla", "floor", "phalanx", "coscheduling"])
+def test_every_other_contender_reads_scheduler_plugins_gangs_with_default_gates(key: str) -> None:
+    spec = schedulers.SCHEDULERS[key]
+    assert spec.dialect == "scheduler-plugins"
+    assert spec.feature_gates == ()
+
+
+def test_the_phalanx_profile_disables_kube_schedulers_own_gang_plugins_as_the_chart_does() -> None:
+    config = schedulers.SCHEDULERS["phalanx"].config("http://127.0.0.1:1")
+    (profile,) = config["profiles"]
+    disabled = {p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]}
+    assert disabled == {"GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"}

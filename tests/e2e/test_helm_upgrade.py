@@ -496,7 +496,11 @@ def test_helm_uninstall_leaves_behind_exactly_what_the_docs_say(
             lambda: not _commit_records(cp, namespace),
             timeout=40,
         )
-        short = sc.gang("short", 3, 1, create=2, arrival="staggered")
+        # A plan makes its members distinct: it waits for its quorum (no template reservation).
+        plan = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
+        short = sc.gang(
+            "short", 3, 1, create=2, arrival="staggered", plan=plan, plan_nodes=["a", "b", "c"]
+        )
         sc.wait_event(short.name, "waiting for gang members", reason="WaitingForMembers")
         recent = sc.gang("recent", 2, 2)
         sc.wait_gang(recent)

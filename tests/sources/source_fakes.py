@@ -51,6 +51,7 @@ class FakeApi:
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.missing: set[str] = set()  # collections whose list answers 404 (CRD removed)
+        self.forbidden: set[str] = set()  # collections whose list answers 403 (RBAC)
 
     def add(self, path: str, *objects: dict[str, Any]) -> None:
         """Objects listed at `path` from now on (and, for open watches, ADDED)."""
@@ -91,6 +92,8 @@ class FakeApi:
         with self.lock:
             if path in self.missing:
                 raise ApiError(404, "NotFound", path)
+            if path in self.forbidden:
+                raise ApiError(403, "Forbidden", f"{path} is forbidden: cannot list")
             items = list(self.collections.get(path, ()))
         return orjson.dumps({"metadata": {"resourceVersion": "1"}, "items": items})
 

@@ -147,6 +147,7 @@ class Harness:
     handler: Recorder
     waits: list[float]
     restarts: list[str]
+    forbidden: list[str] = field(default_factory=list)
 
 
 def run(
@@ -157,6 +158,7 @@ def run(
     handler = Recorder()
     waits: list[float] = []
     restarts: list[str] = []
+    forbidden: list[str] = []
 
     def wait(seconds: float) -> bool:
         waits.append(seconds)
@@ -168,12 +170,13 @@ def run(
         handler,
         settings=InformerSettings(page_size=2, min_watch_seconds=min_watch_seconds),
         on_restart=lambda kind, reason: restarts.append(f"{kind}:{reason}"),
+        on_forbidden=lambda kind, message: forbidden.append(f"{kind}: {message}"),
         stop=stop,
         wait=wait,
         rand=lambda: rand,
     )
     assert informer.run() is Ending.STOPPED
-    return Harness(informer, script, handler, waits, restarts)
+    return Harness(informer, script, handler, waits, restarts, forbidden)
 
 
 def upserts(changes: list[Any]) -> list[tuple[str, int]]:
@@ -212,6 +215,16 @@ def test_a_failed_first_list_backs_off_and_lists_again() -> None:
     assert h.waits[:2] == [0.8, 1.6]
     assert h.restarts[:2] == ["Thing:error", "Thing:error"]
     assert [synced for _, synced in h.handler.batches] == [True]
+
+
+def test_a_list_refused_by_rbac_is_told_once_per_streak_and_listed_again_until_allowed() -> None:
+    no = ApiError(403, "Forbidden", 'things is forbidden: User "phalanx" cannot list')
+    h = run(no, no, page([obj("a", "1")]), Watch([expired()]), no, page([]))
+    calls = [c for c, _ in h.script.calls]
+    assert calls == ["list", "list", "list", "watch", "list", "list", "watch"]
+    assert h.forbidden == [f"Thing: {no}", f"Thing: {no}"]  # before the grant, after a revoke
+    assert h.restarts[:2] == ["Thing:forbidden", "Thing:forbidden"]
+    assert upserts(h.handler.changes) == [("ns/a", 1)]
 
 
 # ---- watching ---------------------------------------------------------------------------------

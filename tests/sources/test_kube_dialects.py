@@ -94,10 +94,13 @@ class Running:
 async def running(
     discovery: dict[str, Any],
     scheduler_config: dict[str, Any] | None = None,
+    forbidden: frozenset[str] = frozenset(),
     **objects: list[dict[str, Any]],
 ) -> AsyncIterator[Running]:
-    """A started source; `objects` by collection path (see `collection`)."""
+    """A started source; `objects` by collection path (see `collection`), `forbidden`
+    collections refused by RBAC."""
     api = FakeApi(discovery)
+    api.forbidden.update(forbidden)
     api.add("/api/v1/nodes", node_obj("n1"))
     for path, items in objects.items():
         api.add(path, *items)
@@ -140,6 +143,28 @@ def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
             assert not live.source.annotation_only
 
     run(scenario())
+
+
+def test_a_gang_kind_rbac_refuses_is_said_loudly_the_rest_is_served_and_a_grant_is_seen(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137,
+            forbidden=frozenset({collection(VOLCANO)}),
+            **{collection(SP): [podgroup_obj("train", 2, namespace="ml")]},
+        ) as live:  # ready: the source synced without the Volcano list
+            assert live.state.group("ml/train") is not None
+            live.api.forbidden.clear()
+            live.api.add(collection(VOLCANO), volcano_podgroup_obj("late", 3, namespace="ml"))
+            await until("granted", lambda: live.state.group("volcano:ml/late") is not None)
+
+    run(scenario())
+    said = [r.getMessage() for r in caplog.records if "may not list" in r.getMessage()]
+    assert said == [
+        "may not list PodGroup (scheduling.volcano.sh/v1beta1): its gangs are unknown and "
+        "their members wait; grant list and watch on it (the chart's RBAC does)"
+    ]
 
 
 def test_a_1_35_workload_is_followed_and_the_scheduler_plugins_crd_is_missed_once(

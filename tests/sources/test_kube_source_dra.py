@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from source_fakes import FakeApi, RecordingWriter, resource_list, until
 
 from builders import (
@@ -65,9 +66,12 @@ class Live:
 
 @asynccontextmanager
 async def running(
-    discovery: dict[str, Any], **objects: list[dict[str, Any]]
+    discovery: dict[str, Any],
+    forbidden: frozenset[str] = frozenset(),
+    **objects: list[dict[str, Any]],
 ) -> AsyncIterator[Live]:
     api = FakeApi(discovery)
+    api.forbidden.update(forbidden)
     api.add("/api/v1/nodes", node_obj("d1", 0))
     for path, items in objects.items():
         api.add(path, *items)
@@ -145,3 +149,18 @@ def test_a_slice_phalanx_cannot_read_is_an_event_on_it_naming_its_api_version() 
             assert live.free_dra_gpus("d1") == 0
 
     asyncio.run(scenario())
+
+
+def test_a_dra_kind_rbac_refuses_is_said_loudly_and_the_source_is_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async with running(SERVED, forbidden=frozenset({CLAIMS})) as live:
+            assert live.source.synced
+
+    asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if "may not list" in r.getMessage()]
+    assert said == [
+        "may not list ResourceClaim: pods with ResourceClaims are refused until Phalanx may; "
+        "grant list and watch on it (the chart's RBAC does)"
+    ]

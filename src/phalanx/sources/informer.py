@@ -21,6 +21,8 @@ State machine, per kind::
       │      BACKOFF (capped exponential, jittered; reset by a good list or event)
       └── a failed list ─▶ BACKOFF ─▶ LISTING                                  [error]
     a 404 on the list (the CRD was removed) ─▶ everything known is deleted, `run` returns MISSING
+    a 403 on the list (RBAC) ─▶ `on_forbidden` is told once per streak, then BACKOFF as any
+      error (granting the rule later is picked up)                              [forbidden]
     `stop` ─▶ the open request is closed, `run` returns STOPPED
 
 Why `410 Gone` means relist: etcd compacts old revisions, and the API server's watch cache
@@ -182,6 +184,10 @@ def _ignore_restart(kind: str, reason: str) -> None:
     del kind, reason
 
 
+def _ignore_forbidden(kind: str, message: str) -> None:
+    del kind, message
+
+
 class Informer(Generic[T]):
     """One kind's list-then-watch loop; see the module docstring for the state machine."""
 
@@ -193,6 +199,7 @@ class Informer(Generic[T]):
         *,
         settings: InformerSettings | None = None,
         on_restart: Callable[[str, str], None] = _ignore_restart,
+        on_forbidden: Callable[[str, str], None] = _ignore_forbidden,
         stop: threading.Event | None = None,
         wait: Callable[[float], bool] | None = None,
         rand: Callable[[], float] = random.random,
@@ -203,6 +210,7 @@ class Informer(Generic[T]):
         self.handler = handler
         self.settings = settings or InformerSettings()
         self.on_restart = on_restart
+        self.on_forbidden = on_forbidden
         self.stop_event = stop or threading.Event()
         # Sleeps `seconds` unless stopped first; returns True when stopped.
         self.wait = wait or self.stop_event.wait
@@ -235,8 +243,10 @@ class Informer(Generic[T]):
         attempt = 0
         need_list = True
         first = True
+        forbidden = False  # told `on_forbidden` since the last good list
         while not self.stop_event.is_set():
             self._progress = False
+            refused = False  # this attempt's list was refused by RBAC
             try:
                 if need_list:
                     if not first:
@@ -244,6 +254,7 @@ class Informer(Generic[T]):
                     self._list()
                     need_list = False
                     attempt = 0
+                    forbidden = False
                 first = False
                 if self._watch():
                     attempt = 0
@@ -259,6 +270,10 @@ class Informer(Generic[T]):
                 return Ending.MISSING
             except ApiError as exc:
                 failure = str(exc)
+                refused = exc.status == 403 and need_list
+                if refused and not forbidden:
+                    forbidden = True
+                    self.on_forbidden(self.kind.name, str(exc))
             except Exception as exc:  # a bug or garbage must not end the informer
                 log.exception("informer failed", extra={"kind": self.kind.name})
                 failure = f"{type(exc).__name__}: {exc}"
@@ -277,7 +292,7 @@ class Informer(Generic[T]):
                     "retry_in_seconds": round(delay, 2),
                 },
             )
-            self._restart("error")
+            self._restart("forbidden" if refused else "error")
             if self.wait(delay):
                 break
         return Ending.STOPPED

@@ -198,6 +198,9 @@ class KubeSource:
             self._on_group_objects,
             on_served=lambda served: self._post(functools.partial(self._set_served, served)),
             on_gone=lambda kind: self._post(functools.partial(self._forget_kind, kind)),
+            on_forbidden=lambda kind, message: self._post(
+                functools.partial(self._group_forbidden, kind, message)
+            ),
             recheck_seconds=self.settings.crd_recheck_seconds,
             informer=inf,
             on_restart=self._restarted,
@@ -531,6 +534,17 @@ class KubeSource:
         self.reports.forget_group(key)
         for kind in ("PodGroup", "Workload"):
             self._valid_again(kind, key)
+
+    def _group_forbidden(self, kind: ServedKind, message: str, _: ClusterState) -> None:
+        """Phalanx may not list `kind` (RBAC): its gangs stay unknown and their members wait,
+        while the rest of the cluster is scheduled. Counted as synced, said loudly; the
+        informer keeps trying, so granting the rule later is picked up."""
+        log.error(
+            f"may not list {label(kind)}: its gangs are unknown and their members wait; "
+            "grant list and watch on it (the chart's RBAC does)",
+            extra={"kind": label(kind), "reason": message},
+        )
+        self._unsynced_groups.discard(label(kind))
 
     def _forget_kind(self, kind: ServedKind, state: ClusterState) -> None:
         """`kind` is no longer served (its CRD was removed): its objects are gone."""

@@ -160,6 +160,7 @@ class DraFeed:
                 self._handler(kind.name, upsert, remove),
                 settings=self.settings,
                 on_restart=restart,
+                on_forbidden=self._forbidden,
             )
             for kind, upsert, remove in (
                 (RESOURCE_SLICES, model.upsert_slice, model.remove_slice),
@@ -300,6 +301,20 @@ class DraFeed:
             self._post(update)
 
         return handle
+
+    def _forbidden(self, kind: str, message: str) -> None:
+        """Phalanx may not list `kind` (RBAC; informer thread). Pods whose claims it cannot
+        read are refused until it may, the rest is scheduled: counted as synced, said loudly."""
+
+        def update(_: ClusterState) -> None:
+            log.error(
+                f"may not list {kind}: pods with ResourceClaims are refused until Phalanx may; "
+                "grant list and watch on it (the chart's RBAC does)",
+                extra={"kind": kind, "reason": message},
+            )
+            self._synced.add(kind)
+
+        self._post(update)
 
     def mark_served(self, served: bool, _: ClusterState) -> None:
         self.served = served

@@ -105,7 +105,8 @@ class GroupFollower:
 
     `on_served(served)` is told the result of every discovery (from this thread: hand it
     to the loop); `on_gone(kind)` that a kind is no longer served and no other version
-    replaced it (its objects must be forgotten); `handler` gets each informer's changes.
+    replaced it (its objects must be forgotten); `on_forbidden(kind, message)` that RBAC
+    refuses its list (from its informer's thread); `handler` gets each informer's changes.
     """
 
     def __init__(
@@ -119,6 +120,7 @@ class GroupFollower:
         informer: InformerSettings,
         on_restart: Callable[[str, str], None],
         stop: threading.Event,
+        on_forbidden: Callable[[ServedKind, str], None] | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.api = api
@@ -128,6 +130,7 @@ class GroupFollower:
         self.recheck_seconds = recheck_seconds
         self.informer_settings = informer
         self.on_restart = on_restart
+        self.on_forbidden = on_forbidden
         self.stop_event = stop
         self.rand = rand
         self._followed: dict[ServedKind, _Followed] = {}
@@ -207,6 +210,10 @@ class GroupFollower:
                 return
             self._start(kind)
 
+    def _forbidden(self, kind: ServedKind, message: str) -> None:
+        if self.on_forbidden is not None:
+            self.on_forbidden(kind, message)
+
     def _start(self, kind: ServedKind) -> None:
         stop = threading.Event()
         informer = Informer(
@@ -215,6 +222,7 @@ class GroupFollower:
             functools.partial(self.handler, kind),
             settings=self.informer_settings,
             on_restart=self.on_restart,
+            on_forbidden=lambda _name, message: self._forbidden(kind, message),
             stop=stop,
         )
         thread = threading.Thread(

@@ -63,7 +63,7 @@ class Metrics:
         )
         self.watch_restarts = Counter(
             "phalanx_watch_restarts",
-            "Informer watch restarts by kind and reason (relist after 410 Gone, error, ...).",
+            "Informer watch restarts by kind and reason (closed, gone, error, forbidden).",
             ["kind", "reason"],
             registry=r,
         )

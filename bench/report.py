@@ -895,6 +895,15 @@ def unschedulable_table(
     return lines
 
 
+#: Why native gang scheduling is ahead of Phalanx on a workload, from the profiles of the
+#: runs (kept here, beside the figures they explain, so a re-rendered report keeps them).
+WHY_NATIVE_AHEAD: dict[str, str] = {}
+WHY_PLACEHOLDER = (
+    "_to be written from the full run on a quiet machine (`make bench`; "
+    "`--profile-phalanx DIR` for where Phalanx's time goes)._"
+)
+
+
 def native_notes(ahead: Sequence[Mapping[str, Any]], native_ran: bool) -> list[str]:
     """Where native gang scheduling beats Phalanx, the figures and the evidence, and a marked
     place for the lead's explanation."""
@@ -918,11 +927,8 @@ def native_notes(ahead: Sequence[Mapping[str, Any]], native_ran: bool) -> list[s
         ]
         lines += ["", "Evidence:", ""]
         lines += [f"- {e}" for e in item["evidence"]]
-        lines += [
-            "",
-            "> **Why (lead's notes):** _to be written from the full run on a quiet machine "
-            "(`make bench`; `--profile-phalanx DIR` for where Phalanx's time goes)._",
-        ]
+        why = WHY_NATIVE_AHEAD.get(item["workload"], WHY_PLACEHOLDER)
+        lines += ["", f"> **Why:** {why}"]
     return lines
 
 
@@ -1115,3 +1121,21 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def rerender(json_path: Path) -> Path:
+    """Write `<stem>.md` again from `<stem>.json` and the plots beside it (after editing the
+    explanations above, say); returns the Markdown's path."""
+    doc = json.loads(json_path.read_text())
+    stem = json_path.stem
+    pngs = sorted(p.name for p in json_path.parent.glob(f"{stem}-*.png"))
+    md_path = json_path.with_suffix(".md")
+    md_path.write_text(markdown(doc, stem, pngs))
+    return md_path
+
+
+if __name__ == "__main__":
+    import sys
+
+    for arg in sys.argv[1:]:
+        print(rerender(Path(arg)))

@@ -242,15 +242,22 @@ def test_native_is_noted_ahead_only_beyond_the_margin(
         assert [f["figure"] for f in item["figures"]] == ["time_to_whole_gang_p99_s"]
 
 
-def test_the_notes_leave_a_marked_place_for_the_leads_explanation() -> None:
+def test_the_notes_give_the_explanation_kept_for_a_workload_or_mark_it_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     runs = [
         run("upstream-big-gangs", "phalanx", pods_per_second=50.0),
         run("upstream-big-gangs", "native", pods_per_second=100.0),
+        run("singles", "phalanx", pods_per_second=50.0),
+        run("singles", "native", pods_per_second=100.0),
     ]
+    monkeypatch.setattr(report, "WHY_NATIVE_AHEAD", {"singles": "an HTTP round trip per pod."})
     text = "\n".join(report.native_notes(report.native_ahead(runs), native_ran=True))
     assert "### upstream-big-gangs" in text
     assert "pods/s: Phalanx 50 vs native 100 (0.50×)" in text
-    assert "Why (lead's notes)" in text
+    big, singles = text.split("### singles")
+    assert f"> **Why:** {report.WHY_PLACEHOLDER}" in big
+    assert "> **Why:** an HTTP round trip per pod." in singles
 
 
 @pytest.mark.parametrize(

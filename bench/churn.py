@@ -35,7 +35,6 @@ import observe
 import schedulers
 import workloads
 
-PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 TICK_SECONDS = 0.1
 THREADS = 16
 
@@ -152,10 +151,11 @@ class _Driver:
         return self.clock() - self.t0
 
     def create(self, job: workloads.Job) -> None:
-        group = workloads.job_podgroup_body(job)
-        ok = _create(self.api, f"{PG_API}/namespaces/{self.ns}/podgroups", group)
+        dialect = self.spec.dialect
+        group = workloads.job_podgroup_body(job, dialect)
+        ok = _create(self.api, workloads.group_path(dialect, self.ns), group)
         for member in job.members:
-            body = workloads.job_pod_body(job, member, self.spec.scheduler_name)
+            body = workloads.job_pod_body(job, member, self.spec.scheduler_name, dialect)
             ok = _create(self.api, f"/api/v1/namespaces/{self.ns}/pods", body) and ok
         if not ok:
             self.rec.create_errors += 1
@@ -168,7 +168,7 @@ class _Driver:
             "DELETE",
             f"/api/v1/namespaces/{self.ns}/pods?labelSelector={selector}&gracePeriodSeconds=0",
         )
-        self.api.request("DELETE", f"{PG_API}/namespaces/{self.ns}/podgroups/{job.name}")
+        self.api.request("DELETE", f"{workloads.group_path(self.spec.dialect, self.ns)}/{job.name}")
 
     def run(self) -> str:
         jobs = sorted(self.work.jobs, key=lambda j: j.arrival)
@@ -274,15 +274,15 @@ def run(
         log(f"{work.key} × {spec.key} FAILED:\n{traceback.format_exc()}")
         log(cp.log_tails(lines=15))
     finally:
-        _cleanup(api, ns)
+        _cleanup(api, ns, spec.dialect)
     ended = rec.end_reason or "error"
     log(f"{work.key} × {spec.key}: {len(rec.whole)}/{len(work.jobs)} jobs whole ({ended})")
     return rec
 
 
-def _cleanup(api: observe.Api, namespace: str) -> None:
+def _cleanup(api: observe.Api, namespace: str, dialect: workloads.Dialect) -> None:
     api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
-    api.request("DELETE", f"{PG_API}/namespaces/{namespace}/podgroups")
+    api.request("DELETE", workloads.group_path(dialect, namespace))
 
     def empty() -> bool:
         answer = api.must("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")

@@ -16,7 +16,8 @@ labels, the same way for every scheduler:
 * **GPU-seconds held by partial gangs**: GPUs of bound members of jobs not yet whole (or never
   whole), summed over the run;
 * **required-level violations**: whole jobs whose members span more than one domain of the
-  level they require (a hard rule for Phalanx; the peers do not read the annotation).
+  level they require (a hard rule for Phalanx, and for native, which gets the level as its
+  PodGroup's `schedulingConstraints.topology`; vanilla and coscheduling have no such rule).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import report
 import workloads
 
 SAMPLE_SECONDS = 1.0
-PEERS = ("vanilla", "coscheduling")
+PEERS = ("vanilla", "coscheduling", "native")
 NEVER = math.inf
 CLASSES = ("small (4-8 GPUs)", "medium (16-32 GPUs)", "rack-sized (64-72 GPUs)")
 RACK_CLASS = CLASSES[-1]

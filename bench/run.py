@@ -104,7 +104,7 @@ WORKLOAD_ORDER = (  # node count grows last
 )
 CHURN_ORDER = ("topology",)  # on nodes of their own, after the others
 # The churn workloads compare schedulers that place pods; the do-nothing floor has no place.
-CHURN_SCHEDULERS = ("vanilla", "phalanx", "coscheduling")
+CHURN_SCHEDULERS = ("vanilla", "phalanx", "coscheduling", "native")
 SCHEDULER_ORDER = (
     "vanilla",
     "floor",

@@ -775,7 +775,15 @@ def topology(scale: float) -> ChurnWorkload:
 CHURN_BUILDERS = {"topology": topology}
 
 
-def job_pod_body(job: Job, member: str, scheduler_name: str) -> dict[str, Any]:
+def group_path(dialect: Dialect, namespace: str) -> str:
+    """Where a namespace's gang objects of `dialect` live."""
+    api = UPSTREAM_PODGROUP_API if dialect == "upstream" else PODGROUP_API
+    return f"/apis/{api}/namespaces/{namespace}/podgroups"
+
+
+def job_pod_body(
+    job: Job, member: str, scheduler_name: str, dialect: Dialect = "scheduler-plugins"
+) -> dict[str, Any]:
     """A member of `job`: the pool's node selector, the job label (deleted by it)."""
     body = pod_body(
         Member(
@@ -786,13 +794,18 @@ def job_pod_body(job: Job, member: str, scheduler_name: str) -> dict[str, Any]:
             group=job.name,
         ),
         scheduler_name,
+        dialect,
     )
     body["metadata"]["labels"][JOB_LABEL] = job.name
     body["spec"]["nodeSelector"] = {POOL_LABEL: NVL72_POOL}
     return body
 
 
-def job_podgroup_body(job: Job) -> dict[str, Any]:
-    body = podgroup_body(Group(job.name, job.shape.members, job.annotations))
+def job_podgroup_body(job: Job, dialect: Dialect = "scheduler-plugins") -> dict[str, Any]:
+    """The job's gang. Upstream's PodGroup states one required level, as its node label key
+    (`schedulingConstraints.topology`), and has no preferred level: native gets only that."""
+    body = podgroup_body(Group(job.name, job.shape.members, job.annotations), dialect)
     body["metadata"]["labels"] = {JOB_LABEL: job.name}
+    if dialect == "upstream" and job.shape.required:
+        body["spec"]["schedulingConstraints"] = {"topology": [{"key": job.shape.required}]}
     return body

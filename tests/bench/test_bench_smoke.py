@@ -35,7 +35,7 @@ SCHEDULERS = ("vanilla", "phalanx", "native")
 WORKLOADS = ("singles", "plans", "upstream-small-gangs", "unschedulable-full")
 CHURN = ("topology",)
 #: The churn workload's contenders among SCHEDULERS (bench/run.py CHURN_SCHEDULERS).
-CHURN_SCHEDULERS = ("vanilla", "phalanx")
+CHURN_SCHEDULERS = ("vanilla", "phalanx", "native")
 IMPOSSIBLE = ("unschedulable-full",)
 GANG_SCHEDULERS = ("phalanx", "native")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -149,3 +149,30 @@ def test_the_phalanx_profile_disables_kube_schedulers_own_gang_plugins_as_the_ch
     (profile,) = config["profiles"]
     disabled = {p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]}
     assert disabled == {"GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"}
+
+
+@pytest.mark.parametrize(
+    ("shape", "constraints"),
+    [
+        ("72gpu", {"topology": [{"key": workloads.CLIQUE_LABEL}]}),
+        ("32gpu", {"topology": [{"key": workloads.LEAF_LABEL}]}),
+        ("16gpu", None),  # a preferred level only: upstream has no way to say it
+    ],
+    ids=["required-clique", "required-leaf-preferred-clique", "preferred-only"],
+)
+def test_a_churn_job_for_native_states_its_required_level_as_the_pod_groups_topology(
+    shape: str, constraints: dict[str, object] | None
+) -> None:
+    [kind] = [s for s in workloads.JOB_SHAPES if s.key == shape]
+    job = workloads.Job("job-1", kind, arrival=0.0, duration=10.0)
+    group = workloads.job_podgroup_body(job, "upstream")
+    assert group["apiVersion"] == workloads.UPSTREAM_PODGROUP_API
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": kind.members}}
+    assert group["spec"].get("schedulingConstraints") == constraints
+    assert group["metadata"]["labels"] == {workloads.JOB_LABEL: "job-1"}
+    pod = workloads.job_pod_body(job, job.members[0], "native", "upstream")
+    assert pod["spec"]["schedulingGroup"] == {"podGroupName": "job-1"}
+    assert pod["spec"]["nodeSelector"] == {workloads.POOL_LABEL: workloads.NVL72_POOL}
+    assert workloads.group_path("upstream", "ns") == (
+        "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups"
+    )

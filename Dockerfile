@@ -1,6 +1,6 @@
 # Phalanx, the gang-scheduling extender (helm/phalanx runs it beside kube-scheduler).
-#   docker build -t phalanx:0.1.0 .
-#   docker run phalanx:0.1.0 --kubeconfig /kube/config      # `phalanx serve` is the entrypoint
+#   docker build -t phalanx:0.2.0 .
+#   docker run phalanx:0.2.0 --kubeconfig /kube/config      # `phalanx serve` is the entrypoint
 # Without Docker: scripts/image.sh build (buildah, on a Debian base made by mmdebstrap).
 # Dependencies come from requirements-runtime.lock (pinned, complete, wheels only).
 

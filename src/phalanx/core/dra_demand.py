@@ -296,22 +296,14 @@ def _request(
         )
     matching = [s for s in shapes if all(_shape_matches(sel, s) for sel in supported)]
     reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
-    if len(matching) == 1 and not reads_identity:
-        # One shape: every device of the class that has it matches, and no other does.
-        if catalog.several_shapes(device_class):
-            takes[shape_entry(device_class, matching[0])] = count
-        return RequestDemand(
-            name,
-            device_class,
-            count,
-            Resources(takes),
-            supported,
-            Exactness.EXACT,
-            "; ".join(notes),
-        )
-    if not matching and not reads_identity:
-        # No node can serve it; `ineligibility` says so on every node.
-        notes.insert(0, f"no {device_class} device in the cluster matches the selectors")
+    if len(matching) <= 1 and not reads_identity:
+        if matching:
+            # One shape: every device of the class that has it matches, and no other does.
+            if catalog.several_shapes(device_class):
+                takes[shape_entry(device_class, matching[0])] = count
+        else:
+            # No node can serve it; `ineligibility` says so on every node.
+            notes.insert(0, f"no {device_class} device in the cluster matches the selectors")
         return RequestDemand(
             name,
             device_class,

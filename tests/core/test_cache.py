@@ -130,6 +130,29 @@ def test_assume_moves_a_member_from_reserved_to_requested_and_forget_moves_it_ba
     assert (info.requested.get(NVIDIA_GPU), info.reserved.get(NVIDIA_GPU)) == (0, 4)
 
 
+def test_a_reservation_finds_each_member_by_uid_and_a_replaced_one_sees_its_own_members():
+    a, b = pod("a", 4, group="g"), pod("b", 4, group="g")
+    r = reservation("default/g", (a, "n1"), (b, "n2"))
+    assert (r.member(a.uid).node, r.member(b.uid).node, r.member("other")) == ("n1", "n2", None)
+    moved = replace(r, members=(replace(r.member(a.uid), node="n3"),))
+    assert (moved.member(a.uid).node, moved.member(b.uid)) == ("n3", None)
+    assert r.member(a.uid).node == "n1"
+
+
+def test_the_bound_count_counts_live_members_bound_or_being_bound():
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    running = pod("a", 1, group="g", node="n1")
+    assumed = pod("b", 1, group="g")
+    pending = pod("c", 1, group="g")
+    finished = pod("d", 1, group="g", node="n2", phase=PodPhase.SUCCEEDED)
+    for p in (running, assumed, pending, finished):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g", (assumed, "n2"), (pending, "n2")))
+    state.assume(assumed.uid, "n2")
+    assert state.bound_count("default/g") == len(state.bound_members("default/g")) == 2
+    assert state.bound_count("default/other") == 0
+
+
 def test_confirming_every_member_ends_the_reservation():
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 4, group="g"), pod("b", 4, group="g")

@@ -74,7 +74,7 @@ def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Adm
     group = resolution.group
     if group.basic:
         return BindAlone(pod, node)
-    bound = len(state.bound_members(key))
+    bound = state.bound_count(key)
     reservation = state.reservation(key)
     member = reservation.member(pod.uid) if reservation is not None else None
     if bound >= group.min_member:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from phalanx.core.groups.discovery import Served
@@ -80,12 +80,17 @@ class Reservation:
     # Reserved from the gang's template before every member existed: members claim slots,
     # and a claimed member that vanishes before binding gives its slot back.
     template: bool = False
+    # pod uid -> member, built once per (immutable) reservation: the barrier looks members
+    # up for every held bind after every model change, so a scan would be quadratic.
+    _by_uid: Mapping[str, MemberReservation] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_uid", {m.pod_uid: m for m in self.members})
 
     def member(self, pod_uid: str) -> MemberReservation | None:
-        for m in self.members:
-            if m.pod_uid == pod_uid:
-                return m
-        return None
+        return self._by_uid.get(pod_uid)
 
     def node_of(self, pod_uid: str) -> str | None:
         m = self.member(pod_uid)
@@ -614,6 +619,16 @@ class ClusterState:
 
     def bound_members(self, group_key: str) -> list[Pod]:
         return [p for p in self.members(group_key) if self.is_bound(p)]
+
+    def bound_count(self, group_key: str) -> int:
+        """`len(bound_members(group_key))` without building and sorting the list: the
+        barrier counts it on every bind of a gang that may have a thousand members."""
+        pods = self._pods
+        return sum(
+            1
+            for u in self._members.get(group_key, ())
+            if not ((p := pods[u]).terminal or p.deleting) and self.is_bound(p)
+        )
 
     def overcommitted_nodes(self) -> list[str]:
         """Nodes whose requested + reserved exceeds allocatable in some resource (must be empty

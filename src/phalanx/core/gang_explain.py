@@ -59,11 +59,16 @@ def miss_reason(
     shown = describe_request(request)
     if not candidates:
         return f"no eligible node for {what} needing {shown} each"
-    order = resource_order(request)
-    closest = min(
-        candidates,
-        key=lambda n: (tuple(request.shortfall(left(n)).get(k, 0) for k in order), n),
-    )
+    # The closest node: smallest shortfall, judged resource by resource in `order`. Plain
+    # ints: this runs over every candidate on every miss of an unfit gang's search.
+    asked = [(k, v) for k in resource_order(request) if (v := request.get(k)) > 0]
+
+    def distance(name: str) -> tuple[tuple[int, ...], str]:
+        room = free(name)
+        copies = taken.get(name, 0) + 1
+        return tuple(max(0, v * copies - room.get(k)) for k, v in asked), name
+
+    closest = min(candidates, key=distance)
     short = request.shortfall(left(closest))
     if spread and not short:
         return (

@@ -155,7 +155,7 @@ class GangJournal:
 
 def bound_count(state: ClusterState, key: str) -> int:
     """Live members bound per the API or being bound by Phalanx."""
-    return len(state.bound_members(key))
+    return state.bound_count(key)
 
 
 def partial_gangs(state: ClusterState, journal: GangJournal, defaults: GroupDefaults) -> list[str]:

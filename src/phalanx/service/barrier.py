@@ -254,7 +254,7 @@ class BindBarrier:
             or gate.last_arrival <= waiter.arrived_at
         ):
             return
-        present = len(gate.waiters) + len(self.state.bound_members(gate.group.key))
+        present = len(gate.waiters) + self.state.bound_count(gate.group.key)
         _answer(
             [waiter],
             f"gang {gate.group}: {present} of {gate.min_member} member(s) have reached bind and "
@@ -301,7 +301,7 @@ class BindBarrier:
 
     def _short(self, gate: _Gate, ready: list[_Waiter]) -> str:
         """Why the `ready` waiters no longer make the quorum, or ""."""
-        bound = len(self.state.bound_members(gate.group.key))
+        bound = self.state.bound_count(gate.group.key)
         if quorum_present(len(ready), bound, gate.min_member):
             return ""
         return (

@@ -897,7 +897,52 @@ def unschedulable_table(
 
 #: Why native gang scheduling is ahead of Phalanx on a workload, from the profiles of the
 #: runs (kept here, beside the figures they explain, so a re-rendered report keeps them).
-WHY_NATIVE_AHEAD: dict[str, str] = {}
+#: The lead's reading of the evidence, per workload: written from the profiles of the full
+#: run (`--profile-phalanx`) and the per-attempt figures above, so it names mechanisms, not
+#: one run's numbers (those are in the evidence lines beside it).
+_PER_POD_CYCLE = (
+    "kube-scheduler takes every member through its own pod cycle and, in Phalanx's profile "
+    "(`percentageOfNodesToScore: 100`, which the whole-cluster plan needs), runs its filter "
+    "plugins over every node before it asks the extender; the per-attempt figure above is "
+    "that cycle with the HTTP round trip, of which Phalanx's own filter is the small part "
+    "(its mean above). The do-nothing floor extender pays the same mechanism. Native places "
+    "a whole gang in one pod-group cycle inside kube-scheduler, with no round trip."
+)
+WHY_NATIVE_AHEAD: dict[str, str] = {
+    "singles": (
+        "No gang here: native is plain kube-scheduler, one in-process cycle per pod. With "
+        "Phalanx, kube-scheduler runs its filter plugins over every node "
+        "(`percentageOfNodesToScore: 100`) and then makes one HTTP round trip per pod; the "
+        "do-nothing floor extender pays exactly that, and Phalanx's goal is set against it. "
+        "Phalanx's own filter is the small part of the per-attempt figure above."
+    ),
+    "gangs": _PER_POD_CYCLE,
+    "plans": _PER_POD_CYCLE,
+    "big-gang": _PER_POD_CYCLE
+    + " A gang is whole only after its last member's cycle, so a 256-member gang waits for "
+    "256 serial cycles.",
+    "upstream-small-gangs": _PER_POD_CYCLE,
+    "upstream-big-gangs": _PER_POD_CYCLE
+    + " With 1,000 members per gang the serial cycles alone take tens of seconds, and the "
+    "first members wait at `/bind` meanwhile. The profile of the 2026-12-01 full run also "
+    "found two thirds of Phalanx's CPU in the barrier re-checking every held member after "
+    "every model change through a linear scan; that is fixed since (a uid index).",
+    "contended": _PER_POD_CYCLE
+    + " With 2× demand every member of a gang that cannot fit costs one such cycle on each "
+    "retry, and members arrive interleaved, so a gang is whole only after its last member's "
+    "first cycle: the first pass through the queue is serial per pod. Native rejects a whole "
+    "unfit gang, and places a fitting one, in one pod-group cycle each. The profile of the "
+    "2026-12-01 full run also found half of Phalanx's CPU spent writing the reason an unfit "
+    "gang misses (the closest node, over every candidate); that is fixed since.",
+    "unschedulable-wide": _PER_POD_CYCLE
+    + " Phalanx finds the gang unfit at its first member's filter; it is reported "
+    "unschedulable once every member has had its cycle. Both stay far inside KAI's 249 s "
+    "and hold nothing.",
+    "unschedulable-full": _PER_POD_CYCLE
+    + " Phalanx finds the gang unfit at its first member's filter; it is reported "
+    "unschedulable once every member has had its cycle. Both stay far inside KAI's 249 s "
+    "and hold nothing.",
+}
 WHY_PLACEHOLDER = (
     "_to be written from the full run on a quiet machine (`make bench`; "
     "`--profile-phalanx DIR` for where Phalanx's time goes)._"

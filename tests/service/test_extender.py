@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from support import NODES, Clock, bind, gang_objects, pod_of, reserve_all, started
 
-from builders import pod_obj
-from phalanx.core.inventory import parse_pod
+from builders import node_obj, pod_obj
+from phalanx.core.inventory import parse_node, parse_pod
 from phalanx.core.model import Binding, PodRef
 from phalanx.sources.base import BindError
 
@@ -213,4 +213,23 @@ async def test_an_annotation_only_gang_reports_its_phase_from_its_members_annota
     view = ext.debug_group("default", "ann")
     assert view["source"] == "annotations"
     assert view["phase"] == "Running"  # minMember 2 of 2 bound (and running in the file)
+    await ext.stop()
+
+
+async def test_a_node_that_becomes_schedulable_sends_unfit_gangs_back_to_kube_scheduler():
+    # Three 8-GPU nodes cannot hold four 8-GPU members. kube-scheduler may see a new node
+    # before Phalanx does and be refused on Phalanx's older view; Phalanx retries them itself.
+    ext, source = await started(gang_objects(size=4))
+    assert not ext.filter(pod_of(ext, "g-0"), NODES).feasible
+    await asyncio.sleep(0)
+    assert source.requeued == []
+    ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4", ready=False))))
+    await asyncio.sleep(0)
+    assert source.requeued == []  # not schedulable yet: nothing to retry for
+    ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4"))))
+    await asyncio.sleep(0)
+    assert sorted(source.requeued) == ["default/g-0", "default/g-1", "default/g-2", "default/g-3"]
+    ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4"))))  # a heartbeat
+    await asyncio.sleep(0)
+    assert len(source.requeued) == 4
     await ext.stop()

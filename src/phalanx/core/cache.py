@@ -177,6 +177,9 @@ class ClusterState:
         # taints, readiness, cordon, GPUs, installed DRA devices): heartbeats leave it alone,
         # so caches keyed on it survive the steady stream of node status updates.
         self.topology_generation = 0
+        # Bumped when a node becomes schedulable (new, Ready again, uncordoned): kube-scheduler
+        # may have seen it first and retried a pod that Phalanx then refused on its older view.
+        self.nodes_opened = 0
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None
 
@@ -268,6 +271,10 @@ class ClusterState:
 
     def upsert_node(self, node: Node) -> None:
         old = self._nodes.get(node.name)
+        if node.schedulable and (
+            old is None or node.name in self._phantoms or not old.node.schedulable
+        ):
+            self.nodes_opened += 1
         if old is None or node.name in self._phantoms or _shape(old.node) != _shape(node):
             self.topology_generation += 1
         self._phantoms.discard(node.name)

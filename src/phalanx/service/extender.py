@@ -154,8 +154,11 @@ class Extender:
     def apply(self, update: StateUpdate) -> None:
         """The sink sources feed: runs one update on the model (call on the loop), then lets
         the barrier answer binds the change made unbindable."""
+        opened = self.state.nodes_opened
         update(self.state)
         self.barrier.sweep()
+        if self.state.nodes_opened != opened:
+            self.reporter.requeue_unfit()
 
     async def start(self) -> None:
         await self.source.start(self.apply)

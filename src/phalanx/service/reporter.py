@@ -137,6 +137,20 @@ class Reporter:
                     others.append(member.ref)
         self.tasks.spawn(self.source.requeue(others, f"gang {reservation.group_key} reserved"))
 
+    def requeue_unfit(self) -> None:
+        """A node became schedulable: the pending members of gangs Phalanx last found unfit
+        get another cycle now. kube-scheduler may have seen the node before Phalanx did and
+        been refused on Phalanx's older view; nothing else would retry them soon."""
+        pods = [
+            pod.ref
+            for key, rec in self.planner.records.items()
+            if rec.last_outcome is Outcome.UNFIT
+            for pod in self.state.members(key)
+            if not self.state.is_bound(pod)
+        ]
+        if pods:
+            self.tasks.spawn(self.source.requeue(pods, "a node became schedulable"))
+
     # ---- gang status -------------------------------------------------------------------
 
     def group_status(self, group: GroupRef, outcome: Outcome | None = None) -> GroupStatus:

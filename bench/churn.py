@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
 import sys
 import time
 import traceback
@@ -251,10 +250,7 @@ def run(
             source=source,
         ) as st:
             rec.scheduler_config = st.config
-            pids = {k: v for k, v in cp.pids().items() if k != "kube-scheduler"}
-            pids.update(st.pids())
-            pids["bench"] = os.getpid()
-            sampler = observe.ProcSampler(pids, clock=clock, by_thread=("phalanx",))
+            sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))
             watch = observe.PodWatch(api, ns, clock=clock)
             watch.start()
             sampler.start()

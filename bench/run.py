@@ -392,10 +392,7 @@ def run_one(
             source=source,
         ) as st:
             rec.scheduler_config = st.config
-            pids = {k: v for k, v in cp.pids().items() if k != "kube-scheduler"}
-            pids.update(st.pids())
-            pids["bench"] = os.getpid()
-            sampler = observe.ProcSampler(pids, clock=clock, by_thread=("phalanx",))
+            sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))
             watch = observe.PodWatch(api, ns, clock=clock)
             watch.start()
             sampler.start()

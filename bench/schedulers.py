@@ -486,6 +486,14 @@ class Started:
             out["phalanx"] = self.phalanx.pid
         return out
 
+    def sampled_pids(self, cp: Any) -> dict[str, int]:
+        """The processes whose CPU a run reports: the control plane (but its own idle
+        kube-scheduler), this contender's, and the benchmark itself."""
+        pids = {k: v for k, v in cp.pids().items() if k != "kube-scheduler"}
+        pids.update(self.pids())
+        pids["bench"] = os.getpid()
+        return pids
+
     def scheduler_metrics(self, cp: Any) -> str:
         """kube-scheduler's own /metrics (its secure port; the admin token is authorised)."""
         insecure = ssl.create_default_context()

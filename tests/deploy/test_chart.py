@@ -328,6 +328,7 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("", "nodes"): ["get", "list", "watch"],
         ("", "pods"): ["get", "list", "patch", "watch"],  # patch: annotation-only commit records
         ("", "pods/binding"): ["create"],
+        ("", "pods/status"): ["patch"],  # nominatedNodeName of reserved members
         ("", "events"): ["create", "patch"],
         ("events.k8s.io", "events"): ["create", "patch"],
         ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],

@@ -130,6 +130,49 @@ class Api:
     def delete(self, path: str, **params: str) -> None:
         self.call("DELETE", path, params=params or None, expect=(200, 202, 404))
 
+    def watch(self, path: str, stop: threading.Event, **params: str) -> Iterable[Obj]:
+        """The watch events on ``path`` (its list's ``resourceVersion`` on), until ``stop``
+        is set and the server ends a 1 s window."""
+        version = self.get(path, **params)["metadata"]["resourceVersion"]
+        while not stop.is_set():
+            query = {**params, "watch": "1", "timeoutSeconds": "1", "resourceVersion": version}
+            with self._http.stream("GET", path, params=query) as answer:
+                for line in answer.iter_lines():
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    version = event["object"]["metadata"].get("resourceVersion", version)
+                    yield event
+
+
+class PodWatch:
+    """Every version of the namespace's pods the API showed while open (own thread, own
+    connection): what polling would miss between two samples."""
+
+    def __init__(self, cp: launcher.ControlPlane, namespace: str) -> None:
+        self.api = Api(cp, timeout=5.0)
+        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.seen: list[Obj] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+
+    def _run(self) -> None:
+        for event in self.api.watch(self.path, self._stop):
+            self.seen.append(event["object"])
+
+    def __enter__(self) -> PodWatch:
+        self._thread.start()
+        time.sleep(0.3)  # the initial list is in before the test acts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.api.close()
+
+    def versions(self, name: str) -> list[Obj]:
+        return [p for p in self.seen if p["metadata"]["name"] == name]
+
 
 # ---- object builders ---------------------------------------------------------------------
 

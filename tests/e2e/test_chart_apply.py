@@ -104,6 +104,7 @@ GRANTED = [
     ("watch", "pods", {}),
     ("patch", "pods", {"namespace": "team-a"}),
     ("create", "pods/binding", {"namespace": "team-a"}),
+    ("patch", "pods/status", {"namespace": "team-a"}),
     ("create", "events", {"namespace": "team-a"}),
     ("patch", "events", {"namespace": "team-a"}),
     ("create", "events.k8s.io.events", {"namespace": "team-a"}),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
@@ -200,9 +201,14 @@ def test_the_first_two_dialects_still_become_whole(cluster: Scenario, form: str)
     gang = cluster.gang("g", 2, 4, form=form)
     cluster.wait_gang(gang)
     if form == "podgroup":
-        status = cluster.get_pod_group("g")["status"]
-        assert status["phase"] in ("Scheduled", "Running"), status
+        # The status is written after the binds, not with them: wait for it, then judge it.
+        def scheduled() -> dict[str, Any] | None:
+            status: dict[str, Any] = cluster.get_pod_group("g").get("status") or {}
+            return status if status.get("phase") in ("Scheduled", "Running") else None
+
+        status = cluster.wait("the PodGroup's status says Scheduled", scheduled, timeout=15)
         assert status["conditions"][0]["type"] == "PodGroupScheduled"
+        assert status["conditions"][0]["status"] == "True", status
 
 
 # ---- bad input: a clear Event, nothing else affected ---------------------------------------

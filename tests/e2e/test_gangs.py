@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
-from scheduling import CLIQUE_LABEL, ZONE_LABEL, Scenario
+from scheduling import CLIQUE_LABEL, ZONE_LABEL, PodWatch, Scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -245,9 +245,15 @@ def test_an_interchangeable_gang_is_reserved_by_its_first_member_and_binds_only_
         timeout=30,
     )
     assert cluster.bound_count(gang) == 0
-    if form == "podgroup":
-        status = cluster.get_pod_group(gang.name).get("status") or {}
-        assert status.get("phase") == "Scheduling", status
+    if form == "podgroup":  # written after the reservation, not with it
+        cluster.wait(
+            "the PodGroup's status says Scheduling",
+            lambda: (
+                (cluster.get_pod_group(gang.name).get("status") or {}).get("phase") == "Scheduling"
+                or None
+            ),
+            timeout=15,
+        )
 
     cluster.add_member(gang, 2)
     where = cluster.wait_gang(gang, timeout=30)
@@ -297,11 +303,21 @@ def test_a_gang_binds_promptly_once_its_last_member_arrives(cluster: Scenario) -
         cluster.wait_unschedulable(member, "waiting for gang members")
 
     started = time.monotonic()
-    cluster.add_member(gang, 2)
-    cluster.wait_gang(gang, timeout=60)
+    with PodWatch(cluster.cp, cluster.namespace) as watch:
+        cluster.add_member(gang, 2)
+        where = cluster.wait_gang(gang, timeout=60)
     took = time.monotonic() - started
     # Reserving, three filter calls and three bindings: well under a second here.
     assert took < 5.0, f"the gang took {took:.1f}s to bind after its last member arrived"
+    # The parked members were nominated to their reserved node before they bound: their
+    # next kube-scheduler cycle filters that node alone.
+    for member in gang.members[:2]:
+        nominated = [
+            p["status"].get("nominatedNodeName")
+            for p in watch.versions(member)
+            if not p["spec"].get("nodeName")
+        ]
+        assert where[member] in nominated, (member, where[member], nominated)
 
 
 def test_a_gang_whose_pods_precede_their_pod_group_binds_once_it_exists(

@@ -159,14 +159,46 @@ async def test_the_debug_view_shows_the_reservation_and_the_last_decision():
     await ext.stop()
 
 
-async def test_a_fresh_reservation_asks_kube_scheduler_to_retry_the_other_members_now():
+async def test_a_fresh_reservation_nominates_the_other_members_to_their_nodes_and_retries_them():
     ext, source = await started(gang_objects(size=3))
     ext.filter(pod_of(ext, "g-1"), NODES)
     await asyncio.sleep(0)
+    reservation = ext.state.reservation("default/g")
+    assert reservation is not None
+    held = {m.pod_key: m.node for m in reservation.members}
+    # The member whose filter made the reservation is being placed already: not nominated.
+    assert source.nominated == {k: held[k] for k in ("default/g-0", "default/g-2")}
     assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
     ext.filter(pod_of(ext, "g-0"), NODES)  # following the reservation: nothing new to say
     await asyncio.sleep(0)
     assert len(source.requeued) == 2
+    await ext.stop()
+
+
+async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_members():
+    # kube-scheduler counts a nominated pod on its node for everyone else: a nomination
+    # left behind would hold capacity Phalanx has handed back.
+    clock = Clock()
+    ext, source = await started(gang_objects(size=3, timeout=30), clock=clock, barrier=30)
+    ext.filter(pod_of(ext, "g-0"), NODES)
+    await asyncio.sleep(0)
+    assert set(source.nominated) == {"default/g-1", "default/g-2"}
+    assert all(source.nominated.values())
+    clock.now += 31
+    ext.expire()
+    await asyncio.sleep(0)
+    assert source.nominated == {"default/g-1": "", "default/g-2": ""}
+    await ext.stop()
+
+
+async def test_a_bound_gang_leaves_no_nomination_to_withdraw():
+    ext, source = await started(gang_objects(size=2))
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
+    await asyncio.sleep(0)
+    assert source.nominated == {"default/g-1": nodes["g-1"]}  # set once, never cleared
+    ext.refresh_statuses()
+    assert ext.reporter._nominated == {}  # noqa: SLF001  # nothing kept for bound pods
     await ext.stop()
 
 

@@ -2,7 +2,7 @@
 
     verbs (api) ──▶ Extender ──▶ GangPlanner (core: filter, prioritize, preempt)
                         │──────▶ BindBarrier (service.barrier) ──▶ Binder (service.binder)
-                        │──────▶ Reporter (metrics, Events, PodGroup status, requeue)
+                        │──────▶ Reporter (metrics, Events, PodGroup status, nominations)
                         │──────▶ GangViews (/debug, explain)
                         └──────▶ RollForward (commit records, after a crash)
 
@@ -12,7 +12,8 @@ so a decision computed from a snapshot and committed with no `await` in between 
 Expiry has one door: `expire()`, run before every filter and every `expiry_interval_seconds`.
 Releases have one listener: whatever releases a reservation (expiry, a re-plan, a node or
 PodGroup gone, the barrier, roll-forward), `ClusterState.release` tells `_released`, which
-fails that reservation's bind gate at once with the cause.
+fails that reservation's bind gate at once with the cause, and withdraws the nominations of
+its pending members.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ class Extender:
     def _released(self, released: Released) -> None:
         """Every release of a reservation, whatever its cause (see module docstring)."""
         self.barrier.on_release(released)
+        self.reporter.withdraw_nominations(released)
         if released.cause in _UNREPORTED:
             group = GroupRef.parse(released.group_key)
             self.reporter.report([self.planner.note(group, Outcome.RELEASED, released.why)])
@@ -223,7 +225,7 @@ class Extender:
         decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)
         reserved = decision.reserved
         if reserved is not None:
-            self.reporter.requeue_others(reserved, pod)
+            self.reporter.nominate_others(reserved, pod)
             self._check_timeout(reserved)
         self.reporter.report(decision.events)
         return decision.result

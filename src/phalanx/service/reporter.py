@@ -1,4 +1,5 @@
-"""Telling people and kube-scheduler what was decided: metrics, logs, Events, status, requeue.
+"""Telling people and kube-scheduler what was decided: metrics, logs, Events, status,
+nominations, requeue.
 
 Decisions arrive as values (`GangEvent`s returned by the planner, the barrier and
 roll-forward); `report` turns each into a count, a log line, a Kubernetes Event (on the
@@ -19,17 +20,17 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from phalanx.core.cache import ClusterState, MemberState, Reservation
+from phalanx.core.cache import ClusterState, MemberState, Released, Reservation
 from phalanx.core.gang import Placed
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
-from phalanx.core.model import GroupRef, Pod
+from phalanx.core.model import GroupRef, Pod, PodRef
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
 from phalanx.core.topology import TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
-from phalanx.sources.base import ClusterSource
+from phalanx.sources.base import ClusterSource, Nomination
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class Reporter:
         # What was last written as each PodGroup's status (phase, counts, reason, message).
         self._shown: dict[str, tuple[object, ...]] = {}
         self._warned: set[tuple[str, str]] = set()  # (group key, reason) said once already
+        # Pending members nominated to their reserved node (pod UID -> pod), until released.
+        self._nominated: dict[str, PodRef] = {}
 
     def report(self, events: Iterable[GangEvent | None]) -> None:
         """Count, log, and write an Event and the PodGroup status for each new decision."""
@@ -126,16 +129,38 @@ class Reporter:
         reason = f"bound {members} member(s) together"
         self.report([self.planner.note(group, Outcome.BOUND, reason)])
 
-    def requeue_others(self, reservation: Reservation, pod: Pod) -> None:
-        """A fresh reservation: the other members were told to wait and kube-scheduler parked
-        them; bring them back now rather than at its next flush."""
-        others = []
+    def nominate_others(self, reservation: Reservation, pod: Pod) -> None:
+        """A fresh reservation: nominate each other pending member to its reserved node (its
+        next cycle filters that node alone) and bring back the ones kube-scheduler parked
+        after being told to wait, rather than at its next flush."""
+        nominations = []
         for m in reservation.members:
             if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
                 member = self.state.pod(m.pod_uid)
-                if member is not None:
-                    others.append(member.ref)
-        self.tasks.spawn(self.source.requeue(others, f"gang {reservation.group_key} reserved"))
+                if member is not None and not self.state.is_bound(member):
+                    nominations.append(Nomination(member.ref, m.node))
+                    self._nominated[member.uid] = member.ref
+        why = f"gang {reservation.group_key} reserved"
+        self.tasks.spawn(self.source.nominate(nominations, why))
+
+    def withdraw_nominations(self, released: Released) -> None:
+        """A released reservation: its pending members' nominations go, or kube-scheduler
+        would go on counting them on nodes Phalanx has handed back."""
+        withdrawn = []
+        for m in released.reservation.members:
+            ref = self._nominated.pop(m.pod_uid, None)
+            pod = self.state.pod(m.pod_uid)
+            if ref is not None and pod is not None and not self.state.is_bound(pod):
+                withdrawn.append(Nomination(ref, ""))
+        if withdrawn:
+            self.tasks.spawn(self.source.nominate(withdrawn, released.why))
+
+    def _forget_nominations(self) -> None:
+        """Bound or deleted members keep no entry (their nominations need no withdrawal)."""
+        for uid in list(self._nominated):
+            pod = self.state.pod(uid)
+            if pod is None or self.state.is_bound(pod):
+                del self._nominated[uid]
 
     def requeue_unfit(self) -> None:
         """A node became schedulable: the pending members of gangs Phalanx last found unfit
@@ -186,6 +211,7 @@ class Reporter:
             del self._shown[gone]
         live = self.state.group_keys()
         self._warned = {w for w in self._warned if w[0] in live}
+        self._forget_nominations()
         self.report_findings(self.planner.topology_findings())
 
     def report_findings(self, findings: Iterable[TopologyFinding]) -> None:

@@ -8,6 +8,7 @@ effects of a decision: bindings, commit records, events and gang status.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from phalanx.core.cache import ClusterState
@@ -21,12 +22,21 @@ __all__ = [
     "CommitLog",
     "CommitRecord",
     "GroupStatus",
+    "Nomination",
     "StateSink",
     "StateUpdate",
 ]
 
 # Applies one update to the state. Sources on other threads must hand it to the loop.
 StateUpdate = Callable[[ClusterState], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """A pending pod and the node its gang's reservation holds for it ("": none any more)."""
+
+    pod: PodRef
+    node: str
 
 
 class StateSink(Protocol):
@@ -93,6 +103,16 @@ class ClusterSource(Protocol):
         kube-scheduler parks a pod an extender refused until some cluster event; a new
         sibling pod is not one (without the GangScheduling gate), so gang members told
         "waiting" would sit until the 5-minute flush. An update to the pod is an event.
+        """
+
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        """Set (or, with node "", clear) each pending pod's `status.nominatedNodeName`, and
+        requeue the ones given a node; best effort. Writes for one pod land in call order.
+
+        kube-scheduler tries a pod's nominated node first and alone (its filters and the
+        extenders on that one node) and counts nominated pods on their node for pods of
+        equal or lower priority, so a reserved member's cycle filters one node, and nothing
+        else is placed on its reserved capacity by kube-scheduler.
         """
 
 

@@ -33,7 +33,7 @@ from phalanx.core.groups import registry
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
 from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
-from phalanx.sources.base import BindError, CommitRecord, GroupStatus, StateSink
+from phalanx.sources.base import BindError, CommitRecord, GroupStatus, Nomination, StateSink
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ class ClusterFileSource:
         self.statuses: dict[str, GroupStatus] = {}
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.requeued: list[str] = []  # pod keys Phalanx asked to be retried
+        self.nominated: dict[str, str] = {}  # pod key -> the node last nominated ("" cleared)
         self.dra = DraModel()
 
     @classmethod
@@ -284,3 +285,9 @@ class ClusterFileSource:
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         """Recorded only: the demo driver retries every pending pod each round anyway."""
         self.requeued.extend(p.key for p in pods)
+
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        """Recorded only (pod key -> node, "" once cleared); a nomination requeues too."""
+        for n in nominations:
+            self.nominated[n.pod.key] = n.node
+        await self.requeue([n.pod for n in nominations if n.node], reason)

@@ -66,7 +66,7 @@ from phalanx.core.model import Binding, Dialect, GroupRef, Node, Pod, PodRef
 from phalanx.core.rollforward import (
     CommitRecord,
 )
-from phalanx.sources.base import GroupStatus, StateSink, StateUpdate
+from phalanx.sources.base import GroupStatus, Nomination, StateSink, StateUpdate
 from phalanx.sources.informer import (
     Delete,
     Informer,
@@ -666,6 +666,9 @@ class KubeSource:
 
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         await self.reports.requeue(pods, reason)
+
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        await self.reports.nominate(nominations, reason)
 
     async def update_group_status(self, status: GroupStatus) -> None:
         await self.reports.update_group_status(status)

@@ -17,6 +17,11 @@
   turned back). Nothing new: nothing sent.
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
+* **Nominations** set a reserved member's `status.nominatedNodeName` and touch the same
+  annotation in one write (pods/status accepts metadata changes), so nominating costs what
+  the requeue cost before. Writes for one pod are serialised: a release's clear and the next
+  reservation's nomination land in the order they were decided. A cluster whose RBAC does
+  not grant `pods/status` gets the plain requeue instead (said once in the log).
 
 Every write is best effort: a failure is logged, nothing is raised to the service.
 """
@@ -36,6 +41,7 @@ from phalanx.core.groups.registry import StatusPatch, StatusWrite
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
 from phalanx.core.model import GroupRef, PodRef
+from phalanx.sources.base import Nomination
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
 from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
@@ -146,6 +152,9 @@ class Reports:
         self._events = EventLimiter(event_interval_seconds, clock)
         # Object key -> its status as last written or (shared statuses) observed.
         self._statuses: dict[str, Observed] = {}
+        # Pod UID -> (lock, writers holding or waiting for it): one pod's nominations in order.
+        self._pod_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._may_nominate = True  # False once the API refused pods/status (RBAC)
 
     def forget_group(self, key: str) -> None:
         self._statuses.pop(key, None)
@@ -265,6 +274,61 @@ class Reports:
                 )
             elif isinstance(result, BaseException) and not isinstance(result, ApiError):
                 raise result  # a bug, not an API answer
+
+    # ---- nominations --------------------------------------------------------------------
+
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        """One pods/status merge patch per pod: `nominatedNodeName` (null clears it) and,
+        with a node, the requeue annotation. The pod's UID goes in as a precondition: a pod
+        deleted and re-created under the same name is not nominated. Gone pods are fine."""
+        if not nominations:
+            return
+        if not self._may_nominate:
+            await self.requeue([n.pod for n in nominations if n.node], reason)
+            return
+        results = await asyncio.gather(
+            *(self._nominate_one(n) for n in nominations), return_exceptions=True
+        )
+        refused = []
+        for nomination, result in zip(nominations, results, strict=True):
+            if isinstance(result, ApiError) and result.status == 403:
+                refused.append(nomination.pod)
+            elif isinstance(result, ApiError) and result.status not in (404, 409, 422):
+                log.warning(
+                    "cannot nominate a pod's node",
+                    extra={"pod": nomination.pod.key, "reason": f"{reason}: {result}"},
+                )
+            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
+                raise result  # a bug, not an API answer
+        if refused and self._may_nominate:
+            self._may_nominate = False
+            log.warning(
+                "pods/status is not granted: reserved members are requeued without a "
+                "nominated node (grant patch on pods/status to let kube-scheduler try the "
+                "reserved node first)",
+                extra={"reason": reason},
+            )
+        if refused:
+            await self.requeue(refused, reason)
+
+    async def _nominate_one(self, nomination: Nomination) -> None:
+        pod = nomination.pod
+        metadata: dict[str, Any] = {"uid": pod.uid} if pod.uid else {}
+        if nomination.node:
+            metadata["annotations"] = {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}
+        body = {"metadata": metadata, "status": {"nominatedNodeName": nomination.node or None}}
+        key = pod.uid or pod.key
+        lock, users = self._pod_locks.get(key) or (asyncio.Lock(), 0)
+        self._pod_locks[key] = (lock, users + 1)
+        try:
+            async with lock:  # FIFO: the writes for one pod land in the order decided
+                await self.writer.patch(pod_path(pod) + "/status", body)
+        finally:
+            _, users = self._pod_locks[key]
+            if users == 1:
+                del self._pod_locks[key]
+            else:
+                self._pod_locks[key] = (lock, users - 1)
 
     # ---- gang status -------------------------------------------------------------------
 

@@ -1,0 +1,112 @@
+"""What the live source writes to nominate reserved members: one pods/status patch each,
+in the order decided per pod, and the plain requeue where RBAC refuses pods/status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from source_fakes import RecordingWriter
+
+from phalanx.core.inventory import REQUEUE_ANNOTATION
+from phalanx.core.model import PodRef
+from phalanx.sources.base import Nomination
+from phalanx.sources.informer import ApiError
+from phalanx.sources.kube_reports import Reports
+from phalanx.sources.kubeclient import MERGE_PATCH
+
+pytestmark = pytest.mark.anyio
+
+POD = PodRef("team", "worker-0", "uid-0")
+STATUS = "/api/v1/namespaces/team/pods/worker-0/status"
+PLAIN = "/api/v1/namespaces/team/pods/worker-0"
+
+
+def reports(writer: RecordingWriter) -> Reports:
+    return Reports(
+        writer,
+        identity="phalanx-test",
+        event_interval_seconds=1.0,
+        uid_of=lambda kind, key: "",
+        held=lambda key: None,
+        clock=lambda: 0.0,
+        wall_clock=lambda: 1_700_000_000.0,
+    )
+
+
+class SlowFirstWriter(RecordingWriter):
+    """The first patch takes a while; later ones answer at once (an overtaking write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = True
+
+    async def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
+        if self.first:
+            self.first = False
+            await asyncio.sleep(0.05)
+        return await super().patch(path, body, content_type=content_type)
+
+
+async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_requeue_touch():
+    writer = RecordingWriter()
+    await reports(writer).nominate([Nomination(POD, "node-a")], "gang team/g reserved")
+    [(path, body)] = writer.patches
+    assert path == STATUS
+    assert body["status"] == {"nominatedNodeName": "node-a"}
+    assert body["metadata"]["uid"] == "uid-0"  # a re-created pod of that name is not touched
+    assert REQUEUE_ANNOTATION in body["metadata"]["annotations"]
+    assert writer.content_types == [MERGE_PATCH]
+
+
+async def test_a_withdrawal_clears_the_node_without_requeueing():
+    writer = RecordingWriter()
+    await reports(writer).nominate([Nomination(POD, "")], "released")
+    [(path, body)] = writer.patches
+    assert path == STATUS
+    assert body == {"metadata": {"uid": "uid-0"}, "status": {"nominatedNodeName": None}}
+
+
+async def test_writes_for_one_pod_land_in_the_order_they_were_decided():
+    # A release's withdrawal and the next reservation's nomination, the first one slow: the
+    # nomination must not be overtaken and then cleared.
+    writer = SlowFirstWriter()
+    rep = reports(writer)
+    await asyncio.gather(
+        rep.nominate([Nomination(POD, "node-a")], "reserved"),
+        rep.nominate([Nomination(POD, "")], "released"),
+        rep.nominate([Nomination(POD, "node-b")], "reserved again"),
+    )
+    assert [body["status"]["nominatedNodeName"] for _, body in writer.patches] == [
+        "node-a",
+        None,
+        "node-b",
+    ]
+
+
+async def test_a_pod_gone_or_recreated_meanwhile_is_no_error():
+    writer = RecordingWriter()
+    writer.failing[STATUS] = ApiError(404, "NotFound", "pods worker-0 not found")
+    await reports(writer).nominate([Nomination(POD, "node-a")], "reserved")
+    writer.failing[STATUS] = ApiError(409, "Conflict", "Precondition failed: UID")
+    await reports(writer).nominate([Nomination(POD, "node-a")], "reserved")
+    assert writer.patches == []
+
+
+async def test_without_rbac_on_pods_status_members_are_still_requeued_and_it_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    writer = RecordingWriter()
+    writer.failing[STATUS] = ApiError(403, "Forbidden", "cannot patch resource pods/status")
+    rep = reports(writer)
+    with caplog.at_level(logging.WARNING):
+        await rep.nominate([Nomination(POD, "node-a")], "reserved")
+        await rep.nominate([Nomination(POD, "node-b")], "reserved again")
+    assert [path for path, _ in writer.patches] == [PLAIN, PLAIN]
+    assert all(REQUEUE_ANNOTATION in b["metadata"]["annotations"] for _, b in writer.patches)
+    assert sum("pods/status is not granted" in r.getMessage() for r in caplog.records) == 1

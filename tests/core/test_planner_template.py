@@ -157,3 +157,53 @@ def test_assuming_a_claimed_member_moves_its_slot_capacity_to_the_pod():
     state.assume(members[1].uid, node)
     assert state.reservation("default/g").member(members[1].uid).state is MemberState.ASSUMED
     assert state.reserved_gpus() == 4
+
+
+# ---- claimed on arrival (the service nominates the slot's node before the first cycle) ----
+
+
+def test_a_member_arriving_while_its_gang_holds_slots_is_reported_and_claims_one_before_filter():
+    members = gang("g", 3, 4)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    assert state.take_arrivals() == []  # no reservation yet when the first one came
+    planner.filter(members[0], NODES, now=0)
+    serial = state.reservation("default/g").serial
+    state.upsert_pod(members[1])
+    assert state.take_arrivals() == [members[1]]
+    assert state.take_arrivals() == []  # said once
+    claimed = planner.claim_arrival(members[1])
+    assert claimed is not None
+    assert claimed.pod_uid == members[1].uid
+    assert len(state.reservation("default/g").slots()) == 1
+    assert planner.claim_arrival(members[1]) is None  # it holds its place already
+    result = planner.filter(members[1], NODES, now=1).result
+    assert result.feasible == (claimed.node,)
+    assert state.reservation("default/g").serial == serial  # no re-plan
+
+
+def test_a_member_of_another_shape_claims_nothing_on_arrival_and_its_filter_decides():
+    members = gang("g", 3, 4)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    bigger = replace(members[1], requests=members[1].requests + Resources({NVIDIA_GPU: 4}))
+    state.upsert_pod(bigger)
+    assert planner.claim_arrival(bigger) is None
+    assert len(state.reservation("default/g").slots()) == 2
+
+
+def test_a_slot_claimed_on_arrival_on_a_node_not_offered_is_traded_at_filter_without_a_re_plan():
+    members = gang("g", 3, 8)  # one member per node
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    serial = state.reservation("default/g").serial
+    state.upsert_pod(members[1])
+    claimed = planner.claim_arrival(members[1])
+    assert claimed is not None
+    other = next(m.node for m in state.reservation("default/g").slots())
+    result = planner.filter(members[1], [other], now=1).result
+    assert result.feasible == (other,)
+    reservation = state.reservation("default/g")
+    assert reservation.serial == serial
+    assert reservation.node_of(members[1].uid) == other
+    assert [m.node for m in reservation.slots()] == [claimed.node]  # given back
+    assert Outcome.REPLANNED not in [e.outcome for e in planner.events]

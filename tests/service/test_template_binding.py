@@ -63,3 +63,17 @@ async def test_the_plan_names_the_member_that_claimed_each_slot_once_the_gang_is
     placements = ext.debug_group("default", "g")["plan"]["placements"]
     assert placements == {f"default/g-{i}": nodes[f"g-{i}"] for i in range(3)}
     await ext.stop()
+
+
+async def test_a_member_created_after_the_reservation_is_nominated_to_its_slot_on_arrival():
+    # kube-scheduler tries a nominated node first and alone: the member's first cycle
+    # filters one node, not all of them.
+    ext, source = await started(first_two_of_three(), source_class=RecordingSource)
+    reserve_all(ext, ["g-0"])
+    slot = ext.state.reservation("default/g").slots()[0]
+    source.apply(pod_obj("g-2", 4, group="g"))
+    await asyncio.sleep(0)
+    assert source.nominated["default/g-2"] == slot.node
+    assert ext.state.reservation("default/g").node_of(pod_of(ext, "g-2").uid) == slot.node
+    assert ext.filter(pod_of(ext, "g-2"), NODES).feasible == (slot.node,)
+    await ext.stop()

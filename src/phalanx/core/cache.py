@@ -180,6 +180,9 @@ class ClusterState:
         # Bumped when a node becomes schedulable (new, Ready again, uncordoned): kube-scheduler
         # may have seen it first and retried a pod that Phalanx then refused on its older view.
         self.nodes_opened = 0
+        # UIDs of pending members that arrived while their gang held a reservation, until
+        # `take_arrivals`: the service claims them a template slot before their first cycle.
+        self._arrivals: list[str] = []
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None
 
@@ -316,10 +319,20 @@ class ClusterState:
         self._uid_by_key[pod.key] = pod.uid
         if pod.group is not None:
             self._members.setdefault(pod.group.key, set()).add(pod.uid)
+            if old is None and not pod.node_name and pod.group.key in self._reservations:
+                self._arrivals.append(pod.uid)
         if pod.node_name:
             self._assumed.pop(pod.uid, None)
             self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
         self._recount(pod.uid)
+
+    def take_arrivals(self) -> list[Pod]:
+        """The pending members that arrived while their gang held a reservation, since the
+        last call (still present, still pending)."""
+        if not self._arrivals:
+            return []
+        uids, self._arrivals = self._arrivals, []
+        return [p for u in uids if (p := self._pods.get(u)) is not None and not p.node_name]
 
     def remove_pod(self, uid: str) -> None:
         pod = self._pods.pop(uid, None)
@@ -557,6 +570,17 @@ class ClusterState:
         self.generation += 1
         return claimed
 
+    def unclaim(self, group_key: str, pod_uid: str) -> None:
+        """A member of a template reservation gives its claimed slot back, unbound (it was
+        claimed on arrival, and kube-scheduler then did not offer that node)."""
+        r = self._reservations.get(group_key)
+        m = r.member(pod_uid) if r is not None else None
+        if r is None or m is None or not r.template or m.state is not MemberState.RESERVED:
+            raise StateError(f"pod {pod_uid} holds no claimed slot in gang {group_key}")
+        slot = replace(m, pod_uid=f"{SLOT_PREFIX}{pod_uid}", pod_key="")
+        self._replace_member(r, slot, replacing=pod_uid)
+        self.generation += 1
+
     def assume(self, pod_uid: str, node: str) -> None:
         """Mark a pod as being bound to `node`: its usage moves from reserved to requested."""
         pod = self._pods.get(pod_uid)
@@ -609,9 +633,7 @@ class ClusterState:
         if r is None or m is None:
             return
         if vanished and r.template and m.state is MemberState.RESERVED:
-            slot = replace(m, pod_uid=f"{SLOT_PREFIX}{pod_uid}", pod_key="")
-            self._replace_member(r, slot, replacing=pod_uid)
-            self.generation += 1
+            self.unclaim(group_key, pod_uid)
             return
         if m.state is MemberState.RESERVED:
             self._add_reserved(m.node, EMPTY - m.requests)

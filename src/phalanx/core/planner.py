@@ -36,6 +36,7 @@ from phalanx.core.cache import (
     SLOT_PREFIX,
     ClusterState,
     MemberReservation,
+    MemberState,
     ReleaseCause,
     Reservation,
 )
@@ -230,6 +231,8 @@ class GangPlanner:
                 return self._replan_for(cycle, claim.reason)
             member = self.state.claim(key, claim.slot.pod_uid, pod)
             self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
+        if member is not None and member.node not in offered and reservation is not None:
+            member = self._swap_slot(key, reservation, member, pod, offered)
         if member is not None:
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
@@ -401,6 +404,46 @@ class GangPlanner:
         if member.node not in offered:
             return self._replan(cycle, member)
         return _follow(member.node, offered, _reserved_for(key, member))
+
+    def claim_arrival(self, pod: Pod) -> MemberReservation | None:
+        """A member that arrived while its gang holds a template reservation takes a slot
+        now, before its first cycle, so the service can nominate its node (None: no free
+        slot fits it, or it holds a place already; its filter decides as before)."""
+        if pod.group is None or pod.invalid:
+            return None
+        key = pod.group.key
+        reservation = self.state.reservation(key)
+        if reservation is None or reservation.member(pod.uid) is not None:
+            return None
+        if not reservation.slots():
+            return None
+        claim = pick_slot(self.state, reservation, pod, ())
+        if isinstance(claim, NoSlot):
+            return None
+        member = self.state.claim(key, claim.slot.pod_uid, pod)
+        self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
+        return member
+
+    def _swap_slot(
+        self,
+        key: str,
+        reservation: Reservation,
+        member: MemberReservation,
+        pod: Pod,
+        offered: Sequence[str],
+    ) -> MemberReservation:
+        """A slot claimed on arrival, before kube-scheduler had a say, on a node it did not
+        offer: take a free slot on an offered node instead, as a claim at filter would."""
+        if not reservation.template or member.state is not MemberState.RESERVED:
+            return member
+        if not reservation.slots():
+            return member
+        claim = pick_slot(self.state, reservation, pod, offered)
+        if isinstance(claim, NoSlot) or not claim.offered:
+            return member
+        self.state.unclaim(key, pod.uid)
+        self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
+        return self.state.claim(key, claim.slot.pod_uid, pod)
 
     def _replan(self, cycle: _Cycle, member: MemberReservation) -> FilterResult:
         """kube-scheduler's own filters rejected the reserved node: re-plan once without it."""

@@ -37,7 +37,7 @@ from phalanx.service.reporter import Reporter
 from phalanx.service.rollforward import RollForward, RollForwardSettings
 from phalanx.service.tasks import Tasks
 from phalanx.service.views import GangViews
-from phalanx.sources.base import ClusterSource, CommitLog, StateUpdate
+from phalanx.sources.base import ClusterSource, CommitLog, Nomination, StateUpdate
 
 Clock = Callable[[], float]
 
@@ -160,6 +160,20 @@ class Extender:
         self.barrier.sweep()
         if self.state.nodes_opened != opened:
             self.reporter.requeue_unfit()
+        arrivals = self.state.take_arrivals()
+        if arrivals:
+            self._claim_arrivals(arrivals)
+
+    def _claim_arrivals(self, arrivals: Sequence[Pod]) -> None:
+        """Members that arrived while their gang held a template reservation claim a slot
+        now and are nominated to its node: their first cycle filters that node alone."""
+        claimed = []
+        for pod in arrivals:
+            member = self.planner.claim_arrival(pod)
+            if member is not None:
+                claimed.append(Nomination(pod.ref, member.node))
+        if claimed:
+            self.reporter.nominate(claimed, "a slot of the gang's reservation was claimed")
 
     async def start(self) -> None:
         await self.source.start(self.apply)

@@ -17,7 +17,7 @@ contradict the others' is said once: a log line and a Warning Event on the Node.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from phalanx.core.cache import ClusterState, MemberState, Released, Reservation
@@ -139,8 +139,12 @@ class Reporter:
                 member = self.state.pod(m.pod_uid)
                 if member is not None and not self.state.is_bound(member):
                     nominations.append(Nomination(member.ref, m.node))
-                    self._nominated[member.uid] = member.ref
-        why = f"gang {reservation.group_key} reserved"
+        self.nominate(nominations, f"gang {reservation.group_key} reserved")
+
+    def nominate(self, nominations: Sequence[Nomination], why: str) -> None:
+        """Nominate pending members to their reserved nodes (and requeue them)."""
+        for n in nominations:
+            self._nominated[n.pod.uid] = n.pod
         self.tasks.spawn(self.source.nominate(nominations, why))
 
     def withdraw_nominations(self, released: Released) -> None:

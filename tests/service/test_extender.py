@@ -8,6 +8,7 @@ from support import NODES, Clock, bind, gang_objects, pod_of, reserve_all, start
 from builders import node_obj, pod_obj
 from phalanx.core.inventory import parse_node, parse_pod
 from phalanx.core.model import Binding, PodRef
+from phalanx.service.reporter import NOMINATION_COST
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
@@ -172,6 +173,19 @@ async def test_a_fresh_reservation_nominates_the_other_members_to_their_nodes_an
     ext.filter(pod_of(ext, "g-0"), NODES)  # following the reservation: nothing new to say
     await asyncio.sleep(0)
     assert len(source.requeued) == 2
+    await ext.stop()
+
+
+async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination():
+    # Each nominated node costs every other pod's cycle until kube-scheduler reaches the
+    # member: behind a backlog longer than the nodes / NOMINATION_COST, it costs more than
+    # it saves.
+    backlog = [pod_obj(f"solo-{i}", 1) for i in range(len(NODES) // NOMINATION_COST + 1)]
+    ext, source = await started(gang_objects(size=3) + backlog)
+    ext.filter(pod_of(ext, "g-1"), NODES)
+    await asyncio.sleep(0)
+    assert source.nominated == {}
+    assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
     await ext.stop()
 
 

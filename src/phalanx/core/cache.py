@@ -257,6 +257,17 @@ class ClusterState:
         """The node `pod` is bound to per the API, or being bound to by Phalanx; "" if none."""
         return pod.node_name or self._assumed.get(pod.uid, "")
 
+    def pending_count(self, group_key: str = "") -> int:
+        """Live pods not bound or assumed: in all (kube-scheduler's backlog, roughly), or
+        of one gang. O(pods) for all: called once per reservation, not per request."""
+        uids = self._members.get(group_key, ()) if group_key else self._pods
+        pods, assumed = self._pods, self._assumed
+        return sum(
+            1
+            for u in uids
+            if not (p := pods[u]).node_name and u not in assumed and not (p.terminal or p.deleting)
+        )
+
     def is_bound(self, pod: Pod) -> bool:
         """Bound per the API, or assumed by Phalanx (a binding in flight)."""
         return bool(self.bound_node(pod))

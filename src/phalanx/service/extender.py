@@ -168,9 +168,15 @@ class Extender:
         """Members that arrived while their gang held a template reservation claim a slot
         now and are nominated to its node: their first cycle filters that node alone."""
         claimed = []
+        worth: dict[str, bool] = {}  # by gang: nominating pays only while the backlog is short
         for pod in arrivals:
             member = self.planner.claim_arrival(pod)
-            if member is not None:
+            if member is None or pod.group is None:
+                continue
+            key = pod.group.key
+            if key not in worth:
+                worth[key] = self.reporter.worth_nominating(key)
+            if worth[key]:
                 claimed.append(Nomination(pod.ref, member.node))
         if claimed:
             self.reporter.nominate(claimed, "a slot of the gang's reservation was claimed")

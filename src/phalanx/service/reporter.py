@@ -43,7 +43,8 @@ INCONSISTENT_TOPOLOGY = "InconsistentTopologyLabels"  # Event reason on the Node
 
 # What a node holding nominated pods costs each other pod's kube-scheduler cycle, in node
 # evaluations: measured, a cycle over nodes that all held nominations took 4.2× as long
-# (bench/results/2026-12-01-nominations.md, contended, 34.9 vs 8.4 ms per attempt).
+# (bench/results/2026-12-01-nominations-everywhere.md, contended: 34.9 ms per attempt, against
+# 8.4 ms in bench/results/2026-12-01-after-profiles.md).
 NOMINATION_COST = 4
 
 

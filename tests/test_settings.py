@@ -111,6 +111,24 @@ def test_service_settings_carry_the_tuning() -> None:
 
 
 @pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param(None, True, id="default"),
+        pytest.param("true", True, id="true"),
+        pytest.param("false", False, id="false"),
+    ],
+)
+def test_nominate_members_comes_from_the_environment_and_reaches_the_service(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, expected: bool
+) -> None:
+    if env is not None:
+        monkeypatch.setenv("PHALANX_NOMINATE_MEMBERS", env)
+    s = Settings()
+    assert s.nominate_members is expected
+    assert s.service_settings().nominate_members is expected
+
+
+@pytest.mark.parametrize(
     ("values", "expected"),
     [
         (

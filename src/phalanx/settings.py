@@ -145,6 +145,16 @@ class Settings(BaseSettings):
         "affinity preferences) then no longer picks among nodes. 0: every feasible node, "
         "ranked by prioritize and kube-scheduler's scores together.",
     )
+    nominate_members: bool = Field(
+        default=True,
+        description="Nominate a reserved gang's pending members to their reserved node "
+        "(status.nominatedNodeName): each member's kube-scheduler cycle then filters that "
+        "one node. false: members are only requeued, and each cycle filters every node "
+        "again. Turn it off where a long queue of other pods pays for the nominations (every "
+        "other pod's cycle filters a node holding nominations twice); Phalanx already skips "
+        "them behind a backlog of more than nodes/4 pending pods. Env only: "
+        "PHALANX_NOMINATE_MEMBERS=false.",
+    )
     api_qps: float = Field(
         default=250.0,
         gt=0,
@@ -276,6 +286,7 @@ class Settings(BaseSettings):
             barrier_timeout_seconds=self.barrier_timeout_seconds,
             template_reservation=self.template_reservation,
             single_pod_nodes=self.single_pod_nodes,
+            nominate_members=self.nominate_members,
         )
 
 

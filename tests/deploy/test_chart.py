@@ -11,6 +11,7 @@ from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, sche
 
 from phalanx.core.groups.coexistence import native_gang_profiles
 from phalanx.core.topology import parse_topologies
+from phalanx.settings import Settings
 
 MONITORING_ON = {
     "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
@@ -91,6 +92,21 @@ def test_without_topologies_phalanx_uses_its_default_one(chart: Chart) -> None:
     assert "PHALANX_TOPOLOGIES" not in env_of(container(chart.render(), "phalanx"))
 
 
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        pytest.param({}, True, id="default"),
+        pytest.param({"phalanx": {"nominateMembers": False}}, False, id="off"),
+    ],
+)
+def test_nominate_members_reaches_phalanx_as_the_setting_it_parses(
+    chart: Chart, values: dict[str, Any], expected: bool
+) -> None:
+    env = env_of(container(chart.render(values), "phalanx"))
+    assert env["PHALANX_NOMINATE_MEMBERS"] == str(expected).lower()
+    assert Settings(nominate_members=env["PHALANX_NOMINATE_MEMBERS"]).nominate_members is expected
+
+
 def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
     chart: Chart,
 ) -> None:
@@ -147,6 +163,9 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
             {"phalanx": {"defaultPlacement": "scatter"}}, "defaultPlacement", id="placement"
         ),
         pytest.param({"replicas": 3}, "replicas", id="unknown-key"),
+        pytest.param(
+            {"phalanx": {"nominateMembers": "no"}}, "/phalanx/nominateMembers", id="nominate"
+        ),
         pytest.param(
             {"phalanx": {"topologies": 'default="a"'}}, "/phalanx/topologies", id="topologies"
         ),

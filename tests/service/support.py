@@ -159,6 +159,7 @@ async def started(
     retries=3,
     roll_forward=None,
     timers=None,
+    nominate_members=True,
 ):
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
@@ -168,6 +169,7 @@ async def started(
             bind_retry_backoff_seconds=0.0,
             bind_retries=retries,
             roll_forward=roll_forward or RollForwardSettings(),
+            nominate_members=nominate_members,
         ),
         clock=clock or Clock(),
         timers=timers,

@@ -189,6 +189,40 @@ async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination()
     await ext.stop()
 
 
+@pytest.mark.parametrize(
+    ("nominate_members", "nominated"),
+    [
+        pytest.param(True, {"default/g-0", "default/g-2"}, id="on"),
+        pytest.param(False, set(), id="off"),
+    ],
+)
+async def test_nominate_members_decides_between_a_nomination_and_the_plain_requeue(
+    nominate_members, nominated
+):
+    # Off, the members are requeued exactly as where RBAC refuses pods/status: each cycle
+    # filters every node again, and no other pod's cycle pays for a nominated node.
+    ext, source = await started(gang_objects(size=3), nominate_members=nominate_members)
+    ext.filter(pod_of(ext, "g-1"), NODES)
+    await asyncio.sleep(0)
+    assert set(source.nominated) == nominated
+    assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
+    await ext.stop()
+
+
+async def test_with_nominations_off_a_release_writes_no_withdrawal():
+    clock = Clock()
+    ext, source = await started(
+        gang_objects(size=3, timeout=30), clock=clock, barrier=30, nominate_members=False
+    )
+    ext.filter(pod_of(ext, "g-0"), NODES)
+    clock.now += 31
+    ext.expire()
+    await asyncio.sleep(0)
+    assert ext.state.reservation("default/g") is None
+    assert source.nominated == {}  # nothing was nominated: no pods/status write clears it
+    await ext.stop()
+
+
 async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_members():
     # kube-scheduler counts a nominated pod on its node for everyone else: a nomination
     # left behind would hold capacity Phalanx has handed back.

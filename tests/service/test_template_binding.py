@@ -77,3 +77,16 @@ async def test_a_member_created_after_the_reservation_is_nominated_to_its_slot_o
     assert ext.state.reservation("default/g").node_of(pod_of(ext, "g-2").uid) == slot.node
     assert ext.filter(pod_of(ext, "g-2"), NODES).feasible == (slot.node,)
     await ext.stop()
+
+
+async def test_with_nominations_off_a_member_created_later_claims_its_slot_unnominated():
+    ext, source = await started(
+        first_two_of_three(), source_class=RecordingSource, nominate_members=False
+    )
+    reserve_all(ext, ["g-0"])
+    slot = ext.state.reservation("default/g").slots()[0]
+    source.apply(pod_obj("g-2", 4, group="g"))
+    await asyncio.sleep(0)
+    assert "default/g-2" not in source.nominated
+    assert ext.state.reservation("default/g").node_of(pod_of(ext, "g-2").uid) == slot.node
+    await ext.stop()

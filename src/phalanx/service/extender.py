@@ -72,6 +72,9 @@ class ServiceSettings:
     # Single pods: filter answers at most this many best-fit nodes (1: no prioritize round
     # trip); 0: every feasible node.
     single_pod_nodes: int = 1
+    # Nominate reserved members to their node (see Reporter.worth_nominating); False: the
+    # plain requeue only, as where RBAC refuses pods/status.
+    nominate_members: bool = True
 
 
 class Extender:
@@ -113,6 +116,7 @@ class Extender:
             self.tasks,
             clock=clock,
             wall_clock=wall_clock,
+            nominate_members=s.nominate_members,
         )
         self.binder = Binder(
             self.state,

@@ -66,6 +66,7 @@ class Reporter:
         *,
         clock: Clock,
         wall_clock: Clock,
+        nominate_members: bool = True,
     ) -> None:
         self.state = state
         self.planner = planner
@@ -74,6 +75,7 @@ class Reporter:
         self.tasks = tasks
         self.clock = clock
         self.wall_clock = wall_clock
+        self.nominate_members = nominate_members  # False: members are only ever requeued
         # What was last written as each PodGroup's status (phase, counts, reason, message).
         self._shown: dict[str, tuple[object, ...]] = {}
         self._warned: set[tuple[str, str]] = set()  # (group key, reason) said once already
@@ -163,7 +165,10 @@ class Reporter:
         costs it: a nomination saves that member's cycle all but one node, but every other
         pod's cycle meanwhile pays for the nominated node (a copy of the node and its filters
         run twice, about NOMINATION_COST node evaluations), until kube-scheduler reaches the
-        member, which is roughly after the pods pending outside the gang."""
+        member, which is roughly after the pods pending outside the gang. Never when the
+        operator turned nominations off."""
+        if not self.nominate_members:
+            return False
         others = self.state.pending_count() - self.state.pending_count(group_key)
         return others * NOMINATION_COST < len(self.state.node_infos())
 

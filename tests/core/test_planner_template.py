@@ -207,3 +207,30 @@ def test_a_slot_claimed_on_arrival_on_a_node_not_offered_is_traded_at_filter_wit
     assert reservation.node_of(members[1].uid) == other
     assert [m.node for m in reservation.slots()] == [claimed.node]  # given back
     assert Outcome.REPLANNED not in [e.outcome for e in planner.events]
+
+
+def test_only_the_first_filter_trades_a_slot_claimed_on_arrival_later_the_gang_re_plans():
+    members = gang("g", 3, 8)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    state.upsert_pod(members[1])
+    claimed = planner.claim_arrival(members[1])
+    assert planner.filter(members[1], NODES, now=1).result.feasible == (claimed.node,)
+    other = next(m.node for m in state.reservation("default/g").slots())
+    planner.filter(members[1], [other], now=2)  # its bind may be held on claimed.node by now
+    assert Outcome.REPLANNED in [e.outcome for e in planner.events]
+
+
+def test_a_member_that_gives_slots_back_twice_leaves_two_distinct_slots():
+    members = gang("g", 3, 8)
+    state, planner = setup(members[0], group=podgroup("g", 3))
+    planner.filter(members[0], NODES, now=0)
+    state.upsert_pod(members[1])
+    claimed = planner.claim_arrival(members[1])
+    other = next(m.node for m in state.reservation("default/g").slots())
+    planner.filter(members[1], [other], now=1)  # traded: its first slot is given back
+    state.remove_pod(members[1].uid)  # gone before binding: its second slot is given back
+    reservation = state.reservation("default/g")
+    assert sorted(m.node for m in reservation.slots()) == sorted([claimed.node, other])
+    assert len({m.pod_uid for m in reservation.members}) == 3
+    assert [n.reserved.gpus() for n in state.nodes()] == [8, 8, 8]

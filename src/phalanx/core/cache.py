@@ -588,7 +588,12 @@ class ClusterState:
         m = r.member(pod_uid) if r is not None else None
         if r is None or m is None or not r.template or m.state is not MemberState.RESERVED:
             raise StateError(f"pod {pod_uid} holds no claimed slot in gang {group_key}")
-        slot = replace(m, pod_uid=f"{SLOT_PREFIX}{pod_uid}", pod_key="")
+        slot_uid = f"{SLOT_PREFIX}{pod_uid}"
+        taken = 0
+        while r.member(slot_uid) is not None:  # the pod gave a slot back before: one uid each
+            taken += 1
+            slot_uid = f"{SLOT_PREFIX}{pod_uid}~{taken}"
+        slot = replace(m, pod_uid=slot_uid, pod_key="")
         self._replace_member(r, slot, replacing=pod_uid)
         self.generation += 1
 

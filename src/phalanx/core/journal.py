@@ -99,6 +99,9 @@ class GroupRecord:
     proposal: Placed | None = None  # what the gang transaction proposed for the reservation
     # The proposal's template slots and the pods that claimed them (slot uid -> pod key).
     claimed: dict[str, str] = field(default_factory=dict)
+    # Pods that claimed a slot on arrival and have not been filtered since (pod uids): only
+    # they may trade the slot for one on a node kube-scheduler offers.
+    arrived: set[str] = field(default_factory=set)
     replans: int = 0
     bound_at: float | None = None
 

@@ -231,7 +231,9 @@ class GangPlanner:
                 return self._replan_for(cycle, claim.reason)
             member = self.state.claim(key, claim.slot.pod_uid, pod)
             self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
-        if member is not None and member.node not in offered and reservation is not None:
+        arrived = pod.uid in rec.arrived
+        rec.arrived.discard(pod.uid)
+        if arrived and member is not None and member.node not in offered and reservation:
             member = self._swap_slot(key, reservation, member, pod, offered)
         if member is not None:
             if member.node in offered:
@@ -391,6 +393,7 @@ class GangPlanner:
         cycle.reserved = reservation
         rec.proposal = result
         rec.claimed = {}
+        rec.arrived = set()
         slots = len(reservation.slots())
         waiting = f" ({slots} of them for members not created yet)" if slots else ""
         reason = f"reserved {len(result.members)} member(s){waiting} on {', '.join(result.nodes)}"
@@ -421,7 +424,9 @@ class GangPlanner:
         if isinstance(claim, NoSlot):
             return None
         member = self.state.claim(key, claim.slot.pod_uid, pod)
-        self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
+        rec = self.journal.record(key)
+        rec.claimed[claim.slot.pod_uid] = pod.key
+        rec.arrived.add(pod.uid)
         return member
 
     def _swap_slot(
@@ -433,7 +438,8 @@ class GangPlanner:
         offered: Sequence[str],
     ) -> MemberReservation:
         """A slot claimed on arrival, before kube-scheduler had a say, on a node it did not
-        offer: take a free slot on an offered node instead, as a claim at filter would."""
+        offer: take a free slot on an offered node instead, as a claim at filter would.
+        Only at the member's first filter: later, its bind may be held on that node."""
         if not reservation.template or member.state is not MemberState.RESERVED:
             return member
         if not reservation.slots():

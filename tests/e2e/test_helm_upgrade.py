@@ -419,7 +419,8 @@ def test_helm_upgrade_from_the_previous_chart_loses_no_gang_in_flight(
             raise AssertionError(f"{exc}\n{sc.diagnostics()}") from exc
 
         # ---- revision 2: this chart, two replicas
-        release.upgrade(CHART, "--set", "replicaCount=2")
+        # As docs/operations.md says to upgrade: the values set, the rest from the new chart.
+        release.upgrade(CHART, "--reset-then-reuse-values", "--set", "replicaCount=2")
         history = release.history()
         assert [(r["revision"], r["status"]) for r in history] == [
             (1, "superseded"),

@@ -191,15 +191,22 @@ def test_a_member_of_another_shape_claims_nothing_on_arrival_and_its_filter_deci
     assert len(state.reservation("default/g").slots()) == 2
 
 
-def test_a_slot_claimed_on_arrival_on_a_node_not_offered_is_traded_at_filter_without_a_re_plan():
+def claimed_on_arrival():
+    """A gang of three whole-node members reserved by its first; the second arrives and
+    claims a slot before its first filter. Returns the second's claim and a free slot's node."""
     members = gang("g", 3, 8)  # one member per node
     state, planner = setup(members[0], group=podgroup("g", 3))
     planner.filter(members[0], NODES, now=0)
-    serial = state.reservation("default/g").serial
     state.upsert_pod(members[1])
     claimed = planner.claim_arrival(members[1])
     assert claimed is not None
     other = next(m.node for m in state.reservation("default/g").slots())
+    return state, planner, members, claimed, other
+
+
+def test_a_slot_claimed_on_arrival_on_a_node_not_offered_is_traded_at_filter_without_a_re_plan():
+    state, planner, members, claimed, other = claimed_on_arrival()
+    serial = state.reservation("default/g").serial
     result = planner.filter(members[1], [other], now=1).result
     assert result.feasible == (other,)
     reservation = state.reservation("default/g")
@@ -210,24 +217,14 @@ def test_a_slot_claimed_on_arrival_on_a_node_not_offered_is_traded_at_filter_wit
 
 
 def test_only_the_first_filter_trades_a_slot_claimed_on_arrival_later_the_gang_re_plans():
-    members = gang("g", 3, 8)
-    state, planner = setup(members[0], group=podgroup("g", 3))
-    planner.filter(members[0], NODES, now=0)
-    state.upsert_pod(members[1])
-    claimed = planner.claim_arrival(members[1])
+    _state, planner, members, claimed, other = claimed_on_arrival()
     assert planner.filter(members[1], NODES, now=1).result.feasible == (claimed.node,)
-    other = next(m.node for m in state.reservation("default/g").slots())
     planner.filter(members[1], [other], now=2)  # its bind may be held on claimed.node by now
     assert Outcome.REPLANNED in [e.outcome for e in planner.events]
 
 
 def test_a_member_that_gives_slots_back_twice_leaves_two_distinct_slots():
-    members = gang("g", 3, 8)
-    state, planner = setup(members[0], group=podgroup("g", 3))
-    planner.filter(members[0], NODES, now=0)
-    state.upsert_pod(members[1])
-    claimed = planner.claim_arrival(members[1])
-    other = next(m.node for m in state.reservation("default/g").slots())
+    state, planner, members, claimed, other = claimed_on_arrival()
     planner.filter(members[1], [other], now=1)  # traded: its first slot is given back
     state.remove_pod(members[1].uid)  # gone before binding: its second slot is given back
     reservation = state.reservation("default/g")

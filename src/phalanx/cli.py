@@ -69,10 +69,11 @@ def _add_setting_flags(parser: argparse.ArgumentParser, fields: Sequence[str]) -
         info = Settings.model_fields[name]
         help_text = f"{info.description} [env {env_var(name)}]"
         if info.annotation is bool:
+            # --x and --no-x: a setting that defaults to true must be turnable off too.
             parser.add_argument(
                 flag(name),
                 dest=name,
-                action="store_true",
+                action=argparse.BooleanOptionalAction,
                 default=argparse.SUPPRESS,
                 help=help_text,
             )

@@ -133,8 +133,7 @@ class Settings(BaseSettings):
         description="Reserve a gang whose members share one shape from its first member, "
         "before every member exists (members claim slots as they arrive; nothing binds "
         "before the quorum reaches /bind). false: every gang waits for minMember members "
-        "first, and each waiting member pays kube-scheduler's backoff. Env only: "
-        "PHALANX_TEMPLATE_RESERVATION=false.",
+        "first, and each waiting member pays kube-scheduler's backoff.",
     )
     single_pod_nodes: int = Field(
         default=1,
@@ -152,8 +151,7 @@ class Settings(BaseSettings):
         "one node. false: members are only requeued, and each cycle filters every node "
         "again. Turn it off where a long queue of other pods pays for the nominations (every "
         "other pod's cycle filters a node holding nominations twice); Phalanx already skips "
-        "them behind a backlog of more than nodes/4 pending pods. Env only: "
-        "PHALANX_NOMINATE_MEMBERS=false.",
+        "them behind a backlog of more than nodes/4 pending pods.",
     )
     api_qps: float = Field(
         default=250.0,

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.cli import build_parser, main, settings_from_args
+from phalanx.cli import main
 from phalanx.demo import cluster, scenario, workload
 
 
@@ -340,29 +340,6 @@ def test_serve_with_invalid_settings_exits_2(
 ) -> None:
     assert main(["serve", "--cluster-file", str(json_dump), "--barrier-timeout-seconds", "-1"]) == 2
     assert "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        ([], (True, True)),
-        (["--no-nominate-members"], (True, False)),
-        (["--no-template-reservation", "--nominate-members"], (False, True)),
-    ],
-)
-def test_a_setting_that_defaults_to_true_has_a_flag_that_turns_it_off(
-    argv: list[str], expected: tuple[bool, bool], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("PHALANX_NOMINATE_MEMBERS", raising=False)
-    monkeypatch.delenv("PHALANX_TEMPLATE_RESERVATION", raising=False)
-    settings = settings_from_args(build_parser().parse_args(["serve", *argv]))
-    assert (settings.template_reservation, settings.nominate_members) == expected
-
-
-def test_a_flag_overrides_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PHALANX_NOMINATE_MEMBERS", "true")
-    args = build_parser().parse_args(["serve", "--no-nominate-members"])
-    assert settings_from_args(args).nominate_members is False
 
 
 def test_serve_with_a_broken_cluster_file_exits_2(

@@ -81,6 +81,7 @@ def test_flags_override_the_environment(
     monkeypatch.setenv("PHALANX_PORT", "9001")
     monkeypatch.setenv("PHALANX_SCHEDULER_NAMES", "from-env")
     monkeypatch.setenv("PHALANX_RESERVATION_TTL_SECONDS", "120")
+    monkeypatch.setenv("PHALANX_NOMINATE_MEMBERS", "true")
     s = serve_settings(
         "--cluster-file",
         str(cluster_file),
@@ -90,9 +91,11 @@ def test_flags_override_the_environment(
         "a",
         "--scheduler-name",
         "b",
+        "--no-nominate-members",
     )
     assert s.port == 9002
     assert s.scheduler_names == ["a", "b"]
+    assert s.nominate_members is False
     assert s.reservation_ttl_seconds == 120  # no flag given: the environment still applies
 
 
@@ -101,6 +104,16 @@ def test_every_setting_is_a_serve_flag(name: str) -> None:
     value = [] if Settings.model_fields[name].annotation is bool else ["x"]
     args = build_parser().parse_args(["serve", flag(name), *value])
     assert hasattr(args, name)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, f in Settings.model_fields.items() if f.annotation is bool)
+)
+def test_every_true_false_setting_has_a_flag_for_each_value(name: str) -> None:
+    # A setting that defaults to true must be turnable off by flag too.
+    no_flag = "--no-" + flag(name).removeprefix("--")
+    assert getattr(serve_settings(flag(name)), name) is True
+    assert getattr(serve_settings(no_flag), name) is False
 
 
 def test_service_settings_carry_the_tuning() -> None:

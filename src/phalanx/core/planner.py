@@ -230,10 +230,15 @@ class GangPlanner:
             if isinstance(claim, NoSlot):
                 return self._replan_for(cycle, claim.reason)
             member = self.state.claim(key, claim.slot.pod_uid, pod)
-            self.journal.record(key).claimed[claim.slot.pod_uid] = pod.key
-        arrived = pod.uid in rec.arrived
+            rec.claimed[claim.slot.pod_uid] = pod.key
+        first_since_arrival = pod.uid in rec.arrived
         rec.arrived.discard(pod.uid)
-        if arrived and member is not None and member.node not in offered and reservation:
+        if (
+            first_since_arrival
+            and member is not None
+            and member.node not in offered
+            and reservation is not None
+        ):
             member = self._swap_slot(key, reservation, member, pod, offered)
         if member is not None:
             if member.node in offered:

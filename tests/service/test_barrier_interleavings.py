@@ -10,7 +10,8 @@ every step, and once everything has settled:
   member is still reserved on the node it asked for: any release answers it at once;
 * once settled, every bind request was answered exactly once (a string, no exception),
   nothing is assumed without a binding in flight, reserved GPUs are back to 0, and each gang
-  has 0 or at least minMember members bound unless a permanent failure was injected into it.
+  has 0 or at least minMember members bound unless a permanent failure (or more transient
+  failures than the binder retries) was injected into it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ GANGS = {"a": (3, 3, 4), "b": (2, 2, 8), "c": (3, 2, 4), "d": (3, 3, 2)}
 LATE = {"d"}
 NODE_NAMES = ("n1", "n2", "n3")
 BARRIER_SECONDS = 5.0  # on the fake clock: timeouts fire only when a rule says so
+BIND_RETRIES = 1
 HOOK_ACTIONS = ("delete", "expire", "filter", "remove-node")
 
 
@@ -59,7 +61,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
             self.source,
             ServiceSettings(
                 barrier_timeout_seconds=BARRIER_SECONDS,
-                bind_retries=1,
+                bind_retries=BIND_RETRIES,
                 bind_retry_backoff_seconds=0.0,
                 # Roll-forward is tested on its own (test_rollforward.py): off here.
                 roll_forward=RollForwardSettings(interval_seconds=3600, grace_seconds=3600),
@@ -204,10 +206,13 @@ class BarrierInterleavings(RuleBasedStateMachine):
         pod = self._member(gang, index)
         if pod is None:
             return
-        if kind != "transient":
-            self.tainted.add(gang)
         error = BindError(f"injected {kind}", gone=kind == "gone", conflict=kind == "conflict")
-        self.source.failures.setdefault(pod.name, []).append(error)
+        queued = self.source.failures.setdefault(pod.name, [])
+        queued.append(error)
+        # More transient failures than the binder retries fail a binding for good too: after
+        # the barrier let its gang go, that member waits for roll-forward (off here).
+        if kind != "transient" or len(queued) > BIND_RETRIES:
+            self.tainted.add(gang)
 
     @rule()
     def the_next_commit_record_fails(self) -> None:

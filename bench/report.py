@@ -57,6 +57,7 @@ ORDER = (
     "phalanx",
     "phalanx-prioritize",
     "phalanx-mostallocated",
+    "phalanx-queuesort",
     "coscheduling",
     "native",
 )
@@ -560,8 +561,23 @@ def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 None,
                 capped,
             )
+    for variant, label in GANG_GOAL_VARIANTS:
+        fast_path_goals(by, add, variant, label)
+    issue12_goals(by, add)
+    return out
+
+
+#: The Phalanx configurations the fast-path goals (issue #11) are reported for: the chart's
+#: default, and the chart's `kubeScheduler.queueSort: Coscheduling` (a goal's name says which).
+GANG_GOAL_VARIANTS = (("phalanx", ""), ("phalanx-queuesort", " (queueSort: Coscheduling)"))
+
+
+def fast_path_goals(
+    by: Mapping[tuple[str, str], dict[str, Any]], add: Any, variant: str, label: str
+) -> None:
+    """Issue #11's gang goals for one Phalanx configuration against coscheduling."""
     for wl, p50_target, p99_target in (("gangs", None, 0.8), ("contended", 1.0, 0.5)):
-        p, c = by.get((wl, "phalanx")), by.get((wl, "coscheduling"))
+        p, c = by.get((wl, variant)), by.get((wl, "coscheduling"))
         if p is None:
             continue
         if c is not None:
@@ -571,7 +587,7 @@ def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 pq, cq = p[f"time_to_whole_gang_{q}_s"], c[f"time_to_whole_gang_{q}_s"]
                 rq = ratio(pq, cq)
                 add(
-                    f"{wl}: time to whole gang {q}",
+                    f"{wl}: time to whole gang {q}{label}",
                     f"≤ {target}× coscheduling",
                     f"{pq} s vs {cq} s = {rq}× (over {p['gangs_placed']} vs "
                     f"{c['gangs_placed']} whole gangs)",
@@ -581,13 +597,13 @@ def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             pg, cg = p["gpus_in_whole_gangs"], c["gpus_in_whole_gangs"]
             rg = ratio(pg, cg)
             add(
-                f"{wl}: GPUs in whole gangs",
+                f"{wl}: GPUs in whole gangs{label}",
                 f"≥ {target}× coscheduling",
                 f"{pg} vs {cg} = {rg}×",
                 None if rg is None else rg >= target,
             )
         add(
-            f"{wl}: partially-bound gang-seconds",
+            f"{wl}: partially-bound gang-seconds{label}",
             "0",
             f"{p['partial_gang_seconds']} s; longest window {p['longest_partial_window_s']} s; "
             f"{p['gangs_partial_over_1s']} gang(s) > 1 s; "
@@ -599,20 +615,18 @@ def goals(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and not p["gangs_partial_at_end"]
             else "",
         )
-    p, c = by.get(("big-gang", "phalanx")), by.get(("big-gang", "coscheduling"))
+    p, c = by.get(("big-gang", variant)), by.get(("big-gang", "coscheduling"))
     if p is not None:
         w = p.get("whole_after_last_member_created_s")
         cw = c.get("whole_after_last_member_created_s") if c is not None else None
         rw = ratio(w, cw)
         add(
-            "big gang: whole after its last member exists",
+            f"big gang: whole after its last member exists{label}",
             "≤ 1.0× coscheduling",
             (f"{w} s" if w is not None else f"not whole ({p['pods_bound']}/{p['pods']} bound)")
             + (f" vs {cw} s = {rw}×" if cw is not None else " (coscheduling not run)"),
             None if rw is None else rw <= 1.0,
         )
-    issue12_goals(by, add)
-    return out
 
 
 def issue12_goals(by: Mapping[tuple[str, str], dict[str, Any]], add: Any) -> None:

@@ -111,11 +111,12 @@ SCHEDULER_ORDER = (
     "phalanx",
     "phalanx-prioritize",
     "phalanx-mostallocated",
+    "phalanx-queuesort",
     "coscheduling",
     "native",
 )
-# What `make bench` runs unless --only says otherwise (the Phalanx variants only on request).
-DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "coscheduling", "native")
+# What `make bench` runs unless --only says otherwise (the other Phalanx variants only on request).
+DEFAULT_SCHEDULERS = ("vanilla", "floor", "phalanx", "phalanx-queuesort", "coscheduling", "native")
 #: The Kubernetes release of the run's kube-apiserver and kube-scheduler (the module docstring).
 KUBE_VERSION = "1.37"
 CREATE_THREADS = 16
@@ -638,7 +639,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             schedulers.SCHEDULER_PLUGINS_BINARY: launcher.tools_bin_dir()
             / schedulers.SCHEDULER_PLUGINS_BINARY,
         }
-        if "coscheduling" in sched_keys:
+        if any(
+            schedulers.SCHEDULERS[k].binary == schedulers.SCHEDULER_PLUGINS_BINARY
+            for k in sched_keys
+        ):
             ensure_scheduler_plugins(launcher.tools_bin_dir())
     except launcher.ToolsMissingError as exc:
         log(f"error: {exc}")
@@ -676,12 +680,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for work in works:
                 nodes = ensure_nodes(cp, api, nodes, work.nodes)
                 for key in sched_keys:
+                    spec = schedulers.SCHEDULERS[key]
+                    if spec.workloads is not None and work.key not in spec.workloads:
+                        continue
                     records.append(
                         run_one(
                             cp,
                             api,
                             work,
-                            schedulers.SCHEDULERS[key],
+                            spec,
                             limits,
                             binaries,
                             workdir,

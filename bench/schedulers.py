@@ -68,6 +68,10 @@ COSCHEDULING_ARGS = {
     "podGroupRejectPercentage": 10,
 }
 
+#: Coscheduling's queue order in place of PrioritySort: priority, then the PodGroup's creation
+#: time (a pod's first attempt without one), then the group's name.
+COSCHEDULING_QUEUE_SORT = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+
 
 #: kube-scheduler's gang scheduling in v1.37.2 (pkg/features/kube_features.go): GenericWorkload
 #: (beta, default off) brings the API's pods into the pod-group cycle and enables the
@@ -100,6 +104,11 @@ class SchedulerSpec:
     dialect: Dialect = "scheduler-plugins"
     #: kube-scheduler's --feature-gates (empty: the release's defaults).
     feature_gates: tuple[tuple[str, bool], ...] = ()
+    #: Coscheduling's QueueSort alone (scheduler-plugins' binary): a gang's members stay
+    #: together in the queue, ordered by their PodGroup's age, and keep their place on retry.
+    coscheduling_queue: bool = False
+    #: The workloads it runs (None: every one).
+    workloads: tuple[str, ...] | None = None
 
     def config(self, extender_url: str | None = None) -> dict[str, Any]:
         """The KubeSchedulerConfiguration; the launcher adds ``clientConnection.kubeconfig``."""
@@ -128,12 +137,21 @@ class SchedulerSpec:
         elif self.uses_phalanx:
             assert extender_url is not None
             base["percentageOfNodesToScore"] = 100
-            profile: dict[str, Any] = {
-                "schedulerName": self.scheduler_name,
-                "plugins": {"multiPoint": {"disabled": [{"name": n} for n in NATIVE_GANG_PLUGINS]}},
-            }
+            profile: dict[str, Any] = {"schedulerName": self.scheduler_name}
+            if self.coscheduling_queue:
+                # scheduler-plugins embeds a kube-scheduler without the native gang plugins.
+                profile["plugins"] = {"queueSort": COSCHEDULING_QUEUE_SORT}
+                profile["pluginConfig"] = [
+                    {"name": "Coscheduling", "args": dict(COSCHEDULING_ARGS)}
+                ]
+            else:
+                profile["plugins"] = {
+                    "multiPoint": {"disabled": [{"name": n} for n in NATIVE_GANG_PLUGINS]}
+                }
             if self.most_allocated:
-                profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": MOST_ALLOCATED}]
+                profile.setdefault("pluginConfig", []).append(
+                    {"name": "NodeResourcesFit", "args": MOST_ALLOCATED}
+                )
             base["profiles"] = [profile]
             extender: dict[str, Any] = {
                 "urlPrefix": extender_url,
@@ -154,10 +172,7 @@ class SchedulerSpec:
                     "schedulerName": self.scheduler_name,
                     "plugins": {
                         "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
-                        "queueSort": {
-                            "enabled": [{"name": "Coscheduling"}],
-                            "disabled": [{"name": "*"}],
-                        },
+                        "queueSort": COSCHEDULING_QUEUE_SORT,
                     },
                     "pluginConfig": [{"name": "Coscheduling", "args": dict(COSCHEDULING_ARGS)}],
                 }
@@ -217,6 +232,17 @@ SCHEDULERS: dict[str, SchedulerSpec] = {
         phalanx_env=(("PHALANX_SINGLE_POD_NODES", "0"),),
         prioritize=False,
         most_allocated=True,
+    ),
+    "phalanx-queuesort": SchedulerSpec(
+        "phalanx-queuesort",
+        "scheduler-plugins' kube-scheduler, Coscheduling QueueSort only + Phalanx",
+        "phalanx",
+        SCHEDULER_PLUGINS_BINARY,
+        uses_phalanx=True,
+        phalanx_env=(("PHALANX_SINGLE_POD_NODES", "1"),),
+        coscheduling_queue=True,
+        # Issue #11's workloads: its binary predates the upstream gang API and DRA's 1.37 shape.
+        workloads=("singles", "gangs", "contended", "plans", "big-gang"),
     ),
     "coscheduling": SchedulerSpec(
         "coscheduling",

@@ -108,6 +108,30 @@ def test_without_the_floor_the_singles_goal_is_not_judged() -> None:
     assert goal["met"] is None
 
 
+def test_the_gang_goals_are_judged_for_each_phalanx_configuration_by_name() -> None:
+    def run(scheduler: str, p50: float, p99: float) -> dict[str, Any]:
+        return {
+            "workload": "contended",
+            "scheduler": scheduler,
+            "time_to_whole_gang_p50_s": p50,
+            "time_to_whole_gang_p99_s": p99,
+            "gangs_placed": 10,
+            "gpus_in_whole_gangs": 100,
+            "partial_gang_seconds": 0,
+            "longest_partial_window_s": 0,
+            "gangs_partial_over_1s": 0,
+            "gangs_partial_at_end": 0,
+        }
+
+    runs = [run("phalanx", 30.0, 40.0), run("phalanx-queuesort", 9.0, 15.0)]
+    runs.append(run("coscheduling", 10.0, 35.0) | {"gpus_in_whole_gangs": 70})
+    met = {g["goal"]: g["met"] for g in report.goals(runs)}
+    assert met["contended: time to whole gang p50"] is False
+    assert met["contended: time to whole gang p50 (queueSort: Coscheduling)"] is True
+    assert met["contended: time to whole gang p99 (queueSort: Coscheduling)"] is True  # 0.43×
+    assert met["contended: GPUs in whole gangs (queueSort: Coscheduling)"] is True  # 1.43×
+
+
 def test_latency_quantiles_interpolate_inside_prometheus_buckets() -> None:
     text = "\n".join(
         [

@@ -137,7 +137,9 @@ def test_native_runs_upstream_defaults_with_the_gang_gates_on_upstream_podgroups
     assert native.binary == "kube-scheduler"
 
 
-@pytest.mark.parametrize("key", ["vanilla", "floor", "phalanx", "coscheduling"])
+@pytest.mark.parametrize(
+    "key", ["vanilla", "floor", "phalanx", "phalanx-queuesort", "coscheduling"]
+)
 def test_every_other_contender_reads_scheduler_plugins_gangs_with_default_gates(key: str) -> None:
     spec = schedulers.SCHEDULERS[key]
     assert spec.dialect == "scheduler-plugins"
@@ -149,6 +151,32 @@ def test_the_phalanx_profile_disables_kube_schedulers_own_gang_plugins_as_the_ch
     (profile,) = config["profiles"]
     disabled = {p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]}
     assert disabled == {"GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"}
+
+
+def test_phalanx_with_the_coscheduling_queue_runs_that_queue_sort_alone_in_front_of_phalanx() -> (
+    None
+):
+    spec = schedulers.SCHEDULERS["phalanx-queuesort"]
+    config = spec.config("http://127.0.0.1:1")
+    (profile,) = config["profiles"]
+    assert profile["plugins"] == {
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+    }
+    assert spec.binary == schedulers.SCHEDULER_PLUGINS_BINARY
+    (extender,) = config["extenders"]
+    assert extender["bindVerb"] == "bind"
+    assert config["percentageOfNodesToScore"] == 100
+    # Coscheduling itself sorts its queue the same way, and its other points stay its own.
+    (cosched,) = schedulers.SCHEDULERS["coscheduling"].config()["profiles"]
+    assert cosched["plugins"]["queueSort"] == profile["plugins"]["queueSort"]
+
+
+def test_the_coscheduling_queue_variant_runs_only_the_fast_path_workloads() -> None:
+    spec = schedulers.SCHEDULERS["phalanx-queuesort"]
+    assert spec.workloads is not None
+    assert set(spec.workloads) == {"singles", "gangs", "contended", "plans", "big-gang"}
+    assert set(spec.workloads) <= set(workloads.BUILDERS)
+    assert schedulers.SCHEDULERS["phalanx"].workloads is None
 
 
 @pytest.mark.parametrize(

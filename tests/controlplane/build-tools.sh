@@ -16,7 +16,7 @@
 #                                                          #  kube-next ray-operator helm promtool
 #                                                          #  scheduler-plugins)
 #   tests/controlplane/build-tools.sh --with-e2e-tools     # + kube-controller-manager kube-next
-#                                                          #   ray-operator
+#                                                          #   ray-operator scheduler-plugins
 #   tests/controlplane/build-tools.sh --with-deploy-tools  # + helm promtool
 #   tests/controlplane/build-tools.sh --print-bin-dir [FAMILY]  # a bin dir; builds nothing
 #   tests/controlplane/build-tools.sh --update-modules [FAMILY...]  # regenerate go/<family>/
@@ -69,14 +69,13 @@ JOBS="${PHALANX_TOOLS_JOBS:-2}"
 # ---------------------------------------------------------------- families
 DEFAULT_FAMILIES=(kube etcd kwok)
 # What only some e2e tests need (--with-e2e-tools): kube-controller-manager of KUBE_VERSION (its
-# resourceclaim controller turns DRA claim templates into claims), the newer control plane and
-# the third-party operator.
-E2E_FAMILIES=(kube-controller-manager kube-next ray-operator)
+# resourceclaim controller turns DRA claim templates into claims), the newer control plane, the
+# third-party operator and scheduler-plugins' kube-scheduler (the chart's
+# `kubeScheduler.queueSort: Coscheduling`, tests/e2e/test_queue_sort.py; also bench/run.py's
+# coscheduling peer).
+E2E_FAMILIES=(kube-controller-manager kube-next ray-operator scheduler-plugins)
 # Chart and alert-rule tooling for tests/deploy (--with-deploy-tools).
 DEPLOY_FAMILIES=(helm promtool)
-# Benchmark peers for bench/run.py (DESIGN.md §9, tier 4), built only when named:
-#   scheduler-plugins -> kube-scheduler-plugins, scheduler-plugins' kube-scheduler with the
-#   Coscheduling plugin compiled in.
 
 # "binary=go-package" pairs, built from inside go/<family>/.
 declare -A FAMILY_BINS=(

@@ -12,7 +12,8 @@ in ``tests/controlplane/versions.env``) on 127.0.0.1 and free ports, in a temp d
 * **kwok** managing the fake nodes annotated ``kwok.x-k8s.io/node=fake`` with the Stage
   configs in ``tests/controlplane/stages/`` (nodes turn Ready, bound pods turn Running);
 * optionally **kube-scheduler** (:meth:`ControlPlane.start_scheduler`) with a caller-given
-  ``KubeSchedulerConfiguration``;
+  ``KubeSchedulerConfiguration``, the release's own or another build of it (scheduler-plugins':
+  :func:`find_scheduler_plugins`);
 * optionally **kube-controller-manager** (:meth:`ControlPlane.start_controller_manager`) with
   only the controllers a test names: by default the resourceclaim controller, which turns a
   pod's ResourceClaimTemplates into ResourceClaims (DRA). Built by the
@@ -156,7 +157,8 @@ def tools_bin_dir() -> Path:
     """Where build-tools.sh puts the default tool set (the versions pinned in versions.env).
 
     ``PHALANX_TOOLS_BIN`` overrides it: etcd, kwok and the default release's kube-apiserver
-    and kube-scheduler, plus helm and promtool when the deploy tests run.
+    and kube-scheduler, plus helm and promtool when the deploy tests run and
+    kube-scheduler-plugins when the queue-order test runs.
     """
     override = os.environ.get("PHALANX_TOOLS_BIN")
     if override:
@@ -216,6 +218,8 @@ def kube_release(kube_version: str | None = None) -> KubeRelease:
 TOOL_NAMES = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
 KUBE_TOOL_NAMES = ("kube-apiserver", "kube-scheduler")
 CONTROLLER_MANAGER = "kube-controller-manager"
+#: scheduler-plugins' kube-scheduler (family scheduler-plugins), in the default entry.
+SCHEDULER_PLUGINS = "kube-scheduler-plugins"
 
 
 def find_tools(bin_dir: Path | None = None, *, kube_version: str | None = None) -> dict[str, Path]:
@@ -257,6 +261,29 @@ def find_controller_manager(kube_version: str | None = None) -> Path:
         raise ToolsMissingError(
             f"{path} is missing. Build it with `bash {BUILD_SCRIPT} kube-controller-manager` "
             "(about two minutes on 2 cores with warm Go caches; `make tools` builds it too)."
+        )
+    return path
+
+
+def find_scheduler_plugins() -> Path:
+    """scheduler-plugins' kube-scheduler (``build-tools.sh scheduler-plugins``), for
+    :meth:`ControlPlane.start_scheduler`'s ``binary``; or :class:`ToolsMissingError`. It embeds
+    the kube-scheduler of ``SCHEDULER_PLUGINS_VERSION``'s release (versions.env), one minor
+    behind the default release."""
+    return _default_entry_tool(SCHEDULER_PLUGINS, "scheduler-plugins")
+
+
+def find_helm() -> Path:
+    """The pinned helm (``build-tools.sh helm``), or :class:`ToolsMissingError`."""
+    return _default_entry_tool("helm", "helm")
+
+
+def _default_entry_tool(name: str, family: str) -> Path:
+    path = tools_bin_dir() / name
+    if not os.access(path, os.X_OK):
+        raise ToolsMissingError(
+            f"{path} is missing. Build it with `bash {BUILD_SCRIPT} {family}` "
+            "(`make tools-e2e` builds it too)."
         )
     return path
 
@@ -921,12 +948,14 @@ profiles:
         *,
         extra_args: Sequence[str] = (),
         feature_gates: Mapping[str, bool] | None = None,
+        binary: Path | None = None,
     ) -> None:
         """Run kube-scheduler with ``config_yaml`` (a KubeSchedulerConfiguration; vanilla if None).
 
         ``feature_gates`` (default: the control plane's ``scheduler_feature_gates``) become its
-        ``--feature-gates``; ``extra_args`` come last. Waits until its ``/healthz`` answers.
-        Any running scheduler is stopped first.
+        ``--feature-gates``; ``extra_args`` come last. ``binary`` runs instead of the release's
+        kube-scheduler (e.g. :func:`find_scheduler_plugins`), with the same flags. Waits until
+        its ``/healthz`` answers. Any running scheduler is stopped first.
         """
         if self.apiserver is None:
             raise ControlPlaneError("start the control plane before the scheduler")
@@ -934,7 +963,7 @@ profiles:
         config = self.render_scheduler_config(config_yaml)
         self.scheduler_config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         argv = [
-            str(self.tools["kube-scheduler"]),
+            str(binary or self.tools["kube-scheduler"]),
             f"--config={self.scheduler_config_path}",
             f"--bind-address={LOOPBACK}",
             f"--secure-port={self.scheduler_port}",
@@ -986,10 +1015,15 @@ profiles:
 
     def scheduler_metrics(self) -> str:
         """kube-scheduler's ``/metrics`` (Prometheus text), read with the admin token."""
+        return self.scheduler_get("/metrics")
+
+    def scheduler_get(self, path: str) -> str:
+        """GET ``path`` from kube-scheduler's secure port (``/metrics``; ``/configz``, the
+        configuration it runs with its defaults filled in), with the admin token."""
         if self.scheduler is None or not self.scheduler.running:
             raise ControlPlaneError("kube-scheduler is not running")
         opener = self._scheduler_opener()
-        req = urllib.request.Request(f"https://{LOOPBACK}:{self.scheduler_port}/metrics")
+        req = urllib.request.Request(f"https://{LOOPBACK}:{self.scheduler_port}{path}")
         req.add_header("Authorization", f"Bearer {self.admin_token}")
         with opener.open(req, timeout=10) as resp:
             return str(resp.read().decode())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import launcher  # tests/controlplane/launcher.py (this directory is on sys.path under pytest)
@@ -97,3 +98,28 @@ def test_a_ray_operator_build_without_its_crds_is_missing(
 
     with pytest.raises(launcher.ToolsMissingError, match=re.escape("ray.io_rayclusters.yaml")):
         launcher.find_ray_operator()
+
+
+@pytest.mark.parametrize(
+    ("find", "binary", "family"),
+    [
+        (launcher.find_scheduler_plugins, "kube-scheduler-plugins", "scheduler-plugins"),
+        (launcher.find_helm, "helm", "helm"),
+    ],
+    ids=["scheduler-plugins", "helm"],
+)
+def test_a_default_entry_tool_is_found_there_or_named_with_its_family(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    find: Callable[[], Path],
+    binary: str,
+    family: str,
+) -> None:
+    monkeypatch.setenv("PHALANX_TOOLS_CACHE", str(tmp_path))
+    monkeypatch.delenv("PHALANX_TOOLS_BIN", raising=False)
+    with pytest.raises(launcher.ToolsMissingError, match=re.escape(f"build-tools.sh {family}`")):
+        find()
+
+    fake_tools(launcher.tools_bin_dir(), binary)
+
+    assert find() == launcher.tools_bin_dir() / binary

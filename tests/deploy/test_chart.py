@@ -22,12 +22,19 @@ CUSTOM_NAME = {
     "kubeScheduler": {"extender": {"httpTimeoutSeconds": 60}},
     "phalanx": {"barrierTimeoutSeconds": 45.5, "reservationTtlSeconds": 120, "port": 18888},
 }
+COSCHEDULING = {"kubeScheduler": {"queueSort": "Coscheduling"}}
 VALUE_SETS = [
     pytest.param({}, id="defaults"),
     pytest.param({"replicaCount": 3}, id="three-replicas"),
     pytest.param(MONITORING_ON, id="monitoring-on"),
     pytest.param(CUSTOM_NAME, id="custom-scheduler-name"),
+    pytest.param(COSCHEDULING, id="coscheduling-queue-sort"),
 ]
+VERSIONS = dict(
+    line.split("=", 1)
+    for line in (CHART.parents[1] / "tests/controlplane/versions.env").read_text().splitlines()
+    if line and not line.startswith("#")
+)
 
 
 def duration_seconds(text: str) -> float:
@@ -125,6 +132,71 @@ def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
     assert path == f"{mounts['scheduler-config']}/kube-scheduler.yaml"
 
 
+# ---- the queue order (kubeScheduler.queueSort) ---------------------------------------
+
+
+def test_coscheduling_queue_sort_renders_its_queue_sort_alone_and_scheduler_plugins_image(
+    chart: Chart,
+) -> None:
+    values = {"kubeScheduler": {"queueSort": "Coscheduling", "image": {"pullPolicy": "Always"}}}
+    docs = chart.render(values)
+    config = scheduler_config(docs)
+    (profile,) = config["profiles"]
+    assert profile["plugins"]["queueSort"] == {
+        "enabled": [{"name": "Coscheduling"}],
+        "disabled": [{"name": "*"}],
+    }
+    # Only the QueueSort: no other extension point of Coscheduling, so no arguments for it.
+    assert set(profile["plugins"]) == {"queueSort", "multiPoint"}
+    assert "pluginConfig" not in profile
+    assert native_gang_profiles(config, {"phalanx"}) == ()
+    scheduler = container(docs, "kube-scheduler")
+    assert scheduler["image"] == (
+        f"registry.k8s.io/scheduler-plugins/kube-scheduler:{VERSIONS['SCHEDULER_PLUGINS_VERSION']}"
+    )
+    assert scheduler["imagePullPolicy"] == "Always"  # kubeScheduler.image's
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({}, id="default"),
+        pytest.param({"kubeScheduler": {"queueSort": "PrioritySort"}}, id="prioritysort"),
+    ],
+)
+def test_prioritysort_renders_no_queue_sort_and_upstreams_image(
+    chart: Chart, values: dict[str, Any]
+) -> None:
+    docs = chart.render(values)
+    (profile,) = scheduler_config(docs)["profiles"]
+    assert set(profile["plugins"]) == {"multiPoint"}
+    image = container(docs, "kube-scheduler")["image"]
+    assert image == f"registry.k8s.io/kube-scheduler:{VERSIONS['KUBE_VERSION']}"
+    assert docs == chart.render()
+
+
+def test_coscheduling_queue_sort_may_read_pod_groups_as_the_shared_service_account(
+    chart: Chart,
+) -> None:
+    docs = chart.render(COSCHEDULING)
+    account = one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    bound = {
+        b["roleRef"]["name"]
+        for b in docs
+        if b["kind"] == "ClusterRoleBinding"
+        and {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE} in b["subjects"]
+    }
+    verbs = {
+        verb
+        for role in docs
+        if role["kind"] == "ClusterRole" and role["metadata"]["name"] in bound
+        for rule in role["rules"]
+        if "scheduling.x-k8s.io" in rule["apiGroups"] and "podgroups" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {"get", "list", "watch"} <= verbs  # Coscheduling's PodGroup informer
+
+
 # ---- the barrier guard ---------------------------------------------------------------
 
 
@@ -168,6 +240,16 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
         ),
         pytest.param(
             {"phalanx": {"topologies": 'default="a"'}}, "/phalanx/topologies", id="topologies"
+        ),
+        pytest.param(
+            {"kubeScheduler": {"queueSort": "Gang"}},
+            "'/kubeScheduler/queueSort': value must be one of 'PrioritySort', 'Coscheduling'",
+            id="queue-sort",
+        ),
+        pytest.param(
+            {"kubeScheduler": {"coschedulingImage": {"tag": ""}}},
+            "/kubeScheduler/coschedulingImage/tag",
+            id="coscheduling-image-without-tag",
         ),
         pytest.param(
             {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
@@ -264,13 +346,8 @@ def test_pod_runs_non_root_with_a_read_only_root_filesystem(chart: Chart) -> Non
 
 
 def test_kube_scheduler_image_matches_the_tested_release(chart: Chart) -> None:
-    versions = dict(
-        line.split("=", 1)
-        for line in (CHART.parents[1] / "tests/controlplane/versions.env").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
     image = container(chart.render(), "kube-scheduler")["image"]
-    assert image == f"registry.k8s.io/kube-scheduler:{versions['KUBE_VERSION']}"
+    assert image == f"registry.k8s.io/kube-scheduler:{VERSIONS['KUBE_VERSION']}"
 
 
 def test_probes_watch_each_container_on_its_own_endpoint(chart: Chart) -> None:

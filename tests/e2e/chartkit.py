@@ -1,9 +1,13 @@
 """Applying the rendered chart (deploy/manifests/phalanx.yaml) to a test control plane as a
-user would, and acting as the chart's ServiceAccount (its RBAC, not the admin's)."""
+user would, and acting as the chart's ServiceAccount (its RBAC, not the admin's); rendering
+the chart with other values, and reading a render."""
 
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ from podgroup_crd import wait_crd_established
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
+CHART = REPO / "helm" / "phalanx"
+RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
 ACCOUNT = "phalanx"
 FIELD_MANAGER = "phalanx-e2e"
@@ -22,6 +28,52 @@ Obj = dict[str, Any]
 
 def documents(path: Path) -> list[Obj]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def render(helm: Path, values: Mapping[str, Any]) -> list[Obj]:
+    """``helm template`` of the chart with ``values`` over its defaults, as deploy/render.sh
+    renders deploy/manifests/phalanx.yaml (release, namespace; without the CRD)."""
+    done = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values", "-"],
+        input=yaml.safe_dump(dict(values)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"helm template: {done.stderr}"
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def helm_env(cp: launcher.ControlPlane, home: Path) -> dict[str, str]:
+    """helm's environment: the control plane's admin kubeconfig, and homes under ``home``."""
+    return {
+        **os.environ,
+        "KUBECONFIG": str(cp.kubeconfig),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def kube_scheduler_configuration(docs: list[Obj]) -> Obj | None:
+    """The KubeSchedulerConfiguration inside a render's ConfigMap (None if there is none)."""
+    for doc in docs:
+        if doc.get("kind") != "ConfigMap":
+            continue
+        for text in (doc.get("data") or {}).values():
+            config = yaml.safe_load(text)
+            if isinstance(config, dict) and config.get("kind") == "KubeSchedulerConfiguration":
+                return config
+    return None
+
+
+def container_image(docs: list[Obj], container: str) -> str:
+    """The image of the Deployment's container ``container``."""
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    (image,) = [c["image"] for c in containers if c["name"] == container]
+    return str(image)
 
 
 def apply(

@@ -130,6 +130,23 @@ def controller_manager_tool() -> Path:
 
 
 @pytest.fixture(scope="session")
+def scheduler_plugins_tool() -> Path:
+    """scheduler-plugins' kube-scheduler (``build-tools.sh scheduler-plugins``), the build of
+    the chart's ``kubeScheduler.coschedulingImage``. Skipped without it, or an error when
+    PHALANX_REQUIRE_E2E=1.
+    """
+    return skip_without_tools(launcher.find_scheduler_plugins)
+
+
+@pytest.fixture(scope="session")
+def helm_tool() -> Path:
+    """The pinned helm (``build-tools.sh helm``). Skipped without it, or an error when
+    PHALANX_REQUIRE_E2E=1.
+    """
+    return skip_without_tools(launcher.find_helm)
+
+
+@pytest.fixture(scope="session")
 def ray_operator_tools() -> launcher.RayOperatorTools:
     """KubeRay's ray-operator binary and CRDs (``build-tools.sh ray-operator``).
 

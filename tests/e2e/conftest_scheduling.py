@@ -14,6 +14,9 @@ fixtures by name::
   (see :func:`scheduler_config` for the only fields rewritten).
 * A module may set ``SCHEDULER_NAME``: the profile's ``schedulerName`` and the name Phalanx
   serves (``--scheduler-name``), as the chart's ``schedulerName`` value sets both.
+* A module may set ``CHART_VALUES``: the chart is then rendered with them (``helm template``,
+  the ``helm_tool`` fixture) instead of read from deploy/manifests/phalanx.yaml, and
+  kube-scheduler is the build of the image that render runs (:data:`IMAGE_BUILDS`).
 * ``cluster`` (function): a :class:`scheduling.Scenario` in a fresh namespace with its own
   node pool, an :class:`scheduling.InvariantMonitor` running for the whole test, and the
   invariant verdict asserted at teardown (a test that wants it sooner calls
@@ -27,19 +30,25 @@ import copy
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import chartkit
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 import yaml
+from chartkit import MANIFESTS, REPO
 from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import SCHEDULER_NAME, Api, Scenario, Verdict
 
-REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / "deploy" / "manifests" / "phalanx.yaml"
 LEASE_NAMESPACE = "kube-system"  # exists in every cluster; the chart's namespace may not
+
+#: The fixture giving the build of each kube-scheduler image the chart may run, where it is
+#: not the control plane's own kube-scheduler (upstream's image, of the same release).
+IMAGE_BUILDS = {"registry.k8s.io/scheduler-plugins/kube-scheduler": "scheduler_plugins_tool"}
+UPSTREAM_IMAGE = "registry.k8s.io/kube-scheduler"
 
 #: DESIGN.md §2's reference configuration: used only while the rendered chart is missing
 #: (the chart is the contract; see scheduler_config). PHALANX_REQUIRE_E2E makes that an error.
@@ -71,33 +80,59 @@ def chart_scheduler_config(path: Path = MANIFESTS) -> dict[str, Any] | None:
     """The KubeSchedulerConfiguration inside the rendered chart's ConfigMap (None if absent)."""
     if not path.is_file():
         return None
-    for doc in yaml.safe_load_all(path.read_text()):
-        if not doc or doc.get("kind") != "ConfigMap":
-            continue
-        for text in (doc.get("data") or {}).values():
-            config = yaml.safe_load(text)
-            if isinstance(config, dict) and config.get("kind") == "KubeSchedulerConfiguration":
-                return config
-    return None
+    return chartkit.kube_scheduler_configuration(chartkit.documents(path))
+
+
+@dataclass(frozen=True)
+class ChartScheduler:
+    """The chart's kube-scheduler container as the e2e tier runs it."""
+
+    config: dict[str, Any]  # its KubeSchedulerConfiguration, as the chart renders it
+    origin: str  # what rendered it
+    binary: Path | None = None  # the build of its image; None: the control plane's own
+
+
+def module_chart_scheduler(request: pytest.FixtureRequest) -> ChartScheduler | None:
+    """The chart rendered with the module's ``CHART_VALUES`` (None without them)."""
+    values = getattr(request.module, "CHART_VALUES", None)
+    if values is None:
+        return None
+    docs = chartkit.render(request.getfixturevalue("helm_tool"), values)
+    config = chartkit.kube_scheduler_configuration(docs)
+    assert config is not None, f"the chart rendered with {values} has no scheduler ConfigMap"
+    repository = chartkit.container_image(docs, "kube-scheduler").rsplit(":", 1)[0]
+    if repository == UPSTREAM_IMAGE:
+        binary = None
+    else:
+        assert repository in IMAGE_BUILDS, f"no build here of the chart's image {repository}"
+        binary = request.getfixturevalue(IMAGE_BUILDS[repository])
+    origin = f"{chartkit.CHART.relative_to(REPO)} rendered with {values}"
+    return ChartScheduler(config, origin, binary)
 
 
 def scheduler_config(
-    phalanx_url: str, lease_name: str, profile: str = SCHEDULER_NAME
+    phalanx_url: str,
+    lease_name: str,
+    profile: str = SCHEDULER_NAME,
+    chart: ChartScheduler | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The configuration the e2e kube-scheduler runs, and where it came from.
 
-    Taken from the rendered chart. Rewritten, because the test cluster differs from a
-    chart install: each extender's ``urlPrefix`` (the test's Phalanx port),
-    ``leaderElection.resourceNamespace`` (``kube-system``: the chart's namespace may not
-    exist here) and ``resourceName`` (fresh per start, so a restarted scheduler need not
-    wait out the previous one's lease); the profile's ``schedulerName`` is ``profile`` (what
-    the chart's ``schedulerName`` value sets). ``clientConnection.kubeconfig`` is filled in by
-    ``ControlPlane.start_scheduler``. Everything else — profile, ``percentageOfNodesToScore``,
-    the extender's verbs, ``nodeCacheCapable``, ``httpTimeout``, ``ignorable``, ``weight``,
-    lease timings, client QPS — is the chart's.
+    Taken from the rendered chart: ``chart``, else deploy/manifests/phalanx.yaml. Rewritten,
+    because the test cluster differs from a chart install: each extender's ``urlPrefix`` (the
+    test's Phalanx port), ``leaderElection.resourceNamespace`` (``kube-system``: the chart's
+    namespace may not exist here) and ``resourceName`` (fresh per start, so a restarted
+    scheduler need not wait out the previous one's lease); the profile's ``schedulerName`` is
+    ``profile`` (what the chart's ``schedulerName`` value sets). ``clientConnection.kubeconfig``
+    is filled in by ``ControlPlane.start_scheduler``. Everything else — profiles,
+    ``percentageOfNodesToScore``, the extender's verbs, ``nodeCacheCapable``, ``httpTimeout``,
+    ``ignorable``, ``weight``, lease timings, client QPS — is the chart's.
     """
-    chart = chart_scheduler_config()
-    if chart is None:
+    if chart is not None:
+        rendered, origin = chart.config, chart.origin
+    elif (manifest := chart_scheduler_config()) is not None:
+        rendered, origin = manifest, str(MANIFESTS.relative_to(REPO))
+    else:
         # The rendered chart is the contract; without it, DESIGN.md §2's reference config.
         if _require_e2e():
             pytest.fail(
@@ -105,10 +140,8 @@ def scheduler_config(
                 "KubeSchedulerConfiguration ConfigMap (render the chart: deploy/render.sh)",
                 pytrace=False,
             )
-        chart, origin = yaml.safe_load(REFERENCE_CONFIG), "DESIGN.md §2 reference (fallback)"
-    else:
-        origin = str(MANIFESTS.relative_to(REPO))
-    config = copy.deepcopy(chart)
+        rendered, origin = yaml.safe_load(REFERENCE_CONFIG), "DESIGN.md §2 reference (fallback)"
+    config = copy.deepcopy(rendered)
     extenders = config.get("extenders") or []
     assert extenders, f"{origin}: no extenders in the KubeSchedulerConfiguration"
     for extender in extenders:
@@ -141,9 +174,10 @@ def phalanx(
     workdir.mkdir(parents=True, exist_ok=True)
     # The configuration kube-scheduler runs (only the profiles matter to Phalanx's check).
     name = profile_name(request)
+    chart = module_chart_scheduler(request)
     config_path = workdir / "kube-scheduler.yaml"
     config_path.write_text(
-        yaml.safe_dump(scheduler_config("http://127.0.0.1:1", "unused", name)[0])
+        yaml.safe_dump(scheduler_config("http://127.0.0.1:1", "unused", name, chart)[0])
     )
     args = [
         f"--scheduler-config={config_path}",
@@ -159,22 +193,31 @@ def phalanx(
 
 
 class Scheduler:
-    """The e2e kube-scheduler: the chart's configuration, pointed at the test's Phalanx."""
+    """The e2e kube-scheduler: the chart's configuration, pointed at the test's Phalanx
+    (``chart``: a render other than deploy/manifests/phalanx.yaml, and its image's build)."""
 
     def __init__(
-        self, cp: launcher.ControlPlane, phalanx: PhalanxProcess, profile: str = SCHEDULER_NAME
+        self,
+        cp: launcher.ControlPlane,
+        phalanx: PhalanxProcess,
+        profile: str = SCHEDULER_NAME,
+        chart: ChartScheduler | None = None,
     ) -> None:
         self.cp = cp
         self.phalanx = phalanx
         self.profile = profile
+        self.chart = chart
         self.config: dict[str, Any] = {}
         self.origin = ""
         self.starts = 0
 
     def start(self) -> None:
         lease = f"phalanx-scheduler-e2e-{uuid.uuid4().hex[:8]}"
-        self.config, self.origin = scheduler_config(self.phalanx.url, lease, self.profile)
-        self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False))
+        self.config, self.origin = scheduler_config(
+            self.phalanx.url, lease, self.profile, self.chart
+        )
+        binary = self.chart.binary if self.chart is not None else None
+        self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False), binary=binary)
         self.starts += 1
 
     def ensure_running(self) -> bool:
@@ -194,7 +237,9 @@ class Scheduler:
 def scheduler(
     control_plane: launcher.ControlPlane, phalanx: PhalanxProcess, request: pytest.FixtureRequest
 ) -> Iterator[Scheduler]:
-    sched = Scheduler(control_plane, phalanx, profile_name(request))
+    sched = Scheduler(
+        control_plane, phalanx, profile_name(request), module_chart_scheduler(request)
+    )
     sched.start()
     try:
         yield sched

@@ -40,6 +40,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* kube-scheduler's image: scheduler-plugins' build when its Coscheduling QueueSort orders the queue. */}}
+{{- define "phalanx.kubeSchedulerImage" -}}
+{{- $ks := .Values.kubeScheduler }}
+{{- $image := ternary $ks.coschedulingImage $ks.image (eq $ks.queueSort "Coscheduling") }}
+{{- printf "%s:%s" $image.repository $image.tag }}
+{{- end }}
+
 {{/*
 Timeouts that must nest, checked before anything renders (DESIGN §2, §6): a /bind held at
 the barrier must be answered before kube-scheduler's httpTimeout abandons it, and a

@@ -256,13 +256,11 @@ def find_controller_manager(kube_version: str | None = None) -> Path:
             f"kube-controller-manager is built for {kube_release().version} only, "
             f"not {release.version}"
         )
-    path = tools_bin_dir() / CONTROLLER_MANAGER
-    if not os.access(path, os.X_OK):
-        raise ToolsMissingError(
-            f"{path} is missing. Build it with `bash {BUILD_SCRIPT} kube-controller-manager` "
-            "(about two minutes on 2 cores with warm Go caches; `make tools` builds it too)."
-        )
-    return path
+    return _default_entry_tool(
+        CONTROLLER_MANAGER,
+        "kube-controller-manager",
+        "about two minutes on 2 cores with warm Go caches; `make tools` builds it too",
+    )
 
 
 def find_scheduler_plugins() -> Path:
@@ -278,12 +276,13 @@ def find_helm() -> Path:
     return _default_entry_tool("helm", "helm")
 
 
-def _default_entry_tool(name: str, family: str) -> Path:
+def _default_entry_tool(
+    name: str, family: str, hint: str = "`make tools-e2e` builds it too"
+) -> Path:
     path = tools_bin_dir() / name
     if not os.access(path, os.X_OK):
         raise ToolsMissingError(
-            f"{path} is missing. Build it with `bash {BUILD_SCRIPT} {family}` "
-            "(`make tools-e2e` builds it too)."
+            f"{path} is missing. Build it with `bash {BUILD_SCRIPT} {family}` ({hint})."
         )
     return path
 

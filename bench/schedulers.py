@@ -572,19 +572,17 @@ def started(
         floor.start()
     url = phalanx.url if phalanx else floor.url if floor else None
     config = spec.config(url)
-    # The launcher runs tools["kube-scheduler"]; point it at the peer's binary for this run.
-    original = cp.tools["kube-scheduler"]
-    cp.tools = {**cp.tools, "kube-scheduler": binary}
     try:
         cp.start_scheduler(
-            yaml.safe_dump(config, sort_keys=False), feature_gates=dict(spec.feature_gates)
+            yaml.safe_dump(config, sort_keys=False),
+            feature_gates=dict(spec.feature_gates),
+            binary=binary,
         )
         assert cp.scheduler is not None
         assert cp.scheduler.pid is not None
         # The configuration as given (the launcher adds only its own kubeconfig path).
         yield Started(spec, cp.scheduler.pid, phalanx, config)
     finally:
-        cp.tools = {**cp.tools, "kube-scheduler": original}
         cp.stop_scheduler()
         if phalanx is not None:
             phalanx.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import ssl
 import subprocess
@@ -35,6 +34,7 @@ from chartkit import (
     Obj,
     apply,
     documents,
+    helm_env,
     install,
     service_account_kubeconfig,
 )
@@ -415,32 +415,20 @@ def test_the_chart_pod_schedules_the_example_gangs_with_its_own_service_account(
 # ---- helm install ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def helm() -> Path:
-    built = launcher.tools_bin_dir() / "helm"
-    if os.access(built, os.X_OK):
-        return built
-    why = f"helm not built in {built.parent}: bash tests/controlplane/build-tools.sh helm"
-    if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
-        pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {why}", pytrace=False)
-    pytest.skip(why)
-
-
 def test_helm_installs_next_to_the_crd_and_uninstalls(
-    control_plane: launcher.ControlPlane, installed: list[Obj], helm: Path, tmp_path: Path
+    control_plane: launcher.ControlPlane, installed: list[Obj], helm_tool: Path, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(control_plane.kubeconfig),
-        "HELM_CACHE_HOME": str(tmp_path / "cache"),
-        "HELM_CONFIG_HOME": str(tmp_path / "config"),
-        "HELM_DATA_HOME": str(tmp_path / "data"),
-    }
+    env = helm_env(control_plane, tmp_path)
     release, ns = "phalanx-helm", "phalanx-helm"
 
     def helm_run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+            [str(helm_tool), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
         )
 
     # The PodGroup CRD is already installed (by the plain manifests, as scheduler-plugins

@@ -29,9 +29,11 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import chartkit
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 import yaml
+from chartkit import CHART, REPO
 from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import A_COMMIT, PG_API, Api, Scenario
@@ -48,8 +50,6 @@ from phalanx.sources.lease import LEASE_NAME as ROLLFORWARD_LEASE
 pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "phalanx"
 PREVIOUS = "300c18b"  # the chart before this wave (issue #15)
 SCHEDULER_LEASE = "phalanx-scheduler"  # the chart's kubeScheduler.leaderElection.resourceName
 Obj = dict[str, Any]
@@ -85,13 +85,7 @@ class Helm:
 
     def __init__(self, binary: Path, cp: launcher.ControlPlane, home: Path) -> None:
         self.binary = binary
-        self.env = {
-            **os.environ,
-            "KUBECONFIG": str(cp.kubeconfig),
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-        }
+        self.env = chartkit.helm_env(cp, home)
 
     def __call__(self, *args: str) -> str:
         done = subprocess.run(
@@ -107,13 +101,12 @@ class Helm:
 
 
 @pytest.fixture(scope="module")
-def helm(control_plane: launcher.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    built = launcher.tools_bin_dir() / "helm"
-    if not os.access(built, os.X_OK):
-        _unavailable(
-            f"helm not built in {built.parent}: bash tests/controlplane/build-tools.sh helm"
-        )
-    return Helm(built, control_plane, tmp_path_factory.mktemp("helm"))
+def helm(
+    control_plane: launcher.ControlPlane,
+    helm_tool: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Helm:
+    return Helm(helm_tool, control_plane, tmp_path_factory.mktemp("helm"))
 
 
 @pytest.fixture(scope="module")

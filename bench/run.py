@@ -29,7 +29,9 @@ binary (native with the gang gates, the others with the release's defaults; see
 ``schedulers.py``). Coscheduling is scheduler-plugins' own binary, which embeds kube-scheduler
 1.34 (the newest the module proxy serves): three minors behind its API server, outside the
 one-minor skew upstream supports for kube-scheduler, but it reads only stable APIs and its own
-CRD, and schedules every workload here. ``--kube-version 1.35`` runs the previous set-up
+CRD, and schedules every workload here. **phalanx-queuesort** runs Phalanx behind that same
+binary with only Coscheduling's QueueSort on (the chart's ``kubeScheduler.queueSort:
+Coscheduling``), on issue #11's workloads only. ``--kube-version 1.35`` runs the previous set-up
 (KUBE_VERSION, no gates), to compare with older reports; native needs 1.37.
 
 **Phalanx reads its gangs as scheduler-plugins PodGroups, like vanilla and coscheduling;

@@ -69,7 +69,7 @@ COSCHEDULING_ARGS = {
 }
 
 #: Coscheduling's queue order in place of PrioritySort: priority, then the PodGroup's creation
-#: time (a pod's first attempt without one), then the group's name.
+#: time (a pod's first attempt without one), then the pod's namespace and name.
 COSCHEDULING_QUEUE_SORT = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
 
 
@@ -137,21 +137,16 @@ class SchedulerSpec:
         elif self.uses_phalanx:
             assert extender_url is not None
             base["percentageOfNodesToScore"] = 100
-            profile: dict[str, Any] = {"schedulerName": self.scheduler_name}
+            # The chart's profile (a kube-scheduler without the native gang plugins, as
+            # scheduler-plugins' 1.34 build, ignores the names it does not know).
+            plugins: dict[str, Any] = {
+                "multiPoint": {"disabled": [{"name": n} for n in NATIVE_GANG_PLUGINS]}
+            }
             if self.coscheduling_queue:
-                # scheduler-plugins embeds a kube-scheduler without the native gang plugins.
-                profile["plugins"] = {"queueSort": COSCHEDULING_QUEUE_SORT}
-                profile["pluginConfig"] = [
-                    {"name": "Coscheduling", "args": dict(COSCHEDULING_ARGS)}
-                ]
-            else:
-                profile["plugins"] = {
-                    "multiPoint": {"disabled": [{"name": n} for n in NATIVE_GANG_PLUGINS]}
-                }
+                plugins["queueSort"] = COSCHEDULING_QUEUE_SORT
+            profile: dict[str, Any] = {"schedulerName": self.scheduler_name, "plugins": plugins}
             if self.most_allocated:
-                profile.setdefault("pluginConfig", []).append(
-                    {"name": "NodeResourcesFit", "args": MOST_ALLOCATED}
-                )
+                profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": MOST_ALLOCATED}]
             base["profiles"] = [profile]
             extender: dict[str, Any] = {
                 "urlPrefix": extender_url,

@@ -159,9 +159,13 @@ def test_phalanx_with_the_coscheduling_queue_runs_that_queue_sort_alone_in_front
     spec = schedulers.SCHEDULERS["phalanx-queuesort"]
     config = spec.config("http://127.0.0.1:1")
     (profile,) = config["profiles"]
+    # The chart's profile with the queue sort: the native gang plugins stay disabled too.
+    (default,) = schedulers.SCHEDULERS["phalanx"].config("http://127.0.0.1:1")["profiles"]
     assert profile["plugins"] == {
-        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+        "multiPoint": default["plugins"]["multiPoint"],
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
     }
+    assert "pluginConfig" not in profile
     assert spec.binary == schedulers.SCHEDULER_PLUGINS_BINARY
     (extender,) = config["extenders"]
     assert extender["bindVerb"] == "bind"

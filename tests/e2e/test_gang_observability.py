@@ -107,8 +107,12 @@ def test_a_gangs_life_shows_in_status_events_metrics_debug_and_logs(
     cluster.wait_gang(gang, timeout=45)
 
     def scheduled_status() -> dict[str, Any] | None:
+        # "scheduled" counts members being bound too: the decision still says "Committed"
+        # until the last binding has answered, and the status after that says where it is.
         status = cluster.get_pod_group(gang.name).get("status") or {}
-        return status if status.get("scheduled") == 3 else None
+        conditions = status.get("conditions") or [{}]
+        settled = conditions[0].get("reason") != "Committed"
+        return status if status.get("scheduled") == 3 and settled else None
 
     status = cluster.wait("PodGroup status: scheduled", scheduled_status)
     assert status["phase"] in ("Scheduled", "Running"), status

@@ -1,5 +1,6 @@
 """What the live source writes to nominate reserved members: one pods/status patch each,
-in the order decided per pod, and the plain requeue where RBAC refuses pods/status."""
+in the order decided per pod, and the plain requeue where RBAC refuses pods/status; and a
+gang's status writes, in the order decided per gang object."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from typing import Any
 import pytest
 from source_fakes import RecordingWriter
 
+from phalanx.core.groups import scheduler_plugins
+from phalanx.core.groups.discovery import ServedKind
+from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
-from phalanx.core.model import PodRef
+from phalanx.core.model import Dialect, GroupRef, PodRef
 from phalanx.sources.base import Nomination
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube_reports import Reports
+from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kubeclient import MERGE_PATCH
 
 pytestmark = pytest.mark.anyio
@@ -25,13 +29,23 @@ STATUS = "/api/v1/namespaces/team/pods/worker-0/status"
 PLAIN = "/api/v1/namespaces/team/pods/worker-0"
 
 
+PODGROUP = ServedKind(
+    Dialect.SCHEDULER_PLUGINS,
+    scheduler_plugins.GROUP,
+    scheduler_plugins.VERSION,
+    scheduler_plugins.KIND,
+    scheduler_plugins.RESOURCE,
+)
+GANG = GroupRef("team", "train")
+
+
 def reports(writer: RecordingWriter) -> Reports:
     return Reports(
         writer,
         identity="phalanx-test",
         event_interval_seconds=1.0,
         uid_of=lambda kind, key: "",
-        held=lambda key: None,
+        held=lambda key: Held(PODGROUP, "pg-uid") if key == GANG.object_ref.key else None,
         clock=lambda: 0.0,
         wall_clock=lambda: 1_700_000_000.0,
     )
@@ -110,3 +124,15 @@ async def test_without_rbac_on_pods_status_members_are_still_requeued_and_it_is_
     assert [path for path, _ in writer.patches] == [PLAIN, PLAIN]
     assert all(REQUEUE_ANNOTATION in b["metadata"]["annotations"] for _, b in writer.patches)
     assert sum("pods/status is not granted" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():
+    # The bindings done (all members scheduled, the decision still "committed"), then the
+    # gang noted bound; the first write slow. The object must end up saying "bound".
+    writer = SlowFirstWriter()
+    rep = reports(writer)
+    committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
+    bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
+    await asyncio.gather(rep.update_group_status(committed), rep.update_group_status(bound))
+    reasons = [body["status"]["conditions"][0]["reason"] for _, body in writer.patches]
+    assert reasons == ["Committed", "Bound"]

@@ -29,9 +29,10 @@ Every write is best effort: a failure is logged, nothing is raised to the servic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +127,29 @@ class EventLimiter:
             del self._series[k]
 
 
+class _InOrder:
+    """Writes to one object, one at a time, in the order they were decided (asyncio's locks
+    are FIFO): an earlier write cannot land after a later one. A key's lock lives only while
+    a write holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> (lock, writers)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            _, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
 class Reports:
     """Events, gang status and requeues, written through `writer` (loop only).
 
@@ -152,8 +176,9 @@ class Reports:
         self._events = EventLimiter(event_interval_seconds, clock)
         # Object key -> its status as last written or (shared statuses) observed.
         self._statuses: dict[str, Observed] = {}
-        # Pod UID -> (lock, writers holding or waiting for it): one pod's nominations in order.
-        self._pod_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # One pod's nominations, and one gang object's status writes, in the order decided.
+        self._pod_writes = _InOrder()
+        self._status_writes = _InOrder()
         self._may_nominate = True  # False once the API refused pods/status (RBAC)
 
     def forget_group(self, key: str) -> None:
@@ -317,24 +342,19 @@ class Reports:
         if nomination.node:
             metadata["annotations"] = {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}
         body = {"metadata": metadata, "status": {"nominatedNodeName": nomination.node or None}}
-        key = pod.uid or pod.key
-        lock, users = self._pod_locks.get(key) or (asyncio.Lock(), 0)
-        self._pod_locks[key] = (lock, users + 1)
-        try:
-            async with lock:  # FIFO: the writes for one pod land in the order decided
-                await self.writer.patch(pod_path(pod) + "/status", body)
-        finally:
-            _, users = self._pod_locks[key]
-            if users == 1:
-                del self._pod_locks[key]
-            else:
-                self._pod_locks[key] = (lock, users - 1)
+        async with self._pod_writes.turn(pod.uid or pod.key):
+            await self.writer.patch(pod_path(pod) + "/status", body)
 
     # ---- gang status -------------------------------------------------------------------
 
     async def update_group_status(self, status: GroupStatus) -> None:
-        """The gang's status in its dialect's terms, on its object; nothing without one."""
+        """The gang's status in its dialect's terms, on its object; nothing without one.
+        Writes for one object land in the order decided, each built on the one before."""
         key = status.ref.object_ref.key
+        async with self._status_writes.turn(key):
+            await self._write_group_status(key, status)
+
+    async def _write_group_status(self, key: str, status: GroupStatus) -> None:
         held = self.held(key)
         if held is None:
             return  # annotation-only gang, or its object is not (yet) seen

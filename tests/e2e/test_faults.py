@@ -105,6 +105,42 @@ def test_a_reservation_on_a_node_cordoned_before_binding_expires_and_the_gang_re
     cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
 
 
+def _nominated_node(sc: Scenario, member: str) -> str:
+    pod = sc.pods()[member]
+    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
+
+
+def test_an_expired_reservation_withdraws_the_nominations_of_members_not_yet_scheduled(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    # kube-scheduler clears the nomination of a pod whose binding failed, but not of a pod it
+    # has not tried yet (here, one behind a scheduling gate): only Phalanx can withdraw that
+    # one, or kube-scheduler would go on counting its GPUs on a node Phalanx handed back.
+    a = cluster.node("a", 8)
+    cluster.nodes_ready()
+    gang = cluster.gang("withdrawn", 3, 2, timeout_seconds=4, held=[2])
+    _barrier_holds(cluster, 2)
+    held = gang.members[2]
+    cluster.wait(
+        f"{held} nominated to its reserved node",
+        lambda: _nominated_node(cluster, held) == a or None,
+        timeout=10,
+    )
+
+    # The only node: once cordoned, kube-scheduler's retries of the other two find no node
+    # and never reach Phalanx, so nothing re-plans the gang after its reservation expires.
+    cluster.cordon(a)
+    cluster.wait_event(gang.name, "reservation expired after 4s", reason="ReservationExpired")
+    cluster.wait(
+        f"the nomination of {held} withdrawn",
+        lambda: _nominated_node(cluster, held) == "" or None,
+        timeout=10,
+    )
+    cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
+    cluster.assert_unbound_for(gang.members, 2.0)
+    assert _nominated_node(cluster, held) == ""
+
+
 # ---- Phalanx crashes -------------------------------------------------------------------------
 
 

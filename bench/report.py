@@ -173,6 +173,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
             gauges[metric] = gauges.get(metric, 0.0) + value
     return {
         "request_latency": histogram(samples, "phalanx_request_duration_seconds", "verb"),
+        # How late its loop ran what was due: the wait before a call is even read.
+        "loop_lag": histogram(samples, "phalanx_event_loop_lag_seconds", None).get(""),
         "gang_time_to_bind": histogram(samples, "phalanx_gang_time_to_bind_seconds", None).get(""),
         "gang_decisions": {k: int(v) for k, v in counters["phalanx_gang_decisions"].items() if v},
         "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
@@ -207,6 +209,11 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
         "pod_scheduling_sli": histogram(
             samples, "scheduler_pod_scheduling_sli_duration_seconds", None
         ).get(""),
+        # Where a cycle's time goes besides the extender: kube-scheduler's own plugins, per
+        # extension point (PreFilter, Filter, Score, ...), summed over the run.
+        "extension_points": histogram(
+            samples, "scheduler_framework_extension_point_duration_seconds", "extension_point"
+        ),
         "permit_wait": histogram(samples, "scheduler_permit_wait_duration_seconds", "result"),
         # The pod-group cycle (native gang scheduling, 1.37): one attempt per gang.
         "podgroup_attempts": dict(podgroup_attempts),
@@ -217,6 +224,61 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
             samples, "scheduler_podgroup_scheduling_algorithm_duration_seconds", None
         ).get(""),
     }
+
+
+# ---- kube-apiserver /metrics ---------------------------------------------------------------
+
+# The writes a scheduler makes, in the report's columns (the rest are summed as "other").
+API_WRITE_COLUMNS = (
+    "POST pods",
+    "POST pods/binding",
+    "PATCH pods/status",
+    "PATCH pods",
+    "PATCH podgroups/status",
+    "POST events",
+    "PATCH events",
+)
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
+
+
+def api_write_counts(text: str) -> dict[str, int]:
+    """Mutating requests kube-apiserver served so far, by "VERB resource[/subresource]"."""
+    counts: dict[str, int] = defaultdict(int)
+    for metric, labels, value in parse_metrics(text):
+        if metric == "apiserver_request_total" and labels.get("verb") in WRITE_VERBS:
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            counts[f"{labels['verb']} {resource}"] += int(value)
+    return dict(counts)
+
+
+def api_writes(before: str, after: str) -> dict[str, int] | None:
+    """The writes kube-apiserver served during a run, by verb and resource: everyone's (the
+    benchmark's pod creations and kwok's pod status updates too, the same for every
+    contender); None without both scrapes."""
+    if not before or not after:
+        return None
+    start = api_write_counts(before)
+    delta = {k: v - start.get(k, 0) for k, v in api_write_counts(after).items()}
+    return {k: v for k, v in sorted(delta.items()) if v > 0}
+
+
+# The extension points inside the scheduling algorithm (PostFilter runs after it fails).
+ALGORITHM_EXTENSION_POINTS = ("PreFilter", "Filter", "PreScore", "Score")
+
+
+def plugin_ms_per_cycle(kube_scheduler: Mapping[str, Any]) -> float | None:
+    """kube-scheduler's own plugins' share of the mean algorithm time: their extension
+    points' summed time over the run, per algorithm run (None without the figures)."""
+    algo = kube_scheduler.get("algorithm_duration") or {}
+    points = kube_scheduler.get("extension_points") or {}
+    if not algo.get("count") or not points:
+        return None
+    total = sum(
+        points[p]["count"] * points[p]["mean_ms"] for p in ALGORITHM_EXTENSION_POINTS if p in points
+    )
+    return round(total / algo["count"], 3)
 
 
 # ---- time to unschedulable --------------------------------------------------------------------
@@ -422,6 +484,7 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
         "processes": rec.processes,
         "phalanx": phalanx_figures(rec.phalanx_metrics),
         "kube_scheduler": kube_scheduler_figures(rec.scheduler_metrics),
+        "api_writes": api_writes(*rec.apiserver_metrics),
         "scheduler_config": rec.scheduler_config,
         "series": {"bound_over_time": throughput, "time_to_whole_gang_cdf": ttw_cdf},
     }
@@ -1095,19 +1158,23 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "## Phalanx extender latency (its /metrics, per verb; bind includes the barrier wait)",
         "",
         "Quantiles are interpolated inside Phalanx's histogram buckets (1 ms × 2^k), so below "
-        "1 ms only the mean is exact.",
+        "1 ms only the mean is exact. A verb's time starts once its body is read; *loop lag* "
+        "is how late Phalanx's event loop ran a timer that was due (sampled every 50 ms, "
+        "buckets from 0.25 ms): about the wait before a call is read at all.",
         "",
-        "| workload | verb | requests | mean ms | p50 ms | p99 ms |",
-        "|---|---|---|---|---|---|",
+        "| workload | scheduler | verb | requests | mean ms | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in runs:
-        lat = (r.get("phalanx") or {}).get("request_latency") or {}
-        for verb in ("filter", "prioritize", "bind", "preempt"):
-            h = lat.get(verb)
+        figures = r.get("phalanx") or {}
+        lat = figures.get("request_latency") or {}
+        rows = [(verb, lat.get(verb)) for verb in ("filter", "prioritize", "bind", "preempt")]
+        rows.append(("loop lag", figures.get("loop_lag")))
+        for verb, h in rows:
             if h:
                 lines.append(
-                    f"| {r['workload']} | {verb} | {h['count']} | {_fmt(h['mean_ms'])} | "
-                    f"{_ms(h['p50_ms'])} | {_ms(h['p99_ms'])} |"
+                    f"| {r['workload']} | {r['scheduler']} | {verb} | {h['count']} | "
+                    f"{_fmt(h['mean_ms'])} | {_ms(h['p50_ms'])} | {_ms(h['p99_ms'])} |"
                 )
     lines += [
         "",
@@ -1116,23 +1183,55 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "Attempts by result; the mean scheduling-algorithm time per attempt — the serial part "
         "of a cycle (filter and score, extender calls included; binding is asynchronous and "
         "not in it) — and the throughput that alone would allow (1 ÷ it); the pod-scheduling "
-        "SLI (queue entry to bound, p50 / p99).",
+        "SLI (queue entry to bound, p50 / p99). The algorithm time splits into kube-scheduler's "
+        "own plugins (PreFilter, Filter, PreScore and Score, from its extension-point "
+        "histogram) and the rest: the extender calls, and whatever waits on them.",
         "",
         "| workload | scheduler | scheduled | unschedulable | error | algorithm ms (mean) | "
+        "of it plugins ms | of it extenders and the rest ms | "
         "cycle ceiling pods/s | SLI p50 s | SLI p99 s | preemption attempts |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         ks = r.get("kube_scheduler") or {}
         att = ks.get("attempts") or {}
         algo = ks.get("algorithm_duration") or {}
         sli = ks.get("pod_scheduling_sli") or {}
+        plugins = plugin_ms_per_cycle(ks)
+        rest = None if plugins is None else round(algo["mean_ms"] - plugins, 3)
         lines.append(
             f"| {r['workload']} | {r['scheduler']} | {_fmt(att.get('scheduled'))} | "
             f"{_fmt(att.get('unschedulable'))} | {_fmt(att.get('error'))} | "
-            f"{_fmt(algo.get('mean_ms'))} | {_fmt(r.get('cycle_ceiling_pods_per_second'))} | "
+            f"{_fmt(algo.get('mean_ms'))} | {_fmt(plugins)} | {_fmt(rest)} | "
+            f"{_fmt(r.get('cycle_ceiling_pods_per_second'))} | "
             f"{_sec(sli.get('p50_ms'))} | {_sec(sli.get('p99_ms'))} | "
             f"{_fmt(ks.get('preemption_attempts'))} |"
+        )
+    lines += [
+        "",
+        "## Writes to the API server during the run (kube-apiserver's own count)",
+        "",
+        "Everyone's writes: the benchmark's pod creations and kwok's pod status updates are "
+        "the same for every contender, so the differences are the schedulers'. Bindings are "
+        "`POST pods/binding`; Phalanx's nominations are `PATCH pods/status`, its requeues "
+        "`PATCH pods`, its gang status `PATCH podgroups/status`; kube-scheduler's own "
+        "unschedulable conditions are `PATCH pods/status` too.",
+        "",
+        "| workload | scheduler | pods | " + " | ".join(API_WRITE_COLUMNS) + " | other | "
+        "writes per pod |",
+        "|---|---|---|" + "---|" * (len(API_WRITE_COLUMNS) + 2),
+    ]
+    for r in runs:
+        writes = r.get("api_writes")
+        if writes is None:
+            continue
+        named = [writes.get(c, 0) for c in API_WRITE_COLUMNS]
+        other = sum(writes.values()) - sum(named)
+        per_pod = sum(writes.values()) / r["pods"] if r.get("pods") else None
+        lines.append(
+            f"| {r['workload']} | {r['scheduler']} | {r.get('pods')} | "
+            + " | ".join(str(n) for n in named)
+            + f" | {other} | {_fmt(per_pod)} |"
         )
     lines += [
         "",

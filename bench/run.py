@@ -164,12 +164,23 @@ class RunRecord:
     processes: dict[str, Any] = field(default_factory=dict)
     phalanx_metrics: str = ""
     scheduler_metrics: str = ""
+    #: kube-apiserver's /metrics just before the pods are created, and at the run's end.
+    apiserver_metrics: tuple[str, str] = ("", "")
     scheduler_config: dict[str, Any] = field(default_factory=dict)
     #: Per pod, its PodScheduled condition changes (impossible-gang runs only).
     conditions: dict[str, list[observe.Condition]] = field(default_factory=dict)
     #: The gang object's status history (impossible-gang runs only): [(t, status), ...].
     group_status: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     error: str = ""
+
+
+def apiserver_metrics(cp: Any) -> str:
+    """kube-apiserver's /metrics ("" when it cannot be read: the figure is then left out)."""
+    with contextlib.suppress(Exception):
+        status, text = cp.request("GET", "/metrics", timeout=30)
+        if status == 200 and isinstance(text, str):
+            return text
+    return ""
 
 
 # ---- setup ----------------------------------------------------------------------------------
@@ -397,6 +408,7 @@ def run_one(
             rec.scheduler_config = st.config
             sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))
             watch = observe.PodWatch(api, ns, clock=clock)
+            before = apiserver_metrics(cp)
             watch.start()
             sampler.start()
             polls = [
@@ -450,6 +462,7 @@ def run_one(
                 rec.conditions = watch.condition_history()
             rec.watch_restarts = watch.restarts
             rec.processes = sampler.summary(rec.t_first_create, rec.t_end)
+            rec.apiserver_metrics = (before, apiserver_metrics(cp))
             with contextlib.suppress(Exception):
                 rec.scheduler_metrics = st.scheduler_metrics(cp)
             if st.phalanx is not None:

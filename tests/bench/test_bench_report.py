@@ -46,6 +46,7 @@ def record(bound: dict[str, float], *, end: float = 10.0, **extra: Any) -> Simpl
         "processes": {},
         "phalanx_metrics": "",
         "scheduler_metrics": "",
+        "apiserver_metrics": ("", ""),
         "scheduler_config": {},
     }
     fields.update(extra)
@@ -145,6 +146,70 @@ def test_latency_quantiles_interpolate_inside_prometheus_buckets() -> None:
     )
     lat = report.phalanx_figures(text)["request_latency"]["filter"]
     assert lat == {"count": 100, "mean_ms": 1.0, "p50_ms": 1.0, "p99_ms": 3.8}
+
+
+def test_the_loop_lag_is_read_from_its_own_histogram() -> None:
+    text = "\n".join(
+        [
+            'phalanx_event_loop_lag_seconds_bucket{le="0.00025"} 0',
+            'phalanx_event_loop_lag_seconds_bucket{le="0.0005"} 10',
+            'phalanx_event_loop_lag_seconds_bucket{le="+Inf"} 10',
+            "phalanx_event_loop_lag_seconds_sum 0.004",
+            "phalanx_event_loop_lag_seconds_count 10",
+        ]
+    )
+    lag = report.phalanx_figures(text)["loop_lag"]
+    assert lag == {"count": 10, "mean_ms": 0.4, "p50_ms": 0.375, "p99_ms": 0.497}
+
+
+def test_api_writes_are_the_mutating_requests_served_between_two_scrapes() -> None:
+    def scrape(bindings: int, status: int, lists: int) -> str:
+        metric = "apiserver_request_total"
+        return "\n".join(
+            [
+                f'{metric}{{code="201",resource="pods",subresource="binding",verb="POST"}} '
+                f"{bindings}",
+                f'{metric}{{code="200",resource="pods",subresource="status",verb="PATCH"}} '
+                f"{status}",
+                f'{metric}{{code="409",resource="pods",subresource="status",verb="PATCH"}} 1',
+                f'{metric}{{code="200",resource="pods",subresource="",verb="LIST"}} {lists}',
+            ]
+        )
+
+    writes = report.api_writes(scrape(10, 5, 3), scrape(30, 12, 90))
+    # Refused writes count too (the API server served them); reads do not.
+    assert writes == {"POST pods/binding": 20, "PATCH pods/status": 7}
+    assert report.api_writes("", scrape(1, 1, 1)) is None
+
+
+def test_the_plugins_share_of_a_cycle_counts_only_extension_points_inside_the_algorithm() -> None:
+    def point(name: str, count: int, seconds: float) -> list[str]:
+        labels = f'extension_point="{name}",profile="phalanx",status="Success"'
+        metric = "scheduler_framework_extension_point_duration_seconds"
+        return [
+            f'{metric}_bucket{{{labels},le="+Inf"}} {count}',
+            f"{metric}_sum{{{labels}}} {seconds}",
+            f"{metric}_count{{{labels}}} {count}",
+        ]
+
+    algorithm = "scheduler_scheduling_algorithm_duration_seconds"
+    text = "\n".join(
+        [
+            f'{algorithm}_bucket{{le="+Inf"}} 100',
+            f"{algorithm}_sum 1.0",
+            f"{algorithm}_count 100",
+            *point("PreFilter", 100, 0.05),
+            *point("Filter", 100, 0.2),
+            *point("Score", 50, 0.05),
+            *point("PostFilter", 10, 0.5),  # after a failed cycle: outside the algorithm
+            *point("Bind", 90, 9.0),
+        ]
+    )
+    figures = report.kube_scheduler_figures(text)
+    assert figures["algorithm_duration"]["mean_ms"] == 10.0
+    # (50 + 200 + 50) ms over 100 cycles
+    assert report.plugin_ms_per_cycle(figures) == 3.0
+    assert report.plugin_ms_per_cycle({}) is None
 
 
 def test_the_feasibility_reference_skips_a_gang_that_cannot_fit_whole() -> None:

@@ -395,6 +395,12 @@ def test_serve_answers_kube_scheduler_logs_json_and_stops_on_sigterm(json_dump: 
             assert answer["NodeNames"], answer
         metrics = httpx.get(urls["metrics listening"], timeout=10, trust_env=False)
         assert "phalanx_reserved_gpus" in metrics.text
+        assert "phalanx_event_loop_lag_seconds_count" in metrics.text
+        # The model loaded at start leaves the collector's generations once synced.
+        while not any(r["msg"] == "heap frozen after the initial sync" for r in logged):
+            logged.append(json.loads(lines.get(timeout=20)))
+        frozen = next(r for r in logged if r["msg"] == "heap frozen after the initial sync")
+        assert frozen["objects"] > 0, frozen
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:

@@ -425,6 +425,15 @@ def extender_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Event loop lag (p50 / p99)",
+            "How late the event loop ran a timer that was due: the wait every extender call "
+            "adds before it is read. /filter waits inside kube-scheduler's serial cycle, so a "
+            "lag near the verb's own latency says the process is short of CPU or busy.",
+            units.Seconds,
+            quantiles(m, "phalanx_event_loop_lag_seconds", (0.5, 0.99)),
+            width=12,
+        ),
+        timeseries_panel(
             "Requests per verb and result",
             "ok: answered normally; error: answered with an Error kube-scheduler reports; "
             "bad-request: not a request kube-scheduler would send.",

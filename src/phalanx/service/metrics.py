@@ -25,6 +25,7 @@ TopologyUsage = Callable[[], Sequence[tuple[TopologyIndex, Sequence[LevelFreedom
 # kube-scheduler's style: exponential buckets from 1 ms, doubling.
 LATENCY_BUCKETS = tuple(0.001 * 2**k for k in range(16))  # 1 ms .. ~33 s
 TIME_TO_BIND_BUCKETS = tuple(0.001 * 2**k for k in range(22))  # 1 ms .. ~35 min
+LOOP_LAG_BUCKETS = tuple(0.00025 * 2**k for k in range(15))  # 0.25 ms .. ~4 s
 
 
 class Metrics:
@@ -88,6 +89,13 @@ class Metrics:
             "DynamicResources plugin refused it), or an arriving member fit no template slot "
             "(no-slot).",
             ["cause"],
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "phalanx_event_loop_lag_seconds",
+            "How late the event loop ran a timer that was due: about the wait every extender "
+            "call adds before it is read (inside kube-scheduler's serial cycle for filter).",
+            buckets=LOOP_LAG_BUCKETS,
             registry=r,
         )
         self.plan_transfers = Histogram(

@@ -39,6 +39,30 @@ def test_a_member_waits_until_min_member_pods_exist():
     assert state.reservations() == {}
 
 
+def test_a_member_counts_as_parked_from_a_refusal_until_its_next_filter_passes():
+    members = gang("g", 3, 8)
+    state, planner = setup(groups=[podgroup("g", 3)], pods=members[:2], template=False)
+    refs = [p.ref for p in members]
+    planner.filter(members[0], NODES, now=0)  # waiting for the third
+    assert planner.parked("default/g", refs) == [members[0].ref]
+
+    state.upsert_pod(members[2])
+    assert planner.filter(members[2], NODES, now=1).result.feasible
+    assert planner.parked("default/g", refs) == [members[0].ref]
+    assert planner.filter(members[0], NODES, now=2).result.feasible
+    assert planner.parked("default/g", refs) == []
+
+
+def test_every_member_of_a_gang_pending_at_the_first_sync_counts_as_parked():
+    # A previous instance may have refused any of them; this one cannot know which.
+    members = gang("g", 3, 8)
+    _, planner = setup(groups=[podgroup("g", 3)], pods=members)
+    planner.note_synced()
+    refs = [p.ref for p in members]
+    assert planner.parked("default/g", refs) == refs
+    assert planner.parked("default/other", refs) == []
+
+
 def test_the_first_member_reserves_the_whole_gang_and_gets_its_own_node():
     members = gang("g", 3, 8)
     state, planner = setup(groups=[podgroup("g", 3)], pods=members)

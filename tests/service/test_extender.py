@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from support import NODES, Clock, bind, gang_objects, pod_of, reserve_all, started
 
-from builders import node_obj, pod_obj
+from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.inventory import parse_node, parse_pod
 from phalanx.core.model import Binding, PodRef
 from phalanx.service.reporter import NOMINATION_COST
@@ -185,6 +185,36 @@ async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination()
     ext.filter(pod_of(ext, "g-1"), NODES)
     await asyncio.sleep(0)
     assert source.nominated == {}
+    assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
+    await ext.stop()
+
+
+async def test_behind_a_backlog_only_the_members_refused_here_are_requeued():
+    # A requeue moves a pod out of kube-scheduler's unschedulable queue, where it parks a pod
+    # an extender refused. A member never refused is not there (its first cycle is still to
+    # come): touching it is an API write, and a watch event everywhere, for nothing.
+    backlog = [pod_obj(f"solo-{i}", 1) for i in range(len(NODES) // NOMINATION_COST + 1)]
+    ext, source = await started(backlog)
+    source.apply(podgroup_obj("g", 3))
+    # Mixed shapes: no template to reserve from, so members wait for the quorum.
+    for name, gpus in (("g-0", 8), ("g-1", 4)):
+        source.apply(pod_obj(name, gpus, group="g"))
+    assert not ext.filter(pod_of(ext, "g-0"), NODES).feasible  # waiting: kube-scheduler parks it
+    source.apply(pod_obj("g-2", 4, group="g"))  # g-1 has had no cycle yet
+
+    assert ext.filter(pod_of(ext, "g-2"), NODES).feasible
+    await asyncio.sleep(0)
+    assert source.nominated == {}
+    assert source.requeued == ["default/g-0"]
+    await ext.stop()
+
+
+async def test_members_pending_before_the_first_sync_are_all_requeued():
+    # Whom a previous instance refused is not known: every pending member may be parked.
+    backlog = [pod_obj(f"solo-{i}", 1) for i in range(len(NODES) // NOMINATION_COST + 1)]
+    ext, source = await started(gang_objects(size=3, gpus=4) + backlog)
+    assert ext.filter(pod_of(ext, "g-1"), NODES).feasible
+    await asyncio.sleep(0)
     assert sorted(source.requeued) == ["default/g-0", "default/g-2"]
     await ext.stop()
 

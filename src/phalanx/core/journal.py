@@ -102,6 +102,9 @@ class GroupRecord:
     # Pods that claimed a slot on arrival and have not been filtered since (pod uids): only
     # they may trade the slot for one on a node kube-scheduler offers.
     arrived: set[str] = field(default_factory=set)
+    # Members whose last filter here refused them (pod uids): kube-scheduler parks a pod an
+    # extender refused until a cluster event, so these, and only these, need a requeue.
+    refused: set[str] = field(default_factory=set)
     replans: int = 0
     bound_at: float | None = None
 

@@ -28,7 +28,7 @@ Pure: time comes in as `now` (seconds, any monotonic origin).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -51,7 +51,14 @@ from phalanx.core.journal import (
     ReplanCause,
     live_keys,
 )
-from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, Pod, PodGroup
+from phalanx.core.model import (
+    DEFAULT_TIMEOUT_SECONDS,
+    GroupRef,
+    Placement,
+    Pod,
+    PodGroup,
+    PodRef,
+)
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
@@ -119,6 +126,8 @@ class GangPlanner:
         self._fragmentation: tuple[int, dict[str, int]] | None = None  # (generation, scores)
         self.singles = SingleFit(state, self.fragmentation)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
+        # Gangs pending when this instance synced (`note_synced`): whom it parked is unknown.
+        self._inherited: set[str] = set()
 
     # ---- gangs -------------------------------------------------------------------------
 
@@ -143,8 +152,29 @@ class GangPlanner:
         no reservation), so a long-running instance does not grow with every gang it saw."""
         live = live_keys(self.state)
         self.journal.forget_gone(live)
+        self._inherited &= live
         for key in [k for k in self._plans if k not in live]:
             del self._plans[key]
+
+    def note_synced(self) -> None:
+        """The model holds its first full list: gangs with pending members now may have
+        members a previous instance refused, which kube-scheduler keeps parked."""
+        self._inherited = {
+            key
+            for key in self.state.group_keys()
+            if any(not self.state.is_bound(p) for p in self.state.members(key))
+        }
+
+    def parked(self, group_key: str, pods: Iterable[PodRef]) -> list[PodRef]:
+        """The pods among `pods` that kube-scheduler may hold parked for a refusal of ours:
+        refused by their last filter here, or all of a gang that was pending before this
+        instance synced. The others are in its active queue or backoff: requeueing them
+        is an API write and a watch event everywhere, for nothing."""
+        if group_key in self._inherited:
+            return list(pods)
+        rec = self.journal.get(group_key)
+        refused = rec.refused if rec is not None else set()
+        return [p for p in pods if p.uid in refused]
 
     # ---- topology ----------------------------------------------------------------------
 
@@ -205,7 +235,13 @@ class GangPlanner:
             single = self.singles.filter(pod, offered, best=best, offered_set=offered_set)
             return FilterDecision(single)
         cycle = _Cycle(pod, pod.group, offered, now)
-        return cycle.decision(self._filter_member(cycle))
+        result = self._filter_member(cycle)
+        refused = self.journal.record(pod.group.key).refused
+        if result.feasible:
+            refused.discard(pod.uid)
+        else:
+            refused.add(pod.uid)
+        return cycle.decision(result)
 
     def _note(self, cycle: _Cycle, outcome: Outcome, reason: str, *, cause: str = "") -> None:
         event = self.journal.note(cycle.group, outcome, reason, cause=cause)

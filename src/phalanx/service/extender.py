@@ -32,6 +32,7 @@ from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, Topologies
 from phalanx.service.barrier import BindBarrier, Timers
 from phalanx.service.binder import Binder, BindSettings
+from phalanx.service.loop_health import watch_lag
 from phalanx.service.metrics import Metrics
 from phalanx.service.reporter import Reporter
 from phalanx.service.rollforward import RollForward, RollForwardSettings
@@ -108,6 +109,7 @@ class Extender:
         self.metrics.watch(self.state, self.partial_gangs, lambda: self.source.synced)
         self.metrics.watch_topology(self.planner.topology_usage)
         self.tasks = Tasks()
+        self._synced = False  # the source's first full list has reached the model
         self.reporter = Reporter(
             self.state,
             self.planner,
@@ -161,6 +163,7 @@ class Extender:
         the barrier answer binds the change made unbindable."""
         opened = self.state.nodes_opened
         update(self.state)
+        self._note_synced()
         self.barrier.sweep()
         if self.state.nodes_opened != opened:
             self.reporter.requeue_unfit()
@@ -185,9 +188,17 @@ class Extender:
         if claimed:
             self.reporter.nominate(claimed, "a slot of the gang's reservation was claimed")
 
+    def _note_synced(self) -> None:
+        """Once, when the source's first full list is in the model (see `planner.parked`)."""
+        if not self._synced and self.source.synced:
+            self._synced = True
+            self.planner.note_synced()
+
     async def start(self) -> None:
         await self.source.start(self.apply)
+        self._note_synced()  # a source may finish its list outside `apply`
         self._expiry = asyncio.create_task(self._expire_forever(), name="phalanx-expiry")
+        self.tasks.spawn(watch_lag(self.metrics.loop_lag.observe), name="phalanx-loop-lag")
         if self.roll_forward is not None:
             self.tasks.spawn(self.roll_forward.forever(), name="phalanx-roll-forward")
 
@@ -205,6 +216,7 @@ class Extender:
     async def _expire_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_interval_seconds)
+            self._note_synced()
             self.expire()
             self.refresh_statuses()
 

@@ -141,7 +141,8 @@ class Reporter:
     def nominate_others(self, reservation: Reservation, pod: Pod) -> None:
         """A fresh reservation: nominate each other pending member to its reserved node (its
         next cycle filters that node alone) and bring back the ones kube-scheduler parked
-        after being told to wait, rather than at its next flush."""
+        after being told to wait, rather than at its next flush. Behind a backlog, where a
+        nomination costs more than it saves, only the parked ones are touched."""
         nominations = []
         for m in reservation.members:
             if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
@@ -151,8 +152,10 @@ class Reporter:
         why = f"gang {reservation.group_key} reserved"
         if self.worth_nominating(reservation.group_key):
             self.nominate(nominations, why)
-        else:
-            self.tasks.spawn(self.source.requeue([n.pod for n in nominations], why))
+            return
+        parked = self.planner.parked(reservation.group_key, (n.pod for n in nominations))
+        if parked:
+            self.tasks.spawn(self.source.requeue(parked, why))
 
     def nominate(self, nominations: Sequence[Nomination], why: str) -> None:
         """Nominate pending members to their reserved nodes (and requeue them)."""

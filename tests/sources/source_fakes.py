@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from phalanx.core.model import Binding
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kubeclient import MERGE_PATCH
 
@@ -110,10 +111,12 @@ class FakeApi:
 class RecordingWriter:
     """The `Writer` seam: every patch (with its content type) and POST, in order.
 
-    `failing[path]` makes writes to a path raise; `conflicts[path]` answers that many
-    patches to it with 409 Conflict first (as the API server answers a stale
-    resourceVersion precondition); `answers[path]` is what a patch there answers (else
-    {}); `objects[path]` what a GET answers (else 404), and `gets` the paths read.
+    `lanes` holds every patch's and POST's (path, lane) as it was asked, and
+    `lanes_of(path)` the lanes of one path. `failing[path]` makes writes to a path raise;
+    `conflicts[path]` answers that many patches to it with 409 Conflict first (as the API
+    server answers a stale resourceVersion precondition); `answers[path]` is what a patch
+    there answers (else {}); `objects[path]` what a GET answers (else 404), and `gets` the
+    paths read.
     """
 
     def __init__(self) -> None:
@@ -125,14 +128,24 @@ class RecordingWriter:
         self.answers: dict[str, dict[str, Any]] = {}
         self.objects: dict[str, dict[str, Any]] = {}
         self.gets: list[str] = []
+        self.lanes: list[tuple[str, Lane]] = []
+
+    def lanes_of(self, path: str) -> list[Lane]:
+        return [lane for p, lane in self.lanes if p == path]
 
     async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
         raise AssertionError("no binding in these tests")
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
         await asyncio.sleep(0)
+        self.lanes.append((path, lane))
         if path in self.failing:
             raise self.failing[path]
         self.patches.append((path, dict(body)))
@@ -142,8 +155,11 @@ class RecordingWriter:
             raise ApiError(409, "Conflict", "the object has been modified")
         return self.answers.get(path, {})
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, lane: Lane = Lane.BIND
+    ) -> dict[str, Any]:
         await asyncio.sleep(0)
+        self.lanes.append((path, lane))
         self.posts.append((path, dict(body)))
         return {}
 

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from phalanx.sources.base import BindError
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings, TokenBucket
 
@@ -345,6 +346,44 @@ async def test_no_more_than_max_in_flight_requests_await_an_answer_at_once() -> 
 
     assert peak == 8
     assert client.counts.attempts == 200
+
+
+async def test_a_binding_overtakes_reports_waiting_for_room_in_flight() -> None:
+    # Reports fill every slot they may (3 of 4) and more wait; the binding is sent at once.
+    release = asyncio.Event()
+    sent: list[str] = []
+
+    async def api(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if "binding" not in request.url.path:
+            await release.wait()
+        return httpx.Response(201)
+
+    settings = AsyncKubeSettings(qps=1e6, burst=1000, max_in_flight=4)
+    assert settings.bind_reserve == 1
+    async with AsyncKubeClient(httpx.MockTransport(api), "https://a.test", settings=settings) as c:
+        reports = [
+            asyncio.create_task(c.patch(f"/api/v1/nodes/n{i}", {}, lane=Lane.REPORT))
+            for i in range(6)
+        ]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        await asyncio.wait_for(c.bind("team", "worker-0", "", "gpu-0"), timeout=5)
+        assert sent[-1] == BIND_PATH
+        assert len(sent) == 4  # three reports in flight, three waiting behind the binding
+        release.set()
+        await asyncio.gather(*reports)
+    assert len(sent) == 7
+    assert c.counts.slot_wait_seconds["report"] > 0.0  # three waited for room
+
+
+@pytest.mark.parametrize(
+    ("limit", "reserve"), [(1, 0), (2, 1), (4, 1), (64, 16)], ids=["one", "two", "four", "cap"]
+)
+def test_a_quarter_of_the_slots_is_kept_for_bindings_and_reports_keep_at_least_one(
+    limit: int, reserve: int
+) -> None:
+    assert AsyncKubeSettings(burst=limit).bind_reserve == reserve
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,8 @@ from builders import (
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.model import Dialect, GroupRef
-from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord
+from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Backoff, InformerSettings
 from phalanx.sources.kube import KubeSource, KubeSourceSettings
 from phalanx.sources.kube_reports import CONFLICT_ATTEMPTS
@@ -543,6 +544,26 @@ def test_a_gang_objects_commit_record_goes_on_it_and_a_workloads_on_its_pods() -
                 "/api/v1/namespaces/default/pods/w-0",
                 "/api/v1/namespaces/default/pods/w-1",
             ]
+
+    run(scenario())
+
+
+def test_a_commit_record_is_written_in_the_bind_lane_and_cleared_in_the_report_lane() -> None:
+    # The held binds wait on the record; nothing waits on its removal.
+    async def scenario() -> None:
+        written = record("volcano:default/job", "default/j-0")
+        annotations = {COMMIT_ANNOTATION: encode_commit_record(written, "2026-12-02T00:00:00Z")}
+        discovery = {
+            "/apis": group_list("scheduling.volcano.sh/v1beta1"),
+            VOLCANO: resource_list("podgroups"),
+        }
+        job = volcano_podgroup_obj("job", 2, annotations=annotations)  # as the watch shows it
+        async with running(discovery, **{collection(VOLCANO): [job]}) as live:
+            path = f"{VOLCANO}/namespaces/default/podgroups/job"
+            await until("the record is seen", lambda: bool(live.source.commits.records()))
+            await live.source.write_commit_record(written)
+            await live.source.clear_commit_record(written.group_key)
+            assert live.writer.lanes_of(path) == [Lane.BIND, Lane.REPORT]
 
     run(scenario())
 

@@ -18,6 +18,7 @@ from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
 from phalanx.core.model import Dialect, GroupRef, PodRef
 from phalanx.sources.base import Nomination
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kubeclient import MERGE_PATCH
@@ -59,12 +60,17 @@ class SlowFirstWriter(RecordingWriter):
         self.first = True
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
         if self.first:
             self.first = False
             await asyncio.sleep(0.05)
-        return await super().patch(path, body, content_type=content_type)
+        return await super().patch(path, body, content_type=content_type, lane=lane)
 
 
 async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_requeue_touch():
@@ -136,3 +142,16 @@ async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():
     await asyncio.gather(rep.update_group_status(committed), rep.update_group_status(bound))
     reasons = [body["status"]["conditions"][0]["reason"] for _, body in writer.patches]
     assert reasons == ["Committed", "Bound"]
+
+
+async def test_every_report_yields_to_bindings_in_the_clients_report_lane():
+    # Nominations, requeues, gang status and Events are best effort: none may hold up a
+    # gang's bindings for an in-flight slot.
+    writer = RecordingWriter()
+    rep = reports(writer)
+    await rep.nominate([Nomination(POD, "node-a")], "gang team/g reserved")
+    await rep.requeue([POD], "a node became schedulable")
+    await rep.update_group_status(GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "committed", ""))
+    await rep.emit_event("Pod", "team", "worker-0", "Reserved", "held", warning=False)
+    assert len(writer.lanes) == 4
+    assert {lane for _, lane in writer.lanes} == {Lane.REPORT}

@@ -14,7 +14,9 @@ loop, many in flight at once:
 * **Load.** What limits the load is the client's QPS and burst, as in client-go: a token
   bucket admits `burst` requests at once, then `qps` a second, and every attempt
   (retries too) takes a token. On top of that, at most `max_in_flight` requests wait for
-  an answer at once.
+  an answer at once, in two lanes (`in_flight`): a quarter of the slots are kept for
+  bindings and commit records (`Lane.BIND`), and a freed slot goes to them before any
+  best-effort report (`Lane.REPORT`).
 * **Overload.** A 429 (after its `Retry-After` at least), a 5xx, or no answer at all is
   retried with exponential backoff until the deadline the caller gives. Past it, the
   last error is raised. Any other 4xx is raised at once.
@@ -57,7 +59,7 @@ import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -66,6 +68,7 @@ import aiohttp
 import httpx
 import orjson
 
+from phalanx.sources.in_flight import InFlight, Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kubeclient import (
     JSON,
@@ -88,6 +91,8 @@ Sleep = Callable[[float], Awaitable[None]]
 # costs CPU (it rescans its queue whenever a request ends). httpx's HTTP/2 connection
 # carries at most 100 streams anyway.
 IN_FLIGHT_CAP = 64
+# The share of in-flight slots kept for bindings and commit records (`in_flight`).
+BIND_RESERVE_FRACTION = 0.25
 # Idle connections are kept this long (seconds), like Go's http.Transport (client-go).
 KEEPALIVE_SECONDS = 90.0
 # Headers aiohttp writes itself from the URL and the body.
@@ -155,6 +160,12 @@ class AsyncKubeSettings:
             return self.max_in_flight
         return min(self.burst, IN_FLIGHT_CAP)
 
+    @property
+    def bind_reserve(self) -> int:
+        """In-flight slots no report may take (none when there is only one)."""
+        limit = self.in_flight_limit
+        return min(limit - 1, math.ceil(limit * BIND_RESERVE_FRACTION))
+
 
 class TokenBucket:
     """client-go's token bucket (golang.org/x/time/rate): `burst` tokens, refilled at `qps`.
@@ -203,6 +214,10 @@ class AsyncKubeCounts:
     server_errors: int = 0  # 5xx answers
     no_answer: int = 0  # connection refused, reset or timed out
     token_wait_seconds: float = 0.0  # time spent waiting on the client's own token bucket
+    # Time spent waiting for an in-flight slot, by lane ("bind", "report").
+    slot_wait_seconds: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys((lane.value for lane in Lane), 0.0)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +235,7 @@ class _Call:
     content: bytes | None
     content_type: str
     end: float  # the deadline, on the client's clock
+    lane: Lane = Lane.BIND
     maybe_applied: bool = False  # an attempt may have reached storage without an answer
     retry_after: float = 0.0  # the last answer's Retry-After (seconds)
 
@@ -258,7 +274,7 @@ class AsyncKubeClient:
         self._jitter = jitter
         self._extensions = {"sni_hostname": tls_server_name} if tls_server_name else {}
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst, clock=clock, sleep=sleep)
-        self._in_flight = asyncio.Semaphore(self.settings.in_flight_limit)
+        self._in_flight = InFlight(self.settings.in_flight_limit, self.settings.bind_reserve)
         self._authorization = ""
         self._authorization_due = -math.inf
         self._authorization_generation = 0
@@ -333,13 +349,15 @@ class AsyncKubeClient:
         *,
         content_type: str = JSON,
         deadline: float | None = None,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
         """One JSON request, retried on overload until `deadline` (on the client's clock;
         None: `retry_window_seconds` from now). The decoded answer ({} if not an object).
+        `lane`: `Lane.REPORT` for a best-effort write, which yields to bindings.
 
         A POST retried after no answer may meet its own earlier success as a 409.
         """
-        answer = await self._call(self._new(method, path, body, content_type, deadline))
+        answer = await self._call(self._new(method, path, body, content_type, deadline, lane=lane))
         try:
             decoded = orjson.loads(answer.content) if answer.content else {}
         except orjson.JSONDecodeError:
@@ -353,17 +371,25 @@ class AsyncKubeClient:
         *,
         content_type: str = MERGE_PATCH,
         deadline: float | None = None,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386), or the patch `content_type` names, also on status
         subresources; idempotent (a precondition in `body` makes a retry a 409 instead)."""
-        return await self.request("PATCH", path, body, content_type=content_type, deadline=deadline)
+        return await self.request(
+            "PATCH", path, body, content_type=content_type, deadline=deadline, lane=lane
+        )
 
     async def post(
-        self, path: str, body: Mapping[str, Any], *, deadline: float | None = None
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        deadline: float | None = None,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
         """A JSON POST (an Event, say), retried on overload like any call: after no answer,
         a retry may meet the first attempt's success as 409 AlreadyExists."""
-        return await self.request("POST", path, body, deadline=deadline)
+        return await self.request("POST", path, body, deadline=deadline, lane=lane)
 
     async def bind(
         self, namespace: str, name: str, uid: str, node: str, *, deadline: float | None = None
@@ -375,7 +401,9 @@ class AsyncKubeClient:
         never decoded (see `kubeclient`).
         """
         body = binding_body(namespace, name, uid, node)
-        call = self._new("POST", binding_path(namespace, name), body, JSON, deadline)
+        call = self._new(
+            "POST", binding_path(namespace, name), body, JSON, deadline, lane=Lane.BIND
+        )
         try:
             await self._call(call)
         except ApiError as exc:
@@ -385,7 +413,7 @@ class AsyncKubeClient:
 
     async def http_version(self) -> str:
         """The protocol the API server speaks with this client: "HTTP/2" or "HTTP/1.1"."""
-        answer = await self._call(self._new("GET", "/version", None, JSON, None))
+        answer = await self._call(self._new("GET", "/version", None, JSON, None, lane=Lane.REPORT))
         return answer.http_version
 
     # ---- one call ----------------------------------------------------------------------------
@@ -397,11 +425,13 @@ class AsyncKubeClient:
         body: Mapping[str, Any] | None,
         content_type: str,
         deadline: float | None,
+        *,
+        lane: Lane,
     ) -> _Call:
         if deadline is None:
             deadline = self._clock() + self.settings.retry_window_seconds
         content = orjson.dumps(body) if body is not None else None
-        return _Call(method, path, content, content_type, deadline)
+        return _Call(method, path, content, content_type, deadline, lane)
 
     async def _call(self, call: _Call) -> _Answer:
         """The 2xx answer, after retries (module docstring); raises ApiError otherwise."""
@@ -415,7 +445,9 @@ class AsyncKubeClient:
             if waited is None:
                 raise last or call.unsent("the client's QPS admits it only after the deadline")
             self.counts.token_wait_seconds += waited
-            async with self._in_flight:
+            asked = self._clock()
+            async with self._in_flight.slot(call.lane):
+                self.counts.slot_wait_seconds[call.lane.value] += self._clock() - asked
                 remaining = end - self._clock()
                 if remaining <= 0:
                     raise last or call.unsent("no room in flight before the deadline")

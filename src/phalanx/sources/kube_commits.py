@@ -5,8 +5,9 @@ member pod (annotation-only gangs, and the gangs of an upstream Workload, which 
 several). Records are read back from the same watches that feed the model (`decode_pod`,
 and `kube_groups.decode_group_object` for gang objects, run on informer threads), so a new
 instance sees them after its first sync. `CommitBook`
-keeps what the watches show, writes a record before a gang's first binding, and clears it
-once the gang is complete or released. Loop only, except the decoders.
+keeps what the watches show, writes a record before a gang's first binding (in the
+client's bind lane: the held binds wait on it), and clears it once the gang is complete or
+released (in the report lane: nothing waits on that). Loop only, except the decoders.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from phalanx.core.rollforward import (
     decode_commit_record,
     encode_commit_record,
 )
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_writes import Writer
 
@@ -186,7 +188,8 @@ class CommitBook:
         body = {"metadata": {"annotations": {COMMIT_ANNOTATION: None}}}
         keys = list(paths)
         results = await asyncio.gather(
-            *(self.writer.patch(paths[k], body) for k in keys), return_exceptions=True
+            *(self.writer.patch(paths[k], body, lane=Lane.REPORT) for k in keys),
+            return_exceptions=True,
         )
         cleared = []
         for key, result in zip(keys, results, strict=True):

@@ -23,7 +23,8 @@
   reservation's nomination land in the order they were decided. A cluster whose RBAC does
   not grant `pods/status` gets the plain requeue instead (said once in the log).
 
-Every write is best effort: a failure is logged, nothing is raised to the service.
+Every write is best effort: a failure is logged, nothing is raised to the service. So every
+write takes the client's report lane (`in_flight.Lane.REPORT`): a gang's bindings go first.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from phalanx.core.groups.status import GroupStatus
 from phalanx.core.inventory import REQUEUE_ANNOTATION
 from phalanx.core.model import GroupRef, PodRef
 from phalanx.sources.base import Nomination
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_commits import pod_path, rfc3339
 from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
@@ -270,12 +272,12 @@ class Reports:
         try:
             if not created:
                 try:
-                    await self.writer.patch(f"{path}/{series.name}", body)
+                    await self.writer.patch(f"{path}/{series.name}", body, lane=Lane.REPORT)
                     return
                 except ApiError as exc:
                     if exc.status != 404:  # expired (Events live an hour): write it afresh
                         raise
-            await self.writer.post(path, body)
+            await self.writer.post(path, body, lane=Lane.REPORT)
         except ApiError as exc:
             log.debug("event not written", extra={"object": key, "reason": str(exc)})
 
@@ -289,7 +291,7 @@ class Reports:
             return
         body = {"metadata": {"annotations": {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}}}
         results = await asyncio.gather(
-            *(self.writer.patch(pod_path(pod), body) for pod in pods),
+            *(self.writer.patch(pod_path(pod), body, lane=Lane.REPORT) for pod in pods),
             return_exceptions=True,
         )
         for pod, result in zip(pods, results, strict=True):
@@ -343,7 +345,7 @@ class Reports:
             metadata["annotations"] = {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}
         body = {"metadata": metadata, "status": {"nominatedNodeName": nomination.node or None}}
         async with self._pod_writes.turn(pod.uid or pod.key):
-            await self.writer.patch(pod_path(pod) + "/status", body)
+            await self.writer.patch(pod_path(pod) + "/status", body, lane=Lane.REPORT)
 
     # ---- gang status -------------------------------------------------------------------
 
@@ -376,7 +378,10 @@ class Reports:
                 return
             try:
                 answer = await self.writer.patch(
-                    write.path, write.body, content_type=CONTENT_TYPES[write.patch]
+                    write.path,
+                    write.body,
+                    content_type=CONTENT_TYPES[write.patch],
+                    lane=Lane.REPORT,
                 )
             except ApiError as exc:
                 if exc.status == 409 and write.resource_version:

@@ -10,6 +10,10 @@ the GET that re-reads an object before a write built on it is tried again).
   fake API, or `bench/bench_binder.py`'s baseline); idempotent writes retried while the
   failure is transient.
 
+Every patch and POST names its lane (`in_flight.Lane`): `BIND` (the default) for what a held
+`/bind` waits on, `REPORT` for best-effort writes, which yield their turn to bindings.
+`PooledWriter` has one pool and ignores it.
+
 A binding is never retried on a conflict (bound elsewhere) or when the pod is gone; what
 is left to retry after `timeout_seconds`, the service's binder decides.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from phalanx.core.model import Binding
+from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Transport
 from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
 from phalanx.sources.kubeclient import MERGE_PATCH, ClusterAccess
@@ -54,10 +59,17 @@ class Writer(Protocol):
     async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None: ...
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]: ...
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, lane: Lane = Lane.BIND
+    ) -> dict[str, Any]: ...
 
     async def get(self, path: str) -> dict[str, Any]: ...
 
@@ -108,14 +120,23 @@ class PooledWriter:
         await self._call(self.api.bind, binding)
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
+        del lane  # one pool: no lanes
         if content_type == MERGE_PATCH:  # KubeApi.patch's own default
             return await self._retried(self.api.patch, path, body)
         patch = functools.partial(self.api.patch, content_type=content_type)
         return await self._retried(patch, path, body)
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, lane: Lane = Lane.BIND
+    ) -> dict[str, Any]:
+        del lane  # one pool: no lanes
         return await self._retried(self.api.request, "POST", path, body)
 
     async def get(self, path: str) -> dict[str, Any]:
@@ -155,15 +176,22 @@ class AsyncWriter:
         )
 
     async def patch(
-        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = MERGE_PATCH,
+        lane: Lane = Lane.BIND,
     ) -> dict[str, Any]:
-        return await self.client.patch(path, body, content_type=content_type)
+        return await self.client.patch(path, body, content_type=content_type, lane=lane)
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.client.post(path, body)
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, lane: Lane = Lane.BIND
+    ) -> dict[str, Any]:
+        return await self.client.post(path, body, lane=lane)
 
     async def get(self, path: str) -> dict[str, Any]:
-        return await self.client.request("GET", path)
+        return await self.client.request("GET", path, lane=Lane.REPORT)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -219,6 +219,78 @@ async def test_members_pending_before_the_first_sync_are_all_requeued():
     await ext.stop()
 
 
+def cycles(ext, count):
+    """kube-scheduler's cycles for pods outside any gang, as a hook runs them mid-write."""
+    return lambda: [ext.filter(pod_of(ext, f"solo-{i}"), NODES) for i in range(count)]
+
+
+def with_solos(count):
+    """`count` pending single pods, on a cluster large enough that nominating still pays
+    with 100 pods pending (see `worth_nominating`)."""
+    spare = [node_obj(f"spare-{i}") for i in range(100 * NOMINATION_COST)]
+    return spare + [pod_obj(f"solo-{i}", 1) for i in range(count)]
+
+
+async def test_members_kube_scheduler_reaches_before_a_nomination_lands_are_not_nominated():
+    # While gang a's nominations were written, kube-scheduler ran three cycles: a member it
+    # reaches that soon is filtered before its nomination lands, so gang b's first member in
+    # index order is left out (and, never refused, not requeued either).
+    ext, source = await started(gang_objects("a", size=3, gpus=1) + with_solos(3))
+    source.on("nominate", cycles(ext, 3))
+    ext.filter(pod_of(ext, "a-0"), NODES)
+    await asyncio.sleep(0.01)
+    assert set(source.nominated) == {"default/a-1", "default/a-2"}
+    assert ext.reporter.cycles_per_write == pytest.approx(0.9)  # one batch, weighted 0.3
+
+    for obj in gang_objects("b", size=4, gpus=1):
+        source.apply(obj)  # after the first sync: nobody has parked b's members
+    ext.filter(pod_of(ext, "b-0"), NODES)
+    await asyncio.sleep(0.01)
+    assert {k for k in source.nominated if k.startswith("default/b")} == {
+        "default/b-2",
+        "default/b-3",
+    }
+    assert "default/b-1" not in source.requeued
+    await ext.stop()
+
+
+async def slow_writes(ext, source):
+    """Gang a reserved while kube-scheduler ran 40 cycles during its nomination write."""
+    source.on("nominate", cycles(ext, 40))
+    ext.filter(pod_of(ext, "a-0"), NODES)
+    await asyncio.sleep(0.01)
+    assert ext.reporter.cycles_per_write == pytest.approx(12.0)
+
+
+async def test_the_last_member_in_index_order_is_nominated_however_slow_the_writes():
+    # It is the one kube-scheduler most likely reaches after the write lands, and its write
+    # measures the load again. g-10 comes after g-9 (by index, not by text).
+    ext, source = await started(gang_objects("a", size=2, gpus=1) + with_solos(40))
+    await slow_writes(ext, source)
+    for obj in gang_objects(size=11, gpus=1):
+        source.apply(obj)
+    ext.filter(pod_of(ext, "g-0"), NODES)
+    await asyncio.sleep(0.01)
+    assert {k for k in source.nominated if k.startswith("default/g")} == {"default/g-10"}
+    assert [k for k in source.requeued if k.startswith("default/g")] == ["default/g-10"]
+    await ext.stop()
+
+
+async def test_parked_members_are_nominated_however_slow_the_writes():
+    # kube-scheduler reaches a parked member only once the write brings it back. Pending
+    # since before the first sync, every member of g may be parked.
+    ext, source = await started(
+        gang_objects("a", size=2, gpus=1) + gang_objects(size=4, gpus=1) + with_solos(40)
+    )
+    await slow_writes(ext, source)
+    ext.filter(pod_of(ext, "g-0"), NODES)
+    await asyncio.sleep(0.01)
+    assert {k for k in source.nominated if k.startswith("default/g")} == {
+        f"default/g-{i}" for i in (1, 2, 3)
+    }
+    await ext.stop()
+
+
 @pytest.mark.parametrize(
     ("nominate_members", "nominated"),
     [

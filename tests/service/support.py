@@ -69,9 +69,8 @@ class ScriptedSource(ClusterFileSource):
 
     * `failures[pod name]`: exceptions its next bindings raise, in order;
     * `commit_failures`: exceptions the next commit-record writes raise;
-    * `hooks[verb]` (`commit`, `bind`, `status`, `nominate`): callables run, once each,
-      inside the next such write, after it has yielded to the loop and before it takes
-      effect;
+    * `hooks[verb]` (`commit`, `bind`, `status`): callables run, once each, inside the next
+      such write, after it has yielded to the loop and before it takes effect;
     * `yielding`: every write yields to the loop first (as a real API call does).
     """
 
@@ -120,10 +119,6 @@ class ScriptedSource(ClusterFileSource):
     async def update_group_status(self, status: Any) -> None:
         await self._io("status")
         await super().update_group_status(status)
-
-    async def nominate(self, nominations: Any, reason: str) -> None:
-        await self._io("nominate")
-        await super().nominate(nominations, reason)
 
 
 class RecordingSource(ScriptedSource):

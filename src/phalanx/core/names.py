@@ -1,5 +1,4 @@
-"""Kubernetes name forms, checked as the API server checks them, annotation integers, and
-the order of indexed names."""
+"""Kubernetes name forms, checked as the API server checks them, and annotation integers."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ _DNS_LABEL_ONLY = re.compile(_DNS_LABEL)
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 # Annotation integers: plain ASCII digits (int() would also take " 3", "+3", "1_000", "٣").
 _DIGITS = re.compile(r"[0-9]{1,18}")
-_RUNS_OF_DIGITS = re.compile(r"([0-9]+)")
 
 
 def is_object_name(text: str) -> bool:
@@ -38,11 +36,3 @@ def annotation_int(text: str, *, minimum: int) -> int | None:
     if _DIGITS.fullmatch(text) is None or int(text) < minimum:
         return None
     return int(text)
-
-
-def index_order(name: str) -> tuple[str, ...]:
-    """A sort key that orders names by the numbers in them ("w-2" before "w-10"): the order
-    in which operators create indexed members (Jobs, JobSets, MPI and Kubeflow workers).
-    Text and runs of digits alternate, so the digits (padded) compare as numbers."""
-    parts = _RUNS_OF_DIGITS.split(name)
-    return tuple(part.zfill(20) if i % 2 else part for i, part in enumerate(parts))

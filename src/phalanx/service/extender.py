@@ -256,7 +256,6 @@ class Extender:
         self, pod: Pod, offered: Sequence[str], offered_set: AbstractSet[str] | None = None
     ) -> FilterResult:
         """`offered_set`: the offered names as a set, when the caller has one already."""
-        self.reporter.note_cycle()
         self.expire()
         pod = self.learn(pod)
         decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)

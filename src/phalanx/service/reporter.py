@@ -17,7 +17,6 @@ contradict the others' is said once: a log line and a Warning Event on the Node.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
@@ -26,7 +25,6 @@ from phalanx.core.gang import Placed
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod, PodRef
-from phalanx.core.names import index_order
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
 from phalanx.core.topology import TopologyFinding
@@ -48,9 +46,6 @@ INCONSISTENT_TOPOLOGY = "InconsistentTopologyLabels"  # Event reason on the Node
 # (bench/results/2026-12-01-nominations-everywhere.md, contended: 34.9 ms per attempt, against
 # 8.4 ms in bench/results/2026-12-01-after-profiles.md).
 NOMINATION_COST = 4
-# How far each written batch of nominations moves the estimate of the cycles kube-scheduler
-# runs while one is written (an exponentially weighted mean).
-WRITE_CYCLES_WEIGHT = 0.3
 
 
 def achieved_level(proposal: Placed) -> str:
@@ -86,11 +81,6 @@ class Reporter:
         self._warned: set[tuple[str, str]] = set()  # (group key, reason) said once already
         # Pending members nominated to their reserved node (pod UID -> pod), until released.
         self._nominated: dict[str, PodRef] = {}
-        # /filter calls so far: each is a kube-scheduler cycle that reached Phalanx.
-        self._cycles = 0
-        # How many cycles kube-scheduler ran while a batch of nominations was being written
-        # (mean of recent batches): the members it reaches in that time gain nothing.
-        self.cycles_per_write = 0.0
 
     def report(self, events: Iterable[GangEvent | None]) -> None:
         """Count, log, and write an Event and the PodGroup status for each new decision."""
@@ -148,58 +138,30 @@ class Reporter:
         reason = f"bound {members} member(s) together"
         self.report([self.planner.note(group, Outcome.BOUND, reason)])
 
-    def note_cycle(self) -> None:
-        """A /filter call came: kube-scheduler ran one more cycle."""
-        self._cycles += 1
-
     def nominate_others(self, reservation: Reservation, pod: Pod) -> None:
         """A fresh reservation: nominate each other pending member to its reserved node (its
         next cycle filters that node alone) and bring back the ones kube-scheduler parked
-        after being told to wait, rather than at its next flush.
-
-        A nomination helps only a member kube-scheduler reaches after the write lands. A
-        parked member is reached only once the write brings it back: it is always
-        nominated. The others wait in the active queue, and kube-scheduler takes a gang's
-        members one after another, roughly in the order they were created (by index for an
-        operator's members), so the first `cycles_per_write` of them are left out: on a
-        loaded cluster, all but the last member of a small gang. Behind a backlog, where a
-        nomination costs more than it saves, none is nominated and the parked ones are
-        requeued instead."""
+        after being told to wait, rather than at its next flush. Behind a backlog, where a
+        nomination costs more than it saves, only the parked ones are touched."""
         nominations = []
         for m in reservation.members:
             if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
                 member = self.state.pod(m.pod_uid)
                 if member is not None and not self.state.is_bound(member):
                     nominations.append(Nomination(member.ref, m.node))
-        nominations.sort(key=lambda n: index_order(n.pod.name))
         why = f"gang {reservation.group_key} reserved"
-        parked = set(self.planner.parked(reservation.group_key, (n.pod for n in nominations)))
-        if not self.worth_nominating(reservation.group_key):
-            if parked:
-                self.tasks.spawn(
-                    self.source.requeue([n.pod for n in nominations if n.pod in parked], why)
-                )
+        if self.worth_nominating(reservation.group_key):
+            self.nominate(nominations, why)
             return
-        queued = [n for n in nominations if n.pod not in parked]
-        # The last is nominated whatever the measure: the member most likely reached after
-        # its write lands, and a fresh measure of `cycles_per_write` as the load changes.
-        late = min(len(queued) - 1, math.ceil(self.cycles_per_write)) if queued else 0
-        chosen = [n for n in nominations if n.pod in parked] + queued[late:]
-        if chosen:
-            self.nominate(chosen, why)
+        parked = self.planner.parked(reservation.group_key, (n.pod for n in nominations))
+        if parked:
+            self.tasks.spawn(self.source.requeue(parked, why))
 
     def nominate(self, nominations: Sequence[Nomination], why: str) -> None:
         """Nominate pending members to their reserved nodes (and requeue them)."""
         for n in nominations:
             self._nominated[n.pod.uid] = n.pod
-        self.tasks.spawn(self._write_nominations(nominations, why))
-
-    async def _write_nominations(self, nominations: Sequence[Nomination], why: str) -> None:
-        """Write them, and count the cycles kube-scheduler ran meanwhile."""
-        before = self._cycles
-        await self.source.nominate(nominations, why)
-        ran = self._cycles - before
-        self.cycles_per_write += WRITE_CYCLES_WEIGHT * (ran - self.cycles_per_write)
+        self.tasks.spawn(self.source.nominate(nominations, why))
 
     def worth_nominating(self, group_key: str) -> bool:
         """Whether nominating the gang's pending members saves kube-scheduler more than it

@@ -235,7 +235,7 @@ class _Call:
     content: bytes | None
     content_type: str
     end: float  # the deadline, on the client's clock
-    lane: Lane = Lane.BIND
+    lane: Lane  # which in-flight slots it may take (`in_flight`)
     maybe_applied: bool = False  # an attempt may have reached storage without an answer
     retry_after: float = 0.0  # the last answer's Retry-After (seconds)
 

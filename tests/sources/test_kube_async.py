@@ -15,6 +15,7 @@ import httpx
 import orjson
 import pytest
 
+from phalanx.sources.api_transport import HttpxSender
 from phalanx.sources.base import BindError
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
@@ -82,7 +83,7 @@ def make_client(
     **settings: Any,
 ) -> AsyncKubeClient:
     return AsyncKubeClient(
-        httpx.MockTransport(api),
+        HttpxSender(httpx.MockTransport(api)),
         "https://api.test",
         authorization=authorization,
         settings=AsyncKubeSettings(**settings),
@@ -340,8 +341,8 @@ async def test_no_more_than_max_in_flight_requests_await_an_answer_at_once() -> 
         return httpx.Response(201)
 
     settings = AsyncKubeSettings(qps=1e6, burst=1000, max_in_flight=8)
-    transport = httpx.MockTransport(slow_api)
-    async with AsyncKubeClient(transport, "https://api.test", settings=settings) as client:
+    sender = HttpxSender(httpx.MockTransport(slow_api))
+    async with AsyncKubeClient(sender, "https://api.test", settings=settings) as client:
         await asyncio.gather(*(client.bind("team", f"worker-{i}", "", "gpu-0") for i in range(200)))
 
     assert peak == 8
@@ -361,7 +362,8 @@ async def test_a_binding_overtakes_reports_waiting_for_room_in_flight() -> None:
 
     settings = AsyncKubeSettings(qps=1e6, burst=1000, max_in_flight=4)
     assert settings.bind_reserve == 1
-    async with AsyncKubeClient(httpx.MockTransport(api), "https://a.test", settings=settings) as c:
+    sender = HttpxSender(httpx.MockTransport(api))
+    async with AsyncKubeClient(sender, "https://a.test", settings=settings) as c:
         reports = [
             asyncio.create_task(c.patch(f"/api/v1/nodes/n{i}", {}, lane=Lane.REPORT))
             for i in range(6)

@@ -5,7 +5,7 @@ caps how many writes wait on the API server at once (16 threads at about 100 ms 
 bind at most about 160 pods/s). `AsyncKubeClient` makes the same writes from the event
 loop, many in flight at once:
 
-* **Transport.** An httpx transport: by default `AiohttpTransport`, a pool of keep-alive
+* **Transport.** A `Sender` (`api_transport`): by default aiohttp's pool of keep-alive
   HTTP/1.1 connections, one request in flight on each; with `http2=True`, httpx's own,
   one HTTP/2 connection (negotiated by ALPN) whose streams carry the requests. aiohttp
   speaks no HTTP/2, but parses in C: on a loaded control-plane host its CPU per request
@@ -56,7 +56,6 @@ import asyncio
 import math
 import random
 import re
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,10 +63,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import aiohttp
-import httpx
 import orjson
 
+from phalanx.sources.api_transport import (
+    AiohttpSender,
+    HttpxSender,
+    Reply,
+    Sender,
+    SendError,
+    tls_context,
+)
 from phalanx.sources.in_flight import InFlight, Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kubeclient import (
@@ -93,14 +98,6 @@ Sleep = Callable[[float], Awaitable[None]]
 IN_FLIGHT_CAP = 64
 # The share of in-flight slots kept for bindings and commit records (`in_flight`).
 BIND_RESERVE_FRACTION = 0.25
-# Idle connections are kept this long (seconds), like Go's http.Transport (client-go).
-KEEPALIVE_SECONDS = 90.0
-# Headers aiohttp writes itself from the URL and the body.
-_SET_BY_AIOHTTP = frozenset({"host", "content-length"})
-# Answer headers that describe the body as sent, not as aiohttp hands it over.
-_DECODED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-# Connection failures in which the request was certainly never sent.
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # The API server's refusal of a second binding (pkg/registry/core/pod/storage).
 _ASSIGNED = re.compile(r'is already assigned to node "([^"]+)"')
 
@@ -220,12 +217,6 @@ class AsyncKubeCounts:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    content: bytes
-    http_version: str  # "HTTP/2" or "HTTP/1.1"
-
-
 @dataclass(slots=True)
 class _Call:
     """One call: what to send, until when, and what its attempts left behind."""
@@ -248,7 +239,7 @@ class AsyncKubeClient:
 
     def __init__(
         self,
-        transport: httpx.AsyncBaseTransport,
+        sender: Sender,
         base_url: str,
         *,
         authorization: Callable[[], str] | None = None,
@@ -258,21 +249,23 @@ class AsyncKubeClient:
         sleep: Sleep = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        """`transport` reaches the API server at `base_url`; `authorization` answers the header
+        """`sender` reaches the API server at `base_url`; `authorization` answers the header
         value (it may block: it runs on a worker thread). `clock` is the one deadlines are on.
+        `tls_server_name`: the name the server's certificate is checked against, when it is
+        not the URL's host.
 
-        Requests go straight to the transport: httpx's client layer (redirects, cookies,
+        Requests go straight to the sender: an HTTP client's own layer (redirects, cookies,
         auth flows, hooks, merging defaults) cost a third of the CPU of a binding.
         """
         self.settings = settings or AsyncKubeSettings()
         self.counts = AsyncKubeCounts()
-        self._transport = transport
+        self._sender = sender
         self._base_url = base_url.rstrip("/")
         self._authorize = authorization
         self._clock = clock
         self._sleep = sleep
         self._jitter = jitter
-        self._extensions = {"sni_hostname": tls_server_name} if tls_server_name else {}
+        self._server_name = tls_server_name or None
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst, clock=clock, sleep=sleep)
         self._in_flight = InFlight(self.settings.in_flight_limit, self.settings.bind_reserve)
         self._authorization = ""
@@ -300,25 +293,13 @@ class AsyncKubeClient:
     ) -> AsyncKubeClient:
         settings = settings or AsyncKubeSettings()
         limit = settings.in_flight_limit
-        transport: httpx.AsyncBaseTransport
+        sender: Sender
         if settings.http2:
-            transport = httpx.AsyncHTTPTransport(
-                verify=_tls_context(access),
-                http2=True,
-                limits=httpx.Limits(
-                    max_connections=limit,
-                    max_keepalive_connections=limit,
-                    keepalive_expiry=KEEPALIVE_SECONDS,
-                ),
-                proxy=access.proxy,
-                trust_env=False,  # as the blocking client: the kubeconfig's proxy-url or none
-            )
+            sender = HttpxSender.http2(access, connections=limit)
         else:
-            transport = AiohttpTransport(
-                _tls_context(access), connections=limit, proxy=access.proxy
-            )
+            sender = AiohttpSender(tls_context(access), connections=limit, proxy=access.proxy)
         return cls(
-            transport,
+            sender,
             access.host,
             authorization=access.authorization,
             settings=settings,
@@ -326,7 +307,7 @@ class AsyncKubeClient:
         )
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        await self._sender.aclose()
 
     async def __aenter__(self) -> AsyncKubeClient:
         return self
@@ -433,7 +414,7 @@ class AsyncKubeClient:
         content = orjson.dumps(body) if body is not None else None
         return _Call(method, path, content, content_type, deadline, lane)
 
-    async def _call(self, call: _Call) -> _Answer:
+    async def _call(self, call: _Call) -> Reply:
         """The 2xx answer, after retries (module docstring); raises ApiError otherwise."""
         settings = self.settings
         end = call.end
@@ -472,7 +453,7 @@ class AsyncKubeClient:
             backoff = min(2.0 * backoff, settings.backoff_cap_seconds)
             self.counts.retries += 1
 
-    async def _attempt(self, call: _Call, timeout: float) -> _Answer:
+    async def _attempt(self, call: _Call, timeout: float) -> Reply:
         """Send once (holding an in-flight slot); the 2xx answer, or raises ApiError."""
         headers = {"User-Agent": USER_AGENT, "Accept": JSON}
         if call.content is not None:
@@ -480,37 +461,32 @@ class AsyncKubeClient:
         authorization = await self._current_authorization()
         if authorization:
             headers["Authorization"] = authorization
-        limits = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
-        request = httpx.Request(
-            call.method,
-            self._base_url + call.path,
-            content=call.content,
-            headers=headers,
-            extensions={"timeout": limits, **self._extensions},
-        )
         self.counts.attempts += 1
         call.retry_after = 0.0
         try:
-            answer = await self._transport.handle_async_request(request)
-            try:
-                content = await answer.aread()
-            finally:
-                await answer.aclose()
-        except httpx.RequestError as exc:
+            answer = await self._sender.send(
+                call.method,
+                self._base_url + call.path,
+                call.content,
+                headers,
+                timeout=timeout,
+                server_name=self._server_name,
+            )
+        except SendError as exc:
             self.counts.no_answer += 1
-            call.maybe_applied |= not isinstance(exc, _NEVER_SENT)
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
-        status = answer.status_code
+            call.maybe_applied |= exc.sent
+            raise ApiError(0, exc.kind, exc.message) from exc
+        status = answer.status
         if 200 <= status < 300:
-            return _Answer(content, answer.http_version)
+            return answer
         if status == 429:
             self.counts.throttled += 1
         elif status >= 500:
             # A 504 from the API server's own timeout leaves the handler writing on.
             self.counts.server_errors += 1
             call.maybe_applied = True
-        call.retry_after = _retry_after(answer.headers)
-        raise api_error(status, content)
+        call.retry_after = _retry_after(answer.retry_after)
+        raise api_error(status, answer.content)
 
     # ---- credentials -----------------------------------------------------------------------
 
@@ -536,88 +512,10 @@ class AsyncKubeClient:
             self._authorization_generation += 1
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """httpx's transport interface over aiohttp: keep-alive HTTP/1.1 connections, parsed in C.
-
-    httpx's own HTTP/1.1 and HTTP/2 stacks are pure Python; on a busy control-plane host the
-    client's CPU per request is what limits bindings, so the default path is aiohttp's.
-    aiohttp's failures come out as httpx's, so the client above has one error vocabulary:
-    whether the request was sent at all (ConnectError, ConnectTimeout) or maybe (the rest).
-    """
-
-    def __init__(self, ssl_context: ssl.SSLContext, *, connections: int, proxy: str | None) -> None:
-        self._ssl = ssl_context
-        self._connections = connections
-        self._proxy = proxy
-        self._session: aiohttp.ClientSession | None = None  # made on the loop, at first use
-
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(
-            ssl=self._ssl,
-            limit=self._connections,
-            limit_per_host=self._connections,
-            keepalive_timeout=KEEPALIVE_SECONDS,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector, cookie_jar=aiohttp.DummyCookieJar()
-        )
-        return self._session
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._session or self._open()
-        seconds = request.extensions.get("timeout", {}).get("read")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _SET_BY_AIOHTTP}
-        try:
-            async with session.request(
-                request.method,
-                str(request.url),
-                data=request.content or None,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=seconds, sock_connect=seconds),
-                server_hostname=request.extensions.get("sni_hostname"),
-                proxy=self._proxy,
-                allow_redirects=False,
-            ) as answer:
-                content = await answer.read()
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise httpx.ConnectTimeout(str(exc), request=request) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=request) from exc
-        except TimeoutError as exc:  # the answer did not come in time (sent, maybe applied)
-            raise httpx.ReadTimeout(str(exc), request=request) from exc
-        except aiohttp.ServerDisconnectedError as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
-        spoken = answer.version or aiohttp.HttpVersion11
-        version = f"HTTP/{spoken.major}.{spoken.minor}".encode()
-        return httpx.Response(
-            answer.status,
-            # aiohttp has decoded the body already: httpx must not decode it again
-            headers=[(k, v) for k, v in answer.headers.items() if k.lower() not in _DECODED],
-            content=content,
-            extensions={"http_version": version},
-        )
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-
-def _tls_context(access: ClusterAccess) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=access.ca_file)
-    if access.cert_file and access.key_file:
-        context.load_cert_chain(access.cert_file, access.key_file)
-    if not access.verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _retry_after(headers: httpx.Headers) -> float:
+def _retry_after(header: str) -> float:
     """`Retry-After` in seconds (the API server sends whole seconds); 0 when absent or bad."""
     try:
-        seconds = float(headers.get("Retry-After", ""))
+        seconds = float(header)
     except ValueError:
         return 0.0
     return seconds if math.isfinite(seconds) and seconds > 0 else 0.0

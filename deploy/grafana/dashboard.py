@@ -29,7 +29,9 @@ from grafana_foundation_sdk.models import dashboard as dm
 from prometheus_client import CollectorRegistry
 
 from phalanx.service.extender import Extender
+from phalanx.service.metrics import Metrics
 from phalanx.sources.clusterfile import ClusterFileSource
+from phalanx.sources.kube_async import AsyncKubeCounts
 
 REPO = Path(__file__).resolve().parents[2]
 OUTPUTS = (
@@ -55,8 +57,11 @@ NOT_CHARTED: Mapping[str, str] = {}
 
 
 def live_registry() -> CollectorRegistry:
-    """The registry of an extender on an empty cluster: what every replica exports."""
-    return Extender(ClusterFileSource([])).metrics.registry
+    """The registry of an extender on an empty cluster, writing through the asynchronous API
+    client as ``phalanx serve`` does: what every replica exports."""
+    metrics = Metrics()
+    metrics.watch_api_client(AsyncKubeCounts)
+    return Extender(ClusterFileSource([]), metrics=metrics).metrics.registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +477,44 @@ def extender_row(m: Exported) -> list[timeseries.Panel]:
     ]
 
 
+def api_client_row(m: Exported) -> list[timeseries.Panel]:
+    def rate(series: str, by: str = "") -> str:
+        grouping = f" by ({by}) " if by else ""
+        return f"sum{grouping}(rate({m.select(series)}[$__rate_interval]))"
+
+    return [
+        timeseries_panel(
+            "Requests waiting inside the API client",
+            "About how many writes wait at once inside Phalanx's own API client (seconds "
+            "waited per second): for a token of its QPS/burst bucket (apiQps, apiBurst), and "
+            "for an in-flight slot, per lane (bind: bindings and commit records; report: "
+            "nominations, requeues, status, Events). Bind waits while the API server answers "
+            "quickly say Phalanx's client, not the API server, is the bottleneck.",
+            units.NoUnit,
+            [
+                query(rate("phalanx_api_client_slot_wait_seconds_total", "lane"), "slot {{lane}}"),
+                query(rate("phalanx_api_client_token_wait_seconds_total"), "QPS token"),
+            ],
+            width=12,
+        ),
+        timeseries_panel(
+            "API server answers to the API client",
+            "Requests the API client sent, and the API server's push-back: 429 (throttled by "
+            "API Priority and Fairness), 5xx, no answer (refused, reset, timed out), and the "
+            "retries they caused. Rising 429s and 5xx: the API server is overloaded.",
+            units.RequestsPerSecond,
+            [
+                query(rate("phalanx_api_client_attempts_total"), "sent"),
+                query(rate("phalanx_api_client_retries_total"), "retried"),
+                query(rate("phalanx_api_client_throttled_total"), "429"),
+                query(rate("phalanx_api_client_server_errors_total"), "5xx"),
+                query(rate("phalanx_api_client_no_answer_total"), "no answer"),
+            ],
+            width=12,
+        ),
+    ]
+
+
 def build(m: Exported) -> dm.Dashboard:
     jobs = f"label_values({m.name('phalanx_cache_synced')}, job)"
     builder = (
@@ -479,7 +522,7 @@ def build(m: Exported) -> dm.Dashboard:
         .uid("phalanx")
         .description(
             "Phalanx, the all-or-nothing GPU gang scheduler extender: gang decisions, GPUs, "
-            "extender latency, health."
+            "extender latency, its API client, health."
         )
         .tags(["phalanx", "scheduling", "gpu"])
         .timezone("")  # the viewer's own preference
@@ -512,6 +555,7 @@ def build(m: Exported) -> dm.Dashboard:
         ("GPUs", gpus_row(m)),
         ("Topology", topology_row(m)),
         ("Extender", extender_row(m)),
+        ("API client", api_client_row(m)),
     ]
     for title, panels in rows:
         builder = builder.with_row(db.Row(title))

@@ -21,6 +21,7 @@ from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.api.app import create_metrics_app
 from phalanx.service.extender import Extender
 from phalanx.sources.clusterfile import ClusterFileSource
+from phalanx.sources.kube_async import AsyncKubeCounts
 
 ALERTS = CHART / "files" / "phalanx-alerts.yaml"
 DASHBOARD = CHART / "files" / "phalanx-dashboard.json"
@@ -50,6 +51,13 @@ EXPORTED_FAMILIES = {
     "phalanx_topology_free_domains",
     "phalanx_topology_domains",
     "phalanx_topology_inconsistent_nodes",
+    "phalanx_api_client_attempts_total",
+    "phalanx_api_client_retries_total",
+    "phalanx_api_client_throttled_total",
+    "phalanx_api_client_server_errors_total",
+    "phalanx_api_client_no_answer_total",
+    "phalanx_api_client_token_wait_seconds_total",
+    "phalanx_api_client_slot_wait_seconds_total",
 }
 METRIC = re.compile(r"\bphalanx_[a-z0-9_]*[a-z0-9]")
 SERIES_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -95,6 +103,8 @@ async def _exposition_after_a_gang() -> str:
         *(pod_obj(f"trainer-{i}", 8, group="trainer") for i in range(2)),
     ]
     async with serve(objects) as served:
+        # A file source writes through no API client; `phalanx serve` on a cluster does.
+        served.extender.metrics.watch_api_client(AsyncKubeCounts)
         pods = [o for o in objects if o["kind"] == "Pod"]
         await schedule_pods(served, pods, ["gpu-a", "gpu-b"])
         return generate_latest(served.extender.metrics.registry).decode()

@@ -2,7 +2,9 @@
 
 Counters and histograms are updated as things happen; gauges that describe the model
 (GPUs per node, reservations, partial gangs, whole topology domains) are computed from it
-at scrape time, so they can never drift from the truth.
+at scrape time, so they can never drift from the truth. The asynchronous API client counts
+for itself (`AsyncKubeCounts`); its counters are read at scrape time too, so a request
+costs no metric work.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from phalanx.core.cache import ClusterState
@@ -18,6 +20,7 @@ from phalanx.core.eligibility import term_matches
 from phalanx.core.model import DRA_GPU, Node
 from phalanx.core.topology import TopologyIndex
 from phalanx.core.topology_usage import LevelFreedom
+from phalanx.sources.kube_async import AsyncKubeCounts
 
 # Per configured topology: its index, and per level its whole and GPU-holding domains.
 TopologyUsage = Callable[[], Sequence[tuple[TopologyIndex, Sequence[LevelFreedom]]]]
@@ -117,6 +120,13 @@ class Metrics:
     def watch_topology(self, usage: TopologyUsage) -> None:
         """Export, at scrape time, how many domains of each topology level are whole."""
         self.registry.register(_TopologyCollector(usage))
+
+    def watch_api_client(self, counts: Callable[[], AsyncKubeCounts]) -> None:
+        """Export, at scrape time, what the asynchronous API client did so far. `counts` is
+        asked at every scrape: the client behind it may be made later, or made again.
+
+        Assumes scrapes run on the client's event loop (its counts are loop-only)."""
+        self.registry.register(_ApiClientCollector(counts))
 
 
 def claimed_gpus(node: Node) -> int:
@@ -251,3 +261,50 @@ class _TopologyCollector(Collector):
         yield free
         yield total
         yield inconsistent
+
+
+class _ApiClientCollector(Collector):
+    def __init__(self, counts: Callable[[], AsyncKubeCounts]) -> None:
+        self.counts = counts
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return []  # computed at collect time; avoids a collect during registration
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counts = self.counts()
+        # Named after the fields of AsyncKubeCounts, one family each.
+        for name, what, value in (
+            ("attempts", "Requests the API client sent, retries included.", counts.attempts),
+            (
+                "retries",
+                "Attempts the API client made again after a backoff (after a 429, a 5xx or no "
+                "answer).",
+                counts.retries,
+            ),
+            (
+                "throttled",
+                "429 Too Many Requests answers: the API server asked the client to slow down.",
+                counts.throttled,
+            ),
+            ("server_errors", "5xx answers from the API server.", counts.server_errors),
+            (
+                "no_answer",
+                "Attempts that got no answer: connection refused, reset or timed out.",
+                counts.no_answer,
+            ),
+            (
+                "token_wait_seconds",
+                "Time requests waited for the API client's own QPS/burst token bucket.",
+                counts.token_wait_seconds,
+            ),
+        ):
+            yield CounterMetricFamily(f"phalanx_api_client_{name}", what, value=value)
+        slot_wait = CounterMetricFamily(
+            "phalanx_api_client_slot_wait_seconds",
+            "Time requests waited for an in-flight slot of the API client, by lane (bind: "
+            "bindings and commit records; report: best-effort writes).",
+            labels=["lane"],
+        )
+        for lane, seconds in sorted(counts.slot_wait_seconds.items()):
+            slot_wait.add_metric([lane], seconds)
+        yield slot_wait

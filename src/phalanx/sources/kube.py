@@ -75,7 +75,7 @@ from phalanx.sources.informer import (
     Kind,
     Upsert,
 )
-from phalanx.sources.kube_async import AsyncKubeSettings
+from phalanx.sources.kube_async import AsyncKubeCounts, AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
 from phalanx.sources.kube_dra import DRA_KINDS, DraFeed
 from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
@@ -113,10 +113,12 @@ class _Labelled(Protocol):
 
 
 class WatchMetrics(Protocol):
-    """The part of `phalanx.service.metrics.Metrics` a source updates."""
+    """The part of `phalanx.service.metrics.Metrics` a source updates or exports through."""
 
     @property
     def watch_restarts(self) -> _Labelled: ...
+
+    def watch_api_client(self, counts: Callable[[], AsyncKubeCounts]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,9 @@ class KubeSource:
             api, namespace, identity=self.identity, settings=self.settings.lease
         )
         self.writer: Writer = writer or PooledWriter(api, self.settings.writes)
+        # Only the asynchronous client counts its requests; the blocking one has nothing to say.
+        if metrics is not None and isinstance(self.writer, AsyncWriter):
+            metrics.watch_api_client(self.writer.counts)
         # Every gang object the watches show (valid or not), by object key (loop side).
         self._objects: dict[str, Held] = {}
         self.commits = CommitBook(self.writer, self._group_path, wall_clock)

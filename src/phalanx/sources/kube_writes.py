@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from phalanx.core.model import Binding
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Transport
-from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
+from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeCounts, AsyncKubeSettings
 from phalanx.sources.kubeclient import MERGE_PATCH, ClusterAccess
 
 T = TypeVar("T")
@@ -160,6 +160,10 @@ class AsyncWriter:
         if self._client is None:
             self._client = AsyncKubeClient.from_access(self.access, settings=self.settings)
         return self._client
+
+    def counts(self) -> AsyncKubeCounts:
+        """What the client did so far; all zero before its first request (it is made then)."""
+        return self._client.counts if self._client is not None else AsyncKubeCounts()
 
     @staticmethod
     def _deadline(timeout_seconds: float | None) -> float | None:

@@ -144,6 +144,24 @@ async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():
     assert reasons == ["Committed", "Bound"]
 
 
+async def test_a_status_superseded_while_it_waits_its_turn_is_never_written():
+    # Reserved, committed and bound decided while the first write is slow: the object goes
+    # from the first straight to the newest, which says all the one in between would.
+    writer = SlowFirstWriter()
+    rep = reports(writer)
+    reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
+    committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
+    bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
+    await asyncio.gather(*(rep.update_group_status(s) for s in (reserved, committed, bound)))
+    reasons = [body["status"]["conditions"][0]["reason"] for _, body in writer.patches]
+    assert reasons == ["Reserved", "Bound"]
+    # Nothing is left behind: a later status is written as usual.
+    running = GroupStatus(GANG, GroupPhase.RUNNING, 3, 3, "bound", "bound 3 member(s)")
+    await rep.update_group_status(running)
+    assert len(writer.patches) == 3
+    assert writer.patches[-1][1]["status"]["phase"] == "Running"
+
+
 async def test_every_report_yields_to_bindings_in_the_clients_report_lane():
     # Nominations, requeues, gang status and Events are best effort: none may hold up a
     # gang's bindings for an in-flight slot.

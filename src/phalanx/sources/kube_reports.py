@@ -14,7 +14,9 @@
   it as a precondition. A 409 Conflict means someone wrote in between: the object is read
   again (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS` times; rebuilt, it
   may have nothing left to say (a True condition kube-scheduler wrote meanwhile is never
-  turned back). Nothing new: nothing sent.
+  turned back). Nothing new: nothing sent. Writes to one object go one at a time, in the
+  order decided; a status decided while another waits replaces it (only the newest is
+  written).
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 * **Nominations** set a reserved member's `status.nominatedNodeName` and touch the same
@@ -181,6 +183,8 @@ class Reports:
         # One pod's nominations, and one gang object's status writes, in the order decided.
         self._pod_writes = _InOrder()
         self._status_writes = _InOrder()
+        # Gang object key -> the newest status decided and not yet being written.
+        self._newest_status: dict[str, GroupStatus] = {}
         self._may_nominate = True  # False once the API refused pods/status (RBAC)
 
     def forget_group(self, key: str) -> None:
@@ -351,9 +355,16 @@ class Reports:
 
     async def update_group_status(self, status: GroupStatus) -> None:
         """The gang's status in its dialect's terms, on its object; nothing without one.
-        Writes for one object land in the order decided, each built on the one before."""
+        Writes for one object land in the order decided, each built on the one before. A
+        status still waiting its turn when a newer one is decided is never written: each
+        status is whole, so the newest says all it would (fewer writes while the API server
+        is slow, which is when decisions pile up)."""
         key = status.ref.object_ref.key
+        self._newest_status[key] = status
         async with self._status_writes.turn(key):
+            if self._newest_status.get(key) is not status:
+                return  # superseded while it waited
+            del self._newest_status[key]
             await self._write_group_status(key, status)
 
     async def _write_group_status(self, key: str, status: GroupStatus) -> None:

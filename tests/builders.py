@@ -23,6 +23,7 @@ from phalanx.core.model import (
     Toleration,
     TopologyConstraint,
 )
+from phalanx.sources.kubeclient import ClusterAccess
 
 GIB = 1 << 30
 _uids = itertools.count(1)
@@ -178,6 +179,20 @@ def nvl72(
         for c in range(cliques)
         for n in range(per_clique)
     ]
+
+
+def cluster_access(host: str) -> ClusterAccess:
+    """How to reach an API server at `host` with no credential and the system's trust."""
+    return ClusterAccess(
+        host=host,
+        ca_file=None,
+        cert_file=None,
+        key_file=None,
+        verify=True,
+        tls_server_name=None,
+        proxy=None,
+        authorization=lambda: "",
+    )
 
 
 def taint(key: str, value: str = "", effect: str = "NoSchedule") -> Taint:

@@ -16,10 +16,10 @@ from typing import Any
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 
+from builders import cluster_access
 from phalanx.sources.base import BindError
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings
-from phalanx.sources.kubeclient import ClusterAccess
 
 pytestmark = pytest.mark.e2e
 
@@ -203,16 +203,7 @@ def test_three_hundred_bindings_against_a_throttling_api_server_land_or_fail_cle
 @pytest.mark.parametrize("http2", [False, True], ids=["http1-aiohttp", "http2-httpx"])
 def test_a_port_nobody_listens_on_is_no_answer_retried_until_the_deadline(http2: bool) -> None:
     [port] = launcher.free_ports(1)
-    access = ClusterAccess(
-        host=f"https://127.0.0.1:{port}",
-        ca_file=None,
-        cert_file=None,
-        key_file=None,
-        verify=True,
-        tls_server_name=None,
-        proxy=None,
-        authorization=lambda: "",
-    )
+    access = cluster_access(f"https://127.0.0.1:{port}")
     settings = AsyncKubeSettings(http2=http2, backoff_initial_seconds=0.05)
 
     async def scenario() -> tuple[BindError, int]:

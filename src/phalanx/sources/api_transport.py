@@ -172,8 +172,9 @@ class HttpxSender:
         extensions: dict[str, object] = {"timeout": limits}
         if server_name:
             extensions["sni_hostname"] = server_name
-        request = httpx.Request(method, url, content=content, headers=headers)
-        request.extensions = extensions
+        request = httpx.Request(
+            method, url, content=content, headers=headers, extensions=extensions
+        )
         try:
             answer = await self._transport.handle_async_request(request)
             try:

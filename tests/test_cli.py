@@ -24,6 +24,7 @@ import yaml
 from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.cli import main
 from phalanx.demo import cluster, scenario, workload
+from phalanx.service.loop_health import COLLECTOR_THRESHOLDS
 
 
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -401,6 +402,9 @@ def test_serve_answers_kube_scheduler_logs_json_and_stops_on_sigterm(json_dump: 
             logged.append(json.loads(lines.get(timeout=20)))
         frozen = next(r for r in logged if r["msg"] == "heap frozen after the initial sync")
         assert frozen["objects"] > 0, frozen
+        # ... and the collector runs rarely while serving (set before the first request).
+        tuned = next(r for r in logged if r["msg"] == "garbage collector tuned for serving")
+        assert tuned["thresholds"] == list(COLLECTOR_THRESHOLDS)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:

@@ -34,7 +34,7 @@ from phalanx.core.groups import registry
 from phalanx.demo import cluster, scenario, workload
 from phalanx.demo.report import Report, render_group_view, render_text
 from phalanx.service.extender import Extender
-from phalanx.service.loop_health import freeze_heap_once
+from phalanx.service.loop_health import freeze_heap_once, tune_collector
 from phalanx.service.metrics import Metrics
 from phalanx.settings import Settings, describe_error, env_var, flag
 from phalanx.sources.base import ClusterSource
@@ -288,6 +288,7 @@ async def serve(settings: Settings, source: ClusterSource, metrics: Metrics | No
     """Serve until SIGTERM / SIGINT, then shut down gracefully (held binds are answered)."""
     extender = Extender(source, settings.service_settings(), metrics=metrics)
     # Process-wide, so here and not in the extender (which tests run many of per process).
+    tune_collector()
     freeze = asyncio.create_task(freeze_heap_once(lambda: extender.ready), name="phalanx-freeze")
     try:
         return await server.serve(

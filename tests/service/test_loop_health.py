@@ -10,7 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from phalanx.service.loop_health import freeze_heap_once, watch_lag
+from phalanx.service.loop_health import (
+    COLLECTOR_THRESHOLDS,
+    freeze_heap_once,
+    tune_collector,
+    watch_lag,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +53,20 @@ async def test_the_heap_is_frozen_only_once_the_model_is_synced() -> None:
     frozen = await asyncio.wait_for(freezing, timeout=5)
     assert frozen > 0
     assert gc.get_freeze_count() > 0  # (fewer by now: frozen objects are still freed)
+
+
+@pytest.fixture
+def thresholds() -> Iterator[None]:
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
+
+
+@pytest.mark.usefixtures("thresholds")
+def test_serving_collects_young_objects_far_less_often_than_cpython_does() -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's own
+    tune_collector()
+    assert gc.get_threshold() == COLLECTOR_THRESHOLDS
+    young, middle, _ = COLLECTOR_THRESHOLDS
+    assert young >= 10_000  # many requests' worth of short-lived objects between collections
+    assert middle >= 10

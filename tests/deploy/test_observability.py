@@ -209,6 +209,8 @@ def test_alert_rules_cover_the_invariants() -> None:
         "PhalanxCacheNotSynced",
         "PhalanxExtenderLatencyNearTimeout",
         "PhalanxOvercommittedNodes",
+        "PhalanxApiServerPushingBack",
+        "PhalanxBindingsWaitInClient",
     } <= names
     for rule in alert_rules():
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]

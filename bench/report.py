@@ -156,14 +156,35 @@ def _bucket_quantile(edges: list[tuple[float, float]], q: float, total: float) -
     return None
 
 
+API_CLIENT = "phalanx_api_client_"
+# The report's columns for Phalanx's API client: (key in `api_client`, heading).
+API_CLIENT_COLUMNS = (
+    ("attempts", "requests"),
+    ("retries", "retries"),
+    ("throttled", "429"),
+    ("server_errors", "5xx"),
+    ("no_answer", "no answer"),
+    ("token_wait_seconds", "token wait s"),
+    ("slot_wait_seconds_bind", "slot wait s, bind lane"),
+    ("slot_wait_seconds_report", "slot wait s, report lane"),
+)
+
+
 def phalanx_figures(text: str) -> dict[str, Any]:
     if not text:
         return {}
     samples = parse_metrics(text)
     counters: dict[str, dict[str, float]] = defaultdict(dict)
     gauges: dict[str, float] = {}
+    client: dict[str, float] = {}
     for metric, labels, value in samples:
-        if metric in ("phalanx_gang_decisions_total", "phalanx_bindings_total"):
+        if metric.startswith(API_CLIENT):
+            # Its writes and what held them: its own limits (token, slot) or the API server.
+            name = metric.removeprefix(API_CLIENT).removesuffix("_total")
+            if "lane" in labels:
+                name = f"{name}_{labels['lane']}"
+            client[name] = value
+        elif metric in ("phalanx_gang_decisions_total", "phalanx_bindings_total"):
             counters[metric.removesuffix("_total")][labels.get("result", "")] = value
         elif metric in (
             "phalanx_partial_gangs",
@@ -179,6 +200,7 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         "gang_decisions": {k: int(v) for k, v in counters["phalanx_gang_decisions"].items() if v},
         "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
         "gauges_at_end": gauges,
+        "api_client": client,
     }
 
 
@@ -1176,6 +1198,26 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
                     f"| {r['workload']} | {r['scheduler']} | {verb} | {h['count']} | "
                     f"{_fmt(h['mean_ms'])} | {_ms(h['p50_ms'])} | {_ms(h['p99_ms'])} |"
                 )
+    client_runs = [r for r in runs if (r.get("phalanx") or {}).get("api_client")]
+    if client_runs:
+        lines += [
+            "",
+            "## Phalanx's API client (its /metrics)",
+            "",
+            "Every write Phalanx made (bindings, commit records, nominations, requeues, status, "
+            "Events): the requests sent, the API server's push-back, and the time writes "
+            "waited inside the client, for its QPS token and for an in-flight slot per lane "
+            "(summed over writes: 10 s over a 10 s run is one write waiting all along).",
+            "",
+            "| workload | scheduler | "
+            + " | ".join(heading for _key, heading in API_CLIENT_COLUMNS)
+            + " |",
+            "|---|---|" + "---|" * len(API_CLIENT_COLUMNS),
+        ]
+        for r in client_runs:
+            client = r["phalanx"]["api_client"]
+            cells = [_fmt(client.get(key)) for key, _heading in API_CLIENT_COLUMNS]
+            lines.append(f"| {r['workload']} | {r['scheduler']} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## kube-scheduler's own account (its /metrics)",

@@ -162,6 +162,28 @@ def test_the_loop_lag_is_read_from_its_own_histogram() -> None:
     assert lag == {"count": 10, "mean_ms": 0.4, "p50_ms": 0.375, "p99_ms": 0.497}
 
 
+def test_phalanx_api_client_counts_are_read_by_name_and_lane() -> None:
+    text = "\n".join(
+        [
+            "phalanx_api_client_attempts_total 812.0",
+            "phalanx_api_client_throttled_total 3.0",
+            "phalanx_api_client_token_wait_seconds_total 0.25",
+            'phalanx_api_client_slot_wait_seconds_total{lane="bind"} 1.5',
+            'phalanx_api_client_slot_wait_seconds_total{lane="report"} 42.0',
+        ]
+    )
+    assert report.phalanx_figures(text)["api_client"] == {
+        "attempts": 812.0,
+        "throttled": 3.0,
+        "token_wait_seconds": 0.25,
+        "slot_wait_seconds_bind": 1.5,
+        "slot_wait_seconds_report": 42.0,
+    }
+    assert {key for key, _heading in report.API_CLIENT_COLUMNS} >= set(
+        report.phalanx_figures(text)["api_client"]
+    )
+
+
 def test_api_writes_are_the_mutating_requests_served_between_two_scrapes() -> None:
     def scrape(bindings: int, status: int, lists: int) -> str:
         metric = "apiserver_request_total"

@@ -131,6 +131,12 @@ def test_results_carry_ratios_goals_latency_and_process_figures(
     phalanx = [r for r in doc["runs"] if r["scheduler"] == "phalanx"]
     for run in phalanx:
         assert run["phalanx"]["request_latency"]["filter"]["count"] > 0
+        # Its bindings went through the API client, whose counts the report reads.
+        assert run["phalanx"]["api_client"]["attempts"] >= run["pods_bound"]
+        assert set(run["phalanx"]["api_client"]) >= {
+            "slot_wait_seconds_bind",
+            "slot_wait_seconds_report",
+        }
         assert run["processes"]["phalanx"]["cpu_seconds"] >= 0
         assert run["processes"]["phalanx"]["rss_mib_max"] > 0
     assert doc["meta"]["machine"]["cores"] >= 1
@@ -145,6 +151,7 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     assert "## Goals" in md
     assert "phalanx ÷ vanilla" in md
     assert "phalanx ÷ native" in md
+    assert "## Phalanx's API client (its /metrics)" in md
     plots = sorted(p for p in out.glob("smoke-*.png") if not p.name.startswith("smoke-topology"))
     assert plots
     for plot in plots:

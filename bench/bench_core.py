@@ -10,6 +10,11 @@ preferring a clique within a required spine (the walk clique > leaf > spine), a 
 leaf, slices of 8 in a clique, and the tie-breaks alone; with the index built once, as the
 service caches it, and the index build, free-domain count and fragmentation scores alone.
 
+Last, a full cluster (7 of every node's 8 GPUs used): the `/filter` of a member whose gang
+cannot fit, the first time (the gang is planned) and when it is retried with nothing given
+back (`phalanx.core.unfit` answers from the last verdict), as kube-scheduler retries refused
+members after every cluster event.
+
     python bench/bench_core.py [--repeat 30] [--json out.json]
 """
 
@@ -27,10 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from builders import gang, gpu_node, pod, rack_node
+from builders import gang, gpu_node, pod, podgroup, rack_node
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
+from phalanx.core.planner import GangPlanner
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, build_index
 from phalanx.core.topology_usage import fragmentation_scores, free_domains
 
@@ -146,6 +152,43 @@ def measure_index(nodes: int, repeat: int) -> list[dict[str, Any]]:
     ]
 
 
+def measure_refusal(nodes: int, members: int, gpus: int, repeat: int) -> dict[str, Any]:
+    """A member of a gang that cannot fit on a full cluster, refused first and on retry."""
+    state = ClusterState()
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    for i, name in enumerate(names):
+        state.upsert_node(gpu_node(name, 8))
+        state.upsert_pod(pod(f"busy-{i}", 7, node=name))
+    state.upsert_group(podgroup("g", members, namespace="bench"))
+    pods = gang("g", members, gpus, namespace="bench")
+    for p in pods:
+        state.upsert_pod(p)
+
+    planner = GangPlanner(state)
+    planner.filter(pods[0], names, 0)  # warms what the service keeps warm (indexes)
+
+    def first() -> None:
+        planner.unfit.keep_only(())  # nothing remembered: the gang is planned
+        assert not planner.filter(pods[0], names, 0).result.feasible
+
+    retries = iter(range(10**9))
+
+    def retried() -> None:
+        p = pods[next(retries) % members]
+        assert not planner.filter(p, names, 1).result.feasible
+
+    first_figures = timed(first, repeat)
+    retry_figures = timed(retried, repeat)
+    return {
+        "nodes": nodes,
+        "gang": f"{members} x {gpus} GPUs",
+        "first_p50_ms": first_figures["p50_ms"],
+        "retry_p50_ms": retry_figures["p50_ms"],
+        "retry_p99_ms": retry_figures["p99_ms"],
+        "ratio": round(retry_figures["p50_ms"] / first_figures["p50_ms"], 4),
+    }
+
+
 def table(rows: list[dict[str, Any]], columns: tuple[str, ...], widths: tuple[int, ...]) -> None:
     def line(cells: Iterable[Any]) -> str:
         return " ".join(
@@ -204,8 +247,23 @@ def main() -> int:
     print()
     index_rows = measure_index(5000, args.repeat)
     table(index_rows, ("nodes", "what", "min_ms", "p50_ms", "p99_ms"), (6, -34, 8, 8, 8))
+    print()
+    refusal_rows = [
+        measure_refusal(n, m, g, args.repeat)
+        for n, m, g in [(500, 8, 4), (500, 32, 8), (5000, 16, 2)]
+    ]
+    table(
+        refusal_rows,
+        ("nodes", "gang", "first_p50_ms", "retry_p50_ms", "retry_p99_ms", "ratio"),
+        (6, -16, 13, 13, 13, 8),
+    )
     if args.json:
-        results = {"pack": rows, "topology": topology_rows, "index": index_rows}
+        results = {
+            "pack": rows,
+            "topology": topology_rows,
+            "index": index_rows,
+            "refusal": refusal_rows,
+        }
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 

@@ -1,14 +1,19 @@
 """A stateful test of reserve / expire / node-removed / pod-deleted sequences on the planner.
 
+It also holds the planner's memory of unfit gangs (phalanx.core.unfit) to a fresh planner
+on a copy of the same model: a gang it would refuse unplanned is refused by a new plan too.
+
 Binding is left to tests/service/test_barrier_interleavings.py, which drives the real bind
 barrier; this machine once re-implemented the barrier and so only checked itself.
 """
+
+import copy
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from builders import gang, gpu_node, podgroup
+from builders import gang, gpu_node, pod, podgroup
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.model import EMPTY
 from phalanx.core.planner import GangPlanner
@@ -26,6 +31,7 @@ class Scheduling(RuleBasedStateMachine):
         for n in self.nodes:
             self.state.upsert_node(gpu_node(n))
         self.members = {}
+        self.singles = 0
         for name, (size, gpus) in GANGS.items():
             self.state.upsert_group(podgroup(name, size, timeout=30))
             self.members[name] = gang(name, size, gpus)
@@ -54,6 +60,28 @@ class Scheduling(RuleBasedStateMachine):
     def a_gang_finishes_and_is_deleted(self, name):
         for p in self.members[name]:
             self.state.remove_pod(p.uid)
+
+    @rule(index=st.integers(0, 3), gpus=st.integers(1, 4))
+    def another_pod_binds(self, index, gpus):
+        node = self.state.node(self.nodes[index])
+        if node is not None and node.free.gpus() >= gpus:
+            self.singles += 1
+            self.state.upsert_pod(pod(f"single-{self.singles}", gpus, node=node.name))
+
+    @invariant()
+    def a_remembered_refusal_is_what_a_new_plan_says(self):
+        offered = [n for n in self.nodes if self.state.node(n)]
+        for name in GANGS:
+            key = f"default/{name}"
+            live = self.state.members(key)
+            group = self.state.group(key)
+            if not live or group is None or self.state.reservation(key) is not None:
+                continue
+            if self.planner.unfit.recall(group, live, template=False) is None:
+                continue
+            fresh_state = copy.deepcopy(self.state)
+            fresh = GangPlanner(fresh_state).filter(fresh_state.pod(live[0].uid), offered, self.now)
+            assert not fresh.result.feasible, f"gang {key} fits now, yet it is remembered unfit"
 
     @invariant()
     def reserved_capacity_equals_the_reserved_members(self):

@@ -142,6 +142,10 @@ def _phantom(name: str) -> Node:
     return Node(name=name, allocatable=EMPTY, ready=False)
 
 
+def _gives_back(delta: Resources) -> bool:
+    return any(v < 0 for v in delta.values())
+
+
 def _shape(node: Node) -> tuple[object, ...]:
     """What eligibility reads of a node (see phalanx.core.eligibility)."""
     return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu, node.devices)
@@ -180,6 +184,11 @@ class ClusterState:
         # Bumped when a node becomes schedulable (new, Ready again, uncordoned): kube-scheduler
         # may have seen it first and retried a pod that Phalanx then refused on its older view.
         self.nodes_opened = 0
+        # Bumped whenever capacity may have grown somewhere: a pod or reservation gave
+        # resources back, or a node appeared or changed. Binding, reserving and claiming only
+        # take capacity, so a gang that did not fit still does not while it stays put
+        # (`phalanx.core.unfit`).
+        self.freed = 0
         # UIDs of pending members that arrived while their gang held a reservation, until
         # `take_arrivals`: the service claims them a template slot before their first cycle.
         self._arrivals: list[str] = []
@@ -291,6 +300,9 @@ class ClusterState:
             self.nodes_opened += 1
         if old is None or node.name in self._phantoms or _shape(old.node) != _shape(node):
             self.topology_generation += 1
+            self.freed += 1
+        elif old.node.allocatable != node.allocatable:
+            self.freed += 1
         self._phantoms.discard(node.name)
         if old is None:
             self._store(NodeInfo(node))
@@ -405,6 +417,8 @@ class ClusterState:
             self._phantoms.add(name)
             self._names = None
         updated = NodeInfo(info.node, info.requested + delta, info.reserved)
+        if _gives_back(delta):
+            self.freed += 1
         if name in self._phantoms and not updated.requested:
             self._drop(name)
             self._phantoms.discard(name)
@@ -416,6 +430,8 @@ class ClusterState:
     def _add_reserved(self, name: str, delta: Resources) -> None:
         info = self._nodes[name]
         self._store(NodeInfo(info.node, info.requested, info.reserved + delta))
+        if _gives_back(delta):
+            self.freed += 1
         self.generation += 1
 
     # ---- groups ------------------------------------------------------------------------

@@ -77,6 +77,7 @@ from phalanx.core.topology import (
     resolve_topology,
 )
 from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free_domains
+from phalanx.core.unfit import UnfitMemo
 
 Plan = tuple[PlanNode, PlanIntent]
 
@@ -126,6 +127,7 @@ class GangPlanner:
         self._fragmentation: tuple[int, dict[str, int]] | None = None  # (generation, scores)
         self.singles = SingleFit(state, self.fragmentation)
         self._plans: dict[str, tuple[str, PlanNode, PlanIntent]] = {}
+        self.unfit = UnfitMemo(state)
         # Gangs pending when this instance synced (`note_synced`): whom it parked is unknown.
         self._inherited: set[str] = set()
 
@@ -155,6 +157,7 @@ class GangPlanner:
         self._inherited &= live
         for key in [k for k in self._plans if k not in live]:
             del self._plans[key]
+        self.unfit.keep_only(live)
 
     def note_synced(self) -> None:
         """The model holds its first full list: gangs with pending members now may have
@@ -352,6 +355,10 @@ class GangPlanner:
         exclude: frozenset[str],
     ) -> FilterResult:
         """Place every unbound member on a snapshot and reserve them in one step."""
+        if not exclude:
+            known = self.unfit.recall(group, members, template=False)
+            if known is not None:
+                return self._reserve(cycle, group, known)
         unbound = tuple(p for p in members if not self.state.is_bound(p))
         anchors = {p.uid: self.state.bound_node(p) for p in bound}
         snapshot = self.state.snapshot()
@@ -377,6 +384,8 @@ class GangPlanner:
             smaller = attempt(member_order(unbound)[:needed])
             if isinstance(smaller, Placed):
                 result = smaller
+        if isinstance(result, Unfit) and not exclude:
+            self.unfit.remember(group, members, result, template=False)
         return self._reserve(cycle, group, result)
 
     def _before_quorum(
@@ -390,6 +399,9 @@ class GangPlanner:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             self._note(cycle, Outcome.WAITING, reason)
             return refuse_all(cycle.offered, reason)
+        known = self.unfit.recall(group, members, template=True)
+        if known is not None:
+            return self._reserve(cycle, group, known, template=True)
         slots = placeholders(
             template, group.min_member - len(members), slot_requests(template, group)
         )
@@ -402,7 +414,10 @@ class GangPlanner:
             anchors={},
             exclude=frozenset(),
         )
-        return self._reserve(cycle, group, place_gang(self.state.snapshot(), spec), template=True)
+        result = place_gang(self.state.snapshot(), spec)
+        if isinstance(result, Unfit):
+            self.unfit.remember(group, members, result, template=True)
+        return self._reserve(cycle, group, result, template=True)
 
     def _reserve(
         self, cycle: _Cycle, group: PodGroup, result: Placed | Unfit, *, template: bool = False

@@ -186,6 +186,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
             client[name] = value
         elif metric in ("phalanx_gang_decisions_total", "phalanx_bindings_total"):
             counters[metric.removesuffix("_total")][labels.get("result", "")] = value
+        elif metric == "phalanx_releases_total":
+            counters["phalanx_releases"][labels.get("cause", "")] = value
         elif metric in (
             "phalanx_partial_gangs",
             "phalanx_reserved_gpus",
@@ -199,6 +201,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         "gang_time_to_bind": histogram(samples, "phalanx_gang_time_to_bind_seconds", None).get(""),
         "gang_decisions": {k: int(v) for k, v in counters["phalanx_gang_decisions"].items() if v},
         "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
+        # Why reservations were given up: a release with binds held fails them.
+        "releases": {k: int(v) for k, v in counters["phalanx_releases"].items() if v},
         "gauges_at_end": gauges,
         "api_client": client,
     }
@@ -805,10 +809,12 @@ def evidence(p: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
             f"{_fmt(proc.get('main_thread_cores'))} (one Python thread answers every call)"
         )
     decisions = (p.get("phalanx") or {}).get("gang_decisions")
+    releases = (p.get("phalanx") or {}).get("releases")
     attempts = (p.get("kube_scheduler") or {}).get("attempts")
     if decisions or attempts:
         lines.append(
-            f"Phalanx gang decisions {decisions or {}}; its kube-scheduler's pod attempts "
+            f"Phalanx gang decisions {decisions or {}}; reservations released by cause "
+            f"{releases or {}}; its kube-scheduler's pod attempts "
             f"{attempts or {}} (an `error` attempt is a bind that failed or timed out)"
         )
     pa = ((p.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")

@@ -301,6 +301,22 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Reservations released by cause",
+            "Gang reservations given up, by cause: expired (the gang's timeout passed with "
+            "members unbound), barrier (the bind barrier gave up), replan, node-gone, "
+            "group-gone, group-changed, roll-forward. A release that finds binds held at the "
+            "barrier answers them with an error: kube-scheduler's failed bindings follow it.",
+            units.OpsPerSecond,
+            [
+                query(
+                    "sum by (cause) "
+                    f"(rate({m.select('phalanx_releases_total')}[$__rate_interval]))",
+                    "{{cause}}",
+                )
+            ],
+            width=12,
+        ),
+        timeseries_panel(
             "Bind barrier waiters",
             "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
             "at most the barrier timeout (20 s by default).",

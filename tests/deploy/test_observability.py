@@ -46,6 +46,7 @@ EXPORTED_FAMILIES = {
     "phalanx_cache_synced",
     "phalanx_overcommitted_nodes",
     "phalanx_replans_total",
+    "phalanx_releases_total",
     "phalanx_dra_claims_off_node",
     "phalanx_gang_placements_total",
     "phalanx_topology_free_domains",

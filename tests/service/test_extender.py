@@ -40,6 +40,9 @@ async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_rese
     assert ext.state.reservation("default/g") is None
     assert ext.state.reserved_gpus() == 0
     assert source.bindings == []
+    released = ext.metrics.registry.get_sample_value
+    assert released("phalanx_releases_total", {"cause": "barrier"}) == 1
+    assert released("phalanx_releases_total", {"cause": "expired"}) is None
     await ext.stop()
 
 
@@ -110,6 +113,9 @@ async def test_reserved_gpus_return_to_zero_after_expiry():
     assert (
         ext.metrics.registry.get_sample_value("phalanx_gang_decisions_total", {"result": "expired"})
         == 1
+    )
+    assert (
+        ext.metrics.registry.get_sample_value("phalanx_releases_total", {"cause": "expired"}) == 1
     )
     await ext.stop()
 

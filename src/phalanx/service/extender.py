@@ -230,6 +230,7 @@ class Extender:
 
     def _released(self, released: Released) -> None:
         """Every release of a reservation, whatever its cause (see module docstring)."""
+        self.metrics.releases.labels(released.cause.value).inc()
         self.barrier.on_release(released)
         self.reporter.withdraw_nominations(released)
         if released.cause in _UNREPORTED:

@@ -94,6 +94,15 @@ class Metrics:
             ["cause"],
             registry=r,
         )
+        self.releases = Counter(
+            "phalanx_releases",
+            "Gang reservations released, by cause: expired (its timeout passed with members "
+            "unbound), barrier (the bind barrier gave up), replan, node-gone, group-gone, "
+            "group-changed, roll-forward, released. Each release of a reservation with held "
+            "binds answers them with an error, which kube-scheduler counts as a failed binding.",
+            ["cause"],
+            registry=r,
+        )
         self.loop_lag = Histogram(
             "phalanx_event_loop_lag_seconds",
             "How late the event loop ran a timer that was due: about the wait every extender "

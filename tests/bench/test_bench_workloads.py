@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import schedulers  # bench/schedulers.py
 import workloads  # bench/workloads.py
 from workloads import Group, Member
+
+CHART_VALUES = Path(__file__).resolve().parents[2] / "helm" / "phalanx" / "values.yaml"
 
 
 @pytest.mark.parametrize(
@@ -208,3 +211,14 @@ def test_a_churn_job_for_native_states_its_required_level_as_the_pod_groups_topo
     assert workloads.group_path("upstream", "ns") == (
         "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups"
     )
+
+
+@pytest.mark.parametrize("key", ["phalanx", "phalanx-queuesort"])
+def test_phalanx_runs_with_the_charts_queue_backoff_and_the_others_with_upstreams(key: str) -> None:
+    values = yaml.safe_load(CHART_VALUES.read_text())["kubeScheduler"]
+    config = schedulers.SCHEDULERS[key].config("http://127.0.0.1:1")
+    assert config["podInitialBackoffSeconds"] == values["podInitialBackoffSeconds"]
+    assert config["podMaxBackoffSeconds"] == values["podMaxBackoffSeconds"]
+    for other in ("vanilla", "coscheduling"):
+        assert "podMaxBackoffSeconds" not in schedulers.SCHEDULERS[other].config()
+    assert "podMaxBackoffSeconds" not in schedulers.SCHEDULERS["floor"].config("http://127.0.0.1:1")

@@ -282,3 +282,56 @@ def test_members_dropped_because_they_bound_are_not_a_release():
     state.upsert_pod(replace(a, node_name="n1"))
     assert state.reservation("default/g") is None
     assert told == []
+
+
+# ---- what the barrier's sweep re-checks, and what the unfit memory trusts ---------------
+
+
+def test_the_touched_record_names_pods_gangs_and_nodes_that_changed_since_it_was_taken():
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    member = pod("m", 4, group="g")
+    state.upsert_pod(member)
+    state.take_touched()
+    state.upsert_node(gpu_node("n1"))  # a heartbeat
+    assert not state.take_touched()
+    state.upsert_pod(member)  # e.g. kube-scheduler's condition written on the pending pod
+    state.reserve(reservation("default/g", (member, "n1")))
+    state.upsert_node(gpu_node("n2", unschedulable=True))
+    touched = state.take_touched()
+    assert touched.pods == {member.uid}
+    assert touched.groups == {"default/g"}
+    assert touched.nodes == {"n2"}
+    assert not state.take_touched()
+
+
+def test_removals_and_releases_are_touches():
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    member = pod("m", 4, group="g")
+    state.upsert_pod(member)
+    state.reserve(reservation("default/g", (member, "n1")))
+    state.take_touched()
+    state.release("default/g")
+    state.remove_pod(member.uid)
+    state.remove_node("n2")
+    touched = state.take_touched()
+    assert (touched.pods, touched.groups, touched.nodes) == ({member.uid}, {"default/g"}, {"n2"})
+
+
+def test_capacity_given_back_moves_freed_and_capacity_taken_does_not():
+    state = state_with(gpu_node("n1"))
+    busy = pod("busy", 4, node="n1")
+    freed = state.freed
+    state.upsert_pod(busy)
+    member = pod("m", 2, group="g")
+    state.upsert_pod(member)
+    state.reserve(reservation("default/g", (member, "n1")))
+    state.assume(member.uid, "n1")
+    state.upsert_node(gpu_node("n1"))  # a heartbeat
+    assert state.freed == freed
+    state.remove_pod(busy.uid)
+    assert state.freed == freed + 1
+    state.upsert_node(gpu_node("n1", 16))
+    assert state.freed == freed + 2
+    state.forget(member.uid)  # a failed binding gives the node back to the reservation
+    state.release("default/g")
+    assert state.freed > freed + 2

@@ -7,7 +7,9 @@ every step, and once everything has settled:
 
 * no node is over-committed, and reserved capacity is exactly the reserved members';
 * a bind held at a gate waits on the gang's current reservation (the gate's serial), and its
-  member is still reserved on the node it asked for: any release answers it at once;
+  member is still reserved on the node it asked for: any release answers it at once; and
+  it is still bindable by the barrier's own check (its pod there and unbound, its node
+  there and schedulable), though the barrier re-checks only what each change touched;
 * once settled, every bind request was answered exactly once (a string, no exception),
   nothing is assumed without a binding in flight, reserved GPUs are back to 0, and each gang
   has 0 or at least minMember members bound unless a permanent failure (or more transient
@@ -25,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from support import Clock, FakeTimers, RecordingSource, gang_objects
 
 from builders import node_obj, pod_obj
+from phalanx.core.barrier import still_bindable
 from phalanx.core.cache import MemberState
 from phalanx.core.model import EMPTY, Binding
 from phalanx.service.extender import Extender, ServiceSettings
@@ -262,6 +265,17 @@ class BarrierInterleavings(RuleBasedStateMachine):
                 assert member is not None, f"{waiting.pod}: no longer reserved"
                 assert member.state is MemberState.RESERVED
                 assert member.node == waiting.node
+
+    @invariant()
+    def every_held_bind_is_still_bindable(self) -> None:
+        # The barrier sweeps only what each change touched; a full check must agree.
+        state = self.ext.state
+        for gate in self.ext.barrier.held():
+            for waiting in gate.waiting:
+                problem = still_bindable(
+                    state, gate.group_key, gate.serial, waiting.pod, waiting.node
+                )
+                assert problem == "", problem
 
     # ---- settling ------------------------------------------------------------------------
 

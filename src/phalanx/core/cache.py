@@ -151,6 +151,20 @@ def _shape(node: Node) -> tuple[object, ...]:
     return (node.labels, node.taints, node.ready, node.unschedulable, node.gpu, node.devices)
 
 
+@dataclass(slots=True)
+class Touched:
+    """What changed since the last `ClusterState.take_touched()` that can make a bind held at
+    the barrier unbindable: pods added, updated or removed; nodes that appeared, went, or
+    became (un)schedulable; gangs whose reservation changed."""
+
+    pods: set[str] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.pods or self.nodes or self.groups)
+
+
 class ClusterState:
     """The cluster model fed by watch events (DESIGN's Cache). See module docstring."""
 
@@ -192,6 +206,9 @@ class ClusterState:
         # UIDs of pending members that arrived while their gang held a reservation, until
         # `take_arrivals`: the service claims them a template slot before their first cycle.
         self._arrivals: list[str] = []
+        # For the barrier's sweep: re-checking every held bind after every watch event was
+        # the loop's largest cost on a contended cluster (hundreds held, thousands of events).
+        self._touched = Touched()
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None
 
@@ -294,6 +311,8 @@ class ClusterState:
 
     def upsert_node(self, node: Node) -> None:
         old = self._nodes.get(node.name)
+        if old is None or node.name in self._phantoms or old.node.schedulable != node.schedulable:
+            self._touched.nodes.add(node.name)
         if node.schedulable and (
             old is None or node.name in self._phantoms or not old.node.schedulable
         ):
@@ -315,6 +334,7 @@ class ClusterState:
         """Forget a node. Returns the keys of gangs whose reservations it held (released)."""
         if name not in self._nodes or name in self._phantoms:
             return []
+        self._touched.nodes.add(name)
         hit = [k for k, r in self._reservations.items() if any(m.node == name for m in r.members)]
         for key in hit:
             self.release(key, ReleaseCause.NODE_GONE, f"node {name} was removed")
@@ -332,6 +352,7 @@ class ClusterState:
     def upsert_pod(self, pod: Pod) -> None:
         """Add or update a pod as the API reports it (confirms an assumed binding)."""
         old = self._pods.get(pod.uid)
+        self._touched.pods.add(pod.uid)
         if old is not None and old.group is not None and old.group != pod.group:
             self._members.get(old.group.key, set()).discard(pod.uid)
         stale_uid = self._uid_by_key.get(pod.key)
@@ -349,6 +370,11 @@ class ClusterState:
             self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
         self._recount(pod.uid)
 
+    def take_touched(self) -> Touched:
+        """What changed since the last call (see `Touched`), and start a new record."""
+        touched, self._touched = self._touched, Touched()
+        return touched
+
     def take_arrivals(self) -> list[Pod]:
         """The pending members that arrived while their gang held a reservation, since the
         last call (still present, still pending)."""
@@ -361,6 +387,7 @@ class ClusterState:
         pod = self._pods.pop(uid, None)
         if pod is None:
             return
+        self._touched.pods.add(uid)
         if self._uid_by_key.get(pod.key) == uid:
             del self._uid_by_key[pod.key]
         self._assumed.pop(uid, None)
@@ -427,10 +454,12 @@ class ClusterState:
             self._store(updated)
         self.generation += 1
 
-    def _add_reserved(self, name: str, delta: Resources) -> None:
+    def _add_reserved(self, name: str, delta: Resources, *, to_requested: bool = False) -> None:
+        """`to_requested`: the amount leaves the reservation for the node's requests (a
+        member being bound): nothing is given back."""
         info = self._nodes[name]
         self._store(NodeInfo(info.node, info.requested, info.reserved + delta))
-        if _gives_back(delta):
+        if not to_requested and _gives_back(delta):
             self.freed += 1
         self.generation += 1
 
@@ -517,6 +546,7 @@ class ClusterState:
         self._serials += 1
         published = replace(reservation, serial=self._serials)
         self._reservations[reservation.group_key] = published
+        self._touched.groups.add(reservation.group_key)
         return published
 
     def release(
@@ -536,6 +566,7 @@ class ClusterState:
         if reservation is None or (serial is not None and reservation.serial != serial):
             return None
         del self._reservations[group_key]
+        self._touched.groups.add(group_key)
         for m in reservation.members:
             if m.state is MemberState.RESERVED:
                 self._add_reserved(m.node, EMPTY - m.requests)
@@ -629,7 +660,7 @@ class ClusterState:
                 if m.node != node:
                     raise StateError(f"pod {pod.key} is reserved on {m.node}, not {node}")
                 if m.state is MemberState.RESERVED:
-                    self._add_reserved(node, EMPTY - m.requests)
+                    self._add_reserved(node, EMPTY - m.requests, to_requested=True)
                 self._replace_member(r, replace(m, state=MemberState.ASSUMED))
         self._assumed[pod_uid] = node
         self._recount(pod_uid)
@@ -654,6 +685,7 @@ class ClusterState:
         old = member.pod_uid if replacing is None else replacing
         members = tuple(member if m.pod_uid == old else m for m in r.members)
         self._reservations[r.group_key] = replace(r, members=members)
+        self._touched.groups.add(r.group_key)
 
     def _drop_member(self, group_key: str | None, pod_uid: str, *, vanished: bool) -> None:
         """The pod bound or vanished: its reservation record has served its purpose (a
@@ -670,6 +702,7 @@ class ClusterState:
         if m.state is MemberState.RESERVED:
             self._add_reserved(m.node, EMPTY - m.requests)
         rest = tuple(x for x in r.members if x.pod_uid != pod_uid)
+        self._touched.groups.add(group_key)
         if rest:
             self._reservations[group_key] = replace(r, members=rest)
         else:

@@ -218,9 +218,18 @@ class BindBarrier:
 
     def sweep(self) -> None:
         """After a change to the model: answer the held binds it no longer supports (a pod
-        deleted, a member dropped, a node gone or cordoned) instead of at the gate's end."""
+        deleted, a member dropped, a node gone or cordoned) instead of at the gate's end.
+        Only the binds the changes since the last sweep can affect are checked
+        (`ClusterState.take_touched`): their pod, their gang's reservation, or any node."""
+        touched = self.state.take_touched()
+        if not touched or not self._gates:
+            return
         for key, gate in list(self._gates.items()):
-            for uid, waiter in list(gate.waiters.items()):
+            if key in touched.groups or touched.nodes:
+                suspects = list(gate.waiters.items())
+            else:
+                suspects = [(u, w) for u in touched.pods if (w := gate.waiters.get(u)) is not None]
+            for uid, waiter in suspects:
                 problem = still_bindable(self.state, key, gate.serial, waiter.pod, waiter.node)
                 if problem:
                     del gate.waiters[uid]

@@ -170,6 +170,19 @@ API_CLIENT_COLUMNS = (
 )
 
 
+def _backoff_line(meta: dict[str, Any]) -> str:
+    """The chart's queue backoff, when the run gave it to Phalanx's kube-scheduler (runs
+    before 2026-12-02 did not record it: they ran upstream's 1 s / 10 s)."""
+    backoff = meta.get("phalanx_backoff")
+    if not backoff:
+        return ""
+    return (
+        f" and the chart's backoff `podInitialBackoffSeconds: "
+        f"{backoff['podInitialBackoffSeconds']}`, `podMaxBackoffSeconds: "
+        f"{backoff['podMaxBackoffSeconds']}`"
+    )
+
+
 def phalanx_figures(text: str) -> dict[str, Any]:
     if not text:
         return {}
@@ -1104,7 +1117,8 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         f"{meta['client_qps_burst'][1]}; no leader election; PodGroups "
         f"`scheduleTimeoutSeconds: {meta['schedule_timeout_seconds']}`; Coscheduling args "
         f"`{json.dumps(meta['coscheduling_args'])}`; Phalanx profile "
-        "`percentageOfNodesToScore: 100` (DESIGN §2), the others upstream defaults. A run ends "
+        f"`percentageOfNodesToScore: 100` (DESIGN §2){_backoff_line(meta)}, the others upstream "
+        "defaults. A run ends "
         f"when every pod is bound, or at saturation (no binding for {meta['settle_seconds']:g} s), "
         f"or after {meta['cap_seconds']:g} s. "
         f"Total runtime {meta['runtime_seconds'] / 60:.1f} min.",

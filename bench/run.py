@@ -751,6 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "podgroup_crd": crd_source,
         "client_qps_burst": [schedulers.CLIENT_QPS, schedulers.CLIENT_BURST],
         "coscheduling_args": schedulers.COSCHEDULING_ARGS,
+        "phalanx_backoff": schedulers.PHALANX_BACKOFF,
         "apiserver_feature_gates": gang_api.get("apiserver_feature_gates", {}),
         "runtime_config": gang_api.get("runtime_config", {}),
         "native_feature_gates": schedulers.NATIVE_GATES,

@@ -228,16 +228,22 @@ def kube_scheduler_figures(text: str) -> dict[str, Any]:
     samples = parse_metrics(text)
     attempts: dict[str, int] = defaultdict(int)
     podgroup_attempts: dict[str, int] = defaultdict(int)
+    # Pods moved into its queues, by the event that moved them ("event/queue"): which
+    # cluster events send refused pods back for another attempt.
+    incoming: dict[str, int] = defaultdict(int)
     preemptions = 0
     for metric, labels, value in samples:
         if metric == "scheduler_schedule_attempts_total":
             attempts[labels.get("result", "")] += int(value)
+        elif metric == "scheduler_queue_incoming_pods_total":
+            incoming[f"{labels.get('event', '')}/{labels.get('queue', '')}"] += int(value)
         elif metric == "scheduler_preemption_attempts_total":
             preemptions += int(value)
         elif metric == "scheduler_podgroup_schedule_attempts_total":
             podgroup_attempts[labels.get("result", "")] += int(value)
     return {
         "attempts": dict(attempts),
+        "incoming_pods": dict(sorted(incoming.items(), key=lambda kv: -kv[1])),
         "preemption_attempts": preemptions,
         "attempt_duration": histogram(
             samples, "scheduler_scheduling_attempt_duration_seconds", "result"
@@ -830,6 +836,7 @@ def evidence(p: Mapping[str, Any], n: Mapping[str, Any]) -> list[str]:
             f"{releases or {}}; its kube-scheduler's pod attempts "
             f"{attempts or {}} (an `error` attempt is a bind that failed or timed out)"
         )
+
     pa = ((p.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
     na = ((n.get("kube_scheduler") or {}).get("algorithm_duration") or {}).get("mean_ms")
     if pa is not None or na is not None:
@@ -1238,6 +1245,34 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             client = r["phalanx"]["api_client"]
             cells = [_fmt(client.get(key)) for key, _heading in API_CLIENT_COLUMNS]
             lines.append(f"| {r['workload']} | {r['scheduler']} | " + " | ".join(cells) + " |")
+    queue_runs = [
+        r
+        for r in runs
+        if (r.get("kube_scheduler") or {}).get("incoming_pods")
+        or (r.get("phalanx") or {}).get("releases")
+    ]
+    if queue_runs:
+        lines += [
+            "",
+            "## Requeues and releases",
+            "",
+            "Pods each kube-scheduler moved into a queue, by the event that moved them and the "
+            "queue (its `scheduler_queue_incoming_pods_total`, the most frequent first): a pod "
+            "an extender refused is requeued by any cluster event, its own status update "
+            "included. And Phalanx's reservations released, by cause (a release with binds "
+            "held fails them).",
+            "",
+            "| workload | scheduler | pods moved, by event/queue | reservations released |",
+            "|---|---|---|---|",
+        ]
+        for r in queue_runs:
+            moved = (r.get("kube_scheduler") or {}).get("incoming_pods") or {}
+            released = (r.get("phalanx") or {}).get("releases") or {}
+            moves = ", ".join(f"{k} {v:,}" for k, v in list(moved.items())[:6]) or "–"
+            causes = ", ".join(f"{k} {v:,}" for k, v in released.items())
+            if not causes:
+                causes = "none" if r["scheduler"].startswith("phalanx") else "–"
+            lines.append(f"| {r['workload']} | {r['scheduler']} | {moves} | {causes} |")
     lines += [
         "",
         "## kube-scheduler's own account (its /metrics)",

@@ -139,6 +139,10 @@ def test_results_carry_ratios_goals_latency_and_process_figures(
         }
         assert run["processes"]["phalanx"]["cpu_seconds"] >= 0
         assert run["processes"]["phalanx"]["rss_mib_max"] > 0
+        # kube-scheduler said which events filled its queue: every pod was added once.
+        moved = run["kube_scheduler"]["incoming_pods"]
+        added = ("UnscheduledPodAdd/", "UnschedulablePodAdd/")  # 1.37's name, 1.34's
+        assert sum(v for k, v in moved.items() if k.startswith(added)) == run["pods"]
     assert doc["meta"]["machine"]["cores"] >= 1
 
 
@@ -152,6 +156,7 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     assert "phalanx ÷ vanilla" in md
     assert "phalanx ÷ native" in md
     assert "## Phalanx's API client (its /metrics)" in md
+    assert "## Requeues and releases" in md
     plots = sorted(p for p in out.glob("smoke-*.png") if not p.name.startswith("smoke-topology"))
     assert plots
     for plot in plots:

@@ -335,3 +335,22 @@ def test_capacity_given_back_moves_freed_and_capacity_taken_does_not():
     state.forget(member.uid)  # a failed binding gives the node back to the reservation
     state.release("default/g")
     assert state.freed > freed + 2
+
+
+def test_the_pending_count_follows_every_pod_through_assume_bind_forget_and_end():
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 1, group="g"), pod("b", 1, group="g")
+    lone = pod("lone", 1)
+    for p in (a, b, lone):
+        state.upsert_pod(p)
+    assert (state.pending_count(), state.pending_count("default/g")) == (3, 2)
+    state.assume(a.uid, "n1")  # a binding in flight is no longer pending
+    assert (state.pending_count(), state.pending_count("default/g")) == (2, 1)
+    state.forget(a.uid)  # the binding failed
+    assert state.pending_count() == 3
+    state.assume(a.uid, "n1")
+    state.upsert_pod(replace(a, node_name="n1"))  # the API confirms it
+    assert state.pending_count() == 2
+    state.upsert_pod(replace(b, phase=PodPhase.FAILED))
+    state.remove_pod(lone.uid)
+    assert (state.pending_count(), state.pending_count("default/g")) == (0, 0)

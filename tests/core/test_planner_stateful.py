@@ -84,6 +84,18 @@ class Scheduling(RuleBasedStateMachine):
             assert not fresh.result.feasible, f"gang {key} fits now, yet it is remembered unfit"
 
     @invariant()
+    def the_pending_count_is_what_counting_every_pod_says(self):
+        def pending(p):
+            return not self.state.is_bound(p) and not (p.terminal or p.deleting)
+
+        assert self.state.pending_count() == sum(1 for p in self.state.pods() if pending(p))
+        for name in GANGS:
+            key = f"default/{name}"
+            assert self.state.pending_count(key) == sum(
+                1 for p in self.state.members(key) if pending(p)
+            )
+
+    @invariant()
     def reserved_capacity_equals_the_reserved_members(self):
         per_node = {}
         for r in self.state.reservations().values():

@@ -267,6 +267,15 @@ class BarrierInterleavings(RuleBasedStateMachine):
                 assert member.node == waiting.node
 
     @invariant()
+    def the_pending_count_is_what_counting_every_pod_says(self) -> None:
+        # Kept incrementally; binds assume and failed bindings forget pods here.
+        state = self.ext.state
+        pending = [
+            p for p in state.pods() if not state.is_bound(p) and not (p.terminal or p.deleting)
+        ]
+        assert state.pending_count() == len(pending)
+
+    @invariant()
     def every_held_bind_is_still_bindable(self) -> None:
         # The barrier sweeps only what each change touched; a full check must agree.
         state = self.ext.state

@@ -185,6 +185,9 @@ class ClusterState:
         self._uid_by_key: dict[str, str] = {}
         self._counted: dict[str, tuple[str, Resources]] = {}  # uid -> (node, requests)
         self._assumed: dict[str, str] = {}  # uid -> node Phalanx is binding it to
+        # Live pods neither bound nor assumed (kept by `_recount`): the backlog is asked for
+        # on every claimed arrival, and counting it there was O(pods).
+        self._pending: set[str] = set()
         self._groups: dict[str, PodGroup] = {}  # PodGroup objects (any dialect) by gang key
         self._workloads: dict[str, Workload] = {}  # upstream v1alpha1, by object key
         self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
@@ -285,14 +288,10 @@ class ClusterState:
 
     def pending_count(self, group_key: str = "") -> int:
         """Live pods not bound or assumed: in all (kube-scheduler's backlog, roughly), or
-        of one gang. O(pods) for all: called once per reservation, not per request."""
-        uids = self._members.get(group_key, ()) if group_key else self._pods
-        pods, assumed = self._pods, self._assumed
-        return sum(
-            1
-            for u in uids
-            if not (p := pods[u]).node_name and u not in assumed and not (p.terminal or p.deleting)
-        )
+        of one gang. O(1) for all, O(members) for a gang."""
+        if not group_key:
+            return len(self._pending)
+        return sum(1 for u in self._members.get(group_key, ()) if u in self._pending)
 
     def is_bound(self, pod: Pod) -> bool:
         """Bound per the API, or assumed by Phalanx (a binding in flight)."""
@@ -401,8 +400,18 @@ class ClusterState:
         self._recount(uid)
 
     def _recount(self, uid: str) -> None:
-        """Make the pod's contribution to node usage match its current state."""
+        """Make the pod's contribution to node usage (and to the pending pods) match its
+        current state."""
         pod = self._pods.get(uid)
+        if (
+            pod is not None
+            and not pod.node_name
+            and uid not in self._assumed
+            and not (pod.terminal or pod.deleting)
+        ):
+            self._pending.add(uid)
+        else:
+            self._pending.discard(uid)
         node = None
         if pod is not None and not pod.terminal:
             node = pod.node_name or self._assumed.get(uid)

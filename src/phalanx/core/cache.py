@@ -403,18 +403,12 @@ class ClusterState:
         """Make the pod's contribution to node usage (and to the pending pods) match its
         current state."""
         pod = self._pods.get(uid)
-        if (
-            pod is not None
-            and not pod.node_name
-            and uid not in self._assumed
-            and not (pod.terminal or pod.deleting)
-        ):
+        where = self.bound_node(pod) if pod is not None else ""
+        if pod is not None and not where and not (pod.terminal or pod.deleting):
             self._pending.add(uid)
         else:
             self._pending.discard(uid)
-        node = None
-        if pod is not None and not pod.terminal:
-            node = pod.node_name or self._assumed.get(uid)
+        node = where if pod is not None and not pod.terminal else None
         want = (node, pod.requests) if node and pod is not None else None
         have = self._counted.get(uid)
         if have == want:

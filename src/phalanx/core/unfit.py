@@ -42,13 +42,7 @@ class UnfitMemo:
 
     def recall(self, group: PodGroup, members: Sequence[Pod], *, template: bool) -> Unfit | None:
         """The verdict of the last plan of this very gang, if nothing since can change it."""
-        as_of = (self._state.freed, self._state.topology_generation)
-        if as_of != self._as_of:
-            # Capacity came back or nodes changed: every verdict is void (and none is kept,
-            # so gangs that left the model do not accumulate here).
-            self._verdicts.clear()
-            self._as_of = as_of
-            return None
+        self._void_if_stale()
         verdict = self._verdicts.get(group.key)
         if (
             verdict is None
@@ -62,11 +56,16 @@ class UnfitMemo:
     def remember(
         self, group: PodGroup, members: Sequence[Pod], unfit: Unfit, *, template: bool
     ) -> None:
+        self._void_if_stale()
+        self._verdicts[group.key] = _Verdict(group, tuple(members), template, unfit)
+
+    def _void_if_stale(self) -> None:
+        """Capacity came back or nodes changed since the verdicts were made: every one is
+        void (and none is kept, so gangs that left the model do not accumulate here)."""
         as_of = (self._state.freed, self._state.topology_generation)
         if as_of != self._as_of:
             self._verdicts.clear()
             self._as_of = as_of
-        self._verdicts[group.key] = _Verdict(group, tuple(members), template, unfit)
 
     def keep_only(self, live: Container[str]) -> None:
         """Drop the verdicts of gangs that left the model."""

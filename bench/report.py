@@ -57,6 +57,7 @@ ORDER = (
     "phalanx",
     "phalanx-prioritize",
     "phalanx-mostallocated",
+    "phalanx-each-member",
     "phalanx-queuesort",
     "coscheduling",
     "native",

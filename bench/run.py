@@ -113,6 +113,7 @@ SCHEDULER_ORDER = (
     "phalanx",
     "phalanx-prioritize",
     "phalanx-mostallocated",
+    "phalanx-each-member",
     "phalanx-queuesort",
     "coscheduling",
     "native",

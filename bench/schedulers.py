@@ -12,6 +12,9 @@
   verb ranking them (the wave-1 setup: two round trips per single pod);
 * ``phalanx-mostallocated`` — filter only (no prioritize verb), every feasible node, and
   kube-scheduler's own ``NodeResourcesFit`` scoring set to ``MostAllocated`` on GPUs;
+* ``phalanx-each-member`` — ``phalanx`` with ``PHALANX_COMPLETE_MEMBERS=false``: every gang
+  member waits for its own kube-scheduler cycle and ``/bind`` (DESIGN.md §6 as written), for
+  an A/B of completing a gang at its first ``/bind`` within one run;
 * ``coscheduling`` — scheduler-plugins' kube-scheduler (SCHEDULER_PLUGINS_VERSION), profile
   ``default-scheduler`` with Coscheduling configured as its v0.34 docs recommend;
 * ``native`` — kube-scheduler's own gang scheduling: the same kube-scheduler binary with the
@@ -234,6 +237,16 @@ SCHEDULERS: dict[str, SchedulerSpec] = {
         phalanx_env=(("PHALANX_SINGLE_POD_NODES", "0"),),
         prioritize=False,
         most_allocated=True,
+    ),
+    "phalanx-each-member": SchedulerSpec(
+        "phalanx-each-member",
+        "kube-scheduler + Phalanx, each member at its own /bind",
+        "phalanx",
+        "kube-scheduler",
+        uses_phalanx=True,
+        phalanx_env=(("PHALANX_SINGLE_POD_NODES", "1"), ("PHALANX_COMPLETE_MEMBERS", "false")),
+        prioritize=True,
+        workloads=("gangs", "contended", "plans", "big-gang"),
     ),
     "phalanx-queuesort": SchedulerSpec(
         "phalanx-queuesort",

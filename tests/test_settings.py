@@ -124,6 +124,13 @@ def test_service_settings_carry_the_tuning() -> None:
 
 
 @pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("PHALANX_NOMINATE_MEMBERS", "nominate_members"),
+        ("PHALANX_COMPLETE_MEMBERS", "complete_members"),
+    ],
+)
+@pytest.mark.parametrize(
     ("env", "expected"),
     [
         pytest.param(None, True, id="default"),
@@ -131,14 +138,14 @@ def test_service_settings_carry_the_tuning() -> None:
         pytest.param("false", False, id="false"),
     ],
 )
-def test_nominate_members_comes_from_the_environment_and_reaches_the_service(
-    monkeypatch: pytest.MonkeyPatch, env: str | None, expected: bool
+def test_a_member_switch_comes_from_the_environment_and_reaches_the_service(
+    monkeypatch: pytest.MonkeyPatch, variable: str, field: str, env: str | None, expected: bool
 ) -> None:
     if env is not None:
-        monkeypatch.setenv("PHALANX_NOMINATE_MEMBERS", env)
+        monkeypatch.setenv(variable, env)
     s = Settings()
-    assert s.nominate_members is expected
-    assert s.service_settings().nominate_members is expected
+    assert getattr(s, field) is expected
+    assert getattr(s.service_settings(), field) is expected
 
 
 @pytest.mark.parametrize(

@@ -327,14 +327,19 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
         timeseries_panel(
             "Bindings by result",
             "Bindings Phalanx issued: bound, failed, gone (pod deleted meanwhile), conflict "
-            "(bound elsewhere).",
+            "(bound elsewhere); and, of the bound, the gang members bound with their gang "
+            "before kube-scheduler sent their /bind (completed).",
             units.OpsPerSecond,
             [
                 query(
                     "sum by (result) "
                     f"(rate({m.select('phalanx_bindings_total')}[$__rate_interval]))",
                     "{{result}}",
-                )
+                ),
+                query(
+                    f"sum(rate({m.select('phalanx_members_completed_total')}[$__rate_interval]))",
+                    "completed",
+                ),
             ],
             width=8,
         ),

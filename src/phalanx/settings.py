@@ -153,6 +153,15 @@ class Settings(BaseSettings):
         "other pod's cycle filters a node holding nominations twice); Phalanx already skips "
         "them behind a backlog of more than nodes/4 pending pods.",
     )
+    complete_members: bool = Field(
+        default=True,
+        description="Once a reserved gang's first member reaches /bind, bind its other "
+        "reserved members with it, without waiting for kube-scheduler's cycle of each. Only "
+        "members that ask for nothing only kube-scheduler judges are bound this way (no "
+        "scheduling gates, host ports, required inter-pod affinity, required topology "
+        "spreading, storage volumes or ResourceClaims); the others wait for their own /bind. "
+        "false: every member waits for its own /bind, as kube-scheduler's filters see each.",
+    )
     api_qps: float = Field(
         default=250.0,
         gt=0,
@@ -285,6 +294,7 @@ class Settings(BaseSettings):
             template_reservation=self.template_reservation,
             single_pod_nodes=self.single_pod_nodes,
             nominate_members=self.nominate_members,
+            complete_members=self.complete_members,
         )
 
 

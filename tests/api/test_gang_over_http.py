@@ -53,7 +53,10 @@ def bind_request(i: int, node: str) -> dict[str, str]:
 
 async def test_a_gang_is_reserved_whole_and_binds_only_together() -> None:
     # Quorum first (template reservation off): 3 of 4 members exist, so nothing is planned.
-    settings = ServiceSettings(barrier_timeout_seconds=10.0, template_reservation=False)
+    # Each member reaches bind itself (no completion): the barrier holds the first three.
+    settings = ServiceSettings(
+        barrier_timeout_seconds=10.0, template_reservation=False, complete_members=False
+    )
     async with serve(three_of_four(), settings=settings) as phalanx:
         waiting = await filter_member(phalanx, 0)
         assert waiting["Error"] == ""

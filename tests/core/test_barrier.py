@@ -10,14 +10,16 @@ from phalanx.core.barrier import (
     Answer,
     BindAlone,
     BindReserved,
+    Completion,
     Join,
     admit,
+    completions,
     fits_alone,
     quorum_present,
     still_bindable,
 )
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
-from phalanx.core.model import Binding, PodRef
+from phalanx.core.model import Binding, PodRef, Taint, TaintEffect
 from phalanx.core.resolution import GroupDefaults
 
 DEFAULTS = GroupDefaults()
@@ -152,3 +154,54 @@ def test_a_lone_pod_must_still_fit_its_node():
     assert "no longer fits node n1 (insufficient nvidia.com/gpu)" in fits_alone(state, big, "n1")
     assert fits_alone(state, big, "n2") == ""
     assert "node n9 is unknown" in fits_alone(state, big, "n9")
+
+
+def test_the_gang_s_other_reserved_members_are_completions_once_one_is_held():
+    a, b, c = gang("g", 3, 4)
+    state = cluster(a, b, c, groups=[podgroup("g", 3)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
+    found = completions(state, "default/g", published.serial, held={a.uid})
+    assert found == [Completion(b, "n1"), Completion(c, "n2")]
+    assert completions(state, "default/g", published.serial + 1, held={a.uid}) == []
+    assert completions(state, "default/h", published.serial, held={a.uid}) == []
+
+
+def test_a_member_that_asks_for_what_only_kube_scheduler_judges_is_never_a_completion():
+    a, b, c = gang("g", 3, 4)
+    b = replace(b, unjudged="host ports")
+    c = replace(c, invalid="phalanx.io/placement: unknown policy")
+    state = cluster(a, b, c, groups=[podgroup("g", 3)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
+    assert completions(state, "default/g", published.serial, held={a.uid}) == []
+
+
+def test_members_being_bound_deleting_or_no_longer_eligible_are_not_completions():
+    a, b, c, d = gang("g", 4, 2)
+    state = cluster(a, b, c, d, groups=[podgroup("g", 4)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"), (d, "n2"))
+    state.assume(b.uid, "n1")  # already being bound
+    state.upsert_pod(replace(c, deleting=True))
+    taint = Taint("maintenance", "", TaintEffect.NO_SCHEDULE)
+    state.upsert_node(gpu_node("n2", taints=(taint,)))  # its cycle would have refused d here
+    assert completions(state, "default/g", published.serial, held={a.uid}) == []
+    state.upsert_node(gpu_node("n2"))
+    assert completions(state, "default/g", published.serial, held={a.uid}) == [Completion(d, "n2")]
+
+
+def test_an_unclaimed_template_slot_is_no_completion():
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 3)])
+    published = state.reserve(
+        Reservation(
+            "default/g",
+            (
+                MemberReservation(a.uid, a.key, "n1", a.requests),
+                MemberReservation(b.uid, b.key, "n1", b.requests),
+                MemberReservation("slot/0", "", "n2", a.requests),
+            ),
+            reserved_at=0,
+            expires_at=60,
+            template=True,
+        )
+    )
+    assert completions(state, "default/g", published.serial, held={a.uid}) == [Completion(b, "n1")]

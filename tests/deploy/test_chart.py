@@ -100,18 +100,20 @@ def test_without_topologies_phalanx_uses_its_default_one(chart: Chart) -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "expected"),
+    ("value", "variable", "field"),
     [
-        pytest.param({}, True, id="default"),
-        pytest.param({"phalanx": {"nominateMembers": False}}, False, id="off"),
+        pytest.param("nominateMembers", "PHALANX_NOMINATE_MEMBERS", "nominate_members", id="nom"),
+        pytest.param("completeMembers", "PHALANX_COMPLETE_MEMBERS", "complete_members", id="comp"),
     ],
 )
-def test_nominate_members_reaches_phalanx_as_the_setting_it_parses(
-    chart: Chart, values: dict[str, Any], expected: bool
+@pytest.mark.parametrize(("off", "expected"), [(False, True), (True, False)], ids=["on", "off"])
+def test_a_member_switch_reaches_phalanx_as_the_setting_it_parses(
+    chart: Chart, value: str, variable: str, field: str, off: bool, expected: bool
 ) -> None:
+    values = {"phalanx": {value: False}} if off else {}
     env = env_of(container(chart.render(values), "phalanx"))
-    assert env["PHALANX_NOMINATE_MEMBERS"] == str(expected).lower()
-    assert Settings(nominate_members=env["PHALANX_NOMINATE_MEMBERS"]).nominate_members is expected
+    assert env[variable] == str(expected).lower()
+    assert getattr(Settings(**{field: env[variable]}), field) is expected
 
 
 def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
@@ -237,6 +239,9 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
         pytest.param({"replicas": 3}, "replicas", id="unknown-key"),
         pytest.param(
             {"phalanx": {"nominateMembers": "no"}}, "/phalanx/nominateMembers", id="nominate"
+        ),
+        pytest.param(
+            {"phalanx": {"completeMembers": "no"}}, "/phalanx/completeMembers", id="complete"
         ),
         pytest.param(
             {"phalanx": {"topologies": 'default="a"'}}, "/phalanx/topologies", id="topologies"

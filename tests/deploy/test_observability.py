@@ -47,6 +47,7 @@ EXPORTED_FAMILIES = {
     "phalanx_overcommitted_nodes",
     "phalanx_replans_total",
     "phalanx_releases_total",
+    "phalanx_members_completed_total",
     "phalanx_dra_claims_off_node",
     "phalanx_gang_placements_total",
     "phalanx_topology_free_domains",

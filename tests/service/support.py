@@ -70,7 +70,8 @@ class ScriptedSource(ClusterFileSource):
     * `failures[pod name]`: exceptions its next bindings raise, in order;
     * `commit_failures`: exceptions the next commit-record writes raise;
     * `hooks[verb]` (`commit`, `bind`, `status`): callables run, once each, inside the next
-      such write, after it has yielded to the loop and before it takes effect;
+      such write, after it has yielded to the loop and before it takes effect (what they
+      start runs first);
     * `yielding`: every write yields to the loop first (as a real API call does).
     """
 
@@ -99,6 +100,8 @@ class ScriptedSource(ClusterFileSource):
             await asyncio.sleep(0)
         for hook in hooks:
             hook()
+        if hooks:  # what a hook started (a request, say) runs before the write takes effect
+            await asyncio.sleep(0)
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         self.order.append(f"commit {record.group_key}")
@@ -160,6 +163,7 @@ async def started(
     roll_forward=None,
     timers=None,
     nominate_members=True,
+    complete_members=True,
 ):
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
@@ -170,6 +174,7 @@ async def started(
             bind_retries=retries,
             roll_forward=roll_forward or RollForwardSettings(),
             nominate_members=nominate_members,
+            complete_members=complete_members,
         ),
         clock=clock or Clock(),
         timers=timers,

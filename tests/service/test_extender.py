@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_all():
-    ext, source = await started(gang_objects(size=3))
+    ext, source = await started(gang_objects(size=3), complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     first = [asyncio.create_task(bind(ext, n, nodes[n])) for n in ("g-0", "g-1")]
     await asyncio.sleep(0.05)
@@ -33,7 +33,7 @@ async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_a
 
 
 async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_reservation():
-    ext, source = await started(gang_objects(size=3), barrier=0.1)
+    ext, source = await started(gang_objects(size=3), barrier=0.1, complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     errors = await asyncio.gather(bind(ext, "g-0", nodes["g-0"]), bind(ext, "g-1", nodes["g-1"]))
     assert all("only 2 of 3 member(s) reached bind within 0.1s" in e for e in errors)
@@ -85,7 +85,7 @@ async def test_a_transient_bind_failure_is_retried_and_the_gang_still_binds_whol
 
 
 async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_nothing_binds():
-    ext, source = await started(gang_objects(size=2))
+    ext, source = await started(gang_objects(size=2), complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1"])
     first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
     await asyncio.sleep(0)
@@ -303,7 +303,9 @@ async def test_podgroup_status_follows_members_after_the_gang_decision():
 
 async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once():
     clock = Clock()
-    ext, source = await started(gang_objects(size=3, timeout=30), clock=clock, barrier=30)
+    ext, source = await started(
+        gang_objects(size=3, timeout=30), clock=clock, barrier=30, complete_members=False
+    )
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     held = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
     await asyncio.sleep(0.01)

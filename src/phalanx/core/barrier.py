@@ -9,14 +9,19 @@ For each `/bind` kube-scheduler sends, `admit` decides what happens to it:
 * `Join` — a reserved member of a gang whose quorum is not bound: wait at the gang's gate.
 
 A gate opens when `quorum_present`; before any binding, and again after every `await`, each
-waiter is re-checked with `still_bindable`. Like coscheduling's Permit, the decision is a
-value here and the glue (`phalanx.service.barrier`) does the waiting and the side effects.
+waiter is re-checked with `still_bindable`. Where the service allows it, the gate also counts
+the gang's other reserved members that Phalanx may bind itself (`completions`): once one
+member has reached `/bind`, the rest of a reserved gang need not wait for their own cycles.
+Like coscheduling's Permit, the decision is a value here and the glue
+(`phalanx.service.barrier`) does the waiting and the side effects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
+from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.model import Binding, Pod, PodGroup
 from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
@@ -49,6 +54,14 @@ class Join:
 
 
 Admission = Answer | BindAlone | BindReserved | Join
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A reserved member the gate binds with its gang before kube-scheduler sent its `/bind`."""
+
+    pod: Pod
+    node: str
 
 
 def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Admission:
@@ -132,3 +145,33 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
     if info is None or not info.node.schedulable:
         return f"node {node} is gone, cordoned or not ready"
     return ""
+
+
+def completions(
+    state: ClusterState, key: str, serial: int, held: Collection[str]
+) -> list[Completion]:
+    """The members of reservation `serial` that the gate may bind without their `/bind`.
+
+    Each is reserved (not a slot, not assumed), pending, and still bindable where it is
+    reserved; asks for nothing only kube-scheduler judges (`Pod.unjudged`: no scheduling
+    gates, host ports, inter-pod affinity, required spreading, storage volumes or
+    ResourceClaims); and is still eligible for its node by everything Phalanx judges,
+    since its own cycle never filtered that node. `held` are the uids already at the gate.
+    """
+    reservation = state.reservation(key)
+    if reservation is None or reservation.serial != serial:
+        return []
+    found = []
+    for member in reservation.members:
+        if member.is_slot or member.state is not MemberState.RESERVED or member.pod_uid in held:
+            continue
+        pod = state.pod(member.pod_uid)
+        if pod is None or pod.deleting or pod.unjudged or pod.invalid:
+            continue
+        if still_bindable(state, key, serial, pod, member.node):
+            continue
+        info = state.node(member.node)
+        if info is None or eligibility.ineligibility(pod, info.node) is not None:
+            continue
+        found.append(Completion(pod, member.node))
+    return found

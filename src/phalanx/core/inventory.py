@@ -91,6 +91,7 @@ from phalanx.core.rawdict import (
     to_resources,
 )
 from phalanx.core.topology_annotations import pod_topology
+from phalanx.core.unjudged import unjudged
 
 __all__ = [
     "AMD_FAMILY_LABEL",
@@ -323,6 +324,7 @@ def parse_pod(obj: JsonObject) -> Pod:
         group_dialect=settings.membership.winner.dialect if settings.membership.winner else None,
         overruled=settings.membership.overruled,
         resource_claims=_pod_claims(src, spec, status),
+        unjudged=unjudged(src, spec),
     )
 
 

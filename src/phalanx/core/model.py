@@ -398,6 +398,10 @@ class Pod:
     # None: not derived, so a pod with claims cannot be placed yet).
     resource_claims: tuple[PodClaimRef, ...] = ()
     devices: DeviceNeeds | None = None
+    # What of the pod only kube-scheduler's own filters judge (host ports, inter-pod
+    # affinity, volumes, ...; `phalanx.core.unjudged`); "" when Phalanx judges all of it,
+    # so the barrier may bind it with its gang before its own cycle.
+    unjudged: str = ""
 
     @property
     def key(self) -> str:

@@ -6,7 +6,7 @@ timers and does the side effects. One gate per gang, for one reservation (its se
 
     Join ──▶ OPEN (waiters held; each new member restarts the stall timer and pushes the
        │      reservation's deadline out by the gang's timeout)
-       │ arrived + bound >= minMember                │ no new member for the timeout
+       │ arrived + bound (+ completions) >= minMember │ no new member for the timeout
        ▼                                             ▼
     re-check every arrival                           every held bind gets an Error; that
        ─▶ write the commit record (await)            reservation (and no newer one) is
@@ -19,6 +19,12 @@ timers and does the side effects. One gate per gang, for one reservation (its se
     extender httpTimeout): while new members keep arriving, a bind held for the timeout is
     answered ("parked": kube-scheduler retries the pod later) but its member stays counted
     at its reserved node and is bound with the quorum, retried or not.
+
+    Completing members (`complete_members`, on by default): the gate also counts the gang's
+    other reserved members that Phalanx may bind itself (`phalanx.core.barrier.completions`),
+    re-counted at each arrival and after every model change that touches the gang, and binds
+    them with the waiters. Their bindings are recorded like any (commit record first, assumed
+    in the same step); a `/bind` kube-scheduler sends for one meanwhile waits for its result.
 
     Any release of the gate's reservation, whatever its cause, answers the waiters at once
     with that cause (`on_release`); any other change to the model that makes a held bind
@@ -38,8 +44,10 @@ from phalanx.core.barrier import (
     Answer,
     BindAlone,
     BindReserved,
+    Completion,
     Join,
     admit,
+    completions,
     quorum_present,
     still_bindable,
 )
@@ -107,6 +115,9 @@ class _Gate:
     waiters: dict[str, _Waiter] = field(default_factory=dict)
     timer: Timer | None = None
     last_arrival: float = 0.0  # when a member first reached bind, latest
+    # The quorum is being bound but not yet assumed (the commit record is being written): a
+    # member reaching bind now joins this gate and is bound with the others.
+    opening: bool = False
 
 
 class BindBarrier:
@@ -124,6 +135,7 @@ class BindBarrier:
         timeout_seconds: float,
         clock: Clock,
         timers: Timers | None = None,
+        complete_members: bool = True,
     ) -> None:
         self.state = state
         self.planner = planner
@@ -134,7 +146,11 @@ class BindBarrier:
         self.timeout_seconds = timeout_seconds
         self.clock = clock
         self.timers = timers or LoopTimers()
+        self.complete_members = complete_members
         self._gates: dict[str, _Gate] = {}
+        # Members being bound (or bound, until the model sees it) without their /bind: a
+        # /bind kube-scheduler sends for one meanwhile gets the binding's own answer.
+        self._completing: dict[str, _Waiter] = {}
 
     def held(self) -> list[HeldGate]:
         """The gates holding binds now, with the reservation each waits on (a view)."""
@@ -159,6 +175,9 @@ class BindBarrier:
 
     async def bind(self, binding: Binding) -> str:
         """Bind one pod; "" on success or the error kube-scheduler should report."""
+        completing = self._completing.get(binding.pod.uid)
+        if completing is not None and completing.node == binding.node:
+            return await asyncio.shield(completing.future)
         admission = admit(self.state, binding, self.planner.defaults)
         if isinstance(admission, Answer):
             return admission.error
@@ -187,14 +206,14 @@ class BindBarrier:
         previous = gate.waiters.get(join.pod.uid)
         if previous is not None:
             _answer([previous], f"a newer bind request for pod {join.pod.key} replaced this one")
-        else:
+        elif not gate.opening:
             self._progress(gate, now)
         waiter = _Waiter(join.pod, join.node, future, now)
         gate.waiters[join.pod.uid] = waiter
         self.timers.call_later(self.timeout_seconds, lambda: self._park(gate, waiter))
         self.metrics.barrier_waiting.inc()
         try:
-            if quorum_present(len(gate.waiters), join.bound, gate.min_member):
+            if not gate.opening and self._quorum(gate, join.bound):
                 self._open(gate)
             return await future
         finally:
@@ -222,8 +241,17 @@ class BindBarrier:
         Only the binds the changes since the last sweep can affect are checked
         (`ClusterState.take_touched`): their pod, their gang's reservation, or any node."""
         touched = self.state.take_touched()
-        if not touched or not self._gates:
+        if not touched:
             return
+        for uid in touched.pods & self._completing.keys():
+            pod = self.state.pod(uid)
+            if self._completing[uid].future.done() and (pod is None or pod.node_name):
+                del self._completing[uid]  # the model sees it now: admit answers from there
+        if not self._gates:
+            return
+        groups = set(touched.groups)
+        if self.complete_members:  # a member changed: it may be completable now
+            groups.update(p.group.key for u in touched.pods if (p := self.state.pod(u)) and p.group)
         for key, gate in list(self._gates.items()):
             if key in touched.groups or touched.nodes:
                 suspects = list(gate.waiters.items())
@@ -234,9 +262,17 @@ class BindBarrier:
                 if problem:
                     del gate.waiters[uid]
                     _answer([waiter], problem)
+            if gate.opening:
+                continue  # its own task re-checks every waiter before assuming any
             if not gate.waiters:
                 del self._gates[key]
                 _cancel(gate)
+            elif (
+                self.complete_members
+                and (key in groups or touched.nodes)
+                and self._quorum(gate, self.state.bound_count(key))
+            ):
+                self._open(gate)
 
     def close(self, reason: str) -> None:
         """Answer every held bind with `reason` (the service is stopping)."""
@@ -259,6 +295,7 @@ class BindBarrier:
         the member counted. If none did, the stall timer gives the gang up instead."""
         if (
             self._gates.get(gate.group.key) is not gate
+            or gate.opening
             or waiter.future.done()
             or gate.last_arrival <= waiter.arrived_at
         ):
@@ -284,33 +321,55 @@ class BindBarrier:
 
     def _abandon(self, gate: _Gate, waiters: Iterable[_Waiter], reason: str) -> None:
         """Answer `waiters` with `reason`, release the gate's reservation (and no newer one)."""
+        self._closed(gate)
         _answer(waiters, reason)
         self.state.release(gate.group.key, ReleaseCause.BARRIER, reason, serial=gate.serial)
         self.reporter.report([self.planner.note(gate.group, Outcome.RELEASED, reason)])
 
     # ---- binding the quorum ------------------------------------------------------------
 
+    def _quorum(self, gate: _Gate, bound: int) -> bool:
+        """Whether the gate may open: its waiters, the gang's bound members and (when
+        completing) the members Phalanx may bind itself make the quorum."""
+        present = len(gate.waiters) + bound
+        if present < gate.min_member and self.complete_members:
+            present += len(completions(self.state, gate.group.key, gate.serial, gate.waiters))
+        return quorum_present(present, 0, gate.min_member)
+
+    def _completions(self, gate: _Gate, ready: list[_Waiter]) -> list[Completion]:
+        if not self.complete_members:
+            return []
+        held = {w.pod.uid for w in ready} | gate.waiters.keys()
+        return completions(self.state, gate.group.key, gate.serial, held)
+
     def _open(self, gate: _Gate) -> None:
-        del self._gates[gate.group.key]
+        gate.opening = True  # it stays in `_gates` until the quorum is assumed: see `_closed`
         _cancel(gate)
         self.tasks.spawn(self._bind_gang(gate), name=f"bind-gang-{gate.group}")
 
-    def _bindable(self, gate: _Gate, waiters: Iterable[_Waiter]) -> list[_Waiter]:
-        """The waiters that may still be bound; the others are answered with why not."""
+    def _closed(self, gate: _Gate) -> None:
+        """The opening gate assumed its quorum or gave up: later binds no longer join it."""
+        if self._gates.get(gate.group.key) is gate:
+            del self._gates[gate.group.key]
+
+    def _bindable(self, gate: _Gate) -> list[_Waiter]:
+        """The gate's waiters that may still be bound; the others are answered with why not
+        and leave the gate."""
         ready = []
-        for waiter in waiters:
+        for uid, waiter in list(gate.waiters.items()):
             problem = still_bindable(
                 self.state, gate.group.key, gate.serial, waiter.pod, waiter.node
             )
             if problem:
+                del gate.waiters[uid]
                 _answer([waiter], problem)
             else:
                 ready.append(waiter)
         return ready
 
-    def _short(self, gate: _Gate, ready: list[_Waiter]) -> str:
-        """Why the `ready` waiters no longer make the quorum, or ""."""
-        bound = self.state.bound_count(gate.group.key)
+    def _short(self, gate: _Gate, ready: list[_Waiter], extra: list[Completion]) -> str:
+        """Why the `ready` waiters (and `extra` completions) no longer make the quorum, or ""."""
+        bound = self.state.bound_count(gate.group.key) + len(extra)
         if quorum_present(len(ready), bound, gate.min_member):
             return ""
         return (
@@ -321,40 +380,70 @@ class BindBarrier:
     async def _bind_gang(self, gate: _Gate) -> None:
         assumed: list[_Waiter] = []
         try:
-            ready = self._bindable(gate, gate.waiters.values())
-            short = self._short(gate, ready)
+            ready = self._bindable(gate)
+            extra = self._completions(gate, ready)
+            short = self._short(gate, ready, extra)
             if short:
-                self._abandon(gate, ready, short)
+                self._abandon(gate, gate.waiters.values(), short)
                 return
-            error = await self.binder.commit(self._commit_record(gate))
+            record = self._commit_record(gate)
+            error = await self.binder.commit(record)
             if error:
                 reason = f"gang {gate.group}: could not write the commit record ({error}); "
-                self._abandon(gate, ready, reason + "nothing was bound")
+                self._abandon(gate, gate.waiters.values(), reason + "nothing was bound")
                 return
-            # The write yielded to the loop: a member may be gone, the reservation released.
-            ready = self._bindable(gate, ready)
-            short = self._short(gate, ready)
+            # The write yielded to the loop: a member may be gone, the reservation released,
+            # another member's bind joined. Only members the record names are bound (a slot
+            # claimed since is not in it: that member binds after the quorum, on its own).
+            ready = self._bindable(gate)
+            for waiter in [w for w in ready if record.pod_uids.get(w.pod.key) != w.pod.uid]:
+                del gate.waiters[waiter.pod.uid]
+                ready.remove(waiter)
+                _answer(
+                    [waiter],
+                    f"pod {waiter.pod.key} reached bind after gang {gate.group}'s commit record "
+                    "was written without it; it binds on its own once the gang is bound",
+                )
+            extra = [
+                c
+                for c in self._completions(gate, ready)
+                if record.pod_uids.get(c.pod.key) == c.pod.uid
+            ]
+            short = self._short(gate, ready, extra)
             if short:
-                self._abandon(gate, ready, short)
+                self._abandon(gate, gate.waiters.values(), short)
                 self.tasks.spawn(self.binder.clear_commit(gate.group.key))
                 return
-            for waiter in ready:  # one step: the whole quorum is assumed before any binding
+            now = self.clock()
+            loop = asyncio.get_running_loop()
+            completing = [_Waiter(c.pod, c.node, loop.create_future(), now) for c in extra]
+            for waiter in ready + completing:  # one step: all assumed before any binding
                 self.state.assume(waiter.pod.uid, waiter.node)
                 assumed.append(waiter)
+            for waiter in completing:
+                self._completing[waiter.pod.uid] = waiter
+            self._closed(gate)
+            others = {id(w) for w in completing}
+            ready = ready + completing
             landed: list[float] = []
 
             async def bind_one(waiter: _Waiter) -> str:
                 error = await self.binder.bind_assumed(waiter.pod, waiter.node)
                 if not error:
                     landed.append(self.clock())
+                    if id(waiter) in others:
+                        self.metrics.members_completed.inc()
+                        self.reporter.member_completed(waiter.pod, waiter.node, gate.group)
                 _answer([waiter], error)  # at once: kube-scheduler's httpTimeout runs on
+                if error:  # forgotten: its own /bind, if any comes, takes the normal path
+                    self._stop_completing(waiter)
                 return error
 
             results = await asyncio.gather(*(bind_one(w) for w in ready))
             assumed.clear()  # each binding forgot its own pod if it failed
             if len(landed) > 1:
                 self.metrics.bind_window.observe(max(landed) - min(landed))
-            self._bound(gate, ready, results)
+            self._bound(gate, ready, results, completed=len(completing))
         except Exception as exc:  # a bug: answer everyone, leave nothing assumed
             log.exception("bind barrier failed", extra={"group": gate.group.key})
             for waiter in assumed:
@@ -363,7 +452,14 @@ class BindBarrier:
                 f"gang {gate.group}: internal error at the bind barrier "
                 f"({type(exc).__name__}: {exc}); the gang will be re-planned"
             )
+            for waiter in assumed:
+                self._stop_completing(waiter)
+            _answer(assumed, reason)
             self._abandon(gate, gate.waiters.values(), reason)
+
+    def _stop_completing(self, waiter: _Waiter) -> None:
+        if self._completing.get(waiter.pod.uid) is waiter:
+            del self._completing[waiter.pod.uid]
 
     def _commit_record(self, gate: _Gate) -> CommitRecord:
         """Every reserved member's node and every bound member's node, by pod key."""
@@ -383,13 +479,13 @@ class BindBarrier:
                 uids[p.key] = p.uid
         return CommitRecord(key, placements, uids)
 
-    def _bound(self, gate: _Gate, ready: list[_Waiter], results: list[str]) -> None:
+    def _bound(self, gate: _Gate, ready: list[_Waiter], results: list[str], completed: int) -> None:
         failed = [w.pod.key for w, e in zip(ready, results, strict=True) if e]
         if failed:
             reason = f"binding failed for {', '.join(failed)}"
             self.reporter.report([self.planner.note(gate.group, Outcome.UNFIT, reason)])
         else:
-            self.reporter.gang_bound(gate.group, len(ready), self.clock())
+            self.reporter.gang_bound(gate.group, len(ready), self.clock(), completed)
 
 
 def _cancel(gate: _Gate) -> None:

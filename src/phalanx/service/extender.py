@@ -76,6 +76,10 @@ class ServiceSettings:
     # Nominate reserved members to their node (see Reporter.worth_nominating); False: the
     # plain requeue only, as where RBAC refuses pods/status.
     nominate_members: bool = True
+    # Once a reserved gang's first member reaches /bind, bind its other reserved members
+    # that ask for nothing only kube-scheduler judges, without waiting for their own cycles
+    # (phalanx.core.barrier.completions); False: every member waits for its own /bind.
+    complete_members: bool = True
 
 
 class Extender:
@@ -137,6 +141,7 @@ class Extender:
             timeout_seconds=s.barrier_timeout_seconds,
             clock=clock,
             timers=timers,
+            complete_members=s.complete_members,
         )
         self.views = GangViews(self.state, self.planner, self.reporter, clock=clock)
         self.roll_forward = (
@@ -164,12 +169,12 @@ class Extender:
         opened = self.state.nodes_opened
         update(self.state)
         self._note_synced()
-        self.barrier.sweep()
         if self.state.nodes_opened != opened:
             self.reporter.requeue_unfit()
         arrivals = self.state.take_arrivals()
         if arrivals:
             self._claim_arrivals(arrivals)
+        self.barrier.sweep()  # last: a claimed slot may complete a gang waiting at its gate
 
     def _claim_arrivals(self, arrivals: Sequence[Pod]) -> None:
         """Members that arrived while their gang held a template reservation claim a slot

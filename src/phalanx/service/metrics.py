@@ -85,6 +85,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.members_completed = Counter(
+            "phalanx_members_completed_total",
+            "Gang members the bind barrier bound with their gang before kube-scheduler sent "
+            "their /bind (the gang's other members were reserved and asked for nothing only "
+            "kube-scheduler judges).",
+            registry=r,
+        )
         self.replans = Counter(
             "phalanx_replans",
             "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "

@@ -115,6 +115,17 @@ class Reporter:
         )
         return True
 
+    def member_completed(self, pod: Pod, node: str, group: GroupRef) -> None:
+        """kube-scheduler's own record of a binding (`Scheduled` on the pod), for a member the
+        barrier bound before its cycle: kube-scheduler writes none for it."""
+        message = (
+            f"Successfully assigned {pod.key} to {node} "
+            f"(bound by Phalanx with gang {group}, before its own scheduling cycle)"
+        )
+        self.tasks.spawn(
+            self.source.emit_event("Pod", pod.namespace, pod.name, "Scheduled", message)
+        )
+
     def warn_once(self, group: GroupRef, reason: str, message: str) -> None:
         """A Warning Event on the gang (its object, else its first member) and a log line,
         once per gang and reason for as long as the gang exists."""
@@ -124,7 +135,7 @@ class Reporter:
         log.warning(message, extra={"group": group.key, "reason": reason})
         self._event(group, reason, message, warning=True)
 
-    def gang_bound(self, group: GroupRef, members: int, now: float) -> None:
+    def gang_bound(self, group: GroupRef, members: int, now: float, completed: int = 0) -> None:
         """The quorum bound together: the time it took, its plan's transfers, the decision."""
         waited = self.planner.journal.mark_bound(group.key, now)
         if waited is not None:
@@ -136,6 +147,8 @@ class Reporter:
             if proposal is not None and proposal.outcome is not None:
                 self.metrics.plan_transfers.observe(len(proposal.outcome.transfers))
         reason = f"bound {members} member(s) together"
+        if completed:
+            reason += f", {completed} of them before their own cycle"
         self.report([self.planner.note(group, Outcome.BOUND, reason)])
 
     def nominate_others(self, reservation: Reservation, pod: Pod) -> None:

@@ -1,0 +1,153 @@
+"""Completing a gang at its first `/bind`: once one member of a reserved gang reaches bind,
+the barrier binds the gang's other reserved members with it, without waiting for
+kube-scheduler's cycle of each, as long as they ask for nothing only kube-scheduler judges.
+All-or-nothing, the commit record and every answer stay as for members that came themselves.
+"""
+
+import asyncio
+
+import pytest
+from support import NODES, RecordingSource, bind, gang_objects, pod_of, reserve_all, started
+
+from builders import pod_obj, podgroup_obj
+from phalanx.sources.base import BindError
+
+pytestmark = pytest.mark.anyio
+
+
+def sample(ext, name):
+    return ext.metrics.registry.get_sample_value(name) or 0
+
+
+async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
+    ext, source = await started(gang_objects(size=4, gpus=4), source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0"])  # the first filter reserves every member
+    reservation = ext.state.reservation("default/g")
+    nodes.update({m.pod_key.split("/")[1]: m.node for m in reservation.members})
+
+    assert await asyncio.wait_for(bind(ext, "g-0", nodes["g-0"]), timeout=2) == ""
+
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
+    assert source.order[0] == "commit default/g"  # the record before the first binding
+    assert set(source.records["default/g"].placements) == {f"default/g-{i}" for i in range(4)}
+    assert sample(ext, "phalanx_members_completed_total") == 3
+    assert ext.state.reservation("default/g") is None
+    await asyncio.sleep(0)  # Events are written off the bind path
+    scheduled = {key: msg for _, key, reason, msg, *_ in source.events if reason == "Scheduled"}
+    assert sorted(scheduled) == ["default/g-1", "default/g-2", "default/g-3"]  # not g-0's
+    assert scheduled["default/g-1"].startswith(
+        f"Successfully assigned default/g-1 to {nodes['g-1']}"
+    )
+    assert any("bound 4 member(s) together, 3 of them before" in e[3] for e in source.events)
+    # kube-scheduler's own /bind for a completed member, when it comes, is a success.
+    assert await bind(ext, "g-2", nodes["g-2"]) == ""
+    assert "already bound" in await bind(ext, "g-2", "n9" if nodes["g-2"] != "n9" else "n1")
+    assert len(source.bindings) == 4
+    await ext.stop()
+
+
+async def test_a_bind_for_a_member_being_completed_gets_that_binding_s_own_answer():
+    ext, source = await started(
+        gang_objects(size=3, gpus=4),
+        failures={"g-2": [BindError("pod not found", gone=True)]},
+        yielding=True,
+    )
+    nodes = reserve_all(ext, ["g-0"])
+    members = ext.state.reservation("default/g").members
+    nodes.update({m.pod_key.split("/")[1]: m.node for m in members})
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    while not ext.state.assumed_node(pod_of(ext, "g-1").uid):
+        await asyncio.sleep(0)  # the gate opened and assumed g-1 and g-2 with g-0
+    answers = await asyncio.gather(
+        bind(ext, "g-1", nodes["g-1"]), bind(ext, "g-2", nodes["g-2"]), first
+    )
+    assert answers[0] == ""
+    assert "binding pod default/g-2" in answers[1]
+    assert "not found" in answers[1]
+    assert answers[2] == ""
+    assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1"]
+    assert ext.state.assumed_node(pod_of(ext, "g-2").uid) is None  # forgotten, not stuck
+    await ext.stop()
+
+
+def with_host_port(obj):
+    obj["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    return obj
+
+
+async def test_a_member_only_kube_scheduler_can_judge_is_waited_for_and_the_rest_completed():
+    objects = [
+        podgroup_obj("g", 3),
+        pod_obj("g-0", 4, group="g"),
+        pod_obj("g-1", 4, group="g"),
+        with_host_port(pod_obj("g-2", 4, group="g")),
+    ]
+    ext, source = await started(objects, source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0", "g-2"])
+    nodes["g-1"] = ext.state.reservation("default/g").node_of(pod_of(ext, "g-1").uid)
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    await asyncio.sleep(0.05)
+    assert not first.done()  # g-2 must pass kube-scheduler's own NodePorts filter first
+    assert source.bindings == []
+
+    assert await bind(ext, "g-2", nodes["g-2"]) == ""
+    assert await first == ""
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
+    assert sample(ext, "phalanx_members_completed_total") == 1  # g-1
+    await ext.stop()
+
+
+async def test_a_member_created_later_completes_the_gang_its_first_member_waits_for():
+    objects = [podgroup_obj("g", 3), pod_obj("g-0", 4, group="g")]
+    ext, source = await started(objects, source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0"])  # g-0 and two template slots
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    source.apply(pod_obj("g-1", 4, group="g"))  # claims a slot on arrival
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    assert source.bindings == []
+    source.apply(pod_obj("g-2", 4, group="g"))  # the last slot: the gang can bind
+    assert await asyncio.wait_for(first, timeout=2) == ""
+    assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
+    await ext.stop()
+
+
+async def test_a_bind_arriving_while_the_record_is_written_joins_and_binds_once():
+    ext, source = await started(gang_objects(size=3, gpus=4), source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0"])
+    members = ext.state.reservation("default/g").members
+    nodes.update({m.pod_key.split("/")[1]: m.node for m in members})
+    late: list[asyncio.Task[str]] = []
+    source.on("commit", lambda: late.append(asyncio.create_task(bind(ext, "g-1", nodes["g-1"]))))
+    assert await bind(ext, "g-0", nodes["g-0"]) == ""
+    assert await late[0] == ""
+    assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
+    assert source.order.count("commit default/g") == 1
+    assert sample(ext, "phalanx_members_completed_total") == 1  # g-2; g-1 came itself
+    await ext.stop()
+
+
+async def test_switched_off_every_member_waits_for_its_own_bind():
+    ext, source = await started(gang_objects(size=2, gpus=4), complete_members=False)
+    nodes = reserve_all(ext, ["g-0"])
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    assert source.bindings == []
+    nodes.update(reserve_all(ext, ["g-1"]))
+    assert await bind(ext, "g-1", nodes["g-1"]) == ""
+    assert await first == ""
+    assert sample(ext, "phalanx_members_completed_total") == 0
+    await ext.stop()
+
+
+async def test_a_cycle_of_a_completed_member_under_way_keeps_it_on_its_node():
+    ext, _ = await started(gang_objects(size=2, gpus=4))
+    nodes = reserve_all(ext, ["g-0"])
+    member = pod_of(ext, "g-1")  # as kube-scheduler popped it, before the completion
+    assert await bind(ext, "g-0", nodes["g-0"]) == ""
+    node = ext.state.bound_node(pod_of(ext, "g-1"))
+    assert node
+    assert ext.filter(member, NODES).feasible == (node,)
+    assert await bind(ext, "g-1", node) == ""
+    await ext.stop()

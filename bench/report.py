@@ -202,6 +202,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
             counters[metric.removesuffix("_total")][labels.get("result", "")] = value
         elif metric == "phalanx_releases_total":
             counters["phalanx_releases"][labels.get("cause", "")] = value
+        elif metric == "phalanx_members_completed_total":
+            gauges[metric] = value
         elif metric in (
             "phalanx_partial_gangs",
             "phalanx_reserved_gpus",
@@ -217,6 +219,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
         # Why reservations were given up: a release with binds held fails them.
         "releases": {k: int(v) for k, v in counters["phalanx_releases"].items() if v},
+        # Members the barrier bound with their gang before kube-scheduler sent their /bind.
+        "members_completed": int(gauges.pop("phalanx_members_completed_total", 0)),
         "gauges_at_end": gauges,
         "api_client": client,
     }
@@ -1260,11 +1264,13 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             "Pods each kube-scheduler moved into a queue, by the event that moved them and the "
             "queue (its `scheduler_queue_incoming_pods_total`, the most frequent first): a pod "
             "an extender refused is requeued by any cluster event, its own status update "
-            "included. And Phalanx's reservations released, by cause (a release with binds "
-            "held fails them).",
+            "included. Phalanx's reservations released, by cause (a release with binds "
+            "held fails them), and the gang members it bound with their gang before "
+            "kube-scheduler sent their /bind (completed).",
             "",
-            "| workload | scheduler | pods moved, by event/queue | reservations released |",
-            "|---|---|---|---|",
+            "| workload | scheduler | pods moved, by event/queue | reservations released "
+            "| members completed |",
+            "|---|---|---|---|---|",
         ]
         for r in queue_runs:
             moved = (r.get("kube_scheduler") or {}).get("incoming_pods") or {}
@@ -1273,7 +1279,13 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             causes = ", ".join(f"{k} {v:,}" for k, v in released.items())
             if not causes:
                 causes = "none" if r["scheduler"].startswith("phalanx") else "–"
-            lines.append(f"| {r['workload']} | {r['scheduler']} | {moves} | {causes} |")
+            phalanx = r.get("phalanx") or {}
+            completed = (
+                f"{phalanx['members_completed']:,}" if "members_completed" in phalanx else "–"
+            )
+            lines.append(
+                f"| {r['workload']} | {r['scheduler']} | {moves} | {causes} | {completed} |"
+            )
     lines += [
         "",
         "## kube-scheduler's own account (its /metrics)",

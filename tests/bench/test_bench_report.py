@@ -256,3 +256,10 @@ def test_line_charts_are_valid_pngs(tmp_path: Path) -> None:
     raw = zlib.decompress(data[idat_at + 4 : idat_at + 4 + idat_len])
     assert len(raw) == height * (1 + width * 3)
     assert length == 13
+
+
+def test_members_completed_at_the_first_bind_are_read_from_their_counter() -> None:
+    assert report.phalanx_figures("phalanx_members_completed_total 42.0")["members_completed"] == 42
+    figures = report.phalanx_figures("phalanx_partial_gangs 0")
+    assert figures["members_completed"] == 0
+    assert "phalanx_members_completed_total" not in figures["gauges_at_end"]

@@ -101,6 +101,15 @@ def test_gang_schedulers_leave_no_gang_partially_bound(quick_results: tuple[dict
             assert run["gangs_partial_at_end"] == 0, key
             if run["scheduler"] in ("phalanx", "phalanx-queuesort"):
                 assert run["gangs_partial_over_1s"] == 0, key
+    # Phalanx completes a reserved gang at its first /bind (phalanx.completeMembers, on):
+    # over every gang it bound, some members never waited for their own cycle.
+    completed = [
+        run["phalanx"]["members_completed"]
+        for run in doc["runs"]
+        if run["scheduler"] == "phalanx" and run["workload"] not in IMPOSSIBLE and run["gangs"]
+    ]
+    assert completed
+    assert sum(completed) > 0, completed
 
 
 @pytest.mark.timeout(1500)

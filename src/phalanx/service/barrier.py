@@ -426,6 +426,7 @@ class BindBarrier:
             others = {id(w) for w in completing}
             ready = ready + completing
             landed: list[float] = []
+            completed: list[_Waiter] = []
 
             async def bind_one(waiter: _Waiter) -> str:
                 error = await self.binder.bind_assumed(waiter.pod, waiter.node)
@@ -433,7 +434,7 @@ class BindBarrier:
                     landed.append(self.clock())
                     if id(waiter) in others:
                         self.metrics.members_completed.inc()
-                        self.reporter.member_completed(waiter.pod, waiter.node, gate.group)
+                        completed.append(waiter)
                 _answer([waiter], error)  # at once: kube-scheduler's httpTimeout runs on
                 if error:  # forgotten: its own /bind, if any comes, takes the normal path
                     self._stop_completing(waiter)
@@ -441,6 +442,8 @@ class BindBarrier:
 
             results = await asyncio.gather(*(bind_one(w) for w in ready))
             assumed.clear()  # each binding forgot its own pod if it failed
+            for waiter in completed:  # after the fan-out: its bindings go first
+                self.reporter.member_completed(waiter.pod, waiter.node, gate.group)
             if len(landed) > 1:
                 self.metrics.bind_window.observe(max(landed) - min(landed))
             self._bound(gate, ready, results, completed=len(completing))

@@ -156,7 +156,8 @@ class Settings(BaseSettings):
     complete_members: bool = Field(
         default=True,
         description="Once a reserved gang's first member reaches /bind, bind its other "
-        "reserved members with it, without waiting for kube-scheduler's cycle of each. Only "
+        "reserved members with it, without waiting for kube-scheduler's cycle of each, when "
+        "they would wait for it (parked after a refusal, or behind other pending pods). Only "
         "members that ask for nothing only kube-scheduler judges are bound this way (no "
         "scheduling gates, host ports, required inter-pod affinity, required topology "
         "spreading, storage volumes or ResourceClaims); the others wait for their own /bind. "

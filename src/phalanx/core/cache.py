@@ -85,9 +85,14 @@ class Reservation:
     _by_uid: Mapping[str, MemberReservation] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    # Members held for a pod that exists and is not being bound yet (no slots, no assumed
+    # ones), counted once: an upper bound the barrier checks after every change to a gang.
+    pods_reserved: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_uid", {m.pod_uid: m for m in self.members})
+        pods = sum(1 for m in self.members if not m.is_slot and m.state is MemberState.RESERVED)
+        object.__setattr__(self, "pods_reserved", pods)
 
     def member(self, pod_uid: str) -> MemberReservation | None:
         return self._by_uid.get(pod_uid)

@@ -332,15 +332,27 @@ class BindBarrier:
         """Whether the gate may open: its waiters, the gang's bound members and (when
         completing) the members Phalanx may bind itself make the quorum."""
         present = len(gate.waiters) + bound
-        if present < gate.min_member and self.complete_members:
-            present += len(completions(self.state, gate.group.key, gate.serial, gate.waiters))
+        if present >= gate.min_member or not self.complete_members:
+            return quorum_present(present, 0, gate.min_member)
+        # Asked after every change to an assembling gang: the full check (eligibility per
+        # member) only once the reserved members could make the quorum, not at each arrival
+        # of a 256-member gang (O(members²) on the loop: 68 of 146 ms for its arrivals).
+        # Waiters and completions are both among `pods_reserved`.
+        reservation = self.state.reservation(gate.group.key)
+        if reservation is None or reservation.serial != gate.serial:
+            return False
+        if not quorum_present(reservation.pods_reserved, bound, gate.min_member):
+            return False
+        present += len(self._completions(gate, []))
         return quorum_present(present, 0, gate.min_member)
 
     def _completions(self, gate: _Gate, ready: list[_Waiter]) -> list[Completion]:
         if not self.complete_members:
             return []
+        key = gate.group.key
         held = {w.pod.uid for w in ready} | gate.waiters.keys()
-        return completions(self.state, gate.group.key, gate.serial, held)
+        parked = {r.uid for r in self.planner.parked(key, (p.ref for p in self.state.members(key)))}
+        return completions(self.state, key, gate.serial, held, parked)
 
     def _open(self, gate: _Gate) -> None:
         gate.opening = True  # it stays in `_gates` until the quorum is assumed: see `_closed`

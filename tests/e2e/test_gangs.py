@@ -324,9 +324,12 @@ def test_parked_members_are_bound_with_the_first_member_that_reaches_bind(
     cluster: Scenario,  # noqa: F811
 ) -> None:
     # Completion (phalanx.completeMembers, on): the last member's cycle reserves the gang
-    # and its /bind brings the two parked members along, without their own cycles.
+    # and its /bind brings the two parked members along, without their own cycles. A pod
+    # that never fits stays pending outside the gang, so the members count as queued behind
+    # it even once the reservation's requeue has let kube-scheduler retry them.
     cluster.node("a", 8)
     cluster.nodes_ready()
+    cluster.pod("too-big", 16)
     before = cluster.phalanx.metric("phalanx_members_completed_total")
     gang = cluster.gang("along", 3, 2, create=0, plan=SEQUENCE_PLAN, plan_nodes=["a", "b", "c"])
     for i in range(2):

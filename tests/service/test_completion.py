@@ -185,3 +185,22 @@ async def test_with_nothing_else_pending_only_a_parked_member_is_completed():
     assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
     assert sample(ext, "phalanx_members_completed_total") == 1  # g-1
     await ext.stop()
+
+
+async def test_a_chosen_member_retried_during_the_record_write_is_still_completed():
+    # The reservation's requeue lets kube-scheduler retry a parked member at any moment: by
+    # the time the commit record is written it is no longer parked, and that changes nothing.
+    ext, source = await started([], source_class=RecordingSource)
+    for obj in (podgroup_obj("g", 3), pod_obj("g-0", 4, group="g"), pod_obj("g-1", 2, group="g")):
+        source.apply(obj)
+    assert ext.filter(pod_of(ext, "g-1"), NODES).feasible == ()  # refused: parked
+    source.apply(pod_obj("g-2", 4, group="g"))
+    nodes = reserve_all(ext, ["g-0", "g-2"])
+    retried = []
+    source.on("commit", lambda: retried.append(ext.filter(pod_of(ext, "g-1"), NODES).feasible))
+    answers = await asyncio.gather(bind(ext, "g-0", nodes["g-0"]), bind(ext, "g-2", nodes["g-2"]))
+    assert answers == ["", ""]
+    assert len(retried[0]) == 1  # its retry followed its reservation
+    assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
+    assert sample(ext, "phalanx_members_completed_total") == 1
+    await ext.stop()

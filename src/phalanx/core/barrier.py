@@ -153,6 +153,8 @@ def completions(
     serial: int,
     held: Collection[str],
     parked: Collection[str] = (),
+    *,
+    only_waiting: bool = True,
 ) -> list[Completion]:
     """The members of reservation `serial` that the gate may bind without their `/bind`.
 
@@ -166,7 +168,8 @@ def completions(
     before), or pods outside the gang are pending, ahead of it in kube-scheduler's queue.
     With nothing else pending, kube-scheduler reaches the gang's members one after another
     anyway; completing them then only overlaps their bindings with their own cycles, which
-    made the bench's 256-member gang slower.
+    made the bench's 256-member gang slower. `only_waiting=False` drops this condition: the
+    re-check of members already chosen, which kube-scheduler may have retried meanwhile.
     """
     reservation = state.reservation(key)
     if reservation is None or reservation.serial != serial:
@@ -176,7 +179,7 @@ def completions(
     for member in reservation.members:
         if member.is_slot or member.state is not MemberState.RESERVED or member.pod_uid in held:
             continue
-        if not behind_others and member.pod_uid not in parked:
+        if only_waiting and not behind_others and member.pod_uid not in parked:
             continue
         pod = state.pod(member.pod_uid)
         if pod is None or pod.deleting or pod.unjudged or pod.invalid:

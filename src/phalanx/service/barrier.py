@@ -416,10 +416,16 @@ class BindBarrier:
                     f"pod {waiter.pod.key} reached bind after gang {gate.group}'s commit record "
                     "was written without it; it binds on its own once the gang is bound",
                 )
+            # The members chosen before the write, still valid: kube-scheduler may have
+            # retried one meanwhile (so it is no longer parked), which changes nothing.
+            chosen = {c.pod.uid for c in extra}
+            held = {w.pod.uid for w in ready} | gate.waiters.keys()
             extra = [
                 c
-                for c in self._completions(gate, ready)
-                if record.pod_uids.get(c.pod.key) == c.pod.uid
+                for c in completions(
+                    self.state, gate.group.key, gate.serial, held, only_waiting=False
+                )
+                if c.pod.uid in chosen and record.pod_uids.get(c.pod.key) == c.pod.uid
             ]
             short = self._short(gate, ready, extra)
             if short:

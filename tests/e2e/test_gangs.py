@@ -8,6 +8,8 @@ The invariant monitor watches every test (see conftest_scheduling.py).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -320,48 +322,42 @@ def test_a_gang_binds_promptly_once_its_last_member_arrives(cluster: Scenario) -
         assert where[member] in nominated, (member, where[member], nominated)
 
 
-def test_parked_members_are_bound_with_the_first_member_that_reaches_bind(
+def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
     cluster: Scenario,  # noqa: F811
 ) -> None:
-    # Completion (phalanx.completeMembers, on): the last member's cycle reserves the gang
-    # and its /bind brings the two parked members along, without their own cycles. A pod
-    # that never fits stays pending outside the gang, so the members count as queued behind
-    # it even once the reservation's requeue has let kube-scheduler retry them.
+    # Completion (phalanx.completeMembers, on): the first member's /bind waits at the
+    # barrier; its siblings claim their slots as they are created and are bound with it,
+    # without cycles of their own. kube-scheduler is stopped meanwhile, so nothing but
+    # completion can bind them. A pod that never fits stays pending outside the gang: the
+    # siblings are queued behind it, so they would wait for their cycles.
     cluster.node("a", 8)
     cluster.nodes_ready()
     cluster.pod("too-big", 16)
     before = cluster.phalanx.metric("phalanx_members_completed_total")
-    gang = cluster.gang("along", 3, 2, create=0, plan=SEQUENCE_PLAN, plan_nodes=["a", "b", "c"])
-    for i in range(2):
-        cluster.add_member(gang, i)
+    gang = cluster.gang("along", 3, 2, create=1)
+    cluster.phalanx.wait_metric(
+        "phalanx_barrier_waiting", lambda v: v == 1, what="the first member held at bind"
+    )
+    component = cluster.cp.scheduler
+    assert component is not None
+    assert component.pid is not None
+    os.kill(component.pid, signal.SIGSTOP)
+    try:
+        cluster.add_member(gang, 1)
+        cluster.add_member(gang, 2)
+        where = cluster.wait_gang(gang, timeout=30)
+    finally:
+        os.kill(component.pid, signal.SIGCONT)
+
+    assert cluster.phalanx.metric("phalanx_members_completed_total") - before == 2
+    for member in gang.members[1:]:  # Phalanx's record of the bindings it made alone
         cluster.wait_event(
-            gang.members[i], f"waiting for gang members: {i + 1}/3 exist", reason="FailedScheduling"
+            member,
+            f"Successfully assigned {cluster.namespace}/{member} to {where[member]} "
+            f"(bound by Phalanx with gang {cluster.namespace}/along",
+            reason="Scheduled",
         )
-    for member in gang.members[:2]:
-        cluster.wait_unschedulable(member, "waiting for gang members")
-    cluster.add_member(gang, 2)
-    where = cluster.wait_gang(gang, timeout=30)
-
-    completed = int(cluster.phalanx.metric("phalanx_members_completed_total") - before)
-    assert completed >= 1  # a parked member's own cycle is a requeue and a backoff away
-    for member in gang.members:  # a record of each binding: kube-scheduler's or Phalanx's
-        assigned = f"Successfully assigned {cluster.namespace}/{member} to {where[member]}"
-        cluster.wait_event(member, assigned, reason="Scheduled")
-
-    def completed_members() -> list[str] | None:
-        found = [
-            m
-            for m in gang.members
-            if any(
-                "bound by Phalanx with gang" in e["message"]
-                for e in cluster.events(m, reason="Scheduled")
-            )
-        ]
-        return found if len(found) == completed else None
-
-    by_phalanx = cluster.wait("Phalanx's record of each completed member", completed_members)
-    assert gang.members[2] not in by_phalanx  # its own cycle brought the others
-    cluster.wait_event(gang.name, f"{completed} of them before their own cycle", reason="Bound")
+    cluster.wait_event(gang.name, "2 of them before their own cycle", reason="Bound")
 
 
 def test_a_gang_whose_pods_precede_their_pod_group_binds_once_it_exists(

@@ -343,16 +343,16 @@ class BindBarrier:
             return False
         if not quorum_present(reservation.pods_reserved, bound, gate.min_member):
             return False
-        present += len(self._completions(gate, []))
+        present += len(self._completions(gate))
         return quorum_present(present, 0, gate.min_member)
 
-    def _completions(self, gate: _Gate, ready: list[_Waiter]) -> list[Completion]:
+    def _completions(self, gate: _Gate) -> list[Completion]:
+        """The gang's other members Phalanx binds with the gate's waiters (see `completions`)."""
         if not self.complete_members:
             return []
         key = gate.group.key
-        held = {w.pod.uid for w in ready} | gate.waiters.keys()
         parked = {r.uid for r in self.planner.parked(key, (p.ref for p in self.state.members(key)))}
-        return completions(self.state, key, gate.serial, held, parked)
+        return completions(self.state, key, gate.serial, gate.waiters.keys(), parked)
 
     def _open(self, gate: _Gate) -> None:
         gate.opening = True  # it stays in `_gates` until the quorum is assumed: see `_closed`
@@ -393,7 +393,7 @@ class BindBarrier:
         assumed: list[_Waiter] = []
         try:
             ready = self._bindable(gate)
-            extra = self._completions(gate, ready)
+            extra = self._completions(gate)
             short = self._short(gate, ready, extra)
             if short:
                 self._abandon(gate, gate.waiters.values(), short)
@@ -419,11 +419,10 @@ class BindBarrier:
             # The members chosen before the write, still valid: kube-scheduler may have
             # retried one meanwhile (so it is no longer parked), which changes nothing.
             chosen = {c.pod.uid for c in extra}
-            held = {w.pod.uid for w in ready} | gate.waiters.keys()
             extra = [
                 c
                 for c in completions(
-                    self.state, gate.group.key, gate.serial, held, only_waiting=False
+                    self.state, gate.group.key, gate.serial, gate.waiters.keys(), only_waiting=False
                 )
                 if c.pod.uid in chosen and record.pod_uids.get(c.pod.key) == c.pod.uid
             ]

@@ -215,6 +215,9 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         # How late its loop ran what was due: the wait before a call is even read.
         "loop_lag": histogram(samples, "phalanx_event_loop_lag_seconds", None).get(""),
         "gang_time_to_bind": histogram(samples, "phalanx_gang_time_to_bind_seconds", None).get(""),
+        # An opened gate's steps (record, bindings) and the gang's partially-bound window.
+        "bind_steps": histogram(samples, "phalanx_gang_bind_step_seconds", "step"),
+        "bind_window": histogram(samples, "phalanx_gang_bind_window_seconds", None).get(""),
         "gang_decisions": {k: int(v) for k, v in counters["phalanx_gang_decisions"].items() if v},
         "bindings": {k: int(v) for k, v in counters["phalanx_bindings"].items() if v},
         # Why reservations were given up: a release with binds held fails them.
@@ -1214,7 +1217,10 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "Quantiles are interpolated inside Phalanx's histogram buckets (1 ms × 2^k), so below "
         "1 ms only the mean is exact. A verb's time starts once its body is read; *loop lag* "
         "is how late Phalanx's event loop ran a timer that was due (sampled every 50 ms, "
-        "buckets from 0.25 ms): about the wait before a call is read at all.",
+        "buckets from 0.25 ms): about the wait before a call is read at all. The *gate* rows "
+        "time each gang once its quorum was at the barrier: its commit record written "
+        "(*record*), then all its bindings answered (*bindings*); the *partial window* is "
+        "from its first binding landing to its last.",
         "",
         "| workload | scheduler | verb | requests | mean ms | p50 ms | p99 ms |",
         "|---|---|---|---|---|---|---|",
@@ -1224,6 +1230,9 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         lat = figures.get("request_latency") or {}
         rows = [(verb, lat.get(verb)) for verb in ("filter", "prioritize", "bind", "preempt")]
         rows.append(("loop lag", figures.get("loop_lag")))
+        steps = figures.get("bind_steps") or {}
+        rows += [(f"gate: {step}", steps.get(step)) for step in ("record", "bindings")]
+        rows.append(("gate: partial window", figures.get("bind_window")))
         for verb, h in rows:
             if h:
                 lines.append(

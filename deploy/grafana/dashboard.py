@@ -286,6 +286,15 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
+            "Opened gate: commit record, then bindings",
+            "Once a gang's quorum is at the barrier: the commit record written (record), then "
+            "every binding answered (bindings), p50 / p99. Their sum is what the held /bind "
+            "calls waited after the quorum; a slow record is the API server's write latency.",
+            units.Seconds,
+            quantiles(m, "phalanx_gang_bind_step_seconds", (0.5, 0.99), by="step"),
+            width=12,
+        ),
+        timeseries_panel(
             "Re-plans by cause",
             "Reservations re-planned because kube-scheduler did not offer a reserved node "
             "(not-offered; dra when the member had device claims to allocate, so its "

@@ -162,6 +162,31 @@ def test_the_loop_lag_is_read_from_its_own_histogram() -> None:
     assert lag == {"count": 10, "mean_ms": 0.4, "p50_ms": 0.375, "p99_ms": 0.497}
 
 
+def test_an_opened_gates_steps_are_read_per_step_with_the_partial_window() -> None:
+    text = "\n".join(
+        [
+            'phalanx_gang_bind_step_seconds_bucket{step="record",le="0.128"} 2',
+            'phalanx_gang_bind_step_seconds_bucket{step="record",le="+Inf"} 2',
+            'phalanx_gang_bind_step_seconds_sum{step="record"} 0.2',
+            'phalanx_gang_bind_step_seconds_count{step="record"} 2',
+            'phalanx_gang_bind_step_seconds_bucket{step="bindings",le="0.512"} 2',
+            'phalanx_gang_bind_step_seconds_bucket{step="bindings",le="+Inf"} 2',
+            'phalanx_gang_bind_step_seconds_sum{step="bindings"} 0.9',
+            'phalanx_gang_bind_step_seconds_count{step="bindings"} 2',
+            'phalanx_gang_bind_window_seconds_bucket{le="0.512"} 2',
+            'phalanx_gang_bind_window_seconds_bucket{le="+Inf"} 2',
+            "phalanx_gang_bind_window_seconds_sum 0.7",
+            "phalanx_gang_bind_window_seconds_count 2",
+        ]
+    )
+    figures = report.phalanx_figures(text)
+    assert {step: h["mean_ms"] for step, h in figures["bind_steps"].items()} == {
+        "record": 100.0,
+        "bindings": 450.0,
+    }
+    assert figures["bind_window"]["mean_ms"] == 350.0
+
+
 def test_phalanx_api_client_counts_are_read_by_name_and_lane() -> None:
     text = "\n".join(
         [

@@ -33,6 +33,7 @@ EXPORTED_FAMILIES = {
     "phalanx_gang_decisions_total",
     "phalanx_gang_time_to_bind_seconds",
     "phalanx_gang_bind_window_seconds",
+    "phalanx_gang_bind_step_seconds",
     "phalanx_barrier_waiting",
     "phalanx_event_loop_lag_seconds",
     "phalanx_bindings_total",

@@ -274,6 +274,20 @@ async def test_a_failed_commit_record_write_binds_nothing_and_says_so():
     await ext.stop()
 
 
+async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings():
+    clock = Clock()
+    ext, source = await started(gang_objects(size=2), clock=clock)
+    source.on("commit", lambda: setattr(clock, "now", clock.now + 0.25))
+    source.on("bind", lambda: setattr(clock, "now", clock.now + 0.5))
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
+    steps = "phalanx_gang_bind_step_seconds"
+    assert sample(ext, f"{steps}_count", {"step": "record"}) == 1
+    assert sample(ext, f"{steps}_sum", {"step": "record"}) == pytest.approx(0.25)
+    assert sample(ext, f"{steps}_sum", {"step": "bindings"}) == pytest.approx(0.5)
+    await ext.stop()
+
+
 async def test_a_bind_for_an_unknown_uid_or_pod_is_refused_before_any_gate():
     ext, _ = await started(gang_objects(size=2))
     reserve_all(ext, ["g-0", "g-1"])

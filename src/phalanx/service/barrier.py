@@ -399,6 +399,7 @@ class BindBarrier:
                 self._abandon(gate, gate.waiters.values(), short)
                 return
             record = self._commit_record(gate)
+            opened = self.clock()
             error = await self.binder.commit(record)
             if error:
                 reason = f"gang {gate.group}: could not write the commit record ({error}); "
@@ -432,6 +433,7 @@ class BindBarrier:
                 self.tasks.spawn(self.binder.clear_commit(gate.group.key))
                 return
             now = self.clock()
+            self.metrics.bind_steps.labels(step="record").observe(now - opened)
             loop = asyncio.get_running_loop()
             completing = [_Waiter(c.pod, c.node, loop.create_future(), now) for c in extra]
             for waiter in ready + completing:  # one step: all assumed before any binding
@@ -458,6 +460,7 @@ class BindBarrier:
                 return error
 
             results = await asyncio.gather(*(bind_one(w) for w in ready))
+            self.metrics.bind_steps.labels(step="bindings").observe(self.clock() - now)
             assumed.clear()  # each binding forgot its own pod if it failed
             for waiter in completed:  # after the fan-out: its bindings go first
                 self.reporter.member_completed(waiter.pod, waiter.node, gate.group)

@@ -85,6 +85,15 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.bind_steps = Histogram(
+            "phalanx_gang_bind_step_seconds",
+            "The steps of an opened gate, in order: the commit record written (record), then "
+            "every binding of the gang answered (bindings). Their sum is how long the gang's "
+            "held /bind calls waited once the quorum was there.",
+            ["step"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.members_completed = Counter(
             "phalanx_members_completed_total",
             "Gang members the bind barrier bound with their gang before kube-scheduler sent "

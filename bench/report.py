@@ -166,6 +166,8 @@ API_CLIENT_COLUMNS = (
     ("server_errors", "5xx"),
     ("no_answer", "no answer"),
     ("token_wait_seconds", "token wait s"),
+    ("token_wait_seconds_bind", "of it bind lane"),
+    ("token_wait_seconds_report", "of it report lane"),
     ("slot_wait_seconds_bind", "slot wait s, bind lane"),
     ("slot_wait_seconds_report", "slot wait s, report lane"),
 )
@@ -210,6 +212,10 @@ def phalanx_figures(text: str) -> dict[str, Any]:
             "phalanx_watch_restarts_total",
         ):
             gauges[metric] = gauges.get(metric, 0.0) + value
+    if "token_wait_seconds_bind" in client:  # by lane since 2026-12-02 night: the total too
+        client["token_wait_seconds"] = client["token_wait_seconds_bind"] + client.get(
+            "token_wait_seconds_report", 0.0
+        )
     return {
         "request_latency": histogram(samples, "phalanx_request_duration_seconds", "verb"),
         # How late its loop ran what was due: the wait before a call is even read.

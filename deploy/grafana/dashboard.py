@@ -516,14 +516,17 @@ def api_client_row(m: Exported) -> list[timeseries.Panel]:
         timeseries_panel(
             "Requests waiting inside the API client",
             "About how many writes wait at once inside Phalanx's own API client (seconds "
-            "waited per second): for a token of its QPS/burst bucket (apiQps, apiBurst), and "
-            "for an in-flight slot, per lane (bind: bindings and commit records; report: "
+            "waited per second), per lane: for a token of its QPS/burst bucket (apiQps, "
+            "apiBurst), and for an in-flight slot (bind: bindings and commit records; report: "
             "nominations, requeues, status, Events). Bind waits while the API server answers "
             "quickly say Phalanx's client, not the API server, is the bottleneck.",
             units.NoUnit,
             [
                 query(rate("phalanx_api_client_slot_wait_seconds_total", "lane"), "slot {{lane}}"),
-                query(rate("phalanx_api_client_token_wait_seconds_total"), "QPS token"),
+                query(
+                    rate("phalanx_api_client_token_wait_seconds_total", "lane"),
+                    "QPS token {{lane}}",
+                ),
             ],
             width=12,
         ),

@@ -192,7 +192,8 @@ def test_phalanx_api_client_counts_are_read_by_name_and_lane() -> None:
         [
             "phalanx_api_client_attempts_total 812.0",
             "phalanx_api_client_throttled_total 3.0",
-            "phalanx_api_client_token_wait_seconds_total 0.25",
+            'phalanx_api_client_token_wait_seconds_total{lane="bind"} 0.25',
+            'phalanx_api_client_token_wait_seconds_total{lane="report"} 0.5',
             'phalanx_api_client_slot_wait_seconds_total{lane="bind"} 1.5',
             'phalanx_api_client_slot_wait_seconds_total{lane="report"} 42.0',
         ]
@@ -200,7 +201,9 @@ def test_phalanx_api_client_counts_are_read_by_name_and_lane() -> None:
     assert report.phalanx_figures(text)["api_client"] == {
         "attempts": 812.0,
         "throttled": 3.0,
-        "token_wait_seconds": 0.25,
+        "token_wait_seconds": 0.75,
+        "token_wait_seconds_bind": 0.25,
+        "token_wait_seconds_report": 0.5,
         "slot_wait_seconds_bind": 1.5,
         "slot_wait_seconds_report": 42.0,
     }

@@ -44,7 +44,7 @@ BUSY = AsyncKubeCounts(
     throttled=5,
     server_errors=3,
     no_answer=2,
-    token_wait_seconds=1.5,
+    token_wait_seconds={"bind": 0.5, "report": 1.5},
     slot_wait_seconds={"bind": 0.25, "report": 7.0},
 )
 
@@ -57,7 +57,8 @@ BUSY = AsyncKubeCounts(
         (("phalanx_api_client_throttled_total", ()), 5),
         (("phalanx_api_client_server_errors_total", ()), 3),
         (("phalanx_api_client_no_answer_total", ()), 2),
-        (("phalanx_api_client_token_wait_seconds_total", ()), 1.5),
+        (("phalanx_api_client_token_wait_seconds_total", (("lane", "bind"),)), 0.5),
+        (("phalanx_api_client_token_wait_seconds_total", (("lane", "report"),)), 1.5),
         (("phalanx_api_client_slot_wait_seconds_total", (("lane", "bind"),)), 0.25),
         (("phalanx_api_client_slot_wait_seconds_total", (("lane", "report"),)), 7.0),
     ],
@@ -67,7 +68,8 @@ BUSY = AsyncKubeCounts(
         "throttled-429",
         "server-errors-5xx",
         "no-answer",
-        "token-wait",
+        "token-wait-bind",
+        "token-wait-report",
         "slot-wait-bind",
         "slot-wait-report",
     ],
@@ -92,6 +94,7 @@ def test_both_lanes_are_exported_before_anything_waited() -> None:
     scraped = scrape(watching(AsyncKubeCounts()))
     for lane in ("bind", "report"):
         assert scraped[("phalanx_api_client_slot_wait_seconds_total", (("lane", lane),))] == 0
+        assert scraped[("phalanx_api_client_token_wait_seconds_total", (("lane", lane),))] == 0
 
 
 def test_the_counts_are_read_at_every_scrape_not_copied_when_registered() -> None:

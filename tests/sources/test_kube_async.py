@@ -310,6 +310,25 @@ def test_a_token_due_after_the_deadline_is_not_taken(time: FakeTime) -> None:
     assert bucket.reserve(deadline=time.now + 0.5) == 0.5  # the refused call took nothing
 
 
+def test_a_binding_does_not_queue_behind_reports_for_its_token(time: FakeTime) -> None:
+    bucket = TokenBucket(qps=10.0, burst=2, clock=time.clock, sleep=time.sleep)
+    reports = [bucket.reserve(lane=Lane.REPORT) for _ in range(6)]
+    assert reports == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3, 0.4])
+    # The shared bucket owes four tokens; the binding waits for none of them.
+    assert bucket.reserve(lane=Lane.BIND) == 0.0
+    assert bucket.reserve(lane=Lane.BIND) == 0.0
+    assert bucket.reserve(lane=Lane.BIND) == pytest.approx(0.1)  # bindings alone: qps
+    # The bindings' tokens came out of the shared bucket too: the next report waits for them.
+    assert bucket.reserve(lane=Lane.REPORT) == pytest.approx(0.8)
+
+
+def test_bindings_alone_are_held_to_the_qps_and_respect_a_deadline(time: FakeTime) -> None:
+    bucket = TokenBucket(qps=2.0, burst=1, clock=time.clock, sleep=time.sleep)
+    assert bucket.reserve(lane=Lane.BIND) == 0.0
+    assert bucket.reserve(time.now + 0.4, lane=Lane.BIND) is None
+    assert bucket.reserve(time.now + 0.5, lane=Lane.BIND) == 0.5
+
+
 async def test_every_attempt_waits_for_a_token_and_a_call_gives_up_at_its_deadline(
     time: FakeTime,
 ) -> None:
@@ -322,7 +341,7 @@ async def test_every_attempt_waits_for_a_token_and_a_call_gives_up_at_its_deadli
         await client.patch("/api/v1/nodes/c", {}, deadline=time.now + 0.1)
 
     assert time.slept == [0.5]
-    assert client.counts.token_wait_seconds == 0.5
+    assert client.counts.token_wait_seconds == {"bind": 0.5, "report": 0.0}
     assert (caught.value.status, caught.value.reason) == (0, "NotSent")
     assert [r.url.path for r in api.requests] == ["/api/v1/nodes/a", "/api/v1/nodes/b"]
 

@@ -317,13 +317,18 @@ class _ApiClientCollector(Collector):
                 "Attempts that got no answer: connection refused, reset or timed out.",
                 counts.no_answer,
             ),
-            (
-                "token_wait_seconds",
-                "Time requests waited for the API client's own QPS/burst token bucket.",
-                counts.token_wait_seconds,
-            ),
         ):
             yield CounterMetricFamily(f"phalanx_api_client_{name}", what, value=value)
+        token_wait = CounterMetricFamily(
+            "phalanx_api_client_token_wait_seconds",
+            "Time requests waited for the API client's own QPS/burst token bucket, by lane "
+            "(bind: bindings and commit records, which do not queue behind reports; report: "
+            "best-effort writes).",
+            labels=["lane"],
+        )
+        for lane, seconds in sorted(counts.token_wait_seconds.items()):
+            token_wait.add_metric([lane], seconds)
+        yield token_wait
         slot_wait = CounterMetricFamily(
             "phalanx_api_client_slot_wait_seconds",
             "Time requests waited for an in-flight slot of the API client, by lane (bind: "

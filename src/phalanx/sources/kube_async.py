@@ -13,7 +13,8 @@ loop, many in flight at once:
   request over HTTP/1.1 as well (bench/bench_binder.py), so HTTP/1.1 is the default.
 * **Load.** What limits the load is the client's QPS and burst, as in client-go: a token
   bucket admits `burst` requests at once, then `qps` a second, and every attempt
-  (retries too) takes a token. On top of that, at most `max_in_flight` requests wait for
+  (retries too) takes a token; bindings do not queue behind reports for theirs
+  (`TokenBucket`). On top of that, at most `max_in_flight` requests wait for
   an answer at once, in two lanes (`in_flight`): a quarter of the slots are kept for
   bindings and commit records (`Lane.BIND`), and a freed slot goes to them before any
   best-effort report (`Lane.REPORT`).
@@ -165,13 +166,22 @@ class AsyncKubeSettings:
 
 
 class TokenBucket:
-    """client-go's token bucket (golang.org/x/time/rate): `burst` tokens, refilled at `qps`.
+    """client-go's token bucket (golang.org/x/time/rate): `burst` tokens, refilled at `qps`,
+    with bindings first.
 
     A caller takes its token at once, even one not yet due (the count goes below zero),
     then sleeps until it is due. So waiters are served in arrival order without polling.
     A caller that is cancelled while it sleeps does not give its token back: the bucket
     errs on the side of fewer requests. Loop-only: nothing awaits between reading and
     taking the tokens.
+
+    Bindings and commit records (`Lane.BIND`) do not queue behind reports for a token. They
+    also count in a bucket of their own, of the same size and rate, and wait only for that
+    one; the token they take from the shared bucket delays the reports that ask after them.
+    So bindings alone never exceed `qps`, reports never run ahead of the shared bucket, and
+    the two together exceed `qps` only by the reports already admitted when a gang's
+    bindings arrive (on a contended cluster writes waited 0.7 s for a token on average,
+    bindings among them, bench/results/2026-12-02-token-lanes.md).
     """
 
     def __init__(self, qps: float, burst: int, *, clock: Clock, sleep: Sleep) -> None:
@@ -179,23 +189,31 @@ class TokenBucket:
         self.burst = burst
         self._clock = clock
         self._sleep = sleep
-        self._tokens = float(burst)
-        self._at = clock()
+        now = clock()
+        self._tokens = dict.fromkeys(Lane, float(burst))  # REPORT: the shared bucket
+        self._at = dict.fromkeys(Lane, now)
 
-    def reserve(self, deadline: float = math.inf) -> float | None:
+    def _refill(self, bucket: Lane, now: float) -> float:
+        tokens = min(float(self.burst), self._tokens[bucket] + (now - self._at[bucket]) * self.qps)
+        self._tokens[bucket], self._at[bucket] = tokens, now
+        return tokens
+
+    def reserve(self, deadline: float = math.inf, lane: Lane = Lane.REPORT) -> float | None:
         """Take a token: seconds until it is due, or None (nothing taken) if after `deadline`."""
         now = self._clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
-        self._at = now
-        wait = max(0.0, (1.0 - self._tokens) / self.qps)
+        shared = self._refill(Lane.REPORT, now)
+        own = self._refill(Lane.BIND, now) if lane is Lane.BIND else shared
+        wait = max(0.0, (1.0 - own) / self.qps)
         if now + wait > deadline:
             return None
-        self._tokens -= 1.0
+        self._tokens[Lane.REPORT] -= 1.0
+        if lane is Lane.BIND:
+            self._tokens[Lane.BIND] -= 1.0
         return wait
 
-    async def acquire(self, deadline: float = math.inf) -> float | None:
+    async def acquire(self, deadline: float = math.inf, lane: Lane = Lane.REPORT) -> float | None:
         """Wait for a token: the seconds waited, or None when it would come after `deadline`."""
-        wait = self.reserve(deadline)
+        wait = self.reserve(deadline, lane)
         if wait:
             await self._sleep(wait)
         return wait
@@ -210,7 +228,10 @@ class AsyncKubeCounts:
     throttled: int = 0  # 429 answers
     server_errors: int = 0  # 5xx answers
     no_answer: int = 0  # connection refused, reset or timed out
-    token_wait_seconds: float = 0.0  # time spent waiting on the client's own token bucket
+    # Time spent waiting on the client's own token bucket, by lane ("bind", "report").
+    token_wait_seconds: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys((lane.value for lane in Lane), 0.0)
+    )
     # Time spent waiting for an in-flight slot, by lane ("bind", "report").
     slot_wait_seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys((lane.value for lane in Lane), 0.0)
@@ -422,10 +443,10 @@ class AsyncKubeClient:
         refreshed = False
         last: ApiError | None = None
         while True:
-            waited = await self._bucket.acquire(end)
+            waited = await self._bucket.acquire(end, call.lane)
             if waited is None:
                 raise last or call.unsent("the client's QPS admits it only after the deadline")
-            self.counts.token_wait_seconds += waited
+            self.counts.token_wait_seconds[call.lane.value] += waited
             asked = self._clock()
             async with self._in_flight.slot(call.lane):
                 self.counts.slot_wait_seconds[call.lane.value] += self._clock() - asked

@@ -319,22 +319,22 @@ class _ApiClientCollector(Collector):
             ),
         ):
             yield CounterMetricFamily(f"phalanx_api_client_{name}", what, value=value)
-        token_wait = CounterMetricFamily(
-            "phalanx_api_client_token_wait_seconds",
-            "Time requests waited for the API client's own QPS/burst token bucket, by lane "
-            "(bind: bindings and commit records, which do not queue behind reports; report: "
-            "best-effort writes).",
-            labels=["lane"],
-        )
-        for lane, seconds in sorted(counts.token_wait_seconds.items()):
-            token_wait.add_metric([lane], seconds)
-        yield token_wait
-        slot_wait = CounterMetricFamily(
-            "phalanx_api_client_slot_wait_seconds",
-            "Time requests waited for an in-flight slot of the API client, by lane (bind: "
-            "bindings and commit records; report: best-effort writes).",
-            labels=["lane"],
-        )
-        for lane, seconds in sorted(counts.slot_wait_seconds.items()):
-            slot_wait.add_metric([lane], seconds)
-        yield slot_wait
+        for name, what, by_lane in (
+            (
+                "token_wait_seconds",
+                "Time requests waited for the API client's own QPS/burst token bucket, by lane "
+                "(bind: bindings and commit records, which do not queue behind reports; "
+                "report: best-effort writes).",
+                counts.token_wait_seconds,
+            ),
+            (
+                "slot_wait_seconds",
+                "Time requests waited for an in-flight slot of the API client, by lane (bind: "
+                "bindings and commit records; report: best-effort writes).",
+                counts.slot_wait_seconds,
+            ),
+        ):
+            family = CounterMetricFamily(f"phalanx_api_client_{name}", what, labels=["lane"])
+            for lane, seconds in sorted(by_lane.items()):
+                family.add_metric([lane], seconds)
+            yield family

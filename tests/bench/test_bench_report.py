@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import png  # bench/png.py
 import report  # bench/report.py
+import run  # bench/run.py
+import schedulers  # bench/schedulers.py
 import workloads  # bench/workloads.py
 from workloads import Group, Member, Workload
 
@@ -291,3 +293,10 @@ def test_members_completed_at_the_first_bind_are_read_from_their_counter() -> No
     figures = report.phalanx_figures("phalanx_partial_gangs 0")
     assert figures["members_completed"] == 0
     assert "phalanx_members_completed_total" not in figures["gauges_at_end"]
+
+
+def test_every_contender_has_a_place_in_the_run_order_and_the_report_columns() -> None:
+    # A contender missing from either list would be accepted by --only, then never run or
+    # never shown.
+    assert set(run.SCHEDULER_ORDER) == set(schedulers.SCHEDULERS)
+    assert list(report.ORDER) == list(run.SCHEDULER_ORDER)

@@ -219,6 +219,10 @@ class TokenBucket:
         return wait
 
 
+def _seconds_per_lane() -> dict[str, float]:
+    return dict.fromkeys((lane.value for lane in Lane), 0.0)
+
+
 @dataclass(slots=True)
 class AsyncKubeCounts:
     """What a client did so far, for metrics and benchmarks (loop-only)."""
@@ -229,13 +233,9 @@ class AsyncKubeCounts:
     server_errors: int = 0  # 5xx answers
     no_answer: int = 0  # connection refused, reset or timed out
     # Time spent waiting on the client's own token bucket, by lane ("bind", "report").
-    token_wait_seconds: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys((lane.value for lane in Lane), 0.0)
-    )
+    token_wait_seconds: dict[str, float] = field(default_factory=_seconds_per_lane)
     # Time spent waiting for an in-flight slot, by lane ("bind", "report").
-    slot_wait_seconds: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys((lane.value for lane in Lane), 0.0)
-    )
+    slot_wait_seconds: dict[str, float] = field(default_factory=_seconds_per_lane)
 
 
 @dataclass(slots=True)

@@ -232,6 +232,7 @@ def run(
     phalanx_port: int,
     source: Path | None = None,
     profile_dir: Path | None = None,
+    keep_logs: Path | None = None,
 ) -> ChurnRecord:
     ns = f"b-{work.key}-{spec.key}-{uuid.uuid4().hex[:6]}"
     rec = ChurnRecord(work.key, spec.key, ns)
@@ -248,6 +249,7 @@ def run(
             phalanx_port=phalanx_port,
             profile_to=profile_to,
             source=source,
+            keep_logs=keep_logs,
         ) as st:
             rec.scheduler_config = st.config
             sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))

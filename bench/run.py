@@ -373,6 +373,7 @@ def run_one(
     workdir: Path,
     profile_dir: Path | None,
     source: Path | None = None,
+    keep_logs: Path | None = None,
 ) -> RunRecord:
     ns = f"b-{work.key}-{spec.key}-{uuid.uuid4().hex[:6]}"
     rec = RunRecord(work.key, spec.key, ns)
@@ -405,6 +406,7 @@ def run_one(
             phalanx_port=free_port(),
             profile_to=profile_to,
             source=source,
+            keep_logs=keep_logs,
         ) as st:
             rec.scheduler_config = st.config
             sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))
@@ -605,6 +607,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run Phalanx under pyinstrument (pip install pyinstrument; dev-only) and "
         "write one HTML profile per workload into DIR",
     )
+    p.add_argument(
+        "--keep-logs",
+        type=Path,
+        metavar="DIR",
+        help="keep each run's logs in DIR: Phalanx's at info (every gang decision) and "
+        "kube-scheduler's at --v=3 (every attempt, its verdict, the queue it went to), "
+        "one file each per run, named after its namespace; the logging costs the run some time",
+    )
     args = p.parse_args(argv)
     args.only = [s for s in args.only.split(",") if s]
     args.workloads = workloads.expand(w for w in args.workloads.split(",") if w)
@@ -710,6 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             workdir,
                             args.profile_phalanx,
                             source,
+                            args.keep_logs,
                         )
                     )
             for work in churns:
@@ -725,6 +736,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         phalanx_port=free_port(),
                         source=source,
                         profile_dir=args.profile_phalanx,
+                        keep_logs=args.keep_logs,
                     )
                     for key in sched_keys
                     if key in CHURN_SCHEDULERS

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -339,6 +340,8 @@ class PhalanxProcess:
     source: Path | None = None
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    #: Warnings only: a log line per decision costs the loop time the figures would include.
+    log_level: str = "warning"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -356,7 +359,7 @@ class PhalanxProcess:
             "--kubeconfig", str(self.kubeconfig),
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--log-level", "warning",
+            "--log-level", self.log_level,
             *self.extra_args,
         ]  # fmt: skip
         if self.profile_to is None:
@@ -567,9 +570,15 @@ def started(
     phalanx_port: int,
     profile_to: Path | None = None,
     source: Path | None = None,
+    keep_logs: Path | None = None,
 ) -> Iterator[Started]:
     """Start ``spec`` (its kube-scheduler is ``binary``) on the control plane ``cp`` (a
-    launcher.ControlPlane); stop it after."""
+    launcher.ControlPlane); stop it after.
+
+    ``keep_logs``: a directory that keeps this run's logs, ``<run>-phalanx.log`` (info: every
+    gang decision) and ``<run>-kube-scheduler.log`` (``--v=3``: every attempt, its verdict and
+    the queue it went to), ``<run>`` being ``run_dir``'s name. Both cost the run some time.
+    """
     phalanx = None
     floor = None
     if spec.uses_phalanx:
@@ -580,6 +589,7 @@ def started(
             profile_to=profile_to,
             source=source,
             env=spec.phalanx_env,
+            log_level="info" if keep_logs else "warning",
         )
         phalanx.start()
     if spec.uses_floor:
@@ -587,14 +597,19 @@ def started(
         floor.start()
     url = phalanx.url if phalanx else floor.url if floor else None
     config = spec.config(url)
+    scheduler_log: tuple[Path, int] | None = None
     try:
         cp.start_scheduler(
             yaml.safe_dump(config, sort_keys=False),
             feature_gates=dict(spec.feature_gates),
             binary=binary,
+            extra_args=("--v=3",) if keep_logs else (),
         )
         assert cp.scheduler is not None
         assert cp.scheduler.pid is not None
+        # The control plane appends every kube-scheduler's log to one file: this run's part
+        # starts with this start's banner.
+        scheduler_log = (cp.scheduler.log_path, _last_start(cp.scheduler.log_path))
         # The configuration as given (the launcher adds only its own kubeconfig path).
         yield Started(spec, cp.scheduler.pid, phalanx, config)
     finally:
@@ -603,3 +618,27 @@ def started(
             phalanx.stop()
         if floor is not None:
             floor.stop()
+        if keep_logs is not None:
+            _keep(keep_logs, run_dir.name, phalanx, scheduler_log)
+
+
+def _last_start(log_path: Path) -> int:
+    """Where the last start's banner begins in a component's appended log (0: none)."""
+    data = log_path.read_bytes()
+    return max(data.rfind(b"\n===== "), 0)
+
+
+def _keep(
+    into: Path,
+    run: str,
+    phalanx: PhalanxProcess | None,
+    scheduler_log: tuple[Path, int] | None,
+) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    if phalanx is not None and phalanx.log_path.exists():
+        shutil.copyfile(phalanx.log_path, into / f"{run}-phalanx.log")
+    if scheduler_log is not None:
+        path, offset = scheduler_log
+        with path.open("rb") as src, (into / f"{run}-kube-scheduler.log").open("wb") as dst:
+            src.seek(offset)
+            shutil.copyfileobj(src, dst)

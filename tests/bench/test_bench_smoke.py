@@ -1,7 +1,8 @@
 """`bench/run.py --quick` end to end: a real control plane (Kubernetes 1.37 with the upstream
 gang API), vanilla kube-scheduler, kube-scheduler + Phalanx and kube-scheduler's native gang
 scheduling, at 1/10 scale. Checks that the benchmark runs and writes complete, well-formed
-results; it asserts nothing about speed.
+results; it asserts nothing about speed. It keeps the runs' logs (`--keep-logs`), as one would
+to find out why a figure is what it is.
 
 The workloads are one of each path through the benchmark, so CI's time stays about what it
 was with two schedulers and every workload: single pods, plans, gangs in both dialects
@@ -65,6 +66,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]
             str(out),
             "--name",
             "smoke",
+            "--keep-logs",
+            str(out / "logs"),
         ],
         capture_output=True,
         text=True,
@@ -174,6 +177,31 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
     text = md + json.dumps(doc)
     for local in (str(out), str(Path.home()), str(ROOT)):
         assert local not in text
+
+
+@pytest.mark.timeout(1500)
+def test_kept_logs_hold_each_runs_gang_decisions_and_scheduling_attempts(
+    quick_results: tuple[dict, Path],
+) -> None:
+    doc, out = quick_results
+    logs = out / "logs"
+    for run in doc["runs"]:
+        if run["scheduler"] != "phalanx" or run["workload"] != "upstream-small-gangs":
+            continue
+        stem = f"b-{run['workload']}-{run['scheduler']}-"
+        (phalanx,) = logs.glob(f"{stem}*-phalanx.log")
+        assert '"msg":"gang decision"' in phalanx.read_text()
+        (scheduler,) = logs.glob(f"{stem}*-kube-scheduler.log")
+        text = scheduler.read_text()
+        assert "Attempting to schedule pod" in text  # --v=3
+        # This run's kube-scheduler only: one start, and only this run's pods.
+        assert text.count("\n===== ") == 1
+        namespaces = {line.split('pod="')[1].split("/")[0] for line in text.splitlines()
+                      if "Attempting to schedule pod" in line}  # fmt: skip
+        assert namespaces == {phalanx.name.removesuffix("-phalanx.log")}
+        break
+    else:
+        raise AssertionError("no Phalanx run of upstream-small-gangs")
 
 
 @pytest.mark.timeout(1500)

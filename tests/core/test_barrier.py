@@ -13,6 +13,7 @@ from phalanx.core.barrier import (
     Completion,
     Join,
     admit,
+    behind_others,
     completions,
     fits_alone,
     quorum_present,
@@ -221,3 +222,16 @@ def test_with_nothing_else_pending_only_parked_members_are_completions():
     assert found == [Completion(c, "n2")]
     state.upsert_pod(pod("queued", 1))
     assert len(completions(state, "default/g", published.serial, held={a.uid})) == 2
+
+
+def test_a_gang_is_behind_others_while_pods_outside_it_are_pending():
+    members = gang("g", 2, 1)
+    state = cluster(*members)
+    assert not behind_others(state, "default/g")  # only its own members pending
+    state.upsert_pod(pod("solo", 1))
+    assert behind_others(state, "default/g")
+    state.upsert_pod(replace(pod("solo", 1), node_name="n1"))  # bound: nothing ahead now
+    assert not behind_others(state, "default/g")
+    state.upsert_pod(replace(members[0], node_name="n1"))  # fewer pending than members
+    state.upsert_pod(pod("other", 1))
+    assert behind_others(state, "default/g")

@@ -354,3 +354,21 @@ def test_the_pending_count_follows_every_pod_through_assume_bind_forget_and_end(
     state.upsert_pod(replace(b, phase=PodPhase.FAILED))
     state.remove_pod(lone.uid)
     assert (state.pending_count(), state.pending_count("default/g")) == (0, 0)
+
+
+def test_a_gang_a_new_pending_member_joins_without_a_reservation_is_reported_once():
+    state = state_with(gpu_node("n1"))
+    g1 = pod("g-1", 1, group="g")
+    state.upsert_pod(pod("g-0", 1, group="g"))
+    state.upsert_pod(g1)
+    state.upsert_pod(pod("solo", 1))
+    assert [g.key for g in state.take_joined()] == ["default/g"]  # once for both members
+    assert state.take_joined() == []
+    state.upsert_pod(replace(g1, labels={"a": "b"}))  # an update, not a new member
+    state.upsert_pod(pod("h-0", 1, group="h", node="n1"))  # bound already
+    assert state.take_joined() == []
+    g2 = pod("g-2", 1, group="g")
+    state.reserve(reservation("default/g", (g2, "n1")))
+    state.upsert_pod(g2)  # its gang holds a reservation: an arrival, not a join
+    assert state.take_joined() == []
+    assert state.take_arrivals() == [g2]

@@ -147,6 +147,15 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
     return ""
 
 
+def behind_others(state: ClusterState, key: str) -> bool:
+    """Whether pods outside gang `key` are pending: ahead of its members in kube-scheduler's
+    queue, roughly. O(1) when none could be (no more pending pods than the gang has)."""
+    pending = state.pending_count()
+    if pending <= state.member_count(key):
+        return pending > state.pending_count(key)
+    return True
+
+
 def completions(
     state: ClusterState,
     key: str,
@@ -174,12 +183,12 @@ def completions(
     reservation = state.reservation(key)
     if reservation is None or reservation.serial != serial:
         return []
-    behind_others = state.pending_count() > state.pending_count(key)
+    behind = behind_others(state, key)
     found = []
     for member in reservation.members:
         if member.is_slot or member.state is not MemberState.RESERVED or member.pod_uid in held:
             continue
-        if only_waiting and not behind_others and member.pod_uid not in parked:
+        if only_waiting and not behind and member.pod_uid not in parked:
             continue
         pod = state.pod(member.pod_uid)
         if pod is None or pod.deleting or pod.unjudged or pod.invalid:

@@ -214,6 +214,9 @@ class ClusterState:
         # UIDs of pending members that arrived while their gang held a reservation, until
         # `take_arrivals`: the service claims them a template slot before their first cycle.
         self._arrivals: list[str] = []
+        # Gangs that a new pending member joined while they held no reservation, until
+        # `take_joined`: the service may plan one before kube-scheduler reaches any member.
+        self._joined: dict[str, GroupRef] = {}
         # For the barrier's sweep: re-checking every held bind after every watch event was
         # the loop's largest cost on a contended cluster (hundreds held, thousands of events).
         self._touched = Touched()
@@ -291,6 +294,10 @@ class ClusterState:
         """The node `pod` is bound to per the API, or being bound to by Phalanx; "" if none."""
         return pod.node_name or self._assumed.get(pod.uid, "")
 
+    def member_count(self, group_key: str) -> int:
+        """How many pods name the gang, finished or not (O(1))."""
+        return len(self._members.get(group_key, ()))
+
     def pending_count(self, group_key: str = "") -> int:
         """Live pods not bound or assumed: in all (kube-scheduler's backlog, roughly), or
         of one gang. O(1) for all, O(members) for a gang."""
@@ -367,8 +374,11 @@ class ClusterState:
         self._uid_by_key[pod.key] = pod.uid
         if pod.group is not None:
             self._members.setdefault(pod.group.key, set()).add(pod.uid)
-            if old is None and not pod.node_name and pod.group.key in self._reservations:
-                self._arrivals.append(pod.uid)
+            if old is None and not pod.node_name:
+                if pod.group.key in self._reservations:
+                    self._arrivals.append(pod.uid)
+                else:
+                    self._joined[pod.group.key] = pod.group
         if pod.node_name:
             self._assumed.pop(pod.uid, None)
             self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
@@ -386,6 +396,14 @@ class ClusterState:
             return []
         uids, self._arrivals = self._arrivals, []
         return [p for u in uids if (p := self._pods.get(u)) is not None and not p.node_name]
+
+    def take_joined(self) -> list[GroupRef]:
+        """The gangs a new pending member joined while they held no reservation, since the
+        last call (whatever they hold now)."""
+        if not self._joined:
+            return []
+        joined, self._joined = list(self._joined.values()), {}
+        return joined
 
     def remove_pod(self, uid: str) -> None:
         pod = self._pods.pop(uid, None)

@@ -246,6 +246,43 @@ class GangPlanner:
             refused.add(pod.uid)
         return cycle.decision(result)
 
+    def plan_ahead(self, group: GroupRef, now: float) -> FilterDecision | None:
+        """Plan a gang whose quorum exists before kube-scheduler has asked about any member,
+        as its first member's filter would, with every node offered (the gang transaction
+        judges each member's eligibility itself). Only a gang Phalanx may bind whole by
+        itself: no reservation, no member bound, every member asking for nothing only
+        kube-scheduler judges (`Pod.unjudged`), and pending since after this instance synced
+        (a gang pending before may be in a commit record that roll-forward will bind). None
+        when it is not one. The decision's
+        filter result answers nobody: no member counts as refused (`parked`)."""
+        key = group.key
+        if key in self._inherited or self.state.reservation(key) is not None:
+            return None  # inherited: pending at this instance's start, maybe in a commit record
+        resolution = self.resolve(group)
+        if not isinstance(resolution, Resolved):
+            return None
+        resolved = resolution.group
+        # Asked at every member's creation: the O(1) count first (finished pods included).
+        if resolved.basic or self.state.member_count(key) < resolved.min_member:
+            return None
+        members = self.state.members(key)
+        if len(members) < resolved.min_member or any(
+            p.invalid or p.unjudged or p.deleting or self.state.is_bound(p) for p in members
+        ):
+            return None
+        topology = self._topology_of(resolved)
+        if isinstance(topology, str):
+            return None
+        try:
+            plan = self._plan_of(resolved)
+        except PlanError:
+            return None  # said at the first member's filter, which refuses it
+        cycle = _Cycle(members[0], group, tuple(self.state.node_infos()), now)
+        result = self._plan_gang(
+            cycle, resolved, plan, members, (), topology=topology, exclude=frozenset()
+        )
+        return cycle.decision(result)
+
     def _note(self, cycle: _Cycle, outcome: Outcome, reason: str, *, cause: str = "") -> None:
         event = self.journal.note(cycle.group, outcome, reason, cause=cause)
         if event is not None:

@@ -25,6 +25,9 @@ timers and does the side effects. One gate per gang, for one reservation (its se
     re-counted at each arrival and after every model change that touches the gang, and binds
     them with the waiters. Their bindings are recorded like any (commit record first, assumed
     in the same step); a `/bind` kube-scheduler sends for one meanwhile waits for its result.
+    Behind other pending pods, a reserved gang none of whose members is at `/bind` gets a gate
+    with no waiter once its completions alone make the quorum (`_complete_unasked`): a gang
+    planned ahead of kube-scheduler (`GangPlanner.plan_ahead`) is bound whole that way.
 
     Any release of the gate's reservation, whatever its cause, answers the waiters at once
     with that cause (`on_release`); any other change to the model that makes a held bind
@@ -55,6 +58,7 @@ from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder
 from phalanx.service.metrics import Metrics
@@ -136,6 +140,7 @@ class BindBarrier:
         clock: Clock,
         timers: Timers | None = None,
         complete_members: bool = True,
+        acts_alone: Callable[[], bool] = lambda: True,
     ) -> None:
         self.state = state
         self.planner = planner
@@ -147,6 +152,8 @@ class BindBarrier:
         self.clock = clock
         self.timers = timers or LoopTimers()
         self.complete_members = complete_members
+        # Whether a gate may open with no /bind held (`_complete_unasked`): not on a standby.
+        self.acts_alone = acts_alone
         self._gates: dict[str, _Gate] = {}
         # Members being bound (or bound, until the model sees it) without their /bind: a
         # /bind kube-scheduler sends for one meanwhile gets the binding's own answer.
@@ -247,11 +254,12 @@ class BindBarrier:
             pod = self.state.pod(uid)
             if self._completing[uid].future.done() and (pod is None or pod.node_name):
                 del self._completing[uid]  # the model sees it now: admit answers from there
-        if not self._gates:
-            return
         groups = set(touched.groups)
         if self.complete_members:  # a member changed: it may be completable now
             groups.update(p.group.key for u in touched.pods if (p := self.state.pod(u)) and p.group)
+            if self.acts_alone():
+                for key in groups - self._gates.keys():
+                    self._complete_unasked(key)
         for key, gate in list(self._gates.items()):
             if key in touched.groups or touched.nodes:
                 suspects = list(gate.waiters.items())
@@ -273,6 +281,33 @@ class BindBarrier:
                 and self._quorum(gate, self.state.bound_count(key))
             ):
                 self._open(gate)
+
+    def _complete_unasked(self, key: str) -> None:
+        """A reserved gang none of whose members is at `/bind`: when the members Phalanx may
+        bind itself make its quorum, open a gate for them alone. Only a gang with every
+        member placed (no slot left unclaimed) and none bound: a gang left partly bound by a
+        failed binding waits for its members' own `/bind`, so a binding that keeps failing is
+        not retried from every watch event. And only behind other pending pods (more pods
+        pending than the gang has: none of its members is bound), as for any completion."""
+        reservation = self.state.reservation(key)
+        if (
+            reservation is None
+            # O(1) first: asked after every watch event that touches a gang member
+            or self.state.pending_count() <= self.state.member_count(key)
+            or reservation.slots()
+            or self.state.bound_count(key)
+        ):
+            return
+        members = self.state.members(key)
+        ref = members[0].group if members else None
+        resolution = self.planner.resolve(ref) if ref is not None else None
+        if ref is None or not isinstance(resolution, Resolved):
+            return
+        group = resolution.group
+        gate = _Gate(ref, group.min_member, group.timeout_seconds, reservation.serial)
+        if self._quorum(gate, 0):
+            self._gates[key] = gate
+            self._open(gate)
 
     def close(self, reason: str) -> None:
         """Answer every held bind with `reason` (the service is stopping)."""

@@ -19,11 +19,13 @@ its pending members.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from phalanx.core.barrier import behind_others
 from phalanx.core.cache import ClusterState, ReleaseCause, Released, Reservation
 from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
@@ -41,6 +43,10 @@ from phalanx.service.views import GangViews
 from phalanx.sources.base import ClusterSource, CommitLog, Nomination, StateUpdate
 
 Clock = Callable[[], float]
+
+# How recently kube-scheduler must have asked this instance something for it to plan and
+# bind a gang no verb asked about (`Extender._acts_alone`).
+ACTS_ALONE_SECONDS = 2.0
 
 # Releases whose cause no decision of ours reported: the listener reports them.
 _UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE, ReleaseCause.GROUP_CHANGED)
@@ -142,6 +148,7 @@ class Extender:
             clock=clock,
             timers=timers,
             complete_members=s.complete_members,
+            acts_alone=self._acts_alone,
         )
         self.views = GangViews(self.state, self.planner, self.reporter, clock=clock)
         self.roll_forward = (
@@ -160,6 +167,7 @@ class Extender:
             else None
         )
         self._expiry: asyncio.Task[None] | None = None
+        self._asked_at = -math.inf  # the last /filter: see `_acts_alone`
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -174,7 +182,29 @@ class Extender:
         arrivals = self.state.take_arrivals()
         if arrivals:
             self._claim_arrivals(arrivals)
-        self.barrier.sweep()  # last: a claimed slot may complete a gang waiting at its gate
+        joined = self.state.take_joined()
+        if joined and self._synced and self.settings.complete_members:
+            self._plan_ahead(joined)
+        # Last: a claimed slot may complete a gang at its gate, a gang planned ahead is bound.
+        self.barrier.sweep()
+
+    def _plan_ahead(self, groups: Sequence[GroupRef]) -> None:
+        """Gangs whose quorum now exists, none of whose members kube-scheduler has asked
+        about, behind other pending pods: plan them now rather than when kube-scheduler
+        reaches their first member (a whole pass of a long queue). The sweep then binds a
+        reserved one whole (`BindBarrier.sweep`). Only the instance that may act alone, and
+        never a gang a commit record names (roll-forward's, or another replica's)."""
+        if not self._acts_alone():
+            return
+        records = self.source.commit_records() if isinstance(self.source, CommitLog) else {}
+        for group in groups:
+            if group.key in records:
+                continue
+            if not behind_others(self.state, group.key):
+                continue  # kube-scheduler reaches its members soon: its filter plans it
+            decision = self.planner.plan_ahead(group, self.clock())
+            if decision is not None:
+                self.reporter.report(decision.events)
 
     def _claim_arrivals(self, arrivals: Sequence[Pod]) -> None:
         """Members that arrived while their gang held a template reservation claim a slot
@@ -192,6 +222,16 @@ class Extender:
                 claimed.append(Nomination(pod.ref, member.node))
         if claimed:
             self.reporter.nominate(claimed, "a slot of the gang's reservation was claimed")
+
+    def _acts_alone(self) -> bool:
+        """Whether this instance may plan and bind what no verb asked for: its kube-scheduler
+        asked it something lately, so that kube-scheduler leads. With several replicas only
+        the leader's kube-scheduler calls its Phalanx, and the reservations live in that
+        Phalanx's memory: a standby that planned on its own could bind onto capacity the
+        leader holds. Behind a backlog (the only time Phalanx plans ahead) the leader's
+        kube-scheduler asks many times a second; a leader that lost its Lease stops within
+        its renewDeadline, long before a standby may take the Lease."""
+        return self.clock() - self._asked_at <= ACTS_ALONE_SECONDS
 
     def _note_synced(self) -> None:
         """Once, when the source's first full list is in the model (see `planner.parked`)."""
@@ -262,6 +302,7 @@ class Extender:
         self, pod: Pod, offered: Sequence[str], offered_set: AbstractSet[str] | None = None
     ) -> FilterResult:
         """`offered_set`: the offered names as a set, when the caller has one already."""
+        self._asked_at = self.clock()
         self.expire()
         pod = self.learn(pod)
         decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)

@@ -607,9 +607,10 @@ def started(
         )
         assert cp.scheduler is not None
         assert cp.scheduler.pid is not None
-        # The control plane appends every kube-scheduler's log to one file: this run's part
-        # starts with this start's banner.
-        scheduler_log = (cp.scheduler.log_path, _last_start(cp.scheduler.log_path))
+        if keep_logs is not None:
+            # The control plane appends every kube-scheduler's log to one file: this run's
+            # part starts with this start's banner.
+            scheduler_log = (cp.scheduler.log_path, _last_start(cp.scheduler.log_path))
         # The configuration as given (the launcher adds only its own kubeconfig path).
         yield Started(spec, cp.scheduler.pid, phalanx, config)
     finally:

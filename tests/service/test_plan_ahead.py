@@ -29,7 +29,7 @@ def with_host_port(obj):
     return obj
 
 
-async def settle(source, group="default/g"):
+async def settle():
     """Let the gate's task write the record and the bindings."""
     for _ in range(20):
         await asyncio.sleep(0)
@@ -50,7 +50,7 @@ async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_crea
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     create_gang(source, shapes=(8, 4, 4))  # mixed shapes: no template, quorum first
-    await settle(source)
+    await settle()
 
     assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1", "default/g-2"]
     assert source.order[0] == "commit default/g"  # the record before the first binding
@@ -68,7 +68,7 @@ async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_crea
 async def test_with_nothing_else_pending_the_gang_waits_for_kube_scheduler():
     ext, source = await started([], source_class=RecordingSource)
     create_gang(source, shapes=(8, 4, 4))
-    await settle(source)
+    await settle()
 
     assert ext.state.reservation("default/g") is None
     assert source.bindings == []
@@ -79,7 +79,7 @@ async def test_switched_off_with_completion_nothing_is_planned_ahead():
     ext, source = await started([QUEUED], complete_members=False)
     asked(ext)
     create_gang(source, shapes=(8, 4, 4))
-    await settle(source)
+    await settle()
 
     assert ext.state.reservation("default/g") is None
     await ext.stop()
@@ -91,7 +91,7 @@ async def test_a_gang_with_a_member_only_kube_scheduler_judges_is_left_to_kube_s
     source.apply(podgroup_obj("g", 2))
     source.apply(pod_obj("g-0", 4, group="g"))
     source.apply(with_host_port(pod_obj("g-1", 8, group="g")))
-    await settle(source)
+    await settle()
 
     assert ext.state.reservation("default/g") is None
     assert source.bindings == []
@@ -102,7 +102,7 @@ async def test_a_gang_that_does_not_fit_is_said_unfit_once_and_nobody_counts_as_
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     create_gang(source, size=len(NODES) + 1, gpus=8)  # one member more than there are nodes
-    await settle(source)
+    await settle()
 
     assert ext.state.reservation("default/g") is None
     assert source.bindings == []
@@ -120,10 +120,10 @@ async def test_a_gang_reserved_at_its_first_filter_binds_when_its_last_slot_is_c
     source.apply(pod_obj("g-0", 4, group="g"))
     nodes = reserve_all(ext, ["g-0"])  # g-0 and two template slots; g-0 never reaches bind
     source.apply(pod_obj("g-1", 4, group="g"))
-    await settle(source)
+    await settle()
     assert source.bindings == []  # a slot is still unclaimed
     source.apply(pod_obj("g-2", 4, group="g"))
-    await settle(source)
+    await settle()
 
     assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1", "default/g-2"]
     assert dict(source.bindings)["default/g-0"] == nodes["g-0"]
@@ -139,12 +139,12 @@ async def test_a_binding_that_fails_is_not_retried_from_watch_events():
     )
     asked(ext)
     create_gang(source, shapes=(8, 4, 4))
-    await settle(source)
+    await settle()
     assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1"]
 
     source.apply(pod_obj("late", 1))  # more watch events
     source.apply(pod_obj("later", 1))
-    await settle(source)
+    await settle()
     assert len(source.failures["g-2"]) == 4  # tried once; its own /bind takes it from here
     await ext.stop()
 
@@ -155,7 +155,7 @@ async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_a
     clock = Clock()
     ext, source = await started([QUEUED], source_class=RecordingSource, clock=clock)
     create_gang(source, shapes=(8, 4, 4))
-    await settle(source)
+    await settle()
     assert ext.state.reservation("default/g") is None
 
     asked(ext)  # it leads now
@@ -163,7 +163,7 @@ async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_a
     source.apply(podgroup_obj("h", 2))
     source.apply(pod_obj("h-0", 8, group="h"))
     source.apply(pod_obj("h-1", 4, group="h"))
-    await settle(source)
+    await settle()
     assert ext.state.reservation("default/h") is None
     assert source.bindings == []
     await ext.stop()
@@ -177,7 +177,7 @@ async def test_a_gang_a_commit_record_names_is_left_to_roll_forward():
     # Another replica wrote the record and died before binding anything.
     source.records["default/g"] = CommitRecord("default/g", {"default/g-0": "n1"}, {})
     source.apply(pod_obj("g-1", 4, group="g"))
-    await settle(source)
+    await settle()
     assert ext.state.reservation("default/g") is None
     assert source.bindings == []
     await ext.stop()

@@ -253,8 +253,8 @@ class GangPlanner:
         itself: no reservation, no member bound, every member asking for nothing only
         kube-scheduler judges (`Pod.unjudged`), and pending since after this instance synced
         (a gang pending before may be in a commit record that roll-forward will bind). None
-        when it is not one. The decision's
-        filter result answers nobody: no member counts as refused (`parked`)."""
+        when it is not one. The decision's filter result answers nobody: no member counts
+        as refused (`parked`)."""
         key = group.key
         if key in self._inherited or self.state.reservation(key) is not None:
             return None  # inherited: pending at this instance's start, maybe in a commit record

@@ -135,6 +135,23 @@ def test_the_gang_goals_are_judged_for_each_phalanx_configuration_by_name() -> N
     assert met["contended: GPUs in whole gangs (queueSort: Coscheduling)"] is True  # 1.43×
 
 
+@pytest.mark.parametrize(("over_1s", "at_end", "met"), [(0, 0, True), (1, 0, False), (0, 1, False)])
+def test_a_gang_is_partial_only_for_its_bind_fan_out(over_1s: int, at_end: int, met: bool) -> None:
+    # Binding takes one API call per member, so the windows are never zero; a window over a
+    # second, or a gang partial when the run ends, is a gang left holding GPUs.
+    run = {
+        "workload": "gangs",
+        "scheduler": "phalanx",
+        "partial_gang_seconds": 3.2,
+        "longest_partial_window_s": 0.4,
+        "gangs_partial_over_1s": over_1s,
+        "gangs_partial_at_end": at_end,
+    }
+    (goal,) = report.goals([run])
+    assert goal["goal"] == "gangs: no gang partial beyond its bind fan-out"
+    assert goal["met"] is met
+
+
 def test_latency_quantiles_interpolate_inside_prometheus_buckets() -> None:
     text = "\n".join(
         [

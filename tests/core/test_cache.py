@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from builders import gpu_node, pod
+from builders import gpu_node, pod, podgroup
 from phalanx.core.cache import (
     ClusterState,
     MemberReservation,
@@ -372,3 +372,21 @@ def test_a_gang_a_new_pending_member_joins_without_a_reservation_is_reported_onc
     state.upsert_pod(g2)  # its gang holds a reservation: an arrival, not a join
     assert state.take_joined() == []
     assert state.take_arrivals() == [g2]
+
+
+def test_a_gang_whose_object_comes_after_its_members_is_reported_joined_then():
+    # Pods and gang objects arrive on separate watches, in no common order.
+    state = state_with(gpu_node("n1"))
+    state.upsert_pod(pod("g-0", 1, group="g"))
+    state.upsert_pod(pod("g-1", 1, group="g"))
+    state.take_joined()
+    state.upsert_group(podgroup("g", 2))
+    assert [g.key for g in state.take_joined()] == ["default/g"]
+    state.upsert_group(podgroup("g", 2))  # a relist: the same object
+    state.upsert_group(podgroup("h", 2))  # no members yet
+    assert state.take_joined() == []
+    state.upsert_group(podgroup("g", 1))  # edited: its quorum may exist now
+    assert [g.key for g in state.take_joined()] == ["default/g"]
+    state.reserve(reservation("default/g", (pod("g-0", 1, group="g"), "n1")))
+    state.upsert_group(podgroup("g", 1, timeout=5))  # changed: releases, rejoins
+    assert [g.key for g in state.take_joined()] == ["default/g"]

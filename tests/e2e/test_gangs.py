@@ -360,6 +360,40 @@ def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
     cluster.wait_event(gang.name, "2 of them before their own cycle", reason="Bound")
 
 
+def test_a_gang_behind_a_backlog_is_planned_and_bound_before_any_member_cycle(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    # Planning ahead: behind other pending pods, a gang whose members Phalanx may bind
+    # itself is planned as its last member is created and bound whole with no /bind at all.
+    # kube-scheduler is stopped before any member exists, so it never filters one: nothing
+    # but planning ahead can bind them. It asked Phalanx about `warm` a moment before, which
+    # is how a Phalanx knows its kube-scheduler leads (`Extender._acts_alone`, 2 s).
+    node = cluster.node("a", 8)
+    cluster.nodes_ready()
+    # The PodGroup first: an API server's first request for a custom resource can take
+    # seconds, which would outlast the 2 s.
+    gang = cluster.gang("ahead", 2, 2, create=0)
+    before = cluster.phalanx.metric("phalanx_members_completed_total")
+    cluster.pod("too-big", 16)  # pending throughout: the gang is behind it
+    cluster.pod("warm", 1)
+    cluster.wait_bound(["warm"])
+    component = cluster.cp.scheduler
+    assert component is not None
+    assert component.pid is not None
+    os.kill(component.pid, signal.SIGSTOP)
+    try:
+        cluster.add_member(gang, 0)
+        cluster.add_member(gang, 1)
+        where = cluster.wait_gang(gang, timeout=30)
+    finally:
+        os.kill(component.pid, signal.SIGCONT)
+
+    assert set(where.values()) == {node}
+    assert cluster.phalanx.metric("phalanx_members_completed_total") - before == 2
+    cluster.wait_event(gang.name, "2 of them before their own cycle", reason="Bound")
+    assert not cluster.placement(["too-big"])["too-big"]
+
+
 def test_a_gang_whose_pods_precede_their_pod_group_binds_once_it_exists(
     cluster: Scenario,  # noqa: F811
 ) -> None:

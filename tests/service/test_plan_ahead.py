@@ -65,6 +65,22 @@ async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_crea
     await ext.stop()
 
 
+async def test_a_gang_whose_pod_group_comes_after_its_members_is_planned_when_it_comes():
+    # Pods and PodGroups arrive on separate watches, in no common order.
+    ext, source = await started([QUEUED], source_class=RecordingSource)
+    asked(ext)
+    for i, gpus in enumerate((8, 4, 4)):
+        source.apply(pod_obj(f"g-{i}", gpus, group="g"))
+    await settle()
+    assert source.bindings == []  # no PodGroup yet: its members wait for it
+
+    source.apply(podgroup_obj("g", 3))
+    await settle()
+    assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1", "default/g-2"]
+    assert source.order[0] == "commit default/g"
+    await ext.stop()
+
+
 async def test_with_nothing_else_pending_the_gang_waits_for_kube_scheduler():
     ext, source = await started([], source_class=RecordingSource)
     create_gang(source, shapes=(8, 4, 4))

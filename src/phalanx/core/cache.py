@@ -214,8 +214,9 @@ class ClusterState:
         # UIDs of pending members that arrived while their gang held a reservation, until
         # `take_arrivals`: the service claims them a template slot before their first cycle.
         self._arrivals: list[str] = []
-        # Gangs that a new pending member joined while they held no reservation, until
-        # `take_joined`: the service may plan one before kube-scheduler reaches any member.
+        # Gangs that a new pending member joined while they held no reservation (or whose
+        # gang object came after their members), until `take_joined`: the service may plan
+        # one before kube-scheduler reaches any member.
         self._joined: dict[str, GroupRef] = {}
         # For the barrier's sweep: re-checking every held bind after every watch event was
         # the loop's largest cost on a contended cluster (hundreds held, thousands of events).
@@ -398,7 +399,8 @@ class ClusterState:
         return [p for u in uids if (p := self._pods.get(u)) is not None and not p.node_name]
 
     def take_joined(self) -> list[GroupRef]:
-        """The gangs a new pending member joined while they held no reservation, since the
+        """The gangs a new pending member joined while they held no reservation, or whose
+        gang object arrived or changed while they had a pending member and none, since the
         last call (whatever they hold now)."""
         if not self._joined:
             return []
@@ -499,6 +501,8 @@ class ClusterState:
         self.generation += 1
         if old is not None and old != group:
             self.release(group.key, ReleaseCause.GROUP_CHANGED, _changed(old, group))
+        if old != group:
+            self._rejoin(group.key)
 
     def upsert_workload(self, workload: Workload) -> None:
         """Add or update a Workload; a changed one releases the reservations of its gangs."""
@@ -510,6 +514,21 @@ class ClusterState:
             why = f"Workload {workload.namespace}/{workload.name} changed; re-planning"
             for key in self._held_by(workload.key):
                 self.release(key, ReleaseCause.GROUP_CHANGED, why)
+        if old != workload:
+            for key in self.gangs_of(workload.key):
+                self._rejoin(key)
+
+    def _rejoin(self, key: str) -> None:
+        """A gang whose object arrived or changed counts as joined (`take_joined`) while it
+        has a pending member and no reservation: its members may have come first, since
+        pods and gang objects arrive on separate watches in no common order."""
+        if key in self._reservations:
+            return
+        for uid in self._members.get(key, ()):
+            pod = self._pods[uid]
+            if pod.group is not None and not pod.node_name:
+                self._joined[key] = pod.group
+                return
 
     def set_group_error(self, key: str, reason: str) -> None:
         """Record that a gang object exists but is invalid; its members wait with `reason`."""

@@ -8,10 +8,11 @@ The invariant monitor watches every test (see conftest_scheduling.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -322,6 +323,19 @@ def test_a_gang_binds_promptly_once_its_last_member_arrives(cluster: Scenario) -
         assert where[member] in nominated, (member, where[member], nominated)
 
 
+@contextlib.contextmanager
+def scheduler_stopped(cluster: Scenario) -> Iterator[None]:  # noqa: F811
+    """kube-scheduler frozen (SIGSTOP) for the block: only Phalanx can bind meanwhile."""
+    component = cluster.cp.scheduler
+    assert component is not None
+    assert component.pid is not None
+    os.kill(component.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(component.pid, signal.SIGCONT)
+
+
 def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
     cluster: Scenario,  # noqa: F811
 ) -> None:
@@ -338,16 +352,10 @@ def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
     cluster.phalanx.wait_metric(
         "phalanx_barrier_waiting", lambda v: v == 1, what="the first member held at bind"
     )
-    component = cluster.cp.scheduler
-    assert component is not None
-    assert component.pid is not None
-    os.kill(component.pid, signal.SIGSTOP)
-    try:
+    with scheduler_stopped(cluster):
         cluster.add_member(gang, 1)
         cluster.add_member(gang, 2)
         where = cluster.wait_gang(gang, timeout=30)
-    finally:
-        os.kill(component.pid, signal.SIGCONT)
 
     assert cluster.phalanx.metric("phalanx_members_completed_total") - before == 2
     for member in gang.members[1:]:  # Phalanx's record of the bindings it made alone
@@ -377,16 +385,10 @@ def test_a_gang_behind_a_backlog_is_planned_and_bound_before_any_member_cycle(
     cluster.pod("too-big", 16)  # pending throughout: the gang is behind it
     cluster.pod("warm", 1)
     cluster.wait_bound(["warm"])
-    component = cluster.cp.scheduler
-    assert component is not None
-    assert component.pid is not None
-    os.kill(component.pid, signal.SIGSTOP)
-    try:
+    with scheduler_stopped(cluster):
         cluster.add_member(gang, 0)
         cluster.add_member(gang, 1)
         where = cluster.wait_gang(gang, timeout=30)
-    finally:
-        os.kill(component.pid, signal.SIGCONT)
 
     assert set(where.values()) == {node}
     assert cluster.phalanx.metric("phalanx_members_completed_total") - before == 2

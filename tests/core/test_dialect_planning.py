@@ -265,6 +265,30 @@ def test_an_edited_workload_re_plans_the_gangs_it_holds_and_a_deleted_one_releas
     assert isinstance(cluster.resolve(WORKERS), Waiting)
 
 
+@pytest.mark.parametrize(
+    ("gang_object", "member", "key"),
+    [
+        (volcano_podgroup_obj("job", 2), {"volcano_group": "job"}, VOLCANO.key),
+        (upstream_podgroup_obj("job", 2), {"scheduling_group": "job"}, UPSTREAM.key),
+        (
+            workload_obj("train", {"workers": 2}),
+            {"workload_ref": {"name": "train", "podGroup": "workers"}},
+            WORKERS.key,
+        ),
+    ],
+)
+def test_a_gang_object_that_comes_after_its_members_marks_the_gang_joined(
+    gang_object: dict[str, Any], member: dict[str, Any], key: str
+) -> None:
+    # Pods and gang objects come on separate watches: the gang may be planned ahead either way.
+    cluster = Cluster(*(pod_obj(f"m-{i}", 8, **member) for i in range(2)))
+    cluster.state.take_joined()
+    cluster.add(gang_object)
+    assert [g.key for g in cluster.state.take_joined()] == [key]
+    cluster.add(gang_object)  # a relist
+    assert cluster.state.take_joined() == []
+
+
 def test_a_held_bind_of_a_changed_gang_is_no_longer_admitted_to_its_old_gate() -> None:
     members = [pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(2)]
     cluster = Cluster(upstream_podgroup_obj("job", 2), *members)

@@ -61,10 +61,12 @@ class MemberReservation:
     node: str
     requests: Resources
     state: MemberState = MemberState.RESERVED
+    # Whether this is an unclaimed template slot: set once, since every copy of a
+    # reservation (each claim, assume or extension makes one) sorts its members by it.
+    is_slot: bool = field(init=False, repr=False, compare=False, default=False)
 
-    @property
-    def is_slot(self) -> bool:
-        return self.pod_uid.startswith(SLOT_PREFIX)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_slot", self.pod_uid.startswith(SLOT_PREFIX))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +90,18 @@ class Reservation:
     # Members held for a pod that exists and is not being bound yet (no slots, no assumed
     # ones), counted once: an upper bound the barrier checks after every change to a gang.
     pods_reserved: int = field(init=False, repr=False, compare=False, default=0)
+    # The unclaimed slots, once: every arrival and watch event of a templated gang asks.
+    _slots: tuple[MemberReservation, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_uid", {m.pod_uid: m for m in self.members})
-        pods = sum(1 for m in self.members if not m.is_slot and m.state is MemberState.RESERVED)
+        slots, pods = [], 0
+        for m in self.members:
+            if m.is_slot:
+                slots.append(m)
+            elif m.state is MemberState.RESERVED:
+                pods += 1
+        object.__setattr__(self, "_slots", tuple(slots))
         object.__setattr__(self, "pods_reserved", pods)
 
     def member(self, pod_uid: str) -> MemberReservation | None:
@@ -107,7 +117,7 @@ class Reservation:
 
     def slots(self) -> tuple[MemberReservation, ...]:
         """Template slots no member has claimed yet, in reservation order."""
-        return tuple(m for m in self.members if m.is_slot)
+        return self._slots
 
 
 class ReleaseCause(StrEnum):

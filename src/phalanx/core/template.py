@@ -95,21 +95,28 @@ def pick_slot(
 ) -> Claim | NoSlot:
     """The slot `pod` should claim: one its requests fit on a node it may use, preferring an
     offered node (then the first in reservation order, for determinism)."""
-    fitting = []
+    # The first fitting slot on an offered node, else the first fitting one: stop at the
+    # first that settles it (each arrival of a 256-member gang asks, so a full scan is
+    # quadratic).
+    first: MemberReservation | None = None
+    wanted = set(offered) if offered else None
     for slot in reservation.slots():
+        if first is not None and (wanted is None or slot.node not in wanted):
+            continue  # could not change the answer
         info = state.node(slot.node)
         if info is None or not pod.requests.fits_in(slot.requests):
             continue
         if eligibility.ineligibility(pod, info.node) is not None:
             continue
-        fitting.append(slot)
-    if not fitting:
+        if wanted is not None and slot.node in wanted:
+            return Claim(slot, offered=True)
+        if first is None:
+            first = slot
+            if wanted is None:
+                break
+    if first is None:
         return NoSlot(
             f"pod {pod.key} matches none of the {len(reservation.slots())} slot(s) gang "
             f"{reservation.group_key} reserved from its first member's shape"
         )
-    wanted = set(offered)
-    for slot in fitting:
-        if slot.node in wanted:
-            return Claim(slot, offered=True)
-    return Claim(fitting[0], offered=False)
+    return Claim(first, offered=False)

@@ -50,6 +50,7 @@ from phalanx.core.barrier import (
     Completion,
     Join,
     admit,
+    behind_others,
     completions,
     quorum_present,
     still_bindable,
@@ -386,6 +387,8 @@ class BindBarrier:
         if not self.complete_members:
             return []
         key = gate.group.key
+        if not behind_others(self.state, key) and not self.planner.may_have_parked(key):
+            return []  # no member would wait (see `completions`): skip the scan of members
         parked = {r.uid for r in self.planner.parked(key, (p.ref for p in self.state.members(key)))}
         return completions(self.state, key, gate.serial, gate.waiters.keys(), parked)
 

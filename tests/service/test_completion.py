@@ -10,9 +10,20 @@ kube-scheduler's queue (`QUEUED` below), or kube-scheduler holds it parked after
 import asyncio
 
 import pytest
-from support import NODES, RecordingSource, bind, gang_objects, pod_of, reserve_all, started
+from support import (
+    NODES,
+    Clock,
+    FakeTimers,
+    RecordingSource,
+    bind,
+    gang_objects,
+    pod_of,
+    reserve_all,
+    started,
+)
 
 from builders import pod_obj, podgroup_obj
+from phalanx.service.barrier import ANNOUNCE_AFTER_SECONDS
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
@@ -25,8 +36,13 @@ def sample(ext, name):
 
 
 async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
+    clock = Clock()
+    timers = FakeTimers(clock)
     ext, source = await started(
-        [*gang_objects(size=4, gpus=4), QUEUED], source_class=RecordingSource
+        [*gang_objects(size=4, gpus=4), QUEUED],
+        source_class=RecordingSource,
+        clock=clock,
+        timers=timers,
     )
     nodes = reserve_all(ext, ["g-0"])  # the first filter reserves every member
     reservation = ext.state.reservation("default/g")
@@ -40,16 +56,61 @@ async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
     assert sample(ext, "phalanx_members_completed_total") == 3
     assert ext.state.reservation("default/g") is None
     await asyncio.sleep(0)  # Events are written off the bind path
-    scheduled = {key: msg for _, key, reason, msg, *_ in source.events if reason == "Scheduled"}
-    assert sorted(scheduled) == ["default/g-1", "default/g-2", "default/g-3"]  # not g-0's
-    assert scheduled["default/g-1"].startswith(
-        f"Successfully assigned default/g-1 to {nodes['g-1']}"
-    )
     assert any("bound 4 member(s) together, 3 of them before" in e[3] for e in source.events)
     # kube-scheduler's own /bind for a completed member, when it comes, is a success.
     assert await bind(ext, "g-2", nodes["g-2"]) == ""
     assert "already bound" in await bind(ext, "g-2", "n9" if nodes["g-2"] != "n9" else "n1")
     assert len(source.bindings) == 4
+    clock.now += ANNOUNCE_AFTER_SECONDS
+    timers.fire_due()
+    await asyncio.sleep(0)
+    # g-2's Event is kube-scheduler's (its /bind succeeded); g-0's too, as for any member.
+    scheduled = {key: msg for _, key, reason, msg, *_ in source.events if reason == "Scheduled"}
+    assert sorted(scheduled) == ["default/g-1", "default/g-3"]
+    assert scheduled["default/g-1"].startswith(
+        f"Successfully assigned default/g-1 to {nodes['g-1']}"
+    )
+    await ext.stop()
+
+
+async def test_a_completed_member_s_scheduled_event_waits_for_kube_scheduler_s_own_bind():
+    """A cycle under way when its gang was bound still ends at /bind, and on success
+    kube-scheduler writes the pod's `Scheduled` Event: one Event per member, never two."""
+    clock = Clock()
+    timers = FakeTimers(clock)
+    ext, source = await started(
+        [*gang_objects(size=3, gpus=4), QUEUED],
+        source_class=RecordingSource,
+        clock=clock,
+        timers=timers,
+    )
+    nodes = reserve_all(ext, ["g-0"])
+    nodes.update(
+        {m.pod_key.split("/")[1]: m.node for m in ext.state.reservation("default/g").members}
+    )
+    assert await bind(ext, "g-0", nodes["g-0"]) == ""
+    while not any("bound 3 member(s) together" in e[3] for e in source.events):
+        await asyncio.sleep(0)  # the gang's fan-out is over
+    wrong = "n9" if nodes["g-1"] != "n9" else "n1"
+    assert (
+        await bind(ext, "g-1", wrong) != ""
+    )  # a refused /bind: kube-scheduler writes no Scheduled
+
+    bound_at = clock.now
+    clock.now = bound_at + ANNOUNCE_AFTER_SECONDS / 2
+    timers.fire_due()
+    await asyncio.sleep(0)
+    assert not [e for e in source.events if e[2] == "Scheduled"]  # still waiting
+    assert await bind(ext, "g-2", nodes["g-2"]) == ""  # kube-scheduler's cycle reached bind
+
+    clock.now = bound_at + ANNOUNCE_AFTER_SECONDS
+    timers.fire_due()
+    await asyncio.sleep(0)
+    assert [e[1] for e in source.events if e[2] == "Scheduled"] == ["default/g-1"]
+    clock.now += 60
+    timers.fire_due()
+    await asyncio.sleep(0)
+    assert [e[1] for e in source.events if e[2] == "Scheduled"] == ["default/g-1"]  # once
     await ext.stop()
 
 

@@ -117,7 +117,8 @@ class Reporter:
 
     def member_completed(self, pod: Pod, node: str, group: GroupRef) -> None:
         """kube-scheduler's own record of a binding (`Scheduled` on the pod), for a member the
-        barrier bound before its cycle: kube-scheduler writes none for it."""
+        barrier bound before its cycle and whose own `/bind` never succeeded (kube-scheduler
+        then writes none for it: `BindBarrier._announce_later`)."""
         message = (
             f"Successfully assigned {pod.key} to {node} "
             f"(bound by Phalanx with gang {group}, before its own scheduling cycle)"

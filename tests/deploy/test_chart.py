@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from deploykit import CHART, NAMESPACE, Chart, Doc, container, env_of, one, scheduler_config
+from deploykit import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    REPO,
+    Chart,
+    Doc,
+    container,
+    env_of,
+    one,
+    run,
+    scheduler_config,
+)
 
 from phalanx.core.groups.coexistence import native_gang_profiles
 from phalanx.core.topology import parse_topologies
+from phalanx.service.binder import BindSettings
 from phalanx.settings import Settings
 
 MONITORING_ON = {
@@ -30,6 +45,8 @@ VALUE_SETS = [
     pytest.param(CUSTOM_NAME, id="custom-scheduler-name"),
     pytest.param(COSCHEDULING, id="coscheduling-queue-sort"),
 ]
+# Phalanx's deadline for a member's binding, which a held /bind adds to its barrier wait.
+BIND_DEADLINE = BindSettings().timeout_seconds
 VERSIONS = dict(
     line.split("=", 1)
     for line in (CHART.parents[1] / "tests/controlplane/versions.env").read_text().splitlines()
@@ -199,26 +216,50 @@ def test_coscheduling_queue_sort_may_read_pod_groups_as_the_shared_service_accou
     assert {"get", "list", "watch"} <= verbs  # Coscheduling's PodGroup informer
 
 
-# ---- the barrier guard ---------------------------------------------------------------
+# ---- cross-field rules, checked at render ---------------------------------------------
+
+
+def refusal(chart: Chart, values: dict[str, Any]) -> str:
+    """Why rendering `values` fails (the test fails if it renders)."""
+    proc = chart.template(values)
+    assert proc.returncode != 0, "rendered"
+    return proc.stderr
 
 
 @pytest.mark.parametrize(
     ("barrier", "http_timeout"),
-    [pytest.param(30, 30, id="equal"), pytest.param(45, 30, id="above")],
+    [
+        pytest.param(22, 30, id="within-the-bind-deadline"),
+        pytest.param(30 - BIND_DEADLINE, 30, id="exactly-the-bind-deadline"),
+        pytest.param(30, 30, id="equal"),
+        pytest.param(45, 30, id="above"),
+    ],
 )
-def test_barrier_timeout_at_or_above_http_timeout_fails_rendering(
+def test_a_barrier_that_leaves_the_bind_no_time_before_the_http_timeout_is_refused_at_render(
     chart: Chart, barrier: float, http_timeout: int
 ) -> None:
     values = {
         "phalanx": {"barrierTimeoutSeconds": barrier, "reservationTtlSeconds": 600},
         "kubeScheduler": {"extender": {"httpTimeoutSeconds": http_timeout}},
     }
-    proc = chart.template(values)
-    assert proc.returncode != 0
+    why = refusal(chart, values)
     assert (
-        f"phalanx.barrierTimeoutSeconds ({barrier}) must be below "
+        f"phalanx.barrierTimeoutSeconds ({barrier:g}) plus {BIND_DEADLINE:g} s must be below "
         f"kubeScheduler.extender.httpTimeoutSeconds ({http_timeout})"
-    ) in proc.stderr
+    ) in why
+    assert "Lower the barrier or raise the httpTimeout" in why
+
+
+def test_a_barrier_more_than_the_bind_deadline_below_the_http_timeout_renders(
+    chart: Chart,
+) -> None:
+    barrier = 30 - BIND_DEADLINE - 0.5
+    values = {
+        "phalanx": {"barrierTimeoutSeconds": barrier},
+        "kubeScheduler": {"extender": {"httpTimeoutSeconds": 30}},
+    }
+    env = env_of(container(chart.render(values), "phalanx"))
+    assert float(env["PHALANX_BARRIER_TIMEOUT_SECONDS"]) == barrier
 
 
 def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: Chart) -> None:
@@ -226,6 +267,104 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
                            "kubeScheduler": {"extender": {"httpTimeoutSeconds": 40}}})  # fmt: skip
     assert proc.returncode != 0
     assert "must be below phalanx.reservationTtlSeconds (20)" in proc.stderr
+
+
+def test_a_backoff_above_its_maximum_is_refused_at_render(chart: Chart) -> None:
+    values = {"kubeScheduler": {"podInitialBackoffSeconds": 10, "podMaxBackoffSeconds": 5}}
+    why = refusal(chart, values)
+    assert (
+        "kubeScheduler.podInitialBackoffSeconds (10) must not exceed "
+        "kubeScheduler.podMaxBackoffSeconds (5)"
+    ) in why
+
+
+def test_a_backoff_equal_to_its_maximum_renders(chart: Chart) -> None:
+    values = {"kubeScheduler": {"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 5}}
+    config = scheduler_config(chart.render(values))
+    assert (config["podInitialBackoffSeconds"], config["podMaxBackoffSeconds"]) == (5, 5)
+
+
+@pytest.mark.parametrize(
+    ("timings", "complaint"),
+    [
+        pytest.param(
+            {"leaseDuration": "10s", "renewDeadline": "10s"},
+            "kubeScheduler.leaderElection.leaseDuration (10s) must be greater than "
+            "kubeScheduler.leaderElection.renewDeadline (10s)",
+            id="lease-equal-to-renew",
+        ),
+        pytest.param(
+            {"leaseDuration": "1m", "renewDeadline": "1m30s"},
+            "leaseDuration (1m) must be greater than kubeScheduler.leaderElection.renewDeadline",
+            id="lease-below-renew-in-minutes",
+        ),
+        pytest.param(
+            {"renewDeadline": "2400ms", "retryPeriod": "2s"},
+            "kubeScheduler.leaderElection.renewDeadline (2400ms) must be greater than 1.2 x "
+            "kubeScheduler.leaderElection.retryPeriod (2s)",
+            id="renew-within-the-retry-jitter",
+        ),
+        pytest.param(
+            {"retryPeriod": "0s"},
+            "kubeScheduler.leaderElection.retryPeriod (0s) must be greater than zero",
+            id="no-retry-period",
+        ),
+    ],
+)
+def test_leader_election_timings_kube_scheduler_refuses_are_refused_at_render(
+    chart: Chart, timings: dict[str, str], complaint: str
+) -> None:
+    why = refusal(chart, {"kubeScheduler": {"leaderElection": timings}})
+    assert complaint in why
+    assert "kube-scheduler" in why.split(complaint, 1)[1]  # says who refuses it
+
+
+@pytest.mark.parametrize(
+    "election",
+    [
+        pytest.param(
+            {"leaseDuration": "1m30s", "renewDeadline": "1m", "retryPeriod": "500ms"}, id="on"
+        ),
+        pytest.param(
+            {"leaderElect": False, "leaseDuration": "1s", "renewDeadline": "1s"},
+            id="off-ignores-the-timings",
+        ),
+    ],
+)
+def test_leader_election_timings_kube_scheduler_accepts_render(
+    chart: Chart, election: dict[str, Any]
+) -> None:
+    rendered = scheduler_config(chart.render({"kubeScheduler": {"leaderElection": election}}))
+    assert rendered["leaderElection"].items() >= election.items()
+
+
+def test_several_replicas_without_leader_election_are_refused_at_render(chart: Chart) -> None:
+    values = {"replicaCount": 2, "kubeScheduler": {"leaderElection": {"leaderElect": False}}}
+    why = refusal(chart, values)
+    assert "replicaCount (2) needs kubeScheduler.leaderElection.leaderElect: true" in why
+
+
+def test_one_replica_without_leader_election_renders(chart: Chart) -> None:
+    values = {"kubeScheduler": {"leaderElection": {"leaderElect": False}}}
+    assert scheduler_config(chart.render(values))["leaderElection"]["leaderElect"] is False
+
+
+@pytest.mark.parametrize(
+    ("ports", "shown"),
+    [
+        pytest.param({"port": 9090}, "(9090), phalanx.metricsPort (9090)", id="extender-metrics"),
+        pytest.param({"port": 10259}, "phalanx.port (10259)", id="extender-kube-scheduler"),
+        pytest.param(
+            {"metricsPort": 10259}, "phalanx.metricsPort (10259)", id="metrics-kube-scheduler"
+        ),
+    ],
+)
+def test_two_containers_listening_on_one_port_are_refused_at_render(
+    chart: Chart, ports: dict[str, int], shown: str
+) -> None:
+    why = refusal(chart, {"phalanx": ports})
+    assert shown in why
+    assert "and kubeScheduler.securePort (10259) must all differ" in why
 
 
 @pytest.mark.parametrize(
@@ -255,6 +394,11 @@ def test_barrier_timeout_at_or_above_the_reservation_ttl_fails_rendering(chart: 
             {"kubeScheduler": {"coschedulingImage": {"tag": ""}}},
             "/kubeScheduler/coschedulingImage/tag",
             id="coscheduling-image-without-tag",
+        ),
+        pytest.param(
+            {"kubeScheduler": {"image": {"tag": ""}}},
+            "/kubeScheduler/image/tag",
+            id="kube-scheduler-image-without-tag",
         ),
         pytest.param(
             {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
@@ -301,7 +445,7 @@ def test_scheduler_config_is_the_reference_configuration(
     }
     phalanx = container(docs, "phalanx")
     barrier = float(env_of(phalanx)["PHALANX_BARRIER_TIMEOUT_SECONDS"])
-    assert duration_seconds(extender["httpTimeout"]) > barrier
+    assert duration_seconds(extender["httpTimeout"]) > barrier + BIND_DEADLINE
 
 
 @pytest.mark.parametrize("values", VALUE_SETS)
@@ -328,6 +472,62 @@ def test_a_config_change_rolls_the_pods(chart: Chart) -> None:
         return str(pod["metadata"]["annotations"]["checksum/scheduler-config"])
 
     assert checksum({}) != checksum({"kubeScheduler": {"clientConnection": {"qps": 200}}})
+
+
+MILLIONS = {
+    "replicaCount": 1_000_000,
+    "podDisruptionBudget": {"maxUnavailable": 1_000_000},
+    "kubeScheduler": {
+        "clientConnection": {"qps": 1_000_000, "burst": 2_000_000},
+        "podInitialBackoffSeconds": 1_000_000,
+        "podMaxBackoffSeconds": 2_000_000,
+        "extender": {"weight": 1_000_000, "httpTimeoutSeconds": 3_000_000},
+    },
+    "phalanx": {
+        "barrierTimeoutSeconds": 1_000_000,
+        "reservationTtlSeconds": 2_000_000,
+        "singlePodNodes": 1_000_000,
+        "apiQps": 1_000_000,
+        "apiBurst": 2_000_000,
+    },
+}
+
+
+def test_numbers_of_a_million_or_more_render_as_written_and_phalanx_parses_them(
+    chart: Chart,
+) -> None:
+    docs = chart.render(MILLIONS)
+    assert one(docs, "Deployment")["spec"]["replicas"] == 1_000_000
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1_000_000
+    config = scheduler_config(docs)
+    assert config["clientConnection"] == {"qps": 1_000_000, "burst": 2_000_000}
+    assert config["podInitialBackoffSeconds"] == 1_000_000
+    assert config["podMaxBackoffSeconds"] == 2_000_000
+    (extender,) = config["extenders"]
+    assert (extender["weight"], extender["httpTimeout"]) == (1_000_000, "3000000s")
+    env = env_of(container(docs, "phalanx"))
+    settings = {
+        "barrier_timeout_seconds": ("PHALANX_BARRIER_TIMEOUT_SECONDS", "1000000"),
+        "reservation_ttl_seconds": ("PHALANX_RESERVATION_TTL_SECONDS", "2000000"),
+        "single_pod_nodes": ("PHALANX_SINGLE_POD_NODES", "1000000"),
+        "api_qps": ("PHALANX_API_QPS", "1000000"),
+        "api_burst": ("PHALANX_API_BURST", "2000000"),
+    }
+    assert {var: env[var] for var, _ in settings.values()} == dict(settings.values())
+    parsed = Settings(**{field: env[var] for field, (var, _) in settings.items()})
+    assert parsed.reservation_ttl_seconds == 2_000_000
+    assert parsed.api_burst == 2_000_000
+
+
+def test_fractional_numbers_render_as_written(chart: Chart) -> None:
+    values = {
+        "kubeScheduler": {"clientConnection": {"qps": 50.5}},
+        "phalanx": {"barrierTimeoutSeconds": 20.25, "apiQps": 2.5},
+    }
+    docs = chart.render(values)
+    assert scheduler_config(docs)["clientConnection"]["qps"] == 50.5
+    env = env_of(container(docs, "phalanx"))
+    assert (env["PHALANX_BARRIER_TIMEOUT_SECONDS"], env["PHALANX_API_QPS"]) == ("20.25", "2.5")
 
 
 # ---- pod hardening and probes --------------------------------------------------------
@@ -427,13 +627,17 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
     }
     assert granted == {
         ("", "nodes"): ["get", "list", "watch"],
-        ("", "pods"): ["get", "list", "patch", "watch"],  # patch: annotation-only commit records
+        # patch: annotation-only commit records, and the requeue annotation
+        ("", "pods"): ["get", "list", "patch", "watch"],
         ("", "pods/binding"): ["create"],
         ("", "pods/status"): ["patch"],  # nominatedNodeName of reserved members
+        # Phalanx writes core/v1 Events only; kube-scheduler's events.k8s.io/v1 Events come
+        # from system:kube-scheduler.
         ("", "events"): ["create", "patch"],
-        ("events.k8s.io", "events"): ["create", "patch"],
-        ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "update", "watch"],
-        ("scheduling.x-k8s.io", "podgroups/status"): ["get", "patch", "update"],
+        # Coscheduling's QueueSort (kube-scheduler) only reads PodGroups: no update.
+        ("scheduling.x-k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
+        # update: used by neither container; tests/e2e/test_chart_apply.py still expects it.
+        ("scheduling.x-k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.volcano.sh", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
@@ -479,8 +683,103 @@ def test_every_binding_names_the_chart_service_account(chart: Chart) -> None:
         ]
 
 
+# ---- the permissions, as documented --------------------------------------------------
+
+
+def documented_cluster_role_rules() -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """docs/operations.md's table of Phalanx's ClusterRole: (group, resources, verbs) a row."""
+    doc = (REPO / "docs" / "operations.md").read_text()
+    section = doc.split("### Permissions\n", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| API group | resources | verbs | why |\n|---|---|---|---|\n", 1)[1]
+    rows = []
+    for line in table.split("\n\n", 1)[0].splitlines():
+        group, resources, verbs, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        rows.append(
+            (
+                "" if group == "core" else group.strip("`"),
+                tuple(sorted(re.findall(r"`([^`]+)`", resources))),
+                tuple(sorted(v.strip() for v in verbs.split(","))),
+            )
+        )
+    return sorted(rows)
+
+
+def test_the_permissions_table_in_the_docs_lists_each_rule_of_phalanx_cluster_role(
+    chart: Chart,
+) -> None:
+    role = one(chart.render(), "ClusterRole")
+    granted = sorted(
+        (group, tuple(sorted(rule["resources"])), tuple(sorted(rule["verbs"])))
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+    )
+    assert documented_cluster_role_rules() == granted
+
+
+# ---- NOTES.txt -----------------------------------------------------------------------
+# `helm template` skips NOTES.txt and `helm install --dry-run` needs a cluster: a copy of the
+# chart renders the same text with `tpl` into a ConfigMap (tests/e2e/test_chart_apply.py
+# reads the real one from an install).
+
+NOTES_AS_CONFIGMAP = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}
+"""
+
+
+def render_notes(chart: Chart, tmp_path: Path, *flags: str) -> str:
+    copy = tmp_path / "phalanx"
+    shutil.copytree(CHART, copy)
+    (copy / "templates" / "NOTES.txt").rename(copy / "notes.txt")
+    (copy / "templates" / "notes.yaml").write_text(NOTES_AS_CONFIGMAP)
+    argv = [chart.helm, "template", RELEASE, copy, "--namespace", NAMESPACE, *flags]
+    proc = run([*argv, "--show-only", "templates/notes.yaml"])
+    assert proc.returncode == 0, proc.stderr
+    return str(yaml.safe_load(proc.stdout)["data"]["notes"])
+
+
+@pytest.mark.parametrize("replicas", [1, 3], ids=["one-replica", "three-replicas"])
+def test_the_notes_run_phalanx_explain_in_the_leader_pod(
+    chart: Chart, tmp_path: Path, replicas: int
+) -> None:
+    notes = render_notes(chart, tmp_path, "--set", f"replicaCount={replicas}")
+    holder = "get lease phalanx-scheduler -o jsonpath='{.spec.holderIdentity}')"
+    assert f"LEADER=$(kubectl -n {NAMESPACE} {holder}" in notes
+    assert f'kubectl -n {NAMESPACE} exec "${{LEADER%%_*}}" -c phalanx -- \\' in notes
+    assert "exec deploy/" not in notes  # any pod: a standby holds no reservations
+    assert "phalanx explain <ns>/<name> --server http://127.0.0.1:8888" in notes
+
+
+def test_the_notes_exec_into_the_only_pod_without_leader_election(
+    chart: Chart, tmp_path: Path
+) -> None:
+    notes = render_notes(chart, tmp_path, "--set", "kubeScheduler.leaderElection.leaderElect=false")
+    assert "get lease" not in notes
+    assert f"kubectl -n {NAMESPACE} exec deploy/phalanx -c phalanx -- \\" in notes
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["README.md", "docs/operations.md", "helm/phalanx/templates/NOTES.txt"],
+)
+def test_where_the_docs_offer_skip_crds_they_say_what_scheduler_plugins_crd_prunes(
+    path: str,
+) -> None:
+    text = (REPO / path).read_text()
+    lines = text.splitlines()
+    offers = [i for i, line in enumerate(lines) if "--skip-crds" in line]
+    assert offers
+    for i in offers:
+        near = "\n".join(lines[max(0, i - 8) : i + 9])
+        assert "PodGroupScheduled" in near, f"{path}:{i + 1} does not say the condition is lost"
+    for fields in ("status.scheduled", "status.conditions", "superset"):
+        assert fields in text, f"{path} does not name {fields}"
+
+
 # ---- the CRD -------------------------------------------------------------------------
-# (NOTES.txt renders only in an install: tests/e2e/test_chart_apply.py covers it.)
 
 
 def test_the_podgroup_crd_ships_in_crds_and_is_skippable(chart: Chart) -> None:

@@ -110,7 +110,7 @@ GRANTED = [
     ("create", "events.k8s.io.events", {"namespace": "team-a"}),
     ("watch", "scheduling.x-k8s.io.podgroups", {}),
     ("patch", "scheduling.x-k8s.io.podgroups", {"namespace": "team-a"}),
-    ("update", "scheduling.x-k8s.io.podgroups/status", {"namespace": "team-a"}),
+    ("patch", "scheduling.x-k8s.io.podgroups/status", {"namespace": "team-a"}),
     # Every gang dialect: each verb the chart grants, one by one.
     ("get", "scheduling.volcano.sh.podgroups", {"namespace": "team-a"}),
     ("list", "scheduling.volcano.sh.podgroups", {}),

@@ -48,18 +48,64 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-Timeouts that must nest, checked before anything renders (DESIGN §2, §6): a /bind held at
-the barrier must be answered before kube-scheduler's httpTimeout abandons it, and a
-reservation must outlive the barrier that waits on it (Phalanx refuses to start otherwise).
+A Go duration ("15s", "1m30s", "500ms") in seconds, as text for float64. Assumes the schema
+checked the text (digits, optional fraction, unit; repeated).
+*/}}
+{{- define "phalanx.durationSeconds" -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9.]+(ns|us|µs|ms|s|m|h)" . -1 }}
+{{- $number := regexFind "^[0-9.]+" . }}
+{{- $total = addf $total (mulf (float64 $number) (get $units (trimPrefix $number .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+What must hold across values, checked before anything renders (DESIGN §2, §6): timeouts
+that must nest (Phalanx refuses to start otherwise, or kube-scheduler abandons a held
+/bind), and kube-scheduler's own cross-field rules, which it checks only at start (a
+configuration breaking one crash-loops the pod).
 */}}
 {{- define "phalanx.validate" -}}
-{{- $barrier := float64 .Values.phalanx.barrierTimeoutSeconds }}
-{{- $http := float64 .Values.kubeScheduler.extender.httpTimeoutSeconds }}
-{{- $ttl := float64 .Values.phalanx.reservationTtlSeconds }}
-{{- if ge $barrier $http }}
-{{- fail (printf "phalanx.barrierTimeoutSeconds (%v) must be below kubeScheduler.extender.httpTimeoutSeconds (%v): kube-scheduler would abandon a /bind that Phalanx still holds at the gang barrier. Lower the barrier or raise the httpTimeout." .Values.phalanx.barrierTimeoutSeconds .Values.kubeScheduler.extender.httpTimeoutSeconds) }}
+{{- $ks := .Values.kubeScheduler }}
+{{- $px := .Values.phalanx }}
+{{- $barrier := float64 $px.barrierTimeoutSeconds }}
+{{- $http := float64 $ks.extender.httpTimeoutSeconds }}
+{{- $ttl := float64 $px.reservationTtlSeconds }}
+{{- /* Phalanx's deadline for one member's binding, retries included, which comes after the
+barrier and the gang's commit record: BindSettings.timeout_seconds in
+src/phalanx/service/binder.py. */}}
+{{- $bindSeconds := 8.0 }}
+{{- if ge (addf $barrier $bindSeconds) $http }}
+{{- fail (printf "phalanx.barrierTimeoutSeconds (%v) plus %v s must be below kubeScheduler.extender.httpTimeoutSeconds (%v): a /bind is held at the gang barrier for up to barrierTimeoutSeconds, then Phalanx writes the gang's commit record and binds the member, the binding alone allowed up to %v s (Phalanx's bind deadline, retries included), and kube-scheduler abandons a /bind that outlasts its httpTimeout (a failed binding). Lower the barrier or raise the httpTimeout." $px.barrierTimeoutSeconds $bindSeconds $ks.extender.httpTimeoutSeconds $bindSeconds) }}
 {{- end }}
 {{- if ge $barrier $ttl }}
-{{- fail (printf "phalanx.barrierTimeoutSeconds (%v) must be below phalanx.reservationTtlSeconds (%v): a reservation must outlive the bind barrier that waits on it." .Values.phalanx.barrierTimeoutSeconds .Values.phalanx.reservationTtlSeconds) }}
+{{- fail (printf "phalanx.barrierTimeoutSeconds (%v) must be below phalanx.reservationTtlSeconds (%v): a reservation must outlive the bind barrier that waits on it." $px.barrierTimeoutSeconds $px.reservationTtlSeconds) }}
+{{- end }}
+{{- if gt (int64 $ks.podInitialBackoffSeconds) (int64 $ks.podMaxBackoffSeconds) }}
+{{- fail (printf "kubeScheduler.podInitialBackoffSeconds (%d) must not exceed kubeScheduler.podMaxBackoffSeconds (%d): kube-scheduler refuses a retry backoff that starts above its cap and would not start. Lower podInitialBackoffSeconds or raise podMaxBackoffSeconds." (int64 $ks.podInitialBackoffSeconds) (int64 $ks.podMaxBackoffSeconds)) }}
+{{- end }}
+{{- $election := $ks.leaderElection }}
+{{- if $election.leaderElect }}
+{{- $lease := float64 (include "phalanx.durationSeconds" $election.leaseDuration) }}
+{{- $renew := float64 (include "phalanx.durationSeconds" $election.renewDeadline) }}
+{{- $retry := float64 (include "phalanx.durationSeconds" $election.retryPeriod) }}
+{{- if le $lease $renew }}
+{{- fail (printf "kubeScheduler.leaderElection.leaseDuration (%s) must be greater than kubeScheduler.leaderElection.renewDeadline (%s): kube-scheduler refuses such a leader election and would not start. Raise leaseDuration or lower renewDeadline." $election.leaseDuration $election.renewDeadline) }}
+{{- end }}
+{{- /* client-go's leader elector: renewDeadline > JitterFactor (1.2) x retryPeriod. */}}
+{{- if le $renew (mulf 1.2 $retry) }}
+{{- fail (printf "kubeScheduler.leaderElection.renewDeadline (%s) must be greater than 1.2 x kubeScheduler.leaderElection.retryPeriod (%s): kube-scheduler's leader elector (client-go, whose retry jitter factor is 1.2) refuses anything less, and kube-scheduler would not start. Raise renewDeadline or lower retryPeriod." $election.renewDeadline $election.retryPeriod) }}
+{{- end }}
+{{- if le $retry 0.0 }}
+{{- fail (printf "kubeScheduler.leaderElection.retryPeriod (%s) must be greater than zero: kube-scheduler would not start." $election.retryPeriod) }}
+{{- end }}
+{{- else if gt (int64 .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount (%d) needs kubeScheduler.leaderElection.leaderElect: true: without leader election every replica's kube-scheduler schedules at once, each with its own Phalanx holding its own reservations, and they place gangs against each other. Turn leader election on or set replicaCount to 1." (int64 .Values.replicaCount)) }}
+{{- end }}
+{{- $ports := list (int64 $px.port) (int64 $px.metricsPort) (int64 $ks.securePort) }}
+{{- if ne (len (uniq $ports)) (len $ports) }}
+{{- fail (printf "phalanx.port (%d), phalanx.metricsPort (%d) and kubeScheduler.securePort (%d) must all differ: both containers share the pod's network namespace, so a second listener on one port cannot bind and its container crash-loops. Give each a port of its own." (int64 $px.port) (int64 $px.metricsPort) (int64 $ks.securePort)) }}
 {{- end }}
 {{- end }}

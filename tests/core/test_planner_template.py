@@ -231,3 +231,28 @@ def test_a_member_that_gives_slots_back_twice_leaves_two_distinct_slots():
     assert sorted(m.node for m in reservation.slots()) == sorted([claimed.node, other])
     assert len({m.pod_uid for m in reservation.members}) == 3
     assert [n.reserved.gpus() for n in state.nodes()] == [8, 8, 8]
+
+
+@pytest.mark.parametrize("min_member", [13, 1_000_000_000])
+def test_a_gang_the_whole_cluster_could_never_hold_is_refused_before_any_slot_is_made(
+    min_member,
+):
+    # Three 8-GPU nodes hold 12 members of 2 GPUs even empty. A billion slots, one
+    # placeholder each, would hold the service for minutes: the count is judged first.
+    members = gang("g", 1, 2)
+    state, planner = setup(members[0], group=podgroup("g", min_member))
+    result = planner.filter(members[0], NODES, now=0).result
+    assert state.reservation("default/g") is None
+    reason = next(iter(result.unresolvable.values()))
+    assert reason == (
+        f"cannot place {min_member:,} member(s) of gang default/g: all 3 node(s) together "
+        "could hold 12 of them ({cpu: 1, memory: 4Gi, nvidia.com/gpu: 2} each), even empty"
+    )
+    assert planner.events[-1].outcome is Outcome.UNFIT
+
+
+def test_a_gang_that_fills_the_empty_cluster_exactly_is_still_reserved():
+    members = gang("g", 1, 2)
+    state, planner = setup(members[0], group=podgroup("g", 12))
+    planner.filter(members[0], NODES, now=0)
+    assert len(state.reservation("default/g").slots()) == 11

@@ -43,6 +43,7 @@ from phalanx.core.cache import (
 from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
 from phalanx.core.dra_demand import shared_out
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
+from phalanx.core.gang_explain import describe_request
 from phalanx.core.journal import (
     GangEvent,
     GangJournal,
@@ -64,7 +65,14 @@ from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
 from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
 from phalanx.core.singles import SingleFit
-from phalanx.core.template import NoSlot, pick_slot, placeholders, slot_requests, template_of
+from phalanx.core.template import (
+    NoSlot,
+    cluster_room,
+    pick_slot,
+    placeholders,
+    slot_requests,
+    template_of,
+)
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
@@ -446,9 +454,18 @@ class GangPlanner:
         known = self.unfit.recall(group, members, template=True)
         if known is not None:
             return self._reserve(cycle, group, known, template=True)
-        slots = placeholders(
-            template, group.min_member - len(members), slot_requests(template, group)
-        )
+        snapshot = self.state.snapshot()
+        missing, shape = group.min_member - len(members), slot_requests(template, group)
+        room = cluster_room(snapshot, template.requests, group.min_member)
+        if room < group.min_member:
+            unfit = Unfit(
+                f"cannot place {group.min_member:,} member(s) of gang {group.key}: all "
+                f"{len(snapshot.names):,} node(s) together could hold {room:,} of them "
+                f"({describe_request(template.requests)} each), even empty"
+            )
+            self.unfit.remember(group, members, unfit, template=True)
+            return self._reserve(cycle, group, unfit, template=True)
+        slots = placeholders(template, missing, shape)
         spec = self._spec(
             group,
             topology,
@@ -458,7 +475,7 @@ class GangPlanner:
             anchors={},
             exclude=frozenset(),
         )
-        result = place_gang(self.state.snapshot(), spec)
+        result = place_gang(snapshot, spec)
         if isinstance(result, Unfit):
             self.unfit.remember(group, members, result, template=True)
         return self._reserve(cycle, group, result, template=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from phalanx.core import eligibility
 from phalanx.core.cache import SLOT_PREFIX, ClusterState, MemberReservation, Reservation
 from phalanx.core.model import Pod, PodGroup, Resources
+from phalanx.core.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,18 @@ def slot_requests(template: Pod, group: PodGroup) -> Resources:
     for k, v in share.items():
         merged[k] = max(merged.get(k, 0), v)
     return Resources(merged)
+
+
+def cluster_room(snapshot: Snapshot, requests: Resources, count: int) -> int:
+    """How many members asking for `requests` the nodes could hold even empty, counted up to
+    `count`. Checked before one placeholder per missing member is made: a `minMember` of a
+    billion must be refused at once, not planned."""
+    room = 0
+    for info in snapshot:
+        room += requests.times_fits_in(info.node.allocatable, count - room)
+        if room >= count:
+            break
+    return room
 
 
 def placeholders(template: Pod, count: int, requests: Resources) -> tuple[Pod, ...]:

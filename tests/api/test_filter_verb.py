@@ -112,6 +112,26 @@ async def test_a_pod_object_that_cannot_be_read_gets_200_with_the_reason_in_erro
     assert phalanx.count("filter", "error") == 1
 
 
+@pytest.mark.parametrize("uid", [None, ""], ids=["missing", "empty"])
+async def test_a_pod_without_a_uid_is_refused_not_taken_for_another(phalanx: Phalanx, uid) -> None:
+    # The model keys pods by UID: a CPU pod and an 8-GPU pod, both without one, were once
+    # the same pod, and the second got the first's CPU node.
+    for name, gpus in (("cpu-only", 0), ("eight-gpus", 8)):
+        pod = as_sent(pod_obj(name, gpus, namespace="team-a"))
+        if uid is None:
+            del pod["metadata"]["uid"]
+        else:
+            pod["metadata"]["uid"] = uid
+
+        response = await phalanx.post("filter", {"Pod": pod, "NodeNames": ["gpu-a", "cpu-1"]})
+
+        assert response.status_code == 200
+        answer = response.json()
+        assert answer["Error"] == f"pod team-a/{name}: metadata.uid: required, and empty or missing"
+        assert answer["NodeNames"] == []
+    assert phalanx.count("filter", "error") == 2
+
+
 async def test_by_default_a_single_pod_gets_only_its_best_fit_node_so_prioritize_is_skipped() -> (
     None
 ):

@@ -144,6 +144,8 @@ class ExtenderVerbs:
         (same UID and resourceVersion: the informer parsed the same object), that copy;
         else parsed from the request."""
         uid, version = wire.pod_version(raw)
+        if not uid:  # the model keys pods by UID: two without one would be the same pod
+            return f"pod {wire.pod_key(raw)}: metadata.uid: required, and empty or missing"
         known = self._extender.known_pod(uid)
         if known is not None and version and known.resource_version == version:
             return known

@@ -39,6 +39,19 @@ def test_the_pod_group_label_claims_a_pod(labels: dict[str, str], claim: Claim |
     )
 
 
+@pytest.mark.parametrize("name", ["MyJob", "job_1"])
+def test_a_label_no_pod_group_could_be_named_marks_the_pod_invalid(name: str) -> None:
+    # A legal label value, but no PodGroup can have that name: the member would wait for
+    # it forever.
+    labels = {"scheduling.x-k8s.io/pod-group": name}
+    pod = parse_pod(pod_obj("p", labels=labels))
+    assert (pod.group, pod.group_dialect) == (None, Dialect.SCHEDULER_PLUGINS)
+    assert pod.invalid == (
+        f'label scheduling.x-k8s.io/pod-group: "{name}" is not a valid PodGroup name '
+        '(lower-case letters, digits, "-" and ".")'
+    )
+
+
 def test_a_pod_group_is_keyed_by_namespace_and_name_as_before() -> None:
     group = scheduler_plugins.parse_pod_group(podgroup_obj("mnist", 4, namespace="kubeflow"))
     assert (group.key, group.ref, group.dialect) == (

@@ -14,7 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from phalanx.core.groups.common import ObjectSettings, Parsed, PodView, read_min_count
+from phalanx.core.errors import quoted
+from phalanx.core.groups.common import (
+    OBJECT_NAME_FORM,
+    ObjectSettings,
+    Parsed,
+    PodView,
+    is_object_name,
+    read_min_count,
+)
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, camel, rfc3339
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, PodGroup
 from phalanx.core.rawdict import (
@@ -43,6 +51,12 @@ def claim(pod: PodView) -> Claim | None:
     name = pod.labels.get(POD_GROUP_LABEL, "")
     if not name:
         return None
+    if not is_object_name(name):  # a legal label value no PodGroup can be named: say so
+        problem = (
+            f"label {POD_GROUP_LABEL}: {quoted(name)} is not a valid PodGroup name "
+            f"{OBJECT_NAME_FORM}"
+        )
+        return Claim(Dialect.SCHEDULER_PLUGINS, None, (problem,))
     return Claim(Dialect.SCHEDULER_PLUGINS, GroupRef(pod.namespace, name))
 
 

@@ -55,6 +55,11 @@ GARBAGE: list[tuple[str, bytes, str]] = [
     ),
     ("preempt", body({"NodeNameToMetaVictims": {}}), "Pod is missing or null"),
     (
+        "bind",
+        body({"PodName": "p" * 100_000, "PodNamespace": "default", "Node": "n1"}),
+        "PodName must be at most 253 characters, not 100000",
+    ),
+    (
         "preempt",
         body({"Pod": POD, "NodeNameToVictims": {}, "NodeNameToMetaVictims": {}}),
         "both set",
@@ -93,6 +98,18 @@ GARBAGE: list[tuple[str, bytes, str]] = [
         "preempt",
         body({"Pod": POD, "NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": True}}}),
         "NumPDBViolations must be an integer, not a boolean",
+    ),
+    (
+        "preempt",
+        body({"Pod": POD, "NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": -5}}}),
+        "NumPDBViolations must be between 0 and 9223372036854775807, not -5",
+    ),
+    (
+        "preempt",
+        body(
+            {"Pod": POD, "NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": 2**63}}}
+        ),
+        "NumPDBViolations must be between 0 and 9223372036854775807, not 9223372036854775808",
     ),
     (
         "preempt",

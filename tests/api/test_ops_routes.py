@@ -207,6 +207,24 @@ async def test_a_pod_group_of_the_name_an_annotation_gang_uses_makes_it_schedule
     )
 
 
+async def test_the_gang_view_names_members_refused_for_their_own_annotations(
+    phalanx: Phalanx,
+) -> None:
+    """Their filter names the problem; the gang's view, built from the valid members and
+    the PodGroup, says which members are refused and why instead of looking healthy."""
+    phalanx.source.apply(podgroup_obj("notes", 2))
+    labels = {"scheduling.x-k8s.io/pod-group": "notes"}
+    phalanx.source.apply(pod_obj("notes-0", labels=labels))
+    bogus = {"phalanx.io/placement": "bogus"}
+    phalanx.source.apply(pod_obj("notes-1", labels=labels, annotations=bogus))
+
+    view = (await phalanx.client.get("/debug/groups/default/notes")).json()
+
+    assert list(view["invalid_members"]) == ["default/notes-1"]
+    assert "phalanx.io/placement" in view["invalid_members"]["default/notes-1"]
+    assert "bogus" in view["invalid_members"]["default/notes-1"]
+
+
 async def test_debug_of_an_unknown_gang_is_404_with_a_reason(phalanx: Phalanx) -> None:
     response = await phalanx.client.get("/debug/groups/team-a/nope")
     other = await phalanx.client.get("/debug/groups/volcano:team-a/nope")
@@ -228,8 +246,19 @@ async def test_debug_of_a_text_that_is_no_gang_key_is_400_naming_the_forms(
 
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error.startswith(f"{key!r} is not a gang key; keys are NAMESPACE/NAME"), error
+    assert error.startswith(f'"{key}" is not a gang key; keys are NAMESPACE/NAME'), error
     assert "volcano:NAMESPACE/NAME" in error
+
+
+async def test_a_long_text_that_is_no_gang_key_is_cut_short_in_the_answer(
+    phalanx: Phalanx,
+) -> None:
+    response = await phalanx.client.get(f"/debug/groups/{'x' * 5000}")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error.startswith(f'"{"x" * 80}…" is not a gang key'), error[:200]
+    assert len(error) < 400
 
 
 async def test_each_app_has_its_own_extender_and_nothing_is_shared() -> None:

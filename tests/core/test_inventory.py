@@ -299,7 +299,8 @@ def test_a_node_tolerates_nulls_where_the_api_omits_fields() -> None:
     [
         ({"cpu": "12x"}, 'status.allocatable["cpu"]: "12x" is not a Kubernetes quantity'),
         ({"memory": "1 Gi"}, 'status.allocatable["memory"]: "1 Gi" is not a Kubernetes quantity'),
-        ({"cpu": None}, 'status.allocatable["cpu"]: None is not a Kubernetes quantity'),
+        ({"cpu": None}, 'status.allocatable["cpu"]: null is not a Kubernetes quantity'),
+        ({"cpu": True}, 'status.allocatable["cpu"]: true is not a Kubernetes quantity'),
         ({"cpu": "-1"}, 'status.allocatable["cpu"]: "-1" is negative'),
         (
             {"nvidia.com/gpu": "1.5"},
@@ -316,6 +317,7 @@ def test_a_node_tolerates_nulls_where_the_api_omits_fields() -> None:
         "bad-suffix",
         "whitespace",
         "null",
+        "boolean",
         "negative",
         "fractional-gpu",
         "fractional-pods",

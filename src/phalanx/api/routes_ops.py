@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from phalanx.api.responses import OrjsonResponse, error_response
+from phalanx.core.errors import quoted
 from phalanx.core.groups import registry
 from phalanx.service.extender import Extender
 
@@ -46,7 +47,9 @@ def ops_router(extender: Extender) -> APIRouter:
         # A gang of any dialect, by its key: `ns/name`, `volcano:ns/name`, `upstream:...`.
         ref = registry.parse_key(key)
         if ref is None:
-            return error_response(400, f"{key!r} is not a gang key; keys are {registry.KEY_FORMS}")
+            return error_response(
+                400, f"{quoted(key)} is not a gang key; keys are {registry.KEY_FORMS}"
+            )
         view = extender.views.group(ref)
         if view is None:
             return error_response(404, f"gang {key} is unknown")

@@ -37,6 +37,11 @@ MIN_PRIORITY = 0  # extenderv1.MinExtenderPriority
 JSONObject = dict[str, Any]
 
 
+INT64_MAX = 2**63 - 1
+# The longest object name Kubernetes allows (a DNS subdomain); UIDs are far shorter.
+NAME_LIMIT = 253
+
+
 class WireError(ValueError):
     """The request is not what kube-scheduler sends; the message names the offending field."""
 
@@ -358,6 +363,8 @@ def _string(fields: JSONObject, field: str, *, required: bool) -> str:
         raise WireError(f"{field} must be a string, not {json_type(value)}")
     if required and not value:
         raise WireError(f"{field} is missing or empty")
+    if len(value) > NAME_LIMIT:  # no object name is longer; never echo the rest back
+        raise WireError(f"{field} must be at most {NAME_LIMIT} characters, not {len(value)}")
     return value
 
 
@@ -425,6 +432,10 @@ def _victims_map(
         if isinstance(violations, bool) or not isinstance(violations, int):
             raise WireError(
                 f"{where}.NumPDBViolations must be an integer, not {json_type(violations)}"
+            )
+        if not 0 <= violations <= INT64_MAX:  # it goes back to kube-scheduler's int64
+            raise WireError(
+                f"{where}.NumPDBViolations must be between 0 and {INT64_MAX}, not {violations}"
             )
         uids = tuple(uid_of(pod, f"{where}.Pods[{i}]") for i, pod in enumerate(pods))
         victims[node] = MetaVictims(uids, violations)

@@ -17,6 +17,8 @@ def quoted(value: object) -> str:
     if isinstance(value, str):
         text = value if len(value) <= _QUOTE_LIMIT else value[:_QUOTE_LIMIT] + "…"
         return json.dumps(text, ensure_ascii=False)
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)  # as the request spelled it: null, true, 1e+30
     return repr(value)
 
 

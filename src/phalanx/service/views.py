@@ -172,6 +172,9 @@ class GangViews:
             else None,
             "last_reason": rec.last_reason if rec is not None else "",
             "error": error,
+            # Members refused for their own bad input (a malformed phalanx.io/* annotation):
+            # the gang's settings above come from its valid members and its object.
+            "invalid_members": {p.key: p.invalid for p in members if p.invalid},
         }
 
 

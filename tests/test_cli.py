@@ -8,6 +8,8 @@ import importlib.util
 import json
 import os
 import queue
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,10 +23,19 @@ import httpx
 import pytest
 import yaml
 
-from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.cli import main
+from builders import (
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+)
+from phalanx.cli import UsageError, build_source, check_tls, explain, main
 from phalanx.demo import cluster, scenario, workload
+from phalanx.demo.report import BAR_CELLS
 from phalanx.service.loop_health import COLLECTOR_THRESHOLDS
+from phalanx.service.metrics import Metrics
+from phalanx.settings import Settings
 
 
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -182,29 +193,109 @@ def test_simulate_honours_the_served_scheduler_names(
     ("content", "message"),
     [
         (None, "cannot read cluster file"),
-        ('{"kind": "List", "items": [', "neither JSON nor YAML"),
-        ("just some words\n", "expected a Kubernetes object or List"),
-        (json.dumps(as_list([pod_obj("p")])), "holds no Node objects"),
+        (b'{"kind": "List", "items": [', "neither JSON nor YAML"),
+        (b"just some words\n", "expected a Kubernetes object or List"),
+        (json.dumps(as_list([pod_obj("p")])).encode(), "holds no Node objects"),
+        (b'{"kind": 5}', "'kind' must be a string, not a number"),
+        (b"\xff\xfe\x00bad", "not UTF-8 text (byte 0xff at offset 0)"),
     ],
-    ids=["missing", "broken-json", "not-an-object", "no-nodes"],
+    ids=["missing", "broken-json", "not-an-object", "no-nodes", "kind-a-number", "not-utf-8"],
 )
 def test_simulate_rejects_a_bad_cluster_file_with_exit_2(
-    tmp_path: Path, content: str | None, message: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, content: bytes | None, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "dump.yaml"
     if content is not None:
-        path.write_text(content)
+        path.write_bytes(content)
     assert main(["simulate", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("phalanx simulate: ")
+    assert message in err
 
 
+BAD_FILES = {
+    "broken-yaml": (b"- [unclosed\n", "neither JSON nor YAML"),
+    "kind-a-number": (b'{"kind": 5}', "'kind' must be a string, not a number"),
+    "not-utf-8": (b"\xff\xfe\x00bad", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_FILES.values(), ids=BAD_FILES)
 def test_simulate_rejects_a_bad_workload_file_with_exit_2(
-    json_dump: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    json_dump: Path,
+    tmp_path: Path,
+    content: bytes,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     bad = tmp_path / "workload.yaml"
-    bad.write_text("- [unclosed\n")
+    bad.write_bytes(content)
     assert main(["simulate", str(json_dump), "--workload", str(bad)]) == 2
-    assert "workload:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("phalanx simulate: workload: ")
+    assert message in err
+
+
+INVALID_GANGS = {
+    "scheduler-plugins": (
+        podgroup_obj("x", 2, timeout=-5),
+        [pod_obj(f"x-{i}", group="x") for i in range(2)],
+        "spec.scheduleTimeoutSeconds",
+    ),
+    "volcano": (
+        volcano_podgroup_obj("x", -2),
+        [pod_obj(f"x-{i}", volcano_group="x") for i in range(2)],
+        "spec.minMember",
+    ),
+    "upstream": (
+        upstream_podgroup_obj("x", 0),
+        [pod_obj(f"x-{i}", scheduling_group="x") for i in range(2)],
+        "spec.schedulingPolicy.gang.minCount",
+    ),
+}
+
+
+@pytest.mark.parametrize(("group", "members", "field"), INVALID_GANGS.values(), ids=INVALID_GANGS)
+def test_simulate_says_which_field_of_an_invalid_gang_object_holds_its_members(
+    tmp_path: Path,
+    group: dict[str, Any],
+    members: list[dict[str, Any]],
+    field: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(as_list([node_obj("n1"), group, *members])))
+    report = simulate_json(capsys, str(dump))
+    # The driver groups scheduler-plugins gangs only; other dialects' members are singles.
+    [reason] = {line["reason"] for line in report["groups"] + report["singles"]}
+    assert "is invalid" in reason
+    assert field in reason
+    assert "to exist" not in reason
+
+
+def test_simulate_draws_a_node_with_an_absurd_gpu_count_in_a_bar_of_fixed_width(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    absurd = node_obj("absurd")
+    for amounts in (absurd["status"]["capacity"], absurd["status"]["allocatable"]):
+        amounts["nvidia.com/gpu"] = "1e400"
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(as_list([node_obj("n1"), absurd])))
+    assert main(["simulate", str(dump)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("absurd"))
+    assert "[" + "." * BAR_CELLS + "]" in row
+
+
+def test_simulate_lists_a_rejected_workload_object_once_with_its_reason(
+    json_dump: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = pod_obj("w")
+    bad["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "-1"
+    work = tmp_path / "work.json"
+    work.write_text(json.dumps(bad))
+    report = simulate_json(capsys, str(json_dump), "--workload", str(work))
+    [rejected] = report["rejected"]
+    assert rejected.startswith("Pod default/w: spec.containers[0]")
 
 
 # ---- explain ----------------------------------------------------------------------------
@@ -294,6 +385,65 @@ def test_explain_an_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str
     assert "cannot reach Phalanx at http://127.0.0.1:" in capsys.readouterr().err
 
 
+SERVER_URLS = {
+    "bad-ipv4": ("http://256.1.1.1:80", "is not a URL"),
+    "unclosed-ipv6": ("http://[::1", "is not a URL"),
+    "no-scheme": ("localhost:8888", "is not an http(s)://HOST[:PORT] URL"),
+    "other-scheme": ("ftp://phalanx", "is not an http(s)://HOST[:PORT] URL"),
+    "no-host": ("http://", "is not an http(s)://HOST[:PORT] URL"),
+    "query": ("http://127.0.0.1:8888?x=", "has a query or fragment"),
+    "fragment": ("http://127.0.0.1:8888/#top", "has a query or fragment"),
+}
+
+
+@pytest.mark.parametrize(("server", "message"), SERVER_URLS.values(), ids=SERVER_URLS)
+def test_explain_refuses_a_server_url_it_cannot_use_with_exit_2(
+    server: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "a/b", "--server", server]) == 2
+    assert f"phalanx explain: --server: {server!r} {message}" in capsys.readouterr().err
+
+
+def test_explain_at_an_address_without_phalanx_behind_it_exits_2(
+    demo_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = f"{demo_server}/metrics"
+    assert main(["explain", "training/llm-pretrain", "--server", server]) == 2
+    assert f"--server: no Phalanx API at {server} (" in capsys.readouterr().err
+
+
+def proxied(prefix: str, views: dict[str, dict[str, Any]]) -> httpx.MockTransport:
+    """A proxy that serves a Phalanx's /debug/groups views under `prefix` only."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == f"{prefix}/debug/groups":
+            return httpx.Response(200, json={"groups": list(views.values())})
+        key = path.removeprefix(f"{prefix}/debug/groups/")
+        if not path.startswith(prefix) or key == path:
+            return httpx.Response(404, json={"error": f"no such path: {path}"})
+        if key not in views:
+            return httpx.Response(404, json={"error": f"gang {key} is unknown"})
+        return httpx.Response(200, json=views[key])
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize(("key", "code"), [("default/pair", 0), ("default/nope", 1)], ids=str)
+def test_explain_keeps_the_path_of_a_server_url_as_a_prefix(
+    key: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = "/api/v1/namespaces/phalanx/services/phalanx:8888/proxy"
+    transport = proxied(prefix, {"default/pair": {"group": "default/pair", "bound": 2}})
+    server = f"http://127.0.0.1:8001{prefix}/"
+    assert explain(key, server, as_json=True, transport=transport) == code
+    out, err = capsys.readouterr()
+    if code == 0:
+        assert json.loads(out)["group"] == "default/pair"
+    else:
+        assert "gang default/nope is unknown" in err
+
+
 @pytest.mark.parametrize("text", ["just-a-name", "a/b/c", "volcano:a"], ids=str)
 def test_explain_needs_a_gang_key(text: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", text]) == 2
@@ -350,6 +500,74 @@ def test_serve_with_a_broken_cluster_file_exits_2(
     path.write_text("{")
     assert main(["serve", "--cluster-file", str(path)]) == 2
     assert "neither JSON nor YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_FILES.values(), ids=BAD_FILES)
+def test_serve_with_an_unreadable_cluster_file_exits_2_naming_the_problem(
+    tmp_path: Path, content: bytes, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_bytes(content)
+    assert main(["serve", "--cluster-file", str(path), "--port", "0"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_scheduler_config_is_refused_with_a_cluster_file_too(
+    json_dump: Path, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope.yaml"
+    settings = Settings(cluster_file=json_dump, scheduler_config=missing)
+    expected = f"--scheduler-config: cannot read .* {re.escape(str(missing))}"
+    with pytest.raises(UsageError, match=expected):
+        build_source(settings, Metrics())
+
+
+def self_signed(where: Path, cert: str, key: str) -> None:
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    command = ["openssl", "req", "-x509", "-days", "1", "-subj", "/CN=localhost", *ec]
+    subprocess.run(
+        [*command, "-keyout", key, "-out", cert], cwd=where, check=True, capture_output=True
+    )
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cert.pem and its key.pem, another certificate's other-key.pem, and not-pem.json."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    where = tmp_path_factory.mktemp("tls")
+    self_signed(where, "cert.pem", "key.pem")
+    self_signed(where, "other-cert.pem", "other-key.pem")
+    (where / "not-pem.json").write_text(json.dumps(as_list(CLUSTER)))
+    return where
+
+
+@pytest.mark.parametrize(
+    ("cert", "key", "message"),
+    [
+        ("not-pem.json", "not-pem.json", "--tls-cert-file: {cert} holds no PEM certificate"),
+        ("key.pem", "key.pem", "--tls-cert-file: {cert} holds no PEM certificate"),
+        ("cert.pem", "not-pem.json", "--tls-key-file: {key} holds no unencrypted PEM private"),
+        ("cert.pem", "other-key.pem", "--tls-key-file: {key} does not match the certificate in"),
+    ],
+    ids=["cert-not-pem", "cert-is-a-key", "key-not-pem", "key-of-another-cert"],
+)
+def test_serve_with_unusable_tls_files_exits_2_naming_the_flag_and_file(
+    tls_files: Path,
+    json_dump: Path,
+    cert: str,
+    key: str,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cert_file, key_file = tls_files / cert, tls_files / key
+    args = ["--tls-cert-file", str(cert_file), "--tls-key-file", str(key_file), "--port", "0"]
+    assert main(["serve", "--cluster-file", str(json_dump), *args]) == 2
+    assert message.format(cert=cert_file, key=key_file) in capsys.readouterr().err
+
+
+def test_a_pem_certificate_and_its_key_pass_the_tls_check(tls_files: Path) -> None:
+    check_tls(Settings(tls_cert_file=tls_files / "cert.pem", tls_key_file=tls_files / "key.pem"))
 
 
 def _read_lines(stream: Any, into: queue.Queue[str]) -> None:

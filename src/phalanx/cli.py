@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -177,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
         "or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]",
     )
     explain.add_argument(
-        "--server", default=DEFAULT_SERVER, help="Phalanx base URL (default %(default)s)"
+        "--server",
+        default=DEFAULT_SERVER,
+        help="Phalanx base URL; a path is kept as a prefix, e.g. a proxy's (default %(default)s)",
     )
     explain.add_argument("--json", action="store_true", help="print the raw JSON view")
     explain.set_defaults(func=_cmd_explain)
@@ -244,6 +247,14 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
             f"{flag(f)} / {env_var(f)}" for f in ("cluster_file", "kubeconfig", "in_cluster")
         )
         raise UsageError(f"choose exactly one cluster source: {names}")
+    config = None
+    if settings.scheduler_config is not None:
+        # Read whatever the source, so a wrong path fails now, not once deployed; a cluster
+        # file has no kube-scheduler to check it against.
+        try:
+            config = load_scheduler_config(settings.scheduler_config)
+        except ValueError as exc:
+            raise UsageError(f"{flag('scheduler_config')}: {exc}") from exc
     if settings.cluster_file is not None:
         try:
             return ClusterFileSource.from_path(settings.cluster_file)
@@ -251,12 +262,6 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
             raise UsageError(str(exc)) from exc
     served = settings.scheduler_names
     api = AsyncKubeSettings(qps=settings.api_qps, burst=settings.api_burst)
-    config = None
-    if settings.scheduler_config is not None:
-        try:
-            config = load_scheduler_config(settings.scheduler_config)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
     where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "in-cluster config"
     try:
         if settings.kubeconfig is not None:
@@ -276,8 +281,31 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
         raise UsageError(f"cannot load the {where}: {exc}") from exc
 
 
+def check_tls(settings: Settings) -> None:
+    """Refuse TLS files the listener could not load, naming the flag: uvicorn would only
+    raise ssl.SSLError once serving starts. A key must be unencrypted (no passphrase flag:
+    the server starts unattended)."""
+    cert, key = settings.tls_cert_file, settings.tls_key_file
+    if cert is None or key is None:
+        return
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_verify_locations(cafile=cert)
+    except OSError as exc:  # ssl.SSLError included
+        raise UsageError(f"{flag('tls_cert_file')}: {cert} holds no PEM certificate") from exc
+    try:
+        context.load_cert_chain(cert, key, password=lambda: b"")
+    except OSError as exc:
+        if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
+            why = f"does not match the certificate in {cert}"
+        else:
+            why = "holds no unencrypted PEM private key"
+        raise UsageError(f"{flag('tls_key_file')}: {key} {why}") from exc
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    check_tls(settings)
     metrics = Metrics()
     source = build_source(settings, metrics)
     logs.configure(settings.log_level)
@@ -418,27 +446,61 @@ async def _simulate(
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    key = str(args.group)
+    return explain(str(args.group), str(args.server), as_json=bool(args.json))
+
+
+def server_url(text: str) -> str:
+    """The base URL `--server` names, without a trailing "/". A path is kept as a prefix
+    (a proxy's: `kubectl proxy`'s service path, an ingress sub-path); a query or fragment
+    could not be joined with the API path, so it is refused."""
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"--server: {text!r} is not a URL ({exc})") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"--server: {text!r} is not an http(s)://HOST[:PORT] URL")
+    if url.query or url.fragment or "?" in text or "#" in text:
+        raise UsageError(f"--server: {text!r} has a query or fragment; give the base URL")
+    return text.rstrip("/")
+
+
+def explain(
+    key: str, server: str, *, as_json: bool, transport: httpx.BaseTransport | None = None
+) -> int:
+    """Print what the Phalanx at base URL `server` knows about gang `key`; 1 if nothing."""
     if registry.parse_key(key) is None:
         raise UsageError(f"{key!r} is not a gang key; keys are {registry.KEY_FORMS}")
-    server = str(args.server).rstrip("/")
+    server = server_url(server)
     url = f"{server}/debug/groups/{quote(key, safe='/:')}"
     try:
-        response = httpx.get(url, timeout=EXPLAIN_TIMEOUT_SECONDS)
+        with httpx.Client(timeout=EXPLAIN_TIMEOUT_SECONDS, transport=transport) as client:
+            response = client.get(url)
+            # Phalanx's own 404 for an unknown gang, or an address with no Phalanx behind it
+            # (a wrong path, another server): only a Phalanx answers its gang list.
+            unknown = response.status_code == 404 and _serves_gangs(client, server)
     except httpx.HTTPError as exc:
         raise UsageError(f"cannot reach Phalanx at {server}: {exc}") from exc
     body = _json_or_none(response)
-    if response.status_code == 404:
+    if unknown:
         message = body.get("error") if isinstance(body, dict) else None
         print(message or f"gang {key} is unknown to Phalanx at {server}", file=sys.stderr)
         return 1
+    if response.status_code == 404:
+        raise UsageError(f"--server: no Phalanx API at {server} ({url} answered HTTP 404)")
     if response.status_code != 200 or not isinstance(body, dict):
         raise UsageError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
-    if args.json:
+    if as_json:
         print(json.dumps(body, indent=2))
     else:
         print(render_group_view(body))
     return 0
+
+
+def _serves_gangs(client: httpx.Client, server: str) -> bool:
+    """Whether `server` answers Phalanx's gang list (`GET /debug/groups`)."""
+    answer = client.get(f"{server}/debug/groups")
+    body = _json_or_none(answer)
+    return answer.status_code == 200 and isinstance(body, dict) and "groups" in body
 
 
 def _json_or_none(response: httpx.Response) -> Any:

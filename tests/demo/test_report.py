@@ -1,4 +1,5 @@
-"""The report checks each gang's nodes against its policy from the node labels."""
+"""The report checks each gang's nodes against its policy from the node labels, and draws
+every node's GPUs in a bar of bounded width."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import pytest
 
 from builders import gpu_node
 from phalanx.core.model import Node
-from phalanx.demo.report import check_policy, check_tags
+from phalanx.demo.report import (
+    BAR_CELLS,
+    NodeLine,
+    Report,
+    check_policy,
+    check_tags,
+    render_group_view,
+    render_text,
+)
 
 A1 = gpu_node(
     "a1", clique="nvl-a", labels={"topology.kubernetes.io/zone": "z1", "tag.phalanx.io/gpu": "true"}
@@ -74,3 +83,43 @@ def test_a_remote_member_on_an_untagged_node_is_a_violation() -> None:
 
 def test_a_plan_without_remote_tags_has_no_tag_check() -> None:
     assert check_tags(json.dumps({"execute": "x"}), {"x": "a1"}, {"a1": A1}) is None
+
+
+INT64_MAX = 2**63 - 1
+
+
+def node_line(gpus: int, used: int = 0, reserved: int = 0) -> NodeLine:
+    return NodeLine("n", "H100", "", "", gpus, used, reserved, "", [])
+
+
+def bar_of(line: NodeLine) -> str:
+    text = render_text(Report("t", nodes=[line]))
+    return next(cell for cell in text.split() if cell.startswith("["))
+
+
+@pytest.mark.parametrize(
+    ("line", "bar"),
+    [
+        (node_line(8, used=3, reserved=2), "[###rr...]"),
+        (node_line(4, used=6), "[######]"),  # over-committed: the excess shows
+        (node_line(BAR_CELLS * 4, used=BAR_CELLS), "[" + "#" * 8 + "." * 24 + "]"),
+        (node_line(INT64_MAX), "[" + "." * BAR_CELLS + "]"),
+        (node_line(INT64_MAX, used=1, reserved=1), "[#r" + "." * (BAR_CELLS - 2) + "]"),
+        (node_line(INT64_MAX, used=INT64_MAX, reserved=1), "[" + "#" * BAR_CELLS + "]"),
+    ],
+    ids=["one-cell-a-gpu", "over-committed", "scaled", "absurd", "absurd-in-use", "absurd-full"],
+)
+def test_a_nodes_gpu_bar_has_a_cell_per_gpu_up_to_a_fixed_width_then_scales(
+    line: NodeLine, bar: str
+) -> None:
+    assert bar_of(line) == bar
+
+
+def test_the_gang_view_names_each_member_refused_for_its_own_annotations() -> None:
+    view = {
+        "group": "default/notes",
+        "min_member": 2,
+        "invalid_members": {"default/notes-1": 'annotation phalanx.io/placement: "bogus" ...'},
+    }
+    shown = render_group_view(view)
+    assert '  refused member: default/notes-1: annotation phalanx.io/placement: "bogus"' in shown

@@ -1,12 +1,24 @@
-"""The cluster file reads gang objects of every dialect, and says once what it ignores."""
+"""The cluster file reads gang objects of every dialect, says once what it ignores, and
+tells the members of an invalid one why they wait (as the live source does)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from builders import node_obj, pod_obj, volcano_podgroup_obj, workload_obj
+import pytest
+
+from builders import (
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
 from phalanx.core.cache import ClusterState
 from phalanx.core.model import Dialect
+from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.sources.clusterfile import ClusterFileSource
 
 
@@ -49,3 +61,64 @@ def test_an_invalid_gang_object_is_rejected_naming_its_field() -> None:
     assert source.rejected == [
         "PodGroup default/job: spec.minMember: must be a positive integer, not 0"
     ]
+
+
+# (the invalid gang object, a member pod naming it, the field the member must be told)
+INVALID_GANGS = {
+    "scheduler-plugins": (
+        podgroup_obj("x", 2, timeout=-5),
+        pod_obj("x-0", group="x"),
+        "spec.scheduleTimeoutSeconds",
+    ),
+    "volcano": (
+        volcano_podgroup_obj("x", -2),
+        pod_obj("x-0", volcano_group="x"),
+        "spec.minMember",
+    ),
+    "upstream": (
+        upstream_podgroup_obj("x", 0),
+        pod_obj("x-0", scheduling_group="x"),
+        "spec.schedulingPolicy.gang.minCount",
+    ),
+    "upstream-workload": (
+        workload_obj("x", {"workers": 0}),
+        pod_obj("x-0", workload_ref={"name": "x", "podGroup": "workers"}),
+        "spec.podGroups[0].policy.gang.minCount",
+    ),
+}
+
+
+def filter_reasons(*objects: dict[str, Any], pod: str) -> set[str]:
+    """Why Phalanx, serving these objects from a cluster file, refuses `pod` on node n1."""
+
+    async def ask() -> set[str]:
+        extender = Extender(ClusterFileSource([node_obj("n1"), *objects]), ServiceSettings())
+        await extender.start()
+        try:
+            member = extender.state.pod_by_key("default", pod)
+            assert member is not None
+            result = extender.filter(member, ["n1"])
+        finally:
+            await extender.stop()
+        assert result.feasible == ()
+        return {*result.failed.values(), *result.unresolvable.values(), result.error} - {""}
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.parametrize(("group", "member", "field"), INVALID_GANGS.values(), ids=INVALID_GANGS)
+def test_the_members_of_an_invalid_gang_object_are_told_its_field_not_to_wait_for_it(
+    group: dict[str, Any], member: dict[str, Any], field: str
+) -> None:
+    [reason] = filter_reasons(group, member, pod="x-0")
+    assert "is invalid" in reason
+    assert field in reason
+    assert "to exist" not in reason
+
+
+def test_a_gang_object_made_valid_again_is_used() -> None:
+    source, state = loaded(podgroup_obj("x", 2, timeout=-5), pod_obj("x-0", group="x"))
+    assert state.group_error("default/x") is not None
+    source.apply(podgroup_obj("x", 2))
+    assert state.group_error("default/x") is None
+    assert state.group("default/x") is not None

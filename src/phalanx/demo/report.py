@@ -22,6 +22,8 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 TAG_PREFIX = "tag.phalanx.io/"
 
 PLACED, WAITING, PARTIAL = "placed", "waiting", "PARTIAL"
+# Widest GPU bar of the node table: wider than any real node, narrower than a terminal.
+BAR_CELLS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,8 +364,20 @@ def table(
 
 
 def _bar(line: NodeLine) -> str:
-    free = max(0, line.gpus - line.used - line.reserved)
-    return "[" + "#" * line.used + "r" * line.reserved + "." * free + "]"
+    """One cell per GPU up to BAR_CELLS GPUs; a bigger node's bar is scaled to BAR_CELLS
+    cells (the USED column keeps the exact counts)."""
+    used, reserved = line.used, line.reserved
+    total = max(line.gpus, used + reserved)  # an over-committed node shows its excess
+    if total > BAR_CELLS:
+        used = _cells(used, total)
+        reserved = min(_cells(reserved, total), BAR_CELLS - used)
+        total = BAR_CELLS
+    return "[" + "#" * used + "r" * reserved + "." * (total - used - reserved) + "]"
+
+
+def _cells(count: int, total: int) -> int:
+    """Cells of a scaled bar for `count` of `total` GPUs, rounded up so any use shows."""
+    return -(-count * BAR_CELLS // total)
 
 
 def render_text(report: Report) -> str:
@@ -508,6 +522,10 @@ def render_group_view(view: Mapping[str, Any]) -> str:
     ]
     if view.get("error"):
         out.append(f"  error:          {view['error']}")
+    invalid = view.get("invalid_members")
+    if isinstance(invalid, Mapping):
+        for pod, reason in invalid.items():
+            out.append(f"  refused member: {pod}: {reason}")
     reservation = view.get("reservation")
     if isinstance(reservation, Mapping):
         out.append(f"  reservation:    expires in {_text(reservation.get('expires_in_seconds'))}s")

@@ -61,11 +61,9 @@ class Session:
             scheduler_names=self.scheduler_names,
             progress=progress,
         )
-        rejected = driver.create(workload)
+        driver.create(workload)  # what the source refuses it lists, with the reason
         result = await driver.run()
-        report = build_report(
-            self.extender, result, title=title, rejected=[*self.source.rejected, *rejected]
-        )
+        report = build_report(self.extender, result, title=title, rejected=self.source.rejected)
         return Driven(result, report)
 
 

@@ -5,7 +5,9 @@ cluster file. It is the embedded default of the demo, the simulator and most tes
 objects of every dialect are read (PodGroups, upstream Workloads); what Phalanx ignores in
 one (e.g. a Volcano queue) is logged once and kept in `warnings`. So are
 `resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates` (`resource.k8s.io/v1`),
-whose devices are planned as the live source plans them (`phalanx.core.dra_model`).
+whose devices are planned as the live source plans them (`phalanx.core.dra_model`). An
+object Phalanx cannot use is skipped and kept in `rejected`; the members of an invalid gang
+object are told why, as the live source tells them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from phalanx.core.groups import registry
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
 from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
+from phalanx.core.rawdict import json_type
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, Nomination, StateSink
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,12 @@ def load_objects(path: Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ClusterFileError(f"cannot read cluster file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise ClusterFileError(
+            f"cannot read cluster file {path}: not UTF-8 text (byte {byte:#04x} at offset "
+            f"{exc.start})"
+        ) from exc
     return parse_objects(text, str(path))
 
 
@@ -68,8 +77,10 @@ def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]
         docs = (
             [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.safe_load_all(text))
         )
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError) as exc:  # ValueError: also an integer too long
         raise ClusterFileError(f"{where} is neither JSON nor YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise ClusterFileError(f"{where} is nested too deeply to read") from exc
     objects: list[dict[str, Any]] = []
     for doc in docs:
         if doc is None:
@@ -78,7 +89,10 @@ def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]
             raise ClusterFileError(
                 f"{where}: expected a Kubernetes object or List, got {type(doc).__name__}"
             )
-        if doc.get("kind", "").endswith("List") or "items" in doc:
+        kind = doc.get("kind", "")
+        if not isinstance(kind, str):
+            raise ClusterFileError(f"{where}: 'kind' must be a string, not {json_type(kind)}")
+        if kind.endswith("List") or "items" in doc:
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise ClusterFileError(f"{where}: 'items' must be a list")
@@ -138,6 +152,7 @@ class ClusterFileSource:
         except InvalidObjectError as exc:
             self.rejected.append(str(exc))
             log.warning("skipping invalid object", extra={"reason": str(exc)})
+            self._tell_members(obj, exc)
             return False
         dra = self.dra
         if isinstance(parsed, Node):
@@ -165,6 +180,19 @@ class ClusterFileSource:
                 self.warnings.append(f"{where}: {text}")
                 log.warning("ignored in a gang object", extra={"object": where, "reason": text})
         return group.value
+
+    def _tell_members(self, obj: Mapping[str, Any], exc: InvalidObjectError) -> None:
+        """An invalid gang object still exists: its members wait with its reason, not for
+        it to appear (what the live source does, so a dry run says what production says)."""
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            return
+        dialect = registry.dialect_of_kind(api_version, kind)
+        namespace, slash, name = exc.name.partition("/")  # "" while the name is unreadable
+        if dialect is None or self._sink is None or not slash:
+            return
+        key, reason = GroupRef(namespace, name, dialect).key, str(exc)
+        self._sink(lambda st: st.set_group_error(key, reason))
 
     def _apply_dra(self, obj: Mapping[str, Any]) -> bool:
         """A `resource.k8s.io/v1` object into the DRA model, settled at once."""

@@ -1,0 +1,39 @@
+"""Loading a cluster file: any file that is not a readable List is refused with a
+ClusterFileError naming what is wrong, never another exception."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from phalanx.sources.clusterfile import ClusterFileError, load_objects
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"kind": 5}', "'kind' must be a string, not a number"),
+        (b"kind: [List]\n", "'kind' must be a string, not an array"),
+        (b"\xff\xfe\x00bad", "not UTF-8 text (byte 0xff at offset 0)"),
+        (b"[" * 100_000, "nested too deeply"),
+        (b'{"spec": ' + b"1" * 5000 + b"}", "neither JSON nor YAML"),
+        (b"replicas: " + b"1" * 5000 + b"\n", "neither JSON nor YAML"),
+    ],
+    ids=[
+        "kind-a-number",
+        "kind-an-array",
+        "not-utf-8",
+        "too-deep",
+        "json-long-int",
+        "yaml-long-int",
+    ],
+)
+def test_an_unreadable_cluster_file_is_refused_naming_the_problem(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_bytes(content)
+    with pytest.raises(ClusterFileError, match=re.escape(message)):
+        load_objects(path)

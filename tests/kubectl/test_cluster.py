@@ -302,3 +302,9 @@ def test_a_phalanx_that_refuses_is_an_error_value() -> None:
 
     view = ask_phalanx("http://x", None, None, transport=httpx.MockTransport(refuse))
     assert "connection refused" in view.error
+
+
+@pytest.mark.parametrize("server", ["http://256.1.1.1:80", "http://[::1"])
+def test_a_server_url_that_is_no_url_is_an_error_value_not_a_crash(server: str) -> None:
+    view = ask_phalanx(server, None, None, transport=debug_server({}))
+    assert view.error.startswith(f"cannot ask Phalanx at {server}: ")

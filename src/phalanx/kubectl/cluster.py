@@ -313,11 +313,11 @@ def ask_phalanx(
     """`/debug/groups` of the Phalanx at `server`, plus the detail of each gang in `keys`
     (None: of each gang it holds a reservation for), within `namespace` (None: all)."""
     server = server.rstrip("/")
-    # No proxies from the environment: the server is normally a port-forward on loopback.
-    client = httpx.Client(
-        base_url=server, timeout=DEBUG_TIMEOUT_SECONDS, trust_env=False, transport=transport
-    )
     try:
+        # No proxies from the environment: the server is normally a port-forward on loopback.
+        client = httpx.Client(
+            base_url=server, timeout=DEBUG_TIMEOUT_SECONDS, trust_env=False, transport=transport
+        )
         with client:
             answer = client.get("/debug/groups")
             answer.raise_for_status()
@@ -336,6 +336,6 @@ def ask_phalanx(
                     continue  # Phalanx does not know this gang (yet)
                 detail.raise_for_status()
                 details[key] = _object(detail)
-    except (httpx.HTTPError, ValueError) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         return PhalanxView(server, error=f"cannot ask Phalanx at {server}: {exc}")
     return PhalanxView(server, groups=tuple(groups), details=details)

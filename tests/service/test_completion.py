@@ -35,15 +35,21 @@ def sample(ext, name):
     return ext.metrics.registry.get_sample_value(name) or 0
 
 
-async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
+async def started_on_test_time(size):
+    """A reserved gang of `size` behind QUEUED, its timers on the test's clock."""
     clock = Clock()
     timers = FakeTimers(clock)
     ext, source = await started(
-        [*gang_objects(size=4, gpus=4), QUEUED],
+        [*gang_objects(size=size, gpus=4), QUEUED],
         source_class=RecordingSource,
         clock=clock,
         timers=timers,
     )
+    return ext, source, clock, timers
+
+
+async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
+    ext, source, clock, timers = await started_on_test_time(4)
     nodes = reserve_all(ext, ["g-0"])  # the first filter reserves every member
     reservation = ext.state.reservation("default/g")
     nodes.update({m.pod_key.split("/")[1]: m.node for m in reservation.members})
@@ -76,14 +82,7 @@ async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
 async def test_a_completed_member_s_scheduled_event_waits_for_kube_scheduler_s_own_bind():
     """A cycle under way when its gang was bound still ends at /bind, and on success
     kube-scheduler writes the pod's `Scheduled` Event: one Event per member, never two."""
-    clock = Clock()
-    timers = FakeTimers(clock)
-    ext, source = await started(
-        [*gang_objects(size=3, gpus=4), QUEUED],
-        source_class=RecordingSource,
-        clock=clock,
-        timers=timers,
-    )
+    ext, source, clock, timers = await started_on_test_time(3)
     nodes = reserve_all(ext, ["g-0"])
     nodes.update(
         {m.pod_key.split("/")[1]: m.node for m in ext.state.reservation("default/g").members}

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from builders import node_obj, pod_obj
-from phalanx.demo.driver import SchedulerDriver, normalize, summarize_failures
+from phalanx.demo.driver import SchedulerDriver, group_of, normalize, summarize_failures
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -207,3 +207,20 @@ def test_created_objects_get_what_the_api_server_fills_in() -> None:
     assert obj["spec"]["schedulerName"] == "default-scheduler"
     assert obj["status"]["phase"] == "Pending"
     assert "namespace" not in raw["metadata"]  # the caller's dict is untouched
+
+
+@pytest.mark.parametrize(
+    ("obj", "key"),
+    [
+        (pod_obj("w-0", group="train"), "default/train"),
+        (pod_obj("w-0", annotations={"phalanx.io/pod-group": "train"}), "default/train"),
+        (pod_obj("w-0", volcano_group="train"), "volcano:default/train"),
+        (pod_obj("w-0", scheduling_group="workers"), "upstream:default/workers"),
+        (pod_obj("alone"), None),
+    ],
+    ids=["scheduler-plugins", "annotations", "volcano", "upstream", "single"],
+)
+def test_a_pod_s_gang_is_named_in_every_dialect_as_phalanx_keys_it(obj, key) -> None:
+    # simulate's tables and progress lines group members by this key: Volcano and upstream
+    # members were once listed as single pods.
+    assert group_of(obj) == key

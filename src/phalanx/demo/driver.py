@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.inventory import parse_pod
 from phalanx.demo.objects import GROUP_ANNOTATION, GROUP_LABEL, Obj
 
 # The chart's extender httpTimeout: a held /bind may legitimately take nearly this long.
@@ -77,12 +79,17 @@ class DriveResult:
 
 
 def group_of(obj: Mapping[str, Any]) -> str | None:
-    """The gang a pod object names (scheduler-plugins label or Phalanx annotation)."""
-    meta = obj.get("metadata") or {}
-    name = (meta.get("labels") or {}).get(GROUP_LABEL) or (meta.get("annotations") or {}).get(
-        GROUP_ANNOTATION
-    )
-    return f"{meta.get('namespace') or 'default'}/{name}" if name else None
+    """The key of the gang a pod object belongs to, in any dialect, as Phalanx reads it
+    (`ns/name`, `volcano:ns/name`, `upstream:...`); for a pod Phalanx cannot read, the
+    scheduler-plugins label or Phalanx annotation it names."""
+    try:
+        pod = parse_pod(obj)
+    except InvalidObjectError:
+        meta = obj.get("metadata") or {}
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        name = labels.get(GROUP_LABEL) or annotations.get(GROUP_ANNOTATION)
+        return f"{meta.get('namespace') or 'default'}/{name}" if name else None
+    return pod.group.key if pod.group is not None else None
 
 
 def key_of(obj: Mapping[str, Any]) -> str:

@@ -169,6 +169,8 @@ class SchedulerDriver:
         self._nodes: list[str] = []
         self._pods: dict[str, Obj] = {}
         self._arrival: dict[str, int] = {}  # pod key -> creation order
+        # pod key -> its gang's key (None: a single pod), read once: each round orders by it
+        self._group: dict[str, str | None] = {}
         for obj in objects:
             self._see(normalize(obj))
         self._binding: dict[str, asyncio.Task[None]] = {}
@@ -187,6 +189,7 @@ class SchedulerDriver:
         elif kind == "Pod":
             key = key_of(obj)
             self._pods[key] = obj
+            self._group[key] = group_of(obj)
             self._arrival.setdefault(key, len(self._arrival))
 
     def create(self, objects: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -225,13 +228,15 @@ class SchedulerDriver:
             pending.append(obj)
         first: dict[str, int] = {}
         for obj in pending:
-            name = group_of(obj) or key_of(obj)
-            first[name] = min(first.get(name, 1 << 62), self._arrival[key_of(obj)])
+            key = key_of(obj)
+            name = self._group[key] or key
+            first[name] = min(first.get(name, 1 << 62), self._arrival[key])
 
         def order(obj: Obj) -> tuple[int, int, str]:
             priority = (obj.get("spec") or {}).get("priority")
             rank = -priority if isinstance(priority, int) else 0
-            return (rank, first[group_of(obj) or key_of(obj)], key_of(obj))
+            key = key_of(obj)
+            return (rank, first[self._group[key] or key], key)
 
         return sorted(pending, key=order)
 
@@ -239,7 +244,7 @@ class SchedulerDriver:
         key = key_of(obj)
         out = self.result.outcomes.get(key)
         if out is None:
-            out = self.result.outcomes[key] = PodOutcome(key, group_of(obj), gpus_of(obj))
+            out = self.result.outcomes[key] = PodOutcome(key, self._group[key], gpus_of(obj))
         return out
 
     async def _post(self, verb: str, body: object) -> Any:

@@ -19,11 +19,10 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
-    OBJECT_NAME_FORM,
     SCHEDULE_TIMEOUT_ANNOTATION,
     PodView,
     annotation_int,
-    is_object_name,
+    group_name_problem,
     parse_placement,
 )
 from phalanx.core.groups.scheduler_plugins import POD_GROUP_LABEL
@@ -48,11 +47,8 @@ def claim(pod: PodView) -> Claim | None:
     from_annotation = pod.annotations.get(POD_GROUP_ANNOTATION)
     if from_annotation is None or (from_label and from_annotation == from_label):
         return None
-    if not is_object_name(from_annotation):
-        problem = (
-            f"annotation {POD_GROUP_ANNOTATION}: {quoted(from_annotation)} is not a valid "
-            f"PodGroup name {OBJECT_NAME_FORM}"
-        )
+    problem = group_name_problem(f"annotation {POD_GROUP_ANNOTATION}", from_annotation)
+    if problem:
         return Claim(Dialect.ANNOTATIONS, None, (problem,))
     if from_label:
         problem = (

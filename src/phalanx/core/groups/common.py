@@ -38,6 +38,14 @@ _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-
 OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
 
 
+def group_name_problem(where: str, name: str) -> str:
+    """Why `name`, read from `where` (a pod's label or annotation), can name no PodGroup;
+    "" when it can."""
+    if is_object_name(name):
+        return ""
+    return f"{where}: {quoted(name)} is not a valid PodGroup name {OBJECT_NAME_FORM}"
+
+
 # --- Phalanx's settings -----------------------------------------------------------------
 
 
@@ -161,6 +169,7 @@ __all__ = [
     "Parsed",
     "PodView",
     "annotation_int",
+    "group_name_problem",
     "is_dns_label",
     "is_object_name",
     "is_qualified_name",

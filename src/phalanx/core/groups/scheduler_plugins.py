@@ -14,13 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
-    OBJECT_NAME_FORM,
     ObjectSettings,
     Parsed,
     PodView,
-    is_object_name,
+    group_name_problem,
     read_min_count,
 )
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, camel, rfc3339
@@ -51,11 +49,9 @@ def claim(pod: PodView) -> Claim | None:
     name = pod.labels.get(POD_GROUP_LABEL, "")
     if not name:
         return None
-    if not is_object_name(name):  # a legal label value no PodGroup can be named: say so
-        problem = (
-            f"label {POD_GROUP_LABEL}: {quoted(name)} is not a valid PodGroup name "
-            f"{OBJECT_NAME_FORM}"
-        )
+    # A legal label value may still be no PodGroup's name: say so, rather than wait for it.
+    problem = group_name_problem(f"label {POD_GROUP_LABEL}", name)
+    if problem:
         return Claim(Dialect.SCHEDULER_PLUGINS, None, (problem,))
     return Claim(Dialect.SCHEDULER_PLUGINS, GroupRef(pod.namespace, name))
 

@@ -22,11 +22,10 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
-    OBJECT_NAME_FORM,
     ObjectSettings,
     Parsed,
     PodView,
-    is_object_name,
+    group_name_problem,
     read_min_count,
 )
 from phalanx.core.groups.status import (
@@ -97,10 +96,8 @@ def claim(pod: PodView) -> Claim | None:
             f"group than annotation {GROUP_NAME_ANNOTATION}: {quoted(name)}"
         )
         return Claim(Dialect.VOLCANO, None, (problem,))
-    if not is_object_name(name):
-        problem = (
-            f"annotation {key}: {quoted(name)} is not a valid PodGroup name {OBJECT_NAME_FORM}"
-        )
+    problem = group_name_problem(f"annotation {key}", name)
+    if problem:
         return Claim(Dialect.VOLCANO, None, (problem,))
     return Claim(Dialect.VOLCANO, GroupRef(pod.namespace, name, Dialect.VOLCANO))
 

@@ -29,6 +29,7 @@ import orjson
 
 from phalanx.core.decisions import FilterResult
 from phalanx.core.model import Binding, PodRef
+from phalanx.core.names import MAX_NAME_LENGTH
 from phalanx.core.rawdict import json_type
 
 MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
@@ -38,8 +39,6 @@ JSONObject = dict[str, Any]
 
 
 INT64_MAX = 2**63 - 1
-# The longest object name Kubernetes allows (a DNS subdomain); UIDs are far shorter.
-NAME_LIMIT = 253
 
 
 class WireError(ValueError):
@@ -363,8 +362,8 @@ def _string(fields: JSONObject, field: str, *, required: bool) -> str:
         raise WireError(f"{field} must be a string, not {json_type(value)}")
     if required and not value:
         raise WireError(f"{field} is missing or empty")
-    if len(value) > NAME_LIMIT:  # no object name is longer; never echo the rest back
-        raise WireError(f"{field} must be at most {NAME_LIMIT} characters, not {len(value)}")
+    if len(value) > MAX_NAME_LENGTH:  # no name (nor UID) is longer; never echo the rest back
+        raise WireError(f"{field} must be at most {MAX_NAME_LENGTH} characters, not {len(value)}")
     return value
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+# The longest DNS subdomain, so the longest name of most objects (pods, nodes, PodGroups).
+MAX_NAME_LENGTH = 253
+
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _DNS_LABEL_ONLY = re.compile(_DNS_LABEL)
@@ -14,7 +17,7 @@ _DIGITS = re.compile(r"[0-9]{1,18}")
 
 def is_object_name(text: str) -> bool:
     """A DNS subdomain: what most object names must be (PodGroups, Workloads)."""
-    return len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text) is not None
+    return len(text) <= MAX_NAME_LENGTH and _DNS_SUBDOMAIN.fullmatch(text) is not None
 
 
 def is_dns_label(text: str) -> bool:
@@ -25,7 +28,9 @@ def is_dns_label(text: str) -> bool:
 def is_qualified_name(text: str) -> bool:
     """Kubernetes `IsQualifiedName`: a label key such as `topology.kubernetes.io/zone`."""
     prefix, slash, name = text.rpartition("/")
-    if slash and not (prefix and len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not (
+        prefix and len(prefix) <= MAX_NAME_LENGTH and _DNS_SUBDOMAIN.fullmatch(prefix)
+    ):
         return False
     return len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
 

@@ -36,6 +36,7 @@ from phalanx.demo.report import BAR_CELLS
 from phalanx.service.loop_health import COLLECTOR_THRESHOLDS
 from phalanx.service.metrics import Metrics
 from phalanx.settings import Settings
+from tiers import unavailable
 
 
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -534,7 +535,7 @@ def self_signed(where: Path, cert: str, key: str) -> None:
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """cert.pem and its key.pem, another certificate's other-key.pem, and not-pem.json."""
     if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a certificate")
+        unavailable("openssl is needed to make a certificate")
     where = tmp_path_factory.mktemp("tls")
     self_signed(where, "cert.pem", "key.pem")
     self_signed(where, "other-cert.pem", "other-key.pem")

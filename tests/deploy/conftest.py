@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deploykit import Chart, find_tool, launcher, require_tools
+from deploykit import Chart, find_tool, launcher
+
+from tiers import unavailable
 
 
 def _tool(name: str) -> Path:
@@ -21,9 +23,7 @@ def _tool(name: str) -> Path:
             f"{name} not found in {launcher.tools_bin_dir()} or on PATH; build it with "
             f"`bash tests/controlplane/build-tools.sh {name}`"
         )
-        if require_tools():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {why}", pytrace=False)
-        pytest.skip(why)
+        unavailable(why)
     return path
 
 

@@ -30,11 +30,6 @@ NAMESPACE = "phalanx-system"
 Doc = dict[str, Any]
 
 
-def require_tools() -> bool:
-    """CI (PHALANX_REQUIRE_E2E=1): a missing tool is a failure, not a skip."""
-    return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
-
-
 def find_tool(name: str) -> Path | None:
     """The pinned build of ``name``, else one on PATH, else None."""
     built = launcher.tools_bin_dir() / name

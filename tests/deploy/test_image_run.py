@@ -24,9 +24,10 @@ from typing import Any
 
 import httpx
 import pytest
-from deploykit import REPO, require_tools
+from deploykit import REPO
 
 from builders import node_obj, pod_obj, podgroup_obj
+from tiers import unavailable
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -102,9 +103,7 @@ def image() -> str:
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         why = f"{', '.join(missing)} not installed: run scripts/image-tools.sh (as root)"
-        if require_tools():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {why}", pytrace=False)
-        pytest.skip(why)
+        unavailable(why)
     proc = image_script("build", timeout=BUILD_TIMEOUT_SECONDS)
     if proc.returncode != 0:
         pytest.fail(

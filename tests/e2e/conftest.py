@@ -16,7 +16,6 @@ missing binaries are an error, never a skip.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+import tiers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controlplane"))
 
@@ -62,16 +63,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"{name} logs (tails)", cp.log_tails(lines=30)))
 
 
-def _require_e2e() -> bool:
-    return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
-
-
 def skip_without_tools(find: Callable[[], _T]) -> _T:
     """``find()`` (a tool lookup); without the tools, skip, or fail when CI requires them."""
     try:
         return find()
     except launcher.ToolsMissingError as exc:
-        if _require_e2e():
+        if tiers.required():
             pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
         pytest.skip(f"e2e tools unavailable: {exc}")
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ from chartkit import MANIFESTS, REPO
 from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import SCHEDULER_NAME, Api, Scenario, Verdict
+
+import tiers
 
 LEASE_NAMESPACE = "kube-system"  # exists in every cluster; the chart's namespace may not
 
@@ -70,10 +71,6 @@ extenders:
   httpTimeout: 30s
   ignorable: false
 """
-
-
-def _require_e2e() -> bool:
-    return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
 
 
 def chart_scheduler_config(path: Path = MANIFESTS) -> dict[str, Any] | None:
@@ -134,7 +131,7 @@ def scheduler_config(
         rendered, origin = manifest, str(MANIFESTS.relative_to(REPO))
     else:
         # The rendered chart is the contract; without it, DESIGN.md §2's reference config.
-        if _require_e2e():
+        if tiers.required():
             pytest.fail(
                 f"PHALANX_REQUIRE_E2E is set, but {MANIFESTS.relative_to(REPO)} has no "
                 "KubeSchedulerConfiguration ConfigMap (render the chart: deploy/render.sh)",

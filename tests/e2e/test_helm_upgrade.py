@@ -17,7 +17,6 @@ import asyncio
 import base64
 import contextlib
 import io
-import os
 import shutil
 import ssl
 import subprocess
@@ -46,6 +45,7 @@ from phalanx.service.metrics import Metrics
 from phalanx.sources.kube import KubeSource
 from phalanx.sources.kubeclient import KubeClient
 from phalanx.sources.lease import LEASE_NAME as ROLLFORWARD_LEASE
+from tiers import unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -65,16 +65,6 @@ PLURALS = {
     "RoleBinding": "rolebindings",
     "PodDisruptionBudget": "poddisruptionbudgets",
 }
-
-
-def _require_e2e() -> bool:
-    return os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0")
-
-
-def _unavailable(why: str) -> None:
-    if _require_e2e():
-        pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {why}", pytrace=False)
-    pytest.skip(why)
 
 
 # ---- helm and the releases ---------------------------------------------------------------------
@@ -114,14 +104,14 @@ def previous_chart(helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Path
     """The chart at PREVIOUS, packaged (a .tgz as a chart repository serves it)."""
     git = shutil.which("git")
     if git is None or not (REPO / ".git").exists():
-        _unavailable("the previous chart is read from git history: no git checkout here")
+        unavailable("the previous chart is read from git history: no git checkout here")
     archive = subprocess.run(
         [str(git), "-C", str(REPO), "archive", "--format=tar", PREVIOUS, "helm/phalanx"],
         capture_output=True,
         check=False,
     )
     if archive.returncode != 0:
-        _unavailable(
+        unavailable(
             f"commit {PREVIOUS} is not in this clone ({archive.stderr.decode().strip()}): "
             "fetch the history (git fetch --unshallow)"
         )

@@ -235,6 +235,16 @@ def test_each_bad_gang_gets_a_clear_event_and_a_good_gang_still_binds(cluster: S
         expect=(422,),
     )
     assert "spec.podGroups[0].policy.gang.minCount" in refused["message"], refused
+    # A pod-group label that is a legal label value but no PodGroup's name.
+    sc.api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        pod_body(
+            "mislabelled",
+            gpus=1,
+            node_selector=sc.selector,
+            labels={"scheduling.x-k8s.io/pod-group": "MyJob"},
+        ),
+    )
     # A Volcano queue Phalanx does not have: ignored, said once, and the gang binds.
     volcano_pod_group(sc, "queued", 2, queue="research")
     queued = ["queued-0", "queued-1"]
@@ -260,7 +270,13 @@ def test_each_bad_gang_gets_a_clear_event_and_a_good_gang_still_binds(cluster: S
     sc.wait_event("nobody", f"PodGroup volcano:{ns}/zero is invalid", reason="InvalidGang")
     ignored = sc.wait_event("queued", 'spec.queue: "research" is ignored', reason="FieldIgnored")
     assert ignored["count"] == 1
-    assert sc.placement(["orphan", "stray", "nobody"]) == {"orphan": "", "stray": "", "nobody": ""}
+    sc.wait_event(
+        "mislabelled",
+        'label scheduling.x-k8s.io/pod-group: "MyJob" is not a valid PodGroup name',
+        reason="InvalidObject",
+    )
+    unbound = ["orphan", "stray", "nobody", "mislabelled"]
+    assert sc.placement(unbound) == dict.fromkeys(unbound, "")
     said = [
         r
         for r in sc.phalanx.log_records()

@@ -202,6 +202,28 @@ def test_valid_cel_beyond_phalanx_parses_rather_than_failing() -> None:
         assert isinstance(parse_selector(expression), Unsupported)
 
 
+@pytest.mark.parametrize(
+    ("expression", "verdict"),
+    [
+        (f"{A}.index == 003", Verdict.TRUE),
+        (f"{A}.index in [00, 01, 02]", Verdict.FALSE),
+        (f"{A}.index < 0x0A && {A}.index > -0003", Verdict.TRUE),
+    ],
+    ids=["equal", "in", "hex and negative"],
+)
+def test_an_integer_with_leading_zeros_is_decimal_as_in_cel(
+    expression: str, verdict: Verdict
+) -> None:
+    # CEL reads digits in base 10 whatever they start with; 0x alone makes hexadecimal.
+    assert selector(expression).evaluate(H100) is verdict
+
+
+def test_an_unsigned_literal_with_leading_zeros_is_unsupported_not_malformed() -> None:
+    parsed = parse_selector(f"{A}.index == 003u")
+    assert isinstance(parsed, Unsupported)
+    assert "uint" in parsed.reason
+
+
 def test_a_selector_names_the_values_it_reads() -> None:
     parsed = selector(
         f"device.driver == '{GPU}' && {A}.productName == 'x' && "

@@ -165,11 +165,13 @@ class _Lexer:
         follows = self.text[self.position : self.position + 1]
         if follows and (follows.isalnum() or follows == "_"):
             raise self.error(f"malformed number {quoted(raw + follows)}", start)
+        # Digits are decimal even with leading zeros (`007` is 7); only 0x is hexadecimal.
+        base = 16 if raw[:2].lower() == "0x" else 10
         if raw[-1] in "uU":
-            return _Token("uint", raw, start, int(raw[:-1], 0))
-        if any(c in raw for c in ".eE") and not raw.lower().startswith("0x"):
+            return _Token("uint", raw, start, int(raw[:-1], base))
+        if any(c in raw for c in ".eE") and base == 10:
             return _Token("float", raw, start, float(raw))
-        value = int(raw, 0)
+        value = int(raw, base)
         if value > 2**63:  # 2^63 itself is allowed only as the operand of unary minus
             raise self.error(f"integer {raw} is out of range", start)
         return _Token("int", raw, start, value)

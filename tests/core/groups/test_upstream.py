@@ -97,6 +97,47 @@ def test_a_malformed_spec_field_is_an_error_naming_it(spec: dict[str, Any], erro
     assert str(raised.value) == f"Pod ml/w-0: {error}"
 
 
+NAME_FORM = '(lower-case letters, digits, "-" and ".")'
+LABEL_FORM = '(lower-case letters, digits and "-", at most 63)'
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        (
+            {"schedulingGroup": {"podGroupName": "a/b"}},
+            f'spec.schedulingGroup.podGroupName: "a/b" is not a valid PodGroup name {NAME_FORM}',
+        ),
+        (
+            {"schedulingGroup": {"podGroupName": "Train_0"}},
+            'spec.schedulingGroup.podGroupName: "Train_0" is not a valid PodGroup name '
+            f"{NAME_FORM}",
+        ),
+        (
+            {"workloadRef": {"name": "job/x", "podGroup": "workers"}},
+            f'spec.workloadRef.name: "job/x" is not a valid Workload name {NAME_FORM}',
+        ),
+        (
+            {"workloadRef": {"name": "job", "podGroup": "workers/0"}},
+            f'spec.workloadRef.podGroup: "workers/0" is not a valid pod group name {LABEL_FORM}',
+        ),
+        (
+            {"workloadRef": {"name": "job", "podGroup": "workers", "podGroupReplicaKey": "r.1"}},
+            f'spec.workloadRef.podGroupReplicaKey: "r.1" is not a valid replica key {LABEL_FORM}',
+        ),
+    ],
+    ids=["slash", "not-lower-case", "workload-slash", "pod-group-slash", "replica-dot"],
+)
+def test_a_name_no_object_could_have_marks_the_pod_invalid_naming_the_field(
+    spec: dict[str, Any], problem: str
+) -> None:
+    # "a/b" would otherwise be keyed upstream:ml/a/b, the key of Workload a's pod group b.
+    obj = pod_obj("w-0", namespace="ml")
+    obj["spec"].update(spec)
+    pod = parse_pod(obj)
+    assert (pod.group, pod.group_dialect, pod.invalid) == (None, Dialect.UPSTREAM, problem)
+
+
 # --- PodGroup (v1alpha2, v1alpha3, v1beta1) --------------------------------------------
 
 

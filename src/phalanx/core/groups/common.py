@@ -36,14 +36,23 @@ SCHEDULE_TIMEOUT_ANNOTATION: Final = ANNOTATION_PREFIX + "schedule-timeout-secon
 _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
 
 OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
+DNS_LABEL_FORM: Final = '(lower-case letters, digits and "-", at most 63)'
 
 
-def group_name_problem(where: str, name: str) -> str:
-    """Why `name`, read from `where` (a pod's label or annotation), can name no PodGroup;
-    "" when it can."""
+def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
+    """Why `name`, read from `where` (a pod's label, annotation or spec field), can name no
+    object of `kind`; "" when it can."""
     if is_object_name(name):
         return ""
-    return f"{where}: {quoted(name)} is not a valid PodGroup name {OBJECT_NAME_FORM}"
+    return f"{where}: {quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
+
+
+def label_name_problem(where: str, name: str, what: str) -> str:
+    """Why `name`, read from `where`, is no DNS label (`what` it names: a Workload's pod
+    group, a replica key); "" when it is."""
+    if is_dns_label(name):
+        return ""
+    return f"{where}: {quoted(name)} is not a valid {what} {DNS_LABEL_FORM}"
 
 
 # --- Phalanx's settings -----------------------------------------------------------------
@@ -161,6 +170,7 @@ class Parsed(Generic[T_co]):
 
 __all__ = [
     "DIFFERENTIABLE_ANNOTATION",
+    "DNS_LABEL_FORM",
     "OBJECT_NAME_FORM",
     "PLACEMENT_ANNOTATION",
     "PLAN_ANNOTATION",
@@ -173,6 +183,7 @@ __all__ = [
     "is_dns_label",
     "is_object_name",
     "is_qualified_name",
+    "label_name_problem",
     "parse_differentiable",
     "parse_placement",
     "read_min_count",

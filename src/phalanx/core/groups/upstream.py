@@ -18,7 +18,8 @@ Two shapes, by the version the API server serves:
   kube-scheduler writes it).
 
 `basic` means "no gang": the PodGroup has `basic` set and its members are scheduled one
-by one. The API server validates these spec fields, so a malformed one raises.
+by one. The API server validates these spec fields, so a malformed one raises; a pod's
+reference to a name no object could have marks the pod invalid (see `claim`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from phalanx.core.groups.common import (
     ObjectSettings,
     Parsed,
     PodView,
+    group_name_problem,
     is_qualified_name,
+    label_name_problem,
     read_min_count,
 )
 from phalanx.core.groups.status import (
@@ -82,7 +85,12 @@ REASON_SCHEDULER_ERROR: Final = "SchedulerError"
 
 def claim(pod: PodView) -> Claim | None:
     """`spec.schedulingGroup` (1.36+) or `spec.workloadRef` (1.35); an API server serves
-    only one of the two fields."""
+    only one of the two fields.
+
+    A name no object could have marks the pod invalid, as in the other dialects: it would
+    wait forever, and a "/" in it would make the key of another gang (`a/b` reads as
+    Workload `a`'s pod group `b`).
+    """
     src, spec = pod.src, pod.spec
     if spec.get("schedulingGroup") is not None:
         if spec.get("workloadRef") is not None:
@@ -90,21 +98,28 @@ def claim(pod: PodView) -> Claim | None:
                 "spec.workloadRef", "must not be set together with spec.schedulingGroup"
             )
         group = read_object(src, spec.get("schedulingGroup"), "spec.schedulingGroup")
-        name = _required(src, group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
+        path = "spec.schedulingGroup.podGroupName"
+        name = _required(src, group.get("podGroupName"), path)
+        problem = group_name_problem(path, name)
+        if problem:
+            return Claim(Dialect.UPSTREAM, None, (problem,))
         return Claim(Dialect.UPSTREAM, GroupRef(pod.namespace, name, Dialect.UPSTREAM))
     if spec.get("workloadRef") is not None:
         ref = read_object(src, spec.get("workloadRef"), "spec.workloadRef")
+        name = _required(src, ref.get("name"), "spec.workloadRef.name")
+        pod_group = _required(src, ref.get("podGroup"), "spec.workloadRef.podGroup")
+        replica_path = "spec.workloadRef.podGroupReplicaKey"
+        replica = read_string(src, ref.get("podGroupReplicaKey"), replica_path)
+        problems = [
+            group_name_problem("spec.workloadRef.name", name, WORKLOAD_KIND),
+            label_name_problem("spec.workloadRef.podGroup", pod_group, "pod group name"),
+            label_name_problem(replica_path, replica, "replica key") if replica else "",
+        ]
+        if any(problems):
+            return Claim(Dialect.UPSTREAM, None, tuple(p for p in problems if p))
         return Claim(
             Dialect.UPSTREAM,
-            GroupRef(
-                pod.namespace,
-                _required(src, ref.get("name"), "spec.workloadRef.name"),
-                Dialect.UPSTREAM,
-                _required(src, ref.get("podGroup"), "spec.workloadRef.podGroup"),
-                read_string(
-                    src, ref.get("podGroupReplicaKey"), "spec.workloadRef.podGroupReplicaKey"
-                ),
-            ),
+            GroupRef(pod.namespace, name, Dialect.UPSTREAM, pod_group, replica),
         )
     return None
 

@@ -224,6 +224,47 @@ def test_an_unsigned_literal_with_leading_zeros_is_unsupported_not_malformed() -
     assert "uint" in parsed.reason
 
 
+# The API server takes selectors of up to 10 KiB; these fit, and CEL's parser accepts them.
+LONG_AND = " && ".join(["true"] * 1500 + [f"{A}.type == 'gpu'"])
+LONG_OR = " || ".join(["false"] * 1000 + [f"{A}.index == 3"])
+
+
+@pytest.mark.parametrize(
+    ("expression", "verdict"),
+    [
+        (LONG_AND, Verdict.TRUE),
+        (LONG_OR, Verdict.TRUE),
+        ("!" * 3000 + f"({A}.index == 3)", Verdict.TRUE),  # an even number of `!` cancels
+        ("!" * 3001 + f"({A}.index == 3)", Verdict.FALSE),
+        (f"{A}.index == " + "-" * 3001 + "3", Verdict.FALSE),
+    ],
+    ids=["1500 conjuncts", "1000 disjuncts", "3000 nots", "3001 nots", "3001 minuses"],
+)
+def test_a_long_selector_within_the_api_limits_is_evaluated(
+    expression: str, verdict: Verdict
+) -> None:
+    assert selector(expression).evaluate(H100) is verdict
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "(" * 150 + f"{A}.index == 3" + ")" * 150,
+        " == ".join(["true"] * 150),
+        f"{A}.index" + ".x" * 150 + " == 1",
+        "[" * 150 + "true" + "]" * 150 + " == [true]",
+    ],
+    ids=["150 parentheses", "150 equalities", "150 selections", "150 lists"],
+)
+def test_a_selector_nested_too_deeply_for_phalanx_is_unsupported_with_the_reason(
+    expression: str,
+) -> None:
+    parsed = parse_selector(expression)
+    assert isinstance(parsed, Unsupported)
+    assert "nested" in parsed.reason
+    assert parsed.expression == expression
+
+
 def test_a_selector_names_the_values_it_reads() -> None:
     parsed = selector(
         f"device.driver == '{GPU}' && {A}.productName == 'x' && "

@@ -13,8 +13,8 @@ evaluate it:
   `isInteger`, `asInteger`, `sign`; `semver("1.2.3")` with `compareTo`, `isGreaterThan`,
   `isLessThan`, `major`, `minor`, `patch`; `startsWith`, `endsWith`, `contains` on strings.
 * anything else (arithmetic, macros such as `all`/`exists`, `cel.bind`, `matches`, floats,
-  unsigned or bytes literals, maps, other variables or functions) parses to `Unsupported`
-  with the reason.
+  unsigned or bytes literals, maps, other variables or functions, nesting deeper than
+  `MAX_NESTING`) parses to `Unsupported` with the reason.
 * text that is not a CEL expression raises `CelSyntaxError` (bad input).
 
 Evaluation follows CEL's rules: an attribute missing from a domain is an error, a domain
@@ -33,8 +33,10 @@ from fractions import Fraction
 from typing import Protocol, TypeAlias
 
 from phalanx.core.cel_syntax import (
+    MAX_NESTING,
     Binary,
     Call,
+    CelNestingError,
     CelSyntaxError,
     Conditional,
     Construct,
@@ -189,7 +191,10 @@ def parse_selector(expression: str) -> Selector | Unsupported:
     Literal arguments of `quantity()` and `semver()` are checked here: an invalid one is a
     syntax error, as the API server's CEL compiler rejects it.
     """
-    root = parse(expression)
+    try:
+        root = parse(expression)
+    except CelNestingError:
+        return Unsupported(expression, f"the expression is nested more than {MAX_NESTING} deep")
     checker = _Checker(expression)
     try:
         kind = checker.check(root)

@@ -29,6 +29,24 @@ class CelSyntaxError(ValueError):
         return f"CEL expression {quoted(self.expression)}: {self.reason} at offset {self.position}"
 
 
+class CelNestingError(Exception):
+    """Valid CEL nested deeper than Phalanx reads (`MAX_NESTING`): not bad input, just more
+    than a selector needs, and more than Python's call stack would take."""
+
+    def __init__(self, expression: str) -> None:
+        super().__init__(expression)
+        self.expression = expression
+
+    def __str__(self) -> str:
+        return f"CEL expression {quoted(self.expression)} is nested more than {MAX_NESTING} deep"
+
+
+# How deep Phalanx reads an expression: parentheses, calls, lists and indexes inside each
+# other, and levels of the syntax tree. Selectors need a handful; CEL's parser allows 200
+# per kind of nesting, which would exhaust Python's stack here and in the evaluator.
+MAX_NESTING = 40
+
+
 # ---- tokens ------------------------------------------------------------------------------
 
 _RESERVED = frozenset(
@@ -301,7 +319,7 @@ Expr: TypeAlias = (
 )
 
 _RELATIONS = ("<", "<=", ">=", ">", "==", "!=", "in")
-_MAX_DEPTH = 200  # the API server's CEL parser refuses deeper nesting too
+_LOGICAL = ("||", "&&")
 
 
 class _Parser:
@@ -339,8 +357,8 @@ class _Parser:
 
     def expr(self) -> Expr:
         self.depth += 1
-        if self.depth > _MAX_DEPTH:
-            raise self.error("expression nested too deeply")
+        if self.depth > MAX_NESTING:
+            raise CelNestingError(self.lexer.text)
         condition = self.binary(0)
         if self.accept("?"):
             then = self.binary(0)
@@ -365,27 +383,36 @@ class _Parser:
             return self.unary()
         left = self.binary(level + 1)
         ops = self._LEVELS[level]
+        terms = [left]  # of a chain of `&&` or `||`
         while True:
             token = self.token
             is_op = (token.kind == "punct" and token.text in ops) or (
                 token.kind == "ident" and token.text == "in" and "in" in ops
             )
             if not is_op:
-                return left
+                return _balanced(ops[0], terms) if ops[0] in _LOGICAL else left
             self.index += 1
-            left = Binary(token.text, left, self.binary(level + 1))
+            right = self.binary(level + 1)
+            terms.append(right)
+            left = Binary(token.text, left, right)
 
     def unary(self) -> Expr:
-        token = self.token
-        if token.kind == "punct" and token.text in ("!", "-"):
+        # A run of one operator, as CEL reads it: an even number of `!` or `-` cancels out.
+        op = self.token.text if self.token.kind == "punct" else ""
+        if op not in ("!", "-"):
+            return self.member(self.primary())
+        runs = 0
+        while self.token.kind == "punct" and self.token.text == op:
             self.index += 1
-            if token.text == "-" and self.token.kind == "int":
-                value = self.token.value
-                assert isinstance(value, int)
-                self.index += 1
-                return self.member(Literal(-value, "int"))
-            return Unary(token.text, self.unary())
-        return self.member(self.primary())
+            runs += 1
+        if runs % 2 == 0:
+            return self.member(self.primary())
+        if op == "-" and self.token.kind == "int":
+            value = self.token.value
+            assert isinstance(value, int)
+            self.index += 1
+            return self.member(Literal(-value, "int"))
+        return Unary(op, self.member(self.primary()))
 
     def member(self, expr: Expr) -> Expr:
         while True:
@@ -480,6 +507,46 @@ class _Parser:
             self.index += 1
 
 
+def _balanced(op: str, terms: list[Expr]) -> Expr:
+    """A chain of `&&` or `||` as a balanced tree, as CEL's parser builds it: its depth
+    grows with the log of its length (`&&` and `||` are associative, errors included)."""
+    if len(terms) == 1:
+        return terms[0]
+    middle = len(terms) // 2
+    return Binary(op, _balanced(op, terms[:middle]), _balanced(op, terms[middle:]))
+
+
+def _children(expr: Expr) -> tuple[Expr, ...]:
+    match expr:
+        case Select(operand=operand) | Unary(operand=operand):
+            return (operand,)
+        case Index(operand=operand, index=index):
+            return (operand, index)
+        case Call(target=target, args=args):
+            return args if target is None else (target, *args)
+        case Binary(left=left, right=right):
+            return (left, right)
+        case Conditional(condition=condition, then=then, otherwise=otherwise):
+            return (condition, then, otherwise)
+        case ListExpr(items=items):
+            return items
+    return ()
+
+
+def _depth(root: Expr) -> int:
+    """Levels of the tree, counted without recursion (the tree may be deep)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        expr, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in _children(expr))
+    return deepest
+
+
 def parse(expression: str) -> Expr:
-    """The syntax tree of a CEL expression; CelSyntaxError if it is not one."""
-    return _Parser(expression).parse()
+    """The syntax tree of a CEL expression; CelSyntaxError if it is not one,
+    CelNestingError if it is nested deeper than `MAX_NESTING`."""
+    root = _Parser(expression).parse()
+    if _depth(root) > MAX_NESTING:
+        raise CelNestingError(expression)
+    return root

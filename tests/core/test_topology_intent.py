@@ -327,13 +327,54 @@ def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster():
             f"(tier:1 = {CLIQUE} … tier:3 = {SPINE})",
         ),
         ("tier:0", 'required level "tier:0" is not a tier of topology default'),
+        ("tier:" + "9" * 18, 'required level "tier:999999999999999999" is not a tier of'),
     ],
-    ids=["above-the-widest", "zero"],
+    ids=["above-the-widest", "zero", "huge"],
 )
 def test_a_tier_beyond_the_topology_is_a_clear_error(tier, message):
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required=tier)))
     assert isinstance(resolved, str)
     assert message in resolved
+
+
+@pytest.mark.parametrize(
+    ("annotations", "level"),
+    [
+        ({P + "topology-required": "tier:1"}, "required"),
+        ({P + "topology-preferred": "tier:2"}, "preferred"),
+        ({P + "topology-slice-size": "2", P + "topology-slice-required": "tier:1"}, "slice"),
+    ],
+    ids=["required", "preferred", "slice"],
+)
+def test_a_phalanx_annotation_may_name_a_level_by_its_volcano_tier(annotations, level):
+    intent, invalid = intent_of(annotations)
+    assert invalid == ""
+    resolved = resolve(members=[pod("m-0", group="g", topology=intent)])
+    assert isinstance(resolved, GangTopology)
+    positions = {"required": resolved.required, "preferred": resolved.preferred}
+    positions["slice"] = resolved.slice_level
+    assert positions[level] == {"required": 2, "preferred": 1, "slice": 2}[level]
+
+
+def test_a_podgroup_annotation_may_name_a_level_by_its_volcano_tier():
+    obj = podgroup_obj("g", 8, annotations={P + "topology-required": "tier:2"})
+    assert parse_pod_group(obj).topology == TopologyConstraint(required="tier:2")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({K + "podset-required-topology": "tier:1"}, '"tier:1" is not a node label key such as'),
+        ({P + "topology-required": "tier:"}, '"tier:" is not a node label key'),
+        ({P + "topology-required": "tier:-1"}, '"tier:-1" is not a node label key'),
+        ({P + "topology-required": "tier:" + "9" * 19}, "is not a node label key"),
+    ],
+    ids=["kueue-takes-label-keys-only", "no-number", "negative", "too-many-digits"],
+)
+def test_a_malformed_tier_in_an_annotation_makes_the_pod_invalid(annotations, message):
+    intent, invalid = intent_of(annotations)
+    assert intent is None
+    assert message in invalid
 
 
 def test_a_topology_of_hosts_only_has_no_tiers():

@@ -171,7 +171,8 @@ def _checked_levels(name: str, levels: tuple[str, ...]) -> tuple[str, ...]:
     return levels
 
 
-_TIER = re.compile(r"tier:([0-9]{1,3})")
+# As many digits as an annotation integer: a huge tier is "not a tier", never a crash.
+_TIER = re.compile(r"tier:([0-9]{1,18})")
 
 
 def _tier(key: str) -> int | None:

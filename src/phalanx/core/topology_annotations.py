@@ -39,7 +39,9 @@ _TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS labe
 # Go's strconv.ParseBool, which Kueue uses for podset-unconstrained-topology.
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_LEVEL_EXAMPLE = "a node label key such as nvidia.com/gpu.clique"
+_LEVEL_EXAMPLE = "a node label key such as nvidia.com/gpu.clique, or tier:<n>"
+# A Volcano HyperNode tier (docs/topology.md): counted against the topology at resolve time.
+_TIER_LEVEL = re.compile(r"tier:[0-9]{1,18}")
 
 # (annotation key, what is wrong): the caller says where (pod problem or PodGroup field).
 TopologyProblem = tuple[str, str]
@@ -61,6 +63,7 @@ def read_topology(
         preferred=TOPOLOGY_PREFERRED_ANNOTATION,
         slice_size=TOPOLOGY_SLICE_SIZE_ANNOTATION,
         slice_required=TOPOLOGY_SLICE_REQUIRED_ANNOTATION,
+        tiers=True,
     )
     theirs = _kueue_levels(annotations, problems) if kueue else None
     if own is not None and theirs is not None and own != theirs:
@@ -98,12 +101,15 @@ def _topology_levels(
     preferred: str,
     slice_size: str,
     slice_required: str,
+    tiers: bool,
 ) -> TopologyConstraint | None:
-    """The levels one family of annotations declares (None if it declares none)."""
+    """The levels one family of annotations declares (None if it declares none); `tiers`:
+    whether a level may be a `tier:<n>` (Phalanx's own family; Kueue's takes label keys)."""
     if not any(key in annotations for key in (required, preferred, slice_size, slice_required)):
         return None
     levels = {
-        key: _level(annotations, key, problems) for key in (required, preferred, slice_required)
+        key: _level(annotations, key, problems, tiers=tiers)
+        for key in (required, preferred, slice_required)
     }
     size = 0
     size_text = annotations.get(slice_size)
@@ -155,16 +161,22 @@ def _kueue_levels(
         preferred=KUEUE_PREFERRED_ANNOTATION,
         slice_size=KUEUE_SLICE_SIZE_ANNOTATION,
         slice_required=KUEUE_SLICE_REQUIRED_ANNOTATION,
+        tiers=False,
     )
     return TopologyConstraint() if levels is None and unconstrained else levels
 
 
-def _level(annotations: Mapping[str, str], key: str, problems: list[TopologyProblem]) -> str:
+def _level(
+    annotations: Mapping[str, str], key: str, problems: list[TopologyProblem], *, tiers: bool
+) -> str:
     value = annotations.get(key)
     if value is None:
         return ""
+    if tiers and _TIER_LEVEL.fullmatch(value):
+        return value
     if not is_qualified_name(value):
-        problems.append((key, f"{quoted(value)} is not {_LEVEL_EXAMPLE}"))
+        example = _LEVEL_EXAMPLE if tiers else _LEVEL_EXAMPLE.partition(", or")[0]
+        problems.append((key, f"{quoted(value)} is not {example}"))
         return ""
     return value
 

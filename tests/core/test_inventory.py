@@ -1181,7 +1181,7 @@ def test_differentiable_ids_are_comma_separated(text: str, ids: frozenset[str]) 
     [
         ({"minMember": 0}, "spec.minMember: must be a positive integer, not 0"),
         ({"minMember": -1}, "spec.minMember: must be a positive integer, not -1"),
-        ({}, "spec.minMember: must be a positive integer, not None"),
+        ({}, "spec.minMember: is required (a positive integer)"),
         ({"minMember": "3"}, "spec.minMember: must be an integer, not a string"),
         ({"minMember": True}, "spec.minMember: must be an integer, not a boolean"),
         ({"minMember": 2.5}, "spec.minMember: must be an integer, not a number"),

@@ -266,6 +266,49 @@ def test_any_gang_object_is_parsed_by_its_dialect(obj: dict[str, Any], key: str)
     assert parsed.value.key == key
 
 
+def _without_size(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj["spec"]
+    if "minMember" in spec:
+        del spec["minMember"]
+    elif "schedulingPolicy" in spec:
+        del spec["schedulingPolicy"]["gang"]["minCount"]
+    else:
+        del spec["podGroups"][0]["policy"]["gang"]["minCount"]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        (
+            podgroup_obj("job", 2, namespace="ml"),
+            "PodGroup ml/job: spec.minMember: is required (a positive integer)",
+        ),
+        (
+            volcano_podgroup_obj("job", 2, namespace="ml"),
+            "PodGroup ml/job: spec.minMember: is required (a positive integer)",
+        ),
+        (
+            upstream_podgroup_obj("job", 2, namespace="ml"),
+            "PodGroup ml/job: spec.schedulingPolicy.gang.minCount: is required "
+            "(a positive integer)",
+        ),
+        (
+            workload_obj("job", {"workers": 2}, namespace="ml"),
+            "Workload ml/job: spec.podGroups[0].policy.gang.minCount: is required "
+            "(a positive integer)",
+        ),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream", "workload"],
+)
+def test_a_gang_object_without_its_size_is_refused_as_missing_it(
+    obj: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(InvalidObjectError) as raised:
+        registry.parse_group_object(_without_size(obj))
+    assert str(raised.value) == error
+
+
 def test_other_kinds_are_not_gang_objects() -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
     old = podgroup_obj("job", 2)

@@ -216,7 +216,11 @@ def test_a_changed_min_count_makes_a_different_gang_and_status_does_not() -> Non
     [
         ({"gang": {"minCount": 0}}, None, "spec.schedulingPolicy.gang.minCount: " + "{}"),
         ({"gang": {"minCount": -2}}, None, "spec.schedulingPolicy.gang.minCount: " + "{}"),
-        ({"gang": {}}, None, "spec.schedulingPolicy.gang.minCount: " + "{}"),
+        (
+            {"gang": {}},
+            None,
+            "spec.schedulingPolicy.gang.minCount: is required (a positive integer)",
+        ),
         (
             {"gang": {"minCount": "4"}},
             None,

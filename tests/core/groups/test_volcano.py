@@ -137,7 +137,7 @@ def test_network_topology_becomes_a_tier_constraint(
     [
         ({"minMember": 0}, "spec.minMember: must be a positive integer, not 0"),
         ({"minMember": -3}, "spec.minMember: must be a positive integer, not -3"),
-        ({"minMember": None}, "spec.minMember: must be a positive integer, not None"),
+        ({"minMember": None}, "spec.minMember: is required (a positive integer)"),
         ({"queue": 7}, "spec.queue: must be a string, not a number"),
         (
             {"networkTopology": {"mode": "strict"}},

@@ -140,7 +140,9 @@ def read_min_count(src: Source, value: object, path: str) -> int:
     """A gang size field (`minMember`, `minCount`): a positive integer, else the object is
     refused naming the field (0 would make every pod a gang of its own)."""
     count = read_integer(src, value, path)
-    if count is None or count < 1:
+    if count is None:
+        raise src.invalid(path, "is required (a positive integer)")
+    if count < 1:
         raise src.invalid(path, f"must be a positive integer, not {count}")
     return count
 

@@ -299,3 +299,31 @@ def test_a_held_bind_of_a_changed_gang_is_no_longer_admitted_to_its_old_gate() -
     cluster.add(upstream_podgroup_obj("job", 3))
     assert not isinstance(admit(cluster.state, Binding(member.ref, node), GroupDefaults()), Join)
     assert Outcome.COMMITTED in [e.outcome for e in cluster.planner.events]
+
+
+# --- a member that moves to another gang ------------------------------------------------
+
+
+def test_a_member_relabelled_into_another_gang_leaves_its_old_reservation_and_joins_the_new() -> (
+    None
+):
+    # Labels are mutable: the pod is gone from gang a as if deleted, and new to gang b.
+    cluster = Cluster(
+        podgroup_obj("a", 2),
+        podgroup_obj("b", 2),
+        *(pod_obj(f"a-{i}", 8, group="a") for i in range(2)),
+        pod_obj("b-0", 8, group="b"),
+    )
+    reserved_gang(cluster, "a-0")
+    cluster.state.take_joined()
+
+    cluster.add(pod_obj("a-1", 8, group="b"))
+
+    held = cluster.state.reservation("default/a")
+    assert held is not None
+    assert [m.pod_key for m in held.members] == ["default/a-0"]
+    assert [g.key for g in cluster.state.take_joined()] == ["default/b"]
+    # The slot a-1 held for gang a is free again: gang b (a-1, b-0) fits beside a-0.
+    decision = cluster.planner.filter(cluster.pod("b-0"), NODES, now=1)
+    assert decision.reserved is not None
+    assert sorted(m.pod_key for m in decision.reserved.members) == ["default/a-1", "default/b-0"]

@@ -375,8 +375,11 @@ class ClusterState:
         """Add or update a pod as the API reports it (confirms an assumed binding)."""
         old = self._pods.get(pod.uid)
         self._touched.pods.add(pod.uid)
+        joined = old is None or old.group != pod.group
         if old is not None and old.group is not None and old.group != pod.group:
+            # Relabelled into another gang: gone from the old one as if deleted.
             self._members.get(old.group.key, set()).discard(pod.uid)
+            self._drop_member(old.group.key, pod.uid, vanished=True)
         stale_uid = self._uid_by_key.get(pod.key)
         if stale_uid is not None and stale_uid != pod.uid:
             # Same name, new object: the old pod is gone even if we missed its delete.
@@ -385,7 +388,7 @@ class ClusterState:
         self._uid_by_key[pod.key] = pod.uid
         if pod.group is not None:
             self._members.setdefault(pod.group.key, set()).add(pod.uid)
-            if old is None and not pod.node_name:
+            if joined and not pod.node_name:
                 if pod.group.key in self._reservations:
                     self._arrivals.append(pod.uid)
                 else:

@@ -7,13 +7,17 @@ from typing import Any
 
 from builders import (
     GPU_DRIVER,
+    MIG_PROFILES,
     claim_obj,
     claim_template_obj,
     device_request,
     dra_pod_obj,
+    gpu_device,
     gpu_node,
     gpu_slice_obj,
+    mig_device,
     nvidia_class_objs,
+    slice_obj,
 )
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.dra import (
@@ -27,6 +31,48 @@ from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU, Pod
 
 GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+# Where each MIG profile may start on an A100 (its memory slices), as dynamic MIG offers them.
+MIG_PLACEMENTS = {"1g.5gb": range(7), "2g.10gb": (0, 2, 4), "3g.20gb": (0, 4)}
+
+
+def partitioned_slices(node: str, gpus: int = 2, *, apart: bool = True) -> list[dict[str, Any]]:
+    """A node whose A100s are partitionable (dynamic MIG, DRAPartitionableDevices): per GPU a
+    counter set of its 8 memory slices and its memory; the whole GPU consumes all of them,
+    each MIG placement the slices it covers. `apart`: counter sets in a slice of their own
+    (Kubernetes 1.35), else beside the devices (1.34)."""
+    counter_sets, devices = [], []
+    for minor in range(gpus):
+        counter_set = f"gpu-{minor}-counter-set"
+        slices = {f"memorySlice{i}": {"value": "1"} for i in range(8)}
+        counter_sets.append(
+            {"name": counter_set, "counters": {"memory": {"value": "40Gi"}, **slices}}
+        )
+        whole = gpu_device(node, minor, product="NVIDIA A100-SXM4-40GB", memory="40Gi")
+        whole["consumesCounters"] = [
+            {"counterSet": counter_set, "counters": {"memory": {"value": "40Gi"}, **slices}}
+        ]
+        devices.append(whole)
+        for profile, starts in MIG_PLACEMENTS.items():
+            size, memory_mib = MIG_PROFILES[profile][1], MIG_PROFILES[profile][3]
+            for start in starts:
+                mig = mig_device(node, minor, profile, start)
+                taken = {f"memorySlice{i}": {"value": "1"} for i in range(start, start + size)}
+                mig["consumesCounters"] = [
+                    {
+                        "counterSet": counter_set,
+                        "counters": {"memory": {"value": f"{memory_mib}Mi"}, **taken},
+                    }
+                ]
+                devices.append(mig)
+    if not apart:
+        obj = slice_obj(node, devices)
+        obj["spec"]["sharedCounters"] = counter_sets
+        return [obj]
+    counters = slice_obj(node, [], count=2, name=f"{node}-counters")
+    del counters["spec"]["devices"]
+    counters["spec"]["sharedCounters"] = counter_sets
+    return [counters, slice_obj(node, devices, count=2, name=f"{node}-devices")]
 
 
 class DraWorld:

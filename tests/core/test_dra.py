@@ -174,6 +174,26 @@ def test_a_slice_the_api_server_would_refuse_names_the_field(change: str, field:
     assert raised.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ("shared", 'spec.sharedCounters[0].counters["memory"].value'),
+        ("consumed", 'spec.devices[0].consumesCounters[0].counters["memory"].value'),
+    ],
+)
+def test_a_counter_the_api_server_would_refuse_names_the_field(where: str, field: str) -> None:
+    obj = gpu_slice_obj("n1", 1)
+    counters = {"memory": {"value": "forty gigs"}}
+    if where == "shared":
+        obj["spec"]["sharedCounters"] = [{"name": "gpu-0-counter-set", "counters": counters}]
+    else:
+        device = obj["spec"]["devices"][0]
+        device["consumesCounters"] = [{"counterSet": "gpu-0-counter-set", "counters": counters}]
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_resource_slice(obj)
+    assert raised.value.field == field
+
+
 def test_device_taints_and_partitions_are_flagged() -> None:
     obj = gpu_slice_obj("n1", 3)
     devices = obj["spec"]["devices"]

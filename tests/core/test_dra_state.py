@@ -5,20 +5,34 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import (
     GPU_DRIVER,
+    MIG_PROFILES,
     claim_obj,
+    claim_template_obj,
     device_class_obj,
+    device_request,
+    dra_pod_obj,
+    gpu_node,
     gpu_slice_obj,
     mig_slice_obj,
     nvidia_class_objs,
 )
-from phalanx.core.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from dra_builders import MIG_CLASS, partitioned_slices
+from phalanx.core.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from phalanx.core.dra_demand import ineligibility
 from phalanx.core.dra_inventory import CLASS_PREFIX, class_entry
 from phalanx.core.dra_state import Changes, DraState
+from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU
 
 GPU_CLASS = "gpu.nvidia.com"
@@ -171,3 +185,67 @@ def test_allocating_then_freeing_in_any_order_returns_to_the_start(
         state.remove_claim(name)
     assert {n: state.entries(n) for n in ("n1", "n2")} == start
     assert state.allocated == {}
+
+
+# ---- partitionable devices (shared counters) ---------------------------------------------
+
+
+def mig(minor: int, profile: str, start: int) -> str:
+    return f"gpu-{minor}-mig-{MIG_PROFILES[profile][0]}-{start}-{MIG_PROFILES[profile][1]}"
+
+
+def hold(state: DraState, name: str, node: str, *devices: str) -> None:
+    obj = claim_obj(name, allocated=[(GPU_DRIVER, node, d) for d in devices], node=node)
+    state.upsert_claim(parse_resource_claim(obj))
+
+
+def free(state: DraState, node: str) -> tuple[int, int, int]:
+    """Free whole GPUs, free MIG devices, free GPU-like devices (`DRA_GPU`)."""
+    entries = state.entries(node)
+    return (
+        entries.get(class_entry(GPU_CLASS)),
+        entries.get(class_entry(MIG_CLASS)),
+        entries.get(DRA_GPU),
+    )
+
+
+MIGS_PER_GPU = 7 + 3 + 2
+
+
+@pytest.mark.parametrize("apart", [True, False], ids=["counters apart", "counters beside"])
+def test_a_gpu_with_a_mig_device_in_use_is_no_longer_free_whole(apart: bool) -> None:
+    state = state_with(*partitioned_slices("n1", 2, apart=apart))
+    assert free(state, "n1") == (2, 2 * MIGS_PER_GPU, 2)
+    hold(state, "job", "n1", mig(0, "1g.5gb", 3))
+    # gpu-0 cannot be allocated whole now, and neither can the placements over slice 3.
+    whole, migs, gpus = free(state, "n1")
+    assert (whole, gpus) == (1, 1)
+    assert migs == 2 * MIGS_PER_GPU - 1 - 2  # itself, 2g.10gb at 2, 3g.20gb at 0
+
+
+def test_a_gpu_allocated_whole_leaves_none_of_its_mig_devices_free() -> None:
+    state = state_with(*partitioned_slices("n1", 2))
+    hold(state, "job", "n1", "gpu-1")
+    assert free(state, "n1") == (1, MIGS_PER_GPU, 1)
+
+
+def test_freeing_the_last_partition_of_a_gpu_makes_it_whole_again() -> None:
+    state = state_with(*partitioned_slices("n1", 1))
+    hold(state, "a", "n1", mig(0, "3g.20gb", 0))
+    hold(state, "b", "n1", mig(0, "3g.20gb", 4))
+    assert free(state, "n1") == (0, 0, 0)
+    state.remove_claim("default/a")
+    assert free(state, "n1") == (0, 4 + 2 + 1, 0)  # 1g at 0-3, 2g at 0 and 2, 3g at 0
+    state.remove_claim("default/b")
+    assert free(state, "n1") == (1, MIGS_PER_GPU, 1)
+
+
+def test_a_claim_for_whole_gpus_counts_only_those_no_mig_device_has_taken() -> None:
+    state = state_with(*partitioned_slices("n1", 2))
+    hold(state, "job", "n1", mig(0, "1g.5gb", 0))
+    two = claim_template_obj("two", device_request("gpu", GPU_CLASS, 2))
+    state.upsert_template(parse_resource_claim_template(two))
+    demand = state.demand(parse_pod(dra_pod_obj("p", templates={"gpus": "two"})))
+    why = ineligibility(demand, gpu_node("n1", 0), state.node("n1"), state.catalog, state.allocated)
+    assert why is not None
+    assert f"had 1 free {GPU_CLASS} device(s)" in why

@@ -149,6 +149,10 @@ class DeviceShape:
         return " ".join(parts) or f"{self.driver} device {self.key}"
 
 
+# Counters by counter set: ((set, ((counter, amount), ...)), ...), sorted, hashable.
+Counters = tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Device:
     """One published device, interned. It is a `phalanx.core.cel.DeviceView`."""
@@ -158,6 +162,8 @@ class Device:
     own_attributes: Mapping[str, AttributeValue]  # identifying values (`IDENTITY_ATTRIBUTES`)
     own_capacity: Mapping[str, Fraction]  # a MIG device's memory slices
     flags: DeviceFlag
+    # What it takes of its pool's shared counters (a partition, DRAPartitionableDevices).
+    consumes: Counters = ()
 
     @property
     def driver(self) -> str:
@@ -219,6 +225,8 @@ def _device(
     own_attributes: dict[str, AttributeValue],
     own_capacity: dict[str, Fraction],
     flags: DeviceFlag,
+    *,
+    consumes: Counters = (),
 ) -> Device:
     key = (
         name,
@@ -226,6 +234,7 @@ def _device(
         tuple(sorted((n, type(v).__name__, v) for n, v in own_attributes.items())),
         tuple(sorted(own_capacity.items())),
         flags,
+        consumes,
     )
 
     def make() -> Device:
@@ -235,6 +244,7 @@ def _device(
             MappingProxyType(own_attributes) if own_attributes else _EMPTY_ATTRIBUTES,
             MappingProxyType(own_capacity) if own_capacity else _EMPTY_CAPACITY,
             flags,
+            consumes,
         )
 
     return _DEVICES.get(key, make)
@@ -266,7 +276,7 @@ class SliceDetails:
     device_nodes: tuple[str, ...] = ()  # PER_DEVICE: the node of each device, in order
     nonlocal_devices: int = 0  # reachable from several nodes: not counted per node
     duplicates: tuple[str, ...] = ()  # device names listed more than once in this slice
-    counter_sets: int = 0  # `sharedCounters` sets defined by this slice
+    counters: Counters = ()  # `sharedCounters`: the counter sets this slice defines
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +309,8 @@ class ResourceSlice:
         return () if self.details is None else self.details.duplicates
 
     @property
-    def counter_sets(self) -> int:
-        return 0 if self.details is None else self.details.counter_sets
+    def counters(self) -> Counters:
+        return () if self.details is None else self.details.counters
 
     def by_node(self) -> list[tuple[str, tuple[Device, ...]]]:
         """The node-local devices grouped by node."""
@@ -352,7 +362,7 @@ def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
         device_nodes=tuple(device_nodes),
         nonlocal_devices=nonlocal_devices,
         duplicates=tuple(sorted(set(duplicates))),
-        counter_sets=_count(src, spec.get("sharedCounters"), "spec.sharedCounters"),
+        counters=_shared_counters(src, spec.get("sharedCounters")),
     )
     return ResourceSlice(
         name=src.name,
@@ -443,11 +453,14 @@ def _parse_device(
     if capacities is not None:
         for item, value in read_object(src, capacities, f"{path}.capacity").items():
             full, role = _classify(driver, item, "capacity")
-            amount = _capacity_value(src, value, path, item)
+            amount = _capacity_value(src, value, path, item, "capacity")
             (own_capacity if role == _OWN else capacity)[full] = amount
     flags = DeviceFlag.NONE
+    consumes: Counters = ()
     if raw.get("consumesCounters"):
-        _count(src, raw.get("consumesCounters"), f"{path}.consumesCounters")
+        consumes = _counter_sets(
+            src, raw.get("consumesCounters"), f"{path}.consumesCounters", "counterSet"
+        )
         flags |= DeviceFlag.CONSUMES_COUNTERS
     if raw.get("taints"):
         for taint_path, taint in read_objects(src, raw.get("taints"), f"{path}.taints"):
@@ -460,11 +473,36 @@ def _parse_device(
     node = ""
     if per_device:
         node = read_string(src, raw.get("nodeName"), f"{path}.nodeName")
-    device = _device(name, _shape(driver, shared, capacity), own, own_capacity, flags)
+    device = _device(
+        name, _shape(driver, shared, capacity), own, own_capacity, flags, consumes=consumes
+    )
     return device, node
 
 
-def _capacity_value(src: Source, value: object, path: str, item: str) -> Fraction:
+def _shared_counters(src: Source, value: object) -> Counters:
+    return _counter_sets(src, value, "spec.sharedCounters", "name")
+
+
+def _counter_sets(src: Source, value: object, path: str, name_field: str) -> Counters:
+    """`sharedCounters` (sets by `name`) or a device's `consumesCounters` (by `counterSet`)."""
+    sets: dict[str, tuple[tuple[str, Fraction], ...]] = {}
+    for item_path, raw in read_objects(src, value, path):
+        name = read_string(src, raw.get(name_field), f"{item_path}.{name_field}")
+        if not name:
+            raise src.invalid(f"{item_path}.{name_field}", "is required")
+        if name in sets:
+            raise src.invalid(f"{item_path}.{name_field}", f"{quoted(name)} is listed twice")
+        counters = read_object(src, raw.get("counters"), f"{item_path}.counters")
+        sets[sys.intern(name)] = tuple(
+            sorted(
+                (sys.intern(counter), _capacity_value(src, amount, item_path, counter, "counters"))
+                for counter, amount in counters.items()
+            )
+        )
+    return tuple(sorted(sets.items()))
+
+
+def _capacity_value(src: Source, value: object, path: str, item: str, kind: str) -> Fraction:
     entry = value.get("value") if isinstance(value, dict) else None
     if isinstance(entry, str):
         try:
@@ -474,7 +512,7 @@ def _capacity_value(src: Source, value: object, path: str, item: str) -> Fractio
         else:
             if amount >= 0:
                 return amount
-    where = key_path(f"{path}.capacity", item)
+    where = key_path(f"{path}.{kind}", item)
     return _quantity(src, read_object(src, value, where).get("value"), f"{where}.value")
 
 

@@ -56,6 +56,7 @@ from phalanx.core.dra_inventory import (
     is_dra_entry,
     node_entries,
     shape_entry,
+    used_up,
 )
 from phalanx.core.eligibility import term_matches
 from phalanx.core.model import DRA_GPU, EMPTY, Node, Pod, Resources, SelectorTerm
@@ -444,10 +445,13 @@ def _matching(
         if not held:
             count += catalog.count_matching(pool.devices, name, selectors)
             continue
+        gone = {device.name for device in used_up(pool, held)}
         count += sum(
             1
             for device in pool.devices
-            if device.name not in held and catalog.matches(device, name, selectors)
+            if device.name not in held
+            and device.name not in gone
+            and catalog.matches(device, name, selectors)
         )
     return count
 

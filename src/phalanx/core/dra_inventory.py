@@ -14,7 +14,8 @@ capacity that per-node vectors cannot hold, so they are reported and not planned
 
 Free = published devices (complete, valid, untainted pools) minus the devices allocated to
 claims (`status.allocation`, except admin-access and shared results: kube-scheduler's
-`foreachAllocatedDevice` skips those too). `node_entries` turns that into the synthetic
+`foreachAllocatedDevice` skips those too), minus the partitions whose shared counters the
+allocated devices have taken (`used_up`). `node_entries` turns that into the synthetic
 resources the gang transaction plans with; `phalanx.core.dra_demand` explains them.
 """
 
@@ -29,6 +30,7 @@ from typing import Final
 from phalanx.core.cel import Selector, Unsupported
 from phalanx.core.dra import (
     NVIDIA_GPU_DRIVER,
+    Counters,
     Device,
     DeviceClass,
     DeviceFlag,
@@ -76,6 +78,7 @@ class NodePool:
     pool: str
     node: str
     devices: tuple[Device, ...]
+    counters: Counters = ()  # the pool's shared counter sets, whichever slice defines them
 
 
 # What one node holds of one pool: the pool's only slice itself when it has one (the usual
@@ -142,13 +145,15 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
     for s in current:
         for node, devices in s.by_node():
             local.setdefault(node, []).extend(devices)
+    # Since Kubernetes 1.35 counter sets are published in slices of their own.
+    counters = tuple(sorted(c for s in current for c in s.counters))
     return Pool(
         first.driver,
         first.pool,
         newest,
         PoolState.COMPLETE,
         local=tuple(
-            NodePool(first.driver, first.pool, node, intern_devices(devices))
+            NodePool(first.driver, first.pool, node, intern_devices(devices), counters)
             for node, devices in sorted(local.items())
         ),
         nonlocal_devices=nonlocal_devices,
@@ -231,6 +236,36 @@ def allocated_devices(claims: Iterable[ResourceClaim]) -> dict[tuple[str, str], 
             if result.exclusive:
                 held.setdefault((result.driver, result.pool), set()).add(result.device)
     return {key: frozenset(names) for key, names in held.items()}
+
+
+def used_up(pool: DeviceHolder, held: Container[str]) -> list[Device]:
+    """Devices no claim holds that can no longer be allocated: a partition whose shared
+    counters the held devices have taken (a MIG device of a GPU allocated whole, the whole
+    GPU when one of its MIG devices is allocated). kube-scheduler's allocator checks every
+    device's consumption against what is left of its counter sets in the same way.
+    """
+    if not pool.counters:
+        return []
+    left = {name: dict(counters) for name, counters in pool.counters}
+    for device in pool.devices:
+        if device.consumes and device.name in held:
+            for name, counters in device.consumes:
+                remaining = left.get(name)
+                if remaining is not None:
+                    for counter, amount in counters:
+                        if counter in remaining:
+                            remaining[counter] -= amount
+    return [
+        device
+        for device in pool.devices
+        if device.consumes
+        and device.name not in held
+        and any(
+            amount > left.get(name, {}).get(counter, amount)
+            for name, counters in device.consumes
+            for counter, amount in counters
+        )
+    ]
 
 
 # ---- classes -----------------------------------------------------------------------------
@@ -437,6 +472,8 @@ def node_entries(
             for device in pool.devices:
                 if device.name in held:
                     total.subtract(catalog.entries(device))
+            for device in used_up(pool, held):
+                total.subtract(catalog.entries(device))
     return Resources(total)
 
 

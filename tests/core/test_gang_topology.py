@@ -353,3 +353,37 @@ def test_ineligible_nodes_are_counted_in_a_topology_unfit_reason():
     result = place(cluster(nodes), gang("g", 2, 4), required=CLIQUE)
     assert isinstance(result, Unfit)
     assert "1 node(s) were cordoned (unschedulable)" in result.reason
+
+
+def shaped_gang(*gpus):
+    """Members w-0.. ranked in order, with these GPU requests."""
+    return [
+        pod(f"w-{i}", g, group="g", labels={"batch.kubernetes.io/job-completion-index": str(i)})
+        for i, g in enumerate(gpus)
+    ]
+
+
+def one_clique(*free):
+    """One clique c00 (leaf l0) of eight-GPU nodes c00-n00.. with these GPUs free."""
+    nodes = [
+        rack_node(f"c00-n{i:02d}", 8, spine="s0", leaf="l0", clique="c00") for i in range(len(free))
+    ]
+    busy = [(f"c00-n{i:02d}", 8 - f) for i, f in enumerate(free) if f < 8]
+    return cluster(nodes, busy)
+
+
+def test_slices_that_fit_their_clique_only_packed_together_are_placed():
+    # Slice 1 alone would put its 1-GPU member beside its 4-GPU one on c00-n00, leaving no
+    # node for slice 2's 4-GPU member; both slices together fit exactly.
+    state = one_clique(8, 2)
+    members = shaped_gang(1, 4, 1, 4)
+    result = place(state, members, required=LEAF, slices=(2, CLIQUE))
+    where = {p.name: result.assignment[p.uid] for p in members}
+    assert where == {"w-0": "c00-n01", "w-1": "c00-n00", "w-2": "c00-n01", "w-3": "c00-n00"}
+
+
+def test_slices_of_one_member_constrain_nothing():
+    state = one_clique(6, 4)
+    members = shaped_gang(2, 4, 4)
+    sliced = place(state, members, required=LEAF, slices=(1, HOSTNAME))
+    assert sliced.assignment == place(state, members, required=LEAF).assignment

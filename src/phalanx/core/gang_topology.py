@@ -102,6 +102,7 @@ class TopologySearch:
         self.anchors = anchors  # bound member uid -> node
         self.anchor_pods = anchor_pods
         self.anchor_nodes = frozenset(anchors.values())
+        self._position: dict[int, int] = {}  # unit index -> its place in the placing order
 
     def search(
         self, units: Sequence[Unit], order: Sequence[Unit], usable: frozenset[str]
@@ -112,7 +113,9 @@ class TopologySearch:
         for u in units:
             total = total + u.requests
         need = amounts(total)
-        slices = self._slice_groups(units, order) if topology.slice_size else None
+        self._position = {u.index: i for i, u in enumerate(order)}
+        # A slice of one member lies inside one domain of every level: no constraint.
+        slices = self._slice_groups(units, order) if topology.slice_size > 1 else None
         walk = topology.walk()
         misses: list[LevelMiss] = []
         split = False
@@ -210,10 +213,12 @@ class TopologySearch:
     def _place_slices(
         self, slices: Sequence[_SliceGroup], level: int, nodes: Sequence[str]
     ) -> dict[int, str] | Failure:
-        """Each slice group inside one domain of the slice level, in turn on one trial
-        (greedy: right for interchangeable slices, which is the usual). A slice goes where
-        it shares the most wider domains with the gang's members so far (a leaf already
-        used before another leaf), then to the tightest fit."""
+        """Each slice group inside one domain of the slice level, in turn (greedy: right for
+        interchangeable slices, which is the usual). A slice goes where it shares the most
+        wider domains with the gang's members so far (a leaf already used before another
+        leaf), then to the tightest fit. A slice that does not fit beside the slices already
+        in a domain is tried once more with them, all packed together: one at a time, the
+        first may have spread over the nodes the next needs whole."""
         placer, of_node = self.placer, self.index.of_node
         by_domain: dict[int, list[str]] = {}
         room: dict[int, list[int]] = {}
@@ -224,7 +229,11 @@ class TopologySearch:
             have = room.setdefault(d, [0, 0, 0])
             for i, amount in enumerate(amounts(infos[n].free)):
                 have[i] += max(0, amount)
-        trial = placer.trial()
+        # One trial per domain: domains share no node, and a domain's slices can be packed
+        # again together without undoing the others'.
+        trials: dict[int, Trial] = {}
+        placed: dict[int, list[Unit]] = {}
+        position = self._position
         chosen: dict[int, str] = {}
         noun = short_name(self.topology.key(level))
 
@@ -260,9 +269,19 @@ class TopologySearch:
             )
             best: Failure | None = None
             for d in ranked:
+                trial = trials.get(d)
+                if trial is None:
+                    trial = trials[d] = placer.trial()
                 result = placer.place_in(group.units, by_domain[d], trial)
+                if isinstance(result, Failure) and placed.get(d):
+                    together = sorted((*placed[d], *group.units), key=lambda u: position[u.index])
+                    fresh = placer.trial()
+                    again = placer.place_in(together, by_domain[d], fresh)
+                    if isinstance(again, dict):
+                        trials[d], result = fresh, again
                 if isinstance(result, dict):
                     chosen.update(result)
+                    placed.setdefault(d, []).extend(group.units)
                     for i in range(3):
                         room[d][i] -= need[i]
                     near |= around[d]

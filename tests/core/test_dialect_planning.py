@@ -327,3 +327,38 @@ def test_a_member_relabelled_into_another_gang_leaves_its_old_reservation_and_jo
     decision = cluster.planner.filter(cluster.pod("b-0"), NODES, now=1)
     assert decision.reserved is not None
     assert sorted(m.pod_key for m in decision.reserved.members) == ["default/a-1", "default/b-0"]
+
+
+# --- a gang object edited into an invalid one --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gang_object", "member", "key"),
+    [
+        (volcano_podgroup_obj("job", 2), {"volcano_group": "job"}, VOLCANO.key),
+        (
+            workload_obj("train", {"workers": 2}),
+            {"workload_ref": {"name": "train", "podGroup": "workers"}},
+            WORKERS.key,
+        ),
+    ],
+    ids=["pod-group", "workload"],
+)
+def test_a_gang_object_edited_into_an_invalid_one_releases_the_reservation_it_held(
+    gang_object: dict[str, Any], member: dict[str, Any], key: str
+) -> None:
+    # Volcano's CRD takes minMember 0; the source records the refusal as the object's error.
+    cluster = Cluster(gang_object, *(pod_obj(f"m-{i}", 8, **member) for i in range(2)))
+    reserved_gang(cluster, "m-0")
+    object_key = GroupRef.parse(key).object_ref.key
+    reason = "spec.minMember: must be a positive integer, not 0"
+
+    cluster.state.set_group_error(object_key, reason)
+
+    [released] = cluster.released
+    assert (released.cause, released.group_key) == (ReleaseCause.GROUP_CHANGED, key)
+    assert reason in released.why
+    assert cluster.state.reservation(key) is None
+    # No member is steered to a node held for a gang that can no longer bind.
+    decision = cluster.planner.filter(cluster.pod("m-1"), NODES, now=1)
+    assert decision.result.feasible == ()

@@ -544,11 +544,15 @@ class ClusterState:
                 return
 
     def set_group_error(self, key: str, reason: str) -> None:
-        """Record that a gang object exists but is invalid; its members wait with `reason`."""
+        """Record that a gang object exists but is invalid; its members wait with `reason`.
+        A reservation it held is released: its gangs can no longer be planned or bound."""
         self._groups.pop(key, None)
         self._workloads.pop(key, None)
         self._group_errors[key] = reason
         self.generation += 1
+        why = f"gang object {key} is invalid now ({reason}); its members wait until it is fixed"
+        for held in self._held_by(key):
+            self.release(held, ReleaseCause.GROUP_CHANGED, why)
 
     def remove_group(self, key: str) -> bool:
         """Forget a gang object (a PodGroup, or a Workload and its gangs). Returns whether a

@@ -36,6 +36,24 @@ MIG_CLASS = "mig.nvidia.com"
 MIG_PLACEMENTS = {"1g.5gb": range(7), "2g.10gb": (0, 2, 4), "3g.20gb": (0, 4)}
 
 
+def network_slice_obj(
+    driver: str, kind: str, count: int, *, nodes: list[str] | None = None
+) -> dict[str, Any]:
+    """A pool of `count` network-attached devices: reachable from every node, or through a
+    node selector from `nodes`."""
+    devices = [
+        {"name": f"{kind}-{i}", "attributes": {"type": {"string": kind}}} for i in range(count)
+    ]
+    obj = slice_obj("", devices, driver=driver, pool=f"{kind}-pool", name=f"{kind}-pool")
+    del obj["spec"]["nodeName"]
+    if nodes is None:
+        obj["spec"]["allNodes"] = True
+    else:
+        selector = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
+        obj["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [selector]}]}
+    return obj
+
+
 def partitioned_slices(node: str, gpus: int = 2, *, apart: bool = True) -> list[dict[str, Any]]:
     """A node whose A100s are partitionable (dynamic MIG, DRAPartitionableDevices): per GPU a
     counter set of its 8 memory slices and its memory; the whole GPU consumes all of them,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from builders import dra_pod_obj, gang, gpu_node, gpu_slice_obj, podgroup
-from dra_builders import DraWorld
+import pytest
+
+from builders import device_class_obj, dra_pod_obj, gang, gpu_node, gpu_slice_obj, podgroup
+from dra_builders import DraWorld, network_slice_obj
+from phalanx.core.dra import parse_device_class
+from phalanx.core.dra_demand import Exactness
 from phalanx.core.dra_inventory import class_entry
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import Outcome, ReplanCause
@@ -134,3 +138,24 @@ def test_gpu_slices_make_a_plain_cpu_node_a_gpu_node() -> None:
     info = world.state.node("late")
     assert info is not None
     assert info.free.gpus() == 8
+
+
+@pytest.mark.parametrize("nodes", [None, ["d1", "d2"]], ids=["all nodes", "node selector"])
+def test_a_member_asking_for_devices_of_a_shared_pool_is_left_to_kube_scheduler(
+    nodes: list[str] | None,
+) -> None:
+    # Network-attached devices are one capacity for many nodes, which per-node counts cannot
+    # hold: Phalanx plans the member without them (and says so) rather than refusing it on
+    # every node forever.
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    fpga = device_class_obj("fpga.example.com", "device.driver == 'fpga.example.com'")
+    world.model.upsert_class(parse_device_class(fpga))
+    world.slice(network_slice_obj("fpga.example.com", "fpga", 4, nodes=nodes))
+    world.template("fpga", 1, device_class="fpga.example.com")
+    [member] = members(world, 1, templates={"fpga": "fpga"})
+    assert member.devices is not None
+    [claim] = member.devices.demand.claims
+    [request] = claim.requests
+    assert request.exactness is Exactness.COUNT_ONLY
+    assert "reachable from several nodes" in request.note
+    assert planner.filter(member, ["d1", "d2"], now=0).reserved is not None

@@ -274,7 +274,8 @@ class SliceDetails:
 
     access: NodeAccess
     device_nodes: tuple[str, ...] = ()  # PER_DEVICE: the node of each device, in order
-    nonlocal_devices: int = 0  # reachable from several nodes: not counted per node
+    # Reachable from several nodes (nodeSelector, allNodes): not counted per node.
+    shared_devices: tuple[Device, ...] = ()
     duplicates: tuple[str, ...] = ()  # device names listed more than once in this slice
     counters: Counters = ()  # `sharedCounters`: the counter sets this slice defines
 
@@ -301,8 +302,8 @@ class ResourceSlice:
         return () if self.details is None else self.details.device_nodes
 
     @property
-    def nonlocal_devices(self) -> int:
-        return 0 if self.details is None else self.details.nonlocal_devices
+    def shared_devices(self) -> tuple[Device, ...]:
+        return () if self.details is None else self.details.shared_devices
 
     @property
     def duplicates(self) -> tuple[str, ...]:
@@ -342,7 +343,7 @@ def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
     access, node = _node_access(src, spec)
     devices: list[Device] = []
     device_nodes: list[str] = []
-    nonlocal_devices = 0
+    shared_devices: list[Device] = []
     seen: set[str] = set()
     duplicates: list[str] = []
     for path, raw in read_objects(src, spec.get("devices"), "spec.devices"):
@@ -356,11 +357,11 @@ def parse_resource_slice(obj: JsonObject) -> ResourceSlice:
             devices.append(device)
             device_nodes.append(sys.intern(device_node))
         else:
-            nonlocal_devices += 1
+            shared_devices.append(device)
     details = SliceDetails(
         access=access,
         device_nodes=tuple(device_nodes),
-        nonlocal_devices=nonlocal_devices,
+        shared_devices=intern_devices(shared_devices),
         duplicates=tuple(sorted(set(duplicates))),
         counters=_shared_counters(src, spec.get("sharedCounters")),
     )

@@ -74,7 +74,7 @@ class RequestDemand:
 
     request: str  # the request's name ("gpu", or "gpu/h100" for a firstAvailable choice)
     device_class: str
-    count: int  # devices a node must have that match (at least 1)
+    count: int  # devices a node must have that match (0: its devices need not be on the node)
     takes: Resources  # what it takes from the node's DRA entries (EMPTY: takes none)
     selectors: tuple[Selector, ...] = ()  # checked per node (empty for COUNT_ONLY)
     exactness: Exactness = Exactness.EXACT
@@ -263,6 +263,13 @@ def _request(
     unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
     dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
     gpu_like = bool(shapes) and all(s.gpu_like for s in shapes)
+    if device_class in catalog.remote:
+        why = (
+            f"DeviceClass {device_class} has devices reachable from several nodes (a "
+            "nodeSelector or allNodes pool), which Phalanx does not count per node; "
+            "kube-scheduler allocates this request"
+        )
+        return RequestDemand(name, device_class, 0, EMPTY, (), Exactness.COUNT_ONLY, why)
     if request.mode is AllocationMode.ALL or request.admin_access:
         why = (
             "adminAccess takes no device"

@@ -96,7 +96,12 @@ class Pool:
     state: PoolState
     problem: str = ""  # why incomplete or invalid, for people
     local: tuple[DeviceHolder, ...] = ()  # per node, only for a complete and valid pool
-    nonlocal_devices: int = 0
+    # Reachable from several nodes, only for a complete and valid pool: not counted per node.
+    shared_devices: tuple[Device, ...] = ()
+
+    @property
+    def nonlocal_devices(self) -> int:
+        return len(self.shared_devices)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -130,7 +135,7 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
     duplicates = _duplicate_devices(current)
     if duplicates:
         return _with(base, PoolState.INVALID, f"{where}: {duplicates}; no device of it is used")
-    nonlocal_devices = sum(s.nonlocal_devices for s in current)
+    shared = intern_devices(d for s in current for d in s.shared_devices)
     if len(current) == 1 and not first.device_nodes:
         holders: tuple[DeviceHolder, ...] = (first,) if first.node and first.devices else ()
         return Pool(
@@ -139,7 +144,7 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
             newest,
             PoolState.COMPLETE,
             local=holders,
-            nonlocal_devices=nonlocal_devices,
+            shared_devices=shared,
         )
     local: dict[str, list[Device]] = {}
     for s in current:
@@ -156,7 +161,7 @@ def merge_pool(slices: Iterable[ResourceSlice]) -> Pool:
             NodePool(first.driver, first.pool, node, intern_devices(devices), counters)
             for node, devices in sorted(local.items())
         ),
-        nonlocal_devices=nonlocal_devices,
+        shared_devices=shared,
     )
 
 
@@ -297,14 +302,22 @@ class DeviceCatalog:
     (`class_shapes`): a class with several gets one entry per shape besides its total
     (`shape_entry`), a class with one needs none. Immutable by contract: a class change
     means a new catalog, `with_shapes` a new shape picture (class matching is kept); then
-    every node's entries and every pending pod's demand are recomputed.
+    every node's entries and every pending pod's demand are recomputed. `remote` names the
+    classes that accept a device reachable from several nodes (`class_remote`): Phalanx
+    cannot count those per node, so requests for them are left to kube-scheduler.
     """
 
-    __slots__ = ("_entries", "_match", "_totals", "classes", "notes", "shapes")
+    __slots__ = ("_entries", "_match", "_totals", "classes", "notes", "remote", "shapes")
 
-    def __init__(self, classes: Iterable[DeviceClass], shapes: ClassShapes | None = None) -> None:
+    def __init__(
+        self,
+        classes: Iterable[DeviceClass],
+        shapes: ClassShapes | None = None,
+        remote: frozenset[str] = frozenset(),
+    ) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
         self.shapes: ClassShapes = shapes if shapes is not None else {}
+        self.remote = remote
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -317,9 +330,11 @@ class DeviceCatalog:
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
 
-    def with_shapes(self, shapes: ClassShapes) -> DeviceCatalog:
+    def with_shapes(
+        self, shapes: ClassShapes, remote: frozenset[str] = frozenset()
+    ) -> DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
-        catalog = DeviceCatalog((), shapes)
+        catalog = DeviceCatalog((), shapes, remote)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
         return catalog
 
@@ -383,6 +398,19 @@ class DeviceCatalog:
                             shapes[name].add(device.shape)
         return {name: frozenset(found) for name, found in shapes.items()}
 
+    def class_remote(self, device_lists: Iterable[tuple[Device, ...]]) -> frozenset[str]:
+        """The classes that accept a countable device of these lists (devices reachable
+        from several nodes)."""
+        return frozenset(
+            name
+            for name in self.classes
+            if any(
+                countable(device) and self.in_class(device, name)
+                for devices in set(device_lists)
+                for device in devices
+            )
+        )
+
 
 class _Matching:
     """Memoized class membership and selector matches (independent of the shape picture)."""
@@ -434,7 +462,8 @@ def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> Devi
     """A catalog with the inventory's shape picture (what tests and one-shot callers need)."""
     bare = DeviceCatalog(classes)
     lists = [pool.devices for pools in inventory.by_node.values() for pool in pools]
-    return bare.with_shapes(bare.class_shapes(lists))
+    shared = [pool.shared_devices for pool in inventory.pools.values()]
+    return bare.with_shapes(bare.class_shapes(lists), bare.class_remote(shared))
 
 
 # ---- what a node offers ------------------------------------------------------------------

@@ -94,6 +94,8 @@ class DraState:
         self._unusable: dict[tuple[str, str], Pool] = {}  # incomplete, invalid or shared pools
         self._by_node: dict[str, tuple[DeviceHolder, ...]] = {}
         self._lists: Counter[tuple[Device, ...]] = Counter()  # in use, for the shape picture
+        # Per pool, its devices reachable from several nodes (for `DeviceCatalog.remote`).
+        self._shared: dict[tuple[str, str], tuple[Device, ...]] = {}
         self._shapes_dirty = False
         self._classes: dict[str, DeviceClass] = {}
         self.catalog = DeviceCatalog(())
@@ -228,12 +230,17 @@ class DraState:
             else:
                 self._by_node.pop(node, None)
         self._unusable.pop(key, None)
+        if self._shared.pop(key, None) is not None:
+            self._shapes_dirty = True
         nodes = set(before)
         names = self._names(driver, pool)
         if names:
             merged = merge_pool(self._slices[n] for n in names)
             if merged.state is not PoolState.COMPLETE or merged.nonlocal_devices:
                 self._unusable[key] = merged
+            if merged.shared_devices:
+                self._shared[key] = merged.shared_devices
+                self._shapes_dirty = True
             for holder in merged.local:
                 held = (*self._by_node.get(holder.node, ()), holder)
                 self._by_node[holder.node] = tuple(sorted(held, key=lambda h: (h.driver, h.pool)))
@@ -260,9 +267,10 @@ class DraState:
             return NOTHING
         self._shapes_dirty = False
         shapes = self.catalog.class_shapes(self._lists)
-        if shapes == self.catalog.shapes:
+        remote = self.catalog.class_remote(self._shared.values())
+        if shapes == self.catalog.shapes and remote == self.catalog.remote:
             return NOTHING
-        self.catalog = self.catalog.with_shapes(shapes)
+        self.catalog = self.catalog.with_shapes(shapes, remote)
         self.catalog_generation += 1
         return EVERYTHING
 

@@ -190,3 +190,56 @@ def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, siz
     if fits_broken:
         (clique,) = domains_of(index, 2, result)
         assert not whole(index.domains[2][clique])
+
+
+@common
+@given(clusters(), constraints())
+def test_a_gang_climbs_no_higher_than_the_narrowest_level_one_of_whose_domains_holds_it(
+    state, gang
+):
+    topology, members = gang
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    for level in topology.walk():
+        if level == CLUSTER:
+            return
+        if fits_in_one(snapshot, index, level, members):
+            assert isinstance(result, Placed)
+            assert len(domains_of(index, level, result)) == 1
+            return
+
+
+@common
+@given(clusters(), constraints())
+def test_of_the_domains_that_could_hold_a_required_gang_the_tightest_wins(state, gang):
+    topology, members = gang
+    if topology.required is None or topology.preferred not in (None, topology.required):
+        return
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    level = topology.required
+
+    def free(domain):
+        infos = [snapshot.nodes[n] for n in domain.nodes]
+        return (
+            sum(max(0, i.free.gpus()) for i in infos),
+            sum(max(0, i.free.get("cpu")) for i in infos),
+            sum(max(0, i.free.get("memory")) for i in infos),
+        )
+
+    holding = [
+        d
+        for d, domain in enumerate(index.domains[level])
+        if isinstance(
+            place_gang(
+                snapshot, spec(members, exclude=frozenset(snapshot.names) - set(domain.nodes))
+            ),
+            Placed,
+        )
+    ]
+    if holding:
+        (chosen,) = domains_of(index, level, result)
+        tightest = min(holding, key=lambda d: (free(index.domains[level][d]), d))
+        assert chosen == tightest

@@ -461,7 +461,7 @@ def waiting(ref: GroupRef) -> GroupStatus:
             GroupRef("ml", "job"),
             SP_KIND,
             "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/job/status",
-            {"phase", "scheduled", "running", "conditions"},
+            {"phase", "scheduled", "running", "succeeded", "failed", "conditions"},
         ),
         (
             GroupRef("ml", "job", Dialect.VOLCANO),

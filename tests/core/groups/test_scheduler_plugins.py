@@ -107,6 +107,8 @@ WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/
                 "phase": "Pending",
                 "scheduled": 0,
                 "running": 0,
+                "succeeded": 0,
+                "failed": 0,
                 "conditions": [
                     condition(
                         "False",
@@ -125,6 +127,8 @@ WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/
                 "phase": "Scheduling",
                 "scheduled": 0,
                 "running": 0,
+                "succeeded": 0,
+                "failed": 0,
                 "conditions": [condition("False", "Scheduling", "", "2026-01-01T00:00:00Z")],
                 "scheduleStartTime": "2025-12-31T23:59:30Z",
             },
@@ -137,6 +141,8 @@ WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/
                 "phase": "Running",
                 "scheduled": 4,
                 "running": 4,
+                "succeeded": 0,
+                "failed": 0,
                 "conditions": [
                     condition("True", "Committed", "placed", "2026-01-01T00:00:00Z"),
                 ],
@@ -154,6 +160,8 @@ WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/
                 "phase": "Pending",
                 "scheduled": 0,
                 "running": 0,
+                "succeeded": 0,
+                "failed": 0,
                 "conditions": [
                     condition("False", "WaitingForMembers", "2/4 exist", "2025-12-31T00:00:00Z")
                 ],
@@ -167,6 +175,8 @@ WAITING = status("Pending", "waiting-for-members", "waiting for gang members: 1/
                 "phase": "Pending",
                 "scheduled": 0,
                 "running": 0,
+                "succeeded": 0,
+                "failed": 0,
                 "conditions": [condition("False", "Pending", "x" * 1024, "2026-01-01T00:00:00Z")],
             },
             id="message-cut",
@@ -179,12 +189,20 @@ def test_status_is_scheduler_plugins_own(
     assert scheduler_plugins.build_status(gang, previous, T0, "v1alpha1") == body
 
 
+def test_finished_members_are_counted_in_the_fields_scheduler_plugins_api_has_for_them() -> None:
+    # PodGroupStatus has succeeded and failed (its CRD prints them); running alone undercounts
+    # a gang whose Jobs finish.
+    done = status("Scheduled", "bound", "bound", 4, 0, succeeded=3, failed=1)
+    body = scheduler_plugins.build_status(done, None, T0, "v1alpha1")
+    assert (body["running"], body["succeeded"], body["failed"]) == (0, 3, 1)
+
+
 def test_an_empty_previous_status_reads_as_none() -> None:
     built = scheduler_plugins.build_status(WAITING, {"conditions": []}, T0, "v1alpha1")
     assert built == scheduler_plugins.build_status(WAITING, None, T0, "v1alpha1")
 
 
-# --- byte for byte what the live source sent before dialects ----------------------------
+# --- what the live source sent before dialects -----------------------------------------
 
 
 class RecordingApi:
@@ -299,7 +317,19 @@ SENT_BEFORE = [
 ]
 
 
-def test_the_status_body_is_byte_identical_to_what_the_kube_source_sent() -> None:
+def with_finished(sent: dict[str, Any]) -> dict[str, Any]:
+    """`sent` with the finished members' counts Phalanx has written since, after `running`."""
+    status: dict[str, Any] = {}
+    for key, value in sent["status"].items():
+        status[key] = value
+        if key == "running":
+            status |= {"succeeded": 0, "failed": 0}
+    return {"status": status}
+
+
+def test_the_status_body_is_what_the_kube_source_sent_before_dialects_and_the_finished_counts() -> (
+    None
+):
     api = RecordingApi()
     now = [T0]
     source = KubeSource(api, wall_clock=lambda: now[0])  # type: ignore[arg-type]  # only patch() runs
@@ -316,5 +346,5 @@ def test_the_status_body_is_byte_identical_to_what_the_kube_source_sent() -> Non
 
     asyncio.run(send_all())
     path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/job/status"
-    assert api.patches == [(path, json.dumps(body)) for body in SENT_BEFORE]
+    assert api.patches == [(path, json.dumps(with_finished(body))) for body in SENT_BEFORE]
     assert len(api.patches) == 5  # the repeat at T0+6 is not sent

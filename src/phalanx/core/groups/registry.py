@@ -24,7 +24,7 @@ Adding a dialect: one module (a `claim`, its `KINDS` parsers, a `waiting_reason`
 object Phalanx wants to see; how it is sent depends on who else writes it:
 
 * scheduler-plugins: Phalanx alone. A JSON merge patch of the whole status, built on what
-  Phalanx last wrote (byte for byte as before dialects).
+  Phalanx last wrote (as before dialects, plus the finished members' counts).
 * Volcano: Volcano's controllers write conditions and counts too. A JSON merge patch of the
   whole status (a CRD: no strategic merge), built on the status last observed and sent
   with that object's `resourceVersion` as a precondition: a write in between makes it a

@@ -5,8 +5,9 @@ operators, KubeRay and the coscheduling plugin use them.
   its namespace; an empty label means no group (as scheduler-plugins reads it).
 * The PodGroup gives `spec.minMember`, `spec.scheduleTimeoutSeconds` and
   `spec.minResources`, plus Phalanx's own annotations (see `phalanx.core.groups.common`).
-* Status is scheduler-plugins' own: `phase`, `scheduled`, `running`, `scheduleStartTime`
-  and one `PodGroupScheduled` condition, on the `/status` subresource.
+* Status is scheduler-plugins' own: `phase`, `scheduled`, `running`, `succeeded`,
+  `failed`, `scheduleStartTime` and one `PodGroupScheduled` condition, on the `/status`
+  subresource.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ def build_status(
         "phase": status.phase.value,
         "scheduled": status.scheduled,
         "running": status.running,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
         "conditions": [condition],
     }
     if status.schedule_start_time is not None:

@@ -309,6 +309,47 @@ def test_a_gang_object_without_its_size_is_refused_as_missing_it(
     assert str(raised.value) == error
 
 
+def _with_spec(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    obj["spec"].update(fields)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        (
+            podgroup_obj("job", 2**31, namespace="ml"),
+            "spec.minMember: must be at most 2147483647 (an int32), not 2147483648",
+        ),
+        (
+            podgroup_obj("job", 2, namespace="ml", timeout=10**12),
+            "spec.scheduleTimeoutSeconds: must be at most 2147483647 (an int32), not 1000000000000",
+        ),
+        (
+            volcano_podgroup_obj("job", 10**10, namespace="ml"),
+            "spec.minMember: must be at most 2147483647 (an int32), not 10000000000",
+        ),
+        (
+            _with_spec(
+                volcano_podgroup_obj("job", 2, namespace="ml"),
+                networkTopology={"mode": "hard", "highestTierAllowed": 2**40},
+            ),
+            "spec.networkTopology.highestTierAllowed: must be at most 2147483647 (an int32), "
+            "not 1099511627776",
+        ),
+    ],
+    ids=["min-member", "timeout", "volcano-min-member", "volcano-tier"],
+)
+def test_a_number_beyond_the_apis_int32_is_refused_naming_the_field(
+    obj: dict[str, Any], error: str
+) -> None:
+    # A CRD's "format: int32" is not enforced by the API server; the other schedulers of
+    # these APIs could not even decode such an object.
+    with pytest.raises(InvalidObjectError) as raised:
+        registry.parse_group_object(obj)
+    assert str(raised.value) == f"PodGroup ml/job: {error}"
+
+
 def test_other_kinds_are_not_gang_objects() -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
     old = podgroup_obj("job", 2)

@@ -136,14 +136,29 @@ class ObjectSettings:
         return DEFAULT_TIMEOUT_SECONDS if self.timeout_seconds is None else self.timeout_seconds
 
 
+INT32_MAX: Final = 2**31 - 1
+
+
+def read_positive_int32(src: Source, value: object, path: str) -> int | None:
+    """A positive int32 field of a gang object (a size, seconds, a tier); None when absent.
+    Out of range is refused naming the field: a CRD's `format: int32` is not enforced by
+    the API server, and no other scheduler of these APIs could decode the object."""
+    number = read_integer(src, value, path)
+    if number is None:
+        return None
+    if number < 1:
+        raise src.invalid(path, f"must be a positive integer, not {number}")
+    if number > INT32_MAX:
+        raise src.invalid(path, f"must be at most {INT32_MAX} (an int32), not {number}")
+    return number
+
+
 def read_min_count(src: Source, value: object, path: str) -> int:
-    """A gang size field (`minMember`, `minCount`): a positive integer, else the object is
+    """A gang size field (`minMember`, `minCount`): a positive int32, else the object is
     refused naming the field (0 would make every pod a gang of its own)."""
-    count = read_integer(src, value, path)
+    count = read_positive_int32(src, value, path)
     if count is None:
         raise src.invalid(path, "is required (a positive integer)")
-    if count < 1:
-        raise src.invalid(path, f"must be a positive integer, not {count}")
     return count
 
 
@@ -173,6 +188,7 @@ class Parsed(Generic[T_co]):
 __all__ = [
     "DIFFERENTIABLE_ANNOTATION",
     "DNS_LABEL_FORM",
+    "INT32_MAX",
     "OBJECT_NAME_FORM",
     "PLACEMENT_ANNOTATION",
     "PLAN_ANNOTATION",
@@ -189,4 +205,5 @@ __all__ = [
     "parse_differentiable",
     "parse_placement",
     "read_min_count",
+    "read_positive_int32",
 ]

@@ -21,13 +21,13 @@ from phalanx.core.groups.common import (
     PodView,
     group_name_problem,
     read_min_count,
+    read_positive_int32,
 )
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, camel, rfc3339
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, PodGroup
 from phalanx.core.rawdict import (
     JsonObject,
     namespace_and_name,
-    read_integer,
     read_metadata,
     read_object,
     read_quantities,
@@ -63,11 +63,9 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
     namespace, name = namespace_and_name(src)
     spec = read_object(src, obj.get("spec"), "spec")
     min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
-    timeout = read_integer(src, spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds")
-    if timeout is not None and timeout < 1:
-        raise src.invalid(
-            "spec.scheduleTimeoutSeconds", f"must be a positive integer, not {timeout}"
-        )
+    timeout = read_positive_int32(
+        src, spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds"
+    )
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations)
     return PodGroup(

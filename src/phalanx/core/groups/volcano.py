@@ -27,6 +27,7 @@ from phalanx.core.groups.common import (
     PodView,
     group_name_problem,
     read_min_count,
+    read_positive_int32,
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
@@ -44,7 +45,6 @@ from phalanx.core.rawdict import (
     JsonObject,
     Source,
     namespace_and_name,
-    read_integer,
     read_metadata,
     read_object,
     read_quantities,
@@ -152,9 +152,7 @@ def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | Non
     if mode not in ("hard", "soft"):
         raise src.invalid(f"{path}.mode", f"{quoted(mode)} is not hard or soft")
     tier_path = f"{path}.highestTierAllowed"
-    tier = read_integer(src, topology.get("highestTierAllowed"), tier_path)
-    if tier is not None and tier < 1:
-        raise src.invalid(tier_path, f"must be a positive integer, not {tier}")
+    tier = read_positive_int32(src, topology.get("highestTierAllowed"), tier_path)
     level = f"tier:{tier or 1}"
     return (
         TopologyConstraint(required=level)

@@ -182,6 +182,36 @@ def test_an_object_the_decoder_refuses_is_absent_and_reported_once() -> None:
     assert f.sink.reasons() == [INVALID_OBJECT, INVALID_OBJECT]
 
 
+@pytest.mark.parametrize(
+    ("kind", "key", "names"),
+    [
+        ("ResourceClaim", "default/team", {"claims": {"gpus": "team"}}),
+        ("ResourceClaimTemplate", "default/four", {"templates": {"gpus": "four"}}),
+        ("DeviceClass", "gpu.nvidia.com", {"templates": {"gpus": "four"}}),
+    ],
+    ids=["claim", "template", "class"],
+)
+def test_a_pod_naming_an_object_phalanx_cannot_read_is_told_why_until_it_is_fixed(
+    kind: str, key: str, names: dict[str, dict[str, str]]
+) -> None:
+    f = Fixture()
+    f.classes()
+    f.template(claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4)))
+    f.claim(claim_obj("team", device_request("gpu", "gpu.nvidia.com", 2)))
+    pod = parse_pod(dra_pod_obj("w", **names))
+    f.feed.upsert_pod(f.state, pod)
+    reason = "spec.devices.requests[0].exactly.count: must be positive, not 0"
+    f.deliver(kind, Invalid(key, "u", reason))
+    told = [e for e in f.sink.events if e[0] == "Pod"]
+    assert [e[2] for e in told] == [INVALID_DEVICE_CLAIM]
+    assert f"{kind} {key} cannot be read ({reason})" in told[0][3]
+    f.deliver(kind, Delete(key, "u"))  # gone for good: no longer what the pod is told
+    held = f.state.pod(pod.uid)
+    assert held is not None
+    assert held.devices is not None
+    assert "cannot be read" not in held.devices.demand.blocker
+
+
 def test_a_pod_whose_claim_names_an_unknown_class_gets_one_warning_event() -> None:
     f = Fixture()
     f.classes()

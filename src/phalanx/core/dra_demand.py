@@ -164,12 +164,17 @@ def pod_demand(
     templates: Mapping[str, ResourceClaimTemplate],
     catalog: DeviceCatalog,
     carried: Container[str] = frozenset(),
+    *,
+    unreadable: Mapping[str, str] | None = None,
 ) -> PodDemand:
     """The device demand of a pod's `spec.resourceClaims` (claims and templates by key).
 
     An allocated claim in `carried` is still counted by the pod (its devices are held by
     the pod's reservation, not yet by its node: see `DraState.carry`), on its node only.
+    `unreadable` says why objects the API holds but Phalanx cannot read are missing
+    ("Kind key" -> why, `unreadable_key`).
     """
+    why = unreadable or {}
     if not pod.resource_claims:
         return NO_DEMAND
     result: list[ClaimDemand] = []
@@ -181,6 +186,9 @@ def pod_demand(
         if ref.claim:
             key = claim_key(pod.namespace, ref.claim)
             claim = claims.get(key)
+            if claim is None and unreadable_key("ResourceClaim", key) in why:
+                problems.append(_unreadable("ResourceClaim", key, why))
+                continue
             if claim is None and ref.template:
                 waiting.append(
                     f"waiting for ResourceClaim {key} (made from template {ref.template})"
@@ -200,7 +208,7 @@ def pod_demand(
                 # Its devices are chosen: only where they are reachable matters now.
                 result.append(ClaimDemand(key, allocated=True, node_terms=terms))
                 continue
-            demand, found = _claim(key, claim.spec, catalog)
+            demand, found = _claim(key, claim.spec, catalog, why)
             problems += found
             result.append(
                 ClaimDemand(key, demand.requests, node_terms=terms, shareable=not ref.template)
@@ -208,23 +216,40 @@ def pod_demand(
         else:
             template_key = claim_key(pod.namespace, ref.template)
             template = templates.get(template_key)
+            if template is None and unreadable_key("ResourceClaimTemplate", template_key) in why:
+                problems.append(_unreadable("ResourceClaimTemplate", template_key, why))
+                continue
             if template is None:
                 problems.append(f"ResourceClaimTemplate {template_key} does not exist")
                 continue
             key = f"{pod.namespace}/{pod.name}#{ref.name}"
-            demand, found = _claim(key, template.spec, catalog)
+            demand, found = _claim(key, template.spec, catalog, why)
             problems += found
             result.append(demand)
     return PodDemand(tuple(result), tuple(problems), tuple(waiting))
 
 
-def _claim(key: str, spec: ClaimSpec, catalog: DeviceCatalog) -> tuple[ClaimDemand, list[str]]:
+def unreadable_key(kind: str, key: str) -> str:
+    return f"{kind} {key}"
+
+
+def _unreadable(kind: str, key: str, why: Mapping[str, str]) -> str:
+    return f"{kind} {key} cannot be read ({why[unreadable_key(kind, key)]})"
+
+
+def _claim(
+    key: str, spec: ClaimSpec, catalog: DeviceCatalog, why: Mapping[str, str]
+) -> tuple[ClaimDemand, list[str]]:
     problems = [f"claim {key}: {spec.problem}"] if spec.problem else []
     requests = []
     for request in spec.requests:
         chosen = request.alternatives[0] if request.alternatives else request
         name = f"{request.name}/{chosen.name}" if request.alternatives else request.name
         device_class = catalog.classes.get(chosen.device_class)
+        if device_class is None and unreadable_key("DeviceClass", chosen.device_class) in why:
+            unread = _unreadable("DeviceClass", chosen.device_class, why)
+            problems.append(f"claim {key} request {name}: {unread}")
+            continue
         if device_class is None:
             problems.append(
                 f"claim {key} request {name}: DeviceClass {chosen.device_class} does not exist"

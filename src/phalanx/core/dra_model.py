@@ -181,6 +181,13 @@ class DraModel:
         self.dra.remove_template(key)
         self._stage(NOTHING, _TEMPLATE + key)
 
+    def unreadable(self, kind: str, key: str, reason: str) -> None:
+        """An object of a `resource.k8s.io/v1` kind Phalanx cannot read (`DraState.unreadable`)."""
+        ref = {"ResourceClaim": _CLAIM, "ResourceClaimTemplate": _TEMPLATE}.get(kind)
+        if kind == "ResourceClaim":
+            self._carriers.pop(key, None)
+        self._stage(self.dra.unreadable(kind, key, reason), ref + key if ref else "")
+
     def _stage(self, changes: Changes, ref: str = "") -> None:
         self._changes |= changes
         if ref:

@@ -36,6 +36,7 @@ from phalanx.core.dra_demand import (
     PodDemand,
     node_with_devices,
     pod_demand,
+    unreadable_key,
     with_needs,
 )
 from phalanx.core.dra_inventory import (
@@ -107,6 +108,8 @@ class DraState:
         # Allocated claims whose devices a gang's reservation still holds (see `carry`).
         self._carried: set[str] = set()
         self._templates: dict[str, ResourceClaimTemplate] = {}
+        # Objects the API holds that Phalanx cannot read: "Kind key" -> why (`unreadable`).
+        self._unreadable: dict[str, str] = {}
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -134,7 +137,14 @@ class DraState:
         return self._templates
 
     def demand(self, pod: Pod) -> PodDemand:
-        return pod_demand(pod, self._claims, self._templates, self.catalog, self._carried)
+        return pod_demand(
+            pod,
+            self._claims,
+            self._templates,
+            self.catalog,
+            self._carried,
+            unreadable=self._unreadable,
+        )
 
     def needs(self, pod: Pod) -> DeviceNeeds:
         """The pod's demand as its `Pod.devices` carries it."""
@@ -171,6 +181,33 @@ class DraState:
         found = [p.problem for p in self._unusable.values() if p.problem]
         found += [_nonlocal(p) for p in self._unusable.values() if p.nonlocal_devices]
         return sorted(found) + list(self.catalog.notes)
+
+    # ---- objects Phalanx cannot read --------------------------------------------------
+
+    def unreadable(self, kind: str, key: str, reason: str) -> Changes:
+        """An object the API holds that Phalanx cannot read: absent, and the pods naming it
+        are told why (`pod_demand`). Reading it again, or its deletion, forgets why."""
+        removers = {
+            "ResourceSlice": self.remove_slice,
+            "DeviceClass": self.remove_class,
+            "ResourceClaim": self.remove_claim,
+        }
+        remove = removers.get(kind)
+        if remove is not None:
+            changes = remove(key)
+        else:
+            self.remove_template(key)
+            changes = NOTHING
+        if kind != "ResourceSlice":  # no pod names a slice
+            self._unreadable[unreadable_key(kind, key)] = reason
+        # A class no pod can use as written: every pending pod is derived again.
+        return changes | (EVERYTHING if kind == "DeviceClass" else NOTHING)
+
+    def _readable(self, kind: str, key: str) -> bool:
+        """Forget why an object could not be read; whether there was anything to forget."""
+        return bool(self._unreadable) and (
+            self._unreadable.pop(unreadable_key(kind, key), None) is not None
+        )
 
     # ---- slices ----------------------------------------------------------------------
 
@@ -277,14 +314,16 @@ class DraState:
     # ---- classes ---------------------------------------------------------------------
 
     def upsert_class(self, device_class: DeviceClass) -> Changes:
+        self._readable("DeviceClass", device_class.name)
         if self._classes.get(device_class.name) == device_class:
             return NOTHING
         self._classes[device_class.name] = device_class
         return self._new_catalog()
 
     def remove_class(self, name: str) -> Changes:
+        forgotten = self._readable("DeviceClass", name)
         if self._classes.pop(name, None) is None:
-            return NOTHING
+            return EVERYTHING if forgotten else NOTHING
         return self._new_catalog()
 
     def _new_catalog(self) -> Changes:
@@ -297,12 +336,14 @@ class DraState:
     # ---- claims and templates --------------------------------------------------------
 
     def upsert_claim(self, claim: ResourceClaim) -> Changes:
+        self._readable("ResourceClaim", claim.key)
         old = self._claims.get(claim.key)
         self._claims[claim.key] = claim
         changes = self._unhold(old) if old is not None else NOTHING
         return changes | self._hold(claim)
 
     def remove_claim(self, key: str) -> Changes:
+        self._readable("ResourceClaim", key)
         self._carried.discard(key)
         old = self._claims.pop(key, None)
         return self._unhold(old) if old is not None else NOTHING
@@ -368,9 +409,11 @@ class DraState:
         return nodes
 
     def upsert_template(self, template: ResourceClaimTemplate) -> None:
+        self._readable("ResourceClaimTemplate", template.key)
         self._templates[template.key] = template
 
     def remove_template(self, key: str) -> None:
+        self._readable("ResourceClaimTemplate", key)
         self._templates.pop(key, None)
 
 

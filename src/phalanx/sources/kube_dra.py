@@ -288,8 +288,8 @@ class DraFeed:
                     elif isinstance(change, Delete):
                         remove(change.key)
                         self.notices.valid_again(kind, change.key)
-                    else:  # an object Phalanx cannot read counts as absent
-                        remove(change.key)
+                    else:  # absent, and pods naming it are told why
+                        self.model.unreadable(kind, change.key, change.reason)
                         self._report_invalid(kind, change.key, change.reason)
                 self._after(state, self.model.settle(state))
                 if kind in (RESOURCE_SLICES.name, DEVICE_CLASSES.name):

@@ -350,6 +350,47 @@ def test_a_number_beyond_the_apis_int32_is_refused_naming_the_field(
     assert str(raised.value) == f"PodGroup ml/job: {error}"
 
 
+def _named(obj: dict[str, Any], name: str, namespace: str = "ml") -> dict[str, Any]:
+    obj["metadata"] |= {"name": name, "namespace": namespace}
+    return obj
+
+
+NAME_FORM = '(lower-case letters, digits, "-" and ".")'
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        (
+            _named(podgroup_obj("job", 2), "Job_1"),
+            f'PodGroup ml/Job_1: metadata.name: "Job_1" is not a valid PodGroup name {NAME_FORM}',
+        ),
+        (
+            _named(volcano_podgroup_obj("job", 2), "a/b"),
+            f'PodGroup ml/a/b: metadata.name: "a/b" is not a valid PodGroup name {NAME_FORM}',
+        ),
+        (
+            _named(upstream_podgroup_obj("job", 2), "train/workers"),
+            'PodGroup ml/train/workers: metadata.name: "train/workers" is not a valid '
+            f"PodGroup name {NAME_FORM}",
+        ),
+        (
+            _named(workload_obj("job", {"workers": 2}), "job", "ML"),
+            'Workload ML/job: metadata.namespace: "ML" is not a valid namespace '
+            '(lower-case letters, digits and "-", at most 63)',
+        ),
+    ],
+    ids=["not-lower-case", "slash", "upstream-slash-is-a-workload-key", "namespace"],
+)
+def test_a_gang_object_whose_name_no_object_could_have_is_refused_naming_the_field(
+    obj: dict[str, Any], error: str
+) -> None:
+    # From a cluster file; "upstream:ml/train/workers" is also Workload train's gang key.
+    with pytest.raises(InvalidObjectError) as raised:
+        registry.parse_group_object(obj)
+    assert str(raised.value) == error
+
+
 def test_other_kinds_are_not_gang_objects() -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
     old = podgroup_obj("job", 2)

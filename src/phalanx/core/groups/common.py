@@ -23,7 +23,14 @@ from phalanx.core.model import (
     TopologyConstraint,
 )
 from phalanx.core.names import annotation_int, is_dns_label, is_object_name, is_qualified_name
-from phalanx.core.rawdict import JsonObject, Source, key_path, read_integer
+from phalanx.core.rawdict import (
+    JsonObject,
+    Source,
+    key_path,
+    namespace_and_name,
+    read_integer,
+    read_metadata,
+)
 from phalanx.core.topology_annotations import group_topology
 
 T_co = TypeVar("T_co", covariant=True)
@@ -45,6 +52,24 @@ def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
     if is_object_name(name):
         return ""
     return f"{where}: {quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
+
+
+def read_identity(kind: str, obj: JsonObject) -> tuple[Source, JsonObject, str, str]:
+    """A gang object's (source, metadata, namespace, name). A name or namespace no object
+    could have (from a file: the API server refuses them) is refused naming the field; a
+    "/" in one would make the key of another gang."""
+    src, metadata = read_metadata(kind, obj, namespaced=True)
+    namespace, name = namespace_and_name(src)
+    given = metadata.get("namespace")
+    if isinstance(given, str) and given and not is_dns_label(given):
+        raise src.invalid(
+            "metadata.namespace", f"{quoted(given)} is not a valid namespace {DNS_LABEL_FORM}"
+        )
+    if not is_object_name(name):
+        raise src.invalid(
+            "metadata.name", f"{quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
+        )
+    return src, metadata, namespace, name
 
 
 def label_name_problem(where: str, name: str, what: str) -> str:
@@ -204,6 +229,7 @@ __all__ = [
     "label_name_problem",
     "parse_differentiable",
     "parse_placement",
+    "read_identity",
     "read_min_count",
     "read_positive_int32",
 ]

@@ -20,6 +20,7 @@ from phalanx.core.groups.common import (
     Parsed,
     PodView,
     group_name_problem,
+    read_identity,
     read_min_count,
     read_positive_int32,
 )
@@ -27,8 +28,6 @@ from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, c
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, PodGroup
 from phalanx.core.rawdict import (
     JsonObject,
-    namespace_and_name,
-    read_metadata,
     read_object,
     read_quantities,
     read_string,
@@ -59,8 +58,7 @@ def claim(pod: PodView) -> Claim | None:
 
 def parse_pod_group(obj: JsonObject) -> PodGroup:
     """A `PodGroup` (scheduling.x-k8s.io/v1alpha1) with Phalanx's annotations."""
-    src, metadata = read_metadata(KIND, obj, namespaced=True)
-    namespace, name = namespace_and_name(src)
+    src, metadata, namespace, name = read_identity(KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
     min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
     timeout = read_positive_int32(

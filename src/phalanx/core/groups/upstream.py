@@ -36,6 +36,7 @@ from phalanx.core.groups.common import (
     group_name_problem,
     is_qualified_name,
     label_name_problem,
+    read_identity,
     read_min_count,
 )
 from phalanx.core.groups.status import (
@@ -56,8 +57,6 @@ from phalanx.core.model import (
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
-    namespace_and_name,
-    read_metadata,
     read_object,
     read_objects,
     read_string,
@@ -165,8 +164,7 @@ class Workload:
 
 
 def parse_workload(obj: JsonObject) -> Workload:
-    src, metadata = read_metadata(WORKLOAD_KIND, obj, namespaced=True)
-    namespace, name = namespace_and_name(src)
+    src, metadata, namespace, name = read_identity(WORKLOAD_KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
     groups: list[WorkloadPodGroup] = []
     for path, entry in read_objects(src, spec.get("podGroups"), "spec.podGroups"):
@@ -232,8 +230,7 @@ def gang_of(workload: Workload, ref: GroupRef) -> PodGroup | str:
 
 
 def parse_pod_group(obj: JsonObject) -> PodGroup:
-    src, metadata = read_metadata(POD_GROUP_KIND, obj, namespaced=True)
-    namespace, name = namespace_and_name(src)
+    src, metadata, namespace, name = read_identity(POD_GROUP_KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
     path = "spec.schedulingPolicy"
     min_count = _policy(src, read_object(src, spec.get("schedulingPolicy"), path), path)

@@ -26,6 +26,7 @@ from phalanx.core.groups.common import (
     Parsed,
     PodView,
     group_name_problem,
+    read_identity,
     read_min_count,
     read_positive_int32,
 )
@@ -44,8 +45,6 @@ from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, TopologyConst
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
-    namespace_and_name,
-    read_metadata,
     read_object,
     read_quantities,
     read_string,
@@ -103,8 +102,7 @@ def claim(pod: PodView) -> Claim | None:
 
 
 def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
-    src, metadata = read_metadata(KIND, obj, namespaced=True)
-    namespace, name = namespace_and_name(src)
+    src, metadata, namespace, name = read_identity(KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
     min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
     warnings = []

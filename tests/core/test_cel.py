@@ -265,6 +265,36 @@ def test_a_selector_nested_too_deeply_for_phalanx_is_unsupported_with_the_reason
     assert parsed.expression == expression
 
 
+FLAGS = FakeDevice(attributes={f"{GPU}/on": True, f"{GPU}/off": False, **H100.attributes})
+
+
+@pytest.mark.parametrize(
+    ("expression", "verdict"),
+    [
+        # CEL orders bools (false < true) ...
+        (f"{A}.on > {A}.off", Verdict.TRUE),
+        (f"{A}.off >= {A}.on", Verdict.FALSE),
+        # ... but has no `<` for versions or quantities: those compare through compareTo.
+        (f"{A}.driverVersion > {A}.cudaComputeCapability", Verdict.ERROR),
+        (f"({A}.on ? {C}.memory : {A}.index) > ({A}.on ? {C}.memory : 0)", Verdict.ERROR),
+        (f"{A}.on > false", Verdict.TRUE),
+        (f"{A}.driverVersion.compareTo({A}.cudaComputeCapability) > 0", Verdict.TRUE),
+    ],
+    ids=[
+        "bools",
+        "bools, false",
+        "versions",
+        "quantities",
+        "a bool literal",
+        "versions through compareTo",
+    ],
+)
+def test_ordering_two_attribute_values_follows_cel_s_overloads(
+    expression: str, verdict: Verdict
+) -> None:
+    assert selector(expression).evaluate(FLAGS) is verdict
+
+
 def test_a_selector_names_the_values_it_reads() -> None:
     parsed = selector(
         f"device.driver == '{GPU}' && {A}.productName == 'x' && "

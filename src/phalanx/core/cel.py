@@ -7,7 +7,7 @@ over one variable, `device`, with `driver`, `attributes[<domain>]` and `capacity
 evaluate it:
 
 * supported: `&&`, `||`, `!`, `? :`, parentheses; `==`/`!=` on strings, bools, ints,
-  quantities and versions; `<`, `<=`, `>`, `>=` on ints and strings; `x in [literals]`;
+  quantities and versions; `<`, `<=`, `>`, `>=` on bools, ints and strings; `x in [literals]`;
   `"name" in device.attributes["domain"]` and `has(device.attributes["domain"].name)`;
   `device.driver`; `quantity("40Gi")` with `compareTo`, `isGreaterThan`, `isLessThan`,
   `isInteger`, `asInteger`, `sign`; `semver("1.2.3")` with `compareTo`, `isGreaterThan`,
@@ -354,7 +354,7 @@ class _Checker:
         if op in ("&&", "||") and not (left in (_T.BOOL, _T.DYN) and right in (_T.BOOL, _T.DYN)):
             raise _Unsupported(f"{op} between {left.value} and {right.value}")
         if op in ("<", "<=", ">", ">="):
-            ordered = (_T.INT, _T.STRING, _T.DYN)
+            ordered = (_T.BOOL, _T.INT, _T.STRING, _T.DYN)
             if left not in ordered or right not in ordered:
                 raise _Unsupported(f"{op} between {left.value} and {right.value} (use compareTo)")
         return _T.BOOL
@@ -453,6 +453,14 @@ def _compare(a: object, b: object) -> int:
         and not isinstance(b, bool)
     ):
         return (a > b) - (a < b)
+    raise _CelError("no matching overload")
+
+
+def _order(a: object, b: object) -> int:
+    """`<` and friends: CEL orders bools, ints and strings; versions and quantities have
+    no such overload (they compare through compareTo)."""
+    if type(a) is type(b) and isinstance(a, bool | int | str):
+        return (a > b) - (a < b)  # type: ignore[operator]  # same type, checked above
     raise _CelError("no matching overload")
 
 
@@ -561,7 +569,7 @@ class _Evaluator:
             return _equal(left, right)
         if op == "!=":
             return not _equal(left, right)
-        order = _compare(left, right)
+        order = _order(left, right)
         return {"<": order < 0, "<=": order <= 0, ">": order > 0, ">=": order >= 0}[op]
 
     def _logical(self, expr: Binary) -> object:

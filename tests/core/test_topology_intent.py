@@ -328,8 +328,11 @@ def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster():
         ),
         ("tier:0", 'required level "tier:0" is not a tier of topology default'),
         ("tier:" + "9" * 18, 'required level "tier:999999999999999999" is not a tier of'),
+        # Volcano's highestTierAllowed is an int64.
+        (f"tier:{2**63 - 1}", f'required level "tier:{2**63 - 1}" is not a tier of'),
+        ("tier:" + "9" * 5000, "is not a tier of topology default"),
     ],
-    ids=["above-the-widest", "zero", "huge"],
+    ids=["above-the-widest", "zero", "huge", "int64-max", "longer-than-int-parses"],
 )
 def test_a_tier_beyond_the_topology_is_a_clear_error(tier, message):
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required=tier)))

@@ -171,14 +171,18 @@ def _checked_levels(name: str, levels: tuple[str, ...]) -> tuple[str, ...]:
     return levels
 
 
-# As many digits as an annotation integer: a huge tier is "not a tier", never a crash.
-_TIER = re.compile(r"tier:([0-9]{1,18})")
+_TIER = re.compile(r"tier:([0-9]+)")
+_MAX_TIER_DIGITS = 18  # beyond any topology; Volcano's int64 field can hold 19 digits
 
 
 def _tier(key: str) -> int | None:
-    """n for a `tier:<n>` level name (Volcano's HyperNode tiers), else None."""
+    """n for a `tier:<n>` level name (Volcano's HyperNode tiers), else None. A number too
+    long to be any tier stays one (too high), never a long int conversion."""
     found = _TIER.fullmatch(key)
-    return int(found.group(1)) if found else None
+    if found is None:
+        return None
+    digits = found.group(1)
+    return int(digits) if len(digits) <= _MAX_TIER_DIGITS else 10**_MAX_TIER_DIGITS
 
 
 def short_name(key: str) -> str:

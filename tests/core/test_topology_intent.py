@@ -261,7 +261,7 @@ def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(walk, constr
         (
             podgroup("g", 1, topology=TopologyConstraint(required=LEAF)),
             [pod("m-0", group="g", topology=TopologyConstraint(preferred=LEAF))],
-            f"gang default/g: PodGroup declares topology required {LEAF}, "
+            f"gang default/g: its PodGroup declares required {LEAF}, "
             f"but its members declare preferred {LEAF}",
         ),
     ],
@@ -280,6 +280,32 @@ def test_bad_intent_is_a_clear_error_naming_the_group(group, members, message):
     resolved = resolve(group, members)
     assert isinstance(resolved, str)
     assert message in resolved
+
+
+@pytest.mark.parametrize(
+    ("group", "members"),
+    [
+        (
+            podgroup("g", 2, topology=TopologyConstraint(topology="default", required=CLIQUE)),
+            [pod("m-0", group="g", topology=TopologyConstraint(required=CLIQUE))],
+        ),
+        (
+            podgroup("g", 2, topology=TopologyConstraint(required="tier:1")),
+            [pod("m-0", group="g", topology=TopologyConstraint(required=CLIQUE))],
+        ),
+        (
+            podgroup("g", 2),
+            [
+                pod("m-0", group="g", topology=TopologyConstraint(required=CLIQUE)),
+                pod("m-1", group="g", topology=TopologyConstraint("default", required=CLIQUE)),
+                pod("m-2", group="g", topology=TopologyConstraint(required="tier:1")),
+            ],
+        ),
+    ],
+    ids=["default-by-name-or-not", "tier-or-label-key", "members-spell-it-three-ways"],
+)
+def test_intents_that_mean_the_same_levels_agree_however_they_are_spelled(group, members):
+    assert resolve(group, members) == GangTopology(DEFAULT, required=2)
 
 
 def test_the_configured_topologies_must_name_the_level_not_a_short_noun():

@@ -442,18 +442,36 @@ def resolve_topology(
     still prefer broken domains over whole ones.
     """
     key = group.key
-    declared = {p.topology for p in members if p.topology is not None}
+    # Intents are compared by what they mean: the default topology by name or by "", a
+    # level by its label key or its tier.
+    declared: dict[GangTopology, TopologyConstraint] = {}
+    for intent in sorted({p.topology for p in members if p.topology is not None}, key=str):
+        meant = _levels(key, intent, topologies)
+        if isinstance(meant, str):
+            return meant
+        declared.setdefault(meant, intent)
     if len(declared) > 1:
         return f"members of gang {key} disagree on their topology: " + "; ".join(
-            sorted(str(c) for c in declared)
+            sorted(str(c) for c in declared.values())
         )
-    from_members = declared.pop() if declared else None
-    if group.topology is not None and from_members not in (None, group.topology):
-        return (
-            f"gang {key}: PodGroup declares topology {group.topology}, "
-            f"but its members declare {from_members}"
-        )
-    intent = group.topology or from_members or TopologyConstraint()
+    from_members = next(iter(declared.items()), None)
+    if group.topology is not None:
+        own = _levels(key, group.topology, topologies)
+        if isinstance(own, str):
+            return own
+        if from_members is not None and from_members[0] != own:
+            return (
+                f"gang {key}: its PodGroup declares {group.topology}, "
+                f"but its members declare {from_members[1]}"
+            )
+        return _check(key, group, own, group.topology)
+    if from_members is not None:
+        return _check(key, group, *from_members)
+    return _check(key, group, GangTopology(topologies.default), TopologyConstraint())
+
+
+def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
+    """The intent's topology and levels as positions, or why it names none of them."""
     topology = topologies.get(intent.topology)
     if topology is None:
         known = ", ".join(t.name for t in topologies.all)
@@ -475,14 +493,13 @@ def resolve_topology(
                 f"gang {key}: {role} level {quoted(name)} is not a level of topology "
                 f"{topology.name} ({' > '.join(topology.levels)})"
             )
-    resolved = GangTopology(
+    return GangTopology(
         topology,
         required=levels["required"],
         preferred=levels["preferred"],
         slice_size=intent.slice_size,
         slice_level=levels["slice"],
     )
-    return _check(key, group, resolved, intent)
 
 
 def _check(

@@ -83,6 +83,16 @@ def test_a_pod_asks_for_its_claims_devices_and_carries_its_demand() -> None:
     assert eligibility.ineligibility(p, gpu_node("plugin", 8)) is not None
 
 
+def test_a_claim_a_pod_names_in_two_entries_is_asked_for_once() -> None:
+    # One claim is one allocation, however many of the pod's entries name it.
+    world = DraWorld("n1")
+    world.claim("team", 4)
+    p = world.pod("w", claims={"first": "team", "second": "team"})
+    assert p.requests[DRA_GPU] == 4
+    assert p.devices is not None
+    assert [c.key for c in p.devices.demand.claims] == ["default/team"]
+
+
 def test_a_pod_whose_claims_the_model_has_not_read_is_eligible_nowhere() -> None:
     world = DraWorld("n1")
     raw = parse_pod(dra_pod_obj("w", templates={"gpus": "four"}))  # e.g. first seen in /filter

@@ -180,11 +180,15 @@ def pod_demand(
     result: list[ClaimDemand] = []
     problems: list[str] = []
     waiting: list[str] = []
+    named: set[str] = set()
     for ref in pod.resource_claims:
         if ref.not_needed:
             continue
         if ref.claim:
             key = claim_key(pod.namespace, ref.claim)
+            if key in named:
+                continue  # one claim is one allocation, however many entries name it
+            named.add(key)
             claim = claims.get(key)
             if claim is None and unreadable_key("ResourceClaim", key) in why:
                 problems.append(_unreadable("ResourceClaim", key, why))

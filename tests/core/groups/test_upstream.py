@@ -453,6 +453,15 @@ def test_nothing_is_written_when_there_is_nothing_new(
     assert upstream.build_status(status, previous, T0, "v1beta1") is None
 
 
+@pytest.mark.parametrize("phase", [GroupPhase.PENDING, GroupPhase.PRE_SCHEDULING])
+def test_a_gang_nothing_was_decided_about_yet_is_not_called_unschedulable(
+    phase: GroupPhase,
+) -> None:
+    # A PodGroup just seen (no member filtered yet): kube-scheduler, too, writes the
+    # condition only once it has tried; "Unschedulable" with no message would be a false alarm.
+    assert upstream.build_status(gang(phase), None, T0, "v1beta1") is None
+
+
 def test_a_topology_annotation_that_contradicts_the_spec_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidObjectError, match=r"spec\.schedulingConstraints\.topology"):
         upstream.parse_pod_group(

@@ -269,6 +269,17 @@ def test_status_speaks_volcano(
     assert volcano.build_status(status, previous, T0) == expected
 
 
+@pytest.mark.parametrize("phase", [GroupPhase.PENDING, GroupPhase.PRE_SCHEDULING])
+def test_a_gang_nothing_was_decided_about_yet_is_admitted_without_an_unschedulable_condition(
+    phase: GroupPhase,
+) -> None:
+    # Volcano's job controller turns every Unschedulable condition into a warning Event:
+    # a job just created must get Inqueue (to create its pods), not a warning with no text.
+    kept = cond("Evicted", "PodFailed", "y", EARLIER)
+    built = volcano.build_status(gang(phase), {"conditions": [kept]}, T0)
+    assert built == body("Inqueue", kept)
+
+
 def test_no_phase_leaves_a_volcano_job_without_pods() -> None:
     """Volcano's job controller creates pods only once the PodGroup has left Pending."""
     phases = {volcano.build_status(gang(phase), None, T0)["phase"] for phase in GroupPhase}

@@ -320,6 +320,10 @@ def build_status(
     """
     if status.ref.pod_group:
         return None  # a v1alpha1 Workload has no status
+    if not status.placed and not status.reason:
+        # Nothing decided yet (no member filtered): kube-scheduler too writes the condition
+        # only after an attempt, and "Unschedulable" would be a false alarm.
+        return None
     kind = condition_type(version)
     conditions = conditions_of(previous)
     old = next((c for c in conditions if c.get("type") == kind), None)

@@ -18,6 +18,7 @@ Kubeflow's operators in Volcano mode, LeaderWorkerSet and KubeRay create them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -175,24 +176,43 @@ def build_status(
     `previous` is the PodGroup's status as observed; conditions of other types (Volcano's
     controllers write some) are carried over, since the patch replaces the list (it is
     sent under the observed resourceVersion: see `registry.status_write`). A gang that
-    waits gets `Unschedulable`; a placed gang `Scheduled` (and loses `Unschedulable`:
-    Volcano's job controller turns every one into a warning Event).
+    waits gets `Unschedulable` once Phalanx has decided about it; a placed gang
+    `Scheduled` (and loses `Unschedulable`: Volcano's job controller turns every one into
+    a warning Event).
     """
     stamp = rfc3339(now)
     conditions = [
         c for c in conditions_of(previous) if c.get("type") not in (UNSCHEDULABLE, SCHEDULED)
     ]
     kept = {c.get("type"): c for c in conditions_of(previous)}
+    return {
+        "phase": _PHASES[status.phase],
+        "running": status.running,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+        "conditions": [*conditions, *_placing_condition(status, kept, stamp)],
+    }
+
+
+def _placing_condition(
+    status: GroupStatus, kept: Mapping[object, Mapping[str, object]], stamp: str
+) -> list[Mapping[str, object]]:
+    """`Scheduled` for a placed gang, else `Unschedulable` with Phalanx's reason; nothing
+    new while nothing is decided (no member filtered yet): Volcano's job controller would
+    turn an Unschedulable condition into a warning Event with no text."""
     if status.placed:
         ours = {"type": SCHEDULED, "status": "True", "reason": SCHEDULED, "message": ""}
         old = kept.get(SCHEDULED)
+    elif not status.reason:
+        old = kept.get(UNSCHEDULABLE)
+        return [old] if old is not None else []
     else:
         if status.reason == OUTCOME_WAITING:
             reason = NOT_ENOUGH_TASKS
         elif status.reason == OUTCOME_UNFIT:
             reason = NOT_ENOUGH_RESOURCES
         else:
-            reason = camel(status.reason) if status.reason else UNSCHEDULABLE
+            reason = camel(status.reason)
         ours = {
             "type": UNSCHEDULABLE,
             "status": "True",
@@ -200,11 +220,4 @@ def build_status(
             "message": status.message[:MESSAGE_LIMIT],
         }
         old = kept.get(UNSCHEDULABLE)
-    merged = set_condition([old] if old is not None else [], dict(ours), stamp)
-    return {
-        "phase": _PHASES[status.phase],
-        "running": status.running,
-        "succeeded": status.succeeded,
-        "failed": status.failed,
-        "conditions": [*conditions, *merged],
-    }
+    return set_condition([old] if old is not None else [], dict(ours), stamp)

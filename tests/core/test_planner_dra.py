@@ -159,3 +159,20 @@ def test_a_member_asking_for_devices_of_a_shared_pool_is_left_to_kube_scheduler(
     assert request.exactness is Exactness.COUNT_ONLY
     assert "reachable from several nodes" in request.note
     assert planner.filter(member, ["d1", "d2"], now=0).reserved is not None
+
+
+def test_a_member_asking_for_a_device_others_may_share_is_planned_where_one_is_installed() -> None:
+    # allowMultipleAllocations (consumable capacity): kube-scheduler gives such a device to
+    # several claims, so Phalanx counts it while planning and never as held once shared out.
+    world, planner = dra_cluster(nodes=[])
+    for name, gpus in (("d1", 0), ("d2", 2)):
+        obj = gpu_slice_obj(name, gpus)
+        for device in obj["spec"]["devices"]:
+            device["allowMultipleAllocations"] = True
+        world.slice(obj)
+        world.add_node(name)
+    world.template("one", 1)
+    [member] = members(world, 1, templates={"gpu": "one"})
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d2"

@@ -114,7 +114,7 @@ class DeviceFlag(IntFlag):
     NONE = 0
     TAINTED = 1  # a NoSchedule/NoExecute device taint: not allocated without a toleration
     CONSUMES_COUNTERS = 2  # a partition of shared counters (DRAPartitionableDevices)
-    MULTIPLE_ALLOCATIONS = 4  # allowMultipleAllocations (DRAConsumableCapacity)
+    MULTIPLE_ALLOCATIONS = 4  # allowMultipleAllocations (DRAConsumableCapacity): shareable
 
 
 @dataclass(frozen=True, slots=True, eq=False)

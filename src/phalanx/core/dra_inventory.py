@@ -277,8 +277,12 @@ def used_up(pool: DeviceHolder, held: Container[str]) -> list[Device]:
 
 
 def countable(device: Device) -> bool:
-    """Whether a device counts as one allocatable unit (see `DeviceFlag`)."""
-    return not device.flags & (DeviceFlag.TAINTED | DeviceFlag.MULTIPLE_ALLOCATIONS)
+    """Whether a device counts as one allocatable unit (see `DeviceFlag`).
+
+    A device several claims may share (`MULTIPLE_ALLOCATIONS`) counts as one while planning;
+    its allocations carry a `shareID` and never hold it (`AllocatedDevice.exclusive`).
+    """
+    return not device.flags & DeviceFlag.TAINTED
 
 
 def counts_as_gpu(device: Device) -> bool:

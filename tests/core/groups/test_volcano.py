@@ -148,11 +148,25 @@ def test_network_topology_becomes_a_tier_constraint(
             "spec.networkTopology.highestTierAllowed: must be a positive integer, not 0",
         ),
         (
+            {"networkTopology": {"mode": "hard", "highestTierName": "leaf-switch"}},
+            "spec.networkTopology.highestTierName: tier names are not supported: Phalanx "
+            "counts tiers from its node labels (use highestTierAllowed)",
+        ),
+        (
             {"minResources": {"nvidia.com/gpu": "half"}},
             'spec.minResources["nvidia.com/gpu"]: "half" is not a Kubernetes quantity',
         ),
     ],
-    ids=["zero", "negative", "missing", "queue-type", "mode", "tier", "min-resources"],
+    ids=[
+        "zero",
+        "negative",
+        "missing",
+        "queue-type",
+        "mode",
+        "tier",
+        "tier-name",
+        "min-resources",
+    ],
 )
 def test_an_invalid_pod_group_is_an_error_naming_the_field(
     spec: dict[str, Any], error: str

@@ -150,6 +150,13 @@ def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | Non
     mode = read_string(src, topology.get("mode"), f"{path}.mode") or "hard"
     if mode not in ("hard", "soft"):
         raise src.invalid(f"{path}.mode", f"{quoted(mode)} is not hard or soft")
+    if read_string(src, topology.get("highestTierName"), f"{path}.highestTierName"):
+        # Read as tier 1 it would pin the gang to the narrowest level: refused instead.
+        raise src.invalid(
+            f"{path}.highestTierName",
+            "tier names are not supported: Phalanx counts tiers from its node labels "
+            "(use highestTierAllowed)",
+        )
     tier_path = f"{path}.highestTierAllowed"
     tier = read_positive_int32(src, topology.get("highestTierAllowed"), tier_path)
     level = f"tier:{tier or 1}"

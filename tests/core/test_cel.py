@@ -295,6 +295,20 @@ def test_ordering_two_attribute_values_follows_cel_s_overloads(
     assert selector(expression).evaluate(FLAGS) is verdict
 
 
+def test_the_parts_of_an_unsupported_conjunction_phalanx_evaluates_must_still_hold() -> None:
+    # `a && b` is true only where `a` is: the evaluated conjuncts are a necessary condition.
+    parsed = parse_selector(
+        f"device.driver == '{GPU}' && {A}.productName.matches('H1.*') && {A}.index < 4"
+    )
+    assert isinstance(parsed, Unsupported)
+    assert len(parsed.necessary) == 2
+    assert all(s.matches(H100) for s in parsed.necessary)
+    assert not all(s.matches(CHANNEL) for s in parsed.necessary)
+    whole = parse_selector(f"{A}.productName.matches('H1.*') || device.driver == '{GPU}'")
+    assert isinstance(whole, Unsupported)
+    assert whole.necessary == ()  # a disjunction says nothing about each side
+
+
 def test_a_selector_names_the_values_it_reads() -> None:
     parsed = selector(
         f"device.driver == '{GPU}' && {A}.productName == 'x' && "

@@ -321,6 +321,19 @@ def test_an_unknown_or_broken_class_selects_nothing_and_an_unsupported_selector_
     assert "matches()" in cat.notes[0]
 
 
+def test_a_class_selector_evaluated_in_part_still_keeps_other_drivers_devices_out() -> None:
+    h100 = parse_device_class(
+        device_class_obj(
+            "h100",
+            "device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].productName.matches('H100')",
+        )
+    )
+    inv = inventory(gpu_slice_obj("n1", 8), compute_domain_slice_obj("n1", channels=4))
+    entries = node_entries(inv.node("n1"), DeviceCatalog([h100]), {})
+    assert per_class(entries) == {"h100": 8}  # not the 4 channels and the daemon too
+
+
 def test_gpu_info_describes_a_dra_node_like_its_labels_would() -> None:
     inv = inventory(mig_slice_obj("m1", {0: ["1g.5gb", "1g.5gb"], 1: ["3g.20gb"]}, whole=2))
     info = gpu_info(inv.node("m1"))

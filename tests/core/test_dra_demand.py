@@ -185,6 +185,26 @@ def test_a_selector_phalanx_cannot_evaluate_falls_back_to_counting_and_says_so(
     assert cluster.why_not(p, "n1") is None
 
 
+def test_a_request_evaluated_in_part_is_still_checked_per_node_on_what_is_evaluated() -> None:
+    cluster = Cluster(
+        gpu_slice_obj("h"),
+        gpu_slice_obj("a", product="NVIDIA A100-SXM4-80GB", memory="81920Mi"),
+    )
+    h100 = f"{A}.productName == 'NVIDIA H100 80GB HBM3'"
+    cluster.template(
+        "odd",
+        device_request("gpu", GPU_CLASS, 2, f"{A}.productName.matches('H1.*')", h100),
+        device_request("more", GPU_CLASS, 2, f"{h100} && {A}.productName.matches('H1.*')"),
+    )
+    p = cluster.pod("w", templates={"gpus": "odd"})
+    requests = cluster.demand(p).claims[0].requests
+    assert [r.exactness for r in requests] == [Exactness.COUNT_ONLY] * 2
+    assert cluster.why_not(p, "h") is None
+    why = cluster.why_not(p, "a")
+    assert why is not None
+    assert "had 0 gpu.nvidia.com device(s)" in why
+
+
 BAD_INPUT = [
     (
         "unknown class",

@@ -150,10 +150,15 @@ class _Unsupported(Exception):  # noqa: N818  # internal control flow, never esc
 
 @dataclass(frozen=True, slots=True)
 class Unsupported:
-    """A valid selector Phalanx does not evaluate (`reason` says which part)."""
+    """A valid selector Phalanx does not evaluate (`reason` says which part).
+
+    `necessary` are the conjuncts of a top-level `a && b && ...` Phalanx does evaluate: the
+    whole is true only where each of them is, so a device failing one is not selected.
+    """
 
     expression: str
     reason: str
+    necessary: tuple[Selector, ...] = ()
 
 
 # What a supported expression reads of a device: ("driver", ""), ("attribute", "d/id"),
@@ -195,14 +200,35 @@ def parse_selector(expression: str) -> Selector | Unsupported:
         root = parse(expression)
     except CelNestingError:
         return Unsupported(expression, f"the expression is nested more than {MAX_NESTING} deep")
+    checked = _check(expression, root)
+    if isinstance(checked, Selector):
+        return checked
+    conjuncts = _conjuncts(root)
+    if len(conjuncts) == 1:
+        return Unsupported(expression, checked)
+    # Each part is named by the whole and its place: selectors are equal by name and reads.
+    parts = (_check(f"{expression} [&& part {i}]", part) for i, part in enumerate(conjuncts, 1))
+    necessary = tuple(part for part in parts if isinstance(part, Selector))
+    return Unsupported(expression, checked, necessary)
+
+
+def _check(expression: str, root: Expr) -> Selector | str:
+    """A selector for the tree, or why Phalanx does not evaluate it."""
     checker = _Checker(expression)
     try:
         kind = checker.check(root)
     except _Unsupported as unsupported:
-        return Unsupported(expression, unsupported.reason)
+        return unsupported.reason
     if kind not in (_T.BOOL, _T.DYN):
-        return Unsupported(expression, f"the expression yields {kind.value}, not a boolean")
+        return f"the expression yields {kind.value}, not a boolean"
     return Selector(expression, root, frozenset(checker.reads))
+
+
+def _conjuncts(root: Expr) -> list[Expr]:
+    """The operands of a top-level chain of `&&` (the expression itself when it is none)."""
+    if isinstance(root, Binary) and root.op == "&&":
+        return [*_conjuncts(root.left), *_conjuncts(root.right)]
+    return [root]
 
 
 class _T(Enum):

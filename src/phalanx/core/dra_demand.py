@@ -25,7 +25,8 @@ How exactly a request is counted (`Exactness`):
 * PER_NODE: other supported selectors: the class entry, and a node serves the pod only if
   it has enough matching devices. Exact on nodes whose devices of the class are alike.
 * COUNT_ONLY (the fallback, said once): a selector Phalanx cannot evaluate, or one reading
-  a value it does not keep (`uuid`): the class entry, on nodes with enough class devices.
+  a value it does not keep (`uuid`): the class entry, on nodes with enough class devices
+  that pass what Phalanx does evaluate (other selectors, conjuncts of the unevaluated one).
 """
 
 from __future__ import annotations
@@ -291,6 +292,13 @@ def _request(
     supported = tuple(s for s in request.selectors if isinstance(s, Selector))
     unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
     dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
+    # What a count-only request is still checked against per node: every selector, or part
+    # of one, that Phalanx evaluates on values it keeps (each is necessary, none sufficient).
+    checked = tuple(
+        s
+        for s in (*supported, *(n for u in unsupported for n in u.necessary))
+        if not any(is_dropped(name) for _, name in s.reads)
+    )
     gpu_like = bool(shapes) and all(s.gpu_like for s in shapes)
     if device_class in catalog.remote:
         why = (
@@ -307,7 +315,7 @@ def _request(
             "does not count them (kube-scheduler does)"
         )
         needs = request.count if request.mode is AllocationMode.EXACT_COUNT else 1
-        return RequestDemand(name, device_class, needs, EMPTY, supported, Exactness.COUNT_ONLY, why)
+        return RequestDemand(name, device_class, needs, EMPTY, checked, Exactness.COUNT_ONLY, why)
     count = request.count
     takes = {class_entry(device_class): count}
     if gpu_like:
@@ -325,7 +333,13 @@ def _request(
         reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
         notes.insert(0, "; ".join(reasons) + "; planned by device count only")
         return RequestDemand(
-            name, device_class, count, Resources(takes), (), Exactness.COUNT_ONLY, "; ".join(notes)
+            name,
+            device_class,
+            count,
+            Resources(takes),
+            checked,
+            Exactness.COUNT_ONLY,
+            "; ".join(notes),
         )
     if not supported:
         return RequestDemand(

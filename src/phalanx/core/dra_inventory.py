@@ -325,7 +325,8 @@ class DeviceCatalog:
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
-            f"({s.reason}); its devices are those its other selectors accept"
+            f"({s.reason}); its devices are those its other selectors, and the parts of this "
+            "one Phalanx evaluates, accept"
             for c in self.classes.values()
             for s in c.selectors
             if isinstance(s, Unsupported)
@@ -436,7 +437,10 @@ class _Matching:
                 device_class is not None
                 and not device_class.problem
                 and all(
-                    s.matches(device) for s in device_class.selectors if isinstance(s, Selector)
+                    s.matches(device)
+                    if isinstance(s, Selector)
+                    else all(n.matches(device) for n in s.necessary)
+                    for s in device_class.selectors
                 )
             )
             self._members[key] = found

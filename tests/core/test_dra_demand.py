@@ -295,6 +295,15 @@ def test_all_mode_and_admin_access_take_nothing_but_need_a_device() -> None:
     assert cluster.why_not(cluster.pod("w", templates={"g": "t"}), "n1") is None
 
 
+def test_an_admin_access_request_for_one_gpu_by_uuid_is_not_refused_everywhere() -> None:
+    # Phalanx does not keep uuids, so it cannot check that selector on any node.
+    cluster = h100_cluster()
+    admin = device_request("watch", GPU_CLASS, 1, f"{A}.uuid == 'GPU-n1-0000'")
+    admin["exactly"]["adminAccess"] = True
+    cluster.template("t", admin)
+    assert cluster.why_not(cluster.pod("w", templates={"g": "t"}), "n1") is None
+
+
 def test_first_available_plans_the_first_choice_and_says_so() -> None:
     cluster = h100_cluster()
     cluster.template(

@@ -92,6 +92,42 @@ def test_a_gang_resolves_from_its_object_in_any_dialect(
     assert (resolution.group.key, resolution.group.min_member) == (ref.key, min_member)
 
 
+TIMEOUT = {"phalanx.io/schedule-timeout-seconds": "30"}
+
+
+@pytest.mark.parametrize(
+    ("obj", "ref", "timeout"),
+    [
+        (podgroup_obj("job", 3), GroupRef("default", "job"), 300),
+        (podgroup_obj("job", 3, timeout=30), GroupRef("default", "job"), 30),
+        (volcano_podgroup_obj("job", 4), VOLCANO, 300),
+        (volcano_podgroup_obj("job", 4, annotations=TIMEOUT), VOLCANO, 30),
+        (upstream_podgroup_obj("job", 2), UPSTREAM, 300),
+        (upstream_podgroup_obj("job", 2, annotations=TIMEOUT), UPSTREAM, 30),
+        (workload_obj("train", {"workers": 5}), WORKERS, 300),
+        (workload_obj("train", {"workers": 5}, annotations=TIMEOUT), WORKERS, 30),
+    ],
+    ids=[
+        "scheduler-plugins",
+        "scheduler-plugins-own",
+        "volcano",
+        "volcano-own",
+        "upstream",
+        "upstream-own",
+        "workload",
+        "workload-own",
+    ],
+)
+def test_a_gang_object_that_sets_no_timeout_gets_the_configured_one(
+    obj: dict[str, Any], ref: GroupRef, timeout: int
+) -> None:
+    # --reservation-ttl-seconds: "held when its PodGroup sets no scheduleTimeoutSeconds".
+    cluster = Cluster(obj)
+    resolution = resolve_group(cluster.state, ref, GroupDefaults(timeout_seconds=300))
+    assert isinstance(resolution, Resolved)
+    assert resolution.group.timeout_seconds == timeout
+
+
 @pytest.mark.parametrize(
     ("objects", "ref", "expected"),
     [

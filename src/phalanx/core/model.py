@@ -478,6 +478,8 @@ class PodGroup:
     name: str
     min_member: int
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    # False: the object sets no timeout; the configured default applies (registry.resolve).
+    timeout_declared: bool = True
     # None: the PodGroup does not say; the members' common phalanx.io/placement, else the
     # configured default, applies (see GangPlanner.resolve).
     placement: Placement | None = None

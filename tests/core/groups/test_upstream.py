@@ -150,6 +150,7 @@ def test_a_pod_group_gives_min_count_and_its_key(version: str) -> None:
         namespace="ml",
         name="gang-0",
         min_member=8,
+        timeout_declared=False,
         uid="upg-ml-gang-0",
         dialect=Dialect.UPSTREAM,
     )
@@ -287,6 +288,7 @@ def test_a_workload_names_a_gang_per_pod_group_and_replica() -> None:
         namespace="ml",
         name="training-job",
         min_member=4,
+        timeout_declared=False,
         uid="wl-ml-training-job",
         dialect=Dialect.UPSTREAM,
         pod_group="workers",

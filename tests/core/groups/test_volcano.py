@@ -78,6 +78,7 @@ def test_a_pod_group_as_the_volcano_job_controller_creates_it() -> None:
         namespace="ml",
         name="mnist",
         min_member=4,
+        timeout_declared=False,
         min_resources=Resources({"cpu": 16_000, "memory": 64 * 2**30, "nvidia.com/gpu": 8}),
         uid="vpg-ml-mnist",
         dialect=Dialect.VOLCANO,

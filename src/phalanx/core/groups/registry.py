@@ -40,7 +40,7 @@ object Phalanx wants to see; how it is sent depends on who else writes it:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
@@ -250,16 +250,21 @@ def resolve(
 ) -> PodGroup | Unresolved:
     """The gang `ref` names. `find` looks objects up by key (`GroupRef.object_ref.key`);
     `members` declare an annotation-only gang when no scheduler-plugins object exists;
-    `served` (discovery's answer, when known) explains a wait for an API not served.
+    `default_timeout` applies to a gang whose object or members set none; `served`
+    (discovery's answer, when known) explains a wait for an API not served.
 
     A PodGroup with `basic` set is no gang: its members are scheduled one by one.
     """
     found = find(ref.object_ref.key)
     if isinstance(found, Workload):
         gang = upstream.gang_of(found, ref)
-        return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
+        if not isinstance(gang, PodGroup):
+            return Unresolved(gang, waiting=False)
+        found = gang
     if found is not None:
-        return found
+        if found.timeout_declared:
+            return found
+        return replace(found, timeout_seconds=default_timeout)
     if ref.dialect is Dialect.SCHEDULER_PLUGINS:
         gang = annotation_only.gang_from_members(ref, members, default_timeout=default_timeout)
         if isinstance(gang, PodGroup):

@@ -71,6 +71,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         name=name,
         min_member=min_member,
         timeout_seconds=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout,
+        timeout_declared=timeout is not None,
         placement=settings.placement,
         plan_json=settings.plan_json,
         differentiable=settings.differentiable,

@@ -323,6 +323,30 @@ def test_first_available_plans_the_first_choice_and_says_so() -> None:
     assert "firstAvailable" in demand.notes[0]
 
 
+@pytest.mark.parametrize(
+    "first",
+    [
+        {
+            "name": "h100",
+            "deviceClassName": GPU_CLASS,
+            "selectors": [{"cel": {"expression": f"{A}.productName == 'NVIDIA H100 80GB HBM3'"}}],
+        },
+        {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+    ],
+    ids=["a product the cluster lacks", "a class with no devices"],
+)
+def test_first_available_plans_the_first_choice_the_cluster_has_devices_for(
+    first: dict[str, Any],
+) -> None:
+    cluster = Cluster(gpu_slice_obj("a", product="NVIDIA A100-SXM4-80GB", memory="81920Mi"))
+    fallback = {"name": "any", "deviceClassName": GPU_CLASS, "count": 2}
+    cluster.template("t", {"name": "gpu", "firstAvailable": [first, fallback]})
+    p = cluster.pod("w", templates={"g": "t"})
+    [request] = cluster.demand(p).claims[0].requests
+    assert (request.request, request.count) == ("gpu/any", 2)
+    assert cluster.why_not(p, "a") is None
+
+
 def test_a_compute_domain_channel_is_one_per_node() -> None:
     cluster = Cluster(gpu_slice_obj("n1"), compute_domain_slice_obj("n1", channels=8))
     cluster.template(

@@ -248,7 +248,14 @@ def _claim(
     problems = [f"claim {key}: {spec.problem}"] if spec.problem else []
     requests = []
     for request in spec.requests:
-        chosen = request.alternatives[0] if request.alternatives else request
+        chosen = request
+        if request.alternatives:
+            # kube-scheduler falls back choice by choice; a choice no device in the cluster
+            # can serve would leave the pod unplaceable everywhere.
+            chosen = next(
+                (a for a in request.alternatives if _servable(a, catalog)),
+                request.alternatives[0],
+            )
         name = f"{request.name}/{chosen.name}" if request.alternatives else request.name
         device_class = catalog.classes.get(chosen.device_class)
         if device_class is None and unreadable_key("DeviceClass", chosen.device_class) in why:
@@ -271,8 +278,8 @@ def _claim(
         notes = [demand.note] if demand.note else []
         if request.alternatives and len(request.alternatives) > 1:
             notes.append(
-                "firstAvailable: Phalanx plans the first choice; nodes that could serve only a "
-                "later one are not used"
+                f"firstAvailable: Phalanx plans {chosen.name}, the first choice devices in the "
+                "cluster can serve; nodes that could serve only another choice are not used"
             )
         if spec.constraints:
             notes.append("matchAttribute/distinctAttribute constraints are left to kube-scheduler")
@@ -283,6 +290,29 @@ def _claim(
             demand = replace(demand, exactness=exactness, note="; ".join(notes))
         requests.append(demand)
     return ClaimDemand(key, tuple(requests)), problems
+
+
+def _servable(request: DeviceRequest, catalog: DeviceCatalog) -> bool:
+    """Whether a device in the cluster could serve the request, as far as the shapes of its
+    class's devices tell (selectors on a device's own or unkept values cannot say no)."""
+    device_class = catalog.classes.get(request.device_class)
+    if device_class is None or device_class.problem:
+        return False
+    if request.device_class in catalog.remote:
+        return True
+    evaluated = (
+        *(s for s in request.selectors if isinstance(s, Selector)),
+        *(n for s in request.selectors if isinstance(s, Unsupported) for n in s.necessary),
+    )
+    on_shapes = [
+        s
+        for s in evaluated
+        if not any(is_identifying(kind, n) or is_dropped(n) for kind, n in s.reads)
+    ]
+    return any(
+        all(_shape_matches(s, shape) for s in on_shapes)
+        for shape in catalog.shapes.get(request.device_class, frozenset())
+    )
 
 
 def _request(

@@ -387,3 +387,17 @@ def test_slices_of_one_member_constrain_nothing():
     members = shaped_gang(2, 4, 4)
     sliced = place(state, members, required=LEAF, slices=(1, HOSTNAME))
     assert sliced.assignment == place(state, members, required=LEAF).assignment
+
+
+def test_the_largest_slice_goes_first_so_a_smaller_one_cannot_take_its_only_domain():
+    # Slice 1 alone fits c00-n00 tighter, but slice 2 needs that node's CPUs.
+    nodes = [
+        rack_node("c00-n00", 4, spine="s0", leaf="l0", clique="c00", cpu=64),
+        rack_node("c00-n01", 8, spine="s0", leaf="l0", clique="c00", cpu=4),
+    ]
+    members = [
+        pod(f"w-{i}", 2, cpu_milli=cpu, group="g", labels={"apps.kubernetes.io/pod-index": str(i)})
+        for i, cpu in enumerate((1000, 1000, 4000, 4000))
+    ]
+    result = place(cluster(nodes), members, slices=(2, HOSTNAME))
+    assert nodes_of(result) == ["c00-n01", "c00-n01", "c00-n00", "c00-n00"]

@@ -300,7 +300,9 @@ class TopologySearch:
 
     def _slice_groups(self, units: Sequence[Unit], order: Sequence[Unit]) -> list[_SliceGroup]:
         """Runs of `slice_size` consecutive members (anchors included) by rank, joined where
-        a plan unit spans two; the groups to place, bound ones first."""
+        a plan unit spans two; the groups to place, bound ones first, then the largest (GPUs,
+        CPU, memory) first: a small slice placed first may take the one domain a larger one
+        fits in, never the other way round when both fit there."""
         size = self.topology.slice_size
         pods = [p for p in self.anchor_pods if p.uid in self.anchors]
         ranked = member_order((*pods, *self.members))
@@ -333,6 +335,11 @@ class TopologySearch:
         for uid, node in self.anchors.items():
             if uid in slice_of:
                 groups[find(slice_of[uid])].anchors.add(node)
-        placeable = [g for g in groups.values() if g.units]
-        placeable.sort(key=lambda g: (not g.anchors, g.first))
-        return placeable
+
+        def largest_first(group: _SliceGroup) -> tuple[object, ...]:
+            total = EMPTY
+            for u in group.units:
+                total = total + u.requests
+            return (not group.anchors, *(-x for x in amounts(total)), group.first)
+
+        return sorted((g for g in groups.values() if g.units), key=largest_first)

@@ -347,6 +347,20 @@ def test_first_available_plans_the_first_choice_the_cluster_has_devices_for(
     assert cluster.why_not(p, "a") is None
 
 
+def test_first_available_with_a_choice_of_an_unknown_class_reports_it() -> None:
+    cluster = Cluster(gpu_slice_obj("a", product="NVIDIA A100-SXM4-80GB", memory="81920Mi"))
+    choices = [
+        {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+        {"name": "odd", "deviceClassName": "tpu.example.com"},
+        {"name": "any", "deviceClassName": GPU_CLASS},
+    ]
+    cluster.template("t", {"name": "gpu", "firstAvailable": choices})
+    demand = cluster.demand(cluster.pod("w", templates={"g": "t"}))
+    assert demand.problems == (
+        "claim default/w#g request gpu/odd: DeviceClass tpu.example.com does not exist",
+    )
+
+
 def test_a_compute_domain_channel_is_one_per_node() -> None:
     cluster = Cluster(gpu_slice_obj("n1"), compute_domain_slice_obj("n1", channels=8))
     cluster.template(

@@ -253,7 +253,7 @@ def _claim(
             # kube-scheduler falls back choice by choice; a choice no device in the cluster
             # can serve would leave the pod unplaceable everywhere.
             chosen = next(
-                (a for a in request.alternatives if _servable(a, catalog)),
+                (a for a in request.alternatives if not _ruled_out(a, catalog)),
                 request.alternatives[0],
             )
         name = f"{request.name}/{chosen.name}" if request.alternatives else request.name
@@ -292,14 +292,13 @@ def _claim(
     return ClaimDemand(key, tuple(requests)), problems
 
 
-def _servable(request: DeviceRequest, catalog: DeviceCatalog) -> bool:
-    """Whether a device in the cluster could serve the request, as far as the shapes of its
-    class's devices tell (selectors on a device's own or unkept values cannot say no)."""
+def _ruled_out(request: DeviceRequest, catalog: DeviceCatalog) -> bool:
+    """Whether no device in the cluster can serve the request, as far as the shapes of its
+    class's devices tell (selectors on a device's own or unkept values cannot say no). A
+    class that is missing or invalid is not ruled out here: it is the problem to report."""
     device_class = catalog.classes.get(request.device_class)
-    if device_class is None or device_class.problem:
+    if device_class is None or device_class.problem or request.device_class in catalog.remote:
         return False
-    if request.device_class in catalog.remote:
-        return True
     evaluated = (
         *(s for s in request.selectors if isinstance(s, Selector)),
         *(n for s in request.selectors if isinstance(s, Unsupported) for n in s.necessary),
@@ -309,7 +308,7 @@ def _servable(request: DeviceRequest, catalog: DeviceCatalog) -> bool:
         for s in evaluated
         if not any(is_identifying(kind, n) or is_dropped(n) for kind, n in s.reads)
     ]
-    return any(
+    return not any(
         all(_shape_matches(s, shape) for s in on_shapes)
         for shape in catalog.shapes.get(request.device_class, frozenset())
     )

@@ -165,7 +165,7 @@ INT32_MAX: Final = 2**31 - 1
 
 
 def read_positive_int32(src: Source, value: object, path: str) -> int | None:
-    """A positive int32 field of a gang object (a size, seconds, a tier); None when absent.
+    """A positive int32 field of a gang object (a size, seconds); None when absent.
     Out of range is refused naming the field: a CRD's `format: int32` is not enforced by
     the API server, and no other scheduler of these APIs could decode the object."""
     number = read_integer(src, value, path)

@@ -29,7 +29,6 @@ from phalanx.core.groups.common import (
     group_name_problem,
     read_identity,
     read_min_count,
-    read_positive_int32,
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
@@ -46,6 +45,7 @@ from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, TopologyConst
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
+    read_integer,
     read_object,
     read_quantities,
     read_string,
@@ -159,7 +159,10 @@ def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | Non
             "(use highestTierAllowed)",
         )
     tier_path = f"{path}.highestTierAllowed"
-    tier = read_positive_int32(src, topology.get("highestTierAllowed"), tier_path)
+    # A Go int (int64) in Volcano's API, unlike the int32 sizes: no int32 bound here.
+    tier = read_integer(src, topology.get("highestTierAllowed"), tier_path)
+    if tier is not None and tier < 1:
+        raise src.invalid(tier_path, f"must be a positive integer, not {tier}")
     level = f"tier:{tier or 1}"
     return (
         TopologyConstraint(required=level)

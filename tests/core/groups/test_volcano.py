@@ -122,8 +122,10 @@ def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
         ({"mode": "hard", "highestTierAllowed": 2}, TopologyConstraint(required="tier:2")),
         ({"mode": "soft"}, TopologyConstraint(preferred="tier:1")),
         ({}, TopologyConstraint(required="tier:1")),
+        # A Go int in Volcano's API: read, then found to be no tier of the topology.
+        ({"highestTierAllowed": 2**40}, TopologyConstraint(required=f"tier:{2**40}")),
     ],
-    ids=["hard", "soft-default-tier", "defaults"],
+    ids=["hard", "soft-default-tier", "defaults", "beyond-int32"],
 )
 def test_network_topology_becomes_a_tier_constraint(
     topology: dict[str, Any], expected: TopologyConstraint

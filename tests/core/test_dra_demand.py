@@ -28,6 +28,7 @@ from builders import (
     nvidia_class_objs,
     pod,
 )
+from dra_builders import partitioned_slices
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.dra import (
     parse_device_class,
@@ -148,6 +149,16 @@ def test_a_selector_several_shapes_satisfy_is_checked_per_node() -> None:
     assert "selectors match 2 device shapes" in demand.notes[0]
     assert cluster.why_not(p, "a1") is not None  # only two A100s there
     assert cluster.why_not(p, "h1") is None
+
+
+def test_mig_devices_of_partitionable_gpus_are_not_limited_to_one_per_whole_gpu() -> None:
+    # With dynamic MIG a GPU counts once in dra.phalanx.io/gpu, as itself; its MIG devices
+    # do not count there, so a request for them must not take from it either.
+    cluster = Cluster(*partitioned_slices("p1", 1))
+    cluster.template("seven", device_request("mig", MIG_CLASS, 7, f"{A}.profile == '1g.5gb'"))
+    [request] = cluster.demand(cluster.pod("w", templates={"mig": "seven"})).claims[0].requests
+    assert DRA_GPU not in request.takes
+    assert request.takes.fits_in(cluster.node("p1").allocatable)
 
 
 def test_a_mig_profile_request_takes_that_profile() -> None:

@@ -328,7 +328,7 @@ def _request(
         for s in (*supported, *(n for u in unsupported for n in u.necessary))
         if not any(is_dropped(name) for _, name in s.reads)
     )
-    gpu_like = bool(shapes) and all(s.gpu_like for s in shapes)
+    gpu_like = device_class in catalog.gpus
     if device_class in catalog.remote:
         why = (
             f"DeviceClass {device_class} has devices reachable from several nodes (a "

@@ -308,20 +308,24 @@ class DeviceCatalog:
     means a new catalog, `with_shapes` a new shape picture (class matching is kept); then
     every node's entries and every pending pod's demand are recomputed. `remote` names the
     classes that accept a device reachable from several nodes (`class_remote`): Phalanx
-    cannot count those per node, so requests for them are left to kube-scheduler.
+    cannot count those per node, so requests for them are left to kube-scheduler. `gpus`
+    names the classes whose devices all count in `DRA_GPU` (`class_gpus`): a request for
+    one of them takes from it as well.
     """
 
-    __slots__ = ("_entries", "_match", "_totals", "classes", "notes", "remote", "shapes")
+    __slots__ = ("_entries", "_match", "_totals", "classes", "gpus", "notes", "remote", "shapes")
 
     def __init__(
         self,
         classes: Iterable[DeviceClass],
         shapes: ClassShapes | None = None,
         remote: frozenset[str] = frozenset(),
+        gpus: frozenset[str] = frozenset(),
     ) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
         self.shapes: ClassShapes = shapes if shapes is not None else {}
         self.remote = remote
+        self.gpus = gpus
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -336,10 +340,13 @@ class DeviceCatalog:
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
 
     def with_shapes(
-        self, shapes: ClassShapes, remote: frozenset[str] = frozenset()
+        self,
+        shapes: ClassShapes,
+        remote: frozenset[str] = frozenset(),
+        gpus: frozenset[str] = frozenset(),
     ) -> DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
-        catalog = DeviceCatalog((), shapes, remote)
+        catalog = DeviceCatalog((), shapes, remote, gpus)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
         return catalog
 
@@ -402,6 +409,18 @@ class DeviceCatalog:
                         if self.in_class(device, name):
                             shapes[name].add(device.shape)
         return {name: frozenset(found) for name, found in shapes.items()}
+
+    def class_gpus(self, device_lists: Iterable[tuple[Device, ...]]) -> frozenset[str]:
+        """The classes that accept countable devices in these lists, all counted as GPUs
+        (not the MIG devices of partitionable GPUs: those count as their GPU)."""
+        seen: dict[str, bool] = {}
+        for devices in set(device_lists):
+            for device in devices:
+                if countable(device):
+                    for name in self.classes:
+                        if seen.get(name, True) and self.in_class(device, name):
+                            seen[name] = counts_as_gpu(device)
+        return frozenset(name for name, gpu in seen.items() if gpu)
 
     def class_remote(self, device_lists: Iterable[tuple[Device, ...]]) -> frozenset[str]:
         """The classes that accept a countable device of these lists (devices reachable
@@ -471,7 +490,9 @@ def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> Devi
     bare = DeviceCatalog(classes)
     lists = [pool.devices for pools in inventory.by_node.values() for pool in pools]
     shared = [pool.shared_devices for pool in inventory.pools.values()]
-    return bare.with_shapes(bare.class_shapes(lists), bare.class_remote(shared))
+    return bare.with_shapes(
+        bare.class_shapes(lists), bare.class_remote(shared), bare.class_gpus(lists)
+    )
 
 
 # ---- what a node offers ------------------------------------------------------------------

@@ -305,9 +305,11 @@ class DraState:
         self._shapes_dirty = False
         shapes = self.catalog.class_shapes(self._lists)
         remote = self.catalog.class_remote(self._shared.values())
-        if shapes == self.catalog.shapes and remote == self.catalog.remote:
+        gpus = self.catalog.class_gpus(self._lists)
+        catalog = self.catalog
+        if (shapes, remote, gpus) == (catalog.shapes, catalog.remote, catalog.gpus):
             return NOTHING
-        self.catalog = self.catalog.with_shapes(shapes, remote)
+        self.catalog = self.catalog.with_shapes(shapes, remote, gpus)
         self.catalog_generation += 1
         return EVERYTHING
 

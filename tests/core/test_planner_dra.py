@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builders import device_class_obj, dra_pod_obj, gang, gpu_node, gpu_slice_obj, podgroup
-from dra_builders import DraWorld, network_slice_obj
+from dra_builders import MIG_CLASS, DraWorld, network_slice_obj, partitioned_slices
 from phalanx.core.dra import parse_device_class
 from phalanx.core.dra_demand import Exactness
 from phalanx.core.dra_inventory import class_entry
@@ -176,3 +176,55 @@ def test_a_member_asking_for_a_device_others_may_share_is_planned_where_one_is_i
     reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
     assert reservation is not None
     assert reservation.node_of(member.uid) == "d2"
+
+
+def partitionable_gangs(first: str, second: str) -> tuple[GangPlanner, DraWorld, list[Pod]]:
+    """Two one-member gangs on one node with one partitionable GPU, asking `first` and
+    `second` ("gpu": the GPU whole, "mig": one 1g.5gb MIG device)."""
+    world = DraWorld(classes=True)
+    for obj in partitioned_slices("p1", 1):
+        world.slice(obj)
+    world.add_node("p1")
+    device_classes = {"gpu": "gpu.nvidia.com", "mig": MIG_CLASS}
+    for kind in {first, second}:
+        world.template(kind, 1, device_class=device_classes[kind])
+    pods = []
+    for group, kind in (("a", first), ("b", second)):
+        world.state.upsert_group(podgroup(group, 1))
+        pods.append(world.pod(f"{group}0", group=group, templates={"dev": kind}))
+    planner = GangPlanner(world.state, PlannerSettings(template_reservation=False))
+    return planner, world, pods
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("gpu", "mig"), ("mig", "gpu")], ids=["whole first", "mig first"]
+)
+def test_a_gpu_reserved_whole_or_in_part_is_not_reserved_again_the_other_way(
+    first: str, second: str
+) -> None:
+    planner, _, (a, b) = partitionable_gangs(first, second)
+    assert planner.filter(a, ["p1"], now=0).reserved is not None
+    assert planner.filter(b, ["p1"], now=0).reserved is None
+
+
+def test_mig_devices_of_one_gpu_are_reserved_side_by_side() -> None:
+    planner, _, (a, b) = partitionable_gangs("mig", "mig")
+    assert planner.filter(a, ["p1"], now=0).reserved is not None
+    assert planner.filter(b, ["p1"], now=0).reserved is not None
+
+
+def test_a_gpu_not_partitionable_is_planned_without_counters() -> None:
+    # The same GPUs, one node partitionable and one not: a whole GPU is a whole GPU on both.
+    world = DraWorld(classes=True)
+    for obj in partitioned_slices("p1", 1):
+        world.slice(obj)
+    world.slice(gpu_slice_obj("s1", 1, product="NVIDIA A100-SXM4-40GB", memory="40Gi"))
+    world.add_node("p1")
+    world.add_node("s1")
+    world.template("gpu", 1)
+    world.state.upsert_group(podgroup("g", 2))
+    gang_members = [world.pod(f"m{i}", group="g", templates={"dev": "gpu"}) for i in range(2)]
+    planner = GangPlanner(world.state, PlannerSettings(template_reservation=False))
+    reservation = planner.filter(gang_members[0], ["p1", "s1"], now=0).reserved
+    assert reservation is not None
+    assert sorted(m.node for m in reservation.members) == ["p1", "s1"]

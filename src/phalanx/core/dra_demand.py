@@ -371,11 +371,13 @@ def _request(
             "; ".join(notes),
         )
     if not supported:
+        takes.update(_counters_taken(shapes, catalog, count))
         return RequestDemand(
             name, device_class, count, Resources(takes), (), Exactness.EXACT, "; ".join(notes)
         )
     matching = [s for s in shapes if all(_shape_matches(sel, s) for sel in supported)]
     reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
+    takes.update(_counters_taken(shapes if reads_identity else matching, catalog, count))
     if len(matching) <= 1 and not reads_identity:
         if matching:
             # One shape: every device of the class that has it matches, and no other does.
@@ -402,6 +404,22 @@ def _request(
     return RequestDemand(
         name, device_class, count, Resources(takes), supported, Exactness.PER_NODE, "; ".join(notes)
     )
+
+
+def _counters_taken(
+    shapes: Iterable[DeviceShape], catalog: DeviceCatalog, count: int
+) -> dict[str, int]:
+    """What `count` devices of any of these shapes take of shared counters at least (the
+    least over the shapes; nothing when one of them is not a partition)."""
+    least: dict[str, int] | None = None
+    for shape in shapes:
+        takes = catalog.consumption.get(shape, {})
+        least = (
+            dict(takes)
+            if least is None
+            else {e: min(a, takes[e]) for e, a in least.items() if e in takes}
+        )
+    return {entry: amount * count for entry, amount in (least or {}).items()}
 
 
 class _ShapeView:

@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fractions import Fraction
+from types import MappingProxyType
 from typing import Final
 
 from phalanx.core.cel import Selector, Unsupported
@@ -44,6 +46,7 @@ from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
 # Synthetic resource names. A class name is a DNS subdomain, so "~" never occurs in one.
 CLASS_PREFIX: Final = "class.dra.phalanx.io/"
 SHAPE_SEPARATOR: Final = "~"
+COUNTER_PREFIX: Final = "counter.dra.phalanx.io/"
 _MIB = 1 << 20
 
 
@@ -57,8 +60,13 @@ def shape_entry(device_class: str, shape: DeviceShape) -> str:
     return f"{CLASS_PREFIX}{device_class}{SHAPE_SEPARATOR}{shape.key}"
 
 
+def counter_entry(driver: str, counter: str) -> str:
+    """What a node has left of one shared counter, summed over its counter sets."""
+    return f"{COUNTER_PREFIX}{driver}/{counter}"
+
+
 def is_dra_entry(name: str) -> bool:
-    return name == DRA_GPU or name.startswith(CLASS_PREFIX)
+    return name == DRA_GPU or name.startswith((CLASS_PREFIX, COUNTER_PREFIX))
 
 
 # ---- pools -------------------------------------------------------------------------------
@@ -251,15 +259,7 @@ def used_up(pool: DeviceHolder, held: Container[str]) -> list[Device]:
     """
     if not pool.counters:
         return []
-    left = {name: dict(counters) for name, counters in pool.counters}
-    for device in pool.devices:
-        if device.consumes and device.name in held:
-            for name, counters in device.consumes:
-                remaining = left.get(name)
-                if remaining is not None:
-                    for counter, amount in counters:
-                        if counter in remaining:
-                            remaining[counter] -= amount
+    left = _counters_left(pool, held)
     return [
         device
         for device in pool.devices
@@ -271,6 +271,20 @@ def used_up(pool: DeviceHolder, held: Container[str]) -> list[Device]:
             for counter, amount in counters
         )
     ]
+
+
+def _counters_left(pool: DeviceHolder, held: Container[str]) -> dict[str, dict[str, Fraction]]:
+    """Per counter set of the pool, what the held devices have left of each counter."""
+    left = {name: dict(counters) for name, counters in pool.counters}
+    for device in pool.devices:
+        if device.consumes and device.name in held:
+            for name, counters in device.consumes:
+                remaining = left.get(name)
+                if remaining is not None:
+                    for counter, amount in counters:
+                        if counter in remaining:
+                            remaining[counter] -= amount
+    return left
 
 
 # ---- classes -----------------------------------------------------------------------------
@@ -297,6 +311,7 @@ def counts_as_gpu(device: Device) -> bool:
 
 
 ClassShapes = Mapping[str, frozenset[DeviceShape]]
+Consumption = Mapping[DeviceShape, Mapping[str, int]]  # shape -> counter entry -> amount
 
 
 class DeviceCatalog:
@@ -313,7 +328,17 @@ class DeviceCatalog:
     one of them takes from it as well.
     """
 
-    __slots__ = ("_entries", "_match", "_totals", "classes", "gpus", "notes", "remote", "shapes")
+    __slots__ = (
+        "_entries",
+        "_match",
+        "_totals",
+        "classes",
+        "consumption",
+        "gpus",
+        "notes",
+        "remote",
+        "shapes",
+    )
 
     def __init__(
         self,
@@ -321,11 +346,15 @@ class DeviceCatalog:
         shapes: ClassShapes | None = None,
         remote: frozenset[str] = frozenset(),
         gpus: frozenset[str] = frozenset(),
+        consumption: Consumption | None = None,
     ) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
         self.shapes: ClassShapes = shapes if shapes is not None else {}
         self.remote = remote
         self.gpus = gpus
+        # Per shape of partitions, the least any device of it takes of each shared counter
+        # (`shape_consumption`): what a request for it takes of `counter_entry` at least.
+        self.consumption: Consumption = consumption if consumption is not None else {}
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -344,9 +373,10 @@ class DeviceCatalog:
         shapes: ClassShapes,
         remote: frozenset[str] = frozenset(),
         gpus: frozenset[str] = frozenset(),
+        consumption: Consumption | None = None,
     ) -> DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
-        catalog = DeviceCatalog((), shapes, remote, gpus)
+        catalog = DeviceCatalog((), shapes, remote, gpus, consumption)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
         return catalog
 
@@ -409,6 +439,27 @@ class DeviceCatalog:
                         if self.in_class(device, name):
                             shapes[name].add(device.shape)
         return {name: frozenset(found) for name, found in shapes.items()}
+
+    @staticmethod
+    def shape_consumption(device_lists: Iterable[tuple[Device, ...]]) -> Consumption:
+        """Per shape of devices that consume shared counters, the least any device of it
+        takes of each counter (a counter some device of the shape does not take, say on a
+        node whose GPUs are not partitionable: none)."""
+        least: dict[DeviceShape, dict[str, int]] = {}
+        for devices in set(device_lists):
+            for device in devices:
+                takes: dict[str, int] = {}
+                for _, counters in device.consumes:
+                    for counter, amount in counters:
+                        entry = counter_entry(device.driver, counter)
+                        takes[entry] = takes.get(entry, 0) + int(amount)
+                known = least.get(device.shape)
+                least[device.shape] = (
+                    takes
+                    if known is None
+                    else {e: min(a, takes[e]) for e, a in known.items() if e in takes}
+                )
+        return {shape: MappingProxyType(takes) for shape, takes in least.items() if takes}
 
     def class_gpus(self, device_lists: Iterable[tuple[Device, ...]]) -> frozenset[str]:
         """The classes that accept countable devices in these lists, all counted as GPUs
@@ -491,7 +542,10 @@ def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> Devi
     lists = [pool.devices for pools in inventory.by_node.values() for pool in pools]
     shared = [pool.shared_devices for pool in inventory.pools.values()]
     return bare.with_shapes(
-        bare.class_shapes(lists), bare.class_remote(shared), bare.class_gpus(lists)
+        bare.class_shapes(lists),
+        bare.class_remote(shared),
+        bare.class_gpus(lists),
+        bare.shape_consumption(lists),
     )
 
 
@@ -532,6 +586,12 @@ def node_entries(
                     total.subtract(catalog.entries(device))
             for device in used_up(pool, held):
                 total.subtract(catalog.entries(device))
+        if pool.counters:
+            # What is left of the shared counters, so that partitions reserved one way (a
+            # GPU whole) cannot be reserved again another way (its MIG devices).
+            for counters in _counters_left(pool, held or ()).values():
+                for counter, amount in counters.items():
+                    total[counter_entry(pool.driver, counter)] += max(int(amount), 0)
     return Resources(total)
 
 

@@ -306,10 +306,12 @@ class DraState:
         shapes = self.catalog.class_shapes(self._lists)
         remote = self.catalog.class_remote(self._shared.values())
         gpus = self.catalog.class_gpus(self._lists)
+        consumption = self.catalog.shape_consumption(self._lists)
         catalog = self.catalog
-        if (shapes, remote, gpus) == (catalog.shapes, catalog.remote, catalog.gpus):
+        now = (catalog.shapes, catalog.remote, catalog.gpus, catalog.consumption)
+        if (shapes, remote, gpus, consumption) == now:
             return NOTHING
-        self.catalog = self.catalog.with_shapes(shapes, remote, gpus)
+        self.catalog = self.catalog.with_shapes(shapes, remote, gpus, consumption)
         self.catalog_generation += 1
         return EVERYTHING
 

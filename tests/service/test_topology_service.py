@@ -225,3 +225,20 @@ async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_doma
     assert f"required {CLIQUE}" in reason
     assert f"no single {CLIQUE} domain fits" in reason
     await ext.stop()
+
+
+async def test_a_volcano_hard_network_topology_tries_tier_1_before_its_highest_tier():
+    """Volcano searches HyperNodes from tier 1 up to highestTierAllowed: a gang one clique
+    holds stays in it, though the leaf (tier 2) would allow a spread over two cliques."""
+    group = volcano_podgroup_obj("v", 3)
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+    objects = [
+        *rack(2, per_clique=3),  # c0 and c1 under leaf l0
+        pod_obj("single", 4, node="c0-n0", phase="Running"),  # c0 broken: 2 nodes free
+        group,
+        *(pod_obj(f"v-{i}", 4, volcano_group="v") for i in range(3)),
+    ]
+    ext, _ = await start(objects)
+    nodes = await place(ext, [f"v-{i}" for i in range(3)])
+    assert {node.split("-")[0] for node in nodes.values()} == {"c1"}
+    await ext.stop()

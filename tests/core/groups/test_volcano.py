@@ -119,13 +119,22 @@ def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
 @pytest.mark.parametrize(
     ("topology", "expected"),
     [
-        ({"mode": "hard", "highestTierAllowed": 2}, TopologyConstraint(required="tier:2")),
+        (
+            {"mode": "hard", "highestTierAllowed": 2},
+            TopologyConstraint(required="tier:2", preferred="tier:1"),
+        ),
+        ({"mode": "hard", "highestTierAllowed": 1}, TopologyConstraint(required="tier:1")),
         ({"mode": "soft"}, TopologyConstraint(preferred="tier:1")),
+        # Volcano reads highestTierAllowed in hard mode only: soft still starts at tier 1.
+        ({"mode": "soft", "highestTierAllowed": 3}, TopologyConstraint(preferred="tier:1")),
         ({}, TopologyConstraint(required="tier:1")),
         # A Go int in Volcano's API: read, then found to be no tier of the topology.
-        ({"highestTierAllowed": 2**40}, TopologyConstraint(required=f"tier:{2**40}")),
+        (
+            {"highestTierAllowed": 2**40},
+            TopologyConstraint(required=f"tier:{2**40}", preferred="tier:1"),
+        ),
     ],
-    ids=["hard", "soft-default-tier", "defaults", "beyond-int32"],
+    ids=["hard", "hard-tier-1", "soft", "soft-ignores-highest-tier", "defaults", "beyond-int32"],
 )
 def test_network_topology_becomes_a_tier_constraint(
     topology: dict[str, Any], expected: TopologyConstraint

@@ -6,8 +6,10 @@ Kubeflow's operators in Volcano mode, LeaderWorkerSet and KubeRay create them.
   `scheduling.volcano.sh/group-name`, read when the first is absent. The two naming
   different groups is an error. Key `volcano:ns/name`.
 * The PodGroup gives `spec.minMember` and `spec.minResources`;
-  `spec.networkTopology` becomes a tier constraint (`hard`: required, `soft`: preferred,
-  `highestTierAllowed`, default 1). Phalanx has no queues: a `spec.queue` other than
+  `spec.networkTopology` becomes a tier constraint, searched from tier 1 upward as
+  Volcano searches its HyperNodes: `hard` requires `highestTierAllowed` (default 1) and
+  prefers tier 1, `soft` prefers tier 1 and may spread past every tier (Volcano reads
+  `highestTierAllowed` in hard mode only). Phalanx has no queues: a `spec.queue` other than
   "default" is ignored and said once (a warning), as is `spec.minTaskMember`.
 * Status, as the Volcano scheduler writes it: `phase`, `running`, `succeeded`, `failed`
   and the conditions `Unschedulable` / `Scheduled`. The phase leaves `Pending` at once
@@ -143,6 +145,9 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
 KINDS: Final = {(API_VERSION, KIND): parse_pod_group}
 
 
+NARROWEST_TIER: Final = "tier:1"
+
+
 def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
     path = "spec.networkTopology"
     if spec.get("networkTopology") is None:
@@ -163,12 +168,14 @@ def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | Non
     tier = read_integer(src, topology.get("highestTierAllowed"), tier_path)
     if tier is not None and tier < 1:
         raise src.invalid(tier_path, f"must be a positive integer, not {tier}")
-    level = f"tier:{tier or 1}"
-    return (
-        TopologyConstraint(required=level)
-        if mode == "hard"
-        else TopologyConstraint(preferred=level)
-    )
+    if mode == "soft":
+        return TopologyConstraint(preferred=NARROWEST_TIER)
+    # Hard: the narrowest tier whose one HyperNode holds the gang, up to the highest allowed
+    # (Volcano tries tier 1 first too; required alone would spread over a whole tier-N one).
+    highest = f"tier:{tier or 1}"
+    if highest == NARROWEST_TIER:
+        return TopologyConstraint(required=highest)
+    return TopologyConstraint(required=highest, preferred=NARROWEST_TIER)
 
 
 def waiting_reason(ref: GroupRef) -> str:

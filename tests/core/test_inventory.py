@@ -909,6 +909,24 @@ BAD_ANNOTATIONS = [
         id="timeout-negative",
     ),
     pytest.param(
+        {
+            "phalanx.io/pod-group": "g",
+            "phalanx.io/min-member": "2",
+            "phalanx.io/schedule-timeout-seconds": "100000000000000000",
+        },
+        'annotation phalanx.io/schedule-timeout-seconds: "100000000000000000" is more than '
+        "2147483647, the largest an int32 API field holds",
+        {"timeout_seconds": None, "min_member": 2},
+        id="timeout-beyond-int32",
+    ),
+    pytest.param(
+        {"phalanx.io/pod-group": "g", "phalanx.io/min-member": "2147483648"},
+        'annotation phalanx.io/min-member: "2147483648" is more than 2147483647, the largest '
+        "an int32 API field holds",
+        {"min_member": None},
+        id="min-member-beyond-int32",
+    ),
+    pytest.param(
         {"phalanx.io/gpu-memory-mib": "80GB"},
         'annotation phalanx.io/gpu-memory-mib: "80GB" is not a non-negative integer',
         {"gpu_memory_mib": 0},

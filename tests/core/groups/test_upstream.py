@@ -474,3 +474,16 @@ def test_a_topology_annotation_that_contradicts_the_spec_is_refused_naming_the_f
                 annotations={"phalanx.io/topology-required": "nvidia.com/gpu.clique"},
             )
         )
+
+
+def test_a_timeout_annotation_beyond_int32_on_the_pod_group_is_refused_naming_it() -> None:
+    """The annotation stands in for an int32 field: 10^17 s would hold a reservation for ever."""
+    obj = upstream_podgroup_obj(
+        "gang-0", 4, annotations={"phalanx.io/schedule-timeout-seconds": "100000000000000000"}
+    )
+    with pytest.raises(InvalidObjectError) as refused:
+        upstream.parse_pod_group(obj)
+    assert (
+        'metadata.annotations["phalanx.io/schedule-timeout-seconds"]: "100000000000000000" is '
+        "more than 2147483647, the largest an int32 API field holds"
+    ) in str(refused.value)

@@ -21,7 +21,7 @@ from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
     SCHEDULE_TIMEOUT_ANNOTATION,
     PodView,
-    annotation_int,
+    annotation_int32,
     group_name_problem,
     parse_placement,
 )
@@ -78,10 +78,11 @@ class PodDeclaration:
         text = annotations.get(key)
         if text is None:
             return None
-        number = annotation_int(text, minimum=1)
-        if number is None:
-            self.problems.append(f"annotation {key}: {quoted(text)} is not a positive integer")
-        return number
+        read = annotation_int32(text)
+        if isinstance(read, str):
+            self.problems.append(f"annotation {key}: {read}")
+            return None
+        return read
 
 
 def consistency_problems(

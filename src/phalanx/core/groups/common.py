@@ -130,13 +130,12 @@ class ObjectSettings:
                 ) from error
         seconds: int | None = None
         if timeout and SCHEDULE_TIMEOUT_ANNOTATION in annotations:
-            text = annotations[SCHEDULE_TIMEOUT_ANNOTATION]
-            seconds = annotation_int(text, minimum=1)
-            if seconds is None:
+            read = annotation_int32(annotations[SCHEDULE_TIMEOUT_ANNOTATION])
+            if isinstance(read, str):
                 raise src.invalid(
-                    key_path("metadata.annotations", SCHEDULE_TIMEOUT_ANNOTATION),
-                    f"{quoted(text)} is not a positive integer",
+                    key_path("metadata.annotations", SCHEDULE_TIMEOUT_ANNOTATION), read
                 )
+            seconds = read
         return cls(
             placement=placement,
             plan_json=annotations.get(PLAN_ANNOTATION, ""),
@@ -162,6 +161,18 @@ class ObjectSettings:
 
 
 INT32_MAX: Final = 2**31 - 1
+
+
+def annotation_int32(text: str) -> int | str:
+    """A positive int32 from an annotation, or why it is not one: the range of the API
+    fields the gang annotations stand in for (a `schedule-timeout-seconds` of 10^17 would
+    hold a reservation for ever)."""
+    number = annotation_int(text, minimum=1)
+    if number is None:
+        return f"{quoted(text)} is not a positive integer"
+    if number > INT32_MAX:
+        return f"{quoted(text)} is more than {INT32_MAX}, the largest an int32 API field holds"
+    return number
 
 
 def read_positive_int32(src: Source, value: object, path: str) -> int | None:
@@ -222,6 +233,7 @@ __all__ = [
     "Parsed",
     "PodView",
     "annotation_int",
+    "annotation_int32",
     "group_name_problem",
     "is_dns_label",
     "is_object_name",

@@ -24,6 +24,7 @@ from deploykit import (
 )
 
 from phalanx.core.groups.coexistence import native_gang_profiles
+from phalanx.core.groups.status import GroupPhase
 from phalanx.core.topology import parse_topologies
 from phalanx.service.binder import BindSettings
 from phalanx.settings import Settings
@@ -791,6 +792,19 @@ def test_the_podgroup_crd_ships_in_crds_and_is_skippable(chart: Chart) -> None:
         d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "CustomResourceDefinition"
     ]
     assert [c["metadata"]["name"] for c in crds] == ["podgroups.scheduling.x-k8s.io"]
+
+
+def test_the_podgroup_crd_prints_the_counts_and_phases_phalanx_writes() -> None:
+    """scheduler-plugins' CRD prints succeeded and failed too; a column whose field the
+    schema lacked would always be empty (the API server prunes unknown status fields)."""
+    crd = yaml.safe_load((CHART / "crds" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+    (version,) = crd["spec"]["versions"]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    for name in ("Phase", "Scheduled", "Running", "Succeeded", "Failed"):
+        field = columns[name].removeprefix(".status.")
+        assert field in status, f"column {name} prints {columns[name]}, which the schema prunes"
+    assert {p.value for p in GroupPhase} <= set(status["phase"]["enum"])
 
 
 def test_the_chart_runs_the_image_as_the_user_it_was_built_for(chart: Chart) -> None:

@@ -58,6 +58,8 @@ STATES = [
     ("bindings-in-flight", COMMIT, None, 1, GangState.BINDING),
     ("bound-short-of-quorum-without-a-record", {}, None, 1, GangState.PARTIAL),
     ("members-finished-after-it-ran", {}, {"phase": "Running"}, 1, GangState.WAITING),
+    ("a-member-failed-after-it-ran", {}, {"phase": "Failed"}, 1, GangState.WAITING),
+    ("finished-and-partly-cleaned-up", {}, {"phase": "Finished"}, 1, GangState.WAITING),
     ("reserved-at-the-barrier", {}, {"phase": "Scheduling"}, 0, GangState.RESERVED),
     (
         "unreadable-record-is-no-record",

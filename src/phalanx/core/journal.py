@@ -190,11 +190,22 @@ def partial_gangs(state: ClusterState, journal: GangJournal, defaults: GroupDefa
 def group_phase(
     state: ClusterState, key: str, outcome: Outcome | None, min_member: int
 ) -> tuple[GroupPhase, int, int]:
-    """(phase, members scheduled, members running) of a gang, finished members included."""
+    """(phase, members scheduled, members running) of a gang, finished members included.
+
+    A placed gang ends as scheduler-plugins' PodGroup controller ends it: `Finished` once
+    minMember members succeeded, else `Failed` once a member failed and the failed,
+    running and succeeded members make minMember; phases follow the members Phalanx still
+    sees (a finished gang whose pods are deleted is pending again)."""
     members = state.members(key, include_finished=True)
     scheduled = sum(1 for p in members if state.is_bound(p))
     running = sum(1 for p in members if p.node_name and p.phase is PodPhase.RUNNING)
-    if min_member and scheduled >= min_member:
+    succeeded = sum(1 for p in members if p.phase is PodPhase.SUCCEEDED)
+    failed = sum(1 for p in members if p.phase is PodPhase.FAILED)
+    if min_member and succeeded >= min_member:
+        phase = GroupPhase.FINISHED
+    elif min_member and failed and failed + running + succeeded >= min_member:
+        phase = GroupPhase.FAILED
+    elif min_member and scheduled >= min_member:
         phase = GroupPhase.RUNNING if running >= min_member else GroupPhase.SCHEDULED
     elif outcome in (Outcome.COMMITTED, Outcome.REPLANNED) or state.reservation(key):
         phase = GroupPhase.SCHEDULING

@@ -51,9 +51,11 @@ from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
 
-# Phases that mean the quorum was bound at some point: scheduler-plugins' (Phalanx writes
-# the first two) and Volcano's (Running; Completed once its job finished).
-RAN_PHASES = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING, "Finished", "Completed"})
+# Phases that mean the quorum was bound at some point: scheduler-plugins' and Volcano's
+# (Running; Completed once its job finished).
+RAN_PHASES = frozenset(
+    {GroupPhase.SCHEDULED, GroupPhase.RUNNING, GroupPhase.FINISHED, GroupPhase.FAILED, "Completed"}
+)
 
 
 class GangState(StrEnum):

@@ -348,3 +348,11 @@ def test_the_status_body_is_what_the_kube_source_sent_before_dialects_and_the_fi
     path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/job/status"
     assert api.patches == [(path, json.dumps(with_finished(body))) for body in SENT_BEFORE]
     assert len(api.patches) == 5  # the repeat at T0+6 is not sent
+
+
+@pytest.mark.parametrize("phase", ["Finished", "Failed"])
+def test_a_gang_that_ran_to_its_end_keeps_its_placed_condition(phase: str) -> None:
+    ended = status(phase, "bound", "bound 4 member(s) together", 4, 0, succeeded=4)
+    body = scheduler_plugins.build_status(ended, None, T0, "v1alpha1")
+    assert body["phase"] == phase
+    assert body["conditions"][0]["status"] == "True"

@@ -287,6 +287,12 @@ def body(phase: str, *conditions: dict[str, str], **counts: int) -> dict[str, An
             body("Running", cond("Scheduled", "Scheduled", "", EARLIER), running=3, succeeded=1),
             id="running-counts",
         ),
+        pytest.param(
+            gang(GroupPhase.FINISHED, succeeded=4, scheduled=4),
+            {"conditions": [cond("Scheduled", "Scheduled", "", EARLIER)]},
+            body("Completed", cond("Scheduled", "Scheduled", "", EARLIER), succeeded=4),
+            id="finished-is-completed",
+        ),
     ],
 )
 def test_status_speaks_volcano(
@@ -310,4 +316,4 @@ def test_no_phase_leaves_a_volcano_job_without_pods() -> None:
     """Volcano's job controller creates pods only once the PodGroup has left Pending."""
     phases = {volcano.build_status(gang(phase), None, T0)["phase"] for phase in GroupPhase}
     assert "Pending" not in phases
-    assert phases <= {"Inqueue", "Running", "Unknown"}
+    assert phases <= {"Inqueue", "Running", "Unknown", "Completed"}

@@ -24,7 +24,7 @@ from phalanx.core.groups.common import (
     read_min_count,
     read_positive_int32,
 )
-from phalanx.core.groups.status import MESSAGE_LIMIT, GroupPhase, GroupStatus, camel, rfc3339
+from phalanx.core.groups.status import MESSAGE_LIMIT, GroupStatus, camel, rfc3339
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, PodGroup
 from phalanx.core.rawdict import (
     JsonObject,
@@ -103,7 +103,7 @@ def build_status(
     `previous` is the status as last written; the condition's `lastTransitionTime` moves
     only when its status or reason changes.
     """
-    scheduled = status.phase in (GroupPhase.SCHEDULED, GroupPhase.RUNNING)
+    scheduled = status.placed
     reason = camel(status.reason) if status.reason else status.phase.value
     old = _first_condition(previous)
     changed = old.get("status") != ("True" if scheduled else "False") or old.get("reason") != reason

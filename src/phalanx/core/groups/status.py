@@ -44,10 +44,14 @@ class GroupPhase(StrEnum):
     SCHEDULING = "Scheduling"  # reserved, binding under way
     SCHEDULED = "Scheduled"  # the quorum is bound
     RUNNING = "Running"  # the quorum runs
-    FAILED = "Failed"
+    FINISHED = "Finished"  # minMember members succeeded
+    FAILED = "Failed"  # a member failed, and the failed, running and succeeded make the quorum
 
 
-PLACED_PHASES: Final = frozenset({GroupPhase.SCHEDULED, GroupPhase.RUNNING})
+# Phases of a gang whose quorum was placed (finished and failed ones ran).
+PLACED_PHASES: Final = frozenset(
+    {GroupPhase.SCHEDULED, GroupPhase.RUNNING, GroupPhase.FINISHED, GroupPhase.FAILED}
+)
 
 
 @dataclass(frozen=True, slots=True)

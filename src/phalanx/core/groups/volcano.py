@@ -69,6 +69,7 @@ PENDING: Final = "Pending"
 INQUEUE: Final = "Inqueue"
 RUNNING: Final = "Running"
 UNKNOWN: Final = "Unknown"
+COMPLETED: Final = "Completed"  # Volcano: all its pods finished; Phalanx: minMember succeeded
 # Volcano's condition types and the reasons its gang plugin gives.
 UNSCHEDULABLE: Final = "Unschedulable"
 SCHEDULED: Final = "Scheduled"
@@ -81,6 +82,7 @@ _PHASES: Final = {
     GroupPhase.SCHEDULING: INQUEUE,
     GroupPhase.SCHEDULED: RUNNING,  # Volcano counts bound members as allocated
     GroupPhase.RUNNING: RUNNING,
+    GroupPhase.FINISHED: COMPLETED,
     GroupPhase.FAILED: UNKNOWN,
 }
 

@@ -115,8 +115,16 @@ class DraWorld:
         self.model.upsert_slice(parse_resource_slice(obj))
         return self.model.settle(self.state)
 
-    def template(self, name: str, count: int, device_class: str = GPU_CLASS) -> list[Pod]:
-        obj = claim_template_obj(name, device_request("gpu", device_class, count))
+    def template(
+        self,
+        name: str,
+        count: int | None,
+        device_class: str = GPU_CLASS,
+        *,
+        mode: str | None = None,
+    ) -> list[Pod]:
+        """A template asking `count` devices of the class (`mode="All"`: every one of the node)."""
+        obj = claim_template_obj(name, device_request("gpu", device_class, count, mode=mode))
         self.model.upsert_template(parse_resource_claim_template(obj))
         return self.model.settle(self.state)
 

@@ -40,6 +40,7 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_inventory import (
     CLASS_PREFIX,
+    WHOLE,
     DeviceCatalog,
     DraInventory,
     PoolState,
@@ -50,6 +51,7 @@ from phalanx.core.dra_inventory import (
     describe_node,
     gpu_info,
     node_entries,
+    whole_entry,
 )
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_pod
@@ -60,6 +62,7 @@ MI = 2**20
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+DAEMON_CLASS = "compute-domain-daemon.nvidia.com"
 
 
 def catalog(inv: DraInventory | None = None) -> DeviceCatalog:
@@ -298,6 +301,32 @@ def test_a_tainted_device_is_not_free() -> None:
     obj = gpu_slice_obj("n1", 2)
     obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
     assert per_class(node_entries(inventory(obj).node("n1"), catalog(), {})) == {GPU_CLASS: 1}
+
+
+def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() -> None:
+    # An allocationMode All request takes WHOLE of its class's entry; a held or tainted
+    # device of the class leaves less, so it no longer fits there. A device of another
+    # class (the ComputeDomain daemon beside its channels) leaves it whole.
+    tainted = gpu_slice_obj("n2", 2)
+    tainted["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
+    inv = inventory(
+        gpu_slice_obj("n1", 2), compute_domain_slice_obj("n1"), tainted, gpu_slice_obj("n3", 2)
+    )
+    held = allocated_devices(
+        [
+            parse_resource_claim(claim_obj("a", allocated=[(GPU_DRIVER, "n3", "gpu-0")])),
+            parse_resource_claim(claim_obj("b", allocated=[(CD_DRIVER, "n1", "daemon-0")])),
+        ]
+    )
+
+    def whole(node: str) -> dict[str, int]:
+        entries = node_entries(inv.node(node), catalog(inv), held)
+        return {c: entries[whole_entry(c)] for c in (GPU_CLASS, CHANNEL_CLASS, DAEMON_CLASS)}
+
+    assert whole("n1") == {GPU_CLASS: WHOLE, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE - 1}
+    # A class without devices on the node is offered whole too (related requests draw on it).
+    assert whole("n2") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
+    assert whole("n3") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
 
 
 def test_an_unknown_or_broken_class_selects_nothing_and_an_unsupported_selector_is_said() -> None:

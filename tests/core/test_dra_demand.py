@@ -44,7 +44,13 @@ from phalanx.core.dra_demand import (
     node_with_devices,
     pod_with_demand,
 )
-from phalanx.core.dra_inventory import DeviceCatalog, class_entry
+from phalanx.core.dra_inventory import (
+    WHOLE,
+    WHOLE_PREFIX,
+    DeviceCatalog,
+    class_entry,
+    whole_entry,
+)
 from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement, parse_pod
@@ -96,6 +102,12 @@ class Cluster:
         return ineligibility(self.demand(p), self.node(node), self.state.node(node), self.catalog)
 
 
+def gpus(count: int) -> Resources:
+    """What a request for `count` whole GPUs takes: the class, the GPUs, and the class's
+    whole (so that an allocationMode All request is never planned beside it)."""
+    return Resources({class_entry(GPU_CLASS): count, DRA_GPU: count, whole_entry(GPU_CLASS): count})
+
+
 def h100_cluster(nodes: int = 2) -> Cluster:
     return Cluster(*(gpu_slice_obj(f"n{i}") for i in range(1, nodes + 1)))
 
@@ -111,7 +123,7 @@ def test_a_template_asking_for_gpus_by_count_is_exact() -> None:
     assert claim.key == "default/w#gpus"  # no claim generated yet: the template speaks
     [request] = claim.requests
     assert request.exactness is Exactness.EXACT
-    assert demand.requests() == Resources({class_entry(GPU_CLASS): 2, DRA_GPU: 2})
+    assert demand.requests() == gpus(2)
     assert demand.requests().gpus() == 2
     assert demand.notes == ()
 
@@ -145,7 +157,7 @@ def test_a_selector_several_shapes_satisfy_is_checked_per_node() -> None:
     demand = cluster.demand(p)
     [request] = demand.claims[0].requests
     assert request.exactness is Exactness.PER_NODE
-    assert request.takes == Resources({class_entry(GPU_CLASS): 4, DRA_GPU: 4})
+    assert request.takes == gpus(4)
     assert "selectors match 2 device shapes" in demand.notes[0]
     assert cluster.why_not(p, "a1") is not None  # only two A100s there
     assert cluster.why_not(p, "h1") is None
@@ -188,7 +200,7 @@ def test_a_selector_phalanx_cannot_evaluate_falls_back_to_counting_and_says_so(
     demand = cluster.demand(p)
     [request] = demand.claims[0].requests
     assert request.exactness is Exactness.COUNT_ONLY
-    assert request.takes == Resources({class_entry(GPU_CLASS): 2, DRA_GPU: 2})
+    assert request.takes == gpus(2)
     assert demand.problems == ()
     [note] = demand.notes
     assert said in note
@@ -295,15 +307,65 @@ def test_an_allocated_claim_stays_usable_after_its_class_is_gone() -> None:
     assert demand.claims[0].allocated
 
 
-def test_all_mode_and_admin_access_take_nothing_but_need_a_device() -> None:
+def test_admin_access_takes_no_device_but_needs_one_in_either_mode() -> None:
     cluster = h100_cluster()
-    admin = device_request("watch", GPU_CLASS, 1)
-    admin["exactly"]["adminAccess"] = True
-    cluster.template("t", device_request("every", GPU_CLASS, None, mode="All"), admin)
+    watch_one = device_request("one", GPU_CLASS, 1)
+    watch_all = device_request("all", GPU_CLASS, None, mode="All")
+    for request in (watch_one, watch_all):
+        request["exactly"]["adminAccess"] = True
+    cluster.template("t", watch_one, watch_all)
     demand = cluster.demand(cluster.pod("w", templates={"g": "t"}))
     assert demand.requests() == Resources()
+    assert [r.count for r in demand.claims[0].requests] == [1, 1]
     assert all(r.exactness is Exactness.COUNT_ONLY for r in demand.claims[0].requests)
     assert cluster.why_not(cluster.pod("w", templates={"g": "t"}), "n1") is None
+
+
+def test_all_mode_takes_its_classs_devices_whole_and_needs_one_that_matches() -> None:
+    cluster = h100_cluster()
+    cluster.template("every", device_request("all", GPU_CLASS, None, mode="All"))
+    cluster.template(
+        "a100s", device_request("all", GPU_CLASS, None, f"{A}.productName == 'A100'", mode="All")
+    )
+    every = cluster.pod("w", templates={"g": "every"})
+    [claim] = cluster.demand(every).claims
+    [request] = claim.requests
+    assert request.takes == Resources({whole_entry(GPU_CLASS): WHOLE})
+    assert request.exactness is Exactness.PER_NODE
+    assert "every device of its class" in request.note
+    assert cluster.why_not(every, "n1") is None
+    assert cluster.why_not(cluster.pod("w", templates={"g": "a100s"}), "n1") == (
+        "had 0 gpu.nvidia.com device(s) for claim default/w#g request all, it needs 1"
+    )
+
+
+def test_a_request_by_count_draws_its_count_from_the_wholes_it_could_take_from() -> None:
+    # So that an All request never fits beside a request that could get one of its devices
+    # (nor it beside one): its own class, and a class sharing a device shape with it.
+    h100s = device_class_obj("h100.example.com", f"{A}.productName.startsWith('NVIDIA H100')")
+    cluster = Cluster(
+        gpu_slice_obj("n1"),
+        compute_domain_slice_obj("n1"),
+        classes=[*nvidia_class_objs(), h100s],
+    )
+    cluster.template(
+        "t", device_request("gpu", GPU_CLASS, 2), device_request("channel", CHANNEL_CLASS, 1)
+    )
+    requests = cluster.demand(cluster.pod("w", templates={"g": "t"})).requests()
+    assert {k: v for k, v in requests.items() if k.startswith(WHOLE_PREFIX)} == {
+        whole_entry(GPU_CLASS): 2,
+        whole_entry("h100.example.com"): 2,
+        whole_entry(CHANNEL_CLASS): 1,
+    }
+
+
+def test_partitions_and_their_whole_gpu_draw_from_each_others_wholes() -> None:
+    # A MIG device of a partitionable GPU shares the GPU's counters: All GPUs must not be
+    # planned beside it.
+    cluster = Cluster(*partitioned_slices("p1", 1))
+    cluster.template("mig", device_request("mig", MIG_CLASS, 1))
+    requests = cluster.demand(cluster.pod("w", templates={"g": "mig"})).requests()
+    assert requests[whole_entry(GPU_CLASS)] == requests[whole_entry(MIG_CLASS)] == 1
 
 
 def test_an_admin_access_request_for_one_gpu_by_uuid_is_not_refused_everywhere() -> None:
@@ -499,14 +561,12 @@ def test_a_claim_shared_by_members_counts_once_and_binds_them_together() -> None
     b = cluster.pod("b", claims={"shared": "team"}, group="g")
     c = cluster.pod("c", templates={"own": "one"}, group="g")
     gang = gang_demand([(p.key, cluster.demand(p)) for p in (c, b, a)])
-    assert gang.requests["default/a"] == Resources({class_entry(GPU_CLASS): 8, DRA_GPU: 8})
+    assert gang.requests["default/a"] == gpus(8)
     assert gang.requests["default/b"] == Resources()
-    assert gang.requests["default/c"] == Resources({class_entry(GPU_CLASS): 1, DRA_GPU: 1})
+    assert gang.requests["default/c"] == gpus(1)
     assert gang.together == (frozenset({"default/a", "default/b"}),)
     # Counted per pod instead, the claim would ask for 16 GPUs and fit nowhere together.
-    assert cluster.demand(a).requests() + cluster.demand(b).requests() == Resources(
-        {class_entry(GPU_CLASS): 16, DRA_GPU: 16}
-    )
+    assert cluster.demand(a).requests() + cluster.demand(b).requests() == gpus(16)
 
 
 def test_an_allocated_shared_claim_is_charged_to_nobody() -> None:

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from builders import device_class_obj, dra_pod_obj, gang, gpu_node, gpu_slice_obj, podgroup
-from dra_builders import MIG_CLASS, DraWorld, network_slice_obj, partitioned_slices
-from phalanx.core.dra import parse_device_class
+from builders import (
+    GPU_DRIVER,
+    claim_template_obj,
+    device_class_obj,
+    device_request,
+    dra_pod_obj,
+    gang,
+    gpu_node,
+    gpu_slice_obj,
+    podgroup,
+)
+from dra_builders import GPU_CLASS, MIG_CLASS, DraWorld, network_slice_obj, partitioned_slices
+from phalanx.core.dra import parse_device_class, parse_resource_claim_template
 from phalanx.core.dra_demand import Exactness
-from phalanx.core.dra_inventory import class_entry
+from phalanx.core.dra_inventory import WHOLE, class_entry, whole_entry
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import Outcome, ReplanCause
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Pod
@@ -228,3 +238,105 @@ def test_a_gpu_not_partitionable_is_planned_without_counters() -> None:
     reservation = planner.filter(gang_members[0], ["p1", "s1"], now=0).reserved
     assert reservation is not None
     assert sorted(m.node for m in reservation.members) == ["p1", "s1"]
+
+
+# ---- allocationMode All: every matching device of the node ------------------------------------
+
+
+def all_gpus_members(world: DraWorld, count: int, group: str = "g") -> list[Pod]:
+    world.template("all", None, mode="All")
+    world.state.upsert_group(podgroup(group, count))
+    return [world.pod(f"{group}{i}", group=group, templates={"gpus": "all"}) for i in range(count)]
+
+
+def test_a_gang_of_two_members_each_asking_all_gpus_is_placed_one_member_per_node() -> None:
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    first, _ = all_gpus_members(world, 2)
+    reservation = planner.filter(first, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert sorted(m.node for m in reservation.members) == ["d1", "d2"]
+
+
+def test_a_gang_of_two_members_each_asking_all_gpus_does_not_fit_one_node_and_says_why() -> None:
+    world, planner = dra_cluster(nodes=["d1"])
+    first, _ = all_gpus_members(world, 2)
+    decision = planner.filter(first, ["d1"], now=0)
+    assert decision.reserved is None
+    [reason] = set(decision.result.unresolvable.values())
+    assert "cannot place 2 member(s) of gang default/g" in reason
+    assert f"closest: d1 lacks {WHOLE} {whole_entry(GPU_CLASS)}" in reason
+
+
+def test_an_all_gpus_member_is_not_planned_where_another_pod_holds_one_of_the_gpus() -> None:
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    [member] = all_gpus_members(world, 1)
+    holder = world.pod("holder", claims={"gpu": "busy"})
+    world.allocate("busy", "d1", range(1), for_pod=holder)
+    world.bind(holder, "d1")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d2"
+    # d2 is reserved whole and d1 has a GPU taken: no node is left for another.
+    [other] = all_gpus_members(world, 1, group="h")
+    assert planner.filter(other, ["d1", "d2"], now=0).reserved is None
+
+
+@pytest.mark.parametrize("all_first", [True, False], ids=["all gpus first", "one gpu first"])
+def test_an_all_gpus_gang_and_a_gang_asking_one_gpu_are_never_reserved_on_one_node(
+    all_first: bool,
+) -> None:
+    world, planner = dra_cluster(nodes=["d1"])
+    [whole] = all_gpus_members(world, 1, group="a")
+    world.template("one", 1)
+    world.state.upsert_group(podgroup("b", 1))
+    one = world.pod("b0", group="b", templates={"gpus": "one"})
+    first, second = (whole, one) if all_first else (one, whole)
+    assert planner.filter(first, ["d1"], now=0).reserved is not None
+    assert planner.filter(second, ["d1"], now=0).reserved is None
+
+
+def test_a_single_pod_asking_one_gpu_is_not_filtered_onto_a_node_reserved_whole() -> None:
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    [whole] = all_gpus_members(world, 1)
+    reservation = planner.filter(whole, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    world.template("one", 1)
+    single = world.pod("single", templates={"gpus": "one"})
+    feasible = planner.filter(single, ["d1", "d2"], now=0).result.feasible
+    assert feasible == tuple(n for n in ("d1", "d2") if n != reservation.node_of(whole.uid))
+
+
+def test_an_all_gpus_member_needs_a_gpu_its_selectors_match() -> None:
+    world, planner = dra_cluster(nodes=["d1"])
+    obj = claim_template_obj(
+        "a100s",
+        device_request(
+            "gpu",
+            GPU_CLASS,
+            None,
+            f"device.attributes['{GPU_DRIVER}'].productName == 'A100'",
+            mode="All",
+        ),
+    )
+    world.model.upsert_template(parse_resource_claim_template(obj))
+    world.model.settle(world.state)
+    [member] = members(world, 1, templates={"gpus": "a100s"})
+    result = planner.filter(member, ["d1"], now=0).result
+    assert result.feasible == ()
+    [reason] = set(result.unresolvable.values())
+    assert "had 0 gpu.nvidia.com device(s) for claim default/m0#gpus request gpu, it needs 1" in (
+        reason
+    )
+
+
+def test_an_admin_access_request_for_all_gpus_takes_none_of_them() -> None:
+    world, planner = dra_cluster(nodes=["d1"])
+    watch = device_request("gpu", GPU_CLASS, None, mode="All")
+    watch["exactly"]["adminAccess"] = True
+    world.model.upsert_template(parse_resource_claim_template(claim_template_obj("watch", watch)))
+    world.model.settle(world.state)
+    world.state.upsert_group(podgroup("w", 1))
+    monitor = world.pod("w0", group="w", templates={"gpus": "watch"})
+    [whole] = all_gpus_members(world, 1)
+    assert planner.filter(monitor, ["d1"], now=0).reserved is not None
+    assert planner.filter(whole, ["d1"], now=0).reserved is not None

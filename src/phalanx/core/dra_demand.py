@@ -9,6 +9,13 @@ and `dra.phalanx.io/gpu` GPU-like devices (counted by `Resources.gpus()` like
 names, so whole-gang reservation, overlays, release and "reserved is invisible to others"
 work unchanged, and a device-plugin node (no such entries) can never serve a DRA member.
 
+`allocationMode: All` asks for as many devices as the node has, which no per-pod vector can
+say. It takes `whole.dra.phalanx.io/<class>` whole instead, an entry every request that could
+get one of the class's devices also draws its count from, and that a node offers whole only
+while every device of the class there is free: so an All member is planned alone on its
+class's devices, never beside a claim kube-scheduler would refuse it for (stricter than
+kube-scheduler where the class has devices its selectors do not match).
+
 Who counts a claim (never twice):
 
 * an *allocated* claim is counted by the node: its devices are gone from `node_entries`;
@@ -48,6 +55,7 @@ from phalanx.core.dra import (
     is_identifying,
 )
 from phalanx.core.dra_inventory import (
+    WHOLE,
     Allocated,
     DeviceCatalog,
     DeviceHolder,
@@ -336,17 +344,27 @@ def _request(
             "kube-scheduler allocates this request"
         )
         return RequestDemand(name, device_class, 0, EMPTY, (), Exactness.COUNT_ONLY, why)
-    if request.mode is AllocationMode.ALL or request.admin_access:
-        why = (
-            "adminAccess takes no device"
-            if request.admin_access
-            else "allocationMode All takes every matching device of the node; Phalanx "
-            "does not count them (kube-scheduler does)"
-        )
+    if request.admin_access:
         needs = request.count if request.mode is AllocationMode.EXACT_COUNT else 1
+        why = "adminAccess takes no device"
         return RequestDemand(name, device_class, needs, EMPTY, checked, Exactness.COUNT_ONLY, why)
+    wholes = catalog.wholes.get(device_class, ())
+    if request.mode is AllocationMode.ALL:
+        # kube-scheduler gives All every matching device of the node, and refuses the node
+        # if one is taken. Its size is the node's, but requests are per pod: so it takes the
+        # class's devices whole (`related`), which every request that could get one of them
+        # draws from too. Stricter than kube-scheduler where the class has devices the
+        # selectors do not match; never beside a claim on one of its devices.
+        why = (
+            "allocationMode All is planned as taking every device of its class on the node "
+            "(only where all are free and at least one matches)"
+        )
+        exactness = Exactness.COUNT_ONLY if unsupported or dropped else Exactness.PER_NODE
+        takes_all = Resources(dict.fromkeys(wholes, WHOLE))
+        return RequestDemand(name, device_class, 1, takes_all, checked, exactness, why)
     count = request.count
-    takes = {class_entry(device_class): count}
+    # Its count from every whole it could take a device of (see All above).
+    takes = {class_entry(device_class): count, **dict.fromkeys(wholes, count)}
     if gpu_like:
         takes[DRA_GPU] = count
     notes: list[str] = []

@@ -47,6 +47,10 @@ from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
 CLASS_PREFIX: Final = "class.dra.phalanx.io/"
 SHAPE_SEPARATOR: Final = "~"
 COUNTER_PREFIX: Final = "counter.dra.phalanx.io/"
+WHOLE_PREFIX: Final = "whole.dra.phalanx.io/"
+# What an allocationMode All request takes of a `whole_entry`: more than all other requests on
+# a node can take together (each takes its device count), so nothing fits beside it.
+WHOLE: Final = 1_000_000
 _MIB = 1 << 20
 
 
@@ -65,8 +69,13 @@ def counter_entry(driver: str, counter: str) -> str:
     return f"{COUNTER_PREFIX}{driver}/{counter}"
 
 
+def whole_entry(device_class: str) -> str:
+    """A node's devices of a class, as an allocationMode All request takes them: whole."""
+    return WHOLE_PREFIX + device_class
+
+
 def is_dra_entry(name: str) -> bool:
-    return name == DRA_GPU or name.startswith((CLASS_PREFIX, COUNTER_PREFIX))
+    return name == DRA_GPU or name.startswith((CLASS_PREFIX, COUNTER_PREFIX, WHOLE_PREFIX))
 
 
 # ---- pools -------------------------------------------------------------------------------
@@ -332,12 +341,15 @@ class DeviceCatalog:
         "_entries",
         "_match",
         "_totals",
+        "_untaken",
+        "_wholes",
         "classes",
         "consumption",
         "gpus",
         "notes",
         "remote",
         "shapes",
+        "wholes",
     )
 
     def __init__(
@@ -355,6 +367,9 @@ class DeviceCatalog:
         # Per shape of partitions, the least any device of it takes of each shared counter
         # (`shape_consumption`): what a request for it takes of `counter_entry` at least.
         self.consumption: Consumption = consumption if consumption is not None else {}
+        # Per class with devices, the `whole_entry` names its requests draw from (`related`);
+        # every node offers the entry of each such class.
+        self.wholes: Mapping[str, tuple[str, ...]] = related(self.shapes, self.consumption)
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -367,6 +382,8 @@ class DeviceCatalog:
         self._match = _Matching(self.classes)
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
+        self._untaken: dict[tuple[Device, ...], Counter[str]] = {}
+        self._wholes: dict[Device, tuple[str, ...]] = {}
 
     def with_shapes(
         self,
@@ -427,6 +444,27 @@ class DeviceCatalog:
             self._totals[devices] = found
         return found
 
+    def whole_entries(self, device: Device) -> tuple[str, ...]:
+        """The `whole_entry` of every class with devices that accepts this one, countable or
+        not: what its being taken (or tainted) keeps an allocationMode All request from."""
+        found = self._wholes.get(device)
+        if found is None:
+            found = self._wholes[device] = tuple(
+                whole_entry(name) for name in self.wholes if self.in_class(device, name)
+            )
+        return found
+
+    def untaken(self, devices: tuple[Device, ...]) -> Counter[str]:
+        """`whole_entries` of the devices no request can take (tainted); memoized per list."""
+        found = self._untaken.get(devices)
+        if found is None:
+            found = Counter()
+            for device in devices:
+                if not countable(device):
+                    found.update(self.whole_entries(device))
+            self._untaken[devices] = found
+        return found
+
     def class_shapes(
         self, device_lists: Iterable[tuple[Device, ...]]
     ) -> dict[str, frozenset[DeviceShape]]:
@@ -485,6 +523,33 @@ class DeviceCatalog:
                 for device in devices
             )
         )
+
+
+def related(shapes: ClassShapes, consumption: Consumption) -> dict[str, tuple[str, ...]]:
+    """Per class with devices, the `whole_entry` of itself (first) and of each class that may
+    be given one of its devices (they share a shape) or eat into its partitions' shared
+    counters (their shapes consume a common counter): what its requests draw from.
+
+    An allocationMode All request takes `WHOLE` of each, any other request its count, so
+    an All request is never planned beside a request that could take one of its devices.
+    """
+    entries = {name: whole_entry(name) for name, found in sorted(shapes.items()) if found}
+    counters = {
+        name: {entry for shape in shapes[name] for entry in consumption.get(shape, {})}
+        for name in entries
+    }
+    return {
+        name: (
+            own,
+            *(
+                entry
+                for other, entry in entries.items()
+                if other != name
+                and (shapes[name] & shapes[other] or counters[name] & counters[other])
+            ),
+        )
+        for name, own in entries.items()
+    }
 
 
 class _Matching:
@@ -574,24 +639,34 @@ def node_entries(
     """The node's free DRA devices as synthetic resources, to add to its allocatable.
 
     Per class `class_entry(c)`, per class and shape `shape_entry(c, s)`, and `DRA_GPU` for
-    GPU-like devices; allocated devices are left out.
+    GPU-like devices; allocated devices are left out. Per class with devices in the cluster
+    `whole_entry(c)`: `WHOLE` less its devices here that are not free (held, used up,
+    tainted), so an allocationMode All request (it takes `WHOLE`) fits only where every
+    device of its class is free and no related request takes one (they take their count).
+    Offered where the class has no device too, as a related class's requests draw from it.
     """
     total: Counter[str] = Counter()
+    taken: Counter[str] = Counter()  # per whole entry: devices here that are not free
     for pool in pools:
         total.update(catalog.totals(pool.devices))
+        taken.update(catalog.untaken(pool.devices))
         held = allocated.get((pool.driver, pool.pool))
         if held:
             for device in pool.devices:
                 if device.name in held:
                     total.subtract(catalog.entries(device))
+                    taken.update(catalog.whole_entries(device))
             for device in used_up(pool, held):
                 total.subtract(catalog.entries(device))
+                taken.update(catalog.whole_entries(device))
         if pool.counters:
             # What is left of the shared counters, so that partitions reserved one way (a
             # GPU whole) cannot be reserved again another way (its MIG devices).
             for counters in _counters_left(pool, held or ()).values():
                 for counter, amount in counters.items():
                     total[counter_entry(pool.driver, counter)] += max(int(amount), 0)
+    for own, *_ in catalog.wholes.values():
+        total[own] = WHOLE - taken[own]
     return Resources(total)
 
 

@@ -313,8 +313,9 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             "Reservations released by cause",
             "Gang reservations given up, by cause: expired (the gang's timeout passed with "
             "members unbound), barrier (the bind barrier gave up), replan, node-gone, "
-            "group-gone, group-changed, roll-forward. A release that finds binds held at the "
-            "barrier answers them with an error: kube-scheduler's failed bindings follow it.",
+            "group-gone, group-changed, topology-changed, roll-forward. A release that finds "
+            "binds held at the barrier answers them with an error: kube-scheduler's failed "
+            "bindings follow it.",
             units.OpsPerSecond,
             [
                 query(

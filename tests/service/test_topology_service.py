@@ -7,6 +7,7 @@ import pytest
 from support import Clock, ScriptedSource
 
 from builders import node_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
+from phalanx.core.inventory import parse_node
 from phalanx.core.model import Binding, GroupRef
 from phalanx.demo.report import render_group_view
 from phalanx.service.extender import Extender, ServiceSettings
@@ -241,4 +242,45 @@ async def test_a_volcano_hard_network_topology_tries_tier_1_before_its_highest_t
     ext, _ = await start(objects)
     nodes = await place(ext, [f"v-{i}" for i in range(3)])
     assert {node.split("-")[0] for node in nodes.values()} == {"c1"}
+    await ext.stop()
+
+
+async def test_a_relabel_that_splits_a_reserved_gang_across_cliques_releases_it():
+    """The gang required one clique; a reserved node now says it is in another. Bound as
+    reserved it would span two NVLink domains: the reservation goes, the gang is planned
+    again inside one clique."""
+    ext, _ = await start([*rack(2, per_clique=3), *gang("g", 2, {REQUIRED: CLIQUE})])
+    first = ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    (node,) = first.feasible
+    reserved = {m.node for m in ext.state.reservation("default/g").members}
+    moved = next(n for n in sorted(reserved) if n != node) if len(reserved) > 1 else node
+    clique = moved.split("-")[0]
+    other = "c1" if clique == "c0" else "c0"
+    relabelled = node_obj(moved, 4, clique=other, labels={SPINE: "s0", LEAF: "l0"})
+
+    ext.apply(lambda state: state.upsert_node(parse_node(relabelled)))
+
+    assert ext.state.reservation("default/g") is None
+    assert "now lie in 2" in ext.debug_group("default", "g")["last_reason"]
+    nodes = await place(ext, ["g-0", "g-1"])
+    cliques = {ext.state.node(n).node.labels[CLIQUE] for n in nodes.values()}
+    assert len(cliques) == 1
+    await ext.stop()
+
+
+async def test_a_relabel_that_keeps_a_reserved_gang_in_one_clique_keeps_its_reservation():
+    ext, _ = await start([*rack(2, per_clique=3), *gang("g", 2, {REQUIRED: CLIQUE})])
+    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    before = ext.state.reservation("default/g")
+    spare = next(
+        n.name
+        for n in ext.state.nodes()
+        if n.name not in {m.node for m in before.members} and n.name.startswith("c1")
+    )
+    ext.apply(
+        lambda state: state.upsert_node(
+            parse_node(node_obj(spare, 4, clique="c9", labels={SPINE: "s0", LEAF: "l4"}))
+        )
+    )
+    assert ext.state.reservation("default/g") == before
     await ext.stop()

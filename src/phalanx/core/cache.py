@@ -129,6 +129,7 @@ class ReleaseCause(StrEnum):
     NODE_GONE = "node-gone"  # a node it used was deleted
     GROUP_GONE = "group-gone"  # its PodGroup object was deleted
     GROUP_CHANGED = "group-changed"  # its gang object changed (size, policy, plan, topology)
+    TOPOLOGY_CHANGED = "topology-changed"  # relabelled nodes split it across required domains
     BARRIER = "barrier"  # the bind barrier gave up (timeout, re-check, commit record)
     ROLL_FORWARD = "roll-forward"  # a commit record wins over it, or cannot be carried out
 

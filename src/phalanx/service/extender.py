@@ -49,7 +49,12 @@ Clock = Callable[[], float]
 ACTS_ALONE_SECONDS = 2.0
 
 # Releases whose cause no decision of ours reported: the listener reports them.
-_UNREPORTED = (ReleaseCause.NODE_GONE, ReleaseCause.GROUP_GONE, ReleaseCause.GROUP_CHANGED)
+_UNREPORTED = (
+    ReleaseCause.NODE_GONE,
+    ReleaseCause.GROUP_GONE,
+    ReleaseCause.GROUP_CHANGED,
+    ReleaseCause.TOPOLOGY_CHANGED,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,7 @@ class Extender:
         joined = self.state.take_joined()
         if joined and self._synced and self.settings.complete_members:
             self._plan_ahead(joined)
+        self.planner.recheck_topology()  # relabelled nodes may split a required domain
         # Last: a claimed slot may complete a gang at its gate, a gang planned ahead is bound.
         self.barrier.sweep()
 

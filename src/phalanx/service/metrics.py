@@ -114,8 +114,9 @@ class Metrics:
             "phalanx_releases",
             "Gang reservations released, by cause: expired (its timeout passed with members "
             "unbound), barrier (the bind barrier gave up), replan, node-gone, group-gone, "
-            "group-changed, roll-forward, released. Each release of a reservation with held "
-            "binds answers them with an error, which kube-scheduler counts as a failed binding.",
+            "group-changed, topology-changed, roll-forward, released. Each release of a "
+            "reservation with held binds answers them with an error, which kube-scheduler "
+            "counts as a failed binding.",
             ["cause"],
             registry=r,
         )

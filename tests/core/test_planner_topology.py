@@ -295,20 +295,26 @@ def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique():
     assert node.startswith("c01-")
 
 
-def relabelled(state, node: str, clique: str) -> None:
-    """`node` now says it is in clique `clique` (same leaf and spine)."""
+def relabelled(state, node: str) -> None:
+    """`node` now says it is in the other of the two cliques (same leaf and spine)."""
     old = state.node(node).node
-    state.upsert_node(replace(old, labels={**old.labels, CLIQUE: clique}))
+    other = "c01" if clique_of(node) == "c00" else "c00"
+    state.upsert_node(replace(old, labels={**old.labels, CLIQUE: other}))
+
+
+def reserved_pair(topology: TopologyConstraint | None):
+    """A two-member gang reserved on two cliques of four nodes: (state, planner)."""
+    nodes = nvl72(2, per_clique=4)
+    members = gang("g", 2, 4)
+    group = podgroup("g", 2, topology=topology)
+    state, planner = setup(nodes, groups=[group], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    return state, planner
 
 
 def test_a_reservation_split_across_required_cliques_by_a_relabel_is_released():
-    nodes = nvl72(2, per_clique=4)
-    members = gang("g", 2, 4)
-    group = podgroup("g", 2, topology=TopologyConstraint(required=CLIQUE))
-    state, planner = setup(nodes, groups=[group], pods=members)
-    planner.filter(members[0], [n.name for n in nodes], now=0)
-    moved = sorted(reserved_nodes(state))[0]
-    relabelled(state, moved, "c01" if clique_of(moved) == "c00" else "c00")
+    state, planner = reserved_pair(TopologyConstraint(required=CLIQUE))
+    relabelled(state, sorted(reserved_nodes(state))[0])
 
     planner.recheck_topology()
 
@@ -317,15 +323,10 @@ def test_a_reservation_split_across_required_cliques_by_a_relabel_is_released():
 
 def test_a_reservation_being_bound_is_never_released_for_a_relabel():
     """Once a member is assumed its gate is binding: releasing would leave a partial gang."""
-    nodes = nvl72(2, per_clique=4)
-    members = gang("g", 2, 4)
-    group = podgroup("g", 2, topology=TopologyConstraint(required=CLIQUE))
-    state, planner = setup(nodes, groups=[group], pods=members)
-    planner.filter(members[0], [n.name for n in nodes], now=0)
-    reservation = state.reservation("default/g")
-    first = reservation.members[0]
+    state, planner = reserved_pair(TopologyConstraint(required=CLIQUE))
+    first = state.reservation("default/g").members[0]
     state.assume(first.pod_uid, first.node)
-    relabelled(state, first.node, "c01" if clique_of(first.node) == "c00" else "c00")
+    relabelled(state, first.node)
 
     planner.recheck_topology()
 
@@ -333,13 +334,9 @@ def test_a_reservation_being_bound_is_never_released_for_a_relabel():
 
 
 def test_a_gang_that_requires_no_level_keeps_its_reservation_through_a_relabel():
-    nodes = nvl72(2, per_clique=4)
-    members = gang("g", 2, 4)
-    state, planner = setup(nodes, groups=[podgroup("g", 2)], pods=members)
-    planner.filter(members[0], [n.name for n in nodes], now=0)
+    state, planner = reserved_pair(None)
     before = state.reservation("default/g")
-    moved = sorted(reserved_nodes(state))[0]
-    relabelled(state, moved, "c01" if clique_of(moved) == "c00" else "c00")
+    relabelled(state, sorted(reserved_nodes(state))[0])
 
     planner.recheck_topology()
 

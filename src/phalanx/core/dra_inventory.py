@@ -22,7 +22,7 @@ resources the gang transaction plans with; `phalanx.core.dra_demand` explains th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -319,6 +319,21 @@ def counts_as_gpu(device: Device) -> bool:
     return not (partition and device.attribute(f"{NVIDIA_GPU_DRIVER}/type") == "mig")
 
 
+def _summed(
+    memo: dict[tuple[Device, ...], Counter[str]],
+    devices: tuple[Device, ...],
+    entries_of: Callable[[Device], Iterable[str]],
+) -> Counter[str]:
+    """The entries of every device of a list, counted; memoized per list in `memo` (identical
+    nodes share their lists)."""
+    found = memo.get(devices)
+    if found is None:
+        found = memo[devices] = Counter()
+        for device in devices:
+            found.update(entries_of(device))
+    return found
+
+
 ClassShapes = Mapping[str, frozenset[DeviceShape]]
 Consumption = Mapping[DeviceShape, Mapping[str, int]]  # shape -> counter entry -> amount
 
@@ -436,13 +451,7 @@ class DeviceCatalog:
 
     def totals(self, devices: tuple[Device, ...]) -> Counter[str]:
         """Entries of a whole device list; memoized, as identical nodes share the list."""
-        found = self._totals.get(devices)
-        if found is None:
-            found = Counter()
-            for device in devices:
-                found.update(self.entries(device))
-            self._totals[devices] = found
-        return found
+        return _summed(self._totals, devices, self.entries)
 
     def whole_entries(self, device: Device) -> tuple[str, ...]:
         """The `whole_entry` of every class with devices that accepts this one, countable or
@@ -456,14 +465,9 @@ class DeviceCatalog:
 
     def untaken(self, devices: tuple[Device, ...]) -> Counter[str]:
         """`whole_entries` of the devices no request can take (tainted); memoized per list."""
-        found = self._untaken.get(devices)
-        if found is None:
-            found = Counter()
-            for device in devices:
-                if not countable(device):
-                    found.update(self.whole_entries(device))
-            self._untaken[devices] = found
-        return found
+        return _summed(
+            self._untaken, devices, lambda d: () if countable(d) else self.whole_entries(d)
+        )
 
     def class_shapes(
         self, device_lists: Iterable[tuple[Device, ...]]

@@ -50,7 +50,7 @@ def gang_of(*phases: PodPhase | None) -> ClusterState:
 def test_a_placed_gang_ends_finished_or_failed_as_scheduler_plugins_ends_it(
     phases: tuple[PodPhase | None, ...], expected: GroupPhase
 ) -> None:
-    phase, _scheduled, _running = group_phase(gang_of(*phases), "default/g", None, 3)
+    phase, _counts = group_phase(gang_of(*phases), "default/g", None, 3)
     assert phase is expected
 
 
@@ -62,5 +62,5 @@ def test_a_finished_gang_whose_pods_are_gone_is_pending_again() -> None:
     state = gang_of(P.SUCCEEDED, P.SUCCEEDED, P.SUCCEEDED)
     for member in list(state.members("default/g", include_finished=True)):
         state.remove_pod(member.uid)
-    phase, scheduled, running = group_phase(state, "default/g", None, 3)
-    assert (phase, scheduled, running) == (GroupPhase.PENDING, 0, 0)
+    phase, counts = group_phase(state, "default/g", None, 3)
+    assert (phase, counts.scheduled, counts.running) == (GroupPhase.PENDING, 0, 0)

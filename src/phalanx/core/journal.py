@@ -187,33 +187,51 @@ def partial_gangs(state: ClusterState, journal: GangJournal, defaults: GroupDefa
     return partial
 
 
+@dataclass(frozen=True, slots=True)
+class MemberCounts:
+    """A gang's members, finished ones included, counted once for its phase and status."""
+
+    existing: int
+    scheduled: int  # bound (or being bound)
+    running: int
+    succeeded: int
+    failed: int
+
+
+def member_counts(state: ClusterState, key: str) -> MemberCounts:
+    members = state.members(key, include_finished=True)
+    return MemberCounts(
+        existing=len(members),
+        scheduled=sum(1 for p in members if state.is_bound(p)),
+        running=sum(1 for p in members if p.node_name and p.phase is PodPhase.RUNNING),
+        succeeded=sum(1 for p in members if p.phase is PodPhase.SUCCEEDED),
+        failed=sum(1 for p in members if p.phase is PodPhase.FAILED),
+    )
+
+
 def group_phase(
     state: ClusterState, key: str, outcome: Outcome | None, min_member: int
-) -> tuple[GroupPhase, int, int]:
-    """(phase, members scheduled, members running) of a gang, finished members included.
+) -> tuple[GroupPhase, MemberCounts]:
+    """(phase, member counts) of a gang, finished members included.
 
     A placed gang ends as scheduler-plugins' PodGroup controller ends it: `Finished` once
     minMember members succeeded, else `Failed` once a member failed and the failed,
     running and succeeded members make minMember; phases follow the members Phalanx still
     sees (a finished gang whose pods are deleted is pending again)."""
-    members = state.members(key, include_finished=True)
-    scheduled = sum(1 for p in members if state.is_bound(p))
-    running = sum(1 for p in members if p.node_name and p.phase is PodPhase.RUNNING)
-    succeeded = sum(1 for p in members if p.phase is PodPhase.SUCCEEDED)
-    failed = sum(1 for p in members if p.phase is PodPhase.FAILED)
-    if min_member and succeeded >= min_member:
+    n = member_counts(state, key)
+    if min_member and n.succeeded >= min_member:
         phase = GroupPhase.FINISHED
-    elif min_member and failed and failed + running + succeeded >= min_member:
+    elif min_member and n.failed and n.failed + n.running + n.succeeded >= min_member:
         phase = GroupPhase.FAILED
-    elif min_member and scheduled >= min_member:
-        phase = GroupPhase.RUNNING if running >= min_member else GroupPhase.SCHEDULED
+    elif min_member and n.scheduled >= min_member:
+        phase = GroupPhase.RUNNING if n.running >= min_member else GroupPhase.SCHEDULED
     elif outcome in (Outcome.COMMITTED, Outcome.REPLANNED) or state.reservation(key):
         phase = GroupPhase.SCHEDULING
-    elif min_member and len(members) < min_member:
+    elif min_member and n.existing < min_member:
         phase = GroupPhase.PENDING
     else:
         phase = GroupPhase.PRE_SCHEDULING
-    return phase, scheduled, running
+    return phase, n
 
 
 def group_status(
@@ -227,19 +245,17 @@ def group_status(
 ) -> GroupStatus:
     """A gang's status: its phase and counts, with its last decision (`record`) as reason
     and message; `start_time` is the wall-clock time of its first filter."""
-    key = ref.key
-    phase, scheduled, running = group_phase(state, key, outcome, min_member)
-    members = state.members(key, include_finished=True)
+    phase, counts = group_phase(state, ref.key, outcome, min_member)
     return GroupStatus(
         ref=ref,
         phase=phase,
-        scheduled=scheduled,
-        running=running,
+        scheduled=counts.scheduled,
+        running=counts.running,
         reason=record.last_outcome.value if record is not None and record.last_outcome else "",
         message=record.last_reason if record is not None else "",
         schedule_start_time=start_time,
-        succeeded=sum(1 for p in members if p.phase is PodPhase.SUCCEEDED),
-        failed=sum(1 for p in members if p.phase is PodPhase.FAILED),
+        succeeded=counts.succeeded,
+        failed=counts.failed,
     )
 
 
@@ -255,10 +271,12 @@ __all__ = [
     "GroupPhase",
     "GroupRecord",
     "GroupStatus",
+    "MemberCounts",
     "Outcome",
     "bound_count",
     "group_phase",
     "group_status",
     "live_keys",
+    "member_counts",
     "partial_gangs",
 ]

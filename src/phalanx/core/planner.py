@@ -204,6 +204,39 @@ class GangPlanner:
             topology, state.topology_generation, lambda: (i.node for i in state.nodes())
         )
 
+    def recheck_topology(self) -> None:
+        """Nodes came, went or changed their topology labels: a reservation whose reserved
+        nodes no longer share one domain of its gang's required level is released (the
+        release listener reports it; the gang is planned again) rather than bound across
+        what are now two domains. Only while nothing of it is being bound: once a member
+        is assumed, its gate is binding and a release would leave a partial gang."""
+        generation = self.state.topology_generation
+        if generation == self._topology_checked:
+            return
+        self._topology_checked = generation
+        for key, reservation in list(self.state.reservations().items()):
+            if any(m.state is not MemberState.RESERVED for m in reservation.members):
+                continue
+            resolution = self.resolve(GroupRef.parse(key))
+            if not isinstance(resolution, Resolved):
+                continue
+            topology = self._topology_of(resolution.group)
+            if isinstance(topology, str) or topology.required is None:
+                continue
+            index = self.index(topology.topology)
+            level = topology.required
+            domains = {index.domain(level, m.node) for m in reservation.members}
+            if len(domains) > 1 or None in domains:
+                names = sorted(d.name for d in domains if d is not None)
+                self.state.release(
+                    key,
+                    ReleaseCause.TOPOLOGY_CHANGED,
+                    f"gang {key} requires one {topology.key(level)} domain, but node labels "
+                    f"changed and its reserved nodes now lie in {len(names)}: "
+                    f"{', '.join(names)}; reservation released, the gang will be re-planned",
+                    serial=reservation.serial,
+                )
+
     def topology_findings(self) -> list[TopologyFinding]:
         """Inconsistent node labels found since the last call (each said once)."""
         return self.indexes.unreported()
@@ -652,39 +685,6 @@ class GangPlanner:
         return _follow(node, offered, f"gang {key} places this extra member on {node}")
 
     # ---- expiry ------------------------------------------------------------------------
-
-    def recheck_topology(self) -> None:
-        """Nodes came, went or changed their topology labels: a reservation whose reserved
-        nodes no longer share one domain of its gang's required level is released (the
-        release listener reports it; the gang is planned again) rather than bound across
-        what are now two domains. Only while nothing of it is being bound: once a member
-        is assumed, its gate is binding and a release would leave a partial gang."""
-        generation = self.state.topology_generation
-        if generation == self._topology_checked:
-            return
-        self._topology_checked = generation
-        for key, reservation in list(self.state.reservations().items()):
-            if any(m.state is not MemberState.RESERVED for m in reservation.members):
-                continue
-            resolution = self.resolve(GroupRef.parse(key))
-            if not isinstance(resolution, Resolved):
-                continue
-            topology = self._topology_of(resolution.group)
-            if isinstance(topology, str) or topology.required is None:
-                continue
-            index = self.index(topology.topology)
-            level = topology.required
-            domains = {index.domain(level, m.node) for m in reservation.members}
-            if len(domains) > 1 or None in domains:
-                names = sorted(d.name for d in domains if d is not None)
-                self.state.release(
-                    key,
-                    ReleaseCause.TOPOLOGY_CHANGED,
-                    f"gang {key} requires one {topology.key(level)} domain, but node labels "
-                    f"changed and its reserved nodes now lie in {len(names)}: "
-                    f"{', '.join(names)}; reservation released, the gang will be re-planned",
-                    serial=reservation.serial,
-                )
 
     def expire(self, now: float) -> list[GangEvent]:
         """Release every reservation past its deadline; the events to report."""

@@ -18,6 +18,7 @@ from phalanx.core.barrier import (
     fits_alone,
     quorum_present,
     still_bindable,
+    tasks_short,
 )
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.model import Binding, PodRef, Taint, TaintEffect
@@ -121,6 +122,28 @@ def test_members_beyond_a_bound_quorum_bind_now_in_or_out_of_a_reservation():
     reserve(state, "default/g", (reserved, "n2"))
     assert admit(state, to(extra, "n2"), DEFAULTS) == BindAlone(extra, "n2")
     assert admit(state, to(reserved, "n2"), DEFAULTS) == BindReserved(reserved, "n2")
+
+
+def test_bound_members_missing_a_tasks_minimum_are_no_quorum_the_rest_still_join_the_gate():
+    group = replace(podgroup("g", 2), min_task_member=(("master", 1), ("worker", 1)))
+    bound = [replace(p, node_name="n1") for p in gang("g", 2, 2, task="worker")]
+    master = pod("g-master", 2, group="g", task="master")
+    state = cluster(*bound, master, groups=[group])
+    published = reserve(state, "default/g", (master, "n2"))
+    decision = admit(state, to(master, "n2"), DEFAULTS)
+    assert isinstance(decision, Join)
+    assert (decision.serial, decision.bound) == (published.serial, 2)
+
+
+def test_the_tasks_short_are_counted_over_the_held_and_the_bound():
+    minima = (("master", 1), ("worker", 2))
+    bound = replace(pod("g-worker-0", 2, group="g", task="worker"), node_name="n1")
+    master = pod("g-master", 2, group="g", task="master")
+    worker = pod("g-worker-1", 2, group="g", task="worker")
+    state = cluster(bound, master, worker, groups=[podgroup("g", 3)])
+    assert tasks_short(state, "default/g", minima, [master, worker]) == ""
+    assert tasks_short(state, "default/g", minima, [worker]) == "task master has 0 of 1 member(s)"
+    assert tasks_short(state, "default/g", (), []) == ""
 
 
 @pytest.mark.parametrize(

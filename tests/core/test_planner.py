@@ -332,3 +332,43 @@ def test_a_gang_that_left_the_model_is_forgotten():
     state.remove_group("default/g")
     planner.forget_gone()
     assert planner.records == {}
+
+
+# --- Volcano task minima (spec.minTaskMember) ------------------------------------------------
+
+
+def test_a_gang_with_enough_members_waits_while_a_task_is_below_its_minimum():
+    # An MPI job: a quorum of 3 workers and no master must not be placed.
+    group = replace(podgroup("mpi", 3), min_task_member=(("master", 1), ("worker", 2)))
+    workers = gang("mpi", 4, 8, task="worker")
+    state, planner = setup(groups=[group], pods=workers)
+    result = planner.filter(workers[0], NODES, now=0).result
+    assert result.feasible == ()
+    assert set(result.unresolvable.values()) == {
+        "waiting for gang members: 4/3 exist, but task master has 0 of 1 member(s) "
+        "(spec.minTaskMember)"
+    }
+    assert state.reservations() == {}
+
+    master = pod("mpi-master-0", 8, group="mpi", task="master")
+    state.upsert_pod(master)
+    planner.filter(workers[0], NODES, now=1)
+    reservation = state.reservation("default/mpi")
+    assert master.uid in {m.pod_uid for m in reservation.members}
+
+
+def test_an_elastic_gangs_quorum_holds_each_tasks_minimum_before_lower_ranks():
+    # The parameter servers rank first by name; 4 nodes hold 4 of the 6 members.
+    group = replace(podgroup("tf", 4), min_task_member=(("ps", 2), ("worker", 2)))
+    ps = [pod(f"tf-ps-{i}", 8, group="tf", task="ps") for i in range(3)]
+    workers = [pod(f"tf-worker-{i}", 8, group="tf", task="worker") for i in range(3)]
+    nodes = [gpu_node(f"n{i}") for i in range(4)]
+    state, planner = setup(*nodes, groups=[group], pods=[*ps, *workers])
+    planner.filter(ps[0], [n.name for n in nodes], now=0)
+    reservation = state.reservation("default/tf")
+    assert {m.pod_key for m in reservation.members} == {
+        "default/tf-ps-0",
+        "default/tf-ps-1",
+        "default/tf-worker-0",
+        "default/tf-worker-1",
+    }

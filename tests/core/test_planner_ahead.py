@@ -82,3 +82,11 @@ def test_a_gang_that_does_not_fit_is_said_unfit_and_remembered():
     assert planner.parked("default/g", [p.ref for p in members]) == []
     # Its members' filters recall the verdict until capacity changes.
     assert not planner.filter(members[0], NODES, now=1).result.feasible
+
+
+def test_a_gang_whose_task_is_below_its_minimum_is_not_planned_ahead():
+    group = replace(podgroup("g", 3), min_task_member=(("master", 1), ("worker", 2)))
+    workers = gang("g", 3, 4, task="worker")
+    state, planner = setup(*workers, group=group, synced=False)
+    assert planner.plan_ahead(G, now=0) is None
+    assert state.reservation("default/g") is None

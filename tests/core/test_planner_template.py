@@ -256,3 +256,49 @@ def test_a_gang_that_fills_the_empty_cluster_exactly_is_still_reserved():
     state, planner = setup(members[0], group=podgroup("g", 12))
     planner.filter(members[0], NODES, now=0)
     assert len(state.reservation("default/g").slots()) == 11
+
+
+# --- Volcano task minima ------------------------------------------------------------------
+
+
+def test_a_gang_whose_task_minima_name_two_tasks_keeps_quorum_first():
+    group = replace(podgroup("mpi", 3), min_task_member=(("master", 1), ("worker", 2)))
+    master = pod("mpi-master-0", 4, group="mpi", task="master")
+    state, planner = setup(master, group=group)
+    result = planner.filter(master, NODES, now=0).result
+    assert state.reservation("default/mpi") is None
+    assert set(result.unresolvable.values()) == {
+        "waiting for gang members: 1/3 exist, but task worker has 0 of 2 member(s) "
+        "(spec.minTaskMember)"
+    }
+
+
+def test_a_gang_whose_task_minima_name_one_task_is_reserved_from_a_member_of_it():
+    group = replace(podgroup("g", 3), min_task_member=(("worker", 2),))
+    workers = gang("g", 3, 4, task="worker")
+    state, planner = setup(workers[0], group=group)
+    planner.filter(workers[0], NODES, now=0)
+    reservation = state.reservation("default/g")
+    assert reservation.template
+    assert reservation.slot_task == "worker"
+    assert len(reservation.slots()) == 2
+
+
+def test_a_member_of_another_task_claims_no_slot_reserved_for_the_minimum_task():
+    group = replace(podgroup("g", 3), min_task_member=(("worker", 2),))
+    workers = gang("g", 3, 4, task="worker")
+    launcher = pod("g-launcher", 4, group="g", task="launcher")
+    state, planner = setup(workers[0], group=group)
+    planner.filter(workers[0], NODES, now=0)
+    assert planner.claim_arrival(launcher) is None
+    result = arrive(state, planner, launcher)
+    # Released rather than given a worker's slot: 2 members of mixed tasks wait for a third.
+    assert state.reservation("default/g") is None
+    assert "waiting for gang members: 2/3 exist" in next(iter(result.unresolvable.values()))
+    arrive(state, planner, workers[1])
+    reservation = state.reservation("default/g")
+    assert {m.pod_uid for m in reservation.members} == {
+        workers[0].uid,
+        workers[1].uid,
+        launcher.uid,
+    }

@@ -83,3 +83,38 @@ async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan():
     assert released
     assert released[0][1] == "volcano:default/job"
     await ext.stop()
+
+
+def mpi_member(name: str, task: str) -> dict:
+    return pod_obj(name, 4, volcano_group="mpi", annotations={"volcano.sh/task-spec": task})
+
+
+async def test_a_volcano_gang_with_task_minima_binds_only_once_each_task_has_its_minimum():
+    # Volcano's MPI example: 3 members, at least the master and 2 workers.
+    ext, source = await started(
+        [
+            volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2}),
+            *(mpi_member(f"mpi-worker-{i}", "worker") for i in range(3)),
+        ],
+        complete_members=False,
+    )
+    assert ext.filter(pod_of(ext, "mpi-worker-0"), NODES).feasible == ()
+    await asyncio.sleep(0)
+    assert "task master has 0 of 1 member(s)" in source.statuses["volcano:default/mpi"].message
+    assert ext.state.reservations() == {}
+
+    source.apply(mpi_member("mpi-master-0", "master"))
+    workers = reserve_all(ext, [f"mpi-worker-{i}" for i in range(3)])
+    held = [asyncio.create_task(bind(ext, name, node)) for name, node in workers.items()]
+    await asyncio.sleep(0.01)
+    assert not any(h.done() for h in held)  # 3 members, but no master: no quorum
+    assert source.bindings == []
+
+    [node] = ext.filter(pod_of(ext, "mpi-master-0"), NODES).feasible
+    assert await bind(ext, "mpi-master-0", node) == ""
+    assert await asyncio.gather(*held) == ["", "", ""]
+    assert {pod for pod, _ in source.bindings} == {
+        "default/mpi-master-0",
+        *(f"default/mpi-worker-{i}" for i in range(3)),
+    }
+    await ext.stop()

@@ -8,22 +8,25 @@ For each `/bind` kube-scheduler sends, `admit` decides what happens to it:
 * `BindReserved` — a member beyond a bound quorum that holds its own reservation: bind now;
 * `Join` — a reserved member of a gang whose quorum is not bound: wait at the gang's gate.
 
-A gate opens when `quorum_present`; before any binding, and again after every `await`, each
-waiter is re-checked with `still_bindable`. Where the service allows it, the gate also counts
-the gang's other reserved members that Phalanx may bind itself (`completions`): once one
-member has reached `/bind`, the rest of a reserved gang need not wait for their own cycles.
+A gate opens when `quorum_present` and nothing is `tasks_short` (a Volcano gang's task
+minima, among the members held and bound); before any binding, and again after every
+`await`, each waiter is re-checked with `still_bindable`. Where the service allows it, the
+gate also counts the gang's other reserved members that Phalanx may bind itself
+(`completions`): once one member has reached `/bind`, the rest of a reserved gang need not
+wait for their own cycles.
 Like coscheduling's Permit, the decision is a value here and the glue
 (`phalanx.service.barrier`) does the waiting and the side effects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.model import Binding, Pod, PodGroup
+from phalanx.core.quorum import TaskMinima, task_shortfall
 from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
 
 
@@ -90,7 +93,7 @@ def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Adm
     bound = state.bound_count(key)
     reservation = state.reservation(key)
     member = reservation.member(pod.uid) if reservation is not None else None
-    if bound >= group.min_member:
+    if bound >= group.min_member and not tasks_short(state, key, group.min_task_member, ()):
         # Elastic members beyond a bound quorum join as capacity allows; a reserved one
         # binds into its own reservation.
         if member is None:
@@ -109,8 +112,18 @@ def admit(state: ClusterState, binding: Binding, defaults: GroupDefaults) -> Adm
 
 
 def quorum_present(waiting: int, bound: int, min_member: int) -> bool:
-    """Whether the members held at the gate plus those already bound make the quorum."""
+    """Whether the members held at the gate plus those already bound make the quorum's
+    count (a gang with task minima also needs `tasks_short` to say nothing)."""
     return waiting + bound >= min_member
+
+
+def tasks_short(state: ClusterState, key: str, minima: TaskMinima, present: Iterable[Pod]) -> str:
+    """Which Volcano task minima the `present` members (held at the gate, or completed with
+    them) and gang `key`'s bound ones miss ("task worker has 1 of 2 member(s)"); "" when
+    none, or when the gang has none."""
+    if not minima:
+        return ""
+    return task_shortfall(minima, [*present, *state.bound_members(key)])
 
 
 def fits_alone(state: ClusterState, pod: Pod, node: str) -> str:

@@ -82,6 +82,9 @@ class Reservation:
     # Reserved from the gang's template before every member existed: members claim slots,
     # and a claimed member that vanishes before binding gives its slot back.
     template: bool = False
+    # A gang with Volcano task minima: only members of this task may claim its slots (the
+    # slots stand for that task's members; "" lets any member of their shape claim one).
+    slot_task: str = ""
     # pod uid -> member, built once per (immutable) reservation: the barrier looks members
     # up for every held bind after every model change, so a scan would be quadratic.
     _by_uid: Mapping[str, MemberReservation] = field(

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import registry
+from phalanx.core.groups import registry, volcano
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -325,6 +325,7 @@ def parse_pod(obj: JsonObject) -> Pod:
         overruled=settings.membership.overruled,
         resource_claims=_pod_claims(src, spec, status),
         unjudged=unjudged(src, spec),
+        task=volcano.task_of(labels, annotations),
     )
 
 

@@ -402,6 +402,8 @@ class Pod:
     # affinity, volumes, ...; `phalanx.core.unjudged`); "" when Phalanx judges all of it,
     # so the barrier may bind it with its gang before its own cycle.
     unjudged: str = ""
+    # The Volcano task the pod belongs to (`volcano.sh/task-spec`); "" when it names none.
+    task: str = ""
 
     @property
     def key(self) -> str:
@@ -495,6 +497,9 @@ class PodGroup:
     topology: TopologyConstraint | None = None
     # Upstream `basic` policy: the members are scheduled one by one, not as a gang.
     basic: bool = False
+    # Volcano `spec.minTaskMember`, as enforced: (task, minimum) pairs sorted by task, none
+    # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
+    min_task_member: tuple[tuple[str, int], ...] = ()
 
     @property
     def ref(self) -> GroupRef:

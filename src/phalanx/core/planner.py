@@ -9,7 +9,8 @@ A gang member's filter reads as DESIGN §4's spine (`_filter_member`):
    a group of upstream's `basic` policy is no gang: its members are placed one by one;
    then the gang's topology constraint (`phalanx.core.topology.resolve_topology`), or
    invalid;
-4. quorum first: fewer than minMember members exist, so everyone waits;
+4. quorum first: fewer than minMember members exist, or fewer of a Volcano task than its
+   `minTaskMember` (`phalanx.core.quorum`), so everyone waits;
 5. the execution plan is parsed (cached per gang);
 6. with the quorum already bound or reserved, this member joins as capacity allows;
 7. otherwise the whole gang is planned on a snapshot (the gang transaction,
@@ -63,6 +64,7 @@ from phalanx.core.model import (
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
+from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
 from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
 from phalanx.core.singles import SingleFit
 from phalanx.core.template import (
@@ -315,7 +317,7 @@ class GangPlanner:
         if resolved.basic or self.state.member_count(key) < resolved.min_member:
             return None
         members = self.state.members(key)
-        if len(members) < resolved.min_member or any(
+        if not has_quorum(resolved, members) or any(
             p.invalid or p.unjudged or p.deleting or self.state.is_bound(p) for p in members
         ):
             return None
@@ -384,7 +386,7 @@ class GangPlanner:
             return refuse_all(offered, topology)
         # 4. Quorum first, unless the gang can be reserved from its template.
         members = self.state.members(key)
-        if len(members) < group.min_member:
+        if not has_quorum(group, members):
             return self._before_quorum(cycle, group, members, topology)
         # 5. The execution plan.
         try:
@@ -395,7 +397,7 @@ class GangPlanner:
             return refuse_all(offered, reason)
         # 6. The quorum is placed (or reserved): this member joins as capacity allows.
         bound = [p for p in members if self.state.is_bound(p)]
-        if len(bound) >= group.min_member or reservation is not None:
+        if has_quorum(group, bound) or reservation is not None:
             return self._place_extra(cycle, group, topology, plan)
         # 7. Plan and reserve the whole gang.
         return self._plan_gang(
@@ -462,12 +464,12 @@ class GangPlanner:
             return place_gang(snapshot, spec)
 
         result = attempt(unbound)
-        needed = group.min_member - len(bound)
-        if isinstance(result, Unfit) and plan is None and 0 < needed < len(unbound):
+        if isinstance(result, Unfit) and plan is None:
             # Elastic gang: the quorum alone may fit where every member does not. The
-            # quorum is the lowest ranks, so slices stay whole and rank 0 (the usual
-            # coordinator) is in it.
-            smaller = attempt(member_order(unbound)[:needed])
+            # quorum is the lowest ranks (each task's first, to its minimum), so slices
+            # stay whole and rank 0 (the usual coordinator) is in it.
+            quorum = quorum_of(group, member_order(unbound), group.min_member - len(bound), bound)
+            smaller = attempt(quorum) if 0 < len(quorum) < len(unbound) else result
             if isinstance(smaller, Placed):
                 result = smaller
         if isinstance(result, Unfit) and not exclude:
@@ -483,6 +485,9 @@ class GangPlanner:
         template = None if topology.slice_size else template_of(self.state, group, members)
         if template is None or not self.settings.template_reservation:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
+            short = task_shortfall(group.min_task_member, members)
+            if short:
+                reason = f"{reason}, but {short} (spec.minTaskMember)"
             self._note(cycle, Outcome.WAITING, reason)
             return refuse_all(cycle.offered, reason)
         known = self.unfit.recall(group, members, template=True)
@@ -512,10 +517,18 @@ class GangPlanner:
         result = place_gang(snapshot, spec)
         if isinstance(result, Unfit):
             self.unfit.remember(group, members, result, template=True)
-        return self._reserve(cycle, group, result, template=True)
+        # With task minima the slots stand for the template's task (`template_of`).
+        slot_task = template.task if group.min_task_member else ""
+        return self._reserve(cycle, group, result, template=True, slot_task=slot_task)
 
     def _reserve(
-        self, cycle: _Cycle, group: PodGroup, result: Placed | Unfit, *, template: bool = False
+        self,
+        cycle: _Cycle,
+        group: PodGroup,
+        result: Placed | Unfit,
+        *,
+        template: bool = False,
+        slot_task: str = "",
     ) -> FilterResult:
         """Publish a proposal as the gang's reservation in one step, or say why none fits."""
         pod, key, offered, now = cycle.pod, group.key, cycle.offered, cycle.now
@@ -539,6 +552,7 @@ class GangPlanner:
                 reserved_at=now,
                 expires_at=now + group.timeout_seconds,
                 template=template,
+                slot_task=slot_task,
             )
         )
         cycle.reserved = reservation
@@ -642,7 +656,7 @@ class GangPlanner:
         if isinstance(topology, str):
             return refuse_all(offered, topology)
         members = self.state.members(key)
-        if len(members) < group.min_member:
+        if not has_quorum(group, members):
             return self._before_quorum(cycle, group, members, topology)
         bound = [p for p in members if self.state.is_bound(p)]
         plan = self._plan_of(group)

@@ -13,6 +13,12 @@ differentiable members, no topology slices (slices need member ranks that pods n
 created do not have), no member bound yet, and every existing member with the same
 requests and the same node constraints. Otherwise it keeps quorum-first.
 
+A Volcano gang with task minima (`spec.minTaskMember`) is templated only when they name
+one task and every existing member is of it: the slots then stand for members of that task
+and only they may claim one (`Reservation.slot_task`), so every reservation made holds
+`minMember` members of the task, its minimum included. Minima naming two tasks or more
+keep quorum-first: one member's shape says nothing of another task's.
+
 Lifecycle of a template reservation::
 
     first member ──▶ RESERVED: its own place + (minMember - existing) slots of its shape
@@ -57,6 +63,11 @@ def template_of(state: ClusterState, group: PodGroup, members: Sequence[Pod]) ->
     if group.plan_json or group.differentiable or group.basic:
         return None
     if group.topology is not None and group.topology.slice_size:
+        return None
+    if group.min_task_member and (
+        len(group.min_task_member) > 1
+        or any(p.task != group.min_task_member[0][0] for p in members)
+    ):
         return None
     first = members[0]
     shape = (first.requests, eligibility.eligibility_key(first))
@@ -111,6 +122,12 @@ def pick_slot(
     # The first fitting slot on an offered node, else the first fitting one: stop at the
     # first that settles it (each arrival of a 256-member gang asks, so a full scan is
     # quadratic).
+    task = reservation.slot_task
+    if task and pod.task != task:
+        return NoSlot(
+            f"pod {pod.key} is not of task {task}, whose members gang "
+            f"{reservation.group_key} reserved its slots for (spec.minTaskMember)"
+        )
     first: MemberReservation | None = None
     wanted = set(offered) if offered else None
     for slot in reservation.slots():

@@ -58,11 +58,13 @@ from phalanx.core.barrier import (
     completions,
     quorum_present,
     still_bindable,
+    tasks_short,
 )
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.quorum import TaskMinima
 from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder
@@ -143,6 +145,8 @@ class _Gate:
     # The quorum is being bound but not yet assumed (the commit record is being written): a
     # member reaching bind now joins this gate and is bound with the others.
     opening: bool = False
+    # The gang's Volcano task minima: the quorum also holds each task's minimum.
+    min_task_member: TaskMinima = ()
 
 
 class BindBarrier:
@@ -236,7 +240,11 @@ class BindBarrier:
             gate = None
         if gate is None:
             gate = _Gate(
-                join.pod.group, join.group.min_member, join.group.timeout_seconds, join.serial
+                join.pod.group,
+                join.group.min_member,
+                join.group.timeout_seconds,
+                join.serial,
+                min_task_member=join.group.min_task_member,
             )
             self._gates[key] = gate
         now = self.clock()
@@ -335,7 +343,13 @@ class BindBarrier:
         if ref is None or not isinstance(resolution, Resolved):
             return
         group = resolution.group
-        gate = _Gate(ref, group.min_member, group.timeout_seconds, reservation.serial)
+        gate = _Gate(
+            ref,
+            group.min_member,
+            group.timeout_seconds,
+            reservation.serial,
+            min_task_member=group.min_task_member,
+        )
         if self._quorum(gate, 0):
             self._gates[key] = gate
             self._open(gate)
@@ -402,8 +416,11 @@ class BindBarrier:
         """Whether the gate may open: its waiters, the gang's bound members and (when
         completing) the members Phalanx may bind itself make the quorum."""
         present = len(gate.waiters) + bound
-        if present >= gate.min_member or not self.complete_members:
-            return quorum_present(present, 0, gate.min_member)
+        held = [w.pod for w in gate.waiters.values()]
+        if quorum_present(present, 0, gate.min_member) and not self._tasks_short(gate, held):
+            return True
+        if not self.complete_members:
+            return False
         # Asked after every change to an assembling gang: the full check (eligibility per
         # member) only once the reserved members could make the quorum, not at each arrival
         # of a 256-member gang (O(members²) on the loop: 68 of 146 ms for its arrivals).
@@ -413,8 +430,15 @@ class BindBarrier:
             return False
         if not quorum_present(reservation.pods_reserved, bound, gate.min_member):
             return False
-        present += len(self._completions(gate))
-        return quorum_present(present, 0, gate.min_member)
+        extra = self._completions(gate)
+        present += len(extra)
+        return quorum_present(present, 0, gate.min_member) and not self._tasks_short(
+            gate, [*held, *(c.pod for c in extra)]
+        )
+
+    def _tasks_short(self, gate: _Gate, present: Iterable[Pod]) -> str:
+        """Which of the gang's task minima the `present` members and its bound ones miss."""
+        return tasks_short(self.state, gate.group.key, gate.min_task_member, present)
 
     def _completions(self, gate: _Gate) -> list[Completion]:
         """The gang's other members Phalanx binds with the gate's waiters (see `completions`)."""
@@ -455,7 +479,13 @@ class BindBarrier:
         """Why the `ready` waiters (and `extra` completions) no longer make the quorum, or ""."""
         bound = self.state.bound_count(gate.group.key) + len(extra)
         if quorum_present(len(ready), bound, gate.min_member):
-            return ""
+            tasks = self._tasks_short(gate, [*(w.pod for w in ready), *(c.pod for c in extra)])
+            if not tasks:
+                return ""
+            return (
+                f"gang {gate.group}: {tasks} still bindable after re-check (spec.minTaskMember); "
+                "reservation released, the gang will be re-planned"
+            )
         return (
             f"gang {gate.group}: only {len(ready) + bound} of {gate.min_member} member(s) still "
             "bindable after re-check; reservation released, the gang will be re-planned"

@@ -100,9 +100,17 @@ def test_a_volcano_and_a_scheduler_plugins_group_of_one_name_are_two_gangs() -> 
         ({"queue": "research"}, ['spec.queue: "research" is ignored: Phalanx has no queues']),
         ({"queue": "default"}, []),
         ({"queue": ""}, []),
-        ({"minTaskMember": {"worker": 3, "ps": 1}}, ["spec.minTaskMember is not enforced"]),
+        # Volcano skips its task checks when the minima ask for more than minMember.
+        (
+            {"minTaskMember": {"worker": 4, "ps": 1}},
+            [
+                "spec.minTaskMember is not enforced: its minima sum to 5, more than "
+                "spec.minMember (4), and Volcano then skips its task checks too"
+            ],
+        ),
+        ({"minTaskMember": {"worker": 3, "ps": 1}}, []),
     ],
-    ids=["queue", "default-queue", "no-queue", "min-task-member"],
+    ids=["queue", "default-queue", "no-queue", "task-minima-over-min-member", "task-minima"],
 )
 def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
     spec: dict[str, Any], warnings: list[str]
@@ -114,6 +122,41 @@ def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
     assert len(parsed.warnings) == len(warnings)
     for said, expected in zip(parsed.warnings, warnings, strict=True):
         assert said.startswith(expected)
+
+
+def test_min_task_member_gives_the_gang_its_task_minima_sorted_without_zeros() -> None:
+    obj = volcano_podgroup_obj("mpi", 3, min_task_member={"worker": 2, "master": 1, "ps": 0})
+    parsed = volcano.parse_pod_group(obj)
+    assert parsed.warnings == ()
+    assert parsed.value.min_task_member == (("master", 1), ("worker", 2))
+
+
+def test_minima_summing_past_min_member_are_not_enforced() -> None:
+    obj = volcano_podgroup_obj("mpi", 2, min_task_member={"worker": 2, "master": 1})
+    assert volcano.parse_pod_group(obj).value.min_task_member == ()
+
+
+def test_an_edited_min_task_member_makes_a_different_gang() -> None:
+    before = volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2})
+    after = volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 1})
+    assert volcano.parse_pod_group(before).value != volcano.parse_pod_group(after).value
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "task"),
+    [
+        ({"volcano.sh/task-spec": "worker"}, {}, "worker"),
+        ({}, {"volcano.sh/task-spec": "worker"}, "worker"),
+        ({"volcano.sh/task-spec": "master"}, {"volcano.sh/task-spec": "worker"}, "master"),
+        ({}, {}, ""),
+    ],
+    ids=["annotation", "label", "annotation-first", "none"],
+)
+def test_a_pods_task_is_its_task_spec_annotation_else_its_label(
+    annotations: dict[str, str], labels: dict[str, str], task: str
+) -> None:
+    obj = pod_obj("p", volcano_group="mpi", annotations=annotations, labels=labels)
+    assert parse_pod(obj).task == task
 
 
 @pytest.mark.parametrize(
@@ -168,6 +211,20 @@ def test_network_topology_becomes_a_tier_constraint(
             {"minResources": {"nvidia.com/gpu": "half"}},
             'spec.minResources["nvidia.com/gpu"]: "half" is not a Kubernetes quantity',
         ),
+        ({"minTaskMember": ["worker"]}, "spec.minTaskMember: must be an object, not an array"),
+        (
+            {"minTaskMember": {"worker": -1}},
+            'spec.minTaskMember["worker"]: must be a non-negative integer, not -1',
+        ),
+        (
+            {"minTaskMember": {"worker": "2"}},
+            'spec.minTaskMember["worker"]: must be an integer, not a string',
+        ),
+        (
+            {"minTaskMember": {"worker": 2**31}},
+            f'spec.minTaskMember["worker"]: must be at most {2**31 - 1} (an int32), not {2**31}',
+        ),
+        ({"minTaskMember": {"": 1}}, 'spec.minTaskMember[""]: a task name must not be empty'),
     ],
     ids=[
         "zero",
@@ -178,6 +235,11 @@ def test_network_topology_becomes_a_tier_constraint(
         "tier",
         "tier-name",
         "min-resources",
+        "task-minima-type",
+        "task-minimum-negative",
+        "task-minimum-type",
+        "task-minimum-beyond-int32",
+        "task-name-empty",
     ],
 )
 def test_an_invalid_pod_group_is_an_error_naming_the_field(

@@ -10,7 +10,13 @@ Kubeflow's operators in Volcano mode, LeaderWorkerSet and KubeRay create them.
   Volcano searches its HyperNodes: `hard` requires `highestTierAllowed` (default 1) and
   prefers tier 1, `soft` prefers tier 1 and may spread past every tier (Volcano reads
   `highestTierAllowed` in hard mode only). Phalanx has no queues: a `spec.queue` other than
-  "default" is ignored and said once (a warning), as is `spec.minTaskMember`.
+  "default" is ignored and said once (a warning).
+* `spec.minTaskMember` (task -> minimum) is enforced as Volcano's gang plugin does: a
+  quorum holds at least each task's minimum of its members, else nobody is placed. A pod's
+  task is its annotation `volcano.sh/task-spec` (else the label of that key, as Volcano
+  reads it); a pod naming none counts toward `minMember` only. A minimum of 0 asks for
+  nothing. Minima summing to more than `minMember` are ignored, as Volcano ignores them
+  (its task checks are skipped then), and said once (a warning).
 * Status, as the Volcano scheduler writes it: `phase`, `running`, `succeeded`, `failed`
   and the conditions `Unschedulable` / `Scheduled`. The phase leaves `Pending` at once
   (`Inqueue`: Phalanx admits every gang), because Volcano's job controller creates a
@@ -25,6 +31,7 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
+    INT32_MAX,
     ObjectSettings,
     Parsed,
     PodView,
@@ -47,6 +54,7 @@ from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, TopologyConst
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
+    key_path,
     read_integer,
     read_object,
     read_quantities,
@@ -62,6 +70,9 @@ KIND: Final = "PodGroup"
 RESOURCE: Final = "podgroups"
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 VOLCANO_GROUP_NAME_ANNOTATION: Final = f"{GROUP}/group-name"
+# Which task of its Volcano job a pod is (an annotation; Volcano's job controller also
+# writes it as a label, which the scheduler reads when the annotation is absent).
+TASK_SPEC_KEY: Final = "volcano.sh/task-spec"
 DEFAULT_QUEUE: Final = "default"
 
 # Volcano's phases (scheduling.volcano.sh/v1beta1 PodGroupPhase).
@@ -117,12 +128,14 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             f"spec.queue: {quoted(queue)} is ignored: Phalanx has no queues "
             "(the gang is admitted as soon as it fits)"
         )
-    per_task = read_object(src, spec.get("minTaskMember"), "spec.minTaskMember")
-    if per_task:
+    min_task_member = _min_task_member(src, spec)
+    total = sum(minimum for _, minimum in min_task_member)
+    if total > min_member:
         warnings.append(
-            f"spec.minTaskMember is not enforced: Phalanx holds the gang to "
-            f"spec.minMember ({min_member}) over all its pods"
+            f"spec.minTaskMember is not enforced: its minima sum to {total}, more than "
+            f"spec.minMember ({min_member}), and Volcano then skips its task checks too"
         )
+        min_task_member = ()
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
     group = PodGroup(
@@ -140,8 +153,35 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.VOLCANO,
         topology=settings.topology_with(src, _network_topology(src, spec), "spec.networkTopology"),
+        min_task_member=min_task_member,
     )
     return Parsed(group, tuple(warnings))
+
+
+def _min_task_member(src: Source, spec: JsonObject) -> tuple[tuple[str, int], ...]:
+    """`spec.minTaskMember`: (task, minimum) pairs sorted by task, without the zeros (they
+    ask for nothing). A `map[string]int32` in Volcano's API: a negative or out-of-range
+    minimum, or an empty task name (no pod's task, yet Volcano would count the pods
+    naming none against it), is refused naming the entry."""
+    path = "spec.minTaskMember"
+    minima = []
+    for task, value in read_object(src, spec.get("minTaskMember"), path).items():
+        where = key_path(path, str(task))
+        if not task:
+            raise src.invalid(where, "a task name must not be empty")
+        minimum = read_integer(src, value, where) or 0
+        if minimum < 0:
+            raise src.invalid(where, f"must be a non-negative integer, not {minimum}")
+        if minimum > INT32_MAX:
+            raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
+        if minimum:
+            minima.append((str(task), minimum))
+    return tuple(sorted(minima))
+
+
+def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The Volcano task a pod belongs to, as Volcano's scheduler reads it; "" for none."""
+    return annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")
 
 
 KINDS: Final = {(API_VERSION, KIND): parse_pod_group}

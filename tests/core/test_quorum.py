@@ -1,0 +1,79 @@
+"""The quorum: minMember members, and each Volcano task's minimum among them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from builders import pod, podgroup
+from phalanx.core.model import Pod, PodGroup
+from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
+
+# An MPI job: one master and four elastic workers; 3 members, at least a master and 2 workers.
+MPI = replace(podgroup("mpi", 3), min_task_member=(("master", 1), ("worker", 2)))
+
+
+def member(name: str, task: str = "") -> Pod:
+    return pod(name, group="mpi", task=task)
+
+
+MASTER = member("mpi-master-0", "master")
+WORKERS = [member(f"mpi-worker-{i}", "worker") for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("pods", "quorum"),
+    [
+        ([MASTER, *WORKERS[:2]], True),
+        ([MASTER, *WORKERS], True),
+        (WORKERS[:3], False),
+        ([MASTER, WORKERS[0]], False),
+        ([MASTER, WORKERS[0], member("sidecar")], False),
+        ([MASTER, *WORKERS[:2], member("sidecar")], True),
+    ],
+    ids=["exactly", "all", "workers-only", "too-few", "untasked-fills-no-task", "untasked-extra"],
+)
+def test_a_quorum_holds_min_member_pods_and_each_tasks_minimum(
+    pods: list[Pod], quorum: bool
+) -> None:
+    assert has_quorum(MPI, pods) is quorum
+
+
+def test_without_task_minima_the_count_alone_decides() -> None:
+    assert has_quorum(podgroup("g", 3), WORKERS[:3])
+    assert not has_quorum(podgroup("g", 3), WORKERS[:2])
+
+
+def test_the_shortfall_names_every_task_below_its_minimum() -> None:
+    assert task_shortfall(MPI.min_task_member, WORKERS[:1]) == (
+        "task master has 0 of 1 member(s), task worker has 1 of 2 member(s)"
+    )
+    assert task_shortfall(MPI.min_task_member, [MASTER, *WORKERS[:2]]) == ""
+    assert task_shortfall((), []) == ""
+
+
+def test_an_elastic_quorum_takes_each_tasks_best_ranks_before_other_members() -> None:
+    ranked = [*WORKERS, MASTER]  # the master ranks last: its name sorts after the workers'
+    assert quorum_of(MPI, ranked, 3) == (WORKERS[0], WORKERS[1], MASTER)
+
+
+def test_an_elastic_quorum_fills_up_to_min_member_by_rank() -> None:
+    group = replace(MPI, min_member=4)
+    assert quorum_of(group, [MASTER, *WORKERS], 4) == (MASTER, *WORKERS[:3])
+
+
+def test_an_elastic_quorum_counts_the_tasks_of_bound_members() -> None:
+    # The master and a worker are bound: one more worker makes the quorum.
+    assert quorum_of(MPI, WORKERS[1:], 1, counted=[MASTER, WORKERS[0]]) == (WORKERS[1],)
+
+
+@pytest.mark.parametrize(
+    ("group", "needed", "expected"),
+    [(podgroup("g", 2), 2, 2), (podgroup("g", 2), 0, 0), (podgroup("g", 2), -1, 0)],
+    ids=["lowest-ranks", "none-needed", "bound-past-quorum"],
+)
+def test_without_task_minima_an_elastic_quorum_is_the_lowest_ranks(
+    group: PodGroup, needed: int, expected: int
+) -> None:
+    assert quorum_of(group, WORKERS, needed) == tuple(WORKERS[:expected])

@@ -4,8 +4,9 @@ the failed, running and succeeded make minMember (docs/gang-dialects.md, "Status
 scheduler-plugins' PodGroup controller ends it. Phalanx writes it; read back from the API.
 
 kwok's ``pod-complete`` stage (tests/controlplane/stages) is the kubelet here: it completes
-a Running pod owned by a Job. The members name a Job that does not exist; no
-kube-controller-manager runs in this tier, so no garbage collector deletes them for it.
+a Running pod owned by a Job. The members name a Job that does not exist; no garbage
+collector runs in this tier (the DRA modules run kube-controller-manager with only the
+resourceclaim controller), so nothing deletes them for it.
 """
 
 from __future__ import annotations

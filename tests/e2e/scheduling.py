@@ -24,6 +24,7 @@ import json
 import ssl
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -215,6 +216,14 @@ def pod_body(
         },
         "spec": spec,
     }
+
+
+def owned_by_job(body: Obj, job: str) -> Obj:
+    """``body`` (a pod) naming Job ``job`` as its owner: kwok's pod-complete stage then
+    completes it once it runs. The Job need not exist: no garbage collector runs here."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": str(uuid.uuid4())}
+    body["metadata"]["ownerReferences"] = [owner]
+    return body
 
 
 def bound_node(pod: Obj) -> str:

@@ -4,7 +4,9 @@ judges. Shared by the dialect modules of every Kubernetes version."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import yaml
@@ -27,14 +29,24 @@ def ensure_volcano_crd(cp: launcher.ControlPlane) -> None:
     )
 
 
-def volcano_pod_group(sc: Scenario, name: str, min_member: int, queue: str = "default") -> Obj:
+def volcano_pod_group(
+    sc: Scenario,
+    name: str,
+    min_member: int,
+    queue: str = "default",
+    *,
+    network_topology: Mapping[str, Any] | None = None,
+) -> Obj:
+    spec: Obj = {"minMember": min_member, "queue": queue}
+    if network_topology is not None:
+        spec["networkTopology"] = dict(network_topology)
     return sc.api.create(
         f"{VOLCANO_API}/namespaces/{sc.namespace}/podgroups",
         {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": name},
-            "spec": {"minMember": min_member, "queue": queue},
+            "spec": spec,
         },
     )
 

@@ -369,9 +369,10 @@ def test_a_tainted_device_is_not_free() -> None:
 
 
 def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() -> None:
-    # An allocationMode All request takes WHOLE of its class's entry; a held or tainted
-    # device of the class leaves less, so it no longer fits there. A device of another
-    # class (the ComputeDomain daemon beside its channels) leaves it whole.
+    # An allocationMode All request takes WHOLE of its class's entry; a held device of the
+    # class leaves less, so it no longer fits there. A device of another class (the
+    # ComputeDomain daemon beside its channels) leaves it whole, and so does a tainted one:
+    # whether All may be given it depends on its tolerations, checked per node.
     tainted = gpu_slice_obj("n2", 2)
     tainted["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
     inv = inventory(
@@ -390,7 +391,7 @@ def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() 
 
     assert whole("n1") == {GPU_CLASS: WHOLE, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE - 1}
     # A class without devices on the node is offered whole too (related requests draw on it).
-    assert whole("n2") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
+    assert whole("n2") == {GPU_CLASS: WHOLE, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
     assert whole("n3") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
 
 

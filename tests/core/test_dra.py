@@ -41,12 +41,14 @@ from phalanx.core.dra import (
     parse_resource_slice,
 )
 from phalanx.core.dra_inventory import (
+    ANY_PREFIX,
     CLASS_PREFIX,
     WHOLE,
     DeviceCatalog,
     DraInventory,
     PoolState,
     allocated_devices,
+    any_entry,
     build_inventory,
     catalog_for,
     class_entry,
@@ -366,6 +368,35 @@ def test_a_tainted_device_is_not_free() -> None:
     obj = gpu_slice_obj("n1", 2)
     obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
     assert per_class(node_entries(inventory(obj).node("n1"), catalog(), {})) == {GPU_CLASS: 1}
+
+
+def test_a_class_with_tainted_devices_counts_its_free_devices_tainted_or_not_as_any() -> None:
+    obj = gpu_slice_obj("n1", 2)
+    obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
+    inv = inventory(obj, gpu_slice_obj("n2", 2), mig_slice_obj("m1", {0: ["1g.5gb"]}))
+    cat = catalog(inv)
+    assert set(cat.tainted) == {GPU_CLASS}
+    assert per_class(node_entries(inv.node("n1"), cat, {})) == {GPU_CLASS: 1}
+    assert node_entries(inv.node("n1"), cat, {})[any_entry(GPU_CLASS)] == 2
+    assert node_entries(inv.node("n2"), cat, {})[any_entry(GPU_CLASS)] == 2
+    held = allocated_devices(
+        [parse_resource_claim(claim_obj("a", allocated=[(GPU_DRIVER, "n1", "gpu-1")]))]
+    )
+    assert node_entries(inv.node("n1"), cat, held)[any_entry(GPU_CLASS)] == 1
+    # A class without tainted devices, sharing no device with one that has them, has none.
+    assert not any(k.startswith(ANY_PREFIX) for k in node_entries(inv.node("m1"), cat, {}))
+
+
+def test_a_tainted_device_matches_only_a_request_that_tolerates_its_taints() -> None:
+    obj = gpu_slice_obj("n1", 2)
+    obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "value": "48", "effect": "NoSchedule"}]
+    inv = inventory(obj)
+    devices = inv.node("n1")[0].devices
+    cat = catalog(inv)
+    assert cat.count_matching(devices, GPU_CLASS, ()) == 1
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration("xid", value="48"),)) == 2
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration("xid", value="63"),)) == 1
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration(exists=True),)) == 2
 
 
 def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() -> None:

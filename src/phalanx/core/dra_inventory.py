@@ -413,7 +413,10 @@ class DeviceCatalog:
         self.consumption: Consumption = consumption if consumption is not None else {}
         # Per class with devices, the `whole_entry` names its requests draw from (`related`);
         # every node offers the entry of each such class.
-        self.wholes: Mapping[str, tuple[str, ...]] = related(self.shapes, self.consumption)
+        # (Tainted devices count: an All request that tolerates them is given them.)
+        self.wholes: Mapping[str, tuple[str, ...]] = related(
+            with_tainted(self.shapes, self.tainted), self.consumption
+        )
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -606,6 +609,15 @@ def related(shapes: ClassShapes, consumption: Consumption) -> dict[str, tuple[st
     }
 
 
+def with_tainted(shapes: ClassShapes, tainted: ClassTaints) -> dict[str, frozenset[DeviceShape]]:
+    """Per class, the shapes of its devices, tainted ones included."""
+    return {
+        name: shapes.get(name, frozenset())
+        | frozenset(shape for shape, _ in tainted.get(name, frozenset()))
+        for name in sorted({*shapes, *tainted})
+    }
+
+
 def related_anys(shapes: ClassShapes, tainted: ClassTaints) -> dict[str, tuple[str, ...]]:
     """Per class, the `any_entry` of each class with tainted devices that may be given one
     of its devices (itself, or a class sharing a device shape with it).
@@ -616,17 +628,13 @@ def related_anys(shapes: ClassShapes, tainted: ClassTaints) -> dict[str, tuple[s
     free device: a tolerating request is planned on tainted devices only where the others
     leave enough.
     """
-    kinds = {name: frozenset(shape for shape, _ in found) for name, found in tainted.items()}
-    everything = {
-        name: shapes.get(name, frozenset()) | kinds.get(name, frozenset())
-        for name in {*shapes, *kinds}
-    }
+    everything = with_tainted(shapes, tainted)
     return {
         name: tuple(
-            any_entry(other) for other in sorted(kinds) if other == name or mine & everything[other]
+            any_entry(other) for other in tainted if other == name or mine & everything[other]
         )
-        for name, mine in sorted(everything.items())
-        if any(other == name or mine & everything[other] for other in kinds)
+        for name, mine in everything.items()
+        if any(other == name or mine & everything[other] for other in tainted)
     }
 
 

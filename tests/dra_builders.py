@@ -54,6 +54,20 @@ def network_slice_obj(
     return obj
 
 
+# NVIDIA's driver taints a GPU that reported a critical XID error (its health monitor).
+XID_TAINT = {"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule"}
+TOLERATES_XID = [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]
+
+
+def tainted(
+    obj: dict[str, Any], *devices: int, taint: dict[str, str] = XID_TAINT
+) -> dict[str, Any]:
+    """The slice with these devices (by index) tainted."""
+    for i in devices:
+        obj["spec"]["devices"][i]["taints"] = [dict(taint)]
+    return obj
+
+
 def partitioned_slices(node: str, gpus: int = 2, *, apart: bool = True) -> list[dict[str, Any]]:
     """A node whose A100s are partitionable (dynamic MIG, DRAPartitionableDevices): per GPU a
     counter set of its 8 memory slices and its memory; the whole GPU consumes all of them,
@@ -122,9 +136,15 @@ class DraWorld:
         device_class: str = GPU_CLASS,
         *,
         mode: str | None = None,
+        tolerations: list[dict[str, str]] | None = None,
     ) -> list[Pod]:
         """A template asking `count` devices of the class (`mode="All"`: every one of the node)."""
-        obj = claim_template_obj(name, device_request("gpu", device_class, count, mode=mode))
+        request = device_request("gpu", device_class, count, mode=mode)
+        if tolerations is not None:
+            request["exactly"]["tolerations"] = tolerations
+        return self.template_of(claim_template_obj(name, request))
+
+    def template_of(self, obj: dict[str, Any]) -> list[Pod]:
         self.model.upsert_template(parse_resource_claim_template(obj))
         return self.model.settle(self.state)
 

@@ -32,6 +32,8 @@ from phalanx.core.cel import Selector, Unsupported, Version
 from phalanx.core.dra import (
     AllocationMode,
     DeviceFlag,
+    DeviceTaint,
+    DeviceToleration,
     NodeAccess,
     parse_device_class,
     parse_resource_claim,
@@ -39,12 +41,14 @@ from phalanx.core.dra import (
     parse_resource_slice,
 )
 from phalanx.core.dra_inventory import (
+    ANY_PREFIX,
     CLASS_PREFIX,
     WHOLE,
     DeviceCatalog,
     DraInventory,
     PoolState,
     allocated_devices,
+    any_entry,
     build_inventory,
     catalog_for,
     class_entry,
@@ -153,6 +157,12 @@ def bad_slice(change: str) -> dict[str, Any]:
         device["attributes"]["driverVersion"] = {"version": "550"}
     elif change == "unnamed device":
         del device["name"]
+    elif change == "taint without key":
+        device["taints"] = [{"value": "48", "effect": "NoSchedule"}]
+    elif change == "taint without effect":
+        device["taints"] = [{"key": "gpu.nvidia.com/xid"}]
+    elif change == "taint value not a string":
+        device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": 48, "effect": "NoSchedule"}]
     return obj
 
 
@@ -166,6 +176,9 @@ def bad_slice(change: str) -> dict[str, Any]:
         ("bad capacity", 'spec.devices[0].capacity["memory"].value'),
         ("bad version", 'spec.devices[0].attributes["driverVersion"].version'),
         ("unnamed device", "spec.devices[0].name"),
+        ("taint without key", "spec.devices[0].taints[0].key"),
+        ("taint without effect", "spec.devices[0].taints[0].effect"),
+        ("taint value not a string", "spec.devices[0].taints[0].value"),
     ],
     ids=lambda x: x if " " in x else "",
 )
@@ -205,6 +218,60 @@ def test_device_taints_and_partitions_are_flagged() -> None:
     devices[2]["taints"] = [{"key": "note", "effect": "None"}]
     flags = [d.flags for d in parse_resource_slice(obj).devices]
     assert flags == [DeviceFlag.TAINTED, DeviceFlag.CONSUMES_COUNTERS, DeviceFlag.NONE]
+
+
+def test_a_device_keeps_the_taints_kube_scheduler_acts_on_and_only_those() -> None:
+    # Effect None is informational, and "consumers must treat unknown effects like None".
+    obj = gpu_slice_obj("n1", 1)
+    obj["spec"]["devices"][0]["taints"] = [
+        {"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule"},
+        {"key": "gpu.nvidia.com/unmonitored", "effect": "None"},
+        {"key": "example.com/later", "effect": "NoExecuteWithPodDisruptionBudget"},
+        {
+            "key": "gpu.nvidia.com/gpu-lost",
+            "effect": "NoExecute",
+            "timeAdded": "2026-01-01T00:00:00Z",
+        },
+    ]
+    (device,) = parse_resource_slice(obj).devices
+    assert device.taints == (
+        DeviceTaint("gpu.nvidia.com/gpu-lost", "", "NoExecute"),
+        DeviceTaint("gpu.nvidia.com/xid", "48", "NoSchedule"),
+    )
+
+
+XID = DeviceTaint("gpu.nvidia.com/xid", "48", "NoSchedule")
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerates"),
+    [
+        (DeviceToleration(exists=True), True),
+        (DeviceToleration("gpu.nvidia.com/xid", exists=True), True),
+        (DeviceToleration("gpu.nvidia.com/xid", value="48"), True),
+        (DeviceToleration("gpu.nvidia.com/xid", value="63"), False),
+        (DeviceToleration("gpu.nvidia.com/xid"), False),
+        (DeviceToleration("gpu.nvidia.com/xid", exists=True, effect="NoSchedule"), True),
+        (DeviceToleration("gpu.nvidia.com/xid", exists=True, effect="NoExecute"), False),
+        (DeviceToleration(exists=True, effect="NoExecute"), False),
+        (DeviceToleration("gpu.nvidia.com/gpu-lost", exists=True), False),
+    ],
+    ids=[
+        "empty-key-exists-tolerates-all",
+        "exists-any-value",
+        "equal-same-value",
+        "equal-other-value",
+        "equal-empty-value",
+        "same-effect",
+        "other-effect",
+        "empty-key-other-effect",
+        "other-key",
+    ],
+)
+def test_a_toleration_matches_a_taint_as_kube_scheduler_matches_it(
+    toleration: DeviceToleration, tolerates: bool
+) -> None:
+    assert toleration.tolerates(XID) is tolerates
 
 
 # ---- pools ------------------------------------------------------------------------------------
@@ -303,10 +370,40 @@ def test_a_tainted_device_is_not_free() -> None:
     assert per_class(node_entries(inventory(obj).node("n1"), catalog(), {})) == {GPU_CLASS: 1}
 
 
+def test_a_class_with_tainted_devices_counts_its_free_devices_tainted_or_not_as_any() -> None:
+    obj = gpu_slice_obj("n1", 2)
+    obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
+    inv = inventory(obj, gpu_slice_obj("n2", 2), mig_slice_obj("m1", {0: ["1g.5gb"]}))
+    cat = catalog(inv)
+    assert set(cat.tainted) == {GPU_CLASS}
+    assert per_class(node_entries(inv.node("n1"), cat, {})) == {GPU_CLASS: 1}
+    assert node_entries(inv.node("n1"), cat, {})[any_entry(GPU_CLASS)] == 2
+    assert node_entries(inv.node("n2"), cat, {})[any_entry(GPU_CLASS)] == 2
+    held = allocated_devices(
+        [parse_resource_claim(claim_obj("a", allocated=[(GPU_DRIVER, "n1", "gpu-1")]))]
+    )
+    assert node_entries(inv.node("n1"), cat, held)[any_entry(GPU_CLASS)] == 1
+    # A class without tainted devices, sharing no device with one that has them, has none.
+    assert not any(k.startswith(ANY_PREFIX) for k in node_entries(inv.node("m1"), cat, {}))
+
+
+def test_a_tainted_device_matches_only_a_request_that_tolerates_its_taints() -> None:
+    obj = gpu_slice_obj("n1", 2)
+    obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "value": "48", "effect": "NoSchedule"}]
+    inv = inventory(obj)
+    devices = inv.node("n1")[0].devices
+    cat = catalog(inv)
+    assert cat.count_matching(devices, GPU_CLASS, ()) == 1
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration("xid", value="48"),)) == 2
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration("xid", value="63"),)) == 1
+    assert cat.count_matching(devices, GPU_CLASS, (), (DeviceToleration(exists=True),)) == 2
+
+
 def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() -> None:
-    # An allocationMode All request takes WHOLE of its class's entry; a held or tainted
-    # device of the class leaves less, so it no longer fits there. A device of another
-    # class (the ComputeDomain daemon beside its channels) leaves it whole.
+    # An allocationMode All request takes WHOLE of its class's entry; a held device of the
+    # class leaves less, so it no longer fits there. A device of another class (the
+    # ComputeDomain daemon beside its channels) leaves it whole, and so does a tainted one:
+    # whether All may be given it depends on its tolerations, checked per node.
     tainted = gpu_slice_obj("n2", 2)
     tainted["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]
     inv = inventory(
@@ -325,7 +422,7 @@ def test_a_node_offers_each_classs_devices_whole_only_while_every_one_is_free() 
 
     assert whole("n1") == {GPU_CLASS: WHOLE, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE - 1}
     # A class without devices on the node is offered whole too (related requests draw on it).
-    assert whole("n2") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
+    assert whole("n2") == {GPU_CLASS: WHOLE, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
     assert whole("n3") == {GPU_CLASS: WHOLE - 1, CHANNEL_CLASS: WHOLE, DAEMON_CLASS: WHOLE}
 
 
@@ -423,7 +520,19 @@ def test_request_forms_parse() -> None:
                 "name": "choice",
                 "firstAvailable": [
                     {"name": "big", "deviceClassName": GPU_CLASS, "count": 2},
-                    {"name": "small", "deviceClassName": MIG_CLASS},
+                    {
+                        "name": "small",
+                        "deviceClassName": MIG_CLASS,
+                        "tolerations": [
+                            {
+                                "key": "gpu.nvidia.com/xid",
+                                "operator": "Exists",
+                                "effect": "NoSchedule",
+                                "tolerationSeconds": 60,
+                            },
+                            {"key": "example.com/maintenance", "value": "planned"},
+                        ],
+                    },
                 ],
             },
             device_request("broken", GPU_CLASS, 1, "device.driver =="),
@@ -431,6 +540,10 @@ def test_request_forms_parse() -> None:
     )
     everything, choice, broken = template.spec.requests
     assert (everything.mode, everything.count) == (AllocationMode.ALL, 0)
+    assert choice.alternatives[1].tolerations == (
+        DeviceToleration("gpu.nvidia.com/xid", exists=True, effect="NoSchedule"),
+        DeviceToleration("example.com/maintenance", value="planned"),
+    )
     assert [a.name for a in choice.alternatives] == ["big", "small"]
     assert choice.alternatives[1].count == 1
     assert "CEL expression" in broken.problem
@@ -450,8 +563,61 @@ def test_request_forms_parse() -> None:
             {"name": "x", "exactly": {"deviceClassName": "c", "allocationMode": "Some"}},
             "spec.spec.devices.requests[0].exactly.allocationMode",
         ),
+        (
+            {
+                "name": "x",
+                "exactly": {
+                    "deviceClassName": "c",
+                    "tolerations": [{"key": "k", "operator": "In"}],
+                },
+            },
+            "spec.spec.devices.requests[0].exactly.tolerations[0].operator",
+        ),
+        (
+            {"name": "x", "exactly": {"deviceClassName": "c", "tolerations": [{"value": "v"}]}},
+            "spec.spec.devices.requests[0].exactly.tolerations[0].operator",
+        ),
+        (
+            {
+                "name": "x",
+                "exactly": {
+                    "deviceClassName": "c",
+                    "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}],
+                },
+            },
+            "spec.spec.devices.requests[0].exactly.tolerations[0].value",
+        ),
+        (
+            {
+                "name": "x",
+                "firstAvailable": [
+                    {"name": "a", "deviceClassName": "c", "tolerations": [{"key": 7}]}
+                ],
+            },
+            "spec.spec.devices.requests[0].firstAvailable[0].tolerations[0].key",
+        ),
+        (
+            {
+                "name": "x",
+                "exactly": {
+                    "deviceClassName": "c",
+                    "tolerations": [{"operator": "Exists", "tolerationSeconds": "300"}],
+                },
+            },
+            "spec.spec.devices.requests[0].exactly.tolerations[0].tolerationSeconds",
+        ),
     ],
-    ids=["neither-form", "no-class", "zero-count", "unknown-mode"],
+    ids=[
+        "neither-form",
+        "no-class",
+        "zero-count",
+        "unknown-mode",
+        "unknown-toleration-operator",
+        "equal-without-key",
+        "exists-with-value",
+        "subrequest-toleration-key-not-a-string",
+        "toleration-seconds-not-an-integer",
+    ],
 )
 def test_a_malformed_request_names_the_field(request_obj: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidObjectError) as raised:

@@ -28,7 +28,7 @@ from builders import (
     nvidia_class_objs,
     pod,
 )
-from dra_builders import partitioned_slices
+from dra_builders import TOLERATES_XID, partitioned_slices, tainted
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.dra import (
     parse_device_class,
@@ -48,7 +48,9 @@ from phalanx.core.dra_inventory import (
     WHOLE,
     WHOLE_PREFIX,
     DeviceCatalog,
+    any_entry,
     class_entry,
+    counter_entry,
     whole_entry,
 )
 from phalanx.core.dra_state import DraState
@@ -56,6 +58,7 @@ from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement, parse_pod
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, Resources
 
+MI = 2**20
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
@@ -618,3 +621,111 @@ def test_a_placed_dra_gang_never_takes_more_devices_than_are_free(
         assert all(used[n] <= free[n] for n in free)
     if sum(sizes) > sum(free.values()):
         assert isinstance(result, Unfit)
+
+
+# ---- device taints ------------------------------------------------------------------------------
+
+
+def tolerating(name: str, device_class: str, count: int, *selectors: str) -> dict[str, Any]:
+    request = device_request(name, device_class, count, *selectors)
+    request["exactly"]["tolerations"] = TOLERATES_XID
+    return request
+
+
+def test_where_a_class_has_tainted_devices_every_request_for_it_takes_its_count_of_any() -> None:
+    cluster = Cluster(tainted(gpu_slice_obj("n1", 2), 1), gpu_slice_obj("n2", 2))
+    cluster.template("plain", device_request("gpu", GPU_CLASS, 2))
+    cluster.template("tolerant", tolerating("gpu", GPU_CLASS, 2))
+    [plain] = cluster.demand(cluster.pod("p", templates={"gpus": "plain"})).claims[0].requests
+    [tolerant] = cluster.demand(cluster.pod("t", templates={"gpus": "tolerant"})).claims[0].requests
+    assert plain.takes == gpus(2) + Resources({any_entry(GPU_CLASS): 2})
+    assert plain.exactness is Exactness.EXACT
+    # The untainted entries are for requests that do not tolerate the taints.
+    assert tolerant.takes == Resources({any_entry(GPU_CLASS): 2, whole_entry(GPU_CLASS): 2})
+    assert tolerant.exactness is Exactness.PER_NODE
+    # Both nodes have two GPUs for it; only n2 has two untainted ones.
+    assert cluster.node("n1").allocatable[any_entry(GPU_CLASS)] == 2
+    assert tolerant.takes.fits_in(cluster.node("n1").allocatable)
+    assert not plain.takes.fits_in(cluster.node("n1").allocatable)
+    assert plain.takes.fits_in(cluster.node("n2").allocatable)
+
+
+def test_tolerations_change_nothing_where_the_class_has_no_tainted_device() -> None:
+    cluster = h100_cluster()
+    cluster.template("tolerant", tolerating("gpu", GPU_CLASS, 2))
+    demand = cluster.demand(cluster.pod("t", templates={"gpus": "tolerant"}))
+    [request] = demand.claims[0].requests
+    assert request.takes == gpus(2)
+    assert request.exactness is Exactness.EXACT
+    assert request.tolerations == ()
+    assert demand.notes == ()
+
+
+def test_a_tolerating_request_is_refused_a_node_whose_tainted_devices_it_does_not_tolerate() -> (
+    None
+):
+    other = {"key": "example.com/maintenance", "effect": "NoExecute"}
+    cluster = Cluster(
+        tainted(gpu_slice_obj("n1", 2), 0, 1),
+        tainted(gpu_slice_obj("n2", 2), 0, 1, taint=other),
+    )
+    cluster.template("tolerant", tolerating("gpu", GPU_CLASS, 2))
+    p = cluster.pod("t", templates={"gpus": "tolerant"})
+    assert cluster.why_not(p, "n1") is None
+    assert cluster.why_not(p, "n2") == (
+        "had 0 gpu.nvidia.com device(s) for claim default/t#gpus request gpu, it needs 2"
+    )
+
+
+def test_a_tolerating_mig_request_on_partitionable_gpus_takes_its_shared_counters() -> None:
+    slices = partitioned_slices("p1", 1)
+    devices = slices[1]["spec"]["devices"]
+    for device in devices[1:]:  # every MIG placement of the GPU, not the GPU itself
+        device["taints"] = [{"key": "gpu.nvidia.com/xid", "effect": "NoSchedule"}]
+    cluster = Cluster(*slices)
+    one_g = f"{A}.profile == '1g.5gb'"
+    cluster.template("plain", device_request("mig", MIG_CLASS, 1, one_g))
+    cluster.template("tolerant", tolerating("mig", MIG_CLASS, 1, one_g))
+    plain = cluster.pod("p", templates={"mig": "plain"})
+    tolerant = cluster.pod("t", templates={"mig": "tolerant"})
+    assert cluster.why_not(plain, "p1") is not None
+    assert cluster.why_not(tolerant, "p1") is None
+    [request] = cluster.demand(tolerant).claims[0].requests
+    # The least any 1g placement takes of the GPU's memory, and the MIG class's whole (so
+    # an allocationMode All request is never planned beside it).
+    assert request.takes[counter_entry(GPU_DRIVER, "memory")] == 4864 * MI
+    assert request.takes[whole_entry(MIG_CLASS)] == 1
+    assert request.takes.fits_in(cluster.node("p1").allocatable)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    members=st.lists(
+        st.tuples(st.integers(min_value=1, max_value=8), st.booleans()), min_size=1, max_size=6
+    ),
+    taints=st.sets(st.integers(min_value=0, max_value=7), max_size=8),
+)
+def test_a_placed_gang_never_gives_a_member_a_tainted_gpu_it_does_not_tolerate(
+    members: list[tuple[int, bool]], taints: set[int]
+) -> None:
+    # n1 has `taints` of its 8 GPUs tainted, n2 none; members tolerate the taint or not.
+    cluster = Cluster(tainted(gpu_slice_obj("n1"), *sorted(taints)), gpu_slice_obj("n2"))
+    placed = []
+    for i, (size, tolerates) in enumerate(members):
+        request = tolerating if tolerates else device_request
+        cluster.template(f"t{i}", request("gpu", GPU_CLASS, size))
+        p = cluster.pod(f"m{i}", templates={"gpus": f"t{i}"}, group="g")
+        placed.append(cluster.state.bridge_pod(p))
+    result = plan([cluster.node("n1"), cluster.node("n2")], placed)
+    if isinstance(result, Placed):
+        # Hall's condition on each node: what the members that do not tolerate take fits the
+        # untainted GPUs, and what all take fits all the GPUs.
+        clean = {"n1": 8 - len(taints), "n2": 8}
+        for node, untainted in clean.items():
+            on_node = [
+                (size, tolerates)
+                for m, (size, tolerates) in zip(placed, members, strict=True)
+                if result.assignment[m.uid] == node
+            ]
+            assert sum(size for size, tolerates in on_node if not tolerates) <= untainted
+            assert sum(size for size, _ in on_node) <= 8

@@ -22,7 +22,7 @@ from builders import (
     mig_slice_obj,
     nvidia_class_objs,
 )
-from dra_builders import MIG_CLASS, partitioned_slices
+from dra_builders import MIG_CLASS, partitioned_slices, tainted
 from phalanx.core.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -30,7 +30,7 @@ from phalanx.core.dra import (
     parse_resource_slice,
 )
 from phalanx.core.dra_demand import ineligibility
-from phalanx.core.dra_inventory import CLASS_PREFIX, class_entry
+from phalanx.core.dra_inventory import CLASS_PREFIX, any_entry, class_entry
 from phalanx.core.dra_state import Changes, DraState
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU
@@ -249,3 +249,16 @@ def test_a_claim_for_whole_gpus_counts_only_those_no_mig_device_has_taken() -> N
     why = ineligibility(demand, gpu_node("n1", 0), state.node("n1"), state.catalog, state.allocated)
     assert why is not None
     assert f"had 1 free {GPU_CLASS} device(s)" in why
+
+
+def test_the_first_taint_on_a_class_and_its_lifting_each_ask_for_everything() -> None:
+    # A class with tainted devices gets an `any` entry every request for it takes from, so
+    # every pending pod is derived again, and every node bridged again.
+    state = state_with(gpu_slice_obj("n1", 2), gpu_slice_obj("n2", 2))
+    generation = state.catalog_generation
+    assert state.upsert_slice(parse_resource_slice(tainted(gpu_slice_obj("n1", 2), 1))).everything
+    assert state.catalog_generation == generation + 1
+    assert (free_gpus(state, "n1"), state.entries("n1").get(any_entry(GPU_CLASS))) == (1, 2)
+    assert state.entries("n2").get(any_entry(GPU_CLASS)) == 2
+    assert state.upsert_slice(parse_resource_slice(gpu_slice_obj("n1", 2))).everything
+    assert (free_gpus(state, "n1"), state.entries("n1").get(any_entry(GPU_CLASS))) == (2, 0)

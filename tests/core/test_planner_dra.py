@@ -15,7 +15,15 @@ from builders import (
     gpu_slice_obj,
     podgroup,
 )
-from dra_builders import GPU_CLASS, MIG_CLASS, DraWorld, network_slice_obj, partitioned_slices
+from dra_builders import (
+    GPU_CLASS,
+    MIG_CLASS,
+    TOLERATES_XID,
+    DraWorld,
+    network_slice_obj,
+    partitioned_slices,
+    tainted,
+)
 from phalanx.core.dra import parse_device_class, parse_resource_claim_template
 from phalanx.core.dra_demand import Exactness
 from phalanx.core.dra_inventory import WHOLE, class_entry, whole_entry
@@ -340,3 +348,112 @@ def test_an_admin_access_request_for_all_gpus_takes_none_of_them() -> None:
     [whole] = all_gpus_members(world, 1)
     assert planner.filter(monitor, ["d1"], now=0).reserved is not None
     assert planner.filter(whole, ["d1"], now=0).reserved is not None
+
+
+# ---- device taints ------------------------------------------------------------------------
+
+
+def taint_cluster(*slices: dict[str, object]) -> tuple[DraWorld, GangPlanner]:
+    """Nodes d1 and d2 publishing these slices (replacing their 8 H100s)."""
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    for obj in slices:
+        world.slice(obj)
+    return world, planner
+
+
+def one_member(world: DraWorld, template: str) -> Pod:
+    world.state.upsert_group(podgroup("g", 1))
+    return world.pod("m0", group="g", templates={"gpus": template})
+
+
+def test_a_gang_whose_only_free_gpu_on_a_node_is_tainted_is_planned_on_another_node() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 1), 0), gpu_slice_obj("d2", 1))
+    world.template("one", 1)
+    member = one_member(world, "one")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d2"
+
+
+def test_a_member_tolerating_the_taint_is_planned_on_the_tainted_gpu() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 1), 0), gpu_slice_obj("d2", 0))
+    world.template("tolerant", 1, tolerations=TOLERATES_XID)
+    member = one_member(world, "tolerant")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d1"
+    (request,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
+    assert request.exactness is Exactness.PER_NODE
+    assert "tolerates device taints" in request.note
+
+
+def test_a_toleration_of_another_taint_does_not_open_a_tainted_gpu() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 1), 0), gpu_slice_obj("d2", 0))
+    world.template(
+        "other", 1, tolerations=[{"key": "example.com/maintenance", "operator": "Exists"}]
+    )
+    member = one_member(world, "other")
+    decision = planner.filter(member, ["d1", "d2"], now=0)
+    assert decision.reserved is None
+
+
+def test_a_tolerating_member_may_take_tainted_and_untainted_gpus_together() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 2), 1), gpu_slice_obj("d2", 0))
+    world.template("two", 2, tolerations=TOLERATES_XID)
+    member = one_member(world, "two")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d1"
+
+
+@pytest.mark.parametrize(
+    ("templates", "fits"),
+    [(("tolerant", "plain"), True), (("plain", "plain"), False)],
+    ids=["one-tolerates", "neither-tolerates"],
+)
+def test_the_tainted_gpu_goes_only_to_a_member_that_tolerates_it(
+    templates: tuple[str, str], fits: bool
+) -> None:
+    # d1: one clean GPU and one tainted, the only GPUs there are.
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 2), 1), gpu_slice_obj("d2", 0))
+    world.template("tolerant", 1, tolerations=TOLERATES_XID)
+    world.template("plain", 1)
+    world.state.upsert_group(podgroup("g", 2))
+    a, b = (world.pod(f"m{i}", group="g", templates={"gpus": t}) for i, t in enumerate(templates))
+    reservation = planner.filter(a, ["d1", "d2"], now=0).reserved
+    assert (reservation is not None) is fits
+    if reservation is not None:
+        assert {reservation.node_of(a.uid), reservation.node_of(b.uid)} == {"d1"}
+
+
+def test_first_available_falls_through_to_the_choice_that_tolerates_the_taint() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 2), 0, 1), gpu_slice_obj("d2", 0))
+    request = {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "clean", "deviceClassName": GPU_CLASS},
+            {"name": "any", "deviceClassName": GPU_CLASS, "tolerations": TOLERATES_XID},
+        ],
+    }
+    world.template_of(claim_template_obj("choice", request))
+    member = one_member(world, "choice")
+    (planned,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
+    assert planned.request == "gpu/any"
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d1"
+
+
+def test_an_all_gpus_member_is_planned_on_a_tainted_gpu_only_if_it_tolerates_the_taint() -> None:
+    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 2), 1), gpu_slice_obj("d2", 0))
+    world.template("all", None, mode="All")
+    world.template("all-tolerant", None, mode="All", tolerations=TOLERATES_XID)
+    member = one_member(world, "all")
+    decision = planner.filter(member, ["d1", "d2"], now=0)
+    assert decision.reserved is None
+    assert "had 1 gpu.nvidia.com device(s) with a taint" in decision.result.unresolvable["d1"]
+    world.model.remove_pod(world.state, member.uid)
+    tolerant = one_member(world, "all-tolerant")
+    reservation = planner.filter(tolerant, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(tolerant.uid) == "d1"

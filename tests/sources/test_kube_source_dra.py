@@ -151,6 +151,24 @@ def test_a_slice_phalanx_cannot_read_is_an_event_on_it_naming_its_api_version() 
     asyncio.run(scenario())
 
 
+def test_a_claim_with_a_toleration_phalanx_cannot_read_is_an_event_and_its_pod_is_told() -> None:
+    async def scenario() -> None:
+        objects = dra_objects()
+        request = device_request("gpu", "gpu.nvidia.com", 4)
+        request["exactly"]["tolerations"] = [{"key": "gpu.nvidia.com/xid", "operator": "In"}]
+        objects[CLAIMS] = [claim_obj("w-gpus", request)]
+        async with running(SERVED, **objects) as live:
+            await until("the event", lambda: live.writer.events("InvalidObject"))
+            [event] = live.writer.events("InvalidObject")
+            assert event["involvedObject"]["kind"] == "ResourceClaim"
+            assert "spec.devices.requests[0].exactly.tolerations[0].operator" in event["message"]
+            devices = live.pod("w").devices
+            assert devices is not None
+            assert "ResourceClaim default/w-gpus cannot be read" in devices.demand.blocker
+
+    asyncio.run(scenario())
+
+
 def test_a_dra_kind_rbac_refuses_is_said_loudly_and_the_source_is_ready(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -71,7 +71,9 @@ IDENTITY_ATTRIBUTES: Final = frozenset(
 DROPPED_ATTRIBUTES: Final = frozenset({"uuid", "parentUUID"})
 _IDENTITY_CAPACITY = re.compile(r"memorySlice[0-9]+")  # a MIG device's placement
 
-_TAINT_EFFECTS_THAT_EXCLUDE = frozenset({"NoSchedule", "NoExecute"})
+# The device taint effects kube-scheduler's allocator acts on; any other (None, one added
+# later) is informational: "consumers must treat unknown effects like None" (resource/v1).
+TAINT_EFFECTS_THAT_EXCLUDE: Final = frozenset({"NoSchedule", "NoExecute"})
 _EMPTY_ATTRIBUTES: Mapping[str, AttributeValue] = MappingProxyType({})
 _EMPTY_CAPACITY: Mapping[str, Fraction] = MappingProxyType({})
 
@@ -112,7 +114,7 @@ class DeviceFlag(IntFlag):
     """What makes a device count differently from a plain, exclusively allocated one."""
 
     NONE = 0
-    TAINTED = 1  # a NoSchedule/NoExecute device taint: not allocated without a toleration
+    TAINTED = 1  # a NoSchedule/NoExecute device taint (`Device.taints`): needs a toleration
     CONSUMES_COUNTERS = 2  # a partition of shared counters (DRAPartitionableDevices)
     MULTIPLE_ALLOCATIONS = 4  # allowMultipleAllocations (DRAConsumableCapacity): shareable
 
@@ -149,6 +151,39 @@ class DeviceShape:
         return " ".join(parts) or f"{self.driver} device {self.key}"
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A device taint kube-scheduler acts on (effect NoSchedule or NoExecute): it allocates
+    the device only to a request with a toleration of it (`DeviceToleration.tolerates`)."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """One `tolerations` entry of a request: the taints it lets the request be given."""
+
+    key: str = ""  # "" (operator Exists only): every key
+    exists: bool = False  # operator Exists (any value), else Equal (this value)
+    value: str = ""
+    effect: str = ""  # "": every effect
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """`resourceclaim.ToleratesTaint` in k8s.io/dynamic-resource-allocation."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.exists or self.value == taint.value
+
+
+def tolerated(taints: Iterable[DeviceTaint], tolerations: Iterable[DeviceToleration]) -> bool:
+    """Whether every taint is tolerated by one of the tolerations."""
+    return all(any(t.tolerates(taint) for t in tolerations) for taint in taints)
+
+
 # Counters by counter set: ((set, ((counter, amount), ...)), ...), sorted, hashable.
 Counters = tuple[tuple[str, tuple[tuple[str, Fraction], ...]], ...]
 
@@ -164,6 +199,7 @@ class Device:
     flags: DeviceFlag
     # What it takes of its pool's shared counters (a partition, DRAPartitionableDevices).
     consumes: Counters = ()
+    taints: tuple[DeviceTaint, ...] = ()  # those kube-scheduler acts on (NoSchedule, NoExecute)
 
     @property
     def driver(self) -> str:
@@ -227,6 +263,7 @@ def _device(
     flags: DeviceFlag,
     *,
     consumes: Counters = (),
+    taints: tuple[DeviceTaint, ...] = (),
 ) -> Device:
     key = (
         name,
@@ -235,6 +272,7 @@ def _device(
         tuple(sorted(own_capacity.items())),
         flags,
         consumes,
+        taints,
     )
 
     def make() -> Device:
@@ -245,6 +283,7 @@ def _device(
             MappingProxyType(own_capacity) if own_capacity else _EMPTY_CAPACITY,
             flags,
             consumes,
+            taints,
         )
 
     return _DEVICES.get(key, make)
@@ -463,11 +502,11 @@ def _parse_device(
             src, raw.get("consumesCounters"), f"{path}.consumesCounters", "counterSet"
         )
         flags |= DeviceFlag.CONSUMES_COUNTERS
+    taints: tuple[DeviceTaint, ...] = ()
     if raw.get("taints"):
-        for taint_path, taint in read_objects(src, raw.get("taints"), f"{path}.taints"):
-            effect = read_string(src, taint.get("effect"), f"{taint_path}.effect")
-            if effect in _TAINT_EFFECTS_THAT_EXCLUDE:
-                flags |= DeviceFlag.TAINTED
+        taints = _taints(src, raw.get("taints"), f"{path}.taints")
+        if taints:
+            flags |= DeviceFlag.TAINTED
     multiple = raw.get("allowMultipleAllocations")
     if multiple is not None and read_boolean(src, multiple, f"{path}.allowMultipleAllocations"):
         flags |= DeviceFlag.MULTIPLE_ALLOCATIONS
@@ -475,9 +514,32 @@ def _parse_device(
     if per_device:
         node = read_string(src, raw.get("nodeName"), f"{path}.nodeName")
     device = _device(
-        name, _shape(driver, shared, capacity), own, own_capacity, flags, consumes=consumes
+        name,
+        _shape(driver, shared, capacity),
+        own,
+        own_capacity,
+        flags,
+        consumes=consumes,
+        taints=taints,
     )
     return device, node
+
+
+def _taints(src: Source, value: object, path: str) -> tuple[DeviceTaint, ...]:
+    """A device's taints that keep it from requests not tolerating them (checked all)."""
+    kept: list[DeviceTaint] = []
+    for item_path, raw in read_objects(src, value, path):
+        key = read_string(src, raw.get("key"), f"{item_path}.key")
+        if not key:
+            raise src.invalid(f"{item_path}.key", "is required")
+        taint_value = read_string(src, raw.get("value"), f"{item_path}.value")
+        effect = read_string(src, raw.get("effect"), f"{item_path}.effect")
+        if not effect:
+            raise src.invalid(f"{item_path}.effect", "is required (None, NoSchedule or NoExecute)")
+        read_string(src, raw.get("timeAdded"), f"{item_path}.timeAdded")
+        if effect in TAINT_EFFECTS_THAT_EXCLUDE:
+            kept.append(DeviceTaint(sys.intern(key), sys.intern(taint_value), sys.intern(effect)))
+    return tuple(sorted(set(kept), key=lambda t: (t.key, t.value, t.effect)))
 
 
 def _shared_counters(src: Source, value: object) -> Counters:
@@ -634,7 +696,7 @@ class DeviceRequest:
     count: int = 1  # ExactCount only
     selectors: tuple[Selector | Unsupported, ...] = ()
     admin_access: bool = False
-    tolerations: bool = False  # tolerates device taints
+    tolerations: tuple[DeviceToleration, ...] = ()  # the device taints it may be given
     capacity: bool = False  # asks for consumable capacity (DRAConsumableCapacity)
     alternatives: tuple[DeviceRequest, ...] = ()  # firstAvailable, in order of preference
     problem: str = ""  # a selector that does not parse
@@ -801,15 +863,34 @@ def _exact(src: Source, name: str, raw: JsonObject, path: str) -> DeviceRequest:
         count=count or 0,
         selectors=selectors,
         admin_access=read_boolean(src, raw.get("adminAccess"), f"{path}.adminAccess"),
-        tolerations=_count(src, raw.get("tolerations"), f"{path}.tolerations") > 0,
+        tolerations=_tolerations(src, raw.get("tolerations"), f"{path}.tolerations"),
         capacity=raw.get("capacity") is not None,
         problem=problem,
     )
 
 
-def _count(src: Source, value: object, path: str) -> int:
-    """How many objects a list holds (checked as a list of objects)."""
-    return sum(1 for _ in read_objects(src, value, path))
+_OPERATORS: Final = ("Equal", "Exists")
+
+
+def _tolerations(src: Source, value: object, path: str) -> tuple[DeviceToleration, ...]:
+    """A request's `tolerations`, checked as the API server checks them."""
+    found: list[DeviceToleration] = []
+    for item_path, raw in read_objects(src, value, path):
+        key = read_string(src, raw.get("key"), f"{item_path}.key")
+        operator = read_string(src, raw.get("operator"), f"{item_path}.operator") or "Equal"
+        if operator not in _OPERATORS:
+            raise src.invalid(f"{item_path}.operator", f"{quoted(operator)} is not Exists or Equal")
+        exists = operator == "Exists"
+        if not key and not exists:
+            raise src.invalid(f"{item_path}.operator", "must be Exists when key is empty")
+        toleration_value = read_string(src, raw.get("value"), f"{item_path}.value")
+        if exists and toleration_value:
+            raise src.invalid(f"{item_path}.value", "must be empty when operator is Exists")
+        effect = read_string(src, raw.get("effect"), f"{item_path}.effect")
+        # How long a NoExecute taint is tolerated once allocated: eviction, not placement.
+        read_integer(src, raw.get("tolerationSeconds"), f"{item_path}.tolerationSeconds")
+        found.append(DeviceToleration(key, exists, toleration_value, effect))
+    return tuple(found)
 
 
 def _allocation(src: Source, allocation: JsonObject) -> Allocation:

@@ -34,6 +34,12 @@ How exactly a request is counted (`Exactness`):
 * COUNT_ONLY (the fallback, said once): a selector Phalanx cannot evaluate, or one reading
   a value it does not keep (`uuid`): the class entry, on nodes with enough class devices
   that pass what Phalanx does evaluate (other selectors, conjuncts of the unevaluated one).
+
+Device taints: a class with tainted devices in the cluster also has `any.dra.phalanx.io/
+<class>`, its free devices tainted or not. Every request for it (or for a class sharing a
+device shape with it) takes its count there; one that does not tolerate the taints takes
+the untainted entries above as well, one that does takes `any` alone and is checked per
+node for enough devices it tolerates (PER_NODE at best).
 """
 
 from __future__ import annotations
@@ -49,10 +55,12 @@ from phalanx.core.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceShape,
+    DeviceToleration,
     ResourceClaim,
     ResourceClaimTemplate,
     is_dropped,
     is_identifying,
+    tolerated,
 )
 from phalanx.core.dra_inventory import (
     WHOLE,
@@ -88,6 +96,9 @@ class RequestDemand:
     selectors: tuple[Selector, ...] = ()  # checked per node (empty for COUNT_ONLY)
     exactness: Exactness = Exactness.EXACT
     note: str = ""  # why it is not exact, for people
+    # The device taints it may be given (only where its class has tainted devices).
+    tolerations: tuple[DeviceToleration, ...] = ()
+    every: bool = False  # allocationMode All: every device of the node that matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +164,10 @@ class PodDemand:
             (
                 c.allocated,
                 c.node_terms,
-                tuple((r.device_class, r.count, r.selectors) for r in c.requests),
+                tuple(
+                    (r.device_class, r.count, r.selectors, r.tolerations, r.every)
+                    for r in c.requests
+                ),
             )
             for c in self.claims
         )
@@ -316,10 +330,19 @@ def _ruled_out(request: DeviceRequest, catalog: DeviceCatalog) -> bool:
         for s in evaluated
         if not any(is_identifying(kind, n) or is_dropped(n) for kind, n in s.reads)
     ]
-    return not any(
-        all(_shape_matches(s, shape) for s in on_shapes)
-        for shape in catalog.shapes.get(request.device_class, frozenset())
-    )
+    shapes = _shapes(request, catalog.shapes.get(request.device_class, frozenset()), catalog)
+    return not any(all(_shape_matches(s, shape) for s in on_shapes) for shape in shapes)
+
+
+def _shapes(
+    request: DeviceRequest, shapes: frozenset[DeviceShape], catalog: DeviceCatalog
+) -> frozenset[DeviceShape]:
+    """The shapes of the devices of its class the request may be given: the untainted
+    ones, and the tainted ones whose taints it tolerates."""
+    if not request.tolerations:
+        return shapes
+    kinds = catalog.tainted.get(request.device_class, frozenset())
+    return shapes | {shape for shape, taints in kinds if tolerated(taints, request.tolerations)}
 
 
 def _request(
@@ -337,6 +360,8 @@ def _request(
         if not any(is_dropped(name) for _, name in s.reads)
     )
     gpu_like = device_class in catalog.gpus
+    # Tolerations matter only where the class has tainted devices.
+    tolerations = request.tolerations if device_class in catalog.tainted else ()
     if device_class in catalog.remote:
         why = (
             f"DeviceClass {device_class} has devices reachable from several nodes (a "
@@ -347,7 +372,9 @@ def _request(
     if request.admin_access:
         needs = request.count if request.mode is AllocationMode.EXACT_COUNT else 1
         why = "adminAccess takes no device"
-        return RequestDemand(name, device_class, needs, EMPTY, checked, Exactness.COUNT_ONLY, why)
+        return RequestDemand(
+            name, device_class, needs, EMPTY, checked, Exactness.COUNT_ONLY, why, tolerations
+        )
     wholes = catalog.wholes.get(device_class, ())
     if request.mode is AllocationMode.ALL:
         # kube-scheduler gives All every matching device of the node, and refuses the node
@@ -361,15 +388,22 @@ def _request(
         )
         exactness = Exactness.COUNT_ONLY if unsupported or dropped else Exactness.PER_NODE
         takes_all = Resources(dict.fromkeys(wholes, WHOLE))
-        return RequestDemand(name, device_class, 1, takes_all, checked, exactness, why)
+        return RequestDemand(
+            name, device_class, 1, takes_all, checked, exactness, why, tolerations, every=True
+        )
     count = request.count
-    # Its count from every whole it could take a device of (see All above).
-    takes = {class_entry(device_class): count, **dict.fromkeys(wholes, count)}
+    # Its count from every whole it could take a device of (see All above), and from every
+    # count of devices tainted or not it could be given.
+    takes = {
+        **dict.fromkeys(wholes, count),
+        **dict.fromkeys(catalog.anys.get(device_class, ()), count),
+    }
+    if tolerations:
+        return _tolerating(name, request, shapes, catalog, takes=takes, tolerations=tolerations)
+    takes[class_entry(device_class)] = count
     if gpu_like:
         takes[DRA_GPU] = count
     notes: list[str] = []
-    if request.tolerations:
-        notes.append("tolerates device taints; Phalanx counts only untainted devices")
     if request.capacity:
         notes.append("consumable capacity is counted as whole devices")
     if unsupported or dropped:
@@ -421,6 +455,67 @@ def _request(
     notes.insert(0, f"{why}: devices of the class are counted, matching ones checked per node")
     return RequestDemand(
         name, device_class, count, Resources(takes), supported, Exactness.PER_NODE, "; ".join(notes)
+    )
+
+
+def _tolerating(
+    name: str,
+    request: DeviceRequest,
+    shapes: frozenset[DeviceShape],
+    catalog: DeviceCatalog,
+    *,
+    takes: dict[str, int],
+    tolerations: tuple[DeviceToleration, ...],
+) -> RequestDemand:
+    """A request that tolerates taints of its class's devices: planned on the class's free
+    devices tainted or not (`any_entry`), checked per node for enough it may be given. The
+    untainted entries (class, shape, GPUs) are for requests that do not tolerate: a device
+    it may be given is in `any` only if tainted."""
+    device_class, count = request.device_class, request.count
+    supported = tuple(s for s in request.selectors if isinstance(s, Selector))
+    unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
+    dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
+    notes = [
+        "tolerates device taints: planned on the free devices of its class, tainted or not; "
+        "enough that it tolerates are checked per node"
+    ]
+    if request.capacity:
+        notes.append("consumable capacity is counted as whole devices")
+    may_get = _shapes(request, shapes, catalog)
+    reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
+    matching = [s for s in may_get if all(_shape_matches(sel, s) for sel in supported)]
+    if unsupported or dropped:
+        reasons = [
+            f"selector {s.expression!r} is not evaluated by Phalanx ({s.reason})"
+            for s in unsupported
+        ]
+        reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
+        notes.insert(0, "; ".join(reasons) + "; planned by device count only")
+        checked = tuple(
+            s
+            for s in (*supported, *(n for u in unsupported for n in u.necessary))
+            if not any(is_dropped(read) for _, read in s.reads)
+        )
+        return RequestDemand(
+            name,
+            device_class,
+            count,
+            Resources(takes),
+            checked,
+            Exactness.COUNT_ONLY,
+            "; ".join(notes),
+            tolerations,
+        )
+    takes.update(_counters_taken(may_get if reads_identity else matching, catalog, count))
+    return RequestDemand(
+        name,
+        device_class,
+        count,
+        Resources(takes),
+        supported,
+        Exactness.PER_NODE,
+        "; ".join(notes),
+        tolerations,
     )
 
 
@@ -535,6 +630,16 @@ def ineligibility(
         if claim.allocated:
             continue
         for request in claim.requests:
+            if request.every:
+                # kube-scheduler gives All every matching device, and refuses the node if it
+                # may not be given one of them; a taint is the node's, not a reservation's.
+                refused = _untolerated(request, pools, catalog)
+                if refused:
+                    return (
+                        f"had {refused} {request.device_class} device(s) with a taint claim "
+                        f"{claim.key} request {request.request} does not tolerate "
+                        "(allocationMode All is given every one)"
+                    )
             have = _matching(request, pools, catalog, allocated or {})
             if have < request.count:
                 return (
@@ -554,11 +659,11 @@ def _matching(
     allocated: Allocated,
 ) -> int:
     count = 0
-    name, selectors = request.device_class, request.selectors
+    name, selectors, tolerations = request.device_class, request.selectors, request.tolerations
     for pool in pools:
         held = allocated.get((pool.driver, pool.pool))
         if not held:
-            count += catalog.count_matching(pool.devices, name, selectors)
+            count += catalog.count_matching(pool.devices, name, selectors, tolerations)
             continue
         gone = {device.name for device in used_up(pool, held)}
         count += sum(
@@ -566,9 +671,24 @@ def _matching(
             for device in pool.devices
             if device.name not in held
             and device.name not in gone
-            and catalog.matches(device, name, selectors)
+            and catalog.matches(device, name, selectors, tolerations)
         )
     return count
+
+
+_TOLERATES_EVERYTHING = (DeviceToleration(exists=True),)
+
+
+def _untolerated(
+    request: RequestDemand, pools: Sequence[DeviceHolder], catalog: DeviceCatalog
+) -> int:
+    """How many devices matching the request have a taint it does not tolerate."""
+    name, selectors = request.device_class, request.selectors
+    return sum(
+        catalog.count_matching(pool.devices, name, selectors, _TOLERATES_EVERYTHING)
+        - catalog.count_matching(pool.devices, name, selectors, request.tolerations)
+        for pool in pools
+    )
 
 
 # ---- the bridge, applied to model values -------------------------------------------------

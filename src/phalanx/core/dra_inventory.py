@@ -12,11 +12,12 @@ Only node-local devices (slice `nodeName`, or a device's own `nodeName`) are cou
 node; devices reachable from several nodes (`nodeSelector`, `allNodes`) are one shared
 capacity that per-node vectors cannot hold, so they are reported and not planned.
 
-Free = published devices (complete, valid, untainted pools) minus the devices allocated to
+Free = published devices (complete, valid pools) minus the devices allocated to
 claims (`status.allocation`, except admin-access and shared results: kube-scheduler's
 `foreachAllocatedDevice` skips those too), minus the partitions whose shared counters the
-allocated devices have taken (`used_up`). `node_entries` turns that into the synthetic
-resources the gang transaction plans with; `phalanx.core.dra_demand` explains them.
+allocated devices have taken (`used_up`). A free device with a NoSchedule/NoExecute taint
+is free only to requests that tolerate it (`any_entry`). `node_entries` turns that into the
+synthetic resources the gang transaction plans with; `phalanx.core.dra_demand` explains them.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ from phalanx.core.dra import (
     DeviceClass,
     DeviceFlag,
     DeviceShape,
+    DeviceTaint,
+    DeviceToleration,
     ResourceClaim,
     ResourceSlice,
     intern_devices,
+    tolerated,
 )
 from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
 
@@ -48,6 +52,7 @@ CLASS_PREFIX: Final = "class.dra.phalanx.io/"
 SHAPE_SEPARATOR: Final = "~"
 COUNTER_PREFIX: Final = "counter.dra.phalanx.io/"
 WHOLE_PREFIX: Final = "whole.dra.phalanx.io/"
+ANY_PREFIX: Final = "any.dra.phalanx.io/"
 # What an allocationMode All request takes of a `whole_entry`: more than all other requests on
 # a node can take together (each takes its device count), so nothing fits beside it.
 WHOLE: Final = 1_000_000
@@ -74,8 +79,15 @@ def whole_entry(device_class: str) -> str:
     return WHOLE_PREFIX + device_class
 
 
+def any_entry(device_class: str) -> str:
+    """Free devices of a class on a node, tainted or not (classes with tainted devices)."""
+    return ANY_PREFIX + device_class
+
+
 def is_dra_entry(name: str) -> bool:
-    return name == DRA_GPU or name.startswith((CLASS_PREFIX, COUNTER_PREFIX, WHOLE_PREFIX))
+    return name == DRA_GPU or name.startswith(
+        (CLASS_PREFIX, COUNTER_PREFIX, WHOLE_PREFIX, ANY_PREFIX)
+    )
 
 
 # ---- pools -------------------------------------------------------------------------------
@@ -300,12 +312,18 @@ def _counters_left(pool: DeviceHolder, held: Container[str]) -> dict[str, dict[s
 
 
 def countable(device: Device) -> bool:
-    """Whether a device counts as one allocatable unit (see `DeviceFlag`).
+    """Whether a device counts as one allocatable unit for any request (see `DeviceFlag`):
+    a tainted one counts only for requests that tolerate it (`usable`).
 
     A device several claims may share (`MULTIPLE_ALLOCATIONS`) counts as one while planning;
     its allocations carry a `shareID` and never hold it (`AllocatedDevice.exclusive`).
     """
     return not device.flags & DeviceFlag.TAINTED
+
+
+def usable(device: Device, tolerations: tuple[DeviceToleration, ...]) -> bool:
+    """Whether kube-scheduler may give the device to a request with these tolerations."""
+    return countable(device) or (bool(tolerations) and tolerated(device.taints, tolerations))
 
 
 def counts_as_gpu(device: Device) -> bool:
@@ -335,6 +353,8 @@ def _summed(
 
 
 ClassShapes = Mapping[str, frozenset[DeviceShape]]
+# Per class with tainted devices: the (shape, taints) of each kind of them.
+ClassTaints = Mapping[str, frozenset[tuple[DeviceShape, tuple[DeviceTaint, ...]]]]
 Consumption = Mapping[DeviceShape, Mapping[str, int]]  # shape -> counter entry -> amount
 
 
@@ -349,21 +369,24 @@ class DeviceCatalog:
     classes that accept a device reachable from several nodes (`class_remote`): Phalanx
     cannot count those per node, so requests for them are left to kube-scheduler. `gpus`
     names the classes whose devices all count in `DRA_GPU` (`class_gpus`): a request for
-    one of them takes from it as well.
+    one of them takes from it as well. `tainted` holds, per class with tainted devices, what
+    kinds of them there are (`class_taints`): such a class gets `any_entry`, which counts its
+    tainted devices too.
     """
 
     __slots__ = (
         "_entries",
         "_match",
         "_totals",
-        "_untaken",
         "_wholes",
+        "anys",
         "classes",
         "consumption",
         "gpus",
         "notes",
         "remote",
         "shapes",
+        "tainted",
         "wholes",
     )
 
@@ -374,17 +397,26 @@ class DeviceCatalog:
         remote: frozenset[str] = frozenset(),
         gpus: frozenset[str] = frozenset(),
         consumption: Consumption | None = None,
+        *,
+        tainted: ClassTaints | None = None,
     ) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
         self.shapes: ClassShapes = shapes if shapes is not None else {}
         self.remote = remote
         self.gpus = gpus
+        self.tainted: ClassTaints = tainted if tainted is not None else {}
+        # Per class, the `any_entry` names every request for it draws its count from (those of
+        # the classes with tainted devices it shares a shape with, `related_anys`).
+        self.anys: Mapping[str, tuple[str, ...]] = related_anys(self.shapes, self.tainted)
         # Per shape of partitions, the least any device of it takes of each shared counter
         # (`shape_consumption`): what a request for it takes of `counter_entry` at least.
         self.consumption: Consumption = consumption if consumption is not None else {}
         # Per class with devices, the `whole_entry` names its requests draw from (`related`);
         # every node offers the entry of each such class.
-        self.wholes: Mapping[str, tuple[str, ...]] = related(self.shapes, self.consumption)
+        # (Tainted devices count: an All request that tolerates them is given them.)
+        self.wholes: Mapping[str, tuple[str, ...]] = related(
+            with_tainted(self.shapes, self.tainted), self.consumption
+        )
         # What Phalanx could not evaluate in a class: told once per catalog.
         self.notes: tuple[str, ...] = tuple(
             f"DeviceClass {c.name}: selector {s.expression!r} is not evaluated by Phalanx "
@@ -397,7 +429,6 @@ class DeviceCatalog:
         self._match = _Matching(self.classes)
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
-        self._untaken: dict[tuple[Device, ...], Counter[str]] = {}
         self._wholes: dict[Device, tuple[str, ...]] = {}
 
     def with_shapes(
@@ -406,9 +437,11 @@ class DeviceCatalog:
         remote: frozenset[str] = frozenset(),
         gpus: frozenset[str] = frozenset(),
         consumption: Consumption | None = None,
+        *,
+        tainted: ClassTaints | None = None,
     ) -> DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
-        catalog = DeviceCatalog((), shapes, remote, gpus, consumption)
+        catalog = DeviceCatalog((), shapes, remote, gpus, consumption, tainted=tainted)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
         return catalog
 
@@ -423,15 +456,26 @@ class DeviceCatalog:
         """Whether the class accepts the device; an invalid or unknown class accepts none."""
         return self._match.in_class(device, name)
 
-    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
-        """Whether a countable device of the class also passes a request's selectors."""
-        return self._match.matches(device, name, selectors)
+    def matches(
+        self,
+        device: Device,
+        name: str,
+        selectors: tuple[Selector, ...],
+        tolerations: tuple[DeviceToleration, ...] = (),
+    ) -> bool:
+        """Whether a device of the class the request may be given (`usable`) also passes its
+        selectors."""
+        return self._match.matches(device, name, selectors, tolerations)
 
     def count_matching(
-        self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]
+        self,
+        devices: tuple[Device, ...],
+        name: str,
+        selectors: tuple[Selector, ...],
+        tolerations: tuple[DeviceToleration, ...] = (),
     ) -> int:
         """How many of the devices `matches` accepts; memoized per (shared) device list."""
-        return self._match.count(devices, name, selectors)
+        return self._match.count(devices, name, selectors, tolerations)
 
     def entries(self, device: Device) -> tuple[str, ...]:
         """The synthetic resources one free device of this kind adds to its node."""
@@ -446,6 +490,7 @@ class DeviceCatalog:
                             names.append(shape_entry(name, device.shape))
                 if counts_as_gpu(device):
                     names.append(DRA_GPU)
+            names.extend(any_entry(name) for name in self.tainted if self.in_class(device, name))
             found = self._entries[device] = tuple(names)
         return found
 
@@ -454,20 +499,15 @@ class DeviceCatalog:
         return _summed(self._totals, devices, self.entries)
 
     def whole_entries(self, device: Device) -> tuple[str, ...]:
-        """The `whole_entry` of every class with devices that accepts this one, countable or
-        not: what its being taken (or tainted) keeps an allocationMode All request from."""
+        """The `whole_entry` of every class with devices that accepts this one: what its
+        being taken keeps an allocationMode All request from. (A taint keeps one only if
+        not tolerated: checked per node, `phalanx.core.dra_demand.ineligibility`.)"""
         found = self._wholes.get(device)
         if found is None:
             found = self._wholes[device] = tuple(
                 whole_entry(name) for name in self.wholes if self.in_class(device, name)
             )
         return found
-
-    def untaken(self, devices: tuple[Device, ...]) -> Counter[str]:
-        """`whole_entries` of the devices no request can take (tainted); memoized per list."""
-        return _summed(
-            self._untaken, devices, lambda d: () if countable(d) else self.whole_entries(d)
-        )
 
     def class_shapes(
         self, device_lists: Iterable[tuple[Device, ...]]
@@ -502,6 +542,19 @@ class DeviceCatalog:
                     else {e: min(a, takes[e]) for e, a in known.items() if e in takes}
                 )
         return {shape: MappingProxyType(takes) for shape, takes in least.items() if takes}
+
+    def class_taints(
+        self, device_lists: Iterable[tuple[Device, ...]]
+    ) -> dict[str, frozenset[tuple[DeviceShape, tuple[DeviceTaint, ...]]]]:
+        """Per class that accepts tainted devices in these lists, their (shape, taints)."""
+        found: dict[str, set[tuple[DeviceShape, tuple[DeviceTaint, ...]]]] = {}
+        for devices in set(device_lists):
+            for device in devices:
+                if device.taints:
+                    for name in self.classes:
+                        if self.in_class(device, name):
+                            found.setdefault(name, set()).add((device.shape, device.taints))
+        return {name: frozenset(kinds) for name, kinds in sorted(found.items())}
 
     def class_gpus(self, device_lists: Iterable[tuple[Device, ...]]) -> frozenset[str]:
         """The classes that accept countable devices in these lists, all counted as GPUs
@@ -556,6 +609,39 @@ def related(shapes: ClassShapes, consumption: Consumption) -> dict[str, tuple[st
     }
 
 
+def with_tainted(shapes: ClassShapes, tainted: ClassTaints) -> dict[str, frozenset[DeviceShape]]:
+    """Per class, the shapes of its devices, tainted ones included."""
+    return {
+        name: shapes.get(name, frozenset())
+        | frozenset(shape for shape, _ in tainted.get(name, frozenset()))
+        for name in sorted({*shapes, *tainted})
+    }
+
+
+def related_anys(shapes: ClassShapes, tainted: ClassTaints) -> dict[str, tuple[str, ...]]:
+    """Per class, the `any_entry` of each class with tainted devices that may be given one
+    of its devices (itself, or a class sharing a device shape with it).
+
+    A request takes its count from each, tolerating or not; one that does not tolerate the
+    taints takes its class's untainted entries as well. So requests that do not tolerate
+    them never get more than the untainted devices, and all together never more than every
+    free device: a tolerating request is planned on tainted devices only where the others
+    leave enough.
+    """
+    everything = with_tainted(shapes, tainted)
+    return {
+        name: tuple(
+            any_entry(other) for other in tainted if other == name or mine & everything[other]
+        )
+        for name, mine in everything.items()
+        if any(other == name or mine & everything[other] for other in tainted)
+    }
+
+
+_Tolerations = tuple[DeviceToleration, ...]
+_MatchKey = tuple[Device, str, tuple[Selector, ...], _Tolerations]
+
+
 class _Matching:
     """Memoized class membership and selector matches (independent of the shape picture)."""
 
@@ -564,8 +650,10 @@ class _Matching:
     def __init__(self, classes: Mapping[str, DeviceClass]) -> None:
         self._classes = classes
         self._members: dict[tuple[str, Device], bool] = {}
-        self._matches: dict[tuple[Device, str, tuple[Selector, ...]], bool] = {}
-        self._counts: dict[tuple[tuple[Device, ...], str, tuple[Selector, ...]], int] = {}
+        self._matches: dict[_MatchKey, bool] = {}
+        self._counts: dict[
+            tuple[tuple[Device, ...], str, tuple[Selector, ...], _Tolerations], int
+        ] = {}
 
     def in_class(self, device: Device, name: str) -> bool:
         key = (name, device)
@@ -585,23 +673,37 @@ class _Matching:
             self._members[key] = found
         return found
 
-    def matches(self, device: Device, name: str, selectors: tuple[Selector, ...]) -> bool:
-        key = (device, name, selectors)
+    def matches(
+        self,
+        device: Device,
+        name: str,
+        selectors: tuple[Selector, ...],
+        tolerations: _Tolerations,
+    ) -> bool:
+        key = (device, name, selectors, tolerations)
         found = self._matches.get(key)
         if found is None:
             found = (
-                countable(device)
+                usable(device, tolerations)
                 and self.in_class(device, name)
                 and all(s.matches(device) for s in selectors)
             )
             self._matches[key] = found
         return found
 
-    def count(self, devices: tuple[Device, ...], name: str, selectors: tuple[Selector, ...]) -> int:
-        key = (devices, name, selectors)
+    def count(
+        self,
+        devices: tuple[Device, ...],
+        name: str,
+        selectors: tuple[Selector, ...],
+        tolerations: _Tolerations,
+    ) -> int:
+        key = (devices, name, selectors, tolerations)
         found = self._counts.get(key)
         if found is None:
-            found = self._counts[key] = sum(1 for d in devices if self.matches(d, name, selectors))
+            found = self._counts[key] = sum(
+                1 for d in devices if self.matches(d, name, selectors, tolerations)
+            )
         return found
 
 
@@ -615,6 +717,7 @@ def catalog_for(classes: Iterable[DeviceClass], inventory: DraInventory) -> Devi
         bare.class_remote(shared),
         bare.class_gpus(lists),
         bare.shape_consumption(lists),
+        tainted=bare.class_taints(lists),
     )
 
 
@@ -644,16 +747,16 @@ def node_entries(
 
     Per class `class_entry(c)`, per class and shape `shape_entry(c, s)`, and `DRA_GPU` for
     GPU-like devices; allocated devices are left out. Per class with devices in the cluster
-    `whole_entry(c)`: `WHOLE` less its devices here that are not free (held, used up,
-    tainted), so an allocationMode All request (it takes `WHOLE`) fits only where every
-    device of its class is free and no related request takes one (they take their count).
+    `whole_entry(c)`: `WHOLE` less its devices here that are not free (held, used up), so
+    an allocationMode All request (it takes `WHOLE`) fits only where every device of its
+    class is free and no related request takes one (they take their count). Per class with
+    tainted devices in the cluster `any_entry(c)`: its free devices, tainted or not.
     Offered where the class has no device too, as a related class's requests draw from it.
     """
     total: Counter[str] = Counter()
     taken: Counter[str] = Counter()  # per whole entry: devices here that are not free
     for pool in pools:
         total.update(catalog.totals(pool.devices))
-        taken.update(catalog.untaken(pool.devices))
         held = allocated.get((pool.driver, pool.pool))
         if held:
             for device in pool.devices:

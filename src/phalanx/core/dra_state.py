@@ -307,11 +307,12 @@ class DraState:
         remote = self.catalog.class_remote(self._shared.values())
         gpus = self.catalog.class_gpus(self._lists)
         consumption = self.catalog.shape_consumption(self._lists)
+        tainted = self.catalog.class_taints(self._lists)
         catalog = self.catalog
-        now = (catalog.shapes, catalog.remote, catalog.gpus, catalog.consumption)
-        if (shapes, remote, gpus, consumption) == now:
+        now = (catalog.shapes, catalog.remote, catalog.gpus, catalog.consumption, catalog.tainted)
+        if (shapes, remote, gpus, consumption, tainted) == now:
             return NOTHING
-        self.catalog = self.catalog.with_shapes(shapes, remote, gpus, consumption)
+        self.catalog = self.catalog.with_shapes(shapes, remote, gpus, consumption, tainted=tainted)
         self.catalog_generation += 1
         return EVERYTHING
 

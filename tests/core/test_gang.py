@@ -6,7 +6,7 @@ from builders import cpu_node, gang, gpu_node, pod, taint
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
-from phalanx.core.model import NVIDIA_GPU, Toleration
+from phalanx.core.model import EMPTY, NVIDIA_GPU, Toleration
 
 
 def cluster(*nodes, pods=()):
@@ -103,6 +103,43 @@ def test_placement_is_deterministic_with_ties_broken_by_node_name():
     first = nodes_of(place(state, gang("g", 2, 8)))
     assert first == ["n1", "n2"]
     assert nodes_of(place(state, gang("g", 2, 8))) == first
+
+
+def cpu_bound_pair():
+    """A: 2 GPUs and 64 CPUs; B: 8 GPUs and 4 CPUs; both in clique c1 and zone z1."""
+    labels = {"topology.kubernetes.io/zone": "z1"}
+    return cluster(
+        gpu_node("a", 2, cpu=64, clique="c1", labels=labels),
+        gpu_node("b", 8, cpu=4, clique="c1", labels=labels),
+    )
+
+
+def cpu_bound_gang():
+    """Fits only as b: two-gpu + one one-gpu (3 GPUs, 4 CPUs), a: cpu-only + the other."""
+    return [
+        pod("cpu-only", 0, cpu_milli=3000, group="g"),
+        pod("two-gpu", 2, cpu_milli=1000, group="g"),
+        pod("one-gpu-0", 1, cpu_milli=3000, group="g"),
+        pod("one-gpu-1", 1, cpu_milli=3000, group="g"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "policy", ["pack", "interconnect-local", "domain:topology.kubernetes.io/zone"]
+)
+def test_a_gang_that_fits_only_by_leaving_the_gpu_best_fit_node_to_the_cpu_heavy_is_placed(
+    policy,
+):
+    # Largest first, best fit by GPUs puts two-gpu on a (no GPU left over); then the
+    # one-GPU members need 6 CPUs of b's 4. Every placement puts two-gpu on b.
+    state = cpu_bound_pair()
+    members = cpu_bound_gang()
+    placed = place(state, members, policy)
+    on = dict(zip([p.name for p in members], nodes_of(placed), strict=True))
+    assert on["two-gpu"] == "b"
+    for node in ("a", "b"):
+        used = [p.requests for p in members if on[p.name] == node]
+        assert sum(used, EMPTY).fits_in(state.node(node).node.allocatable), (node, on)
 
 
 # ---- domains -----------------------------------------------------------------------

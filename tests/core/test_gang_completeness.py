@@ -16,21 +16,31 @@ The transaction places units largest first, greedily. Across units that differ, 
 choice can take the only node a later member could use; Hypothesis found such gangs (kept
 below as examples), and the transaction now retries most constrained first, then as a
 one-node-per-unit matching, which makes the second pair of properties hold for any gang.
+
+The last pair is the converse in full for small gangs: whenever any assignment of members
+to nodes fits (an oracle tries them all), the transaction places the gang, under each
+policy and inside one domain of a required topology level. Greedy choices across CPU and
+GPUs failed it (a 2-GPU member best-fitted onto the only node with CPUs for two others);
+the transaction's last-resort search (`phalanx.core.gang_search`) makes it hold.
 """
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from builders import gpu_node, pod
+from builders import CLIQUE, LEAF, SPINE, gpu_node, pod, rack_node
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import CPU, EMPTY, MEMORY, Pod, Resources
 from phalanx.core.snapshot import Snapshot
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology
+
+DEFAULT = DEFAULT_TOPOLOGIES.default
 
 ZONE = "topology.kubernetes.io/zone"
 GIB = 1 << 30
@@ -312,3 +322,108 @@ def test_a_member_best_fitted_onto_a_node_two_others_could_use_moves_aside():
     spec = GangSpec("default/g", parse_placement("spread"), (big, *smalls))
     placed = assert_placed(place_gang(state.snapshot(), spec), "big -> x, smalls -> y, z")
     assert placed.assignment[big.uid] == "x"
+
+
+# ---- whenever any placement exists (an exhaustive oracle) ---------------------------------
+#
+# Small clusters (up to 4 nodes) and gangs (up to 5 members) with small integer GPU and
+# CPU amounts that cross, so capacity in both matters. Nodes are sized around a planted
+# placement (what its members need, plus a little), so most gangs fit only just. The
+# oracle tries every member -> node assignment; the transaction's last-resort search is
+# exhaustive for gangs this size (`phalanx.core.gang_search`), so it must find a
+# placement whenever the oracle does.
+
+SMALL_GPUS = [0, 1, 2]
+SMALL_CPUS = [1, 2, 3]
+SLACK = [0, 0, 1, 2]
+# clique -> leaf, so the labels nest as the default topology has them.
+CLIQUES = {"c0": "l0", "c1": "l0", "c2": "l1"}
+DOMAIN_POLICIES = ["pack", "interconnect-local", f"domain:{ZONE}"]
+
+
+@st.composite
+def small_situations(draw: st.DrawFn) -> tuple[ClusterState, list[Pod]]:
+    gang = [
+        pod(
+            f"m-{i}",
+            draw(st.sampled_from(SMALL_GPUS)),
+            cpu_milli=1000 * draw(st.sampled_from(SMALL_CPUS)),
+            memory_gib=1,
+            group="g",
+        )
+        for i in range(draw(st.integers(1, 5)))
+    ]
+    count = draw(st.integers(1, 4))
+    planted = [draw(st.integers(0, count - 1)) for _ in gang]
+    state = ClusterState()
+    for i in range(count):
+        need = total([p for p, at in zip(gang, planted, strict=True) if at == i])
+        clique = draw(st.sampled_from(sorted(CLIQUES)))
+        state.upsert_node(
+            rack_node(
+                f"n{i}",
+                need.gpus() + draw(st.sampled_from(SLACK)),
+                cpu=max(1, need.get(CPU) // 1000 + draw(st.sampled_from(SLACK))),
+                spine="s0",
+                leaf=CLIQUES[clique],
+                clique=clique,
+                labels={ZONE: draw(st.sampled_from(["z1", "z2"]))},
+            )
+        )
+    for p in gang:
+        state.upsert_pod(p)
+    note(describe(state.snapshot(), GangSpec("default/g", parse_placement("pack"), tuple(gang))))
+    return state, gang
+
+
+def any_placement(snap: Snapshot, gang: Sequence[Pod], domain_of: Mapping[str, str]) -> dict:
+    """Some member name -> node assignment that fits every node's free capacity and keeps
+    the gang inside one value of `domain_of` (every node is in one for no constraint),
+    found by trying them all; {} when there is none."""
+    names = [info.name for info in snap if info.name in domain_of]
+    for nodes in itertools.product(names, repeat=len(gang)):
+        if len({domain_of[n] for n in nodes}) > 1:
+            continue
+        used: dict[str, Resources] = {}
+        for p, n in zip(gang, nodes, strict=True):
+            used[n] = used.get(n, EMPTY) + p.requests
+        if all(
+            eligibility.ineligibility(p, snap.nodes[n].node) is None
+            for p, n in zip(gang, nodes, strict=True)
+        ) and all(u.fits_in(snap.nodes[n].free) for n, u in used.items()):
+            return {p.name: n for p, n in zip(gang, nodes, strict=True)}
+    return {}
+
+
+def label_domains(snap: Snapshot, key: str) -> dict[str, str]:
+    """Node -> its value of label `key`; nodes without it are left out."""
+    return {i.name: i.node.labels[key] for i in snap if key in i.node.labels}
+
+
+@common
+@given(small_situations(), st.sampled_from(DOMAIN_POLICIES))
+def test_a_small_gang_is_placed_whenever_any_placement_fits(situation, policy):
+    state, gang = situation
+    snap = state.snapshot()
+    key = {"pack": None, "interconnect-local": CLIQUE, f"domain:{ZONE}": ZONE}[policy]
+    domain_of = label_domains(snap, key) if key else {i.name: "" for i in snap}
+    witness = any_placement(snap, gang, domain_of)
+    result = place_gang(snap, GangSpec("default/g", parse_placement(policy), tuple(gang)))
+    if witness:
+        assert_placed(result, f"{witness} places the gang")
+
+
+@common
+@given(small_situations(), st.sampled_from([CLIQUE, LEAF, SPINE]))
+def test_a_small_gang_with_a_required_level_is_placed_whenever_a_domain_of_it_fits(
+    situation, required
+):
+    state, gang = situation
+    snap = state.snapshot()
+    witness = any_placement(snap, gang, label_domains(snap, required))
+    topology = GangTopology(DEFAULT, required=DEFAULT.level(required))
+    spec = GangSpec("default/g", parse_placement("pack"), tuple(gang), topology=topology)
+    result = place_gang(snap, spec)
+    if witness:
+        placed = assert_placed(result, f"{witness} places the gang inside one {required}")
+        assert len({snap.nodes[n].node.labels[required] for n in placed.nodes}) == 1

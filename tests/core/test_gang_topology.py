@@ -117,6 +117,33 @@ def test_a_required_clique_with_a_lone_node_treats_it_as_its_own_domain():
     assert set(nodes_of(result)) == {"solo"}
 
 
+@pytest.mark.parametrize("required", [CLIQUE, LEAF], ids=["clique", "leaf"])
+def test_a_gang_fits_a_required_domain_by_leaving_its_gpu_best_fit_node_to_the_cpu_heavy(
+    required,
+):
+    # Inside c1, largest first and best fit by GPUs puts two-gpu on a (no GPU left); the
+    # one-GPU members then need 6 CPUs of b's 4. Only two-gpu -> b places the gang; the
+    # lone node c (clique c2, leaf l1) has CPUs for none of it.
+    state = cluster(
+        [
+            rack_node("a", 2, cpu=64, spine="s0", leaf="l0", clique="c1"),
+            rack_node("b", 8, cpu=4, spine="s0", leaf="l0", clique="c1"),
+            rack_node("c", 8, cpu=1, spine="s0", leaf="l1", clique="c2"),
+        ]
+    )
+    members = [
+        pod("cpu-only", 0, cpu_milli=3000, group="g"),
+        pod("two-gpu", 2, cpu_milli=1000, group="g"),
+        pod("one-gpu-0", 1, cpu_milli=3000, group="g"),
+        pod("one-gpu-1", 1, cpu_milli=3000, group="g"),
+    ]
+    result = place(state, members, required=required)
+    on = dict(zip([p.name for p in members], nodes_of(result), strict=True))
+    assert on["two-gpu"] == "b"
+    assert set(on.values()) == {"a", "b"}
+    assert label_values(state, result, CLIQUE) == {"c1"}
+
+
 # ---- preferred and the fallback order ------------------------------------------------------
 
 

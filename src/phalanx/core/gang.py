@@ -23,7 +23,10 @@ How members are placed:
    units (same requests, same eligible nodes, no plan relations) are placed in bulk with
    per-node fit counts, so a 64-member gang costs O(nodes log nodes), not
    O(nodes × members). Units with plan relations are scored one by one (soft rules as
-   preferences) with bounded backtracking.
+   preferences) with bounded backtracking. When all of that fails for a gang whose units
+   differ, a depth-first search over every node each unit fits, bounded by a budget of
+   node visits (`phalanx.core.gang_search`), finds a placement whenever one exists and
+   the budget allows (every gang of up to 5 units on up to 4 nodes).
    Given a topology index, equally good nodes are told apart by how tight their domains
    are, so a gang fills broken cliques and leaves whole ones free.
 """
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 
 from phalanx.core import eligibility
 from phalanx.core.gang_explain import LevelMiss, landing_text, miss_reason, unfit_reason
+from phalanx.core.gang_search import Budget, search
 from phalanx.core.gang_topology import NotFound, TopologySearch
 from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit
 from phalanx.core.model import (
@@ -155,6 +159,8 @@ class _Placer:
         # ranks that tell equal nodes apart (set by place()).
         self._free: DomainFree | None = None
         self._ranks: tuple[int, list[int]] | None = None
+        # What is left of the last-resort search's node visits, for all domains together.
+        self._budget = Budget()
 
     # ---- eligibility -------------------------------------------------------------------
 
@@ -408,25 +414,49 @@ class _Placer:
             return first
         # Largest first is greedy across units that differ: one may take the only node
         # another could use. Then most constrained first (fewest nodes it fits on) gets a
-        # second try, and last a matching; the first failure still tells why.
-        if len({u.cls for u in order}) == 1 or any(u.relational for u in order):
-            return first  # alike units (bulk is complete for them), or plan relations
+        # second try, then a matching, and last the bounded exhaustive search; the first
+        # failure still tells why.
+        if len({u.cls for u in order}) == 1:
+            return first  # alike units: bulk is complete for them
         options = self._options(order, nodes, trial)
         if options is None:
             return first
-        constrained = sorted(order, key=lambda u: len(options[u.cls]))  # stable
-        if [u.index for u in constrained] != [u.index for u in order]:
-            second = self._solve(constrained, nodes, trial)
-            if not isinstance(second, Failure):
-                return second
-        matched = self._one_node_each(constrained, options)
-        if matched is None:
-            return first
-        for u in order:
-            node = matched[u.index]
-            trial.overlay.add(node, u.requests)
-            trial.used[node] = trial.used.get(node, 0) + 1
-        return matched
+        if not any(u.relational for u in order):
+            constrained = sorted(order, key=lambda u: len(options[u.cls]))  # stable
+            if [u.index for u in constrained] != [u.index for u in order]:
+                second = self._solve(constrained, nodes, trial)
+                if not isinstance(second, Failure):
+                    return second
+            matched = self._one_node_each(constrained, options)
+            if matched is not None:
+                for u in order:
+                    node = matched[u.index]
+                    trial.overlay.add(node, u.requests)
+                    trial.used[node] = trial.used.get(node, 0) + 1
+                return matched
+        found = search(
+            order,
+            nodes,
+            trial,
+            self._budget,
+            candidates=self._candidates,
+            preference=self._preference,
+            spread=self.spec.placement.kind is PolicyKind.SPREAD,
+        )
+        return first if found is None else found
+
+    def _preference(
+        self, unit: Unit, name: str, free: Resources, in_use: bool
+    ) -> tuple[object, ...]:
+        """The searched order of nodes for one unit: GPU-less units off GPU nodes, then
+        nodes the gang uses, then best fit and the tightest domain, ties by name."""
+        return (
+            not unit.requests.gpus() and self.snapshot.nodes[name].node.allocatable.gpus() > 0,
+            not in_use,
+            _fit_key(free, unit.requests, 1),
+            self._tightness(name),
+            name,
+        )
 
     def _options(
         self, order: Sequence[Unit], nodes: Sequence[str], trial: Trial

@@ -341,3 +341,35 @@ def test_a_gang_that_requires_no_level_keeps_its_reservation_through_a_relabel()
     planner.recheck_topology()
 
     assert state.reservation("default/g") == before
+
+
+def reserved_slices():
+    """A four-member gang in slices of two, each slice inside one clique: (state, planner,
+    the nodes of its first slice, g-0 and g-1)."""
+    nodes = nvl72(2, per_clique=4)
+    members = gang("g", 4, 4)
+    topology = TopologyConstraint(slice_size=2, slice_required=CLIQUE)
+    state, planner = setup(nodes, groups=[podgroup("g", 4, topology=topology)], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    reservation = state.reservation("default/g")
+    return state, planner, [reservation.node_of(m.uid) for m in members[:2]]
+
+
+def test_a_reservation_whose_slice_a_relabel_splits_across_cliques_is_released():
+    state, planner, first_slice = reserved_slices()
+    relabelled(state, first_slice[0])
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") is None
+
+
+def test_a_relabel_that_moves_a_whole_slice_keeps_the_reservation():
+    state, planner, first_slice = reserved_slices()
+    before = state.reservation("default/g")
+    for node in first_slice:
+        relabelled(state, node)
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") == before

@@ -208,10 +208,11 @@ class GangPlanner:
 
     def recheck_topology(self) -> None:
         """Nodes came, went or changed their topology labels: a reservation whose reserved
-        nodes no longer share one domain of its gang's required level is released (the
-        release listener reports it; the gang is planned again) rather than bound across
-        what are now two domains. Only while nothing of it is being bound: once a member
-        is assumed, its gate is binding and a release would leave a partial gang."""
+        nodes no longer share one domain of its gang's required level, or one of whose
+        slices no longer lies in one domain of the slice level, is released (the release
+        listener reports it; the gang is planned again) rather than bound across what are
+        now two domains. Only while nothing of it is being bound: once a member is assumed,
+        its gate is binding and a release would leave a partial gang."""
         generation = self.state.topology_generation
         if generation == self._topology_checked:
             return
@@ -223,21 +224,53 @@ class GangPlanner:
             if not isinstance(resolution, Resolved):
                 continue
             topology = self._topology_of(resolution.group)
-            if isinstance(topology, str) or topology.required is None:
+            if isinstance(topology, str):
                 continue
-            index = self.index(topology.topology)
-            level = topology.required
-            domains = {index.domain(level, m.node) for m in reservation.members}
-            if len(domains) > 1 or None in domains:
-                names = sorted(d.name for d in domains if d is not None)
+            split = self._split_by_relabel(key, reservation, topology)
+            if split:
                 self.state.release(
                     key,
                     ReleaseCause.TOPOLOGY_CHANGED,
-                    f"gang {key} requires one {topology.key(level)} domain, but node labels "
-                    f"changed and its reserved nodes now lie in {len(names)}: "
-                    f"{', '.join(names)}; reservation released, the gang will be re-planned",
+                    f"{split}; reservation released, the gang will be re-planned",
                     serial=reservation.serial,
                 )
+
+    def _split_by_relabel(self, key: str, reservation: Reservation, topology: GangTopology) -> str:
+        """How the reserved nodes break the gang's topology now ("" if they do not): its
+        required level first, then each slice (runs of `slice_size` members by rank, as
+        they were placed). Slices are checked only while no member of the gang is bound:
+        bound members take slice positions the reservation does not show."""
+        index = self.index(topology.topology)
+        level = topology.required
+        if level is not None:
+            domains = {index.domain(level, m.node) for m in reservation.members}
+            if len(domains) > 1 or None in domains:
+                names = sorted(d.name for d in domains if d is not None)
+                return (
+                    f"gang {key} requires one {topology.key(level)} domain, but node labels "
+                    f"changed and its reserved nodes now lie in {len(names)}: "
+                    f"{', '.join(names)}"
+                )
+        size, level = topology.slice_size, topology.slice_level
+        if size <= 1 or level is None or self.state.bound_count(key):
+            return ""
+        pods = [self.state.pod(m.pod_uid) for m in reservation.members]
+        if any(p is None for p in pods):
+            return ""  # slots of a template reservation: such gangs have no slices
+        node_of = {m.pod_uid: m.node for m in reservation.members}
+        ranked = member_order(p for p in pods if p is not None)
+        count = -(-len(ranked) // size)
+        for i in range(count):
+            run = ranked[i * size : (i + 1) * size]
+            domains = {index.domain(level, node_of[p.uid]) for p in run}
+            if len(domains) > 1 or None in domains:
+                names = sorted(d.name for d in domains if d is not None)
+                return (
+                    f"gang {key}: slice {i + 1} of {count} ({run[0].name}..{run[-1].name}) "
+                    f"must lie in one {topology.key(level)} domain, but node labels changed "
+                    f"and its reserved nodes now lie in {len(names)}: {', '.join(names)}"
+                )
+        return ""
 
     def topology_findings(self) -> list[TopologyFinding]:
         """Inconsistent node labels found since the last call (each said once)."""

@@ -1,5 +1,7 @@
 """Topology domains against free capacity: whole domains left, and fragmentation scores."""
 
+from dataclasses import replace
+
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, cpu_node, nvl72, pod, rack_node
 from phalanx.core.cache import ClusterState
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, build_index
@@ -34,6 +36,17 @@ def test_an_idle_nvl72_cluster_has_every_domain_free():
 
 def test_one_gpu_in_use_breaks_its_node_clique_leaf_and_spine():
     snapshot, index = cluster(nvl72(), busy=[("c05-n03", 1)])
+    assert [(f.free, f.total) for f in free_domains(snapshot, index)] == [
+        (0, 1),
+        (3, 4),
+        (15, 16),
+        (287, 288),
+    ]
+
+
+def test_a_cordoned_idle_node_breaks_its_domains_for_a_whole_domain_gang():
+    nodes = [replace(n, unschedulable=True) if n.name == "c05-n03" else n for n in nvl72()]
+    snapshot, index = cluster(nodes)
     assert [(f.free, f.total) for f in free_domains(snapshot, index)] == [
         (0, 1),
         (3, 4),

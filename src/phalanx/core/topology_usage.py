@@ -4,7 +4,8 @@
 those domains against one snapshot's capacity:
 
 * `free_domains`: per level, how many domains are whole (no GPU of theirs in use or
-  reserved): what `phalanx simulate` and the benchmark report as fragmentation.
+  reserved, and no node of theirs cordoned or not ready): what `phalanx simulate` and the
+  benchmark report as fragmentation.
 * `fragmentation_scores`: 0..10 per node, higher where the node's domains are already
   broken, so single pods and gangs without a topology fill broken domains before whole
   ones (kube-scheduler's prioritize adds it to its other scores).
@@ -44,7 +45,8 @@ def free_domains(snapshot: Snapshot, index: TopologyIndex) -> tuple[LevelFreedom
         capacity = info.node.allocatable.gpus()
         if not capacity:
             continue
-        idle = info.free.gpus() >= capacity
+        # A cordoned or not-ready node takes no gang: its domains are not whole for one.
+        idle = info.free.gpus() >= capacity and info.node.schedulable
         for level, domain in enumerate(ids):
             has_gpus[level][domain] = True
             if not idle:

@@ -1,7 +1,8 @@
 """Volcano gangs on the session's control plane, through the real kube-scheduler: a hard
 ``networkTopology`` is searched from tier 1 upward (docs/topology.md: hard is required
-``tier:<highestTierAllowed>`` and preferred ``tier:1``), and a gang whose members
-succeeded ends ``Completed`` (docs/gang-dialects.md, "Status").
+``tier:<highestTierAllowed>`` and preferred ``tier:1``), a gang whose members
+succeeded ends ``Completed`` (docs/gang-dialects.md, "Status"), and ``spec.minTaskMember``
+holds each task's minimum in the quorum (docs/gang-dialects.md, "Volcano task minima").
 
 Tiers count from the default topology's labels: tier 1 is ``nvidia.com/gpu.clique``, tier 2
 the leaf, tier 3 the spine. The rack set, two cliques of three four-GPU nodes under one
@@ -32,6 +33,7 @@ SPINE = "network.topology.nvidia.com/spine"
 LEAF = "network.topology.nvidia.com/leaf"
 HOSTNAME = "kubernetes.io/hostname"
 GPUS = 4  # per node, and per member
+TASK_SPEC = "volcano.sh/task-spec"  # a member's task, as Volcano's job controller writes it
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,26 @@ def volcano_gang(
     for member in names:
         sc.ungate(member)
     return names
+
+
+def task_member(sc: Scenario, name: str, group: str, task: str, *, gated: bool = False) -> str:
+    """A four-GPU member of Volcano PodGroup ``group`` in task ``task``, annotated as
+    Volcano's job controller annotates it; ungated (as the controller creates it) unless
+    ``gated``."""
+    body = pod_body(
+        name,
+        gpus=GPUS,
+        node_selector=sc.selector,
+        annotations={A_VOLCANO_GROUP: group, TASK_SPEC: task},
+        gated=gated,
+    )
+    sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    return name
+
+
+def task_of(sc: Scenario, name: str) -> str:
+    pod = sc.api.get(f"/api/v1/namespaces/{sc.namespace}/pods/{name}")
+    return str(pod["metadata"]["annotations"][TASK_SPEC])
 
 
 def judged(sc: Scenario) -> Scenario:
@@ -113,3 +135,93 @@ def test_a_volcano_gang_whose_members_succeeded_ends_completed(cluster: Scenario
     status = sc.wait("Volcano PodGroup status Completed", completed, timeout=15)
     assert status.get("succeeded") == 2, status
     assert status.get("running", 0) == 0, status
+
+
+# ---- spec.minTaskMember ---------------------------------------------------------------------
+
+
+def test_an_mpi_job_s_workers_wait_for_their_master_then_the_whole_job_binds(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Volcano's MPI example: minMember 3 and at least the master and 2 workers. Three
+    workers alone are minMember members, but no master: nobody is placed, and the PodGroup
+    says which task is short."""
+    sc = judged(cluster)
+    sc.node("a", 2 * GPUS)
+    sc.node("b", 2 * GPUS)
+    sc.nodes_ready()
+    volcano_pod_group(sc, "mpi", 3, min_task_member={"master": 1, "worker": 2})
+    workers = [task_member(sc, f"mpi-worker-{i}", "mpi", "worker") for i in range(3)]
+    short = "task master has 0 of 1 member(s) (spec.minTaskMember)"
+    sc.wait_unschedulable(workers[-1], short)
+
+    def told() -> Obj | None:
+        status: Obj = sc.api.get(volcano_path(sc, "mpi")).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "Unschedulable":
+                return condition
+        return None
+
+    condition = sc.wait("the PodGroup's Unschedulable condition", told)
+    assert condition["reason"] == "NotEnoughTasks", condition
+    assert condition["message"] == f"waiting for gang members: 3/3 exist, but {short}", condition
+    sc.assert_unbound_for(workers, 3.0)
+
+    master = task_member(sc, "mpi-master-0", "mpi", "master")
+    sc.wait_bound([master, *workers])
+
+
+def test_an_elastic_gang_that_fits_only_its_quorum_binds_one_member_of_each_task(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """A TensorFlow-shaped job, 2 parameter servers and 3 workers, minMember 2 and at least
+    one of each, on room for two members. The ps pods rank first (their names sort first):
+    rank order alone would bind both ps pods, a quorum without a worker."""
+    sc = judged(cluster)
+    sc.node("a", 2 * GPUS)
+    sc.nodes_ready()
+    volcano_pod_group(sc, "tf", 2, min_task_member={"ps": 1, "worker": 1})
+    names = [
+        *(task_member(sc, f"tf-ps-{i}", "tf", "ps", gated=True) for i in range(2)),
+        *(task_member(sc, f"tf-worker-{i}", "tf", "worker", gated=True) for i in range(3)),
+    ]
+    for name in names:  # released together: the gang is planned with every member known
+        sc.ungate(name)
+
+    def two_bound() -> list[str] | None:
+        bound = [name for name, node in sc.placement(names).items() if node]
+        return bound if len(bound) == 2 else None
+
+    sc.wait("two members bound", two_bound)
+    bound = [name for name, node in sc.wait_quiet().items() if node]
+    assert sorted(task_of(sc, name) for name in bound) == ["ps", "worker"], bound
+
+
+def test_bad_task_minima_are_refused_naming_the_entry_or_ignored_once(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """A negative minimum makes the PodGroup invalid (its members wait, told why); minima
+    summing past minMember are not enforced, as Volcano skips them, and said once."""
+    sc = judged(cluster)
+    ns = sc.namespace
+    sc.node("a", 3 * GPUS)  # room for all three: only the invalid gang keeps a pod out
+    sc.nodes_ready()
+    volcano_pod_group(sc, "negative", 1, min_task_member={"worker": -1})
+    stray = task_member(sc, "negative-worker-0", "negative", "worker")
+    volcano_pod_group(sc, "over", 2, min_task_member={"master": 1, "worker": 2})
+    workers = [task_member(sc, f"over-worker-{i}", "over", "worker") for i in range(2)]
+
+    sc.wait_bound(workers)  # no master, yet bound: the minima are not enforced
+    sc.wait_event(
+        "negative",
+        'spec.minTaskMember["worker"]: must be a non-negative integer, not -1',
+        reason="InvalidObject",
+    )
+    sc.wait_event(stray, f"PodGroup volcano:{ns}/negative is invalid", reason="InvalidGang")
+    ignored = sc.wait_event(
+        "over",
+        "spec.minTaskMember is not enforced: its minima sum to 3, more than spec.minMember (2)",
+        reason="FieldIgnored",
+    )
+    assert ignored["count"] == 1, ignored
+    assert sc.placement([stray]) == {stray: ""}

@@ -36,10 +36,13 @@ def volcano_pod_group(
     queue: str = "default",
     *,
     network_topology: Mapping[str, Any] | None = None,
+    min_task_member: Mapping[str, int] | None = None,
 ) -> Obj:
     spec: Obj = {"minMember": min_member, "queue": queue}
     if network_topology is not None:
         spec["networkTopology"] = dict(network_topology)
+    if min_task_member is not None:
+        spec["minTaskMember"] = dict(min_task_member)
     return sc.api.create(
         f"{VOLCANO_API}/namespaces/{sc.namespace}/podgroups",
         {

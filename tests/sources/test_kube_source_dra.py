@@ -243,3 +243,20 @@ def test_a_device_taint_rule_phalanx_cannot_read_is_an_event_naming_its_api_vers
             assert live.free_dra_gpus("d1") == 8
 
     asyncio.run(scenario())
+
+
+def test_device_taint_rules_rbac_refuses_are_said_loudly_and_the_source_is_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        discovery, rules = rules_served(DRA_GROUP_VERSION)
+        async with running(discovery, forbidden=frozenset({rules}), **dra_objects()) as live:
+            assert live.source.synced
+            await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
+
+    asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if "may not list" in r.getMessage()]
+    assert said == [
+        "may not list DeviceTaintRule: devices tainted by DeviceTaintRules are planned as "
+        "untainted until Phalanx may; grant list and watch on it (the chart's RBAC does)"
+    ]

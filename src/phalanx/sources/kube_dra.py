@@ -107,7 +107,7 @@ DRA_KINDS = tuple(RESOURCES)
 DEVICE_TAINT_RULE = "DeviceTaintRule"
 DEVICE_TAINT_RULES = "devicetaintrules"
 # Where DeviceTaintRules may be served, newest first: GA in 1.37; 1.36 serves v1beta2, an
-# API off by default (v1alpha3 before it had other selector fields, and is not read).
+# API version off by default. The alpha v1alpha3 before them is not read.
 RULE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
 # Every kind the feed follows (Events name them; their UIDs are the feed's).
 ALL_DRA_KINDS = (*DRA_KINDS, DEVICE_TAINT_RULE)

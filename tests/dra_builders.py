@@ -22,6 +22,7 @@ from builders import (
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.dra import (
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
@@ -66,6 +67,23 @@ def tainted(
     for i in devices:
         obj["spec"]["devices"][i]["taints"] = [dict(taint)]
     return obj
+
+
+def taint_rule_obj(
+    name: str,
+    taint: dict[str, str] | None = None,
+    *,
+    api_version: str = "resource.k8s.io/v1",
+    **selector: str,
+) -> dict[str, Any]:
+    """A DeviceTaintRule putting `taint` (NVIDIA's XID taint by default) on the devices the
+    selector picks (`driver`, `pool`, `device`; none: every device)."""
+    return {
+        "apiVersion": api_version,
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"deviceSelector": dict(selector), "taint": dict(taint or XID_TAINT)},
+    }
 
 
 def partitioned_slices(node: str, gpus: int = 2, *, apart: bool = True) -> list[dict[str, Any]]:
@@ -127,6 +145,14 @@ class DraWorld:
 
     def slice(self, obj: dict[str, Any]) -> list[Pod]:
         self.model.upsert_slice(parse_resource_slice(obj))
+        return self.model.settle(self.state)
+
+    def rule(self, obj: dict[str, Any]) -> list[Pod]:
+        self.model.upsert_rule(parse_device_taint_rule(obj))
+        return self.model.settle(self.state)
+
+    def remove_rule(self, name: str) -> list[Pod]:
+        self.model.remove_rule(name)
         return self.model.settle(self.state)
 
     def template(

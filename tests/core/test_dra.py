@@ -7,6 +7,7 @@ Slices and classes are shaped like NVIDIA's DRA driver publishes them (tests/bui
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -28,17 +29,22 @@ from builders import (
     nvidia_class_objs,
     slice_obj,
 )
+from dra_builders import taint_rule_obj
 from phalanx.core.cel import Selector, Unsupported, Version
 from phalanx.core.dra import (
     AllocationMode,
     DeviceFlag,
     DeviceTaint,
+    DeviceTaintRule,
     DeviceToleration,
     NodeAccess,
+    ResourceSlice,
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
+    with_rule_taints,
 )
 from phalanx.core.dra_inventory import (
     ANY_PREFIX,
@@ -362,6 +368,97 @@ def test_allocated_claims_reduce_free_devices_and_admin_access_does_not() -> Non
     assert per_class(free) == {GPU_CLASS: 6}
     assert free[DRA_GPU] == 6
     assert describe_node(inv.node("n1"), catalog(), held).free == {GPU_CLASS: 6}
+
+
+# ---- DeviceTaintRule --------------------------------------------------------------------
+
+XID = DeviceTaint("gpu.nvidia.com/xid", "48", "NoSchedule")
+
+
+def rule(**selector: str) -> DeviceTaintRule:
+    return parse_device_taint_rule(taint_rule_obj("xid", **selector))
+
+
+def taints_by_device(s: ResourceSlice) -> dict[str, tuple[DeviceTaint, ...]]:
+    return {d.name: d.taints for d in s.devices}
+
+
+def test_a_taint_rule_is_read_with_its_selector_and_taint() -> None:
+    read = rule(driver=GPU_DRIVER, pool="n1", device="gpu-1")
+    assert read == DeviceTaintRule("xid", XID, True, GPU_DRIVER, "n1", "gpu-1")
+
+
+@pytest.mark.parametrize(
+    ("selector", "picked"),
+    [
+        ({"device": "gpu-1"}, {"gpu-1"}),
+        ({"driver": GPU_DRIVER}, {"gpu-0", "gpu-1"}),
+        ({}, {"gpu-0", "gpu-1"}),
+        ({"pool": "n2"}, set()),
+        ({"driver": CD_DRIVER}, set()),
+        ({"pool": "n1", "device": "gpu-0"}, {"gpu-0"}),
+    ],
+    ids=["device", "driver", "empty selector: every device", "other pool", "other driver", "both"],
+)
+def test_a_taint_rule_taints_the_devices_its_selector_picks(
+    selector: dict[str, str], picked: set[str]
+) -> None:
+    s = parse_resource_slice(gpu_slice_obj("n1", 2))
+    tainted = with_rule_taints(s, [rule(**selector)])
+    assert {name for name, taints in taints_by_device(tainted).items() if taints} == picked
+    assert all(d.flags & DeviceFlag.TAINTED for d in tainted.devices if d.name in picked)
+    if not picked:
+        assert tainted is s  # nothing picked: no copy
+
+
+def test_a_taint_rule_without_a_device_selector_taints_nothing() -> None:
+    obj = taint_rule_obj("xid")
+    del obj["spec"]["deviceSelector"]
+    read = parse_device_taint_rule(obj)
+    s = parse_resource_slice(gpu_slice_obj("n1", 2))
+    assert not read.selects
+    assert with_rule_taints(s, [read]) is s
+
+
+def test_a_taint_rule_whose_effect_keeps_devices_from_nobody_taints_nothing() -> None:
+    read = parse_device_taint_rule(taint_rule_obj("note", {"key": "note", "effect": "None"}))
+    s = parse_resource_slice(gpu_slice_obj("n1", 2))
+    assert read.taint is None
+    assert with_rule_taints(s, [read]) is s
+
+
+def test_a_rule_taint_joins_the_taints_the_slice_publishes_once() -> None:
+    obj = gpu_slice_obj("n1", 1)
+    obj["spec"]["devices"][0]["taints"] = [{"key": "health", "effect": "NoExecute"}]
+    s = parse_resource_slice(obj)
+    twice = with_rule_taints(s, [rule(), parse_device_taint_rule(taint_rule_obj("again"))])
+    assert taints_by_device(twice) == {"gpu-0": (XID, DeviceTaint("health", "", "NoExecute"))}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda o: o["spec"]["taint"].pop("key"), "spec.taint.key"),
+        (lambda o: o["spec"]["taint"].pop("effect"), "spec.taint.effect"),
+        (lambda o: o["spec"].pop("taint"), "spec.taint"),
+        (lambda o: o["spec"]["deviceSelector"].update(driver=""), "spec.deviceSelector.driver"),
+        (lambda o: o["spec"]["deviceSelector"].update(pool=7), "spec.deviceSelector.pool"),
+        (lambda o: o["spec"].update(deviceSelector="gpu-0"), "spec.deviceSelector"),
+    ],
+    ids=["no key", "no effect", "no taint", "empty driver", "pool not a string", "not an object"],
+)
+def test_a_taint_rule_the_api_server_would_refuse_names_the_field(
+    change: Callable[[dict[str, Any]], object], field: str
+) -> None:
+    obj = taint_rule_obj("xid", driver=GPU_DRIVER)
+    change(obj)
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_device_taint_rule(obj)
+    assert (raised.value.kind, raised.value.name, raised.value.field) == (
+        "DeviceTaintRule",
+        "xid",
+        field,
+    )
 
 
 def test_a_tainted_device_is_not_free() -> None:

@@ -14,6 +14,7 @@ from builders import (
     MIG_PROFILES,
     claim_obj,
     claim_template_obj,
+    compute_domain_slice_obj,
     device_class_obj,
     device_request,
     dra_pod_obj,
@@ -22,9 +23,11 @@ from builders import (
     mig_slice_obj,
     nvidia_class_objs,
 )
-from dra_builders import MIG_CLASS, partitioned_slices, tainted
+from dra_builders import MIG_CLASS, partitioned_slices, taint_rule_obj, tainted
 from phalanx.core.dra import (
+    DeviceTaintRule,
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
@@ -36,6 +39,7 @@ from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU
 
 GPU_CLASS = "gpu.nvidia.com"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 
 
 def state_with(*slices: dict[str, Any]) -> DraState:
@@ -249,6 +253,70 @@ def test_a_claim_for_whole_gpus_counts_only_those_no_mig_device_has_taken() -> N
     why = ineligibility(demand, gpu_node("n1", 0), state.node("n1"), state.catalog, state.allocated)
     assert why is not None
     assert f"had 1 free {GPU_CLASS} device(s)" in why
+
+
+# ---- DeviceTaintRules -------------------------------------------------------------------
+
+
+def xid_rule(name: str = "xid", **selector: str) -> DeviceTaintRule:
+    return parse_device_taint_rule(taint_rule_obj(name, **selector))
+
+
+def test_a_rule_tainting_one_gpu_takes_it_from_the_untainted_entries_of_its_node_only() -> None:
+    state = state_with(gpu_slice_obj("n1", 2), gpu_slice_obj("n2", 2))
+    # The first taint of its kind: every pending pod is derived again, every node bridged.
+    assert state.upsert_rule(xid_rule(pool="n1", device="gpu-1")).everything
+    assert (free_gpus(state, "n1"), state.entries("n1").get(any_entry(GPU_CLASS))) == (1, 2)
+    assert (free_gpus(state, "n2"), state.entries("n2").get(any_entry(GPU_CLASS))) == (2, 2)
+    # The same kind of taint on another node's GPU: only that node changes.
+    assert state.upsert_rule(xid_rule("xid-n2", pool="n2", device="gpu-0")) == Changes(
+        frozenset({"n2"})
+    )
+    assert free_gpus(state, "n2") == 1
+
+
+def test_a_rule_selecting_by_driver_only_taints_every_device_of_that_driver() -> None:
+    channel_slice = compute_domain_slice_obj("n1")  # pool "n1" as well, of another driver
+    state = state_with(gpu_slice_obj("n1", 2), gpu_slice_obj("n2", 2), channel_slice)
+    channels = state.entries("n1").get(class_entry(CHANNEL_CLASS))
+    state.upsert_rule(xid_rule(driver=GPU_DRIVER))
+    assert free_gpus(state, "n1") == free_gpus(state, "n2") == 0
+    assert state.entries("n2").get(any_entry(GPU_CLASS)) == 2
+    assert state.entries("n1").get(class_entry(CHANNEL_CLASS)) == channels == 1
+
+
+def test_deleting_a_rule_frees_its_devices_and_asks_for_everything() -> None:
+    state = state_with(gpu_slice_obj("n1", 2))
+    state.upsert_rule(xid_rule(device="gpu-0"))
+    assert free_gpus(state, "n1") == 1
+    assert state.remove_rule("xid").everything  # the last taint of its kind is lifted
+    assert (free_gpus(state, "n1"), state.entries("n1").get(any_entry(GPU_CLASS))) == (2, 0)
+    assert state.remove_rule("xid") == Changes()  # already gone
+
+
+def test_a_changed_rule_lifts_its_old_taint_and_puts_the_new_one() -> None:
+    state = state_with(gpu_slice_obj("n1", 2), gpu_slice_obj("n2", 2))
+    state.upsert_rule(xid_rule(pool="n1"))
+    changes = state.upsert_rule(xid_rule(pool="n2"))
+    assert changes.nodes >= {"n1", "n2"}
+    assert (free_gpus(state, "n1"), free_gpus(state, "n2")) == (2, 0)
+    assert state.upsert_rule(xid_rule(pool="n2")) == Changes()  # the same rule again
+
+
+def test_a_rule_taints_the_devices_of_slices_published_after_it() -> None:
+    state = state_with()
+    state.upsert_rule(xid_rule(device="gpu-0"))
+    state.upsert_slice(parse_resource_slice(gpu_slice_obj("n1", 2)))
+    assert free_gpus(state, "n1") == 1
+
+
+def test_a_rule_that_cannot_be_read_is_treated_as_absent() -> None:
+    state = state_with(gpu_slice_obj("n1", 2))
+    state.upsert_rule(xid_rule(device="gpu-0"))
+    reason = "spec.taint.effect: is required (None, NoSchedule or NoExecute)"
+    assert state.unreadable("DeviceTaintRule", "xid", reason).everything
+    assert free_gpus(state, "n1") == 2
+    assert state.rules == {}
 
 
 def test_the_first_taint_on_a_class_and_its_lifting_each_ask_for_everything() -> None:

@@ -22,6 +22,7 @@ from dra_builders import (
     DraWorld,
     network_slice_obj,
     partitioned_slices,
+    taint_rule_obj,
     tainted,
 )
 from phalanx.core.dra import parse_device_class, parse_resource_claim_template
@@ -457,3 +458,71 @@ def test_an_all_gpus_member_is_planned_on_a_tainted_gpu_only_if_it_tolerates_the
     reservation = planner.filter(tolerant, ["d1", "d2"], now=0).reserved
     assert reservation is not None
     assert reservation.node_of(tolerant.uid) == "d1"
+
+
+# ---- DeviceTaintRules: a rule's taint is a slice's own ------------------------------------
+
+
+def test_a_gang_not_tolerating_a_rule_tainting_a_gpu_is_planned_on_another_node() -> None:
+    world, planner = taint_cluster(gpu_slice_obj("d1", 1), gpu_slice_obj("d2", 1))
+    world.rule(taint_rule_obj("xid-d1", pool="d1", device="gpu-0"))
+    world.template("one", 1)
+    member = one_member(world, "one")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d2"
+
+
+def test_a_member_tolerating_a_rule_taint_is_planned_on_the_gpu_it_taints() -> None:
+    world, planner = taint_cluster(gpu_slice_obj("d1", 1), gpu_slice_obj("d2", 0))
+    world.rule(taint_rule_obj("xid-d1", pool="d1", device="gpu-0"))
+    world.template("tolerant", 1, tolerations=TOLERATES_XID)
+    member = one_member(world, "tolerant")
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d1"
+
+
+def test_a_rule_tainting_a_drivers_devices_keeps_a_gang_off_every_node_until_it_is_deleted() -> (
+    None
+):
+    world, planner = taint_cluster(gpu_slice_obj("d1", 1), gpu_slice_obj("d2", 1))
+    world.template("one", 1)
+    member = one_member(world, "one")
+    rederived = world.rule(taint_rule_obj("all-gpus", driver=GPU_DRIVER))
+    assert member.uid in {p.uid for p in rederived}  # its demand now takes the `any` entry
+    member = world.state.pod(member.uid) or member
+    assert planner.filter(member, ["d1", "d2"], now=0).reserved is None
+    world.remove_rule("all-gpus")
+    member = world.state.pod(member.uid) or member
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+
+
+def test_an_all_gpus_member_is_refused_a_node_where_a_rule_taints_one_of_them() -> None:
+    world, planner = taint_cluster(gpu_slice_obj("d1", 2), gpu_slice_obj("d2", 0))
+    world.rule(taint_rule_obj("xid-d1", pool="d1", device="gpu-1"))
+    world.template("all", None, mode="All")
+    member = one_member(world, "all")
+    decision = planner.filter(member, ["d1", "d2"], now=0)
+    assert decision.reserved is None
+    assert "had 1 gpu.nvidia.com device(s) with a taint" in decision.result.unresolvable["d1"]
+
+
+def test_first_available_falls_through_to_the_choice_tolerating_a_rule_taint() -> None:
+    world, planner = taint_cluster(gpu_slice_obj("d1", 2), gpu_slice_obj("d2", 0))
+    world.rule(taint_rule_obj("xid-d1", pool="d1"))
+    request = {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "clean", "deviceClassName": GPU_CLASS},
+            {"name": "any", "deviceClassName": GPU_CLASS, "tolerations": TOLERATES_XID},
+        ],
+    }
+    world.template_of(claim_template_obj("choice", request))
+    member = one_member(world, "choice")
+    (planned,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
+    assert planned.request == "gpu/any"
+    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert reservation is not None
+    assert reservation.node_of(member.uid) == "d1"

@@ -8,7 +8,10 @@ through a ResourceClaim of their own (no resourceclaim controller is needed). Ch
 * a gang that does not tolerate the taint is planned on the untainted GPU, and
   kube-scheduler's DynamicResources plugin allocates it there without refusing the node;
 * a gang that tolerates it is planned on the tainted GPU when that is the only one, and
-  kube-scheduler allocates it.
+  kube-scheduler allocates it;
+* a ``DeviceTaintRule`` (``resource.k8s.io/v1``, GA in 1.37) tainting a GPU its slice
+  publishes untainted keeps a gang that does not tolerate it off that GPU, as
+  kube-scheduler's allocator does.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fix
 from scheduling import POD_GROUP_LABEL, Gang, Scenario, pod_body
 
 from builders import DRA_API, claim_obj, device_request, gpu_slice_obj, nvidia_class_objs
+from dra_builders import taint_rule_obj
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +52,16 @@ def slices(cluster: Scenario) -> Iterator[list[str]]:  # noqa: F811
     finally:
         for name in names:
             cluster.api.delete(f"{API}/resourceslices/{name}")
+
+
+@pytest.fixture
+def rules(cluster: Scenario) -> Iterator[list[str]]:  # noqa: F811
+    names: list[str] = []
+    try:
+        yield names
+    finally:
+        for name in names:
+            cluster.api.delete(f"{API}/devicetaintrules/{name}")
 
 
 def gpu_node(sc: Scenario, slices: list[str], suffix: str, *, tainted: bool) -> str:
@@ -132,3 +146,28 @@ def test_a_gang_tolerating_the_taint_is_planned_on_the_tainted_gpu(
         cluster.wait("the claim allocated", lambda: allocated_on(cluster, "tolerant-gpu")) == sick
     )
     assert refused_by_dynamic_resources(cluster, "tolerant-0") == []
+
+
+def test_a_gang_not_tolerating_a_device_taint_rule_is_planned_off_the_gpu_it_taints(
+    control_plane: launcher.ControlPlane,
+    cluster: Scenario,  # noqa: F811
+    slices: list[str],
+    rules: list[str],
+) -> None:
+    drained = gpu_node(cluster, slices, "drained", tainted=False)
+    well = gpu_node(cluster, slices, "well", tainted=False)
+    # The slice's pool is its node's name (tests/builders.py `slice_obj`).
+    rule = taint_rule_obj(f"{cluster.namespace}-drain", pool=drained, device="gpu-0")
+    del rule["metadata"]["uid"]
+    status, answer = control_plane.request("POST", f"{API}/devicetaintrules", rule)
+    if status == 404:
+        pytest.skip("this control plane does not serve DeviceTaintRules in resource.k8s.io/v1")
+    assert status == 201, answer
+    rules.append(rule["metadata"]["name"])
+    cluster.nodes[drained] = 0  # a tainted GPU is not counted in phalanx_gpus
+    cluster.nodes_ready()
+    gang = one_gpu_gang(cluster, "plain")
+    where = cluster.wait_gang(gang, timeout=60)
+    assert where == {"plain-0": well}
+    assert cluster.wait("the claim allocated", lambda: allocated_on(cluster, "plain-gpu")) == well
+    assert refused_by_dynamic_resources(cluster, "plain-0") == []

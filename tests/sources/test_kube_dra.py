@@ -20,9 +20,11 @@ from builders import (
     nvidia_class_objs,
     slice_obj,
 )
+from dra_builders import taint_rule_obj
 from phalanx.core.cache import ClusterState
 from phalanx.core.dra import (
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
@@ -32,11 +34,14 @@ from phalanx.core.model import DRA_GPU, PodRef
 from phalanx.sources.informer import ApiError, Delete, Invalid, Upsert
 from phalanx.sources.kube_dra import (
     APPROXIMATE_DEVICE_CLAIM,
+    DEVICE_TAINT_RULE,
     DRA_API,
+    DRA_KINDS,
     DRA_NOT_PLANNED,
     INVALID_DEVICE_CLAIM,
     INVALID_OBJECT,
     RESOURCES,
+    RULE_VERSIONS,
     DraFeed,
 )
 
@@ -71,16 +76,23 @@ class Sink:
 
 
 class Discovery:
-    """The discovery answer for resource.k8s.io/v1 (or a 404)."""
+    """The discovery answer for resource.k8s.io/v1 (or a 404), and DeviceTaintRules served
+    in `rules` (a group version, or nowhere)."""
 
-    def __init__(self, resources: Sequence[str] | None) -> None:
+    def __init__(self, resources: Sequence[str] | None, rules: str | None = None) -> None:
         self.resources = resources
+        self.rules = rules
 
     def request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        assert (method, path) == ("GET", DRA_API)
-        if self.resources is None:
+        assert method == "GET"
+        served = {f"/apis/{v}": [] for v in RULE_VERSIONS if v == self.rules}
+        if self.resources is not None:
+            served.setdefault(DRA_API, []).extend(self.resources)
+        if self.rules is not None:
+            served[f"/apis/{self.rules}"].append("devicetaintrules")
+        if path not in served:
             raise ApiError(404, "NotFound")
-        return {"resources": [{"name": r} for r in self.resources]}
+        return {"resources": [{"name": r} for r in served[path]]}
 
     def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
         raise AssertionError("not listed in these tests")
@@ -90,11 +102,13 @@ class Discovery:
 
 
 class Fixture:
-    def __init__(self, resources: Sequence[str] | None = tuple(RESOURCES.values())) -> None:
+    def __init__(
+        self, resources: Sequence[str] | None = tuple(RESOURCES.values()), rules: str | None = None
+    ) -> None:
         self.state = ClusterState()
         self.sink = Sink()
         self.feed = DraFeed(
-            Discovery(resources), post=self._post, spawn=self._spawn, sink=self.sink
+            Discovery(resources, rules), post=self._post, spawn=self._spawn, sink=self.sink
         )
 
     def _post(self, update: Any) -> None:
@@ -105,7 +119,20 @@ class Fixture:
         asyncio.run(coro)
 
     def deliver(self, kind: str, *changes: Any, synced: bool = False) -> None:
-        self.feed.informers[kind].handler(list(changes), synced)
+        if kind == DEVICE_TAINT_RULE:
+            self.feed.on_rules(list(changes), synced)
+        else:
+            self.feed.informers[kind].handler(list(changes), synced)
+
+    def rule(self, obj: dict[str, Any]) -> None:
+        self.deliver(
+            DEVICE_TAINT_RULE, Upsert(obj["metadata"]["name"], "", parse_device_taint_rule(obj))
+        )
+
+    def free_gpus(self, node: str) -> int:
+        info = self.state.node(node)
+        assert info is not None
+        return info.node.allocatable.get(DRA_GPU)
 
     def classes(self) -> None:
         self.deliver(
@@ -159,7 +186,38 @@ def test_the_feed_is_synced_once_dra_is_known_absent_or_every_kind_is_listed() -
         present.deliver(kind, synced=True)
         assert not present.feed.synced
     present.deliver("ResourceClaimTemplate", synced=True)
+    assert not present.feed.synced  # nor whether DeviceTaintRules are served
+    present.feed.mark_rules_served("", present.state)
     assert present.feed.synced
+
+
+def test_where_device_taint_rules_are_served_the_feed_is_synced_once_they_are_listed() -> None:
+    f = Fixture(rules="resource.k8s.io/v1")
+    f.feed.mark_served(True, f.state)
+    for kind in DRA_KINDS:
+        f.deliver(kind, synced=True)
+    f.feed.mark_rules_served("resource.k8s.io/v1", f.state)
+    assert not f.feed.synced
+    f.deliver(DEVICE_TAINT_RULE, synced=True)
+    assert f.feed.synced
+
+
+@pytest.mark.parametrize(
+    ("resources", "rules", "found"),
+    [
+        (tuple(RESOURCES.values()), None, None),
+        (tuple(RESOURCES.values()), "resource.k8s.io/v1", "resource.k8s.io/v1"),
+        (tuple(RESOURCES.values()), "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta2"),
+        (None, None, None),
+    ],
+    ids=["1.35: not served", "1.37: v1", "1.36 with v1beta2 on", "no DRA at all"],
+)
+def test_device_taint_rules_are_followed_in_the_version_that_serves_them(
+    resources: Sequence[str] | None, rules: str | None, found: str | None
+) -> None:
+    f = Fixture(resources, rules)
+    assert f.feed.discover_rules() == found
+    assert f.feed.discover() is (resources is not None)  # the four kinds are unaffected
 
 
 # ---- bad input -------------------------------------------------------------------------------
@@ -258,6 +316,34 @@ def test_a_pool_listing_a_device_twice_is_said_once_on_its_slice_and_other_nodes
     assert n2 is not None
     assert n1.node.allocatable.get(DRA_GPU) == 0
     assert n2.node.allocatable[DRA_GPU] == 8
+
+
+# ---- DeviceTaintRules ----------------------------------------------------------------------
+
+
+def test_a_device_taint_rule_arriving_and_deleted_taints_and_frees_the_gpus_it_picks() -> None:
+    f = Fixture(rules="resource.k8s.io/v1")
+    f.classes()
+    f.feed.upsert_node(f.state, gpu_node("n1", 0))
+    f.slice(gpu_slice_obj("n1", 2))
+    assert f.free_gpus("n1") == 2
+    f.rule(taint_rule_obj("xid", pool="n1", device="gpu-0"))
+    assert f.free_gpus("n1") == 1
+    f.deliver(DEVICE_TAINT_RULE, Delete("xid", "u"))
+    assert f.free_gpus("n1") == 2
+
+
+def test_a_device_taint_rule_phalanx_cannot_read_is_an_event_on_it_and_ignored() -> None:
+    f = Fixture(rules="resource.k8s.io/v1")
+    f.classes()
+    f.feed.upsert_node(f.state, gpu_node("n1", 0))
+    f.slice(gpu_slice_obj("n1", 2))
+    f.rule(taint_rule_obj("xid", pool="n1", device="gpu-0"))
+    reason = "spec.taint.effect: is required (None, NoSchedule or NoExecute)"
+    f.deliver(DEVICE_TAINT_RULE, Invalid("xid", "u", reason))
+    assert f.sink.events == [("DeviceTaintRule", "xid", INVALID_OBJECT, reason, True)]
+    assert f.free_gpus("n1") == 2  # treated as absent: its earlier taint is lifted
+    assert f.feed.api_version(DEVICE_TAINT_RULE) == "resource.k8s.io/v1"
 
 
 # ---- unblocked pods ----------------------------------------------------------------------------

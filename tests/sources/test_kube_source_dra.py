@@ -21,11 +21,12 @@ from builders import (
     node_obj,
     nvidia_class_objs,
 )
+from dra_builders import taint_rule_obj
 from phalanx.core.cache import ClusterState
 from phalanx.core.model import DRA_GPU, Pod
 from phalanx.sources.informer import Backoff, InformerSettings
 from phalanx.sources.kube import KubeSource, KubeSourceSettings
-from phalanx.sources.kube_dra import DRA_API, RESOURCES
+from phalanx.sources.kube_dra import DRA_API, DRA_GROUP_VERSION, RESOURCES, RULE_VERSIONS
 
 FAST = KubeSourceSettings(
     crd_recheck_seconds=0.05,
@@ -181,4 +182,81 @@ def test_a_dra_kind_rbac_refuses_is_said_loudly_and_the_source_is_ready(
     assert said == [
         "may not list ResourceClaim: pods with ResourceClaims are refused until Phalanx may; "
         "grant list and watch on it (the chart's RBAC does)"
+    ]
+
+
+# ---- DeviceTaintRules ------------------------------------------------------------------------
+
+
+def rules_served(version: str) -> tuple[dict[str, Any], str]:
+    """Discovery serving DRA, with DeviceTaintRules in `version`; the rules' collection."""
+    discovery = dict(SERVED)
+    if version == DRA_GROUP_VERSION:
+        discovery[DRA_API] = resource_list(*RESOURCES.values(), "devicetaintrules")
+    else:
+        discovery[f"/apis/{version}"] = resource_list("devicetaintrules")
+    return discovery, f"/apis/{version}/devicetaintrules"
+
+
+@pytest.mark.parametrize("version", ["resource.k8s.io/v1", "resource.k8s.io/v1beta2"])
+def test_device_taint_rules_are_followed_where_served_and_their_taints_counted(
+    version: str,
+) -> None:
+    async def scenario() -> None:
+        discovery, rules = rules_served(version)
+        one = taint_rule_obj("xid-0", pool="d1", device="gpu-0", api_version=version)
+        async with running(discovery, **dra_objects(), **{rules: [one]}) as live:
+            assert live.source.dra.rules_version == version
+            await until("the listed rule counted", lambda: live.free_dra_gpus("d1") == 7)
+            await until("watching the rules", lambda: rules in live.api.watches)
+            live.api.add(rules, taint_rule_obj("xid-1", pool="d1", device="gpu-1"))
+            await until("the watched rule counted", lambda: live.free_dra_gpus("d1") == 6)
+
+    asyncio.run(scenario())
+
+
+def test_without_device_taint_rules_served_nothing_else_changes() -> None:
+    async def scenario() -> None:
+        async with running(SERVED, **dra_objects()) as live:
+            await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
+            assert live.source.dra.rules_version == ""
+            listed = {path for _, path in live.api.requests}
+            assert f"/apis/{RULE_VERSIONS[1]}" in listed  # asked for, and not found
+            assert not any(path.endswith("/devicetaintrules") for path in live.api.collections)
+
+    asyncio.run(scenario())
+
+
+def test_a_device_taint_rule_phalanx_cannot_read_is_an_event_naming_its_api_version() -> None:
+    async def scenario() -> None:
+        version = "resource.k8s.io/v1beta2"
+        discovery, rules = rules_served(version)
+        bad = taint_rule_obj("xid", pool="d1", api_version=version)
+        del bad["spec"]["taint"]["effect"]
+        async with running(discovery, **dra_objects(), **{rules: [bad]}) as live:
+            await until("the event", lambda: live.writer.events("InvalidObject"))
+            [event] = live.writer.events("InvalidObject")
+            assert event["involvedObject"]["kind"] == "DeviceTaintRule"
+            assert event["involvedObject"]["apiVersion"] == version
+            assert event["involvedObject"]["uid"] == "uid-xid"
+            assert "spec.taint.effect" in event["message"]
+            assert live.free_dra_gpus("d1") == 8
+
+    asyncio.run(scenario())
+
+
+def test_device_taint_rules_rbac_refuses_are_said_loudly_and_the_source_is_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        discovery, rules = rules_served(DRA_GROUP_VERSION)
+        async with running(discovery, forbidden=frozenset({rules}), **dra_objects()) as live:
+            assert live.source.synced
+            await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
+
+    asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if "may not list" in r.getMessage()]
+    assert said == [
+        "may not list DeviceTaintRule: devices tainted by DeviceTaintRules are planned as "
+        "untainted until Phalanx may; grant list and watch on it (the chart's RBAC does)"
     ]

@@ -1,6 +1,7 @@
-"""Dynamic Resource Allocation objects -> the model: slices, classes, claims and templates.
+"""Dynamic Resource Allocation objects -> the model: slices, classes, claims and templates,
+and the DeviceTaintRules that taint devices of slices.
 
-The four `resource.k8s.io/v1` kinds as plain dicts become frozen values here, the only place
+The `resource.k8s.io/v1` kinds as plain dicts become frozen values here, the only place
 they are read. As in `phalanx.core.inventory`, what the API server would refuse raises
 `InvalidObjectError` naming the object and field. Two kinds of bad input are values, not
 exceptions, because the object still exists and may still hold devices:
@@ -25,7 +26,7 @@ import hashlib
 import re
 import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntFlag, StrEnum
 from fractions import Fraction
 from types import MappingProxyType
@@ -529,17 +530,30 @@ def _taints(src: Source, value: object, path: str) -> tuple[DeviceTaint, ...]:
     """A device's taints that keep it from requests not tolerating them (checked all)."""
     kept: list[DeviceTaint] = []
     for item_path, raw in read_objects(src, value, path):
-        key = read_string(src, raw.get("key"), f"{item_path}.key")
-        if not key:
-            raise src.invalid(f"{item_path}.key", "is required")
-        taint_value = read_string(src, raw.get("value"), f"{item_path}.value")
-        effect = read_string(src, raw.get("effect"), f"{item_path}.effect")
-        if not effect:
-            raise src.invalid(f"{item_path}.effect", "is required (None, NoSchedule or NoExecute)")
-        read_string(src, raw.get("timeAdded"), f"{item_path}.timeAdded")
-        if effect in TAINT_EFFECTS_THAT_EXCLUDE:
-            kept.append(DeviceTaint(sys.intern(key), sys.intern(taint_value), sys.intern(effect)))
-    return tuple(sorted(set(kept), key=lambda t: (t.key, t.value, t.effect)))
+        taint = _taint(src, raw, item_path)
+        if taint is not None:
+            kept.append(taint)
+    return _sorted_taints(kept)
+
+
+def _taint(src: Source, raw: JsonObject, path: str) -> DeviceTaint | None:
+    """One taint, checked; None when its effect keeps the device from nobody (None, or one
+    added later)."""
+    key = read_string(src, raw.get("key"), f"{path}.key")
+    if not key:
+        raise src.invalid(f"{path}.key", "is required")
+    taint_value = read_string(src, raw.get("value"), f"{path}.value")
+    effect = read_string(src, raw.get("effect"), f"{path}.effect")
+    if not effect:
+        raise src.invalid(f"{path}.effect", "is required (None, NoSchedule or NoExecute)")
+    read_string(src, raw.get("timeAdded"), f"{path}.timeAdded")
+    if effect not in TAINT_EFFECTS_THAT_EXCLUDE:
+        return None
+    return DeviceTaint(sys.intern(key), sys.intern(taint_value), sys.intern(effect))
+
+
+def _sorted_taints(taints: Iterable[DeviceTaint]) -> tuple[DeviceTaint, ...]:
+    return tuple(sorted(set(taints), key=lambda t: (t.key, t.value, t.effect)))
 
 
 def _shared_counters(src: Source, value: object) -> Counters:
@@ -632,6 +646,95 @@ def _quantity(src: Source, value: object, path: str) -> Fraction:
     if amount < 0:
         raise src.invalid(path, f"{quoted(value)} is negative")
     return amount
+
+
+# ---- DeviceTaintRule ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A `DeviceTaintRule`: one taint on every device its `spec.deviceSelector` picks, as if
+    the driver had published it in the device's slice (kube-scheduler's ResourceSlice
+    tracker adds it there before the allocator reads the slices)."""
+
+    name: str
+    taint: DeviceTaint | None  # None: an effect that keeps the device from nobody (None)
+    selects: bool = True  # False: no deviceSelector, which picks no device at all
+    # Each None: any. All None with `selects`: the empty selector, every device.
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def picks_pool(self, driver: str, pool: str) -> bool:
+        """Whether it taints any device of this pool (or could, by device name)."""
+        return (
+            self.taint is not None
+            and self.selects
+            and self.driver in (None, driver)
+            and self.pool in (None, pool)
+        )
+
+
+def parse_device_taint_rule(obj: JsonObject) -> DeviceTaintRule:
+    """A `resource.k8s.io/v1` (or `v1beta2`, the same fields) `DeviceTaintRule`."""
+    src, _ = read_metadata("DeviceTaintRule", obj, namespaced=False)
+    spec = read_object(src, obj.get("spec"), "spec")
+    if spec.get("taint") is None:
+        raise src.invalid("spec.taint", "is required")
+    taint = _taint(src, read_object(src, spec.get("taint"), "spec.taint"), "spec.taint")
+    raw = spec.get("deviceSelector")
+    if raw is None:
+        return DeviceTaintRule(src.name, taint, selects=False)
+    selector = read_object(src, raw, "spec.deviceSelector")
+    picked: dict[str, str | None] = {}
+    for field in ("driver", "pool", "device"):
+        value = selector.get(field)
+        path = f"spec.deviceSelector.{field}"
+        text = None if value is None else read_string(src, value, path)
+        if text == "":
+            raise src.invalid(path, "must not be empty when set (omit it to pick any)")
+        picked[field] = sys.intern(text) if text else None
+    return DeviceTaintRule(src.name, taint, True, **picked)
+
+
+def with_rule_taints(s: ResourceSlice, rules: Iterable[DeviceTaintRule]) -> ResourceSlice:
+    """The slice as kube-scheduler's allocator sees it: each rule's taint added to the
+    devices it picks. `s` itself when no rule taints any of its devices (no copy)."""
+    mine = [r for r in rules if r.picks_pool(s.driver, s.pool)]
+    if not mine:
+        return s
+
+    def retaint(devices: tuple[Device, ...]) -> tuple[Device, ...]:
+        out: list[Device] = []
+        for device in devices:
+            added = {
+                r.taint for r in mine if r.taint is not None and r.device in (None, device.name)
+            }
+            if not added - set(device.taints):
+                out.append(device)
+                continue
+            out.append(
+                _device(
+                    device.name,
+                    device.shape,
+                    dict(device.own_attributes),
+                    dict(device.own_capacity),
+                    device.flags | DeviceFlag.TAINTED,
+                    consumes=device.consumes,
+                    taints=_sorted_taints((*device.taints, *added)),
+                )
+            )
+        return intern_devices(out)
+
+    devices = retaint(s.devices)
+    details = s.details
+    if details is not None and details.shared_devices:
+        shared = retaint(details.shared_devices)
+        if shared is not details.shared_devices:
+            details = replace(details, shared_devices=shared)
+    if devices is s.devices and details is s.details:
+        return s
+    return replace(s, devices=devices, details=details)
 
 
 # ---- DeviceClass -------------------------------------------------------------------------

@@ -7,10 +7,11 @@ each in one step (single writer, the service's event loop, as for `ClusterState`
                  (`node_with_devices`) ──▶ ClusterState.upsert_node
     pod in   ──▶ its demand derived and carried (`with_needs`) ──▶ ClusterState.upsert_pod;
                  indexed under the claims and templates it names
-    slice / class / claim / template ──▶ DraState, staged ──settle()──▶ the pods naming a
-                 changed claim or template derived again, then the nodes the changes name
-                 bridged again, in the same step (a new catalog or device shape: every pod
-                 with claims, every node); a batch of changes is settled once
+    slice / class / claim / template / DeviceTaintRule ──▶ DraState, staged ──settle()──▶
+                 the pods naming a changed claim or template derived again, then the nodes
+                 the changes name bridged again, in the same step (a new catalog, device
+                 shape or kind of taint: every pod with claims, every node); a batch of
+                 changes is settled once
 
 Deriving the pods and bridging the nodes together is what keeps a claim from being
 counted twice, or not at all. Who counts an allocated claim:
@@ -36,7 +37,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phalanx.core.cache import ClusterState, MemberState
-from phalanx.core.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from phalanx.core.dra import (
+    DeviceClass,
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from phalanx.core.dra_demand import claim_key
 from phalanx.core.dra_state import NOTHING, Changes, DraState
 from phalanx.core.model import Node, Pod
@@ -166,6 +173,12 @@ class DraModel:
     def remove_class(self, name: str) -> None:
         self._stage(self.dra.remove_class(name))
 
+    def upsert_rule(self, rule: DeviceTaintRule) -> None:
+        self._stage(self.dra.upsert_rule(rule))
+
+    def remove_rule(self, name: str) -> None:
+        self._stage(self.dra.remove_rule(name))
+
     def upsert_claim(self, claim: ResourceClaim) -> None:
         self._stage(self.dra.upsert_claim(claim), _CLAIM + claim.key)
 
@@ -182,7 +195,7 @@ class DraModel:
         self._stage(NOTHING, _TEMPLATE + key)
 
     def unreadable(self, kind: str, key: str, reason: str) -> None:
-        """An object of a `resource.k8s.io/v1` kind Phalanx cannot read (`DraState.unreadable`)."""
+        """An object of a `resource.k8s.io` kind Phalanx cannot read (`DraState.unreadable`)."""
         ref = {"ResourceClaim": _CLAIM, "ResourceClaimTemplate": _TEMPLATE}.get(kind)
         if kind == "ResourceClaim":
             self._carriers.pop(key, None)

@@ -10,9 +10,12 @@ re-derives the demand of the pods it names. It takes no locks and does no I/O.
     upsert_claim / remove_claim   -> the nodes of the pools its allocation touches
     carry                         -> the same: an allocated claim counted by its pod instead
     upsert_template / ...         -> pending pods only (no node changes)
+    upsert_rule / remove_rule     -> the pools the rule picks re-merged with its taint
+                                     added or lifted (as their slices' own taints would be)
 
 A change of the cluster's device shapes (the first A100 node in an H100 cluster) changes
-which synthetic entries exist, so it is reported as `Changes.everything` too.
+which synthetic entries exist, so it is reported as `Changes.everything` too; so is a taint
+of a kind the cluster had not seen, whether a slice or a DeviceTaintRule brings it.
 
 Memory: a pool made of one slice (the usual case) is held by the node as that slice
 itself; identical servers share one device list (`phalanx.core.dra.intern_devices`).
@@ -27,9 +30,11 @@ from dataclasses import dataclass
 from phalanx.core.dra import (
     Device,
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
+    with_rule_taints,
 )
 from phalanx.core.dra_demand import (
     DeviceNeeds,
@@ -108,6 +113,8 @@ class DraState:
         # Allocated claims whose devices a gang's reservation still holds (see `carry`).
         self._carried: set[str] = set()
         self._templates: dict[str, ResourceClaimTemplate] = {}
+        # DeviceTaintRules by name: their taints are added to slices as pools are merged.
+        self._rules: dict[str, DeviceTaintRule] = {}
         # Objects the API holds that Phalanx cannot read: "Kind key" -> why (`unreadable`).
         self._unreadable: dict[str, str] = {}
 
@@ -135,6 +142,10 @@ class DraState:
     @property
     def templates(self) -> Mapping[str, ResourceClaimTemplate]:
         return self._templates
+
+    @property
+    def rules(self) -> Mapping[str, DeviceTaintRule]:
+        return self._rules
 
     def demand(self, pod: Pod) -> PodDemand:
         return pod_demand(
@@ -191,6 +202,7 @@ class DraState:
             "ResourceSlice": self.remove_slice,
             "DeviceClass": self.remove_class,
             "ResourceClaim": self.remove_claim,
+            "DeviceTaintRule": self.remove_rule,
         }
         remove = removers.get(kind)
         if remove is not None:
@@ -198,7 +210,7 @@ class DraState:
         else:
             self.remove_template(key)
             changes = NOTHING
-        if kind != "ResourceSlice":  # no pod names a slice
+        if kind not in ("ResourceSlice", "DeviceTaintRule"):  # no pod names these
             self._unreadable[unreadable_key(kind, key)] = reason
         # A class no pod can use as written: every pending pod is derived again.
         return changes | (EVERYTHING if kind == "DeviceClass" else NOTHING)
@@ -272,7 +284,7 @@ class DraState:
         nodes = set(before)
         names = self._names(driver, pool)
         if names:
-            merged = merge_pool(self._slices[n] for n in names)
+            merged = merge_pool(self._as_scheduled(self._slices[n]) for n in names)
             if merged.state is not PoolState.COMPLETE or merged.nonlocal_devices:
                 self._unusable[key] = merged
             if merged.shared_devices:
@@ -284,6 +296,36 @@ class DraState:
                 self._acquire(holder.devices)
                 nodes.add(holder.node)
         return Changes(frozenset(nodes))
+
+    def _as_scheduled(self, s: ResourceSlice) -> ResourceSlice:
+        """The slice with the taints DeviceTaintRules add to its devices."""
+        return with_rule_taints(s, self._rules.values()) if self._rules else s
+
+    # ---- DeviceTaintRules --------------------------------------------------------------
+
+    def upsert_rule(self, rule: DeviceTaintRule) -> Changes:
+        old = self._rules.get(rule.name)
+        if old == rule:
+            return NOTHING
+        self._rules[rule.name] = rule
+        return self._retaint(rule, old)
+
+    def remove_rule(self, name: str) -> Changes:
+        old = self._rules.pop(name, None)
+        return self._retaint(old) if old is not None else NOTHING
+
+    def _retaint(self, *rules: DeviceTaintRule | None) -> Changes:
+        """Re-merge the pools the rules (as they are and as they were) pick."""
+        changes = NOTHING
+        picked = [
+            (driver, pool)
+            for driver, pools in self._pool_slices.items()
+            for pool in pools
+            if any(r is not None and r.picks_pool(driver, pool) for r in rules)
+        ]
+        for driver, pool in picked:
+            changes |= self._merge(driver, pool, self._pool_nodes((driver, pool)))
+        return changes | self._reshape()
 
     # Device lists in use, counted, so a new or vanished kind of server is noticed.
 

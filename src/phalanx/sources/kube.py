@@ -77,7 +77,7 @@ from phalanx.sources.informer import (
 )
 from phalanx.sources.kube_async import AsyncKubeCounts, AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
-from phalanx.sources.kube_dra import DRA_KINDS, DraFeed
+from phalanx.sources.kube_dra import ALL_DRA_KINDS, DraFeed
 from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
 from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
@@ -233,6 +233,7 @@ class KubeSource:
             identity=self.identity,
             event_interval_seconds=self.settings.event_interval_seconds,
             uid_of=self._uid_of,
+            dra_version_of=self.dra.api_version,
             held=self._objects.get,
             clock=clock,
             wall_clock=wall_clock,
@@ -630,7 +631,7 @@ class KubeSource:
         return held.kind.object_path(ref.namespace, ref.name)
 
     def _uid_of(self, kind: str, key: str) -> str:
-        if kind in DRA_KINDS:
+        if kind in ALL_DRA_KINDS:
             return self.dra.uid_of(kind, key)
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""

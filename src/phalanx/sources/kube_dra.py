@@ -1,8 +1,9 @@
-"""The live source's DRA feed: `resource.k8s.io/v1` objects into the cluster model.
+"""The live source's DRA feed: `resource.k8s.io` objects into the cluster model.
 
 Four informers (ResourceSlices and DeviceClasses, cluster-scoped; ResourceClaims and
 ResourceClaimTemplates, every namespace) feed a `phalanx.core.dra_model.DraModel`, which
-also bridges the nodes and pods the rest of `phalanx.sources.kube` hands it. Each batch an
+also bridges the nodes and pods the rest of `phalanx.sources.kube` hands it. A fifth
+follows DeviceTaintRules (cluster-scoped) where the API server serves them. Each batch an
 informer delivers is applied and settled in one loop step (`DraModel.settle`).
 
 Discovery, on a thread of its own::
@@ -12,8 +13,18 @@ Discovery, on a thread of its own::
                    │                                         again every `recheck_seconds`
                    └ error ─▶ backoff, ask again
 
-* **Synced** once discovery has answered and, when served, every kind has been listed;
-  it stays synced (an API served later is followed without turning the service unready).
+DeviceTaintRules, on another (older servers lack them, so they are discovered apart)::
+
+    start ─▶ GET /apis/resource.k8s.io/v1, then v1beta2 ── devicetaintrules served ──▶
+                   │                                   its informer runs in that version
+                   │ served in neither ─▶ no rules (nothing else changes), looked for
+                   │                       again every `recheck_seconds`
+                   └ error ─▶ backoff, ask again
+    the informer finds the kind gone (404) ─▶ every rule forgotten, discover again
+
+* **Synced** once discovery has answered and, when served, every kind (DeviceTaintRules
+  too, where served) has been listed; it stays synced (an API served later is followed
+  without turning the service unready).
 * **Bad input.** An object the decoder refuses is treated as absent: one log line and one
   Event, until it is valid again. A pod's demand problems (an unknown class, a selector
   that does not parse, a missing claim) make it unplaceable: one Event per pod and problem.
@@ -37,10 +48,12 @@ from typing import Any, Protocol, TypeVar
 from phalanx.core.cache import ClusterState
 from phalanx.core.dra import (
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
@@ -90,6 +103,22 @@ RESOURCES = {
     "ResourceClaimTemplate": "resourceclaimtemplates",
 }
 DRA_KINDS = tuple(RESOURCES)
+
+DEVICE_TAINT_RULE = "DeviceTaintRule"
+DEVICE_TAINT_RULES = "devicetaintrules"
+# Where DeviceTaintRules may be served, newest first: GA in 1.37; 1.36 serves v1beta2, an
+# API version off by default. The alpha v1alpha3 before them is not read.
+RULE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+# Every kind the feed follows (Events name them; their UIDs are the feed's).
+ALL_DRA_KINDS = (*DRA_KINDS, DEVICE_TAINT_RULE)
+
+
+def rule_kind(group_version: str) -> Kind[DeviceTaintRule]:
+    """DeviceTaintRules as served in `group_version` (the fields read are the same in each)."""
+    return Kind(
+        DEVICE_TAINT_RULE, f"/apis/{group_version}/{DEVICE_TAINT_RULES}", parse_device_taint_rule
+    )
+
 
 # Event reasons.
 INVALID_OBJECT = "InvalidObject"
@@ -152,6 +181,7 @@ class DraFeed:
         self.recheck_seconds = recheck_seconds
         self._stop = stop or threading.Event()
         restart = on_restart or (lambda kind, reason: None)
+        self._on_restart = restart
         model = self.model
         self.informers: dict[str, Informer[Any]] = {
             kind.name: Informer(
@@ -169,9 +199,16 @@ class DraFeed:
                 (RESOURCE_CLAIM_TEMPLATES, model.upsert_template, model.remove_template),
             )
         }
+        # DeviceTaintRules: their informer is made once discovery says where they are served.
+        self.on_rules: Handler[DeviceTaintRule] = self._handler(
+            DEVICE_TAINT_RULE, model.upsert_rule, model.remove_rule
+        )
+        self.rules: Informer[DeviceTaintRule] | None = None
         self._threads: list[threading.Thread] = []
         # Loop-side tables.
         self.served: bool | None = None  # None: discovery has not answered yet
+        # The group version DeviceTaintRules are followed in; "" none, None: not asked yet.
+        self.rules_version: str | None = None
         self._synced: set[str] = set()
         self.notices = Notices(log, self._spawn)  # pods by uid, DRA objects by kind and key
         self._blocked: set[str] = set()  # pod uids whose demand keeps them off every node
@@ -184,24 +221,36 @@ class DraFeed:
         (DRA appearing later is followed without turning the service unready)."""
         if not self._ever_synced:
             listed = all(k in self._synced for k in DRA_KINDS)
-            self._ever_synced = self.served is False or (self.served is True and listed)
+            rules = self.rules_version == "" or (
+                bool(self.rules_version) and DEVICE_TAINT_RULE in self._synced
+            )
+            self._ever_synced = self.served is False or (self.served is True and listed and rules)
         return self._ever_synced
 
     def uid_of(self, kind: str, key: str) -> str:
-        informer = self.informers.get(kind)
+        informer = self.rules if kind == DEVICE_TAINT_RULE else self.informers.get(kind)
         return informer.uid_of(key) if informer is not None else ""
+
+    def api_version(self, kind: str) -> str:
+        """The group version a kind the feed follows is read in (an Event's apiVersion)."""
+        if kind == DEVICE_TAINT_RULE:
+            return self.rules_version or RULE_VERSIONS[0]
+        return DRA_GROUP_VERSION
 
     # ---- threads -----------------------------------------------------------------------
 
     def start(self) -> None:
-        thread = threading.Thread(target=self.run, name="informer-DRA", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        for target, name in ((self.run, "informer-DRA"), (self.run_rules, "informer-rules")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         self._stop.set()
         for informer in self.informers.values():
             informer.stop()
+        if self.rules is not None:
+            self.rules.stop()
 
     def join(self, timeout: float = 5.0) -> None:
         for thread in self._threads:
@@ -246,6 +295,53 @@ class DraFeed:
             raise
         names = {r.get("name") for r in answer.get("resources") or [] if isinstance(r, dict)}
         return all(resource in names for resource in RESOURCES.values())
+
+    def run_rules(self) -> None:
+        """Discover where DeviceTaintRules are served; follow them there while they are."""
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                version = self.discover_rules()
+            except Exception as exc:  # noqa: BLE001  # any failure: ask again later
+                log.warning("cannot discover DeviceTaintRules", extra={"reason": str(exc)})
+                if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
+                    return
+                attempt += 1
+                continue
+            attempt = 0
+            self._post(functools.partial(self.mark_rules_served, version or ""))
+            if version is None:
+                if self._stop.wait(self.recheck_seconds):
+                    return
+                continue
+            log.info("following DeviceTaintRules", extra={"version": version})
+            # The feed's own stop event: `stop` ends it even before it starts.
+            self.rules = Informer(
+                rule_kind(version),
+                self.api,
+                self.on_rules,
+                settings=self.settings,
+                on_restart=self._on_restart,
+                on_forbidden=self._forbidden,
+                stop=self._stop,
+            )
+            if self.rules.run() is Ending.STOPPED:
+                return
+            log.warning(f"DeviceTaintRules are no longer served in {version}; their taints lifted")
+
+    def discover_rules(self) -> str | None:
+        """The newest group version serving DeviceTaintRules, or None."""
+        for version in RULE_VERSIONS:
+            try:
+                answer = self.api.request("GET", f"/apis/{version}")
+            except ApiError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            resources = answer.get("resources") or []
+            if any(isinstance(r, dict) and r.get("name") == DEVICE_TAINT_RULES for r in resources):
+                return version
+        return None
 
     def _run_informers(self) -> Ending:
         """Run the four informers until stopped, or one finds its kind gone (then stop all)."""
@@ -306,9 +402,15 @@ class DraFeed:
         """Phalanx may not list `kind` (RBAC; informer thread). Pods whose claims it cannot
         read are refused until it may, the rest is scheduled: counted as synced, said loudly."""
 
+        refused = (
+            "devices tainted by DeviceTaintRules are planned as untainted"
+            if kind == DEVICE_TAINT_RULE
+            else "pods with ResourceClaims are refused"
+        )
+
         def update(_: ClusterState) -> None:
             log.error(
-                f"may not list {kind}: pods with ResourceClaims are refused until Phalanx may; "
+                f"may not list {kind}: {refused} until Phalanx may; "
                 "grant list and watch on it (the chart's RBAC does)",
                 extra={"kind": kind, "reason": message},
             )
@@ -318,6 +420,10 @@ class DraFeed:
 
     def mark_served(self, served: bool, _: ClusterState) -> None:
         self.served = served
+
+    def mark_rules_served(self, version: str, _: ClusterState) -> None:
+        """`version`: where DeviceTaintRules are followed, "" when they are not served."""
+        self.rules_version = version
 
     # ---- nodes and pods (called by the source's own handlers, on the loop) -------------
 

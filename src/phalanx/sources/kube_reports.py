@@ -51,7 +51,7 @@ from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_async import WithdrawnError
 from phalanx.sources.kube_commits import pod_path, rfc3339
-from phalanx.sources.kube_dra import DRA_GROUP_VERSION, DRA_KINDS
+from phalanx.sources.kube_dra import ALL_DRA_KINDS, DRA_GROUP_VERSION
 from phalanx.sources.kube_groups import resource_version
 from phalanx.sources.kube_writes import Writer
 from phalanx.sources.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -160,7 +160,8 @@ class Reports:
     """Events, gang status and requeues, written through `writer` (loop only).
 
     `uid_of(kind, key)` gives a Pod's or Node's UID ("" if unknown); `held(key)` the gang
-    object whose object key (`GroupRef.object_ref.key`) is `key`, or None.
+    object whose object key (`GroupRef.object_ref.key`) is `key`, or None;
+    `dra_version_of(kind)` the group version a DRA kind is read in.
     """
 
     def __init__(
@@ -171,12 +172,14 @@ class Reports:
         event_interval_seconds: float,
         uid_of: Callable[[str, str], str],
         held: Callable[[str], Held | None],
+        dra_version_of: Callable[[str], str] = lambda kind: DRA_GROUP_VERSION,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
     ) -> None:
         self.writer = writer
         self.identity = identity
         self.uid_of = uid_of
+        self.dra_version_of = dra_version_of
         self.held = held
         self.wall_clock = wall_clock
         self._events = EventLimiter(event_interval_seconds, clock)
@@ -219,7 +222,7 @@ class Reports:
     ) -> None:
         """An Event on a core/v1 object (a Pod, a Node) or a `resource.k8s.io/v1` one (DRA)."""
         key = f"{namespace}/{name}" if namespace else name
-        version = DRA_GROUP_VERSION if kind in DRA_KINDS else "v1"
+        version = self.dra_version_of(kind) if kind in ALL_DRA_KINDS else "v1"
         involved: dict[str, str] = {"kind": kind, "name": name, "apiVersion": version}
         if namespace:
             involved["namespace"] = namespace

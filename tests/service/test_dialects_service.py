@@ -118,3 +118,26 @@ async def test_a_volcano_gang_with_task_minima_binds_only_once_each_task_has_its
         *(f"default/mpi-worker-{i}" for i in range(3)),
     }
     await ext.stop()
+
+
+async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing():
+    # The workers alone make the count; the master was reserved but never reached /bind.
+    ext, _ = await started(
+        [
+            volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2}),
+            mpi_member("mpi-master-0", "master"),
+            *(mpi_member(f"mpi-worker-{i}", "worker") for i in range(3)),
+        ],
+        complete_members=False,
+        barrier=0.1,
+    )
+    workers = reserve_all(ext, [f"mpi-worker-{i}" for i in range(3)])
+    errors = await asyncio.wait_for(
+        asyncio.gather(*(bind(ext, name, node) for name, node in workers.items())), 5
+    )
+    assert all(
+        "only 3 of 3 member(s), but task master has 0 of 1 member(s) (spec.minTaskMember), "
+        "reached bind" in e
+        for e in errors
+    ), errors
+    await ext.stop()

@@ -387,19 +387,26 @@ class BindBarrier:
         present = len(gate.waiters) + self.state.bound_count(gate.group.key)
         _answer(
             [waiter],
-            f"gang {gate.group}: {present} of {gate.min_member} member(s) have reached bind and "
-            f"more are arriving; pod {waiter.pod.key} stays counted on {waiter.node} and is "
-            "bound with its gang (kube-scheduler retries it meanwhile)",
+            f"gang {gate.group}: {present} of {gate.min_member} member(s)"
+            f"{self._missing_tasks(gate)} have reached bind and more are arriving; pod "
+            f"{waiter.pod.key} stays counted on {waiter.node} and is bound with its gang "
+            "(kube-scheduler retries it meanwhile)",
         )
+
+    def _missing_tasks(self, gate: _Gate) -> str:
+        """ ", but task master has 0 of 1 member(s)" while the held and bound members miss a
+        Volcano task minimum (the count alone may look like a quorum); "" otherwise."""
+        short = self._tasks_short(gate, [w.pod for w in gate.waiters.values()])
+        return f", but {short} (spec.minTaskMember)," if short else ""
 
     def _time_out(self, gate: _Gate) -> None:
         if self._gates.get(gate.group.key) is not gate:
             return
         del self._gates[gate.group.key]
         reason = (
-            f"gang {gate.group}: only {len(gate.waiters)} of {gate.min_member} member(s) reached "
-            f"bind within {self.timeout_seconds:g}s of the last one; reservation released, the "
-            "gang will be re-planned"
+            f"gang {gate.group}: only {len(gate.waiters)} of {gate.min_member} member(s)"
+            f"{self._missing_tasks(gate)} reached bind within {self.timeout_seconds:g}s of the "
+            "last one; reservation released, the gang will be re-planned"
         )
         self._abandon(gate, gate.waiters.values(), reason)
 

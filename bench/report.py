@@ -165,7 +165,6 @@ API_CLIENT_COLUMNS = (
     ("throttled", "429"),
     ("server_errors", "5xx"),
     ("no_answer", "no answer"),
-    ("withdrawn", "withdrawn"),
     ("token_wait_seconds", "token wait s"),
     ("token_wait_seconds_bind", "of it bind lane"),
     ("token_wait_seconds_report", "of it report lane"),
@@ -1251,12 +1250,9 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             "## Phalanx's API client (its /metrics)",
             "",
             "Every write Phalanx made (bindings, commit records, nominations, requeues, status, "
-            "Events): the requests sent, the API server's push-back, the writes dropped "
-            "unsent because they were stale when their turn came (*withdrawn*: nominations "
-            "for members kube-scheduler had reached; – in runs before it was counted), and "
-            "the time writes waited inside the client, for its QPS token and for an "
-            "in-flight slot per lane (summed over writes: 10 s over a 10 s run is one write "
-            "waiting all along).",
+            "Events): the requests sent, the API server's push-back, and the time writes "
+            "waited inside the client, for its QPS token and for an in-flight slot per lane "
+            "(summed over writes: 10 s over a 10 s run is one write waiting all along).",
             "",
             "| workload | scheduler | "
             + " | ".join(heading for _key, heading in API_CLIENT_COLUMNS)

@@ -535,8 +535,7 @@ def api_client_row(m: Exported) -> list[timeseries.Panel]:
             "API server answers to the API client",
             "Requests the API client sent, and the API server's push-back: 429 (throttled by "
             "API Priority and Fairness), 5xx, no answer (refused, reset, timed out), and the "
-            "retries they caused. Rising 429s and 5xx: the API server is overloaded. "
-            "Withdrawn: best-effort writes dropped unsent, stale when their turn came.",
+            "retries they caused. Rising 429s and 5xx: the API server is overloaded.",
             units.RequestsPerSecond,
             [
                 query(rate("phalanx_api_client_attempts_total"), "sent"),
@@ -544,7 +543,6 @@ def api_client_row(m: Exported) -> list[timeseries.Panel]:
                 query(rate("phalanx_api_client_throttled_total"), "429"),
                 query(rate("phalanx_api_client_server_errors_total"), "5xx"),
                 query(rate("phalanx_api_client_no_answer_total"), "no answer"),
-                query(rate("phalanx_api_client_withdrawn_total"), "withdrawn"),
             ],
             width=12,
         ),

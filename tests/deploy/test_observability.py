@@ -59,7 +59,6 @@ EXPORTED_FAMILIES = {
     "phalanx_api_client_throttled_total",
     "phalanx_api_client_server_errors_total",
     "phalanx_api_client_no_answer_total",
-    "phalanx_api_client_withdrawn_total",
     "phalanx_api_client_token_wait_seconds_total",
     "phalanx_api_client_slot_wait_seconds_total",
 }

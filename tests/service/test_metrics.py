@@ -78,14 +78,13 @@ def test_each_api_client_count_is_exported_under_its_own_name(series: Series, va
     assert scrape(watching(BUSY))[series] == value
 
 
-def test_the_api_client_exports_eight_counter_families() -> None:
+def test_the_api_client_exports_seven_counter_families() -> None:
     assert client_families(watching(AsyncKubeCounts())) == {
         "phalanx_api_client_attempts": "counter",
         "phalanx_api_client_retries": "counter",
         "phalanx_api_client_throttled": "counter",
         "phalanx_api_client_server_errors": "counter",
         "phalanx_api_client_no_answer": "counter",
-        "phalanx_api_client_withdrawn": "counter",
         "phalanx_api_client_token_wait_seconds": "counter",
         "phalanx_api_client_slot_wait_seconds": "counter",
     }

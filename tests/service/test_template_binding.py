@@ -7,7 +7,6 @@ import pytest
 from support import NODES, RecordingSource, bind, pod_of, reserve_all, started
 
 from builders import pod_obj, podgroup_obj
-from phalanx.sources.base import Nomination
 
 pytestmark = pytest.mark.anyio
 
@@ -90,48 +89,4 @@ async def test_with_nominations_off_a_member_created_later_claims_its_slot_unnom
     await asyncio.sleep(0)
     assert "default/g-2" not in source.nominated
     assert ext.state.reservation("default/g").node_of(pod_of(ext, "g-2").uid) == slot.node
-    await ext.stop()
-
-
-class NominationsInQueue(RecordingSource):
-    """Nominations wait for their turn, as behind a saturated API server, until `turn()`
-    writes the ones their `wanted` still wants (as `AsyncKubeClient` does)."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.queued = []
-
-    async def nominate(self, nominations, reason, wanted=None):
-        self.queued.append((list(nominations), reason, wanted))
-
-    async def turn(self):
-        queued, self.queued = self.queued, []
-        for nominations, reason, wanted in queued:
-            still = [n for n in nominations if wanted is None or wanted(n)]
-            await super().nominate(still, reason)
-
-
-async def test_a_nomination_still_queued_when_kube_scheduler_reaches_its_member_is_not_written():
-    # Its cycle is under way without it: writing it would only cost the API server a write
-    # and every watcher an event while the gang's bindings wait for the same server.
-    ext, source = await started(first_two_of_three(), source_class=NominationsInQueue)
-    reserve_all(ext, ["g-0"])  # g-1's nomination is queued
-    ext.filter(pod_of(ext, "g-1"), NODES)
-    source.apply(pod_obj("g-2", 4, group="g"))  # claims the slot: its nomination is queued
-    await asyncio.sleep(0)
-    await source.turn()
-    slot_node = ext.state.reservation("default/g").node_of(pod_of(ext, "g-2").uid)
-    assert source.nominated == {"default/g-2": slot_node}
-    await ext.stop()
-
-
-async def test_a_member_reached_and_then_reserved_again_is_nominated_again():
-    # A release after its cycle, then a new reservation: the new nomination is wanted.
-    ext, source = await started(first_two_of_three(), source_class=NominationsInQueue)
-    reserve_all(ext, ["g-0"])
-    ext.filter(pod_of(ext, "g-1"), NODES)
-    ext.reporter.nominate([Nomination(pod_of(ext, "g-1").ref, "n3")], "reserved again")
-    await asyncio.sleep(0)
-    await source.turn()
-    assert source.nominated == {"default/g-1": "n3"}
     await ext.stop()

@@ -17,7 +17,6 @@ import orjson
 from phalanx.core.model import Binding
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube_async import WithdrawnError
 from phalanx.sources.kubeclient import MERGE_PATCH
 
 _CLOSED = b""
@@ -117,8 +116,7 @@ class RecordingWriter:
     `conflicts[path]` answers that many patches to it with 409 Conflict first (as the API
     server answers a stale resourceVersion precondition); `answers[path]` is what a patch
     there answers (else {}); `objects[path]` what a GET answers (else 404), and `gets` the
-    paths read. A patch whose `wanted` says False when its turn comes is not written (its
-    path goes to `withdrawn`), as `AsyncKubeClient` drops it.
+    paths read.
     """
 
     def __init__(self) -> None:
@@ -131,7 +129,6 @@ class RecordingWriter:
         self.objects: dict[str, dict[str, Any]] = {}
         self.gets: list[str] = []
         self.lanes: list[tuple[str, Lane]] = []
-        self.withdrawn: list[str] = []
 
     def lanes_of(self, path: str) -> list[Lane]:
         return [lane for p, lane in self.lanes if p == path]
@@ -146,12 +143,8 @@ class RecordingWriter:
         *,
         content_type: str = MERGE_PATCH,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         await asyncio.sleep(0)
-        if wanted is not None and not wanted():
-            self.withdrawn.append(path)
-            raise WithdrawnError(f"PATCH {path}: no longer wanted")
         self.lanes.append((path, lane))
         if path in self.failing:
             raise self.failing[path]

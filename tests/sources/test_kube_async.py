@@ -19,12 +19,7 @@ from phalanx.sources.api_transport import HttpxSender
 from phalanx.sources.base import BindError
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube_async import (
-    AsyncKubeClient,
-    AsyncKubeSettings,
-    TokenBucket,
-    WithdrawnError,
-)
+from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeSettings, TokenBucket
 
 pytestmark = pytest.mark.anyio
 
@@ -401,61 +396,6 @@ async def test_a_binding_overtakes_reports_waiting_for_room_in_flight() -> None:
         await asyncio.gather(*reports)
     assert len(sent) == 7
     assert c.counts.slot_wait_seconds["report"] > 0.0  # three waited for room
-
-
-async def test_a_write_that_went_stale_while_it_waited_for_room_is_never_sent() -> None:
-    # One report holds the only report slot; the two behind it go stale meanwhile, bar one.
-    release = asyncio.Event()
-    sent: list[str] = []
-    stale: set[str] = set()
-
-    async def api(request: httpx.Request) -> httpx.Response:
-        sent.append(request.url.path)
-        await release.wait()
-        return httpx.Response(200)
-
-    settings = AsyncKubeSettings(qps=1e6, burst=1000, max_in_flight=2)
-    sender = HttpxSender(httpx.MockTransport(api))
-    async with AsyncKubeClient(sender, "https://a.test", settings=settings) as c:
-
-        def patch(name: str) -> asyncio.Task[dict[str, Any]]:
-            path = f"/api/v1/namespaces/team/pods/{name}/status"
-            wanted = lambda: path not in stale  # noqa: E731
-            return asyncio.create_task(c.patch(path, {}, lane=Lane.REPORT, wanted=wanted))
-
-        first, second, third = patch("worker-0"), patch("worker-1"), patch("worker-2")
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert len(sent) == 1
-        stale.add("/api/v1/namespaces/team/pods/worker-1/status")
-        release.set()
-        await first
-        with pytest.raises(WithdrawnError):
-            await second
-        await third
-    assert sent == [
-        "/api/v1/namespaces/team/pods/worker-0/status",
-        "/api/v1/namespaces/team/pods/worker-2/status",
-    ]
-    assert (c.counts.attempts, c.counts.withdrawn) == (2, 1)
-
-
-async def test_a_write_that_goes_stale_during_its_backoff_is_not_tried_again(
-    time: FakeTime,
-) -> None:
-    api = FakeApi(status(503, "ServiceUnavailable", "overloaded"), (200, {}))
-    client = make_client(api, time)
-    tries = 0
-
-    def wanted() -> bool:
-        nonlocal tries
-        tries += 1
-        return tries == 1  # wanted for the first attempt only
-
-    with pytest.raises(WithdrawnError):
-        await client.patch("/api/v1/namespaces/team/pods/worker-0/status", {}, wanted=wanted)
-    assert len(api.requests) == 1
-    assert client.counts.withdrawn == 1
 
 
 @pytest.mark.parametrize(

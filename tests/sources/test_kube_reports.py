@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -66,12 +66,11 @@ class SlowFirstWriter(RecordingWriter):
         *,
         content_type: str = MERGE_PATCH,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         if self.first:
             self.first = False
             await asyncio.sleep(0.05)
-        return await super().patch(path, body, content_type=content_type, lane=lane, wanted=wanted)
+        return await super().patch(path, body, content_type=content_type, lane=lane)
 
 
 async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_requeue_touch():
@@ -83,19 +82,6 @@ async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_re
     assert body["metadata"]["uid"] == "uid-0"  # a re-created pod of that name is not touched
     assert REQUEUE_ANNOTATION in body["metadata"]["annotations"]
     assert writer.content_types == [MERGE_PATCH]
-
-
-async def test_a_nomination_no_longer_wanted_when_its_turn_comes_is_dropped_quietly(caplog):
-    writer = RecordingWriter()
-    other = PodRef("team", "worker-1", "uid-1")
-    nominations = [Nomination(POD, "node-a"), Nomination(other, "node-b")]
-    with caplog.at_level(logging.WARNING):
-        await reports(writer).nominate(
-            nominations, "gang team/g reserved", lambda n: n != nominations[0]
-        )
-    assert [path for path, _ in writer.patches] == ["/api/v1/namespaces/team/pods/worker-1/status"]
-    assert writer.withdrawn == [STATUS]
-    assert caplog.records == []  # a stale nomination is no failure
 
 
 async def test_a_withdrawal_clears_the_node_without_requeueing():

@@ -312,8 +312,6 @@ class Extender:
         self.expire()
         pod = self.learn(pod)
         decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)
-        if decision.result.feasible:
-            self.reporter.reached(pod.uid)
         reserved = decision.reserved
         if reserved is not None:
             self.reporter.nominate_others(reserved, pod)

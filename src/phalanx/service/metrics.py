@@ -318,12 +318,6 @@ class _ApiClientCollector(Collector):
                 "Attempts that got no answer: connection refused, reset or timed out.",
                 counts.no_answer,
             ),
-            (
-                "withdrawn",
-                "Best-effort writes dropped unsent: stale when their turn came (a nomination "
-                "for a member kube-scheduler had reached meanwhile).",
-                counts.withdrawn,
-            ),
         ):
             yield CounterMetricFamily(f"phalanx_api_client_{name}", what, value=value)
         for name, what, by_lane in (

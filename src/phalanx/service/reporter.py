@@ -81,9 +81,6 @@ class Reporter:
         self._warned: set[tuple[str, str]] = set()  # (group key, reason) said once already
         # Pending members nominated to their reserved node (pod UID -> pod), until released.
         self._nominated: dict[str, PodRef] = {}
-        # Of those, the ones kube-scheduler asked about since: a nomination still queued for
-        # one of them is stale (its cycle is under way without it) and is not written.
-        self._reached: set[str] = set()
 
     def report(self, events: Iterable[GangEvent | None]) -> None:
         """Count, log, and write an Event and the PodGroup status for each new decision."""
@@ -178,29 +175,7 @@ class Reporter:
         """Nominate pending members to their reserved nodes (and requeue them)."""
         for n in nominations:
             self._nominated[n.pod.uid] = n.pod
-            self._reached.discard(n.pod.uid)
-        self.tasks.spawn(self.source.nominate(nominations, why, self._still_wanted))
-
-    def reached(self, uid: str) -> None:
-        """This pod's filter here answered a node: its cycle goes on to `/bind` without a
-        nomination. (A member refused here keeps its nomination: the write's requeue touch
-        is what brings it back.)"""
-        if uid in self._nominated:
-            self._reached.add(uid)
-
-    def _still_wanted(self, nomination: Nomination) -> bool:
-        """Whether a queued nomination is worth writing now that its turn came. Behind a
-        saturated API server a nomination can wait longer than kube-scheduler takes to reach
-        its member (0.37 s on average for the 256-member gang's, `2026-12-05-audit-2`); by
-        then it only costs the API server a write and every watcher an event, while the
-        gang's bindings wait for the same server. Withdrawals are always written."""
-        uid = nomination.pod.uid
-        if not nomination.node:
-            return True
-        if uid not in self._nominated or uid in self._reached:
-            return False
-        pod = self.state.pod(uid)
-        return pod is not None and not self.state.is_bound(pod)
+        self.tasks.spawn(self.source.nominate(nominations, why))
 
     def worth_nominating(self, group_key: str) -> bool:
         """Whether nominating the gang's pending members saves kube-scheduler more than it
@@ -220,7 +195,6 @@ class Reporter:
         withdrawn = []
         for m in released.reservation.members:
             ref = self._nominated.pop(m.pod_uid, None)
-            self._reached.discard(m.pod_uid)
             pod = self.state.pod(m.pod_uid)
             if ref is not None and pod is not None and not self.state.is_bound(pod):
                 withdrawn.append(Nomination(ref, ""))
@@ -233,7 +207,6 @@ class Reporter:
             pod = self.state.pod(uid)
             if pod is None or self.state.is_bound(pod):
                 del self._nominated[uid]
-                self._reached.discard(uid)
 
     def requeue_unfit(self) -> None:
         """A node became schedulable: the pending members of gangs Phalanx last found unfit

@@ -105,16 +105,9 @@ class ClusterSource(Protocol):
         "waiting" would sit until the 5-minute flush. An update to the pod is an event.
         """
 
-    async def nominate(
-        self,
-        nominations: Sequence[Nomination],
-        reason: str,
-        wanted: Callable[[Nomination], bool] | None = None,
-    ) -> None:
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
         """Set (or, with node "", clear) each pending pod's `status.nominatedNodeName`, and
         requeue the ones given a node; best effort. Writes for one pod land in call order.
-        `wanted`, if given, is asked when a nomination's write gets its turn: one it says
-        False for is dropped unsent (kube-scheduler reached that pod meanwhile).
 
         kube-scheduler tries a pod's nominated node first and alone (its filters and the
         extenders on that one node) and counts nominated pods on their node for pods of

@@ -314,15 +314,8 @@ class ClusterFileSource:
         """Recorded only: the demo driver retries every pending pod each round anyway."""
         self.requeued.extend(p.key for p in pods)
 
-    async def nominate(
-        self,
-        nominations: Sequence[Nomination],
-        reason: str,
-        wanted: Callable[[Nomination], bool] | None = None,
-    ) -> None:
-        """Recorded only (pod key -> node, "" once cleared); a nomination requeues too.
-        Written at once, so `wanted` (asked when a queued write's turn comes) is moot."""
-        del wanted
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        """Recorded only (pod key -> node, "" once cleared); a nomination requeues too."""
         for n in nominations:
             self.nominated[n.pod.key] = n.node
         await self.requeue([n.pod for n in nominations if n.node], reason)

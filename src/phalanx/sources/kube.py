@@ -673,13 +673,8 @@ class KubeSource:
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         await self.reports.requeue(pods, reason)
 
-    async def nominate(
-        self,
-        nominations: Sequence[Nomination],
-        reason: str,
-        wanted: Callable[[Nomination], bool] | None = None,
-    ) -> None:
-        await self.reports.nominate(nominations, reason, wanted)
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
+        await self.reports.nominate(nominations, reason)
 
     async def update_group_status(self, status: GroupStatus) -> None:
         await self.reports.update_group_status(status)

@@ -18,10 +18,6 @@ loop, many in flight at once:
   an answer at once, in two lanes (`in_flight`): a quarter of the slots are kept for
   bindings and commit records (`Lane.BIND`), and a freed slot goes to them before any
   best-effort report (`Lane.REPORT`).
-* **Stale writes.** A caller may pass `wanted`, asked when the call holds its token and
-  its slot and before each attempt: a best-effort write that went stale while it queued
-  (a nomination for a member kube-scheduler reached meanwhile) is dropped unsent
-  (`WithdrawnError`) instead of taking the API server's time from the bindings.
 * **Overload.** A 429 (after its `Retry-After` at least), a 5xx, or no answer at all is
   retried with exponential backoff until the deadline the caller gives. Past it, the
   last error is raised. Any other 4xx is raised at once.
@@ -33,7 +29,6 @@ One call, as a state machine::
     admit: a token from the bucket,                    │
            then a slot under the in-flight cap ─── none before the deadline ──▶ raise
         │                                              │
-        ├──▶ no longer `wanted` ──────────────────────────────────────────▶ WithdrawnError
         ▼                                              │
     send ──▶ 2xx ───────────────────────────────────────────────────────────▶ done
         ├──▶ 401, first in this call: read the credential again, send again
@@ -237,7 +232,6 @@ class AsyncKubeCounts:
     throttled: int = 0  # 429 answers
     server_errors: int = 0  # 5xx answers
     no_answer: int = 0  # connection refused, reset or timed out
-    withdrawn: int = 0  # calls their caller no longer wanted when their turn came (not sent)
     # Time spent waiting on the client's own token bucket, by lane ("bind", "report").
     token_wait_seconds: dict[str, float] = field(default_factory=_seconds_per_lane)
     # Time spent waiting for an in-flight slot, by lane ("bind", "report").
@@ -256,19 +250,9 @@ class _Call:
     lane: Lane  # which in-flight slots it may take (`in_flight`)
     maybe_applied: bool = False  # an attempt may have reached storage without an answer
     retry_after: float = 0.0  # the last answer's Retry-After (seconds)
-    # Asked once the call holds its token and its slot, before each attempt: False drops it
-    # unsent (`WithdrawnError`). A best-effort write can go stale while it queues.
-    wanted: Callable[[], bool] | None = None
 
     def unsent(self, why: str) -> ApiError:
         return ApiError(0, "NotSent", f"{self.method} {self.path}: {why}")
-
-    def withdrawn(self) -> bool:
-        return self.wanted is not None and not self.wanted()
-
-
-class WithdrawnError(Exception):
-    """A call its caller's `wanted` gave up before it was sent (nothing reached the API)."""
 
 
 class AsyncKubeClient:
@@ -368,19 +352,14 @@ class AsyncKubeClient:
         content_type: str = JSON,
         deadline: float | None = None,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         """One JSON request, retried on overload until `deadline` (on the client's clock;
         None: `retry_window_seconds` from now). The decoded answer ({} if not an object).
-        `lane`: `Lane.REPORT` for a best-effort write, which yields to bindings. `wanted`:
-        asked when the request's turn comes, before each attempt; False raises `WithdrawnError`
-        and sends nothing.
+        `lane`: `Lane.REPORT` for a best-effort write, which yields to bindings.
 
         A POST retried after no answer may meet its own earlier success as a 409.
         """
-        call = self._new(method, path, body, content_type, deadline, lane=lane)
-        call.wanted = wanted
-        answer = await self._call(call)
+        answer = await self._call(self._new(method, path, body, content_type, deadline, lane=lane))
         try:
             decoded = orjson.loads(answer.content) if answer.content else {}
         except orjson.JSONDecodeError:
@@ -395,18 +374,11 @@ class AsyncKubeClient:
         content_type: str = MERGE_PATCH,
         deadline: float | None = None,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386), or the patch `content_type` names, also on status
         subresources; idempotent (a precondition in `body` makes a retry a 409 instead)."""
         return await self.request(
-            "PATCH",
-            path,
-            body,
-            content_type=content_type,
-            deadline=deadline,
-            lane=lane,
-            wanted=wanted,
+            "PATCH", path, body, content_type=content_type, deadline=deadline, lane=lane
         )
 
     async def post(
@@ -478,9 +450,6 @@ class AsyncKubeClient:
             asked = self._clock()
             async with self._in_flight.slot(call.lane):
                 self.counts.slot_wait_seconds[call.lane.value] += self._clock() - asked
-                if call.withdrawn():
-                    self.counts.withdrawn += 1
-                    raise WithdrawnError(f"{call.method} {call.path}: no longer wanted")
                 remaining = end - self._clock()
                 if remaining <= 0:
                     raise last or call.unsent("no room in flight before the deadline")

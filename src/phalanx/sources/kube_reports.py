@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -49,7 +48,6 @@ from phalanx.core.model import GroupRef, PodRef
 from phalanx.sources.base import Nomination
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube_async import WithdrawnError
 from phalanx.sources.kube_commits import pod_path, rfc3339
 from phalanx.sources.kube_dra import ALL_DRA_KINDS, DRA_GROUP_VERSION
 from phalanx.sources.kube_groups import resource_version
@@ -313,23 +311,17 @@ class Reports:
 
     # ---- nominations --------------------------------------------------------------------
 
-    async def nominate(
-        self,
-        nominations: Sequence[Nomination],
-        reason: str,
-        wanted: Callable[[Nomination], bool] | None = None,
-    ) -> None:
+    async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
         """One pods/status merge patch per pod: `nominatedNodeName` (null clears it) and,
         with a node, the requeue annotation. The pod's UID goes in as a precondition: a pod
-        deleted and re-created under the same name is not nominated. Gone pods are fine.
-        A nomination `wanted` no longer says True for when its turn comes is not written."""
+        deleted and re-created under the same name is not nominated. Gone pods are fine."""
         if not nominations:
             return
         if not self._may_nominate:
             await self.requeue([n.pod for n in nominations if n.node], reason)
             return
         results = await asyncio.gather(
-            *(self._nominate_one(n, wanted) for n in nominations), return_exceptions=True
+            *(self._nominate_one(n) for n in nominations), return_exceptions=True
         )
         refused = []
         for nomination, result in zip(nominations, results, strict=True):
@@ -340,9 +332,7 @@ class Reports:
                     "cannot nominate a pod's node",
                     extra={"pod": nomination.pod.key, "reason": f"{reason}: {result}"},
                 )
-            elif isinstance(result, BaseException) and not isinstance(
-                result, ApiError | WithdrawnError
-            ):
+            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
                 raise result  # a bug, not an API answer
         if refused and self._may_nominate:
             self._may_nominate = False
@@ -355,17 +345,14 @@ class Reports:
         if refused:
             await self.requeue(refused, reason)
 
-    async def _nominate_one(
-        self, nomination: Nomination, wanted: Callable[[Nomination], bool] | None
-    ) -> None:
+    async def _nominate_one(self, nomination: Nomination) -> None:
         pod = nomination.pod
         metadata: dict[str, Any] = {"uid": pod.uid} if pod.uid else {}
         if nomination.node:
             metadata["annotations"] = {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}
         body = {"metadata": metadata, "status": {"nominatedNodeName": nomination.node or None}}
-        still = None if wanted is None else functools.partial(wanted, nomination)
         async with self._pod_writes.turn(pod.uid or pod.key):
-            await self.writer.patch(pod_path(pod) + "/status", body, lane=Lane.REPORT, wanted=still)
+            await self.writer.patch(pod_path(pod) + "/status", body, lane=Lane.REPORT)
 
     # ---- gang status -------------------------------------------------------------------
 

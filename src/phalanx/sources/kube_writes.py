@@ -10,9 +10,6 @@ the GET that re-reads an object before a write built on it is tried again).
   fake API, or `bench/bench_binder.py`'s baseline); idempotent writes retried while the
   failure is transient.
 
-A patch may carry `wanted`: asked when its turn comes, and False drops it unsent
-(`kube_async.WithdrawnError`).
-
 Every patch and POST names its lane (`in_flight.Lane`): `BIND` (the default) for what a held
 `/bind` waits on, `REPORT` for best-effort writes, which yield their turn to bindings.
 `PooledWriter` has one pool and ignores it.
@@ -34,12 +31,7 @@ from typing import Any, Protocol, TypeVar
 from phalanx.core.model import Binding
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Transport
-from phalanx.sources.kube_async import (
-    AsyncKubeClient,
-    AsyncKubeCounts,
-    AsyncKubeSettings,
-    WithdrawnError,
-)
+from phalanx.sources.kube_async import AsyncKubeClient, AsyncKubeCounts, AsyncKubeSettings
 from phalanx.sources.kubeclient import MERGE_PATCH, ClusterAccess
 
 T = TypeVar("T")
@@ -73,7 +65,6 @@ class Writer(Protocol):
         *,
         content_type: str = MERGE_PATCH,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]: ...
 
     async def post(
@@ -135,11 +126,8 @@ class PooledWriter:
         *,
         content_type: str = MERGE_PATCH,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         del lane  # one pool: no lanes
-        if wanted is not None and not wanted():
-            raise WithdrawnError(f"PATCH {path}: no longer wanted")
         if content_type == MERGE_PATCH:  # KubeApi.patch's own default
             return await self._retried(self.api.patch, path, body)
         patch = functools.partial(self.api.patch, content_type=content_type)
@@ -198,11 +186,8 @@ class AsyncWriter:
         *,
         content_type: str = MERGE_PATCH,
         lane: Lane = Lane.BIND,
-        wanted: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
-        return await self.client.patch(
-            path, body, content_type=content_type, lane=lane, wanted=wanted
-        )
+        return await self.client.patch(path, body, content_type=content_type, lane=lane)
 
     async def post(
         self, path: str, body: Mapping[str, Any], *, lane: Lane = Lane.BIND

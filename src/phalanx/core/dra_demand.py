@@ -407,12 +407,7 @@ def _request(
     if request.capacity:
         notes.append("consumable capacity is counted as whole devices")
     if unsupported or dropped:
-        reasons = [
-            f"selector {s.expression!r} is not evaluated by Phalanx ({s.reason})"
-            for s in unsupported
-        ]
-        reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
-        notes.insert(0, "; ".join(reasons) + "; planned by device count only")
+        notes.insert(0, _count_only_note(unsupported, dropped))
         return RequestDemand(
             name,
             device_class,
@@ -485,12 +480,7 @@ def _tolerating(
     reads_identity = any(is_identifying(kind, n) for s in supported for kind, n in s.reads)
     matching = [s for s in may_get if all(_shape_matches(sel, s) for sel in supported)]
     if unsupported or dropped:
-        reasons = [
-            f"selector {s.expression!r} is not evaluated by Phalanx ({s.reason})"
-            for s in unsupported
-        ]
-        reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
-        notes.insert(0, "; ".join(reasons) + "; planned by device count only")
+        notes.insert(0, _count_only_note(unsupported, dropped))
         checked = tuple(
             s
             for s in (*supported, *(n for u in unsupported for n in u.necessary))
@@ -517,6 +507,15 @@ def _tolerating(
         "; ".join(notes),
         tolerations,
     )
+
+
+def _count_only_note(unsupported: Sequence[Unsupported], dropped: Sequence[str]) -> str:
+    """Why a request is planned by its device count only, for people."""
+    reasons = [
+        f"selector {s.expression!r} is not evaluated by Phalanx ({s.reason})" for s in unsupported
+    ]
+    reasons += [f"selectors read {n}, which Phalanx does not keep" for n in dropped]
+    return "; ".join(reasons) + "; planned by device count only"
 
 
 def _counters_taken(

@@ -243,9 +243,8 @@ class GangPlanner:
         index = self.index(topology.topology)
         level = topology.required
         if level is not None:
-            domains = {index.domain(level, m.node) for m in reservation.members}
-            if len(domains) > 1 or None in domains:
-                names = sorted(d.name for d in domains if d is not None)
+            names = _split(index, level, (m.node for m in reservation.members))
+            if names is not None:
                 return (
                     f"gang {key} requires one {topology.key(level)} domain, but node labels "
                     f"changed and its reserved nodes now lie in {len(names)}: "
@@ -262,9 +261,8 @@ class GangPlanner:
         count = -(-len(ranked) // size)
         for i in range(count):
             run = ranked[i * size : (i + 1) * size]
-            domains = {index.domain(level, node_of[p.uid]) for p in run}
-            if len(domains) > 1 or None in domains:
-                names = sorted(d.name for d in domains if d is not None)
+            names = _split(index, level, (node_of[p.uid] for p in run))
+            if names is not None:
                 return (
                     f"gang {key}: slice {i + 1} of {count} ({run[0].name}..{run[-1].name}) "
                     f"must lie in one {topology.key(level)} domain, but node labels changed "
@@ -787,3 +785,12 @@ def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterRes
 
 def _reserved_for(key: str, member: MemberReservation) -> str:
     return f"gang {key} reserved node {member.node} for this pod"
+
+
+def _split(index: TopologyIndex, level: int, nodes: Iterable[str]) -> list[str] | None:
+    """The domains of `level` that `nodes` lie in, by name, when they are not all in one
+    (a node in none counts as split, and is not named); None when they are."""
+    domains = {index.domain(level, node) for node in nodes}
+    if len(domains) > 1 or None in domains:
+        return sorted(d.name for d in domains if d is not None)
+    return None

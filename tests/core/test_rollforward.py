@@ -251,3 +251,28 @@ def test_a_record_survives_encoding_and_decoding() -> None:
 def test_a_garbled_record_is_refused_with_the_reason(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         decode_commit_record(KEY, text)
+
+
+def test_survivors_missing_a_task_minimum_and_none_bound_release_the_gang() -> None:
+    master, w1, w2 = member(0, task="master"), member(1, task="worker"), member(2, task="worker")
+    minima = (("master", 1), ("worker", 2))
+    decision = decide(
+        cluster(w1, w2),
+        record((master, "n1"), (w1, "n1"), (w2, "n2")),
+        min_member=2,
+        min_task_member=minima,
+    )
+    assert decision.verdict is Verdict.RELEASE
+    assert "miss a task minimum (task master has 0 of 1 member(s)" in decision.reason
+
+
+def test_survivors_holding_every_task_minimum_roll_forward() -> None:
+    master, w1, w2 = member(0, task="master"), member(1, task="worker"), member(2, task="worker")
+    minima = (("master", 1), ("worker", 1))
+    decision = decide(
+        cluster(master, w1),
+        record((master, "n1"), (w1, "n1"), (w2, "n2")),
+        min_member=2,
+        min_task_member=minima,
+    )
+    assert decision.verdict is Verdict.ROLL_FORWARD

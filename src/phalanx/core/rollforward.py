@@ -12,7 +12,9 @@ gang and from the model alone::
                  │ no                                                          (clear the record)
                  ▼
                each unbound member still fits its recorded node,
-               and enough members survive to make the quorum?       ── yes ─▶ ROLL_FORWARD
+               and enough members survive to make the quorum
+               (with a Volcano gang's task minima, unless one is
+               bound already)?                                      ── yes ─▶ ROLL_FORWARD
                  │ no                                                          (bind them there)
                  ▼
                RELEASE (clear the record; the gang re-plans; the reason goes into an Event)
@@ -36,6 +38,7 @@ from typing import Any
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.model import EMPTY, Binding, Pod, PodRef, Resources
+from phalanx.core.quorum import TaskMinima, task_shortfall
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
 # Not `phalanx.io/placement`: that name is the placement policy (DESIGN §3).
@@ -108,10 +111,17 @@ class Decision:
     reason: str = ""
 
 
-def decide(state: ClusterState, record: CommitRecord, *, min_member: int | None = None) -> Decision:
+def decide(
+    state: ClusterState,
+    record: CommitRecord,
+    *,
+    min_member: int | None = None,
+    min_task_member: TaskMinima = (),
+) -> Decision:
     """What to do with one gang's commit record, given the model now (see module docstring).
 
-    `min_member` is the gang's quorum when known; without it, any survivors roll forward.
+    `min_member` is the gang's quorum when known, and `min_task_member` its Volcano task
+    minima; without them, any survivors roll forward.
     """
     key = record.group_key
     bound = 0
@@ -139,6 +149,14 @@ def decide(state: ClusterState, record: CommitRecord, *, min_member: int | None 
         reason = (
             f"gang {key}: only {survivors} of the {len(record.placements)} recorded member(s) "
             f"still exist, fewer than minMember {min_member}; the gang will be re-planned"
+        )
+        return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)
+    short = task_shortfall(min_task_member, (p for p, _ in pending)) if bound == 0 else ""
+    if short:
+        reason = (
+            f"gang {key}: of the {len(record.placements)} recorded member(s) those that still "
+            f"exist miss a task minimum ({short}, spec.minTaskMember); the gang will be "
+            "re-planned"
         )
         return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)
     problems = _misfits(state, key, pending)

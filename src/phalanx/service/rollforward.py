@@ -33,6 +33,7 @@ from phalanx.core.cache import ClusterState, ReleaseCause, StateError
 from phalanx.core.journal import Outcome
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
+from phalanx.core.quorum import TaskMinima
 from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict, decide
 from phalanx.service.binder import Binder
@@ -102,7 +103,8 @@ class RollForward:
         for key, record in sorted(records.items()):
             if not self._due(record):
                 continue
-            decision = decide(self.state, record, min_member=self._min_member(key))
+            min_member, minima = self._quorum(key)
+            decision = decide(self.state, record, min_member=min_member, min_task_member=minima)
             if decision.verdict is Verdict.WAIT:
                 continue
             taken.append(decision)
@@ -117,11 +119,14 @@ class RollForward:
         written = _parse_time(record.at)
         return written is not None and self.wall_clock() - written >= grace
 
-    def _min_member(self, key: str) -> int | None:
+    def _quorum(self, key: str) -> tuple[int | None, TaskMinima]:
+        """The gang's `minMember` and Volcano task minima, when its object is known."""
         if not self.state.members(key, include_finished=True):
-            return None
+            return None, ()
         resolution = self.planner.resolve(GroupRef.parse(key))
-        return resolution.group.min_member if isinstance(resolution, Resolved) else None
+        if not isinstance(resolution, Resolved):
+            return None, ()
+        return resolution.group.min_member, resolution.group.min_task_member
 
     async def _carry_out(self, decision: Decision) -> None:
         key = decision.group_key

@@ -279,6 +279,20 @@ def test_preemption_takes_a_whole_gang_that_lives_on_one_node():
     assert planner.preempt({"n1": ["g-0"]}) == {"n1": ["g-0", "g-1"]}
 
 
+def test_preemption_never_takes_a_running_gangs_last_member_of_a_task():
+    # Three of four would still make minMember 3, but not without the master.
+    minima = (("master", 1), ("worker", 2))
+    master = pod("m-0", 4, node="n1", group="g", uid="m-0", task="master", phase=PodPhase.RUNNING)
+    workers = [
+        pod(f"w-{i}", 4, node="n2", group="g", uid=f"w-{i}", task="worker", phase=PodPhase.RUNNING)
+        for i in range(3)
+    ]
+    group = replace(podgroup("g", 3), min_task_member=minima)
+    _, planner = setup(groups=[group], pods=[master, *workers])
+    assert planner.preempt({"n1": ["m-0"]}) == {}
+    assert planner.preempt({"n2": ["w-0"]}) == {"n2": ["w-0"]}  # 2 workers still make it
+
+
 def test_a_bound_member_follows_its_node():
     members = gang("g", 2, 4)
     state, planner = setup(groups=[podgroup("g", 2)], pods=members)

@@ -1,8 +1,9 @@
 """Preempt: keep only victim sets that leave every running gang whole or entirely gone.
 
 Per node, a victim set that would take some members of a bound gang but leave it below
-minMember is widened to the gang's other members on the same node when that removes the
-gang entirely; otherwise the node is dropped (kube-scheduler then looks elsewhere).
+minMember, or below a Volcano task's minimum (`spec.minTaskMember`), is widened to the
+gang's other members on the same node when that removes the gang entirely; otherwise the
+node is dropped (kube-scheduler then looks elsewhere).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from phalanx.core.cache import ClusterState
+from phalanx.core.quorum import task_shortfall
 
 
 def preempt(state: ClusterState, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
@@ -28,7 +30,10 @@ def preempt(state: ClusterState, victims: Mapping[str, Sequence[str]]) -> dict[s
                 group.min_member if group else max((p.min_member or 1 for p in members), default=1)
             )
             remaining = [p for p in members if p.uid not in chosen]
-            if not remaining or len(remaining) >= min_member:
+            minima = group.min_task_member if group else ()
+            if not remaining or (
+                len(remaining) >= min_member and not task_shortfall(minima, remaining)
+            ):
                 continue
             if all(state.bound_node(p) == node for p in remaining):
                 chosen.extend(p.uid for p in remaining)

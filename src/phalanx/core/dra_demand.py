@@ -345,20 +345,37 @@ def _shapes(
     return shapes | {shape for shape, taints in kinds if tolerated(taints, request.tolerations)}
 
 
+@dataclass(frozen=True, slots=True)
+class _Selectors:
+    """A request's selectors, sorted once for `_request` and `_tolerating`."""
+
+    supported: tuple[Selector, ...]  # evaluated by Phalanx
+    unsupported: tuple[Unsupported, ...]
+    dropped: tuple[str, ...]  # values the supported ones read that Phalanx does not keep
+    # What a count-only request is still checked against per node: every selector, or part
+    # of one, that Phalanx evaluates on values it keeps (each is necessary, none sufficient).
+    checked: tuple[Selector, ...]
+
+    @classmethod
+    def of(cls, request: DeviceRequest) -> _Selectors:
+        supported = tuple(s for s in request.selectors if isinstance(s, Selector))
+        unsupported = tuple(s for s in request.selectors if isinstance(s, Unsupported))
+        dropped = tuple(sorted({n for s in supported for _, n in s.reads if is_dropped(n)}))
+        checked = tuple(
+            s
+            for s in (*supported, *(n for u in unsupported for n in u.necessary))
+            if not any(is_dropped(read) for _, read in s.reads)
+        )
+        return cls(supported, unsupported, dropped, checked)
+
+
 def _request(
     name: str, request: DeviceRequest, shapes: frozenset[DeviceShape], catalog: DeviceCatalog
 ) -> RequestDemand:
     device_class = request.device_class
-    supported = tuple(s for s in request.selectors if isinstance(s, Selector))
-    unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
-    dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
-    # What a count-only request is still checked against per node: every selector, or part
-    # of one, that Phalanx evaluates on values it keeps (each is necessary, none sufficient).
-    checked = tuple(
-        s
-        for s in (*supported, *(n for u in unsupported for n in u.necessary))
-        if not any(is_dropped(name) for _, name in s.reads)
-    )
+    selectors = _Selectors.of(request)
+    supported, unsupported = selectors.supported, selectors.unsupported
+    dropped, checked = selectors.dropped, selectors.checked
     gpu_like = device_class in catalog.gpus
     # Tolerations matter only where the class has tainted devices.
     tolerations = request.tolerations if device_class in catalog.tainted else ()
@@ -399,7 +416,9 @@ def _request(
         **dict.fromkeys(catalog.anys.get(device_class, ()), count),
     }
     if tolerations:
-        return _tolerating(name, request, shapes, catalog, takes=takes, tolerations=tolerations)
+        return _tolerating(
+            name, request, shapes, catalog, selectors, takes=takes, tolerations=tolerations
+        )
     takes[class_entry(device_class)] = count
     if gpu_like:
         takes[DRA_GPU] = count
@@ -458,6 +477,7 @@ def _tolerating(
     request: DeviceRequest,
     shapes: frozenset[DeviceShape],
     catalog: DeviceCatalog,
+    selectors: _Selectors,
     *,
     takes: dict[str, int],
     tolerations: tuple[DeviceToleration, ...],
@@ -467,9 +487,7 @@ def _tolerating(
     untainted entries (class, shape, GPUs) are for requests that do not tolerate: a device
     it may be given is in `any` only if tainted."""
     device_class, count = request.device_class, request.count
-    supported = tuple(s for s in request.selectors if isinstance(s, Selector))
-    unsupported = [s for s in request.selectors if isinstance(s, Unsupported)]
-    dropped = sorted({n for s in supported for _, n in s.reads if is_dropped(n)})
+    supported, unsupported, dropped = selectors.supported, selectors.unsupported, selectors.dropped
     notes = [
         "tolerates device taints: planned on the free devices of its class, tainted or not; "
         "enough that it tolerates are checked per node"
@@ -481,17 +499,12 @@ def _tolerating(
     matching = [s for s in may_get if all(_shape_matches(sel, s) for sel in supported)]
     if unsupported or dropped:
         notes.insert(0, _count_only_note(unsupported, dropped))
-        checked = tuple(
-            s
-            for s in (*supported, *(n for u in unsupported for n in u.necessary))
-            if not any(is_dropped(read) for _, read in s.reads)
-        )
         return RequestDemand(
             name,
             device_class,
             count,
             Resources(takes),
-            checked,
+            selectors.checked,
             Exactness.COUNT_ONLY,
             "; ".join(notes),
             tolerations,

@@ -259,17 +259,11 @@ class DraFeed:
     def run(self) -> None:
         """Discover the API; while it is served, run the informers (see module docstring)."""
         said_missing = False
-        attempt = 0
         while not self._stop.is_set():
-            try:
-                served = self.discover()
-            except Exception as exc:  # noqa: BLE001  # any failure: ask again later
-                log.warning("cannot discover the DRA API", extra={"reason": str(exc)})
-                if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
-                    return
-                attempt += 1
-                continue
-            attempt = 0
+            answer = self._answered(self.discover, "the DRA API")
+            if not answer:
+                return
+            (served,) = answer
             self._post(functools.partial(self.mark_served, served))
             if not served:
                 if not said_missing:
@@ -286,6 +280,20 @@ class DraFeed:
                 return
             log.warning(f"{DRA_GROUP_VERSION} went away; DRA devices are no longer planned")
 
+    def _answered(self, discover: Callable[[], T], what: str) -> tuple[T] | tuple[()]:
+        """`discover()`'s answer, asked again after a backoff while it fails; () once
+        stopped (an answer may itself be None or False, so it comes as a 1-tuple)."""
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                return (discover(),)
+            except Exception as exc:  # noqa: BLE001  # any failure: ask again later
+                log.warning(f"cannot discover {what}", extra={"reason": str(exc)})
+                if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
+                    return ()
+                attempt += 1
+        return ()
+
     def discover(self) -> bool:
         try:
             answer = self.api.request("GET", DRA_API)
@@ -298,17 +306,11 @@ class DraFeed:
 
     def run_rules(self) -> None:
         """Discover where DeviceTaintRules are served; follow them there while they are."""
-        attempt = 0
         while not self._stop.is_set():
-            try:
-                version = self.discover_rules()
-            except Exception as exc:  # noqa: BLE001  # any failure: ask again later
-                log.warning("cannot discover DeviceTaintRules", extra={"reason": str(exc)})
-                if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
-                    return
-                attempt += 1
-                continue
-            attempt = 0
+            answer = self._answered(self.discover_rules, "DeviceTaintRules")
+            if not answer:
+                return
+            (version,) = answer
             self._post(functools.partial(self.mark_rules_served, version or ""))
             if version is None:
                 if self._stop.wait(self.recheck_seconds):

@@ -3,8 +3,11 @@
 
 A member's task is `Pod.task` (Volcano's `volcano.sh/task-spec`); a member naming no task,
 or a task with no minimum, counts toward `minMember` only. Every place that decides whether
-a quorum exists (the planner's quorum-first step, plan-ahead, the bind barrier) or which
-members make one (an elastic gang's quorum) asks here, so they cannot disagree.
+a quorum exists (the planner's quorum-first step, plan-ahead, roll-forward, preemption, the
+bind barrier) or which members make one (an elastic gang's quorum) asks here about the
+tasks, so they cannot disagree. The bind barrier counts its members itself
+(`core/barrier.quorum_present`: bound ones are a count there, not a list) and asks
+`task_shortfall` for the tasks.
 """
 
 from __future__ import annotations

@@ -427,8 +427,19 @@ def test_the_tainted_gpu_goes_only_to_a_member_that_tolerates_it(
         assert {reservation.node_of(a.uid), reservation.node_of(b.uid)} == {"d1"}
 
 
-def test_first_available_falls_through_to_the_choice_that_tolerates_the_taint() -> None:
-    world, planner = taint_cluster(tainted(gpu_slice_obj("d1", 2), 0, 1), gpu_slice_obj("d2", 0))
+def taint_on_d1(by: str):
+    """Two nodes, d1 with both its GPUs tainted (by its slice or by a DeviceTaintRule) and
+    d2 without free GPUs: (world, planner)."""
+    if by == "slice":
+        return taint_cluster(tainted(gpu_slice_obj("d1", 2), 0, 1), gpu_slice_obj("d2", 0))
+    world, planner = taint_cluster(gpu_slice_obj("d1", 2), gpu_slice_obj("d2", 0))
+    world.rule(taint_rule_obj("xid-d1", pool="d1"))
+    return world, planner
+
+
+@pytest.mark.parametrize("by", ["slice", "rule"])
+def test_first_available_falls_through_to_the_choice_that_tolerates_the_taint(by: str) -> None:
+    world, planner = taint_on_d1(by)
     request = {
         "name": "gpu",
         "firstAvailable": [
@@ -507,22 +518,3 @@ def test_an_all_gpus_member_is_refused_a_node_where_a_rule_taints_one_of_them() 
     decision = planner.filter(member, ["d1", "d2"], now=0)
     assert decision.reserved is None
     assert "had 1 gpu.nvidia.com device(s) with a taint" in decision.result.unresolvable["d1"]
-
-
-def test_first_available_falls_through_to_the_choice_tolerating_a_rule_taint() -> None:
-    world, planner = taint_cluster(gpu_slice_obj("d1", 2), gpu_slice_obj("d2", 0))
-    world.rule(taint_rule_obj("xid-d1", pool="d1"))
-    request = {
-        "name": "gpu",
-        "firstAvailable": [
-            {"name": "clean", "deviceClassName": GPU_CLASS},
-            {"name": "any", "deviceClassName": GPU_CLASS, "tolerations": TOLERATES_XID},
-        ],
-    }
-    world.template_of(claim_template_obj("choice", request))
-    member = one_member(world, "choice")
-    (planned,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
-    assert planned.request == "gpu/any"
-    reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
-    assert reservation is not None
-    assert reservation.node_of(member.uid) == "d1"

@@ -556,6 +556,66 @@ def test_kube_scheduler_image_matches_the_tested_release(chart: Chart) -> None:
     assert image == f"registry.k8s.io/kube-scheduler:{VERSIONS['KUBE_VERSION']}"
 
 
+# ---- Kubernetes' version skew: kube-scheduler never newer, at most one minor older -------------
+
+KUBE_SCHEDULER_135 = {"kubeScheduler": {"image": {"tag": "v1.35.4"}}}
+
+
+@pytest.mark.parametrize(
+    ("values", "cluster", "complaint"),
+    [
+        pytest.param(
+            KUBE_SCHEDULER_135,
+            "1.34.2",
+            "kubeScheduler.image.tag (v1.35.4) runs kube-scheduler 1.35, newer than this "
+            "cluster's Kubernetes v1.34.2",
+            id="newer-than-the-cluster",
+        ),
+        pytest.param(
+            KUBE_SCHEDULER_135,
+            "1.37.2",
+            "kubeScheduler.image.tag (v1.35.4) runs kube-scheduler 1.35, more than one minor "
+            "older than this cluster's Kubernetes v1.37.2",
+            id="two-minors-older",
+        ),
+        pytest.param(
+            COSCHEDULING,
+            "1.36.0",
+            "kubeScheduler.coschedulingImage.tag (v0.34.7) runs kube-scheduler 1.34, more than "
+            "one minor older than this cluster's Kubernetes v1.36.0",
+            id="coscheduling-build-too-old",
+        ),
+        pytest.param({}, "1.33.0", "chart requires kubeVersion: >=1.34.0-0", id="below-1.34"),
+    ],
+)
+def test_a_kube_scheduler_outside_the_clusters_version_skew_is_refused_at_render(
+    chart: Chart, values: dict[str, Any], cluster: str, complaint: str
+) -> None:
+    proc = chart.template(values, "--kube-version", cluster)
+    assert proc.returncode != 0, "rendered"
+    assert complaint in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "cluster"),
+    [
+        pytest.param(KUBE_SCHEDULER_135, "1.35.0", id="same-minor"),
+        pytest.param(KUBE_SCHEDULER_135, "1.36.1", id="one-minor-older"),
+        pytest.param({"kubeScheduler": {"image": {"tag": "v1.37.2"}}}, "1.37.2", id="on-1.37"),
+        pytest.param(COSCHEDULING, "1.35.4", id="coscheduling-one-minor-older"),
+        # A tag that is not a release (a mirror's own name, a digest) is not judged.
+        pytest.param({"kubeScheduler": {"image": {"tag": "latest"}}}, "1.37.0", id="not-a-release"),
+        # Providers append to the minor (GKE, EKS: "37+").
+        pytest.param({"kubeScheduler": {"image": {"tag": "v1.37.1"}}}, "1.37.0-gke.1", id="gke"),
+    ],
+)
+def test_a_kube_scheduler_within_the_clusters_version_skew_renders(
+    chart: Chart, values: dict[str, Any], cluster: str
+) -> None:
+    proc = chart.template(values, "--kube-version", cluster)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_probes_watch_each_container_on_its_own_endpoint(chart: Chart) -> None:
     docs = chart.render()
     phalanx = container(docs, "phalanx")

@@ -453,3 +453,24 @@ def test_helm_installs_next_to_the_crd_and_uninstalls(
         "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{release}"
     )
     assert status == 404
+
+
+def test_helm_refuses_a_kube_scheduler_newer_than_the_api_server_it_talks_to(
+    control_plane: launcher.ControlPlane, helm_tool: Path, tmp_path: Path
+) -> None:
+    # helm reads the version from the real kube-apiserver here, not from a flag.
+    minor = int(launcher.read_versions()["KUBE_VERSION"].split(".")[1])
+    newer = f"v1.{minor + 1}.0"
+    done = subprocess.run(
+        [
+            str(helm_tool), "install", "phalanx-skew", str(REPO / "helm" / "phalanx"),
+            "--namespace", "phalanx-skew", "--dry-run=server",
+            "--set", f"kubeScheduler.image.tag={newer}",
+        ],
+        capture_output=True, text=True, env=helm_env(control_plane, tmp_path), timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert f"kubeScheduler.image.tag ({newer}) runs kube-scheduler 1.{minor + 1}, newer" in (
+        done.stderr
+    )

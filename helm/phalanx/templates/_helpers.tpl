@@ -104,6 +104,28 @@ src/phalanx/service/binder.py. */}}
 {{- else if gt (int64 .Values.replicaCount) 1 }}
 {{- fail (printf "replicaCount (%d) needs kubeScheduler.leaderElection.leaderElect: true: without leader election every replica's kube-scheduler schedules at once, each with its own Phalanx holding its own reservations, and they place gangs against each other. Turn leader election on or set replicaCount to 1." (int64 .Values.replicaCount)) }}
 {{- end }}
+{{- /* Kubernetes' version skew policy: a kube-scheduler is never newer than the kube-apiserver and
+at most one minor older. Tags that are not a release (a digest, "latest") are not judged. */}}
+{{- $cluster := int (regexFind "^[0-9]+" .Capabilities.KubeVersion.Minor) }}
+{{- $field := "kubeScheduler.image.tag" }}
+{{- $fix := "Set kubeScheduler.image.tag to your cluster's release." }}
+{{- $tag := $ks.image.tag }}
+{{- $pattern := "^v?1\\.([0-9]+)(\\..*)?$" }}
+{{- if eq $ks.queueSort "Coscheduling" }}
+{{- /* scheduler-plugins tags v0.<minor>.<patch>: the kube-scheduler minor it embeds. */}}
+{{- $field = "kubeScheduler.coschedulingImage.tag" }}
+{{- $fix = "Set kubeScheduler.coschedulingImage.tag to a scheduler-plugins release built for your cluster's, or kubeScheduler.queueSort to PrioritySort (the upstream kube-scheduler image)." }}
+{{- $tag = $ks.coschedulingImage.tag }}
+{{- $pattern = "^v?0\\.([0-9]+)(\\..*)?$" }}
+{{- end }}
+{{- if regexMatch $pattern $tag }}
+{{- $minor := int (regexReplaceAll $pattern $tag "${1}") }}
+{{- if gt $minor $cluster }}
+{{- fail (printf "%s (%s) runs kube-scheduler 1.%d, newer than this cluster's Kubernetes %s: a kube-scheduler must never be newer than the kube-apiserver. %s" $field $tag $minor .Capabilities.KubeVersion.Version $fix) }}
+{{- else if lt $minor (sub $cluster 1) }}
+{{- fail (printf "%s (%s) runs kube-scheduler 1.%d, more than one minor older than this cluster's Kubernetes %s, beyond Kubernetes' version skew policy. %s" $field $tag $minor .Capabilities.KubeVersion.Version $fix) }}
+{{- end }}
+{{- end }}
 {{- $ports := list (int64 $px.port) (int64 $px.metricsPort) (int64 $ks.securePort) }}
 {{- if ne (len (uniq $ports)) (len $ports) }}
 {{- fail (printf "phalanx.port (%d), phalanx.metricsPort (%d) and kubeScheduler.securePort (%d) must all differ: both containers share the pod's network namespace, so a second listener on one port cannot bind and its container crash-loops. Give each a port of its own." (int64 $px.port) (int64 $px.metricsPort) (int64 $ks.securePort)) }}

@@ -347,6 +347,8 @@ class IndexCache:
         self, topology: Topology, generation: int, nodes: Callable[[], Iterable[Node]]
     ) -> TopologyIndex:
         built = self._adhoc if topology.adhoc else self._built
+        # An ad-hoc entry is taken out and put back, so the dict's order is least recently
+        # used first.
         cached = built.pop(topology.name, None) if topology.adhoc else built.get(topology.name)
         if cached is None or cached[0] != generation or cached[1].topology != topology:
             cached = (generation, build_index(topology, nodes()))

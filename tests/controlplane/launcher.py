@@ -344,10 +344,13 @@ NATIVE_GANG_API: Mapping[str, NativeGangApi] = {
     ),
     # 1.37: standalone PodGroup (spec.schedulingPolicy.gang.minCount) + pod
     # spec.schedulingGroup.podGroupName; GenericWorkload (beta, off by default) alone turns on
-    # the API, the RBAC for it and the GangScheduling plugin.
+    # the API, the RBAC for it and the GangScheduling plugin. The API server drops a
+    # PodGroup's spec.schedulingConstraints (its topology key) unless
+    # TopologyAwareWorkloadScheduling (alpha) is on too; kube-scheduler is left without it,
+    # so it generates no topology placements of its own: Phalanx places by that key.
     "1.37": NativeGangApi(
         "scheduling.k8s.io/v1beta1",
-        {"GenericWorkload": True},
+        {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True},
         {"GenericWorkload": True},
     ),
 }

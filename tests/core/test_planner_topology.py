@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, nvl72, pod, podgroup, rack_node
-from phalanx.core.cache import ClusterState
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, podgroup, rack_node
+from phalanx.core.cache import ClusterState, ReleaseCause
 from phalanx.core.journal import Outcome
 from phalanx.core.model import TopologyConstraint
 from phalanx.core.planner import GangPlanner, PlannerSettings
@@ -369,6 +369,140 @@ def test_a_relabel_that_moves_a_whole_slice_keeps_the_reservation():
     before = state.reservation("default/g")
     for node in first_slice:
         relabelled(state, node)
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") == before
+
+
+# ---- upstream's PodGroup topology key: any node label ----------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def upstream_key(key: str) -> TopologyConstraint:
+    """What upstream's `spec.schedulingConstraints.topology[0].key` reads as."""
+    return TopologyConstraint(required=key, any_label=True)
+
+
+def zone_node(name: str, zone: str | None, gpus: int = 4):
+    labels = {HOSTNAME: name} if zone is None else {HOSTNAME: name, ZONE: zone}
+    return gpu_node(name, gpus, labels=labels)
+
+
+def zoned_cluster():
+    """Zone a: two idle four-GPU nodes. Zone b: three four-GPU nodes with two GPUs in use
+    on each. Zone c: three idle four-GPU nodes. An eight-GPU gang fits in a (exactly) and
+    in c, or over b's broken nodes and a node of another zone."""
+    nodes = [
+        *(zone_node(f"a{i}", "a") for i in range(2)),
+        *(zone_node(f"b{i}", "b") for i in range(3)),
+        *(zone_node(f"c{i}", "c") for i in range(3)),
+    ]
+    busy = [pod(f"busy-{i}", 2, node=f"b{i}") for i in range(3)]
+    return nodes, busy
+
+
+def test_an_upstream_zone_key_plans_the_gang_inside_the_tightest_zone_that_holds_it():
+    nodes, busy = zoned_cluster()
+    members = gang("g", 4, 2)
+    group = podgroup("g", 4, topology=upstream_key(ZONE))
+    state, planner = setup(nodes, groups=[group], pods=[*busy, *members])
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.result.feasible
+    assert reserved_nodes(state) == {"a0", "a1"}
+    (committed,) = [e for e in decision.events if e.outcome is Outcome.COMMITTED]
+    assert f"placed within {ZONE}=a" in committed.reason
+
+
+def test_an_upstream_hostname_key_puts_every_member_on_one_node():
+    nodes = [zone_node("n1", None, 4), zone_node("n2", None, 4), zone_node("n3", None, 8)]
+    members = gang("g", 2, 2)
+    busy = pod("busy", 2, node="n1")
+    settings = PlannerSettings(topologies=parse_topologies(f"{SPINE},{LEAF}"))  # no host level
+    group = podgroup("g", 2, topology=upstream_key(HOSTNAME))
+    state, planner = setup(nodes, groups=[group], pods=[busy, *members], settings=settings)
+    assert planner.filter(members[0], [n.name for n in nodes], now=0).result.feasible
+    assert reserved_nodes(state) == {"n2"}
+
+
+def test_nodes_without_the_label_never_host_a_member():
+    nodes = [zone_node("a0", "a"), zone_node("x0", None, 8), zone_node("x1", None, 8)]
+    members = gang("g", 2, 2)
+    group = podgroup("g", 2, topology=upstream_key(ZONE))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    assert planner.filter(members[0], [n.name for n in nodes], now=0).result.feasible
+    assert reserved_nodes(state) == {"a0"}
+
+
+def test_a_gang_no_zone_holds_waits_with_a_reason_naming_the_key_and_the_unlabelled_nodes():
+    nodes = [zone_node("a0", "a"), zone_node("b0", "b"), zone_node("x0", None, 8)]
+    members = gang("g", 3, 2)  # six GPUs: four per zone, eight only off any zone
+    group = podgroup("g", 3, topology=upstream_key(ZONE))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert decision.result.feasible == ()
+    assert state.reservation("default/g") is None
+    (unfit,) = [e for e in decision.events if e.outcome is Outcome.UNFIT]
+    assert f"required {ZONE}" in unfit.reason
+    assert f"no single {ZONE} domain fits" in unfit.reason
+    assert f"1 eligible node(s) without label {ZONE} cannot host a member" in unfit.reason
+
+
+def test_an_upstream_key_that_is_a_configured_level_keeps_todays_placement():
+    """A configured level's domains stand as they are: a node without the leaf label is in
+    its clique's domain (skipped level), not kept out as by an ad-hoc label."""
+    nodes = [rack_node(f"n{i}", clique="c1") for i in range(2)]  # no leaf labels
+    members = gang("g", 2, 4)
+    by_field, by_annotation = upstream_key(LEAF), TopologyConstraint(required=LEAF)
+    placed = []
+    for topology in (by_field, by_annotation):
+        state, planner = setup(nodes, groups=[podgroup("g", 2, topology=topology)], pods=members)
+        decision = planner.filter(members[0], [n.name for n in nodes], now=0)
+        placed.append((reserved_nodes(state), [e.reason for e in decision.events]))
+    assert placed[0] == placed[1]
+    assert placed[0][0] == {"n0", "n1"}
+
+
+def reserved_in_zone():
+    """A two-member gang reserved in zone a, its tightest fit; zone b idle: (state, planner)."""
+    nodes = [zone_node("a0", "a"), zone_node("a1", "a"), zone_node("b0", "b", 12)]
+    members = gang("g", 2, 4)
+    group = podgroup("g", 2, topology=upstream_key(ZONE))
+    state, planner = setup(nodes, groups=[group], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    assert reserved_nodes(state) == {"a0", "a1"}
+    return state, planner
+
+
+@pytest.mark.parametrize(
+    ("labels", "now_in"),
+    [
+        ({HOSTNAME: "a1", ZONE: "b"}, f"now lie in 2: {ZONE}=a, {ZONE}=b"),
+        ({HOSTNAME: "a1"}, f"now lie in 2: {ZONE}=a, node a1 (in none)"),
+    ],
+    ids=["moved-to-another-zone", "label-removed"],
+)
+def test_a_relabel_taking_a_reserved_node_out_of_the_zone_releases_the_reservation(labels, now_in):
+    released = []
+    state, planner = reserved_in_zone()
+    state.on_release = released.append
+    old = state.node("a1").node
+    state.upsert_node(replace(old, labels=labels))
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") is None
+    assert [r.cause for r in released] == [ReleaseCause.TOPOLOGY_CHANGED]
+    assert f"requires one {ZONE} domain" in released[0].why
+    assert f"{now_in}; reservation released" in released[0].why
+
+
+def test_a_relabel_elsewhere_keeps_the_zone_reservation():
+    state, planner = reserved_in_zone()
+    before = state.reservation("default/g")
+    old = state.node("b0").node
+    state.upsert_node(replace(old, labels={HOSTNAME: "b0", ZONE: "c"}))
 
     planner.recheck_topology()
 

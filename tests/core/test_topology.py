@@ -146,6 +146,24 @@ def test_a_node_with_no_label_at_all_is_its_own_domain_everywhere():
     assert [index.domain(level, "bare").name for level in range(4)] == ["node bare"] * 4
 
 
+def test_an_ad_hoc_topology_holds_only_the_nodes_that_carry_its_label():
+    zone = "topology.kubernetes.io/zone"
+    nodes = [
+        gpu_node("a1", labels={zone: "a"}),
+        gpu_node("a2", labels={zone: "a"}),
+        gpu_node("b1", labels={zone: "b"}),
+        gpu_node("bare"),
+        gpu_node("blank", labels={zone: ""}),
+    ]
+    index = index_of(*nodes, topology=Topology.of_label(zone))
+    assert domain_names(index, 0) == [f"{zone}=a", f"{zone}=b"]
+    assert index.domain(0, "a1").nodes == ("a1", "a2")
+    # A configured level a node lacks is skipped; an ad-hoc one keeps the node out.
+    assert index.domain(0, "bare") is None
+    assert index.domain(0, "blank") is None
+    assert sorted(index.of_node) == ["a1", "a2", "b1"]
+
+
 def test_a_clique_under_two_leaves_is_reported_once_and_the_stray_node_is_its_own_domain():
     nodes = [rack_node(f"n{i}", spine="s", leaf="l1", clique="c7") for i in range(3)]
     stray = rack_node("odd", spine="s", leaf="l2", clique="c7")
@@ -271,3 +289,40 @@ def test_an_inconsistent_node_is_reported_once_across_rebuilds():
     assert cache.unreported() == []
     cache.get(DEFAULT_TOPOLOGIES.default, 4, lambda: [*good, odd])  # broken again
     assert [f.node for f in cache.unreported()] == ["odd"]
+
+
+def test_ad_hoc_indexes_are_kept_per_label_and_rebuilt_on_a_new_generation():
+    cache = IndexCache()
+    zone, rack = Topology.of_label("x.io/zone"), Topology.of_label("x.io/rack")
+    builds = []
+
+    def nodes():
+        builds.append(1)
+        return [gpu_node("n", labels={"x.io/zone": "a", "x.io/rack": "r"})]
+
+    first = cache.get(zone, 1, nodes)
+    cache.get(rack, 1, nodes)
+    assert cache.get(zone, 1, nodes) is first
+    assert cache.get(zone, 2, nodes) is not first
+    assert len(builds) == 3
+
+
+def test_an_ad_hoc_index_named_like_a_configured_topology_is_kept_apart_from_it():
+    cache = IndexCache()
+    rack = Topology("rack", ("x.io/row", "x.io/rack"))
+    nodes = [gpu_node("n", labels={"x.io/row": "1", "x.io/rack": "r", "rack": "7"})]
+    configured = cache.get(rack, 1, lambda: nodes)
+    cache.get(Topology.of_label("rack"), 1, lambda: nodes)
+    assert cache.get(rack, 1, lambda: nodes) is configured
+
+
+def test_ad_hoc_indexes_are_bounded_dropping_the_least_recently_used():
+    """Their label keys come from users' objects: without a bound every key ever named
+    would keep an index of the whole cluster."""
+    cache = IndexCache(adhoc_limit=2)
+    nodes = [gpu_node("n", labels={f"x.io/k{i}": "v" for i in range(4)})]
+    for i in (0, 1, 0, 2):  # k0 used again after k1: k1 is the one dropped
+        cache.get(Topology.of_label(f"x.io/k{i}"), 1, lambda: nodes)
+    assert cache.adhoc_keys == ("x.io/k0", "x.io/k2")
+    cache.get(DEFAULT_TOPOLOGIES.default, 1, lambda: nodes)  # configured ones do not count
+    assert cache.adhoc_keys == ("x.io/k0", "x.io/k2")

@@ -422,3 +422,61 @@ def test_a_tier_in_an_ordering_error_names_its_level():
     assert f"required level tier:1 ({CLIQUE}) is narrower than preferred level tier:2 ({LEAF})" in (
         resolved
     )
+
+
+# ---- upstream's PodGroup topology key: any node label -------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def upstream_key(key: str) -> TopologyConstraint:
+    """What upstream's `spec.schedulingConstraints.topology[0].key` reads as."""
+    return TopologyConstraint(required=key, any_label=True)
+
+
+def test_an_upstream_key_that_is_a_configured_level_resolves_as_the_annotation_would():
+    by_field = resolve(podgroup("g", 8, topology=upstream_key(LEAF)))
+    by_annotation = resolve(podgroup("g", 8, topology=TopologyConstraint(required=LEAF)))
+    assert by_field == by_annotation == GangTopology(DEFAULT, required=1)
+
+
+def test_an_upstream_key_of_another_configured_topology_resolves_in_that_topology():
+    topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
+    resolved = resolve(podgroup("g", 4, topology=upstream_key("x.io/rack")), topologies=topologies)
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.topology.name, resolved.required) == ("rack", 1)
+
+
+def test_an_upstream_key_no_topology_has_is_a_topology_of_that_label_alone():
+    resolved = resolve(podgroup("g", 4, topology=upstream_key(ZONE)))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.topology.levels == (ZONE,)
+    assert resolved.topology.adhoc
+    assert resolved.walk() == (0,)  # one domain of the label, never wider
+    assert str(resolved) == f"required {ZONE} (a node label, in no configured topology)"
+
+
+def test_upstream_hostname_key_without_a_hostname_level_is_a_topology_of_hosts():
+    topologies = parse_topologies(f"{SPINE},{LEAF}")
+    resolved = resolve(podgroup("g", 4, topology=upstream_key(HOSTNAME)), topologies=topologies)
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.topology.levels, resolved.required) == ((HOSTNAME,), 0)
+
+
+@pytest.mark.parametrize(
+    ("group", "members"),
+    [
+        (podgroup("g", 2, topology=TopologyConstraint(required=ZONE)), []),
+        (podgroup("g", 2), [pod("m-0", group="g", topology=TopologyConstraint(required=ZONE))]),
+        (
+            podgroup("g", 2, topology=upstream_key(ZONE)),
+            [pod("m-0", group="g", topology=TopologyConstraint(required=ZONE))],
+        ),
+    ],
+    ids=["podgroup-annotation", "member-annotation", "member-annotation-beside-the-field"],
+)
+def test_an_annotation_naming_an_unknown_level_is_still_refused(group, members):
+    """Phalanx's and Kueue's annotations name configured levels: a typo there is caught."""
+    resolved = resolve(group, members)
+    assert isinstance(resolved, str)
+    assert f'required level "{ZONE}" is not a level of topology default' in resolved

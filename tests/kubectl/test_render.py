@@ -205,6 +205,21 @@ def test_explain_lists_members_with_the_node_their_commit_record_names() -> None
     assert lines_starting(text, "held-1") == [["held-1", "-", "Pending", "-", "phalanx", "-"]]
 
 
+def test_explain_shows_the_topology_the_gang_declares() -> None:
+    gang = GangView(
+        "team-a/job", "team-a", "job", "PodGroup", 2, (),
+        topology="required topology.kubernetes.io/zone",
+    )  # fmt: skip
+    expl = Explanation("prod", gang, (), None, None)
+    text = render_explanation(expl, NOW, leases=LEASES, phalanx_namespace="phalanx-system")
+    assert "  topology:       required topology.kubernetes.io/zone" in text
+    assert explanation_json(expl, LEASES)["gang"]["topology"] == gang.topology
+    held = render_explanation(
+        explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"
+    )
+    assert "  topology:       none declared" in held
+
+
 def test_explain_shows_the_events_oldest_first_with_repeats_counted() -> None:
     text = render_explanation(
         explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"

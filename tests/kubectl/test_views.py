@@ -204,6 +204,35 @@ def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(
     assert len(gang.members) == 1
 
 
+@pytest.mark.parametrize(
+    ("objects", "pods", "topology"),
+    [
+        (
+            [upstream_podgroup_obj("job", 2, topology_key="topology.kubernetes.io/zone")],
+            [pod_obj("m-0", scheduling_group="job")],
+            "required topology.kubernetes.io/zone",
+        ),
+        (
+            [podgroup_obj("job", 2)],
+            [
+                pod_obj(
+                    "m-0",
+                    group="job",
+                    annotations={"phalanx.io/topology-required": "nvidia.com/gpu.clique"},
+                )
+            ],
+            "required nvidia.com/gpu.clique",
+        ),
+        ([podgroup_obj("job", 2)], [pod_obj("m-0", group="job")], ""),
+    ],
+    ids=["upstream-field", "member-annotations", "none"],
+)
+def test_a_gangs_declared_topology_is_shown(
+    objects: list[dict[str, Any]], pods: list[dict[str, Any]], topology: str
+) -> None:
+    assert one_gang(objects, pods).topology == topology
+
+
 def test_a_pod_group_and_a_volcano_pod_group_of_one_name_are_two_gangs() -> None:
     gangs, _ = collect_gangs(
         [podgroup_obj("job", 2), volcano_podgroup_obj("job", 3)],

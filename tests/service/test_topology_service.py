@@ -6,9 +6,9 @@ import asyncio
 import pytest
 from support import Clock, ScriptedSource
 
-from builders import node_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
+from builders import node_obj, pod_obj, podgroup_obj, upstream_podgroup_obj, volcano_podgroup_obj
 from phalanx.core.inventory import parse_node
-from phalanx.core.model import Binding, GroupRef
+from phalanx.core.model import Binding, Dialect, GroupRef
 from phalanx.demo.report import render_group_view
 from phalanx.service.extender import Extender, ServiceSettings
 
@@ -100,6 +100,26 @@ async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_m
     assert f"  topology:       preferred {CLIQUE}" in shown
     sample = ext.metrics.registry.get_sample_value
     assert sample("phalanx_gang_placements_total", {"level": LEAF}) == 1
+    await ext.stop()
+
+
+async def test_a_gang_placed_by_an_upstream_label_key_is_counted_as_node_label_not_by_its_key():
+    """The key comes from users' objects: as a metric label it would be unbounded."""
+    zone = "topology.kubernetes.io/zone"
+    nodes = [node_obj(f"{z}{i}", 4, labels={zone: z}) for z in "ab" for i in range(2)]
+    members = [pod_obj(f"g-{i}", 4, scheduling_group="g") for i in range(2)]
+    ext, _ = await start([*nodes, upstream_podgroup_obj("g", 2, topology_key=zone), *members])
+    placed = await place(ext, ["g-0", "g-1"])
+    assert len({node[0] for node in placed.values()}) == 1  # one zone
+    sample = ext.metrics.registry.get_sample_value
+    assert sample("phalanx_gang_placements_total", {"level": "node-label"}) == 1
+    assert sample("phalanx_gang_placements_total", {"level": zone}) is None
+    view = ext.views.group(GroupRef("default", "g", Dialect.UPSTREAM))
+    assert view is not None
+    assert view["plan"]["level"] == zone  # the gang's own view names it
+    # Only configured topologies are exported: ad-hoc ones are not in /debug/topology.
+    assert [t["name"] for t in ext.debug_topology()["topologies"]] == ["default"]
+    assert sample("phalanx_topology_domains", {"topology": zone, "level": zone}) is None
     await ext.stop()
 
 

@@ -148,11 +148,19 @@ class TopologySearch:
                     tried,
                 )
             )
-        return NotFound(
-            topology_unfit_detail(
-                misses[-1] if misses else None, total, anchors_split=split, no_domain=not usable
-            )
+        of_node = self.index.of_node
+        indexed = sum(1 for n in usable if n in of_node)
+        detail = topology_unfit_detail(
+            misses[-1] if misses else None, total, anchors_split=split, no_domain=not indexed
         )
+        if self.index.topology.adhoc and indexed < len(usable):
+            # An ad-hoc topology's index leaves the nodes without its label out.
+            label = self.index.topology.levels[0]
+            detail += (
+                f"; {len(usable) - indexed} eligible node(s) without label {label} "
+                "cannot host a member"
+            )
+        return NotFound(detail)
 
     def _candidates(
         self, level: int, usable: frozenset[str], need: tuple[int, int, int]

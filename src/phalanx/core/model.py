@@ -451,6 +451,11 @@ class TopologyConstraint:
     preferred: str = ""  # soft: one domain of this level, else one level wider at a time
     slice_size: int = 0  # 0: no slices; else every consecutive slice of n members ...
     slice_required: str = ""  # ... inside one domain of this level
+    # True for upstream's PodGroup field (`spec.schedulingConstraints.topology[0].key`), which
+    # the API server accepts for any node label: a `required` key no configured topology has
+    # is then a one-level topology of that label. Phalanx's and Kueue's annotations keep to
+    # the configured levels, so a typo there is refused.
+    any_label: bool = False
 
     def __str__(self) -> str:
         parts = []

@@ -788,9 +788,17 @@ def _reserved_for(key: str, member: MemberReservation) -> str:
 
 
 def _split(index: TopologyIndex, level: int, nodes: Iterable[str]) -> list[str] | None:
-    """The domains of `level` that `nodes` lie in, by name, when they are not all in one
-    (a node in none counts as split, and is not named); None when they are."""
-    domains = {index.domain(level, node) for node in nodes}
-    if len(domains) > 1 or None in domains:
-        return sorted(d.name for d in domains if d is not None)
+    """The domains of `level` that `nodes` lie in, by name, when they are not all in one;
+    None when they are. A node in none (gone, or without an ad-hoc topology's label)
+    counts as split and is named as `node <name> (in none)`."""
+    domains: set[str] = set()
+    outside: set[str] = set()
+    for node in nodes:
+        domain = index.domain(level, node)
+        if domain is None:
+            outside.add(f"node {node} (in none)")
+        else:
+            domains.add(domain.name)
+    if len(domains) > 1 or outside:
+        return [*sorted(domains), *sorted(outside)]
     return None

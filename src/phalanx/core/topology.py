@@ -56,10 +56,22 @@ CLUSTER = -1  # the level index that stands for the whole cluster (one domain)
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """Node label keys from the widest level to the narrowest; a level is named by its key."""
+    """Node label keys from the widest level to the narrowest; a level is named by its key.
+
+    `adhoc`: not configured but made for one gang from a node label (`of_label`); a node
+    without that label is in none of its domains, so it hosts no member.
+    """
 
     name: str
     levels: tuple[str, ...]
+    adhoc: bool = False
+
+    @classmethod
+    def of_label(cls, key: str) -> Topology:
+        """The one-level topology of node label `key`: a domain per value, as upstream's
+        PodGroup topology key has it. Named by the key; `IndexCache` keeps such indexes
+        apart from the configured ones, whose names could read the same."""
+        return cls(key, (key,), adhoc=True)
 
     def level(self, key: str) -> int | None:
         """The position of level `key` (0 = widest), or None when it is not a level here.
@@ -247,9 +259,12 @@ _Path = tuple[str | None, ...]
 
 
 def build_index(topology: Topology, nodes: Iterable[Node]) -> TopologyIndex:
-    """Group `nodes` into the domains of every level of `topology` (see module docstring)."""
+    """Group `nodes` into the domains of every level of `topology` (see module docstring);
+    an ad-hoc topology's index holds only the nodes that carry its label."""
     keys = topology.levels
     depth = len(keys)
+    if topology.adhoc:
+        nodes = (n for n in nodes if n.labels.get(keys[0]))
     paths: dict[str, _Path] = {
         n.name: tuple(n.labels.get(k) or None for k in keys)
         for n in sorted(nodes, key=lambda n: n.name)
@@ -316,21 +331,36 @@ class IndexCache:
     labels, not on heartbeats). Assumes one caller at a time, like `ClusterState`.
     Each inconsistent-label finding is handed out once by `unreported`, however often
     the index is rebuilt, until the node is consistent again.
+
+    Ad-hoc topologies (`Topology.of_label`) come from users' objects, so their label keys
+    are unbounded: at most `adhoc_limit` of their indexes are kept, the least recently
+    used dropped first (rebuilding one costs a pass over the nodes).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, adhoc_limit: int = 16) -> None:
         self._built: dict[str, tuple[int, TopologyIndex]] = {}
+        self._adhoc: dict[str, tuple[int, TopologyIndex]] = {}  # by label key, oldest first
+        self._adhoc_limit = adhoc_limit
         self._reported: set[tuple[str, str, str]] = set()
 
     def get(
         self, topology: Topology, generation: int, nodes: Callable[[], Iterable[Node]]
     ) -> TopologyIndex:
-        cached = self._built.get(topology.name)
-        if cached is not None and cached[0] == generation and cached[1].topology == topology:
-            return cached[1]
-        index = build_index(topology, nodes())
-        self._built[topology.name] = (generation, index)
-        return index
+        built = self._adhoc if topology.adhoc else self._built
+        # An ad-hoc entry is taken out and put back, so the dict's order is least recently
+        # used first.
+        cached = built.pop(topology.name, None) if topology.adhoc else built.get(topology.name)
+        if cached is None or cached[0] != generation or cached[1].topology != topology:
+            cached = (generation, build_index(topology, nodes()))
+        built[topology.name] = cached
+        while len(self._adhoc) > self._adhoc_limit:
+            del self._adhoc[next(iter(self._adhoc))]
+        return cached[1]
+
+    @property
+    def adhoc_keys(self) -> tuple[str, ...]:
+        """The label keys of the ad-hoc indexes kept, least recently used first."""
+        return tuple(self._adhoc)
 
     def unreported(self) -> list[TopologyFinding]:
         """Findings of the current indexes not handed out before."""
@@ -427,7 +457,9 @@ class GangTopology:
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
         shown = ", ".join(parts) or "unconstrained"
-        if self.topology.name != DEFAULT_TOPOLOGY_NAME:
+        if self.topology.adhoc:
+            shown += " (a node label, in no configured topology)"
+        elif self.topology.name != DEFAULT_TOPOLOGY_NAME:
             shown += f" (topology {self.topology.name})"
         return shown
 
@@ -472,6 +504,8 @@ def resolve_topology(
 
 def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
     """The intent's topology and levels as positions, or why it names none of them."""
+    if intent.any_label and not intent.topology:
+        return _label_levels(intent.required, topologies)
     topology = topologies.get(intent.topology)
     if topology is None:
         known = ", ".join(t.name for t in topologies.all)
@@ -500,6 +534,17 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_size=intent.slice_size,
         slice_level=levels["slice"],
     )
+
+
+def _label_levels(label: str, topologies: Topologies) -> GangTopology:
+    """A gang required inside one value of node label `label` (upstream's PodGroup field):
+    at that level of the default topology when it has one, as if an annotation named it;
+    else of the first configured topology that has it; else of the ad-hoc topology of
+    that label alone."""
+    for topology in (topologies.default, *topologies.all):
+        if label in topology.levels:
+            return GangTopology(topology, required=topology.levels.index(label))
+    return GangTopology(Topology.of_label(label), required=0)
 
 
 def _check(

@@ -235,6 +235,7 @@ def render_explanation(
         f"  state:          {gang.state} ({gang.bound}/{need} bound, "
         f"{len(gang.members)} member(s))",
         f"  phase:          {gang.phase or NONE}",
+        f"  topology:       {gang.topology or 'none declared'}",
     ]
     cond = gang.condition
     if cond is not None:
@@ -305,6 +306,7 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "state": str(gang.state),
         "phase": gang.phase or None,
         "placement": gang.placement or None,
+        "topology": gang.topology or None,
         "created": gang.created or None,
         "condition": None
         if cond is None

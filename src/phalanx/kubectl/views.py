@@ -112,6 +112,9 @@ class GangView:
     condition: ConditionView | None = None
     commit: CommitView | None = None
     placement: str = ""  # phalanx.io/placement as declared, "" for the default
+    # Its topology intent as declared (`required topology.kubernetes.io/zone`): the gang
+    # object's, else its members'; "" for none.
+    topology: str = ""
     created: str = ""  # RFC 3339: the PodGroup's, else the oldest member's
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
 
@@ -306,6 +309,7 @@ class _Draft:
     condition: ConditionView | None = None
     commit: CommitView | None = None
     placement: str = ""
+    topology: str = ""
     created: str = ""
     members: list[MemberView] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -331,6 +335,7 @@ class _Draft:
             condition=self.condition,
             commit=commit,
             placement=self.placement,
+            topology=self.topology,
             created=self.created,
             problems=tuple(dict.fromkeys(self.problems)),
         )
@@ -369,6 +374,8 @@ def collect_gangs(
         if not draft.has_object:
             draft.min_member = draft.min_member or pod.min_member
             draft.placement = draft.placement or pod.placement
+        if not draft.topology and pod.topology is not None:
+            draft.topology = str(pod.topology)
         if not draft.has_object or ref.pod_group:
             created = _text(_meta(raw).get("creationTimestamp"))
             if created and (not draft.created or created < draft.created):
@@ -415,6 +422,7 @@ def _add_object(
     if not isinstance(group, Workload):
         draft.min_member = None if group.basic else group.min_member
         draft.placement = str(group.placement) if group.placement is not None else ""
+        draft.topology = str(group.topology) if group.topology is not None else ""
 
 
 def _from_workload(draft: _Draft, workload: Workload, api_version: str) -> None:
@@ -422,8 +430,9 @@ def _from_workload(draft: _Draft, workload: Workload, api_version: str) -> None:
     draft.has_object, draft.api_version = True, api_version
     entry = workload.pod_group(draft.ref.pod_group)
     draft.min_member = entry.min_count if entry is not None else None
-    placement = workload.settings.placement
+    placement, topology = workload.settings.placement, workload.settings.topology
     draft.placement = str(placement) if placement is not None else ""
+    draft.topology = str(topology) if topology is not None else ""
     if entry is None:
         have = ", ".join(group.name for group in workload.pod_groups)
         draft.problems.append(

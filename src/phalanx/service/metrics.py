@@ -74,7 +74,8 @@ class Metrics:
         self.gang_placements = Counter(
             "phalanx_gang_placements",
             "Gangs whose quorum bound, by the narrowest topology level one of whose domains "
-            "holds every member (a node label key, or cluster).",
+            "holds every member (a level of a configured topology, node-label for a node "
+            "label no configured topology has, or cluster).",
             ["level"],
             registry=r,
         )

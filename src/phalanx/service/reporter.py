@@ -27,7 +27,7 @@ from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod, PodRef
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Resolved
-from phalanx.core.topology import TopologyFinding
+from phalanx.core.topology import Topologies, TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
 from phalanx.sources.base import ClusterSource, Nomination
@@ -48,9 +48,24 @@ INCONSISTENT_TOPOLOGY = "InconsistentTopologyLabels"  # Event reason on the Node
 NOMINATION_COST = 4
 
 
+# The phalanx_gang_placements level of a gang placed by an ad-hoc topology (upstream's
+# PodGroup topology key naming a label no configured topology has): the key comes from
+# users' objects, so as a metric label it would be unbounded.
+NODE_LABEL_LEVEL = "node-label"
+
+
 def achieved_level(proposal: Placed) -> str:
     """The narrowest topology level one of whose domains holds every member."""
     return proposal.level or CLUSTER_LEVEL
+
+
+def placement_level(proposal: Placed, topologies: Topologies) -> str:
+    """`achieved_level` as phalanx_gang_placements counts it: a level no configured
+    topology has is `NODE_LABEL_LEVEL`."""
+    level = achieved_level(proposal)
+    if level == CLUSTER_LEVEL or any(level in t.levels for t in topologies.all):
+        return level
+    return NODE_LABEL_LEVEL
 
 
 class Reporter:
@@ -144,7 +159,8 @@ class Reporter:
             rec = self.planner.journal.get(group.key)
             proposal = rec.proposal if rec is not None else None
             if proposal is not None:
-                self.metrics.gang_placements.labels(achieved_level(proposal)).inc()
+                topologies = self.planner.settings.topologies
+                self.metrics.gang_placements.labels(placement_level(proposal, topologies)).inc()
             if proposal is not None and proposal.outcome is not None:
                 self.metrics.plan_transfers.observe(len(proposal.outcome.transfers))
         reason = f"bound {members} member(s) together"

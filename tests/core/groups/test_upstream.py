@@ -161,7 +161,10 @@ def test_a_topology_constraint_keeps_every_member_in_one_domain() -> None:
     group = upstream.parse_pod_group(
         upstream_podgroup_obj("gang-0", 4, topology_key="topology.kubernetes.io/rack")
     )
-    assert group.topology == TopologyConstraint(required="topology.kubernetes.io/rack")
+    # Upstream accepts any node label there, not only a configured level.
+    assert group.topology == TopologyConstraint(
+        required="topology.kubernetes.io/rack", any_label=True
+    )
     assert group.placement is None  # the required level is a topology constraint, not a policy
 
 
@@ -178,7 +181,9 @@ def test_phalanx_annotations_on_the_pod_group_are_read_beside_its_topology() -> 
         )
     )
     assert group.placement == Placement(PolicyKind.INTERCONNECT_LOCAL)
-    assert group.topology == TopologyConstraint(required="topology.kubernetes.io/rack")
+    assert group.topology == TopologyConstraint(
+        required="topology.kubernetes.io/rack", any_label=True
+    )
     assert group.timeout_seconds == 300
 
 
@@ -474,6 +479,20 @@ def test_a_topology_annotation_that_contradicts_the_spec_is_refused_naming_the_f
                 annotations={"phalanx.io/topology-required": "nvidia.com/gpu.clique"},
             )
         )
+
+
+def test_a_topology_annotation_that_agrees_with_the_spec_keeps_the_fields_reading() -> None:
+    group = upstream.parse_pod_group(
+        upstream_podgroup_obj(
+            "gang-0",
+            4,
+            topology_key="topology.kubernetes.io/zone",
+            annotations={"phalanx.io/topology-required": "topology.kubernetes.io/zone"},
+        )
+    )
+    assert group.topology == TopologyConstraint(
+        required="topology.kubernetes.io/zone", any_label=True
+    )
 
 
 def test_a_timeout_annotation_beyond_int32_on_the_pod_group_is_refused_naming_it() -> None:

@@ -11,7 +11,7 @@ on a pod they never raise (see `phalanx.core.inventory`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Generic, TypeVar
 
 from phalanx.core.errors import quoted
@@ -148,9 +148,12 @@ class ObjectSettings:
         self, src: Source, declared: TopologyConstraint | None, path: str
     ) -> TopologyConstraint | None:
         """The group's topology intent: its API field (`declared`, at `path`) or Phalanx's
-        annotations; both saying different things is refused, naming the field."""
-        if declared is None or self.topology is None or declared == self.topology:
+        annotations; both saying different things is refused, naming the field. Saying the
+        same, the field's reading (`any_label`) stands."""
+        if declared is None or self.topology is None:
             return declared or self.topology
+        if replace(declared, any_label=False) == replace(self.topology, any_label=False):
+            return declared
         raise src.invalid(
             path, f"says {declared} but the phalanx.io/topology-* annotations say {self.topology}"
         )

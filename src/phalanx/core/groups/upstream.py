@@ -268,7 +268,9 @@ def _topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
     key = _required(src, entry.get("key"), f"{item_path}.key")
     if not is_qualified_name(key):
         raise src.invalid(f"{item_path}.key", f"{quoted(key)} is not a node label key")
-    return TopologyConstraint(required=key)
+    # Upstream accepts any node label here; a key no configured topology has is planned
+    # as a topology of that label alone (`phalanx.core.topology.resolve_topology`).
+    return TopologyConstraint(required=key, any_label=True)
 
 
 def _parsed_pod_group(obj: JsonObject) -> Parsed[PodGroup]:

@@ -272,6 +272,11 @@ class Reporter:
             )
 
     def _push_status(self, status: GroupStatus) -> None:
+        """Write `status` unless it says nothing new. Never to an object being deleted: the
+        controllers removing its finalizers write it too, and nobody reads it any more."""
+        group = self.state.group(status.group_key)
+        if group is not None and group.deleting:
+            return
         shown = (
             status.phase,
             status.scheduled,

@@ -272,8 +272,9 @@ class Reporter:
             )
 
     def _push_status(self, status: GroupStatus) -> None:
-        """Write `status` unless it says nothing new. Never to an object being deleted: the
-        controllers removing its finalizers write it too, and nobody reads it any more."""
+        """Write `status` unless it says nothing new. Never to an object being deleted:
+        nobody reads it any more, and a write would move its resourceVersion under the
+        update that removes its finalizers (a conflict and a retry for that controller)."""
         group = self.state.group(status.group_key)
         if group is not None and group.deleting:
             return

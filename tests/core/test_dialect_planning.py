@@ -15,7 +15,7 @@ from builders import (
     volcano_podgroup_obj,
     workload_obj,
 )
-from phalanx.core.barrier import BindAlone, Join, admit
+from phalanx.core.barrier import Answer, BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.groups import registry
 from phalanx.core.groups.discovery import Served
@@ -398,3 +398,125 @@ def test_a_gang_object_edited_into_an_invalid_one_releases_the_reservation_it_he
     # No member is steered to a node held for a gang that can no longer bind.
     decision = cluster.planner.filter(cluster.pod("m-1"), NODES, now=1)
     assert decision.result.feasible == ()
+
+
+# --- a gang object being deleted ----------------------------------------------------------
+
+
+def being_deleted(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` after `kubectl delete`, held by a finalizer (kube-controller-manager's
+    `scheduling.k8s.io/podgroup-protection` on an upstream PodGroup, any operator's)."""
+    metadata = {
+        **obj["metadata"],
+        "deletionTimestamp": "2026-12-05T18:00:00Z",
+        "finalizers": ["example.com/hold"],
+    }
+    return {**obj, "metadata": metadata}
+
+
+DELETED_GANGS = [
+    pytest.param(
+        podgroup_obj("job", 2),
+        {"group": "job"},
+        GroupRef("default", "job"),
+        "PodGroup default/job is being deleted (gang default/job)",
+        id="scheduler-plugins",
+    ),
+    pytest.param(
+        volcano_podgroup_obj("job", 2),
+        {"volcano_group": "job"},
+        VOLCANO,
+        "PodGroup default/job is being deleted (gang volcano:default/job)",
+        id="volcano",
+    ),
+    pytest.param(
+        upstream_podgroup_obj("job", 2),
+        {"scheduling_group": "job"},
+        UPSTREAM,
+        "PodGroup default/job is being deleted (gang upstream:default/job)",
+        id="upstream-pod-group",
+    ),
+    pytest.param(
+        workload_obj("train", {"workers": 2}),
+        {"workload_ref": {"name": "train", "podGroup": "workers"}},
+        WORKERS,
+        "Workload default/train is being deleted (gang upstream:default/train/workers)",
+        id="workload",
+    ),
+]
+
+
+@pytest.mark.parametrize(("gang_object", "member", "ref", "named"), DELETED_GANGS)
+def test_a_gang_whose_object_is_being_deleted_releases_its_reservation_and_places_nobody(
+    gang_object: dict[str, Any], member: dict[str, Any], ref: GroupRef, named: str
+) -> None:
+    cluster = Cluster(gang_object, *(pod_obj(f"m-{i}", 8, **member) for i in range(3)))
+    reserved_gang(cluster, "m-0")
+
+    cluster.add(being_deleted(gang_object))
+
+    [released] = cluster.released
+    assert (released.cause, released.group_key) == (ReleaseCause.GROUP_GONE, ref.key)
+    assert released.why.startswith(named)
+    assert cluster.state.reservation(ref.key) is None
+    decision = cluster.planner.filter(cluster.pod("m-1"), NODES, now=1)
+    assert decision.result.feasible == ()
+    assert decision.reserved is None
+    assert set(decision.result.unresolvable) == set(NODES)  # preemption would not help
+    assert all(r.startswith(named) for r in decision.result.unresolvable.values())
+    assert [e.outcome for e in decision.events] == [Outcome.UNFIT]
+
+
+@pytest.mark.parametrize(("gang_object", "member", "ref", "named"), DELETED_GANGS)
+def test_a_bind_for_a_member_of_a_gang_being_deleted_is_answered_with_an_error(
+    gang_object: dict[str, Any], member: dict[str, Any], ref: GroupRef, named: str
+) -> None:
+    cluster = Cluster(gang_object, *(pod_obj(f"m-{i}", 8, **member) for i in range(2)))
+    reserved_gang(cluster, "m-0")
+    pod = cluster.pod("m-0")
+    node = cluster.state.reservation(ref.key).node_of(pod.uid)  # type: ignore[union-attr]
+
+    cluster.add(being_deleted(gang_object))
+
+    admission = admit(cluster.state, Binding(pod.ref, node), GroupDefaults())
+    assert isinstance(admission, Answer)
+    assert admission.error.startswith(named)
+
+
+def test_a_gang_being_deleted_is_not_reserved_from_its_template_nor_planned_ahead() -> None:
+    cluster = Cluster(being_deleted(upstream_podgroup_obj("job", 2)))
+    cluster.add(pod_obj("job-0", 8, scheduling_group="job"))  # template reservation's shape
+    assert cluster.planner.filter(cluster.pod("job-0"), NODES, now=0).reserved is None
+    cluster.add(pod_obj("job-1", 8, scheduling_group="job"))  # the quorum exists
+    assert cluster.planner.plan_ahead(UPSTREAM, now=0) is None
+    assert cluster.state.reservations() == {}
+
+
+def test_a_bound_member_of_a_gang_being_deleted_is_left_where_it_is_and_extras_wait() -> None:
+    cluster = Cluster(
+        volcano_podgroup_obj("job", 1),
+        pod_obj("job-0", 8, volcano_group="job", node="n1", phase="Running"),
+        pod_obj("job-1", 8, volcano_group="job"),
+    )
+    cluster.add(being_deleted(volcano_podgroup_obj("job", 1)))
+
+    bound = cluster.planner.filter(cluster.pod("job-0"), NODES, now=0)
+    assert bound.result.feasible == ("n1",)
+    extra = cluster.pod("job-1")
+    assert cluster.planner.filter(extra, NODES, now=0).result.feasible == ()
+    # Beyond a bound quorum it would bind alone; not while its gang is torn down.
+    assert isinstance(admit(cluster.state, Binding(extra.ref, "n2"), GroupDefaults()), Answer)
+    assert cluster.released == []
+
+
+def test_a_gang_object_deleted_for_good_after_being_deleted_releases_nothing_twice() -> None:
+    members = [pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(2)]
+    cluster = Cluster(upstream_podgroup_obj("job", 2), *members)
+    reserved_gang(cluster, "job-0")
+    cluster.add(being_deleted(upstream_podgroup_obj("job", 2)))
+    cluster.add(being_deleted(upstream_podgroup_obj("job", 2)))  # a relist
+
+    assert not cluster.state.remove_group(UPSTREAM.key)  # the finalizer went: it is gone
+
+    assert [r.cause for r in cluster.released] == [ReleaseCause.GROUP_GONE]
+    assert isinstance(cluster.resolve(UPSTREAM), Waiting)

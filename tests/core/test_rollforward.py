@@ -276,3 +276,23 @@ def test_survivors_holding_every_task_minimum_roll_forward() -> None:
         min_task_member=minima,
     )
     assert decision.verdict is Verdict.ROLL_FORWARD
+
+
+DELETING = (
+    "PodGroup ml/train is being deleted (gang ml/train): its members are not scheduled any more"
+)
+
+
+def test_a_record_of_a_gang_being_deleted_with_none_bound_binds_nothing() -> None:
+    a, b = member(0), member(1)
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n2")), min_member=2, deleting=DELETING)
+    assert decision.verdict is Verdict.RELEASE
+    assert decision.bindings == ()
+    assert decision.reason == f"{DELETING}; nothing of it was bound, so nothing more is"
+
+
+def test_a_record_of_a_gang_being_deleted_with_some_bound_is_finished_not_left_partial() -> None:
+    a, b = member(0, node="n1"), member(1)
+    decision = decide(cluster(a, b), record((a, "n1"), (b, "n2")), min_member=2, deleting=DELETING)
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert decision.bindings == (Binding(PodRef("ml", "train-1", "uid-1"), "n2"),)

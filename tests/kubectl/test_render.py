@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from builders import event_obj, lease_obj, pod_obj, podgroup_obj
+from builders import event_obj, lease_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.kubectl.render import (
     explanation_json,
+    gang_json,
     render_explanation,
     render_status,
     status_json,
@@ -254,3 +255,28 @@ def test_explain_json_carries_the_events_and_the_wait() -> None:
     assert answer["events"][1]["count"] == 3
     assert answer["wait"]["reason"] == "binding failed"
     assert answer["phalanx"] is None
+
+
+def test_explain_says_which_volcano_task_its_bound_members_lack() -> None:
+    group = volcano_podgroup_obj("mpi", 2, min_task_member={"master": 1, "worker": 1})
+    pods = [
+        pod_obj(f"mpi-worker-{i}", volcano_group="mpi", node=f"gpu-{i}",
+                annotations={"volcano.sh/task-spec": "worker"})
+        for i in range(2)
+    ]  # fmt: skip
+    [gang], _ = collect_gangs([group], pods)
+    text = render_explanation(
+        Explanation("prod", gang, (), wait_of(gang, []), None),
+        NOW,
+        leases=LEASES,
+        phalanx_namespace="phalanx-system",
+    )
+    assert (
+        "  state:          partial (2/2 bound, but task master has 0 of 1 member(s) "
+        "(spec.minTaskMember), 2 member(s))"
+    ) in text
+    answer = gang_json(gang)
+    assert (answer["min_task_member"], answer["tasks_short"]) == (
+        {"master": 1, "worker": 1},
+        "task master has 0 of 1 member(s)",
+    )

@@ -507,6 +507,50 @@ def test_a_whole_gang_does_not_wait() -> None:
     assert wait_of(gang, []) is None
 
 
+# ---- Volcano task minima -----------------------------------------------------------------------
+
+
+def mpi(bound: dict[str, str]) -> list[dict[str, Any]]:
+    """Volcano's MPI job: a master and 3 workers; `bound` maps the bound ones to nodes."""
+    names = {"mpi-master-0": "master", **{f"mpi-worker-{i}": "worker" for i in range(3)}}
+    return [
+        pod_obj(
+            name,
+            volcano_group="mpi",
+            annotations={"volcano.sh/task-spec": task},
+            node=bound.get(name, ""),
+        )
+        for name, task in names.items()
+    ]
+
+
+MPI_GROUP = volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2})
+
+
+def test_a_volcano_gang_is_whole_only_once_each_task_has_its_minimum_bound() -> None:
+    workers = {f"mpi-worker-{i}": f"n{i}" for i in range(3)}
+    short = one_gang([MPI_GROUP], mpi(workers))
+    assert (short.bound, short.min_member) == (3, 3)  # the count alone would say whole
+    assert short.state is GangState.PARTIAL  # three workers bound without their master
+    assert short.tasks_short == "task master has 0 of 1 member(s)"
+    wait = wait_of(short, [])
+    assert wait is not None
+    assert wait.reason == (
+        "3 of 3 member(s) bound, but task master has 0 of 1 member(s) (spec.minTaskMember)"
+    )
+
+    whole = one_gang([MPI_GROUP], mpi({**workers, "mpi-master-0": "n3"}))
+    assert (whole.state, whole.tasks_short) == (GangState.WHOLE, "")
+    assert wait_of(whole, []) is None
+
+
+def test_minima_summing_past_min_member_are_not_held_against_the_gang() -> None:
+    # Phalanx does not enforce them (Volcano skips its task checks then too).
+    group = volcano_podgroup_obj("mpi", 2, min_task_member={"master": 1, "worker": 2})
+    gang = one_gang([group], mpi({"mpi-worker-0": "n0", "mpi-worker-1": "n1"}))
+    assert (gang.state, gang.tasks_short) == (GangState.WHOLE, "")
+
+
 # ---- Leases and ages ---------------------------------------------------------------------------
 
 

@@ -85,6 +85,39 @@ async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan():
     await ext.stop()
 
 
+def being_deleted(obj: dict) -> dict:
+    """`obj` after `kubectl delete`, held by an operator's finalizer."""
+    metadata = {
+        **obj["metadata"],
+        "deletionTimestamp": "2026-12-05T18:00:00Z",
+        "finalizers": ["example.com/hold"],
+    }
+    return {**obj, "metadata": metadata}
+
+
+async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_status_write():
+    ext, source = await started(volcano_gang(3, min_member=2), complete_members=False)
+    [node] = ext.filter(pod_of(ext, "job-0"), NODES).feasible
+    held = asyncio.create_task(bind(ext, "job-0", node))
+    await asyncio.sleep(0.01)
+    assert not held.done()
+    written = source.statuses["volcano:default/job"]
+
+    source.apply(being_deleted(volcano_podgroup_obj("job", 2)))
+
+    error = await asyncio.wait_for(held, 1)
+    assert "PodGroup default/job is being deleted (gang volcano:default/job)" in error
+    assert ext.filter(pod_of(ext, "job-1"), NODES).feasible == ()
+    ext.reporter.refresh_statuses()
+    await asyncio.sleep(0)
+    assert source.bindings == []
+    assert source.statuses["volcano:default/job"] is written  # nothing written since
+    said = {e[2]: e[3] for e in source.events if e[1] == "volcano:default/job"}
+    assert said["ReservationReleased"].startswith("PodGroup default/job is being deleted")
+    assert said["Unschedulable"].startswith("PodGroup default/job is being deleted")
+    await ext.stop()
+
+
 def mpi_member(name: str, task: str) -> dict:
     return pod_obj(name, 4, volcano_group="mpi", annotations={"volcano.sh/task-spec": task})
 

@@ -21,7 +21,7 @@ from support import (
     started,
 )
 
-from builders import node_obj, pod_obj
+from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.journal import Outcome
 from phalanx.core.rollforward import CommitRecord, Verdict
 from phalanx.service.rollforward import RollForward, RollForwardSettings
@@ -272,6 +272,23 @@ async def test_a_recorded_node_that_cannot_take_its_member_releases_the_gang_and
     assert last_outcome(ext) is Outcome.RELEASED
     (event,) = await events_settled(source, "ReservationReleased")
     assert event[:4] == ("PodGroup", KEY, "ReservationReleased", decision.reason)
+    await ext.stop()
+
+
+async def test_a_record_of_a_gang_being_deleted_before_any_binding_binds_nothing():
+    clocks = Clocks()
+    ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
+    write(ext, source, {"g-0": "n1", "g-1": "n2"})
+    held = podgroup_obj("g", 2)
+    held["metadata"] |= {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x/y"]}
+    source.apply(held)
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.RELEASE
+    assert decision.reason.startswith("PodGroup default/g is being deleted (gang default/g)")
+    assert source.bindings == []
+    assert source.cleared == [KEY]
     await ext.stop()
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from phalanx.core.groups.discovery import Served
+from phalanx.core.groups.registry import deleting_reason
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import EMPTY, GroupRef, Node, Pod, PodGroup, Resources
 from phalanx.core.snapshot import NodeInfo, Snapshot
@@ -130,7 +131,7 @@ class ReleaseCause(StrEnum):
     EXPIRED = "expired"  # not bound within the group's timeout
     REPLAN = "replan"  # kube-scheduler did not offer a reserved node
     NODE_GONE = "node-gone"  # a node it used was deleted
-    GROUP_GONE = "group-gone"  # its PodGroup object was deleted
+    GROUP_GONE = "group-gone"  # its gang object was deleted, or is being deleted
     GROUP_CHANGED = "group-changed"  # its gang object changed (size, policy, plan, topology)
     TOPOLOGY_CHANGED = "topology-changed"  # relabelled nodes split it across required domains
     BARRIER = "barrier"  # the bind barrier gave up (timeout, re-check, commit record)
@@ -511,23 +512,30 @@ class ClusterState:
     # ---- groups ------------------------------------------------------------------------
 
     def upsert_group(self, group: PodGroup) -> None:
-        """Add or update a PodGroup; a changed one releases its gang's reservation."""
+        """Add or update a PodGroup; a changed one releases its gang's reservation, as one
+        being deleted does (`group-gone`: its workload is being torn down)."""
         old = self._groups.get(group.key)
         self._groups[group.key] = group
         self._group_errors.pop(group.key, None)
         self.generation += 1
-        if old is not None and old != group:
+        if group.deleting:
+            self.release(group.key, ReleaseCause.GROUP_GONE, _deleting(group.ref))
+        elif old is not None and old != group:
             self.release(group.key, ReleaseCause.GROUP_CHANGED, _changed(old, group))
         if old != group:
             self._rejoin(group.key)
 
     def upsert_workload(self, workload: Workload) -> None:
-        """Add or update a Workload; a changed one releases the reservations of its gangs."""
+        """Add or update a Workload; a changed one releases the reservations of its gangs,
+        as one being deleted does (`group-gone`)."""
         old = self._workloads.get(workload.key)
         self._workloads[workload.key] = workload
         self._group_errors.pop(workload.key, None)
         self.generation += 1
-        if old is not None and old != workload:
+        if workload.deleting:
+            for key in self._held_by(workload.key):
+                self.release(key, ReleaseCause.GROUP_GONE, _deleting(GroupRef.parse(key)))
+        elif old is not None and old != workload:
             why = f"Workload {workload.namespace}/{workload.name} changed; re-planning"
             for key in self._held_by(workload.key):
                 self.release(key, ReleaseCause.GROUP_CHANGED, why)
@@ -798,6 +806,10 @@ class ClusterState:
             for info in self._nodes.values()
             if info.name not in self._phantoms and any(v < 0 for v in info.free.values())
         )
+
+
+def _deleting(ref: GroupRef) -> str:
+    return f"{deleting_reason(ref)}; its reservation is released"
 
 
 def _changed(old: PodGroup, new: PodGroup) -> str:

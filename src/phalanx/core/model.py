@@ -505,6 +505,9 @@ class PodGroup:
     # Volcano `spec.minTaskMember`, as enforced: (task, minimum) pairs sorted by task, none
     # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
     min_task_member: tuple[tuple[str, int], ...] = ()
+    # `metadata.deletionTimestamp` is set: finalizers hold the object while its workload is
+    # torn down. Nothing of the gang is planned, reserved or bound any more (resolve_group).
+    deleting: bool = False
 
     @property
     def ref(self) -> GroupRef:

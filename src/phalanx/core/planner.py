@@ -65,7 +65,15 @@ from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, pa
 from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
 from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
-from phalanx.core.resolution import GroupDefaults, Resolution, Resolved, Waiting, resolve_group
+from phalanx.core.resolution import (
+    Deleting,
+    GroupDefaults,
+    Invalid,
+    Resolution,
+    Resolved,
+    Waiting,
+    resolve_group,
+)
 from phalanx.core.singles import SingleFit
 from phalanx.core.template import (
     NoSlot,
@@ -90,6 +98,14 @@ from phalanx.core.topology_usage import LevelFreedom, fragmentation_scores, free
 from phalanx.core.unfit import UnfitMemo
 
 Plan = tuple[PlanNode, PlanIntent]
+
+# The decision a member's filter notes when its gang does not resolve. A gang whose object
+# is being deleted is unschedulable (Event `Unschedulable`): nothing is missing or broken.
+_UNRESOLVED_OUTCOMES: dict[type[Waiting | Invalid | Deleting], Outcome] = {
+    Waiting: Outcome.WAITING,
+    Invalid: Outcome.INVALID,
+    Deleting: Outcome.UNFIT,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +421,7 @@ class GangPlanner:
         # 3. Resolve the gang (a `basic` group is none: its members go one by one).
         resolution = self.resolve(cycle.group)
         if not isinstance(resolution, Resolved):
-            outcome = Outcome.WAITING if isinstance(resolution, Waiting) else Outcome.INVALID
+            outcome = _UNRESOLVED_OUTCOMES[type(resolution)]
             self._note(cycle, outcome, resolution.reason)
             return refuse_all(offered, resolution.reason)
         group = resolution.group

@@ -7,20 +7,29 @@ a quorum exists (the planner's quorum-first step, plan-ahead, roll-forward, pree
 bind barrier) or which members make one (an elastic gang's quorum) asks here about the
 tasks, so they cannot disagree. The bind barrier counts its members itself
 (`core/barrier.quorum_present`: bound ones are a count there, not a list) and asks
-`task_shortfall` for the tasks.
+`task_shortfall` for the tasks, as `kubectl phalanx` does of the bound members it reads
+from the API (`phalanx.kubectl.views`: a gang is whole only with its task minima).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from phalanx.core.model import Pod, PodGroup
 
 TaskMinima = tuple[tuple[str, int], ...]  # as `PodGroup.min_task_member`
 
 
-def task_shortfall(minima: TaskMinima, pods: Iterable[Pod]) -> str:
+class Tasked(Protocol):
+    """A member as far as task minima go: a `Pod`, or a view of one."""
+
+    @property
+    def task(self) -> str: ...
+
+
+def task_shortfall(minima: TaskMinima, pods: Iterable[Tasked]) -> str:
     """Which task minima `pods` miss, for people ("task worker has 1 of 2 member(s)");
     "" when they meet every one."""
     if not minima:

@@ -1,7 +1,9 @@
 """Which gang a pod belongs to, as a value (coscheduling's `GetPodGroup`).
 
 `resolve_group` answers `Resolved(group)`, `Waiting(reason)` (the gang's object does not
-exist yet: it may still come) or `Invalid(reason)` (it will never schedule as declared).
+exist yet: it may still come), `Invalid(reason)` (it will never schedule as declared) or
+`Deleting(reason)` (its object is being deleted: nothing of it is planned, reserved or
+bound any more; its members wait until the object is gone).
 The gang comes from its object in any dialect (`phalanx.core.groups.registry.resolve`: a
 PodGroup, a Workload's pod group) or, for annotation-only gangs, from its members'
 annotations; its placement from the object, else the members' common annotation, else the
@@ -45,7 +47,15 @@ class Invalid:
     reason: str
 
 
-Resolution = Resolved | Waiting | Invalid
+@dataclass(frozen=True, slots=True)
+class Deleting:
+    """The gang's object is being deleted (`metadata.deletionTimestamp`): its workload is
+    being torn down, so no member is reserved or bound any more."""
+
+    reason: str
+
+
+Resolution = Resolved | Waiting | Invalid | Deleting
 
 
 def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Resolution:
@@ -69,6 +79,8 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
     )
     if isinstance(found, registry.Unresolved):
         return Waiting(found.reason) if found.waiting else Invalid(found.reason)
+    if found.deleting:
+        return Deleting(registry.deleting_reason(ref))
     group = found
     if group.placement is None:
         # The object does not say: every member must agree, else the default applies.

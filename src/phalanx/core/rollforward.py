@@ -117,11 +117,14 @@ def decide(
     *,
     min_member: int | None = None,
     min_task_member: TaskMinima = (),
+    deleting: str = "",
 ) -> Decision:
     """What to do with one gang's commit record, given the model now (see module docstring).
 
     `min_member` is the gang's quorum when known, and `min_task_member` its Volcano task
-    minima; without them, any survivors roll forward.
+    minima; without them, any survivors roll forward. `deleting` says why the gang's
+    object is being deleted ("" when it is not): none bound, nothing more is bound; some
+    bound, the rest are, rather than leave a partial gang.
     """
     key = record.group_key
     bound = 0
@@ -144,6 +147,9 @@ def decide(
     gone = tuple(vanished)
     if not pending:
         return Decision(key, Verdict.COMPLETE, bound=bound, vanished=gone)
+    if bound == 0 and deleting:
+        reason = f"{deleting}; nothing of it was bound, so nothing more is"
+        return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)
     survivors = bound + len(pending)
     if bound == 0 and min_member is not None and survivors < min_member:
         reason = (

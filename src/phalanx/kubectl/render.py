@@ -224,6 +224,12 @@ def member_lines(gang: GangView) -> list[str]:
     return table(["MEMBER", "NODE", "PHASE", "RECORDED NODE", "SCHEDULER", "NOTE"], rows)
 
 
+def _short(gang: GangView) -> str:
+    """ ", but task master has 0 of 1 member(s) (spec.minTaskMember)" when the bound members
+    miss a Volcano task minimum; "" otherwise."""
+    return f", but {gang.tasks_short} (spec.minTaskMember)" if gang.tasks_short else ""
+
+
 def render_explanation(
     expl: Explanation, now: datetime, *, leases: Sequence[LeaseView], phalanx_namespace: str
 ) -> str:
@@ -232,7 +238,7 @@ def render_explanation(
     out = [
         f"Gang {gang.key}  ({declared(gang)}, minMember {need}, "
         f"placement {gang.placement or 'default'})  context {expl.context}",
-        f"  state:          {gang.state} ({gang.bound}/{need} bound, "
+        f"  state:          {gang.state} ({gang.bound}/{need} bound{_short(gang)}, "
         f"{len(gang.members)} member(s))",
         f"  phase:          {gang.phase or NONE}",
         f"  topology:       {gang.topology or 'none declared'}",
@@ -302,7 +308,9 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "source": gang.source,
         "api_version": gang.api_version or None,
         "min_member": gang.min_member,
+        "min_task_member": dict(gang.min_task_member) or None,
         "bound": gang.bound,
+        "tasks_short": gang.tasks_short or None,
         "state": str(gang.state),
         "phase": gang.phase or None,
         "placement": gang.placement or None,

@@ -19,7 +19,9 @@ dialect and what declares it (`registry.gang_dialect`, `registry.gang_source`), 
 
 A gang's *state* sums them up for a table::
 
-    whole     at least minMember members bound
+    whole     at least minMember members bound and, for a Volcano PodGroup with
+              spec.minTaskMember, each task's minimum among them (`core/quorum.py`, as
+              the scheduler counts it; `tasks_short` says which task is short)
     binding   fewer bound, and a commit record: bindings in flight, or roll-forward due
     reserved  nothing bound, the PodGroup's phase is Scheduling (scheduler-plugins: the
               other dialects' status has no such phase; `--server` shows it): Phalanx
@@ -47,6 +49,7 @@ from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
 from phalanx.core.model import Dialect, GroupRef, Pod
+from phalanx.core.quorum import TaskMinima, task_shortfall
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
@@ -74,6 +77,7 @@ class MemberView:
     scheduler: str
     gated: bool  # has scheduling gates: kube-scheduler leaves it alone for now
     deleting: bool
+    task: str = ""  # Volcano's volcano.sh/task-spec ("" when it names none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +121,17 @@ class GangView:
     topology: str = ""
     created: str = ""  # RFC 3339: the PodGroup's, else the oldest member's
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
+    min_task_member: TaskMinima = ()  # Volcano's spec.minTaskMember, as Phalanx enforces it
 
     @property
     def bound(self) -> int:
         return sum(1 for m in self.members if m.node)
+
+    @property
+    def tasks_short(self) -> str:
+        """Which task minima the bound members miss ("task master has 0 of 1 member(s)");
+        "" when none, or when the gang has none."""
+        return task_shortfall(self.min_task_member, (m for m in self.members if m.node))
 
     @property
     def ran(self) -> bool:
@@ -131,7 +142,7 @@ class GangView:
     @property
     def state(self) -> GangState:
         need = self.min_member
-        if need is not None and self.bound >= need:
+        if need is not None and self.bound >= need and not self.tasks_short:
             return GangState.WHOLE
         if self.commit is not None and self.commit.error == "":
             return GangState.BINDING
@@ -293,6 +304,7 @@ def _member(pod: Pod, raw: Obj) -> MemberView:
         scheduler=pod.scheduler_name,
         gated=bool(gates),
         deleting=pod.deleting,
+        task=pod.task,
     )
 
 
@@ -305,6 +317,7 @@ class _Draft:
     api_version: str = ""
     claims: set[Dialect] = field(default_factory=set)  # the members' winning claims
     min_member: int | None = None
+    min_task_member: TaskMinima = ()
     phase: str = ""
     condition: ConditionView | None = None
     commit: CommitView | None = None
@@ -338,6 +351,7 @@ class _Draft:
             topology=self.topology,
             created=self.created,
             problems=tuple(dict.fromkeys(self.problems)),
+            min_task_member=self.min_task_member,
         )
 
 
@@ -421,6 +435,7 @@ def _add_object(
     group = parsed.value
     if not isinstance(group, Workload):
         draft.min_member = None if group.basic else group.min_member
+        draft.min_task_member = group.min_task_member
         draft.placement = str(group.placement) if group.placement is not None else ""
         draft.topology = str(group.topology) if group.topology is not None else ""
 
@@ -491,6 +506,13 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
     cond = gang.condition
     if gang.problems:
         return WaitView(gang.key, gang.state, gang.created, "; ".join(gang.problems), "phalanx")
+    need = gang.min_member
+    if need is not None and gang.bound >= need and gang.tasks_short:
+        # The count alone would read as whole: say which task the scheduler still waits for.
+        reason = (
+            f"{gang.bound} of {need} member(s) bound, but {gang.tasks_short} (spec.minTaskMember)"
+        )
+        return WaitView(gang.key, gang.state, gang.created, reason, "phalanx")
     if cond is not None and not cond.placed and cond.message:
         return WaitView(gang.key, gang.state, cond.since, cond.message, "condition")
     if events:

@@ -288,6 +288,12 @@ class Reporter:
             )
 
     def _push_status(self, status: GroupStatus) -> None:
+        """Write `status` unless it says nothing new. Never to an object being deleted:
+        nobody reads it any more, and a write would move its resourceVersion under the
+        update that removes its finalizers (a conflict and a retry for that controller)."""
+        group = self.state.group(status.group_key)
+        if group is not None and group.deleting:
+            return
         shown = (
             status.phase,
             status.scheduled,

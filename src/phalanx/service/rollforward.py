@@ -34,7 +34,7 @@ from phalanx.core.journal import Outcome
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.quorum import TaskMinima
-from phalanx.core.resolution import Resolved
+from phalanx.core.resolution import Deleting, Resolved
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict, decide
 from phalanx.service.binder import Binder
 from phalanx.service.reporter import Reporter
@@ -103,8 +103,14 @@ class RollForward:
         for key, record in sorted(records.items()):
             if not self._due(record):
                 continue
-            min_member, minima = self._quorum(key)
-            decision = decide(self.state, record, min_member=min_member, min_task_member=minima)
+            min_member, minima, deleting = self._quorum(key)
+            decision = decide(
+                self.state,
+                record,
+                min_member=min_member,
+                min_task_member=minima,
+                deleting=deleting,
+            )
             if decision.verdict is Verdict.WAIT:
                 continue
             taken.append(decision)
@@ -119,14 +125,17 @@ class RollForward:
         written = _parse_time(record.at)
         return written is not None and self.wall_clock() - written >= grace
 
-    def _quorum(self, key: str) -> tuple[int | None, TaskMinima]:
-        """The gang's `minMember` and Volcano task minima, when its object is known."""
+    def _quorum(self, key: str) -> tuple[int | None, TaskMinima, str]:
+        """The gang's `minMember` and Volcano task minima, when its object is known, and
+        why that object is being deleted ("" when it is not)."""
         if not self.state.members(key, include_finished=True):
-            return None, ()
+            return None, (), ""
         resolution = self.planner.resolve(GroupRef.parse(key))
+        if isinstance(resolution, Deleting):
+            return None, (), resolution.reason
         if not isinstance(resolution, Resolved):
-            return None, ()
-        return resolution.group.min_member, resolution.group.min_task_member
+            return None, (), ""
+        return resolution.group.min_member, resolution.group.min_task_member, ""
 
     async def _carry_out(self, decision: Decision) -> None:
         key = decision.group_key

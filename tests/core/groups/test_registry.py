@@ -640,3 +640,43 @@ def test_every_dialect_that_owns_objects_can_say_why_members_wait() -> None:
             assert entry.waiting_reason is not None, entry.dialect
             assert entry.build_status is not None, entry.dialect
     assert isinstance(OBJECTS["upstream:ml/train"], Workload)
+
+
+# --- an object being deleted -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        podgroup_obj("job", 2),
+        volcano_podgroup_obj("job", 2),
+        upstream_podgroup_obj("job", 2),
+        upstream_podgroup_obj("job", 2, version="v1alpha2"),
+        workload_obj("train", {"workers": 2}),
+    ],
+    ids=["scheduler-plugins", "volcano", "upstream", "upstream-v1alpha2", "workload"],
+)
+def test_every_dialect_reads_whether_its_gang_object_is_being_deleted(obj: dict[str, Any]) -> None:
+    held = {**obj["metadata"], "deletionTimestamp": "2026-12-05T18:00:00Z", "finalizers": ["x/y"]}
+    live = registry.parse_group_object(obj)
+    deleting = registry.parse_group_object({**obj, "metadata": held})
+    assert live is not None
+    assert deleting is not None
+    assert (live.value.deleting, deleting.value.deleting) == (False, True)
+    assert live.value != deleting.value
+
+
+def test_a_workloads_gangs_are_being_deleted_with_it() -> None:
+    obj = workload_obj("train", {"workers": 2})
+    parsed = registry.parse_group_object(
+        {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": "2026-12-05T18:00:00Z"}}
+    )
+    assert parsed is not None
+    ref = GroupRef("default", "train", Dialect.UPSTREAM, "workers")
+    gang = registry.resolve(ref, lambda _key: parsed.value)
+    assert isinstance(gang, PodGroup)
+    assert gang.deleting
+    assert registry.deleting_reason(ref) == (
+        "Workload default/train is being deleted (gang upstream:default/train/workers): "
+        "its members are not scheduled any more"
+    )

@@ -72,6 +72,12 @@ def read_identity(kind: str, obj: JsonObject) -> tuple[Source, JsonObject, str, 
     return src, metadata, namespace, name
 
 
+def is_deleting(metadata: JsonObject) -> bool:
+    """Whether a gang object is being deleted: `metadata.deletionTimestamp` is set (the API
+    server never clears it; finalizers keep the object until they are removed)."""
+    return metadata.get("deletionTimestamp") not in (None, "")
+
+
 def label_name_problem(where: str, name: str, what: str) -> str:
     """Why `name`, read from `where`, is no DNS label (`what` it names: a Workload's pod
     group, a replica key); "" when it is."""
@@ -238,6 +244,7 @@ __all__ = [
     "annotation_int",
     "annotation_int32",
     "group_name_problem",
+    "is_deleting",
     "is_dns_label",
     "is_object_name",
     "is_qualified_name",

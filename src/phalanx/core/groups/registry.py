@@ -277,6 +277,16 @@ def resolve(
     return Unresolved(text, waiting=True)
 
 
+def deleting_reason(ref: GroupRef) -> str:
+    """Why the members of `ref`'s gang are not scheduled while its object is being deleted
+    (`PodGroup.deleting`)."""
+    target = ref.object_ref
+    return (
+        f"{upstream.object_kind(ref)} {target.namespace}/{target.name} is being deleted "
+        f"(gang {ref.key}): its members are not scheduled any more"
+    )
+
+
 # --- Status -----------------------------------------------------------------------------
 
 

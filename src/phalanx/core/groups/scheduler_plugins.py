@@ -20,6 +20,7 @@ from phalanx.core.groups.common import (
     Parsed,
     PodView,
     group_name_problem,
+    is_deleting,
     read_identity,
     read_min_count,
     read_positive_int32,
@@ -81,6 +82,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         from_crd=True,
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         topology=settings.topology,
+        deleting=is_deleting(metadata),
     )
 
 

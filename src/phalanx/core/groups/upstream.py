@@ -34,6 +34,7 @@ from phalanx.core.groups.common import (
     Parsed,
     PodView,
     group_name_problem,
+    is_deleting,
     is_qualified_name,
     label_name_problem,
     read_identity,
@@ -150,6 +151,7 @@ class Workload:
     pod_groups: tuple[WorkloadPodGroup, ...]
     settings: ObjectSettings = field(default_factory=ObjectSettings)
     uid: str = ""
+    deleting: bool = False  # `metadata.deletionTimestamp` is set (as `PodGroup.deleting`)
 
     @property
     def ref(self) -> GroupRef:
@@ -182,6 +184,7 @@ def parse_workload(obj: JsonObject) -> Workload:
         pod_groups=tuple(groups),
         settings=ObjectSettings.read(src, annotations, timeout=True),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
+        deleting=is_deleting(metadata),
     )
 
 
@@ -224,6 +227,7 @@ def gang_of(workload: Workload, ref: GroupRef) -> PodGroup | str:
         pod_group=ref.pod_group,
         replica=ref.replica,
         basic=entry.min_count is None,
+        deleting=workload.deleting,
     )
 
 
@@ -253,6 +257,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         dialect=Dialect.UPSTREAM,
         topology=topology,
         basic=min_count is None,
+        deleting=is_deleting(metadata),
     )
 
 

@@ -36,6 +36,7 @@ from phalanx.core.groups.common import (
     Parsed,
     PodView,
     group_name_problem,
+    is_deleting,
     read_identity,
     read_min_count,
 )
@@ -154,6 +155,7 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         dialect=Dialect.VOLCANO,
         topology=settings.topology_with(src, _network_topology(src, spec), "spec.networkTopology"),
         min_task_member=min_task_member,
+        deleting=is_deleting(metadata),
     )
     return Parsed(group, tuple(warnings))
 

@@ -384,3 +384,18 @@ def test_a_pod_names_the_claim_kube_scheduler_made_for_its_extended_resources() 
     [ref] = parse_pod(obj).resource_claims
     assert ref.extended
     assert ref.claim == "m-extended-resources-abcde"
+
+
+def test_a_claim_left_from_a_cycle_that_did_not_bind_pins_its_pending_pod_nowhere() -> None:
+    world = world_of("d1", "d2")
+    [member] = gang_of(world, 1, 4)
+    allocate_extended(world, "m-extended-resources-x", "d1", range(4), member)
+    pending = asking(world, member.name, 4, claim="m-extended-resources-x")
+    assert pending.requests.get(NVIDIA_GPU) == 4
+    assert pending.devices is not None
+    other = world.state.node("d2")
+    assert other is not None
+    assert pending.devices.ineligibility(other.node) is None
+    info = world.state.node("d1")
+    assert info is not None
+    assert info.node.allocatable.get(class_entry(GPU_CLASS)) == 4  # held until deleted

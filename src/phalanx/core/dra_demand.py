@@ -324,10 +324,15 @@ def pod_demand(
         key = claim_key(pod.namespace, made.claim)
         claim = claims.get(key)
         if claim is not None and claim.allocation is not None:
-            # Carried while its pod is a reserved member (as any claim): the pod counts it.
-            held = key not in carried
             terms = claim.allocation.node_terms
-            result.append(ClaimDemand(key, allocated=held, node_terms=terms))
+            if key in carried:
+                # Its pod is a reserved member (as for any claim): the pod counts it.
+                result.append(ClaimDemand(key, node_terms=terms))
+            elif pod.node_name:
+                held = True
+                result.append(ClaimDemand(key, allocated=True, node_terms=terms))
+            # Else it is left from a cycle that did not bind: kube-scheduler deletes it and
+            # allocates anew, so it pins the pod nowhere (its node counts it meanwhile).
     extended = []
     for resource, count, name in mapped:
         device_class = catalog.classes[name]

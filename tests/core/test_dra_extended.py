@@ -399,3 +399,15 @@ def test_a_claim_left_from_a_cycle_that_did_not_bind_pins_its_pending_pod_nowher
     info = world.state.node("d1")
     assert info is not None
     assert info.node.allocatable.get(class_entry(GPU_CLASS)) == 4  # held until deleted
+
+
+def test_a_pod_asking_a_resource_served_by_a_broken_class_is_refused_naming_both() -> None:
+    world = world_of("d1")
+    broken = gpu_class_obj()
+    broken["spec"]["selectors"] = [{"cel": {"expression": "device.driver =="}}]
+    world.model.upsert_class(parse_device_class(broken))
+    world.model.settle(world.state)
+    [member] = gang_of(world, 1, 4)
+    result = planner_of(world).filter(member, ["d1"], now=0).result
+    [why] = set(result.unresolvable.values())
+    assert f"{NVIDIA_GPU}: DeviceClass {GPU_CLASS}, which serves it, is invalid" in why

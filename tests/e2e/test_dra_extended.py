@@ -11,7 +11,10 @@ in PreBind. Checked here:
   ``status.extendedResourceClaimStatus`` names) is allocated on the node it was bound to,
   without the plugin refusing a reserved node;
 * a second gang that would over-commit the devices (one node has room for one of its two
-  members) holds nothing and waits whole: no member bound, no claim made.
+  members) holds nothing and waits whole: no member bound, no claim made;
+* on a DRA node whose devices a claim pod partly holds, beside a device-plugin node, a
+  gang asking ``nvidia.com/gpu`` gets the devices the claim left and the device plugin's
+  GPUs, one member each, and only the DRA member gets a claim.
 """
 
 from __future__ import annotations
@@ -22,9 +25,16 @@ from typing import Any
 import launcher
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
-from scheduling import Scenario
+from scheduling import POD_GROUP_LABEL, Gang, Scenario, pod_body
 
-from builders import DRA_API, NVIDIA_CLASSES, device_class_obj, gpu_slice_obj
+from builders import (
+    DRA_API,
+    NVIDIA_CLASSES,
+    claim_obj,
+    device_class_obj,
+    device_request,
+    gpu_slice_obj,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +77,25 @@ def dra_node(sc: Scenario, slices: list[str], suffix: str) -> str:
     slices.append(obj["metadata"]["name"])
     sc.nodes[name] = GPUS  # what phalanx_gpus counts once the slice is in
     return name
+
+
+def claim_gang(sc: Scenario, name: str, gpus: int) -> Gang:
+    """A one-member gang whose member claims `gpus` GPUs of the class through a claim of
+    its own (no resourceclaim controller needed)."""
+    claim = claim_obj(
+        f"{name}-gpus", device_request("gpu", SERVING_CLASS, gpus), namespace=sc.namespace
+    )
+    del claim["metadata"]["uid"]
+    sc.api.create(f"{API}/namespaces/{sc.namespace}/resourceclaims", claim)
+    sc.pod_group(name, 1)
+    member = f"{name}-0"
+    body = pod_body(member, gpus=0, node_selector=sc.selector, labels={POD_GROUP_LABEL: name})
+    body["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": f"{name}-gpus"}]
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+    sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    gang = Gang(name, (member,), 1, 0, "podgroup")
+    sc.gangs[name] = gang
+    return gang
 
 
 def extended_claims(sc: Scenario) -> dict[str, str]:
@@ -134,3 +163,27 @@ def test_a_gang_asking_nvidia_gpu_binds_whole_onto_dra_only_nodes_and_a_second_o
     for node in nodes:
         used = GPUS if node in where.values() else 0
         assert cluster.phalanx.metric("phalanx_gpus", node=node, state="used") == used
+
+
+def test_a_gang_asking_nvidia_gpu_shares_a_dra_node_with_a_claim_and_uses_the_device_plugin(
+    cluster: Scenario,  # noqa: F811
+    slices: list[str],
+) -> None:
+    dra = dra_node(cluster, slices, "dra")
+    plugin = cluster.node("plugin", 2)
+    cluster.nodes_ready()
+    holder = claim_gang(cluster, "holder", 2)
+    assert cluster.wait_gang(holder, timeout=30) == {"holder-0": dra}
+
+    gang = cluster.gang("mixed", 2, 2)  # 4 GPUs: the 2 the claim left, and the plugin's 2
+
+    where = cluster.wait_gang(gang, timeout=30)
+    assert sorted(where.values()) == sorted([dra, plugin]), where
+    served = next(m for m, node in where.items() if node == dra)
+
+    def allocated() -> dict[str, str] | None:
+        found = extended_claims(cluster)
+        return found if found.get(served) else None
+
+    assert cluster.wait("the DRA member's claim allocated", allocated) == {served: dra}
+    assert refused_by_dynamic_resources(cluster, gang.members) == []

@@ -6,7 +6,8 @@ each in one step (single writer, the service's event loop, as for `ClusterState`
     node in  ──▶ bridged: free devices in `allocatable`, installed ones in `devices`
                  (`node_with_devices`) ──▶ ClusterState.upsert_node
     pod in   ──▶ its demand derived and carried (`with_needs`) ──▶ ClusterState.upsert_pod;
-                 indexed under the claims and templates it names
+                 indexed under the claims and templates it names, and the extended
+                 resources it asks (a class may serve them: KEP-5004)
     slice / class / claim / template / DeviceTaintRule ──▶ DraState, staged ──settle()──▶
                  the pods naming a changed claim or template derived again, then the nodes
                  the changes name bridged again, in the same step (a new catalog, device

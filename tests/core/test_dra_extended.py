@@ -24,7 +24,7 @@ from dra_builders import GPU_CLASS, DraWorld, tainted
 from phalanx.core.dra import parse_device_class, parse_resource_claim
 from phalanx.core.dra_inventory import DeviceCatalog, class_entry
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Pod
+from phalanx.core.model import NVIDIA_GPU, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
 
 IMPLICIT = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
@@ -190,14 +190,18 @@ def test_an_extended_resource_reservation_leaves_claims_only_the_devices_it_did_
 
 
 def test_an_all_devices_claim_and_an_extended_resource_pod_never_share_a_node() -> None:
-    world = world_of("d1")
+    world = world_of("d1", "d2")
     planner = planner_of(world)
     world.template("all", None, mode="All")
     world.state.upsert_group(podgroup("c", 1))
     everything = world.pod("c", group="c", templates={"gpus": "all"})
-    assert planner.filter(everything, ["d1"], now=0).reserved is not None
+    whole = planner.filter(everything, ["d1", "d2"], now=0).reserved
+    assert whole is not None
+    taken = whole.node_of(everything.uid)
     [member] = gang_of(world, 1, 1)
-    assert planner.filter(member, ["d1"], now=0).result.feasible == ()
+    beside = planner.filter(member, ["d1", "d2"], now=0).reserved
+    assert beside is not None
+    assert beside.node_of(member.uid) != taken
 
 
 def test_an_extended_resource_pod_is_not_given_tainted_devices() -> None:
@@ -219,24 +223,30 @@ def test_an_extended_resource_pod_is_not_given_tainted_devices() -> None:
 def test_no_plan_gives_one_device_twice_to_extended_resource_and_claim_pods(
     asks: list[tuple[bool, int]],
 ) -> None:
+    """One-member gangs, each asking GPUs by a claim (DRA nodes only) or by nvidia.com/gpu
+    (any node): each is reserved exactly when a node it may use has that many GPUs left."""
     world = world_of("d1", "d2", plugin=("p1",))
     planner = planner_of(world)
+    left = {"d1": 8, "d2": 8, "p1": 8}
     for i, (by_claim, gpus) in enumerate(asks):
         group = f"g{i}"
         if by_claim:
-            member = claim_gang(world, group, gpus)
+            member, usable = claim_gang(world, group, gpus), ("d1", "d2")
         else:
-            [member] = gang_of(world, 1, gpus, group=group)
-        planner.filter(member, ["d1", "d2", "p1"], now=0)
-    for node in ("d1", "d2", "p1"):
+            [member], usable = gang_of(world, 1, gpus, group=group), ("d1", "d2", "p1")
+        reservation = planner.filter(member, ["d1", "d2", "p1"], now=0).reserved
+        assert (reservation is not None) == any(left[n] >= gpus for n in usable)
+        if reservation is not None:
+            node = reservation.node_of(member.uid)
+            assert node in usable
+            assert left[node] >= gpus
+            left[node] -= gpus
+    for node, free in left.items():
         info = world.state.node(node)
         assert info is not None
-        # Every reservation's devices, however asked, fit in the node's 8 GPUs once.
-        assert info.reserved.gpus() <= 8
-        assert info.free.gpus() == 8 - info.reserved.gpus()
-        assert info.free.get(class_entry(GPU_CLASS)) >= 0
+        assert info.free.gpus() == free
         if node != "p1":
-            assert info.free.get(DRA_GPU) + info.free.get(NVIDIA_GPU) >= info.free.gpus()
+            assert info.free.get(class_entry(GPU_CLASS)) == free
 
 
 # ---- bound pods ------------------------------------------------------------------------
@@ -324,6 +334,7 @@ def test_a_class_naming_an_invalid_extended_resource_is_told_and_serves_only_its
 def test_a_pod_waiting_when_its_class_is_deleted_waits_for_the_resource_by_name() -> None:
     world = world_of("d1")
     [member] = gang_of(world, 1, 4)
+    assert member.requests.get(class_entry(GPU_CLASS)) == 4  # served by its devices
     world.model.remove_class(GPU_CLASS)
     world.model.settle(world.state)
     waiting = world.state.pod(member.uid)

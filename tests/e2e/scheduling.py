@@ -232,6 +232,10 @@ def bound_node(pod: Obj) -> str:
 
 
 def gpu_request(pod: Obj) -> int:
+    """The device-plugin GPUs the pod holds on its node: none when kube-scheduler served
+    its ``nvidia.com/gpu`` from DRA devices (KEP-5004; a claim it made holds them)."""
+    if (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+        return 0
     total = 0
     for c in pod.get("spec", {}).get("containers") or []:
         requests = (c.get("resources") or {}).get("requests") or {}

@@ -153,3 +153,54 @@ async def test_the_debug_view_shows_each_member_s_device_claims() -> None:
     assert "is not evaluated by Phalanx" in note
     assert ext.debug_group("default", "g") == view  # a view changes nothing
     await ext.stop()
+
+
+def extended_cluster(*objects: dict[str, Any]) -> list[dict[str, Any]]:
+    """`cluster`, with NVIDIA's gpu.nvidia.com serving nvidia.com/gpu (KEP-5004)."""
+    found = cluster(*objects)
+    for obj in found:
+        if obj["kind"] == "DeviceClass" and obj["metadata"]["name"] == "gpu.nvidia.com":
+            obj["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    return found
+
+
+async def test_a_gang_asking_nvidia_gpu_is_reserved_and_bound_whole_on_the_dra_nodes() -> None:
+    ext, source = await started(
+        extended_cluster(podgroup_obj("g", 3), *(pod_obj(f"g-{i}", 8, group="g") for i in range(3)))
+    )
+    names = [f"g-{i}" for i in range(3)]
+    nodes = reserve_all(ext, names)
+    assert sorted(nodes.values()) == ["d1", "d2", "p1"]  # 24 GPUs: every node, each its way
+    assert {n: gpus(ext, n, "reserved") for n in EVERY_NODE} == {"d1": 8, "d2": 8, "p1": 8}
+    assert ext.metrics.registry.get_sample_value("phalanx_reserved_gpus") == 24
+    results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in names))
+    assert results == ["", "", ""]
+    assert sorted(node for _, node in source.bindings) == ["d1", "d2", "p1"]
+    view = ext.debug_group("default", "g")
+    assert view is not None
+    assert [m["extended"] for m in view["devices"]] == [
+        [{"resource": "nvidia.com/gpu", "count": 8, "class": "gpu.nvidia.com", "held": False}]
+    ] * 3
+    await ext.stop()
+
+
+async def test_a_pod_served_by_a_claim_kube_scheduler_made_is_counted_once() -> None:
+    held = [(GPU_DRIVER, "d1", f"gpu-{i}") for i in range(4)]
+    served = pod_obj("served", 4, node="d1", uid="uid-served", phase="Running")
+    served["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "served-er"}
+    claim = claim_obj(
+        "served-er",
+        device_request("container-0-request-0", "gpu.nvidia.com", 4),
+        allocated=held,
+        node="d1",
+        owner_pod="uid-served",
+        reserved_for=["uid-served"],
+    )
+    ext, _ = await started(extended_cluster(served, claim))
+    assert (gpus(ext, "d1", "used"), gpus(ext, "d1", "free")) == (4, 4)
+    cluster_gpus = {
+        state: ext.metrics.registry.get_sample_value("phalanx_cluster_gpus", {"state": state})
+        for state in ("free", "used")
+    }
+    assert cluster_gpus == {"free": 20, "used": 4}
+    await ext.stop()

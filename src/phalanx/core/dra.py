@@ -47,6 +47,7 @@ from phalanx.core.quantity import parse_quantity
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
+    is_extended_resource,
     key_path,
     namespace_and_name,
     read_boolean,
@@ -746,17 +747,52 @@ class DeviceClass:
 
     name: str
     selectors: tuple[Selector | Unsupported, ...] = ()
+    # `spec.extendedResourceName`: pods asking it are served from the class's devices on
+    # nodes without it in allocatable ("" when not set, or not a valid extended resource).
     extended_resource_name: str = ""
     problem: str = ""  # a selector that does not parse: the class selects nothing
+    # metadata.creationTimestamp (RFC 3339, so ordered as text): among classes naming one
+    # extended resource, the newest serves it.
+    created: str = ""
+    # Why `spec.extendedResourceName` is ignored ("" when it is used or not set).
+    extended_problem: str = ""
+
+
+# The name every DeviceClass may be asked by as an extended resource (KEP-5004).
+IMPLICIT_EXTENDED_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+_QUALIFIED_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def extended_name_problem(name: str) -> str:
+    """Why `name` is not an extended resource name a DeviceClass may set, or ""."""
+    prefix, slash, rest = name.partition("/")
+    if (
+        not slash
+        or len(prefix) > 253
+        or not _DNS_SUBDOMAIN.fullmatch(prefix)
+        or len(rest) > 63
+        or not _QUALIFIED_PART.fullmatch(rest)
+    ):
+        return f"{name!r} is not a domain-qualified name (like example.com/gpu)"
+    if not is_extended_resource(name):
+        return f"{name!r} is not an extended resource name (kubernetes.io names are not)"
+    return ""
 
 
 def parse_device_class(obj: JsonObject) -> DeviceClass:
     """A `resource.k8s.io/v1 DeviceClass`."""
-    src, _ = read_metadata("DeviceClass", obj, namespaced=False)
+    src, metadata = read_metadata("DeviceClass", obj, namespaced=False)
     spec = read_object(src, obj.get("spec"), "spec")
     selectors, problem = _selectors(src, spec.get("selectors"), "spec.selectors")
     extended = read_string(src, spec.get("extendedResourceName"), "spec.extendedResourceName")
-    return DeviceClass(src.name, selectors, extended, problem)
+    created = read_string(src, metadata.get("creationTimestamp"), "metadata.creationTimestamp")
+    why = extended_name_problem(extended) if extended else ""
+    if why:
+        # Not a reason to drop the class: its claims are still served. Only the name is not.
+        why = f"spec.extendedResourceName: {why}; pods asking it are not served by this class"
+        extended = ""
+    return DeviceClass(src.name, selectors, extended, problem, created, why)
 
 
 def _selectors(

@@ -16,13 +16,24 @@ while every device of the class there is free: so an All member is planned alone
 class's devices, never beside a claim kube-scheduler would refuse it for (stricter than
 kube-scheduler where the class has devices its selectors do not match).
 
+Extended resources a DeviceClass serves (`extendedResourceName`, or the implicit
+`deviceclass.resource.kubernetes.io/<class>`; KEP-5004): a pod asking `nvidia.com/gpu` is
+served by device plugin where the node has it allocatable and by the class's devices
+elsewhere, and its vector must fit both. So it asks the resource and what as many
+untainted devices of the class take as a claim request would (`ExtendedDemand`); a
+device-plugin node offers the latter in proportion to its allocatable, a DRA node the
+resource as many as the class's free untainted devices. Claim requests and these pods meet
+on the class entry, the wholes and the anys, so one device is never planned twice.
+
 Who counts a claim (never twice):
 
 * an *allocated* claim is counted by the node: its devices are gone from `node_entries`;
   the pod asks for nothing more, only for nodes where the allocation is reachable;
 * an *unallocated* claim is counted by the pod's requests (a template not yet turned into a
   claim counts from the template); a claim several members share is charged to one member
-  (`gang_demand`), and the sharers must share its node.
+  (`gang_demand`), and the sharers must share its node;
+* the claim kube-scheduler makes for a pod's extended resources, once allocated, likewise:
+  the node counts it, and the pod's extended resource requests are taken off.
 
 How exactly a request is counted (`Exactness`):
 
@@ -76,7 +87,17 @@ from phalanx.core.dra_inventory import (
     used_up,
 )
 from phalanx.core.eligibility import term_matches
-from phalanx.core.model import DRA_GPU, EMPTY, Node, Pod, Resources, SelectorTerm
+from phalanx.core.model import (
+    DRA_GPU,
+    DRA_GPU_SERVED,
+    EMPTY,
+    Node,
+    Pod,
+    PodClaimRef,
+    Resources,
+    SelectorTerm,
+    is_gpu_resource,
+)
 
 
 class Exactness(StrEnum):
@@ -120,6 +141,28 @@ class ClaimDemand:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtendedDemand:
+    """A pod's request of an extended resource a DeviceClass serves (KEP-5004).
+
+    A node with the resource in its allocatable serves it by device plugin; one without it
+    from the class's devices, as kube-scheduler's DynamicResources plugin allocates them
+    into a claim it makes for the pod. The pod asks for `resource` and `takes`: what as many
+    devices of the class take for an untainted request without selectors (the class entry,
+    and the wholes, anys and counters a claim request draws from). A device-plugin node
+    offers `takes` in proportion to its allocatable, a DRA node offers `resource` as many as
+    the class's free untainted devices, so every node checks the same vector (`node_with_devices`).
+    """
+
+    resource: str
+    count: int
+    device_class: str
+    takes: Resources = EMPTY
+    # The claim kube-scheduler made is allocated and counted by its node: the pod asks
+    # nothing more (its `resource` request is taken off, `PodDemand.released`).
+    held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PodDemand:
     """All of a pod's claims. `problems` is bad input: the pod cannot be placed as it is;
     `waiting` is a claim kube's resourceclaim controller named but Phalanx has not seen yet
@@ -128,6 +171,7 @@ class PodDemand:
     claims: tuple[ClaimDemand, ...] = ()
     problems: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
+    extended: tuple[ExtendedDemand, ...] = ()
 
     @property
     def blocker(self) -> str:
@@ -150,13 +194,28 @@ class PodDemand:
         )
         return tuple(seen)
 
+    @property
+    def allocates(self) -> bool:
+        """Whether kube-scheduler's DynamicResources plugin may allocate devices for the pod
+        (so it must reach /bind itself, after the plugin's PreBind)."""
+        return any(not c.allocated for c in self.claims) or any(not e.held for e in self.extended)
+
+    @property
+    def released(self) -> Resources:
+        """Extended resource requests an allocated claim serves, taken off the pod's own."""
+        return Resources((e.resource, e.count) for e in self.extended if e.held)
+
     def requests(self, exclude: Set[str] = frozenset()) -> Resources:
-        """Extra requests for the pod: its unallocated claims, except the `exclude`d keys."""
+        """Extra requests for the pod: its unallocated claims, except the `exclude`d keys,
+        and its extended resources served by DRA (less those a held claim serves)."""
         total = EMPTY
         for claim in self.claims:
             if claim.key not in exclude:
                 total = total + claim.takes
-        return total
+        for extended in self.extended:
+            if not extended.held:
+                total = total + extended.takes
+        return total - self.released
 
     def eligibility_key(self) -> tuple[object, ...]:
         """Pods with equal keys are served by the same nodes (see `ineligibility`)."""
@@ -171,7 +230,9 @@ class PodDemand:
             )
             for c in self.claims
         )
-        return (claims, self.blocker) if self.blocker else claims
+        served = tuple((e.resource, e.count, e.device_class, e.held) for e in self.extended)
+        key: tuple[object, ...] = (claims, served) if served else claims
+        return (key, self.blocker) if self.blocker else key
 
 
 NO_DEMAND = PodDemand()
@@ -198,13 +259,18 @@ def pod_demand(
     ("Kind key" -> why, `unreadable_key`).
     """
     why = unreadable or {}
-    if not pod.resource_claims:
+    mapped = extended_requests(own_requests(pod), catalog)
+    if not pod.resource_claims and not mapped:
         return NO_DEMAND
     result: list[ClaimDemand] = []
     problems: list[str] = []
     waiting: list[str] = []
     named: set[str] = set()
+    made: PodClaimRef | None = None
     for ref in pod.resource_claims:
+        if ref.extended:
+            made = ref
+            continue
         if ref.not_needed:
             continue
         if ref.claim:
@@ -253,7 +319,58 @@ def pod_demand(
             demand, found = _claim(key, template.spec, catalog, why)
             problems += found
             result.append(demand)
-    return PodDemand(tuple(result), tuple(problems), tuple(waiting))
+    held = False
+    if made is not None and mapped:
+        key = claim_key(pod.namespace, made.claim)
+        claim = claims.get(key)
+        if claim is not None and claim.allocation is not None:
+            terms = claim.allocation.node_terms
+            if key in carried:
+                # Its pod is a reserved member (as for any claim): the pod counts it.
+                result.append(ClaimDemand(key, node_terms=terms))
+            elif pod.node_name:
+                held = True
+                result.append(ClaimDemand(key, allocated=True, node_terms=terms))
+            # Else it is left from a cycle that did not bind: kube-scheduler deletes it and
+            # allocates anew, so it pins the pod nowhere (its node counts it meanwhile).
+    extended = []
+    for resource, count, name in mapped:
+        device_class = catalog.classes[name]
+        if device_class.problem:
+            problems.append(
+                f"{resource}: DeviceClass {name}, which serves it, is invalid "
+                f"({device_class.problem})"
+            )
+            continue
+        takes = extended_takes(name, count, catalog)
+        extended.append(ExtendedDemand(resource, count, name, takes, held))
+    return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended))
+
+
+def own_requests(pod: Pod) -> Resources:
+    """The pod's requests as the API gave them: without the DRA entries its demand added,
+    with the extended resources a held claim serves (`PodDemand.released`) back."""
+    base = Resources((k, v) for k, v in pod.requests.items() if not is_dra_entry(k))
+    return base + pod.devices.demand.released if pod.devices is not None else base
+
+
+def extended_requests(requests: Resources, catalog: DeviceCatalog) -> list[tuple[str, int, str]]:
+    """(resource, count, class) for each requested extended resource a class serves."""
+    mapping = catalog.extended
+    if not mapping:
+        return []
+    return [(r, n, mapping[r]) for r, n in sorted(requests.items()) if n > 0 and r in mapping]
+
+
+def extended_takes(device_class: str, count: int, catalog: DeviceCatalog) -> Resources:
+    """What `count` devices of the class take, asked as kube-scheduler asks them for an
+    extended resource: one untainted request without selectors. Not `DRA_GPU`: the
+    extended resource itself counts the pod's GPUs (`Resources.gpus()`), on either kind of
+    node."""
+    request = DeviceRequest("extended", device_class, count=count)
+    shapes = catalog.shapes.get(device_class, frozenset())
+    takes = _request("extended", request, shapes, catalog).takes
+    return Resources((k, v) for k, v in takes.items() if k != DRA_GPU)
 
 
 def unreadable_key(kind: str, key: str) -> str:
@@ -741,33 +858,59 @@ def node_with_devices(
     A node without device-plugin GPUs gets its `gpu` description from its DRA GPUs, so GPU
     memory checks, metrics and /debug read both kinds of node the same way.
     """
-    if not pools and node.devices is None:
-        return node  # the usual node: no devices now, none before (so no DRA entries)
-    own_gpu = node.devices.own_gpu if node.devices is not None else node.gpu
-    # Only a bridged node (devices set) has DRA entries to replace.
+    # Only a bridged node (devices set) has DRA entries, and served resources, to replace.
     base = node.allocatable
     if node.devices is not None:
-        base = Resources((k, v) for k, v in base.items() if not is_dra_entry(k))
+        served = node.devices.served
+        base = Resources((k, v) for k, v in base.items() if not is_dra_entry(k) and k not in served)
+    mapping = catalog.extended
+    plugin = [(r, mapping[r], n) for r, n in base.items() if n > 0 and r in mapping]
+    if not pools and node.devices is None and not plugin:
+        return node  # the usual node: no devices now, none before (so no DRA entries)
+    own_gpu = node.devices.own_gpu if node.devices is not None else node.gpu
     gpu, devices = own_gpu, None
     allocatable = base
+    for _, name, amount in plugin:
+        # A device-plugin node serves the resource itself (kube-scheduler asks DRA only
+        # where it is not allocatable): what DRA pods asking it take, it offers as many.
+        allocatable = allocatable + extended_takes(name, amount, catalog)
+    if plugin and not pools:
+        devices = InstalledDevices((), 0, own_gpu)
     if pools:
-        allocatable = base + node_entries(pools, catalog, allocated)
+        entries = node_entries(pools, catalog, allocated)
+        offered = _served(base, entries, catalog)
+        allocatable = allocatable + entries + offered
         if gpu is None or (gpu.count == 0 and not gpu.mig):
             described = gpu_info(pools)
             if described is not None:
                 gpu = replace(described, clique=node.labels.get(clique_label, ""))
         installed = sum(catalog.totals(p.devices)[DRA_GPU] for p in pools)
-        devices = InstalledDevices(tuple(pools), installed, own_gpu)
+        names = tuple(k for k in offered if k != DRA_GPU_SERVED)
+        devices = InstalledDevices(tuple(pools), installed, own_gpu, names)
     if allocatable == node.allocatable and gpu == node.gpu and devices == node.devices:
         return node
     return replace(node, allocatable=allocatable, gpu=gpu, devices=devices)
+
+
+def _served(base: Resources, entries: Resources, catalog: DeviceCatalog) -> Resources:
+    """The extended resources a DRA node serves from its devices: each a class serves and
+    the node does not have allocatable, as many as the class's free untainted devices
+    there; and `DRA_GPU_SERVED`, the GPUs among them `DRA_GPU` counts already."""
+    offered: dict[str, int] = {}
+    for resource, name in catalog.extended.items():
+        amount = entries.get(class_entry(name))
+        if amount > 0 and base.get(resource) <= 0:
+            offered[resource] = amount
+            if name in catalog.gpus and is_gpu_resource(resource):
+                offered[DRA_GPU_SERVED] = offered.get(DRA_GPU_SERVED, 0) + amount
+    return Resources(offered)
 
 
 def pod_with_demand(pod: Pod, extra: Resources, needs: DeviceNeeds | None = None) -> Pod:
     """The pod asking for its DRA devices too (`extra` from `PodDemand.requests` or a
     `GangDemand`; earlier DRA entries of its requests are replaced), carrying `needs`
     (None: the demand it carries already)."""
-    base = Resources((k, v) for k, v in pod.requests.items() if not is_dra_entry(k))
+    base = own_requests(pod)
     requests = base + extra
     devices = pod.devices if needs is None else needs
     if requests == pod.requests and devices == pod.devices:

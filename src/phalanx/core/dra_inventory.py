@@ -32,6 +32,7 @@ from typing import Final
 
 from phalanx.core.cel import Selector, Unsupported
 from phalanx.core.dra import (
+    IMPLICIT_EXTENDED_PREFIX,
     NVIDIA_GPU_DRIVER,
     Counters,
     Device,
@@ -45,7 +46,7 @@ from phalanx.core.dra import (
     intern_devices,
     tolerated,
 )
-from phalanx.core.model import DRA_GPU, MIG_PREFIX, GpuInfo, Resources
+from phalanx.core.model import DRA_GPU, DRA_GPU_SERVED, MIG_PREFIX, GpuInfo, Resources
 
 # Synthetic resource names. A class name is a DNS subdomain, so "~" never occurs in one.
 CLASS_PREFIX: Final = "class.dra.phalanx.io/"
@@ -85,7 +86,7 @@ def any_entry(device_class: str) -> str:
 
 
 def is_dra_entry(name: str) -> bool:
-    return name == DRA_GPU or name.startswith(
+    return name in (DRA_GPU, DRA_GPU_SERVED) or name.startswith(
         (CLASS_PREFIX, COUNTER_PREFIX, WHOLE_PREFIX, ANY_PREFIX)
     )
 
@@ -382,6 +383,7 @@ class DeviceCatalog:
         "anys",
         "classes",
         "consumption",
+        "extended",
         "gpus",
         "notes",
         "remote",
@@ -426,6 +428,10 @@ class DeviceCatalog:
             for s in c.selectors
             if isinstance(s, Unsupported)
         )
+        # Extended resource name -> the class serving it (`extended_classes`).
+        self.extended: Mapping[str, str]
+        self.extended, told = extended_classes(self.classes.values())
+        self.notes += told
         self._match = _Matching(self.classes)
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
@@ -443,6 +449,7 @@ class DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
         catalog = DeviceCatalog((), shapes, remote, gpus, consumption, tainted=tainted)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
+        catalog.extended = self.extended
         return catalog
 
     def class_notes(self, name: str) -> tuple[str, ...]:
@@ -580,6 +587,34 @@ class DeviceCatalog:
                 for device in devices
             )
         )
+
+
+def extended_classes(classes: Iterable[DeviceClass]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Which class serves each extended resource name, and what people should know of it.
+
+    As kube-scheduler's DynamicResources plugin maps them (KEP-5004): every class by
+    `deviceclass.resource.kubernetes.io/<class>`, and by its `spec.extendedResourceName`;
+    of several classes naming one resource the newest (`metadata.creationTimestamp`)
+    serves it, equal times the first by name. A name that is not an extended resource
+    name is ignored (`DeviceClass.extended_problem`).
+    """
+    ordered = sorted(classes, key=lambda c: c.name)
+    mapping = {IMPLICIT_EXTENDED_PREFIX + c.name: c.name for c in ordered}
+    notes = [f"DeviceClass {c.name}: {c.extended_problem}" for c in ordered if c.extended_problem]
+    named: dict[str, list[DeviceClass]] = {}
+    for c in ordered:
+        if c.extended_resource_name:
+            named.setdefault(c.extended_resource_name, []).append(c)
+    for resource, rivals in sorted(named.items()):
+        # Newest first; sorted() is stable, so equal times keep name order.
+        chosen, *others = sorted(rivals, key=lambda c: c.created, reverse=True)
+        mapping[resource] = chosen.name
+        notes += [
+            f"DeviceClass {c.name}: spec.extendedResourceName {resource} is also set by "
+            f"DeviceClass {chosen.name}, which serves it (the newest, equal times by name)"
+            for c in others
+        ]
+    return mapping, tuple(notes)
 
 
 def related(shapes: ClassShapes, consumption: Consumption) -> dict[str, tuple[str, ...]]:
@@ -738,6 +773,9 @@ class InstalledDevices:
     pools: tuple[DeviceHolder, ...]
     gpus: int = 0
     own_gpu: GpuInfo | None = None
+    # Extended resources the node offers from its devices (not in its own allocatable),
+    # so bridging again takes them out first.
+    served: tuple[str, ...] = ()
 
 
 def node_entries(

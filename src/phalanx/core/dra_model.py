@@ -6,7 +6,8 @@ each in one step (single writer, the service's event loop, as for `ClusterState`
     node in  ──▶ bridged: free devices in `allocatable`, installed ones in `devices`
                  (`node_with_devices`) ──▶ ClusterState.upsert_node
     pod in   ──▶ its demand derived and carried (`with_needs`) ──▶ ClusterState.upsert_pod;
-                 indexed under the claims and templates it names
+                 indexed under the claims and templates it names, and the extended
+                 resources it asks (a class may serve them: KEP-5004)
     slice / class / claim / template / DeviceTaintRule ──▶ DraState, staged ──settle()──▶
                  the pods naming a changed claim or template derived again, then the nodes
                  the changes name bridged again, in the same step (a new catalog, device
@@ -38,18 +39,22 @@ from collections.abc import Iterable
 
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.dra import (
+    IMPLICIT_EXTENDED_PREFIX,
     DeviceClass,
     DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from phalanx.core.dra_demand import claim_key
+from phalanx.core.dra_demand import claim_key, own_requests
 from phalanx.core.dra_state import NOTHING, Changes, DraState
 from phalanx.core.model import Node, Pod
+from phalanx.core.rawdict import is_extended_resource
 
 _CLAIM = "claim:"
 _TEMPLATE = "template:"
+# Pods asking an extended resource a class may serve: derived again with every catalog.
+_EXTENDED = "extended:"
 
 
 class DraModel:
@@ -83,9 +88,9 @@ class DraModel:
     def upsert_pod(self, state: ClusterState, pod: Pod) -> list[Pod]:
         """Add or update a pod as the API reports it; returns it (first) and any pod whose
         demand changed with it, as the model holds them."""
-        if pod.resource_claims or pod.uid in self._refs:
+        if pod.resource_claims or pod.uid in self._refs or _extended(pod):
             self._index(pod)
-        if pod.resource_claims:
+        if pod.resource_claims or self.dra.serves(pod):
             pod = self._derive(state, pod)
         state.upsert_pod(pod)
         self._stale.discard(pod.uid)
@@ -122,6 +127,8 @@ class DraModel:
             if before != bool(holders):
                 # The other pods naming it count it differently now, and so does its node.
                 self._stage(self.dra.carry(key, bool(holders)), ref)
+        if not pod.resource_claims and pod.devices is None and not self.dra.serves(pod):
+            return pod  # asks extended resources no class serves: nothing to derive
         return self.dra.bridge_pod(pod)
 
     def _drop_carries(self, uid: str) -> None:
@@ -140,6 +147,7 @@ class DraModel:
             sorted(
                 {_CLAIM + claim_key(pod.namespace, r.claim) for r in names if r.claim}
                 | {_TEMPLATE + claim_key(pod.namespace, r.template) for r in names if r.template}
+                | {_EXTENDED + r for r in _extended(pod)}
             )
         )
         if self._refs.get(pod.uid) == refs:
@@ -241,6 +249,15 @@ class DraModel:
                 if node is not info.node:
                     state.upsert_node(node)
         return list(derived.values())
+
+
+def _extended(pod: Pod) -> list[str]:
+    """The extended resources the pod asks that a DeviceClass may serve (KEP-5004)."""
+    return [
+        r
+        for r in own_requests(pod)
+        if r.startswith(IMPLICIT_EXTENDED_PREFIX) or is_extended_resource(r)
+    ]
 
 
 def _reserved_member(state: ClusterState, pod: Pod) -> bool:

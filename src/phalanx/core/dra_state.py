@@ -39,7 +39,9 @@ from phalanx.core.dra import (
 from phalanx.core.dra_demand import (
     DeviceNeeds,
     PodDemand,
+    extended_requests,
     node_with_devices,
+    own_requests,
     pod_demand,
     unreadable_key,
     with_needs,
@@ -156,6 +158,10 @@ class DraState:
             self._carried,
             unreadable=self._unreadable,
         )
+
+    def serves(self, pod: Pod) -> bool:
+        """Whether a DeviceClass serves an extended resource the pod asks (KEP-5004)."""
+        return bool(extended_requests(own_requests(pod), self.catalog))
 
     def needs(self, pod: Pod) -> DeviceNeeds:
         """The pod's demand as its `Pod.devices` carries it."""

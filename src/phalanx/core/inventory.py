@@ -55,6 +55,7 @@ from phalanx.core.groups.scheduler_plugins import POD_GROUP_LABEL, parse_pod_gro
 from phalanx.core.model import (
     AMD_GPU,
     ANNOTATION_PREFIX,
+    EXTENDED_CLAIM_ENTRY,
     MIG_PREFIX,
     NVIDIA_GPU,
     GpuInfo,
@@ -362,6 +363,12 @@ def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodC
             )
         else:
             refs.append(PodClaimRef(name, claim=claim))
+    # The claim kube-scheduler made for extended resources served by DRA (KEP-5004).
+    path = "status.extendedResourceClaimStatus"
+    made = read_object(src, status.get("extendedResourceClaimStatus"), path)
+    claim = read_string(src, made.get("resourceClaimName"), f"{path}.resourceClaimName")
+    if claim:
+        refs.append(PodClaimRef(EXTENDED_CLAIM_ENTRY, claim=claim, extended=True))
     return tuple(refs)
 
 

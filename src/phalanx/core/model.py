@@ -26,6 +26,10 @@ MIG_PREFIX = "nvidia.com/mig-"
 # phalanx.core.dra): one per device class, one per class and device shape, and this total of
 # GPU-like devices (whole GPUs and MIG devices), the DRA twin of nvidia.com/gpu in gpus().
 DRA_GPU = "dra.phalanx.io/gpu"
+# A DRA node offers an extended resource a DeviceClass serves (`nvidia.com/gpu` from the
+# class's devices, KEP-5004) under its own name too; this is how many of those
+# `dra.phalanx.io/gpu` already counts, so `gpus()` counts them once.
+DRA_GPU_SERVED = "served.dra.phalanx.io/gpu"
 
 # A Kubernetes label value may be at most 63 characters; a qualified key at most 253 + 63.
 ANNOTATION_PREFIX = "phalanx.io/"
@@ -125,7 +129,8 @@ class Resources(Mapping[str, int]):
     def gpus(self) -> int:
         """Total GPU-like units (whole GPUs and MIG slices) in this vector."""
         if self._gpus is None:
-            self._gpus = sum(v for k, v in self._amounts.items() if is_gpu_resource(k))
+            counted = sum(v for k, v in self._amounts.items() if is_gpu_resource(k))
+            self._gpus = counted - self._amounts.get(DRA_GPU_SERVED, 0)
         return self._gpus
 
     def as_dict(self) -> dict[str, int]:
@@ -228,6 +233,10 @@ class Node:
         return self.ready and not self.unschedulable
 
 
+# `PodClaimRef.name` of the claim kube-scheduler makes for a pod's extended resources.
+EXTENDED_CLAIM_ENTRY = "extended-resources"
+
+
 @dataclass(frozen=True, slots=True)
 class PodClaimRef:
     """One `spec.resourceClaims` entry of a pod: which ResourceClaim it uses, or will use.
@@ -241,6 +250,9 @@ class PodClaimRef:
     template: str = ""  # resourceClaimTemplateName; "" for a claim named directly
     # The controller decided no claim was needed (a status entry without a name).
     not_needed: bool = False
+    # The claim kube-scheduler made for the pod's extended resources served by DRA
+    # (`status.extendedResourceClaimStatus`, KEP-5004), not one of `spec.resourceClaims`.
+    extended: bool = False
 
 
 class PodPhase(StrEnum):

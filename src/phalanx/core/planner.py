@@ -791,7 +791,7 @@ def _devices_blocker(pod: Pod) -> str:
 
 def _allocates_devices(pod: Pod) -> bool:
     """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod."""
-    return pod.devices is not None and any(not c.allocated for c in pod.devices.demand.claims)
+    return pod.devices is not None and pod.devices.demand.allocates
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

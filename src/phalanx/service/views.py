@@ -51,10 +51,15 @@ class GangViews:
         return view
 
     def _devices(self, key: str) -> list[dict[str, object]] | None:
-        """Members with DRA claims: their GPUs (counted as nvidia.com/gpu is), how each
-        claim is planned, and where Phalanx is less than exact or cannot plan them."""
+        """Members with DRA claims, or extended resources a DeviceClass serves: their GPUs
+        (counted as nvidia.com/gpu is), how each claim is planned, which class serves which
+        extended resource, and where Phalanx is less than exact or cannot plan them."""
         members = self.state.members(key, include_finished=True)
-        shown = [_member_devices(p) for p in members if p.resource_claims]
+        shown = [
+            _member_devices(p)
+            for p in members
+            if p.resource_claims or (p.devices is not None and p.devices.demand.extended)
+        ]
         return shown or None
 
     def _reservation(self, key: str) -> dict[str, object] | None:
@@ -181,7 +186,7 @@ class GangViews:
 def _member_devices(pod: Pod) -> dict[str, object]:
     view: dict[str, object] = {"pod": pod.key, "gpus": pod.requests.gpus()}
     if pod.devices is None:
-        return {**view, "claims": [], "problems": [UNKNOWN_CLAIMS], "notes": []}
+        return {**view, "claims": [], "extended": [], "problems": [UNKNOWN_CLAIMS], "notes": []}
     demand = pod.devices.demand
     claims = [
         {
@@ -199,5 +204,17 @@ def _member_devices(pod: Pod) -> dict[str, object]:
         }
         for c in demand.claims
     ]
+    # Served by device plugin where the node has it allocatable, else by the class's devices
+    # (`held`: the claim kube-scheduler made for it is allocated and counts them).
+    extended = [
+        {"resource": e.resource, "count": e.count, "class": e.device_class, "held": e.held}
+        for e in demand.extended
+    ]
     problems = [*demand.problems, *demand.waiting]
-    return {**view, "claims": claims, "problems": problems, "notes": list(demand.notes)}
+    return {
+        **view,
+        "claims": claims,
+        "extended": extended,
+        "problems": problems,
+        "notes": list(demand.notes),
+    }

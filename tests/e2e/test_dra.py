@@ -210,13 +210,17 @@ class Dra:
         return self.sc.wait(f"an event on {name} saying {text!r}", found)
 
     def refused_by_dynamic_resources(self, pods: Sequence[str]) -> list[str]:
-        """kube-scheduler's messages saying it could not allocate a member's claims."""
-        return [
-            f"{pod}: {e.get('message')}"
-            for pod in pods
-            for e in self.sc.events(pod, reason="FailedScheduling")
-            if "cannot allocate all claims" in (e.get("message") or "")
-        ]
+        return refused_by_dynamic_resources(self.sc, pods)
+
+
+def refused_by_dynamic_resources(sc: Scenario, pods: Sequence[str]) -> list[str]:
+    """kube-scheduler's messages saying it could not allocate a member's claims."""
+    return [
+        f"{pod}: {e.get('message')}"
+        for pod in pods
+        for e in sc.events(pod, reason="FailedScheduling")
+        if "cannot allocate all claims" in (e.get("message") or "")
+    ]
 
 
 def allocation_node(claim: Obj | None) -> str:

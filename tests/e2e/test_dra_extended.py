@@ -26,6 +26,7 @@ import launcher
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import POD_GROUP_LABEL, Gang, Scenario, pod_body
+from test_dra import allocation_node, refused_by_dynamic_resources
 
 from builders import (
     DRA_API,
@@ -109,26 +110,8 @@ def extended_claims(sc: Scenario) -> dict[str, str]:
     for name, pod in sc.pods().items():
         made = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
         if made.get("resourceClaimName"):
-            found[name] = allocated_on(claims.get(made["resourceClaimName"]))
+            found[name] = allocation_node(claims.get(made["resourceClaimName"]))
     return found
-
-
-def allocated_on(claim: Obj | None) -> str:
-    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name" and field.get("values"):
-                return str(field["values"][0])
-    return ""
-
-
-def refused_by_dynamic_resources(sc: Scenario, pods: tuple[str, ...]) -> list[str]:
-    return [
-        f"{pod}: {e.get('message')}"
-        for pod in pods
-        for e in sc.events(pod, reason="FailedScheduling")
-        if "cannot allocate all claims" in (e.get("message") or "")
-    ]
 
 
 def test_a_gang_asking_nvidia_gpu_binds_whole_onto_dra_only_nodes_and_a_second_one_waits(

@@ -23,6 +23,7 @@ import launcher
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import POD_GROUP_LABEL, Gang, Scenario, pod_body
+from test_dra import allocation_node, refused_by_dynamic_resources
 
 from builders import DRA_API, claim_obj, device_request, gpu_slice_obj, nvidia_class_objs
 from dra_builders import taint_rule_obj
@@ -101,21 +102,7 @@ def one_gpu_gang(sc: Scenario, name: str, *, tolerations: list[Obj] | None = Non
 
 
 def allocated_on(sc: Scenario, claim: str) -> str:
-    obj = sc.api.get(f"{API}/namespaces/{sc.namespace}/resourceclaims/{claim}")
-    allocation = (obj.get("status") or {}).get("allocation") or {}
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name" and field.get("values"):
-                return str(field["values"][0])
-    return ""
-
-
-def refused_by_dynamic_resources(sc: Scenario, pod: str) -> list[str]:
-    return [
-        str(e.get("message"))
-        for e in sc.events(pod, reason="FailedScheduling")
-        if "cannot allocate all claims" in (e.get("message") or "")
-    ]
+    return allocation_node(sc.api.get(f"{API}/namespaces/{sc.namespace}/resourceclaims/{claim}"))
 
 
 def test_a_gang_not_tolerating_the_taint_is_planned_on_the_untainted_gpu(
@@ -129,7 +116,7 @@ def test_a_gang_not_tolerating_the_taint_is_planned_on_the_untainted_gpu(
     where = cluster.wait_gang(gang, timeout=60)
     assert where == {"plain-0": well}, sick
     assert cluster.wait("the claim allocated", lambda: allocated_on(cluster, "plain-gpu")) == well
-    assert refused_by_dynamic_resources(cluster, "plain-0") == []
+    assert refused_by_dynamic_resources(cluster, ["plain-0"]) == []
 
 
 def test_a_gang_tolerating_the_taint_is_planned_on_the_tainted_gpu(
@@ -145,7 +132,7 @@ def test_a_gang_tolerating_the_taint_is_planned_on_the_tainted_gpu(
     assert (
         cluster.wait("the claim allocated", lambda: allocated_on(cluster, "tolerant-gpu")) == sick
     )
-    assert refused_by_dynamic_resources(cluster, "tolerant-0") == []
+    assert refused_by_dynamic_resources(cluster, ["tolerant-0"]) == []
 
 
 def test_a_gang_not_tolerating_a_device_taint_rule_is_planned_off_the_gpu_it_taints(
@@ -170,4 +157,4 @@ def test_a_gang_not_tolerating_a_device_taint_rule_is_planned_off_the_gpu_it_tai
     where = cluster.wait_gang(gang, timeout=60)
     assert where == {"plain-0": well}
     assert cluster.wait("the claim allocated", lambda: allocated_on(cluster, "plain-gpu")) == well
-    assert refused_by_dynamic_resources(cluster, "plain-0") == []
+    assert refused_by_dynamic_resources(cluster, ["plain-0"]) == []

@@ -19,11 +19,11 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import Obj, Scenario, pod_body
+from test_group_deletion import FINALIZER, exists
 
 pytestmark = pytest.mark.e2e
 
 API = "/apis/scheduling.k8s.io/v1beta1"
-FINALIZER = "phalanx.test/hold"
 PROTECTION = "scheduling.k8s.io/podgroup-protection"
 
 
@@ -51,10 +51,6 @@ def held_pod_group(sc: Scenario, name: str, min_count: int) -> Iterator[str]:
     finally:
         if exists(sc, path):
             sc.api.merge_patch(path, {"metadata": {"finalizers": None}})
-
-
-def exists(sc: Scenario, path: str) -> bool:
-    return sc.api.call("GET", path, expect=(200, 404)).get("kind") == "PodGroup"
 
 
 def member(sc: Scenario, name: str, group: str, gpus: int) -> Obj:

@@ -21,6 +21,7 @@ from builders import (
     podgroup,
 )
 from dra_builders import GPU_CLASS, DraWorld, tainted
+from phalanx.core.barrier import Completion, completions
 from phalanx.core.dra import parse_device_class, parse_resource_claim
 from phalanx.core.dra_inventory import DeviceCatalog, class_entry
 from phalanx.core.inventory import parse_pod
@@ -362,6 +363,42 @@ def test_a_member_served_by_dra_reaches_bind_itself() -> None:
     [member] = gang_of(world, 1, 4)
     assert member.devices is not None
     assert member.devices.demand.allocates
+
+
+def reserved_behind_others(world: DraWorld, members: list[Pod]) -> tuple[int, dict[str, Pod]]:
+    """The gang reserved by its first member's filter, with a pod outside it pending ahead
+    (so the barrier would complete its members): its serial, node -> the member there."""
+    world.model.upsert_pod(world.state, parse_pod(pod_obj("queued", 1)))
+    nodes = sorted(world.state.node_infos())
+    reservation = planner_of(world).filter(members[0], nodes, now=0).reserved
+    assert reservation is not None
+    return reservation.serial, {reservation.node_of(m.uid) or "": m for m in members}
+
+
+def test_members_on_device_plugin_nodes_are_completed_dra_ones_wait_for_their_cycle() -> None:
+    world = world_of("d1", plugin=("p1", "p2"))
+    serial, on = reserved_behind_others(world, gang_of(world, 3, 8))
+    assert sorted(on) == ["d1", "p1", "p2"]
+    found = completions(world.state, "default/g", serial, held={on["p1"].uid})
+    # kube-scheduler's PreBind makes d1's member its claim: only its own /bind may follow.
+    assert found == [Completion(on["p2"], "p2")]
+
+
+def test_members_asking_a_class_s_implicit_name_are_never_completed() -> None:
+    world = world_of("d1", "d2", mapped=False)
+    world.state.upsert_group(podgroup("g", 2))
+    members = [asking(world, f"g-{i}", 4, resource=IMPLICIT) for i in range(2)]
+    serial, on = reserved_behind_others(world, members)
+    assert completions(world.state, "default/g", serial, held={on["d1"].uid}) == []
+
+
+def test_a_node_serving_the_resource_by_device_plugin_allocates_the_member_nothing() -> None:
+    world = world_of("d1", plugin=("p1",))
+    [member] = gang_of(world, 1, 4)
+    assert member.devices is not None
+    by_name = {name: world.state.node(name) for name in ("d1", "p1")}
+    served = {n: member.devices.served_by_devices(i.node) for n, i in by_name.items() if i}
+    assert served == {"d1": (NVIDIA_GPU,), "p1": ()}
 
 
 # ---- reading the objects ---------------------------------------------------------------

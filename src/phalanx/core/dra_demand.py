@@ -197,7 +197,7 @@ class PodDemand:
     @property
     def allocates(self) -> bool:
         """Whether kube-scheduler's DynamicResources plugin may allocate devices for the pod
-        (so it must reach /bind itself, after the plugin's PreBind)."""
+        on some node (on which: `DeviceNeeds.served_by_devices` for extended resources)."""
         return any(not c.allocated for c in self.claims) or any(not e.held for e in self.extended)
 
     @property
@@ -842,6 +842,18 @@ class DeviceNeeds:
 
     def eligibility_key(self) -> tuple[object, ...]:
         return (self.generation, self.demand.eligibility_key())
+
+    def served_by_devices(self, node: Node) -> tuple[str, ...]:
+        """The pod's extended resources `node` serves from its DRA devices, not by device
+        plugin: kube-scheduler's DynamicResources plugin makes the pod's claim for them in
+        PreBind, so only the pod's own cycle may bind it there. A node serves a resource by
+        device plugin exactly where its own allocatable has it (`node_with_devices`)."""
+        served = node.devices.served if node.devices is not None else ()
+        return tuple(
+            e.resource
+            for e in self.demand.extended
+            if not e.held and (node.allocatable.get(e.resource) <= 0 or e.resource in served)
+        )
 
 
 def node_with_devices(

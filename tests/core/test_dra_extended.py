@@ -20,7 +20,7 @@ from builders import (
     pod_obj,
     podgroup,
 )
-from dra_builders import GPU_CLASS, DraWorld, tainted
+from dra_builders import GPU_CLASS, MIG_CLASS, DraWorld, partitioned_slices, tainted
 from phalanx.core.barrier import Completion, completions
 from phalanx.core.dra import parse_device_class, parse_resource_claim
 from phalanx.core.dra_inventory import DeviceCatalog, class_entry
@@ -299,6 +299,56 @@ def test_gpu_figures_count_a_dra_nodes_served_gpus_once() -> None:
     assert info is not None
     assert info.node.allocatable.get(NVIDIA_GPU) == 8  # served from its devices
     assert info.node.allocatable.gpus() == 8
+
+
+def test_a_pod_asking_a_gpu_class_s_implicit_name_counts_its_gpus_once() -> None:
+    world = world_of("d1", mapped=False)
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 4, resource=IMPLICIT)
+    assert member.requests.gpus() == 4
+    reservation = planner_of(world).filter(member, ["d1"], now=0).reserved
+    assert reservation is not None
+    assert reservation.reserved_gpus == 4
+    info = world.state.node("d1")
+    assert info is not None
+    assert (info.node.allocatable.gpus(), info.reserved.gpus(), info.free.gpus()) == (8, 4, 4)
+
+
+def test_a_pod_bound_by_a_gpu_class_s_implicit_name_is_charged_its_gpus_once() -> None:
+    world = world_of("d1", mapped=False)
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 4, resource=IMPLICIT)
+    allocate_extended(world, "m-extended-resources-x", "d1", range(4), member)
+    bound = asking(world, "m", 4, resource=IMPLICIT, node="d1", claim="m-extended-resources-x")
+    assert bound.requests.gpus() == 0  # its claim holds the devices: the node counts them
+    assert world.taken("d1") == 4
+    info = world.state.node("d1")
+    assert info is not None
+    assert info.free.gpus() == 4
+
+
+def test_a_mig_named_resource_served_by_partitions_counts_their_gpus_once_on_the_node() -> None:
+    world = DraWorld()
+    mig_class = device_class_obj(MIG_CLASS, NVIDIA_CLASSES[MIG_CLASS])
+    mig_class["spec"]["extendedResourceName"] = "nvidia.com/mig-1g.5gb"
+    world.model.upsert_class(parse_device_class(mig_class))
+    for obj in partitioned_slices("m1", 2):
+        world.slice(obj)
+    world.add_node("m1")
+    info = world.state.node("m1")
+    assert info is not None
+    assert info.node.allocatable.get("nvidia.com/mig-1g.5gb") > 0  # served by DRA
+    assert info.node.allocatable.gpus() == 2  # the two A100s their partitions are made of
+
+
+def test_a_pod_asking_a_partition_class_s_implicit_name_counts_no_gpus_as_a_claim_for_it() -> None:
+    world = DraWorld()
+    for obj in partitioned_slices("m1", 1):
+        world.slice(obj)
+    world.add_node("m1")
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 1, resource=f"deviceclass.resource.kubernetes.io/{MIG_CLASS}")
+    assert member.requests.gpus() == 0  # which GPU it partitions is kube-scheduler's choice
 
 
 # ---- bad or odd input ------------------------------------------------------------------

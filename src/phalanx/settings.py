@@ -160,7 +160,9 @@ class Settings(BaseSettings):
         "they would wait for it (parked after a refusal, or behind other pending pods). Only "
         "members that ask for nothing only kube-scheduler judges are bound this way (no "
         "scheduling gates, host ports, required inter-pod affinity, required topology "
-        "spreading, storage volumes or ResourceClaims); the others wait for their own /bind. "
+        "spreading, storage volumes or ResourceClaims, nor an extended resource a "
+        "DeviceClass serves on a node without it allocatable); the others wait for their "
+        "own /bind. "
         "Behind other pending pods, a gang of such members is also planned as its quorum "
         "appears and bound whole before any member's cycle. "
         "false: every member waits for its own /bind, as kube-scheduler's filters see each.",

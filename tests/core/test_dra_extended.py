@@ -20,7 +20,8 @@ from builders import (
     pod_obj,
     podgroup,
 )
-from dra_builders import GPU_CLASS, DraWorld, tainted
+from dra_builders import GPU_CLASS, MIG_CLASS, DraWorld, partitioned_slices, tainted
+from phalanx.core.barrier import Completion, completions
 from phalanx.core.dra import parse_device_class, parse_resource_claim
 from phalanx.core.dra_inventory import DeviceCatalog, class_entry
 from phalanx.core.inventory import parse_pod
@@ -300,6 +301,56 @@ def test_gpu_figures_count_a_dra_nodes_served_gpus_once() -> None:
     assert info.node.allocatable.gpus() == 8
 
 
+def test_a_pod_asking_a_gpu_class_s_implicit_name_counts_its_gpus_once() -> None:
+    world = world_of("d1", mapped=False)
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 4, resource=IMPLICIT)
+    assert member.requests.gpus() == 4
+    reservation = planner_of(world).filter(member, ["d1"], now=0).reserved
+    assert reservation is not None
+    assert reservation.reserved_gpus == 4
+    info = world.state.node("d1")
+    assert info is not None
+    assert (info.node.allocatable.gpus(), info.reserved.gpus(), info.free.gpus()) == (8, 4, 4)
+
+
+def test_a_pod_bound_by_a_gpu_class_s_implicit_name_is_charged_its_gpus_once() -> None:
+    world = world_of("d1", mapped=False)
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 4, resource=IMPLICIT)
+    allocate_extended(world, "m-extended-resources-x", "d1", range(4), member)
+    bound = asking(world, "m", 4, resource=IMPLICIT, node="d1", claim="m-extended-resources-x")
+    assert bound.requests.gpus() == 0  # its claim holds the devices: the node counts them
+    assert world.taken("d1") == 4
+    info = world.state.node("d1")
+    assert info is not None
+    assert info.free.gpus() == 4
+
+
+def test_a_mig_named_resource_served_by_partitions_counts_their_gpus_once_on_the_node() -> None:
+    world = DraWorld()
+    mig_class = device_class_obj(MIG_CLASS, NVIDIA_CLASSES[MIG_CLASS])
+    mig_class["spec"]["extendedResourceName"] = "nvidia.com/mig-1g.5gb"
+    world.model.upsert_class(parse_device_class(mig_class))
+    for obj in partitioned_slices("m1", 2):
+        world.slice(obj)
+    world.add_node("m1")
+    info = world.state.node("m1")
+    assert info is not None
+    assert info.node.allocatable.get("nvidia.com/mig-1g.5gb") > 0  # served by DRA
+    assert info.node.allocatable.gpus() == 2  # the two A100s their partitions are made of
+
+
+def test_a_pod_asking_a_partition_class_s_implicit_name_counts_no_gpus_as_a_claim_for_it() -> None:
+    world = DraWorld()
+    for obj in partitioned_slices("m1", 1):
+        world.slice(obj)
+    world.add_node("m1")
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 1, resource=f"deviceclass.resource.kubernetes.io/{MIG_CLASS}")
+    assert member.requests.gpus() == 0  # which GPU it partitions is kube-scheduler's choice
+
+
 # ---- bad or odd input ------------------------------------------------------------------
 
 
@@ -362,6 +413,42 @@ def test_a_member_served_by_dra_reaches_bind_itself() -> None:
     [member] = gang_of(world, 1, 4)
     assert member.devices is not None
     assert member.devices.demand.allocates
+
+
+def reserved_behind_others(world: DraWorld, members: list[Pod]) -> tuple[int, dict[str, Pod]]:
+    """The gang reserved by its first member's filter, with a pod outside it pending ahead
+    (so the barrier would complete its members): its serial, node -> the member there."""
+    world.model.upsert_pod(world.state, parse_pod(pod_obj("queued", 1)))
+    nodes = sorted(world.state.node_infos())
+    reservation = planner_of(world).filter(members[0], nodes, now=0).reserved
+    assert reservation is not None
+    return reservation.serial, {reservation.node_of(m.uid) or "": m for m in members}
+
+
+def test_members_on_device_plugin_nodes_are_completed_dra_ones_wait_for_their_cycle() -> None:
+    world = world_of("d1", plugin=("p1", "p2"))
+    serial, on = reserved_behind_others(world, gang_of(world, 3, 8))
+    assert sorted(on) == ["d1", "p1", "p2"]
+    found = completions(world.state, "default/g", serial, held={on["p1"].uid})
+    # kube-scheduler's PreBind makes d1's member its claim: only its own /bind may follow.
+    assert found == [Completion(on["p2"], "p2")]
+
+
+def test_members_asking_a_class_s_implicit_name_are_never_completed() -> None:
+    world = world_of("d1", "d2", mapped=False)
+    world.state.upsert_group(podgroup("g", 2))
+    members = [asking(world, f"g-{i}", 4, resource=IMPLICIT) for i in range(2)]
+    serial, on = reserved_behind_others(world, members)
+    assert completions(world.state, "default/g", serial, held={on["d1"].uid}) == []
+
+
+def test_a_node_serving_the_resource_by_device_plugin_allocates_the_member_nothing() -> None:
+    world = world_of("d1", plugin=("p1",))
+    [member] = gang_of(world, 1, 4)
+    assert member.devices is not None
+    by_name = {name: world.state.node(name) for name in ("d1", "p1")}
+    served = {n: member.devices.served_by_devices(i.node) for n, i in by_name.items() if i}
+    assert served == {"d1": (NVIDIA_GPU,), "p1": ()}
 
 
 # ---- reading the objects ---------------------------------------------------------------

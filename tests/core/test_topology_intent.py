@@ -463,6 +463,59 @@ def test_upstream_hostname_key_without_a_hostname_level_is_a_topology_of_hosts()
     assert (resolved.topology.levels, resolved.required) == ((HOSTNAME,), 0)
 
 
+def test_an_upstream_key_with_a_preferred_level_and_slices_resolves_them_in_its_topology():
+    intent = TopologyConstraint(
+        required=LEAF, preferred=CLIQUE, slice_size=2, slice_required=CLIQUE, any_label=True
+    )
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert resolved == GangTopology(DEFAULT, required=1, preferred=2, slice_size=2, slice_level=2)
+    assert resolved.walk() == (2, 1)  # one clique if it can, never wider than one leaf
+
+
+@pytest.mark.parametrize(
+    ("added", "refusal"),
+    [
+        (
+            {"preferred": SPINE},
+            f"required level {LEAF} is narrower than preferred level {SPINE}",
+        ),
+        (
+            {"slice_size": 2, "slice_required": SPINE},
+            f"slice level {SPINE} is wider than required level {LEAF}",
+        ),
+        ({"slice_size": 3, "slice_required": CLIQUE}, "slice size 3 does not divide"),
+        ({"preferred": "x.io/row"}, 'preferred level "x.io/row" is not a level of topology'),
+    ],
+    ids=["preferred-wider", "slice-wider", "slice-size", "preferred-unknown"],
+)
+def test_annotations_added_to_an_upstream_key_are_checked_as_any_intent(added, refusal):
+    intent = TopologyConstraint(required=LEAF, any_label=True, **added)
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, str)
+    assert refusal in resolved
+
+
+def test_an_upstream_key_of_another_topology_takes_its_preferred_level_from_that_topology():
+    topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
+    intent = TopologyConstraint(required="x.io/row", preferred="x.io/rack", any_label=True)
+    resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.topology.name, resolved.required, resolved.preferred) == ("rack", 0, 1)
+
+
+@pytest.mark.parametrize(
+    "added",
+    [{"preferred": CLIQUE}, {"slice_size": 2, "slice_required": HOSTNAME}],
+    ids=["preferred", "slice"],
+)
+def test_an_ad_hoc_upstream_key_has_no_other_level_to_prefer_or_slice_in(added):
+    intent = TopologyConstraint(required=ZONE, any_label=True, **added)
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, str)
+    assert f"{ZONE} is in no configured topology" in resolved
+    assert "its only level" in resolved
+
+
 @pytest.mark.parametrize(
     ("group", "members"),
     [

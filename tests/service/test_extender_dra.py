@@ -204,3 +204,27 @@ async def test_a_pod_served_by_a_claim_kube_scheduler_made_is_counted_once() -> 
     }
     assert cluster_gpus == {"free": 20, "used": 4}
     await ext.stop()
+
+
+async def test_a_gang_asking_nvidia_gpu_completes_only_its_members_on_device_plugin_nodes() -> None:
+    ext, source = await started(
+        extended_cluster(
+            podgroup_obj("g", 3),
+            *(pod_obj(f"g-{i}", 8, group="g") for i in range(3)),
+            pod_obj("queued", 1),  # ahead in kube-scheduler's queue: members would wait
+        )
+    )
+    reserve_all(ext, ["g-0"])
+    on = {m.node: m.pod_key.split("/")[1] for m in ext.state.reservation("default/g").members}
+    assert sorted(on) == EVERY_NODE
+    first = asyncio.ensure_future(bind(ext, on["d1"], "d1"))
+    await asyncio.sleep(0.05)
+    # d2's member gets its claim in its own PreBind: the gang waits for that member's /bind.
+    assert not first.done()
+    assert source.bindings == []
+    assert await asyncio.wait_for(bind(ext, on["d2"], "d2"), timeout=2) == ""
+    assert await first == ""
+    assert sorted(node for _, node in source.bindings) == sorted(EVERY_NODE)
+    # p1's member, bound with them without its /bind.
+    assert ext.metrics.registry.get_sample_value("phalanx_members_completed_total") == 1
+    await ext.stop()

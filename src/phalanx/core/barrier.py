@@ -183,8 +183,10 @@ def completions(
     Each is reserved (not a slot, not assumed), pending, and still bindable where it is
     reserved; asks for nothing only kube-scheduler judges (`Pod.unjudged`: no scheduling
     gates, host ports, inter-pod affinity, required spreading, storage volumes or
-    ResourceClaims); and is still eligible for its node by everything Phalanx judges,
-    since its own cycle never filtered that node. `held` are the uids already at the gate.
+    ResourceClaims), nor an extended resource its node serves from DRA devices (the claim
+    for them is made in the pod's own PreBind; a device-plugin node serves them itself);
+    and is still eligible for its node by everything Phalanx judges, since its own cycle
+    never filtered that node. `held` are the uids already at the gate.
 
     And each would otherwise wait: kube-scheduler holds it parked (`parked`: refused here
     before), or pods outside the gang are pending, ahead of it in kube-scheduler's queue.
@@ -210,6 +212,8 @@ def completions(
             continue
         info = state.node(member.node)
         if info is None or eligibility.ineligibility(pod, info.node) is not None:
+            continue
+        if pod.devices is not None and pod.devices.served_by_devices(info.node):
             continue
         found.append(Completion(pod, member.node))
     return found

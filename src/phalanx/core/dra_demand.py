@@ -62,6 +62,7 @@ from fractions import Fraction
 
 from phalanx.core.cel import AttributeValue, Selector, Unsupported
 from phalanx.core.dra import (
+    IMPLICIT_EXTENDED_PREFIX,
     AllocationMode,
     ClaimSpec,
     DeviceRequest,
@@ -197,7 +198,7 @@ class PodDemand:
     @property
     def allocates(self) -> bool:
         """Whether kube-scheduler's DynamicResources plugin may allocate devices for the pod
-        (so it must reach /bind itself, after the plugin's PreBind)."""
+        on some node (on which: `DeviceNeeds.served_by_devices` for extended resources)."""
         return any(not c.allocated for c in self.claims) or any(not e.held for e in self.extended)
 
     @property
@@ -342,7 +343,7 @@ def pod_demand(
                 f"({device_class.problem})"
             )
             continue
-        takes = extended_takes(name, count, catalog)
+        takes = extended_takes(resource, name, count, catalog)
         extended.append(ExtendedDemand(resource, count, name, takes, held))
     return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended))
 
@@ -362,14 +363,22 @@ def extended_requests(requests: Resources, catalog: DeviceCatalog) -> list[tuple
     return [(r, n, mapping[r]) for r, n in sorted(requests.items()) if n > 0 and r in mapping]
 
 
-def extended_takes(device_class: str, count: int, catalog: DeviceCatalog) -> Resources:
-    """What `count` devices of the class take, asked as kube-scheduler asks them for an
-    extended resource: one untainted request without selectors. Not `DRA_GPU`: the
-    extended resource itself counts the pod's GPUs (`Resources.gpus()`), on either kind of
-    node."""
+def extended_takes(
+    resource: str, device_class: str, count: int, catalog: DeviceCatalog
+) -> Resources:
+    """What `count` devices of the class take, asked as kube-scheduler asks them for
+    extended resource `resource`: one untainted request without selectors.
+
+    `DRA_GPU` (the class's devices are GPUs: `DeviceCatalog.gpus`) only for the class's
+    implicit name, which no device plugin serves, so its devices are always the class's and
+    count the pod's GPUs as a claim's would. Another name is served by device plugin where
+    allocatable: it counts the pod's GPUs itself if it is a GPU name (`nvidia.com/gpu`),
+    and what a device plugin serves under any other name is not known to be GPUs."""
     request = DeviceRequest("extended", device_class, count=count)
     shapes = catalog.shapes.get(device_class, frozenset())
     takes = _request("extended", request, shapes, catalog).takes
+    if resource.startswith(IMPLICIT_EXTENDED_PREFIX):
+        return takes
     return Resources((k, v) for k, v in takes.items() if k != DRA_GPU)
 
 
@@ -843,6 +852,18 @@ class DeviceNeeds:
     def eligibility_key(self) -> tuple[object, ...]:
         return (self.generation, self.demand.eligibility_key())
 
+    def served_by_devices(self, node: Node) -> tuple[str, ...]:
+        """The pod's extended resources `node` serves from its DRA devices, not by device
+        plugin: kube-scheduler's DynamicResources plugin makes the pod's claim for them in
+        PreBind, so only the pod's own cycle may bind it there. A node serves a resource by
+        device plugin exactly where its own allocatable has it (`node_with_devices`)."""
+        served = node.devices.served if node.devices is not None else ()
+        return tuple(
+            e.resource
+            for e in self.demand.extended
+            if not e.held and (node.allocatable.get(e.resource) <= 0 or e.resource in served)
+        )
+
 
 def node_with_devices(
     node: Node,
@@ -870,10 +891,10 @@ def node_with_devices(
     own_gpu = node.devices.own_gpu if node.devices is not None else node.gpu
     gpu, devices = own_gpu, None
     allocatable = base
-    for _, name, amount in plugin:
+    for resource, name, amount in plugin:
         # A device-plugin node serves the resource itself (kube-scheduler asks DRA only
         # where it is not allocatable): what DRA pods asking it take, it offers as many.
-        allocatable = allocatable + extended_takes(name, amount, catalog)
+        allocatable = allocatable + extended_takes(resource, name, amount, catalog)
     if plugin and not pools:
         devices = InstalledDevices((), 0, own_gpu)
     if pools:
@@ -895,13 +916,16 @@ def node_with_devices(
 def _served(base: Resources, entries: Resources, catalog: DeviceCatalog) -> Resources:
     """The extended resources a DRA node serves from its devices: each a class serves and
     the node does not have allocatable, as many as the class's free untainted devices
-    there; and `DRA_GPU_SERVED`, the GPUs among them `DRA_GPU` counts already."""
+    there; and `DRA_GPU_SERVED`, as many as those of them with a GPU name, which
+    `Resources.gpus()` would count again: `DRA_GPU` counts the node's GPUs already, and a
+    MIG partition of shared counters (`nvidia.com/mig-1g.10gb` from partitionable GPUs) as
+    the GPU it is made of."""
     offered: dict[str, int] = {}
     for resource, name in catalog.extended.items():
         amount = entries.get(class_entry(name))
         if amount > 0 and base.get(resource) <= 0:
             offered[resource] = amount
-            if name in catalog.gpus and is_gpu_resource(resource):
+            if is_gpu_resource(resource):
                 offered[DRA_GPU_SERVED] = offered.get(DRA_GPU_SERVED, 0) + amount
     return Resources(offered)
 

@@ -27,8 +27,8 @@ MIG_PREFIX = "nvidia.com/mig-"
 # GPU-like devices (whole GPUs and MIG devices), the DRA twin of nvidia.com/gpu in gpus().
 DRA_GPU = "dra.phalanx.io/gpu"
 # A DRA node offers an extended resource a DeviceClass serves (`nvidia.com/gpu` from the
-# class's devices, KEP-5004) under its own name too; this is how many of those
-# `dra.phalanx.io/gpu` already counts, so `gpus()` counts them once.
+# class's devices, KEP-5004) under its own name too; this is how many it offers under GPU
+# names, whose GPUs `dra.phalanx.io/gpu` already counts, so `gpus()` counts them once.
 DRA_GPU_SERVED = "served.dra.phalanx.io/gpu"
 
 # A Kubernetes label value may be at most 63 characters; a qualified key at most 253 + 63.

@@ -505,11 +505,13 @@ def resolve_topology(
 def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
     """The intent's topology and levels as positions, or why it names none of them."""
     if intent.any_label and not intent.topology:
-        return _label_levels(intent.required, topologies)
-    topology = topologies.get(intent.topology)
-    if topology is None:
-        known = ", ".join(t.name for t in topologies.all)
-        return f"gang {key}: unknown topology {quoted(intent.topology)} (configured: {known})"
+        topology = _label_topology(intent.required, topologies)
+    else:
+        named = topologies.get(intent.topology)
+        if named is None:
+            known = ", ".join(t.name for t in topologies.all)
+            return f"gang {key}: unknown topology {quoted(intent.topology)} (configured: {known})"
+        topology = named
     levels: dict[str, int | None] = {}
     for role, name in (
         ("required", intent.required),
@@ -518,6 +520,14 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     ):
         levels[role] = topology.level(name) if name else None
         if name and levels[role] is None:
+            if topology.adhoc:
+                # Its one level is the required key: nothing narrower to prefer or slice in.
+                return (
+                    f"gang {key}: {role} level {quoted(name)} cannot be combined with the "
+                    f"PodGroup's topology key {intent.required}: {intent.required} is in no "
+                    "configured topology, so it is a topology of that label alone and its "
+                    "only level; configure a topology with both levels to combine them"
+                )
             if _tier(name) is not None:
                 return (
                     f"gang {key}: {role} level {quoted(name)} is not a tier of topology "
@@ -536,15 +546,15 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     )
 
 
-def _label_levels(label: str, topologies: Topologies) -> GangTopology:
-    """A gang required inside one value of node label `label` (upstream's PodGroup field):
-    at that level of the default topology when it has one, as if an annotation named it;
-    else of the first configured topology that has it; else of the ad-hoc topology of
-    that label alone."""
+def _label_topology(label: str, topologies: Topologies) -> Topology:
+    """Where a gang required inside one value of node label `label` (upstream's PodGroup
+    field) is planned: the default topology when it has that level, as if an annotation
+    named it; else the first configured topology that has it; else the ad-hoc topology of
+    that label alone. Its other levels (`preferred`, slices) are that topology's."""
     for topology in (topologies.default, *topologies.all):
         if label in topology.levels:
-            return GangTopology(topology, required=topology.levels.index(label))
-    return GangTopology(Topology.of_label(label), required=0)
+            return topology
+    return Topology.of_label(label)
 
 
 def _check(

@@ -470,15 +470,51 @@ def test_a_gang_nothing_was_decided_about_yet_is_not_called_unschedulable(
 
 
 def test_a_topology_annotation_that_contradicts_the_spec_is_refused_naming_the_field() -> None:
-    with pytest.raises(InvalidObjectError, match=r"spec\.schedulingConstraints\.topology"):
+    with pytest.raises(InvalidObjectError, match=r"spec\.schedulingConstraints\.topology") as e:
         upstream.parse_pod_group(
             upstream_podgroup_obj(
                 "gang-0",
                 4,
                 topology_key="topology.kubernetes.io/rack",
-                annotations={"phalanx.io/topology-required": "nvidia.com/gpu.clique"},
+                annotations={
+                    "phalanx.io/topology-required": "nvidia.com/gpu.clique",
+                    "phalanx.io/topology-preferred": "kubernetes.io/hostname",
+                },
             )
         )
+    assert "required topology.kubernetes.io/rack" in str(e.value)
+    assert "required nvidia.com/gpu.clique" in str(e.value)
+
+
+LEAF = "network.topology.nvidia.com/leaf"
+CLIQUE = "nvidia.com/gpu.clique"
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"phalanx.io/topology-preferred": CLIQUE},
+        {"phalanx.io/topology-required": LEAF, "phalanx.io/topology-preferred": CLIQUE},
+    ],
+    ids=["preferred", "preferred-repeating-required"],
+)
+def test_a_preferred_annotation_adds_a_narrower_level_to_the_spec_s_topology_key(
+    annotations: dict[str, str],
+) -> None:
+    group = upstream.parse_pod_group(
+        upstream_podgroup_obj("gang-0", 4, topology_key=LEAF, annotations=annotations)
+    )
+    assert group.topology == TopologyConstraint(required=LEAF, preferred=CLIQUE, any_label=True)
+
+
+def test_slice_annotations_add_slices_inside_the_spec_s_topology_key() -> None:
+    slices = {"phalanx.io/topology-slice-size": "2", "phalanx.io/topology-slice-required": CLIQUE}
+    group = upstream.parse_pod_group(
+        upstream_podgroup_obj("gang-0", 4, topology_key=LEAF, annotations=slices)
+    )
+    assert group.topology == TopologyConstraint(
+        required=LEAF, slice_size=2, slice_required=CLIQUE, any_label=True
+    )
 
 
 def test_a_topology_annotation_that_agrees_with_the_spec_keeps_the_fields_reading() -> None:

@@ -151,17 +151,23 @@ class ObjectSettings:
         )
 
     def topology_with(
-        self, src: Source, declared: TopologyConstraint | None, path: str
+        self, src: Source, declared: TopologyConstraint | None, path: str, *, adds: bool = False
     ) -> TopologyConstraint | None:
         """The group's topology intent: its API field (`declared`, at `path`) or Phalanx's
         annotations; both saying different things is refused, naming the field. Saying the
-        same, the field's reading (`any_label`) stands."""
-        if declared is None or self.topology is None:
-            return declared or self.topology
-        if replace(declared, any_label=False) == replace(self.topology, any_label=False):
+        same, the field's reading (`any_label`) stands. With `adds` (a field that says only
+        `required`: upstream's PodGroup) the annotations may also add what it leaves out
+        (which topology, `preferred`, the slices) and repeat its `required`; the whole is
+        checked as one intent when the gang is resolved (`resolve_topology`)."""
+        own = self.topology
+        if declared is None or own is None:
+            return declared or own
+        if adds and own.required in ("", declared.required):
+            return replace(own, required=declared.required, any_label=declared.any_label)
+        if replace(declared, any_label=False) == replace(own, any_label=False):
             return declared
         raise src.invalid(
-            path, f"says {declared} but the phalanx.io/topology-* annotations say {self.topology}"
+            path, f"says {declared} but the phalanx.io/topology-* annotations say {own}"
         )
 
     @property

@@ -242,7 +242,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
     topology = settings.topology_with(
-        src, _topology(src, spec), "spec.schedulingConstraints.topology"
+        src, _topology(src, spec), "spec.schedulingConstraints.topology", adds=True
     )
     return PodGroup(
         namespace=namespace,

@@ -25,6 +25,7 @@ from phalanx.core.barrier import Completion, completions
 from phalanx.core.dra import parse_device_class, parse_resource_claim
 from phalanx.core.dra_inventory import DeviceCatalog, class_entry
 from phalanx.core.inventory import parse_pod
+from phalanx.core.journal import Outcome, ReplanCause
 from phalanx.core.model import NVIDIA_GPU, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
 
@@ -145,6 +146,30 @@ def test_in_a_mixed_cluster_each_kind_of_node_serves_the_resource_its_own_way() 
     assert reservation is not None
     assert sorted(m.node for m in reservation.members) == ["d1", "p1"]
     assert reservation.reserved_gpus == 16
+
+
+@pytest.mark.parametrize(
+    ("refused", "cause"),
+    [
+        # DynamicResources allocates the member's devices there: it is the filter that can
+        # disagree with Phalanx.
+        pytest.param("d1", ReplanCause.DRA, id="dra-node"),
+        # The device plugin serves it there: nothing of DRA's is asked of that node.
+        pytest.param("p1", ReplanCause.NOT_OFFERED, id="device-plugin-node"),
+    ],
+)
+def test_a_reserved_node_kube_scheduler_did_not_offer_is_blamed_on_dra_only_where_dra_serves(
+    refused: str, cause: ReplanCause
+) -> None:
+    world = world_of("d1", plugin=("p1",))
+    members = gang_of(world, 2, 8)
+    planner = planner_of(world)
+    reservation = planner.filter(members[0], ["d1", "p1"], now=0).reserved
+    assert reservation is not None
+    [member] = [m for m in members if reservation.node_of(m.uid) == refused]
+    planner.filter(member, [n for n in ("d1", "p1") if n != refused], now=1)
+    [replanned] = [e for e in planner.events if e.outcome is Outcome.REPLANNED]
+    assert replanned.cause == cause
 
 
 def test_a_device_plugin_node_serves_no_more_than_its_allocatable() -> None:

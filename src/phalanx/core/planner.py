@@ -56,6 +56,7 @@ from phalanx.core.journal import (
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
     GroupRef,
+    Node,
     Placement,
     Pod,
     PodGroup,
@@ -669,8 +670,10 @@ class GangPlanner:
             f"kube-scheduler did not offer node {member.node} reserved for pod {cycle.pod.key}"
         )
         # Phalanx judges every filter but DynamicResources as kube-scheduler does: with
-        # device claims to allocate, that plugin is the one that can disagree.
-        cause = ReplanCause.DRA if _allocates_devices(cycle.pod) else ReplanCause.NOT_OFFERED
+        # devices to allocate on that node, that plugin is the one that can disagree.
+        info = self.state.node(member.node)
+        on_devices = info is not None and _allocates_devices(cycle.pod, info.node)
+        cause = ReplanCause.DRA if on_devices else ReplanCause.NOT_OFFERED
         return self._replan_for(cycle, refused, exclude=frozenset({member.node}), cause=cause)
 
     def _replan_for(
@@ -789,9 +792,14 @@ def _devices_blocker(pod: Pod) -> str:
     return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
 
 
-def _allocates_devices(pod: Pod) -> bool:
-    """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod."""
-    return pod.devices is not None and pod.devices.demand.allocates
+def _allocates_devices(pod: Pod, node: Node) -> bool:
+    """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod on
+    `node`: its unallocated claims, or extended resources the node serves from devices (a
+    device-plugin node serves them itself)."""
+    needs = pod.devices
+    if needs is None:
+        return False
+    return any(not c.allocated for c in needs.demand.claims) or bool(needs.served_by_devices(node))
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

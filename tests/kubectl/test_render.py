@@ -221,6 +221,19 @@ def test_explain_shows_the_topology_the_gang_declares() -> None:
     assert "  topology:       none declared" in held
 
 
+def test_explain_says_the_gang_object_is_being_deleted() -> None:
+    reason = "PodGroup team-a/job is being deleted (gang team-a/job): its members are not ..."
+    gang = GangView("team-a/job", "team-a", "job", "PodGroup", 2, (), deleting=reason)
+    expl = Explanation("prod", gang, (), None, None)
+    text = render_explanation(expl, NOW, leases=LEASES, phalanx_namespace="phalanx-system")
+    assert f"  deleting:       {reason}" in text
+    assert explanation_json(expl, LEASES)["gang"]["deleting"] == reason
+    held = render_explanation(
+        explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"
+    )
+    assert "deleting:" not in held
+
+
 def test_explain_shows_the_events_oldest_first_with_repeats_counted() -> None:
     text = render_explanation(
         explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"

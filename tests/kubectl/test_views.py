@@ -551,6 +551,29 @@ def test_minima_summing_past_min_member_are_not_held_against_the_gang() -> None:
     assert (gang.state, gang.tasks_short) == (GangState.WHOLE, "")
 
 
+def test_a_gang_whose_object_is_being_deleted_waits_because_of_it_whatever_else_it_says() -> None:
+    group = podgroup_obj("g", 2)
+    group["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    group["metadata"]["finalizers"] = ["example.com/hold"]
+    gang = one_gang([group], [pod_obj("g-0", group="g", node="n0"), pod_obj("g-1", group="g")])
+    assert gang.deleting == (
+        "PodGroup default/g is being deleted (gang default/g): its members are not scheduled "
+        "any more"
+    )
+    wait = wait_of(gang, [])
+    assert wait is not None
+    assert (wait.reason, wait.said_by) == (gang.deleting, "phalanx")
+
+
+def test_a_whole_gang_being_deleted_is_still_whole() -> None:
+    group = podgroup_obj("g", 1)
+    group["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    gang = one_gang([group], [pod_obj("g-0", group="g", node="n0")])
+    assert gang.state is GangState.WHOLE
+    assert gang.deleting
+    assert wait_of(gang, []) is None
+
+
 # ---- Leases and ages ---------------------------------------------------------------------------
 
 

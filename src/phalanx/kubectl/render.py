@@ -243,6 +243,8 @@ def render_explanation(
         f"  phase:          {gang.phase or NONE}",
         f"  topology:       {gang.topology or 'none declared'}",
     ]
+    if gang.deleting:
+        out.append(f"  deleting:       {gang.deleting}")
     cond = gang.condition
     if cond is not None:
         out.append(
@@ -315,6 +317,7 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "phase": gang.phase or None,
         "placement": gang.placement or None,
         "topology": gang.topology or None,
+        "deleting": gang.deleting or None,
         "created": gang.created or None,
         "condition": None
         if cond is None

@@ -122,6 +122,9 @@ class GangView:
     created: str = ""  # RFC 3339: the PodGroup's, else the oldest member's
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
     min_task_member: TaskMinima = ()  # Volcano's spec.minTaskMember, as Phalanx enforces it
+    # Its object is being deleted (`metadata.deletionTimestamp`, held by a finalizer): the
+    # scheduler binds none of its members any more (`registry.deleting_reason`).
+    deleting: str = ""
 
     @property
     def bound(self) -> int:
@@ -324,6 +327,7 @@ class _Draft:
     placement: str = ""
     topology: str = ""
     created: str = ""
+    deleting: bool = False
     members: list[MemberView] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     member_commits: list[CommitView] = field(default_factory=list)
@@ -352,6 +356,7 @@ class _Draft:
             created=self.created,
             problems=tuple(dict.fromkeys(self.problems)),
             min_task_member=self.min_task_member,
+            deleting=registry.deleting_reason(ref) if self.deleting else "",
         )
 
 
@@ -438,6 +443,7 @@ def _add_object(
         draft.min_task_member = group.min_task_member
         draft.placement = str(group.placement) if group.placement is not None else ""
         draft.topology = str(group.topology) if group.topology is not None else ""
+        draft.deleting = group.deleting
 
 
 def _from_workload(draft: _Draft, workload: Workload, api_version: str) -> None:
@@ -448,6 +454,7 @@ def _from_workload(draft: _Draft, workload: Workload, api_version: str) -> None:
     placement, topology = workload.settings.placement, workload.settings.topology
     draft.placement = str(placement) if placement is not None else ""
     draft.topology = str(topology) if topology is not None else ""
+    draft.deleting = workload.deleting
     if entry is None:
         have = ", ".join(group.name for group in workload.pod_groups)
         draft.problems.append(
@@ -504,6 +511,9 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
     if gang.state is GangState.WHOLE:
         return None
     cond = gang.condition
+    if gang.deleting:
+        # Whatever its status last said, nothing more of it is scheduled.
+        return WaitView(gang.key, gang.state, gang.created, gang.deleting, "phalanx")
     if gang.problems:
         return WaitView(gang.key, gang.state, gang.created, "; ".join(gang.problems), "phalanx")
     need = gang.min_member

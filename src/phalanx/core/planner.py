@@ -64,7 +64,7 @@ from phalanx.core.model import (
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
-from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
+from phalanx.core.quorum import has_quorum, minima_field, quorum_of, task_shortfall
 from phalanx.core.resolution import (
     Deleting,
     GroupDefaults,
@@ -534,7 +534,7 @@ class GangPlanner:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             short = task_shortfall(group.min_task_member, members)
             if short:
-                reason = f"{reason}, but {short} (spec.minTaskMember)"
+                reason = f"{reason}, but {short} ({minima_field(group.min_task_member)})"
             self._note(cycle, Outcome.WAITING, reason)
             return refuse_all(cycle.offered, reason)
         known = self.unfit.recall(group, members, template=True)

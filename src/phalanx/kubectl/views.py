@@ -48,8 +48,8 @@ from phalanx.core.groups import registry, scheduler_plugins, upstream, volcano
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
-from phalanx.core.model import Dialect, GroupRef, Pod
-from phalanx.core.quorum import TaskMinima, task_shortfall
+from phalanx.core.model import ChildGroups, Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.quorum import task_shortfall
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
@@ -121,7 +121,8 @@ class GangView:
     topology: str = ""
     created: str = ""  # RFC 3339: the PodGroup's, else the oldest member's
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
-    min_task_member: TaskMinima = ()  # Volcano's spec.minTaskMember, as Phalanx enforces it
+    # Volcano's spec.minTaskMember, as Phalanx enforces it (composites are not shown yet).
+    min_task_member: tuple[tuple[str, int], ...] = ()
 
     @property
     def bound(self) -> int:
@@ -317,7 +318,7 @@ class _Draft:
     api_version: str = ""
     claims: set[Dialect] = field(default_factory=set)  # the members' winning claims
     min_member: int | None = None
-    min_task_member: TaskMinima = ()
+    min_task_member: tuple[tuple[str, int], ...] = ()
     phase: str = ""
     condition: ConditionView | None = None
     commit: CommitView | None = None
@@ -417,6 +418,8 @@ def _add_object(
         parsed, problem = registry.parse_group_object(dict(raw)), ""
     except InvalidObjectError as exc:
         parsed, problem = None, str(exc)
+    if dialect is Dialect.COMPOSITE:
+        return  # its gang's members name its PodGroups, which are shown (not yet as one)
     if kind == upstream.WORKLOAD_KIND:
         if parsed is None:
             object_problems.setdefault(ref.key, []).append(problem)
@@ -433,9 +436,10 @@ def _add_object(
         draft.problems.append(problem)
         return
     group = parsed.value
-    if not isinstance(group, Workload):
+    if isinstance(group, PodGroup):
         draft.min_member = None if group.basic else group.min_member
-        draft.min_task_member = group.min_task_member
+        if not isinstance(group.min_task_member, ChildGroups):
+            draft.min_task_member = group.min_task_member
         draft.placement = str(group.placement) if group.placement is not None else ""
         draft.topology = str(group.topology) if group.topology is not None else ""
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from builders import composite_obj, gpu_node, pod_obj, upstream_podgroup_obj
+from builders import LEAF, SPINE, composite_obj, gpu_node, pod_obj, rack_node, upstream_podgroup_obj
 from phalanx.core.barrier import BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.groups import registry
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Binding, ChildGroups, Dialect, GroupRef, Pod
+from phalanx.core.model import Binding, ChildGroups, Dialect, GroupRef, Node, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import (
     Deleting,
@@ -231,15 +231,113 @@ def test_a_root_being_deleted_is_not_planned() -> None:
     assert isinstance(Cluster(*objects).resolve(RAY), Deleting)
 
 
-def test_a_child_group_with_its_own_topology_key_is_refused_naming_it() -> None:
-    objects = ray_cluster()
-    objects[2] = upstream_podgroup_obj(
-        "ray-workers", 2, parent="ray", topology_key="topology.kubernetes.io/zone"
-    )
+# --- topology at both levels -------------------------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zoned(name: str, zone: str) -> Node:
+    return gpu_node(name, labels={ZONE: zone})
+
+
+def placed(cluster: Cluster) -> dict[str, str]:
+    reservation = cluster.state.reservation(RAY.key)
+    assert reservation is not None
+    return {m.pod_key.split("/")[1]: m.node for m in reservation.members}
+
+
+def with_worker_key(key: str, *, composite_key: str | None = None) -> list[dict[str, Any]]:
+    objects = ray_cluster(2)
+    objects[0] = composite_obj("ray", 2, topology_key=composite_key)
+    objects[2] = upstream_podgroup_obj("ray-workers", 2, parent="ray", topology_key=key)
+    return objects
+
+
+def test_a_child_groups_own_key_keeps_its_members_in_one_value_of_it() -> None:
+    # Zone z1 has one node, z2 two: the workers share z2, the head takes what is left.
+    cluster = Cluster(*with_worker_key(ZONE), nodes=0)
+    for node in (zoned("n1", "z1"), zoned("n2", "z2"), zoned("n3", "z2")):
+        cluster.state.upsert_node(node)
+    decision = cluster.planner.filter(cluster.pod("head-0"), ["n1", "n2", "n3"], now=0)
+    assert decision.reserved is not None
+    where = placed(cluster)
+    assert {where["worker-0"], where["worker-1"]} == {"n2", "n3"}
+    assert where["head-0"] == "n1"
+
+
+def test_a_relabel_that_splits_a_childs_members_across_its_key_releases_the_gang() -> None:
+    cluster = Cluster(*with_worker_key(ZONE), nodes=0)
+    for node in (zoned("n1", "z1"), zoned("n2", "z2"), zoned("n3", "z2")):
+        cluster.state.upsert_node(node)
+    assert cluster.planner.filter(cluster.pod("head-0"), ["n1", "n2", "n3"], now=0).reserved
+    cluster.state.upsert_node(zoned("n3", "z3"))
+
+    cluster.planner.recheck_topology()
+
+    assert cluster.state.reservation(RAY.key) is None
+    assert "PodGroup ray-workers must lie in one" in cluster.released[-1].why
+
+
+def test_a_child_whose_key_no_value_can_hold_leaves_the_whole_composite_unplaced() -> None:
+    cluster = Cluster(*with_worker_key(ZONE), nodes=0)
+    for node in (zoned("n1", "z1"), zoned("n2", "z2"), zoned("n3", "z3")):
+        cluster.state.upsert_node(node)
+    decision = cluster.planner.filter(cluster.pod("head-0"), ["n1", "n2", "n3"], now=0)
+    assert decision.reserved is None
+    assert "PodGroup ray-workers fits in no" in decision.result.unresolvable["n1"]
+
+
+def spines() -> list[Node]:
+    """Spine s0: three leaves of one node; spine s1: leaf l2 of two nodes and l3 of one."""
+    return [
+        rack_node("a1", 8, spine="s0", leaf="l0"),
+        rack_node("a2", 8, spine="s0", leaf="l1"),
+        rack_node("a3", 8, spine="s0", leaf="l5"),
+        rack_node("b1", 8, spine="s1", leaf="l2"),
+        rack_node("b2", 8, spine="s1", leaf="l2"),
+        rack_node("b3", 8, spine="s1", leaf="l3"),
+    ]
+
+
+def test_the_composites_key_and_a_childs_narrower_key_hold_together() -> None:
+    # Every member in one spine, the workers in one leaf of it: only spine s1 has such a leaf.
+    cluster = Cluster(*with_worker_key(LEAF, composite_key=SPINE), nodes=0)
+    for node in spines():
+        cluster.state.upsert_node(node)
+    names = [n.name for n in spines()]
+    decision = cluster.planner.filter(cluster.pod("head-0"), names, now=0)
+    assert decision.reserved is not None
+    where = placed(cluster)
+    assert {where["worker-0"], where["worker-1"]} == {"b1", "b2"}
+    assert where["head-0"] == "b3"
+
+
+def test_without_the_childs_key_the_composite_takes_the_first_spine_that_fits() -> None:
+    objects = ray_cluster(2)
+    objects[0] = composite_obj("ray", 2, topology_key=SPINE)
+    cluster = Cluster(*objects, nodes=0)
+    for node in spines():
+        cluster.state.upsert_node(node)
+    decision = cluster.planner.filter(cluster.pod("head-0"), [n.name for n in spines()], now=0)
+    assert decision.reserved is not None
+    assert set(placed(cluster).values()) == {"a1", "a2", "a3"}
+
+
+def test_a_childs_key_wider_than_the_composites_is_refused_naming_both() -> None:
+    cluster = Cluster(*with_worker_key(SPINE, composite_key=LEAF))
+    decision = cluster.planner.filter(cluster.pod("head-0"), cluster.nodes, now=0)
+    reason = decision.result.unresolvable["n1"]
+    assert "PodGroup(s) ray-workers require one network.topology.nvidia.com/spine" in reason
+    assert f"at or below {LEAF}" in reason
+
+
+def test_children_with_different_keys_are_refused_naming_each() -> None:
+    objects = with_worker_key(ZONE)
+    objects[1] = upstream_podgroup_obj("ray-head", 1, parent="ray", topology_key=LEAF)
     found = Cluster(*objects).resolve(RAY)
     assert isinstance(found, Invalid)
-    assert "PodGroup default/ray-workers" in found.reason
-    assert "spec.schedulingConstraints.topology" in found.reason
+    assert f"ray-head: {LEAF}" in found.reason
+    assert f"ray-workers: {ZONE}" in found.reason
 
 
 # --- the bind barrier -------------------------------------------------------------------

@@ -244,3 +244,16 @@ async def test_a_composite_waiting_for_members_names_the_short_child_on_the_comp
         in said[3]
     )
     await ext.stop()
+
+
+async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_members():
+    ext, _ = await started(ray_cluster(2))
+    view = ext.views.group(GroupRef("default", "ray", Dialect.COMPOSITE))
+    assert view is not None
+    assert (view["dialect"], view["source"], view["min_member"], view["members"]) == (
+        "composite",
+        "CompositePodGroup",
+        3,
+        3,
+    )
+    await ext.stop()

@@ -471,6 +471,9 @@ class TopologyConstraint:
     # is then a one-level topology of that label. Phalanx's and Kueue's annotations keep to
     # the configured levels, so a typo there is refused.
     any_label: bool = False
+    # A composite gang's child PodGroups (by name) that each have every member inside one
+    # domain of `slice_required` (their own `spec.schedulingConstraints.topology` key).
+    slice_tasks: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         parts = []
@@ -482,6 +485,9 @@ class TopologyConstraint:
             parts.append(f"preferred {self.preferred}")
         if self.slice_size:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
+        if self.slice_tasks:
+            names = ", ".join(self.slice_tasks)
+            parts.append(f"PodGroup(s) {names} each in one {self.slice_required}")
         return ", ".join(parts) or "unconstrained"
 
 

@@ -267,6 +267,8 @@ class GangPlanner:
                     f"{', '.join(names)}"
                 )
         size, level = topology.slice_size, topology.slice_level
+        if topology.slice_tasks and level is not None:
+            return self._task_split(key, reservation, topology, level)
         if size <= 1 or level is None or self.state.bound_count(key):
             return ""
         pods = [self.state.pod(m.pod_uid) for m in reservation.members]
@@ -283,6 +285,27 @@ class GangPlanner:
                     f"gang {key}: slice {i + 1} of {count} ({run[0].name}..{run[-1].name}) "
                     f"must lie in one {topology.key(level)} domain, but node labels changed "
                     f"and its reserved nodes now lie in {len(names)}: {', '.join(names)}"
+                )
+        return ""
+
+    def _task_split(
+        self, key: str, reservation: Reservation, topology: GangTopology, level: int
+    ) -> str:
+        """`_split_by_relabel` for a composite gang's child PodGroups with a key of their own:
+        the reserved members of each must still share one domain of it."""
+        index = self.index(topology.topology)
+        nodes: dict[str, list[str]] = {}
+        for m in reservation.members:
+            pod = self.state.pod(m.pod_uid)
+            if pod is not None and pod.task in topology.slice_tasks:
+                nodes.setdefault(pod.task, []).append(m.node)
+        for task, where in sorted(nodes.items()):
+            names = _split(index, level, where)
+            if names is not None:
+                return (
+                    f"gang {key}: PodGroup {task} must lie in one {topology.key(level)} domain, "
+                    f"but node labels changed and its reserved nodes now lie in {len(names)}: "
+                    f"{', '.join(names)}"
                 )
         return ""
 

@@ -146,13 +146,15 @@ def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Res
     namespace = [c for c in state.composites().values() if c.namespace == root.namespace]
     tree = composite.child_tree(root, namespace, groups.values())
     children = {g.name: g for g in groups.values() if g.namespace == root.namespace}
-    problem = composite.child_topology_problem(tree, children)
-    if problem:
-        return Invalid(problem)
+    topology = composite.child_topology(root, tree, children)
+    if isinstance(topology, str):
+        return Invalid(topology)
     if len(tree.children) < tree.min_groups:
         return Waiting(
             f"CompositePodGroup {ref.namespace}/{ref.name} has {len(tree.children)} child "
             f"group(s), fewer than its minGroupCount {tree.min_groups}; waiting for the rest"
         )
-    gang = composite.composite_gang(root, tree, defaults.timeout_seconds)
+    gang = replace(
+        composite.composite_gang(root, tree, defaults.timeout_seconds), topology=topology
+    )
     return _with_placement(ref, gang, state.members(ref.key), defaults)

@@ -13,6 +13,7 @@ from phalanx.core.groups import registry
 from phalanx.core.groups.composite import (
     Broken,
     CompositePodGroup,
+    child_topology,
     child_tree,
     gang_above,
     parse_composite,
@@ -21,6 +22,7 @@ from phalanx.core.groups.upstream import parse_pod_group
 from phalanx.core.model import ChildGroups, Dialect, GroupRef, TopologyConstraint
 
 ZONE = "topology.kubernetes.io/zone"
+RACK = "example.com/rack"
 
 
 def test_a_gang_composite_reads_its_policy_parent_and_topology() -> None:
@@ -183,3 +185,27 @@ def test_the_child_tree_counts_basic_pod_groups_as_one_member_and_nests_composit
         2,
         (("head", 1), ("side", 1), ChildGroups("workers", 1, (("gpu-a", 4),))),
     )
+
+
+# --- topology ---------------------------------------------------------------------------
+
+
+def test_a_childs_key_becomes_the_composites_slices_by_pod_group() -> None:
+    root = parse_composite(composite_obj("ray", 2, topology_key=ZONE))
+    workers = parse_pod_group(upstream_podgroup_obj("w", 2, parent="ray", topology_key=RACK))
+    tree = child_tree(root, [root], [HEAD, workers])
+    assert child_topology(root, tree, {"head": HEAD, "w": workers}) == TopologyConstraint(
+        required=ZONE, slice_required=RACK, any_label=True, slice_tasks=("w",)
+    )
+
+
+def test_a_child_declaring_more_than_a_key_is_refused_naming_it() -> None:
+    root = parse_composite(composite_obj("ray", 2))
+    annotated = upstream_podgroup_obj(
+        "w", 2, parent="ray", annotations={"phalanx.io/topology-preferred": RACK}
+    )
+    workers = parse_pod_group(annotated)
+    problem = child_topology(root, child_tree(root, [root], [workers]), {"w": workers})
+    assert isinstance(problem, str)
+    assert "PodGroup default/w under CompositePodGroup default/ray declares topology" in problem
+    assert "spec.schedulingConstraints.topology" in problem

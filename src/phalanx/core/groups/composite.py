@@ -18,7 +18,7 @@ cycle or a tree deeper than upstream allows makes the gang wait, naming the obje
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -234,17 +234,41 @@ def composite_gang(root: CompositePodGroup, tree: ChildGroups, default_timeout: 
     )
 
 
-def child_topology_problem(tree: ChildGroups, pod_groups: Mapping[str, PodGroup]) -> str:
-    """Why the gang cannot be planned as declared: a child PodGroup's own topology key
-    (every member of that child inside one value of it) is not honoured yet inside a
-    composite, and a hard constraint is never dropped silently. "" when none sets one."""
+def child_topology(
+    root: CompositePodGroup, tree: ChildGroups, pod_groups: Mapping[str, PodGroup]
+) -> TopologyConstraint | str | None:
+    """The composite gang's topology intent: the composite's own (every member inside one
+    value of its key) and its child PodGroups' keys (each child's members inside one value
+    of its own key, `slice_tasks`); or why it cannot be honoured, naming the child and the
+    field (a hard constraint is never dropped silently). Children may set one key between
+    them, and nothing but the key (upstream's field)."""
+    keys: dict[str, list[str]] = {}
     for name, _ in tree.pod_groups():
         group = pod_groups.get(name)
-        if group is not None and group.topology is not None:
+        if group is None or group.topology is None:
+            continue
+        intent = group.topology
+        if intent != TopologyConstraint(required=intent.required, any_label=intent.any_label):
             return (
-                f"{POD_GROUP_KIND} {group.namespace}/{name} under {KIND} "
-                f"{group.namespace}/{tree.name} sets spec.schedulingConstraints.topology "
-                f"({group.topology}): a child group's own topology inside a composite is "
-                "not supported yet; remove it or set the topology on the composite"
+                f"{POD_GROUP_KIND} {group.namespace}/{name} under {KIND} {root.namespace}/"
+                f"{root.name} declares topology {intent}: inside a composite a child "
+                "PodGroup's own topology is its key only (spec.schedulingConstraints.topology)"
             )
-    return ""
+        keys.setdefault(intent.required, []).append(name)
+    if not keys:
+        return root.topology
+    if len(keys) > 1:
+        shown = "; ".join(f"{', '.join(names)}: {key}" for key, names in sorted(keys.items()))
+        return (
+            f"the PodGroups under {KIND} {root.namespace}/{root.name} set different topology "
+            f"keys (spec.schedulingConstraints.topology: {shown}); Phalanx honours one key "
+            "shared by the children"
+        )
+    [(key, names)] = keys.items()
+    own = root.topology or TopologyConstraint(any_label=True)
+    if own.slice_size or own.slice_required:
+        return (
+            f"{KIND} {root.namespace}/{root.name} declares slices ({own}) and its PodGroup(s) "
+            f"{', '.join(names)} a topology key of their own ({key}); use one or the other"
+        )
+    return replace(own, slice_required=key, slice_tasks=tuple(sorted(names)))

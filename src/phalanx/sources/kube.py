@@ -541,7 +541,7 @@ class KubeSource:
         self.notices.forget(key)
         self.commits.forget_group(key)
         self.reports.forget_group(key)
-        for kind in ("PodGroup", "Workload"):
+        for kind in ("PodGroup", "Workload", "CompositePodGroup"):
             self._valid_again(kind, key)
 
     def _group_forbidden(self, kind: ServedKind, message: str, _: ClusterState) -> None:

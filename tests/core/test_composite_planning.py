@@ -187,6 +187,16 @@ def test_a_missing_parent_makes_the_gang_wait_naming_it() -> None:
     )
 
 
+def test_an_invalid_parent_makes_the_gang_invalid_naming_it() -> None:
+    cluster = Cluster(*ray_cluster()[1:])
+    cluster.state.set_group_error(RAY.key, "spec.schedulingPolicy: exactly one of basic, gang")
+    found = cluster.resolve(HEAD_GROUP)
+    assert found == Invalid(
+        "CompositePodGroup default/ray above PodGroup default/ray-head is invalid: "
+        "spec.schedulingPolicy: exactly one of basic, gang"
+    )
+
+
 def test_a_cycle_makes_the_gang_wait_naming_the_composites_in_it() -> None:
     cluster = Cluster(
         composite_obj("a", 1, parent="b"),

@@ -124,6 +124,13 @@ def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Res
             return None
         top = composite.gang_above(group, state.composite)
         if isinstance(top, composite.Broken):
+            error = state.group_error(top.missing) if top.missing else None
+            if error is not None:
+                parent = GroupRef.parse(top.missing)
+                return Invalid(
+                    f"{composite.KIND} {parent.namespace}/{parent.name} above PodGroup "
+                    f"{ref.namespace}/{ref.name} is invalid: {error}"
+                )
             return Waiting(top.reason)
         if top is None:
             return None

@@ -159,7 +159,8 @@ def test_a_missing_parent_up_the_tree_is_named_with_who_names_it() -> None:
     found = gang_above(HEAD, composites(composite_obj("ray", 1, parent="job")).get)
     assert found == Broken(
         "waiting for CompositePodGroup default/job, which CompositePodGroup ray names in "
-        "spec.parentCompositePodGroupName"
+        "spec.parentCompositePodGroupName",
+        "composite:default/job",
     )
 
 

@@ -145,9 +145,11 @@ def composite_key(namespace: str, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Broken:
-    """The tree above a PodGroup cannot be read: its members wait (`reason` names why)."""
+    """The tree above a PodGroup cannot be read: its members wait (`reason` names why).
+    `missing`: the key of the composite not found, when that is why."""
 
     reason: str
+    missing: str = ""
 
 
 FindComposite = Callable[[str], CompositePodGroup | None]  # by key (`composite_key`)
@@ -171,11 +173,13 @@ def gang_above(group: PodGroup, find: FindComposite) -> CompositePodGroup | Brok
                 f"{below} is under more than {MAX_DEPTH} levels of {KIND} "
                 f"({' -> '.join(seen)} -> {name}), more than upstream allows"
             )
-        found = find(composite_key(group.namespace, name))
+        key = composite_key(group.namespace, name)
+        found = find(key)
         if found is None:
             return Broken(
                 f"waiting for {KIND} {group.namespace}/{name}, which "
-                f"{below if not seen else f'{KIND} {seen[-1]}'} names in {PARENT_FIELD}"
+                f"{below if not seen else f'{KIND} {seen[-1]}'} names in {PARENT_FIELD}",
+                key,
             )
         seen.append(name)
         if found.min_group_count is not None:

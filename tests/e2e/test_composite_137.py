@@ -50,23 +50,30 @@ def composite(sc: Scenario, name: str, min_group_count: int) -> Obj:
     )
 
 
-def child_group(sc: Scenario, name: str, min_count: int, parent: str) -> Obj:
+def child_group(
+    sc: Scenario, name: str, min_count: int, parent: str, *, topology_key: str = ""
+) -> Obj:
+    spec: Obj = {
+        "parentCompositePodGroupName": parent,
+        # Required with a parent: the Workload template it was made from.
+        "workloadRef": {"workloadName": parent, "templateName": name},
+        "schedulingPolicy": {"gang": {"minCount": min_count}},
+    }
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     created = sc.api.create(
         f"{GROUPS}/namespaces/{sc.namespace}/podgroups",
         {
             "apiVersion": "scheduling.k8s.io/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": name},
-            "spec": {
-                "parentCompositePodGroupName": parent,
-                # Required with a parent: the Workload template it was made from.
-                "workloadRef": {"workloadName": parent, "templateName": name},
-                "schedulingPolicy": {"gang": {"minCount": min_count}},
-            },
+            "spec": spec,
         },
     )
-    # Without the CompositePodGroup gate the API server drops the field.
+    # Without the CompositePodGroup gate the API server drops the field (and without
+    # TopologyAwareWorkloadScheduling the topology).
     assert created["spec"].get("parentCompositePodGroupName") == parent, created
+    assert created["spec"].get("schedulingConstraints") == spec.get("schedulingConstraints")
     return created
 
 
@@ -122,3 +129,34 @@ def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
             ),
         )
         assert placed["reason"] == "Scheduled", placed
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Zone a has one node, zone b two: the workers (their PodGroup's key is the zone) bind
+    in zone b, the head (no key) on the node left in zone a."""
+    sc = cluster
+    zone_of = {}
+    for zone, count in (("a", 1), ("b", 2)):
+        for i in range(count):
+            node = sc.node(f"{zone}{i}", 8, labels={ZONE: f"{sc.namespace}-{zone}"})
+            zone_of[node] = zone
+    sc.nodes_ready()
+    composite(sc, "ray", 2)
+    child_group(sc, "ray-head", 1, "ray")
+    child_group(sc, "ray-workers", 2, "ray", topology_key=ZONE)
+    names = ["head-0", "worker-0", "worker-1"]
+    member(sc, "head-0", "ray-head")
+    member(sc, "worker-0", "ray-workers")
+    member(sc, "worker-1", "ray-workers")
+    for name in names:
+        sc.ungate(name)
+
+    where = sc.wait_bound(names, timeout=45)
+
+    assert {zone_of[where["worker-0"]], zone_of[where["worker-1"]]} == {"b"}, where
+    assert zone_of[where["head-0"]] == "a", where

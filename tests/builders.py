@@ -390,14 +390,19 @@ def upstream_podgroup_obj(
     topology_key: str | None = None,
     annotations: dict[str, str] | None = None,
     status: dict[str, Any] | None = None,
+    parent: str | None = None,
 ) -> dict[str, Any]:
-    """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy."""
+    """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy;
+    `parent` its CompositePodGroup (1.37)."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     )
     spec: dict[str, Any] = {"schedulingPolicy": policy, "disruptionMode": {"single": {}}}
     if topology_key is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if parent is not None:  # the API server requires the workloadRef with it
+        spec["parentCompositePodGroupName"] = parent
+        spec["workloadRef"] = {"workloadName": parent, "templateName": name}
     obj: dict[str, Any] = {
         "apiVersion": f"scheduling.k8s.io/{version}",
         "kind": "PodGroup",
@@ -413,6 +418,42 @@ def upstream_podgroup_obj(
     if status is not None:
         obj["status"] = status
     return obj
+
+
+def composite_obj(
+    name: str,
+    min_group_count: int | None,
+    *,
+    namespace: str = "default",
+    parent: str | None = None,
+    topology_key: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A `scheduling.k8s.io/v1alpha3` CompositePodGroup (1.37); `min_group_count` None is
+    the basic policy."""
+    policy: dict[str, Any] = (
+        {"basic": {}} if min_group_count is None else {"gang": {"minGroupCount": min_group_count}}
+    )
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": name, "templateName": name},
+        "schedulingPolicy": policy,
+        "disruptionMode": {"single": {}},
+    }
+    if parent is not None:
+        spec["parentCompositePodGroupName"] = parent
+    if topology_key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "CompositePodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"cpg-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }
 
 
 def workload_obj(

@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "group",
         metavar="KEY",
-        help="the gang's key: NAMESPACE/NAME, volcano:NAMESPACE/NAME, upstream:NAMESPACE/NAME "
-        "or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]",
+        help="the gang's key: NAMESPACE/NAME, volcano:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
+        "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME",
     )
     explain.add_argument(
         "--server",

@@ -325,11 +325,13 @@ class NativeGangApi:
     api_version: str  # the scheduling.k8s.io version that carries it
     apiserver_feature_gates: Mapping[str, bool]
     scheduler_feature_gates: Mapping[str, bool]
+    # Other versions to serve (1.37: v1alpha3, the only one with CompositePodGroup).
+    also_served: tuple[str, ...] = ()
 
     @property
     def runtime_config(self) -> dict[str, bool]:
         """kube-apiserver's ``--runtime-config``: alpha and beta versions are off by default."""
-        return {self.api_version: True}
+        return {self.api_version: True, **dict.fromkeys(self.also_served, True)}
 
 
 #: Per minor, from k8s.io/kubernetes pkg/features/kube_features.go (gates) and
@@ -348,10 +350,18 @@ NATIVE_GANG_API: Mapping[str, NativeGangApi] = {
     # PodGroup's spec.schedulingConstraints (its topology key) unless
     # TopologyAwareWorkloadScheduling (alpha) is on too; kube-scheduler is left without it,
     # so it generates no topology placements of its own: Phalanx places by that key.
+    # CompositePodGroup (alpha) serves scheduling.k8s.io/v1alpha3 CompositePodGroups and
+    # PodGroups' spec.parentCompositePodGroupName (dropped without it); kube-scheduler is
+    # left without it too, so its own gang plugin never gates a composite.
     "1.37": NativeGangApi(
         "scheduling.k8s.io/v1beta1",
-        {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True},
+        {
+            "GenericWorkload": True,
+            "TopologyAwareWorkloadScheduling": True,
+            "CompositePodGroup": True,
+        },
         {"GenericWorkload": True},
+        also_served=("scheduling.k8s.io/v1alpha3",),
     ),
 }
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from builders import pod, podgroup
-from phalanx.core.model import Pod, PodGroup
-from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
+from phalanx.core.model import ChildGroups, Pod, PodGroup
+from phalanx.core.quorum import fewest_members, has_quorum, quorum_of, task_shortfall
 
 # An MPI job: one master and four elastic workers; 3 members, at least a master and 2 workers.
 MPI = replace(podgroup("mpi", 3), min_task_member=(("master", 1), ("worker", 2)))
@@ -77,3 +77,59 @@ def test_without_task_minima_an_elastic_quorum_is_the_lowest_ranks(
     group: PodGroup, needed: int, expected: int
 ) -> None:
     assert quorum_of(group, WORKERS, needed) == tuple(WORKERS[:expected])
+
+
+# --- a composite gang (upstream CompositePodGroup): minGroupCount of its child groups -----
+
+# A RayCluster: a head PodGroup (1) and two worker PodGroups (2 each), any 2 of the 3.
+RAY_TREE = ChildGroups("ray", 2, (("head", 1), ("gpu", 2), ("cpu", 2)))
+RAY = replace(podgroup("ray", fewest_members(RAY_TREE)), min_task_member=RAY_TREE)
+HEAD = pod("head-0", group="ray", task="head")
+GPU = [pod(f"gpu-{i}", group="ray", task="gpu") for i in range(2)]
+CPU = [pod(f"cpu-{i}", group="ray", task="cpu") for i in range(2)]
+
+
+def test_a_composite_needs_its_cheapest_min_group_count_children_at_least() -> None:
+    assert fewest_members(RAY_TREE) == 3
+    assert RAY.min_member == 3
+
+
+@pytest.mark.parametrize(
+    ("pods", "quorum"),
+    [
+        ([HEAD, *GPU], True),
+        ([*GPU, *CPU], True),
+        ([HEAD, GPU[0], CPU[0]], False),
+        ([HEAD, *GPU, *CPU], True),
+        ([HEAD], False),
+    ],
+    ids=["head-and-gpu", "two-worker-groups", "three-children-none-whole", "all", "head-only"],
+)
+def test_a_composite_quorum_is_min_group_count_children_each_with_its_min_count(
+    pods: list[Pod], quorum: bool
+) -> None:
+    assert has_quorum(RAY, pods) is quorum
+
+
+def test_a_nested_composite_counts_once_when_its_own_quorum_is_met() -> None:
+    workers = ChildGroups("workers", 2, (("gpu", 2), ("cpu", 2)))
+    tree = ChildGroups("ray", 2, (("head", 1), workers))
+    group = replace(podgroup("ray", fewest_members(tree)), min_task_member=tree)
+    assert group.min_member == 5
+    assert not has_quorum(group, [HEAD, *GPU, CPU[0], member("extra")])
+    assert has_quorum(group, [HEAD, *GPU, *CPU])
+
+
+def test_the_composite_shortfall_names_the_composite_and_each_short_child() -> None:
+    assert task_shortfall(RAY_TREE, [HEAD, GPU[0]]) == (
+        "CompositePodGroup ray has 1 of 2 child group(s) ready: "
+        "PodGroup gpu has 1 of 2 member(s), PodGroup cpu has 0 of 2 member(s)"
+    )
+    assert task_shortfall(RAY_TREE, [HEAD, *GPU]) == ""
+
+
+def test_an_elastic_composite_quorum_takes_the_children_that_need_fewest_more() -> None:
+    # The head (1 more) and, of two worker groups needing 2 each, the first in the tree.
+    assert quorum_of(RAY, [*CPU, *GPU, HEAD], 3) == (GPU[0], GPU[1], HEAD)
+    # Two cpu workers already bound: the head alone completes the quorum.
+    assert quorum_of(RAY, [*GPU, HEAD], 1, counted=CPU) == (HEAD,)

@@ -703,6 +703,9 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],
+        # 1.37's composites: followed; a composite gang's commit record and condition.
+        ("scheduling.k8s.io", "compositepodgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.k8s.io", "compositepodgroups/status"): ["patch"],
         # DRA: read only (kube-scheduler allocates the claims).
         ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
         ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],

@@ -124,6 +124,11 @@ GRANTED = [
     ("get", "scheduling.k8s.io.workloads", {"namespace": "team-a"}),
     ("list", "scheduling.k8s.io.workloads", {}),
     ("watch", "scheduling.k8s.io.workloads", {}),
+    ("get", "scheduling.k8s.io.compositepodgroups", {"namespace": "team-a"}),
+    ("list", "scheduling.k8s.io.compositepodgroups", {}),
+    ("watch", "scheduling.k8s.io.compositepodgroups", {}),
+    ("patch", "scheduling.k8s.io.compositepodgroups", {"namespace": "team-a"}),
+    ("patch", "scheduling.k8s.io.compositepodgroups/status", {"namespace": "team-a"}),
     # DRA, read only. kube-scheduler's own role (bound too) also reads slices, classes and
     # claims; nothing but Phalanx's role grants the templates.
     ("list", "resource.k8s.io.resourceslices", {}),

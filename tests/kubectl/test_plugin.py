@@ -139,6 +139,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         ("upstream:job", GroupRef("team-a", "job", Dialect.UPSTREAM)),
         ("upstream:ml/train/workers", GroupRef("ml", "train", Dialect.UPSTREAM, "workers")),
         ("upstream:ml/lws/group/3", GroupRef("ml", "lws", Dialect.UPSTREAM, "group", "3")),
+        ("composite:ray", GroupRef("team-a", "ray", Dialect.COMPOSITE)),
     ],
     ids=[
         "bare-name",
@@ -148,6 +149,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         "upstream-bare",
         "workload",
         "workload-replica",
+        "composite-bare",
     ],
 )
 def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespace(

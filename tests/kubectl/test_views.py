@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from builders import (
+    composite_obj,
     event_obj,
     lease_obj,
     pod_obj,
@@ -610,3 +611,80 @@ AGES = [
 @pytest.mark.parametrize(("at", "shown"), [a[1:] for a in AGES], ids=[a[0] for a in AGES])
 def test_ages_read_as_kubectl_prints_them(at: str, shown: str) -> None:
     assert age_of(at, NOW) == shown
+
+
+# ---- a composite gang (1.37 CompositePodGroup) ---------------------------------------------
+
+
+def ray_objects() -> list[dict[str, Any]]:
+    return [
+        composite_obj("ray", 2),
+        upstream_podgroup_obj("ray-head", 1, parent="ray"),
+        upstream_podgroup_obj("ray-workers", 2, parent="ray"),
+    ]
+
+
+def ray_pods(bound: dict[str, str]) -> list[dict[str, Any]]:
+    groups = {"head-0": "ray-head", "worker-0": "ray-workers", "worker-1": "ray-workers"}
+    return [
+        pod_obj(name, scheduling_group=group, node=bound.get(name, ""))
+        for name, group in groups.items()
+    ]
+
+
+def test_a_composites_pod_groups_are_one_gang_as_phalanx_schedules_them() -> None:
+    gang = one_gang(ray_objects(), ray_pods({}))
+    assert (gang.key, gang.dialect, gang.source, gang.min_member) == (
+        "composite:default/ray",
+        "composite",
+        "CompositePodGroup",
+        3,
+    )
+    assert [m.name for m in gang.members] == ["head-0", "worker-0", "worker-1"]
+    assert gang.state is GangState.WAITING
+
+
+def test_a_composite_bound_short_of_its_child_groups_is_partial_naming_the_short_child() -> None:
+    gang = one_gang(ray_objects(), ray_pods({"head-0": "n0", "worker-0": "n1"}))
+    assert gang.state is GangState.PARTIAL
+    assert gang.tasks_short == (
+        "CompositePodGroup ray has 1 of 2 child group(s) ready: "
+        "PodGroup ray-workers has 1 of 2 member(s)"
+    )
+    whole = one_gang(ray_objects(), ray_pods({"head-0": "n0", "worker-0": "n1", "worker-1": "n2"}))
+    assert (whole.state, whole.tasks_short) == (GangState.WHOLE, "")
+
+
+def test_a_composite_whose_count_is_bound_but_not_its_children_says_which_is_short() -> None:
+    objects = [*ray_objects(), upstream_podgroup_obj("ray-cpu", 2, parent="ray")]
+    pods = [
+        *ray_pods({"head-0": "n0", "worker-0": "n1"}),
+        pod_obj("cpu-0", scheduling_group="ray-cpu", node="n2"),
+        pod_obj("cpu-1", scheduling_group="ray-cpu"),
+    ]
+    gang = one_gang(objects, pods)
+    wait = wait_of(gang, [])
+    assert wait is not None
+    assert wait.reason == (
+        "3 of 3 member(s) bound, but CompositePodGroup ray has 1 of 2 child group(s) ready: "
+        "PodGroup ray-cpu has 1 of 2 member(s), PodGroup ray-workers has 1 of 2 member(s) "
+        "(spec.schedulingPolicy.gang.minGroupCount)"
+    )
+
+
+def test_pod_groups_under_a_basic_composite_stay_gangs_of_their_own() -> None:
+    objects = [composite_obj("ray", None), *ray_objects()[1:]]
+    gangs, _ = collect_gangs(objects, ray_pods({}))
+    assert [g.key for g in gangs] == ["upstream:default/ray-head", "upstream:default/ray-workers"]
+
+
+def test_a_composite_being_deleted_waits_naming_the_composite() -> None:
+    root, *children = ray_objects()
+    root["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    gang = one_gang([root, *children], ray_pods({}))
+    assert gang.deleting.startswith(
+        "CompositePodGroup default/ray is being deleted (gang composite:default/ray)"
+    )
+    wait = wait_of(gang, [])
+    assert wait is not None
+    assert wait.reason == gang.deleting

@@ -6,7 +6,13 @@ import asyncio
 import pytest
 from support import NODES, bind, pod_of, reserve_all, started
 
-from builders import pod_obj, upstream_podgroup_obj, volcano_podgroup_obj, workload_obj
+from builders import (
+    composite_obj,
+    pod_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+    workload_obj,
+)
 from phalanx.core.groups.status import GroupPhase
 from phalanx.core.model import Dialect, GroupRef
 
@@ -173,4 +179,81 @@ async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing
         "reached bind" in e
         for e in errors
     ), errors
+    await ext.stop()
+
+
+# --- an upstream composite gang (1.37 CompositePodGroup) ---------------------------------
+
+
+def ray_cluster(workers: int) -> list[dict]:
+    """A KubeRay-shaped composite: a head PodGroup and a worker PodGroup under one root."""
+    return [
+        composite_obj("ray", 2),
+        upstream_podgroup_obj("ray-head", 1, parent="ray"),
+        upstream_podgroup_obj("ray-workers", workers, parent="ray"),
+        pod_obj("head-0", 8, scheduling_group="ray-head"),
+        *(pod_obj(f"worker-{i}", 8, scheduling_group="ray-workers") for i in range(workers)),
+    ]
+
+
+async def test_a_composite_whose_workers_cannot_fit_binds_nothing_and_says_so_on_it():
+    ext, source = await started(ray_cluster(3))  # four whole-node pods, three nodes
+    assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
+    assert await bind(ext, "head-0", "n1") != ""
+    await asyncio.sleep(0)
+    assert source.bindings == []
+    said = [e for e in source.events if e[:2] == ("CompositePodGroup", "composite:default/ray")]
+    assert said
+    assert said[0][2] == "Unschedulable"
+    for key in (
+        "composite:default/ray",
+        "upstream:default/ray-head",
+        "upstream:default/ray-workers",
+    ):
+        assert source.statuses[key].reason == "unfit"
+        assert not source.statuses[key].placed
+    await ext.stop()
+
+
+async def test_a_composite_that_fits_binds_every_child_group_together():
+    ext, source = await started(ray_cluster(2), complete_members=False)
+    nodes = reserve_all(ext, ["head-0", "worker-0", "worker-1"])
+    held = [asyncio.create_task(bind(ext, n, nodes[n])) for n in ("head-0", "worker-0")]
+    await asyncio.sleep(0.01)
+    assert not any(task.done() for task in held)  # the composite quorum is not at /bind
+    assert source.bindings == []
+    assert await bind(ext, "worker-1", nodes["worker-1"]) == ""
+    assert [await task for task in held] == ["", ""]
+    assert sorted(b[0] for b in source.bindings) == [
+        "default/head-0",
+        "default/worker-0",
+        "default/worker-1",
+    ]
+    await asyncio.sleep(0.01)
+    assert source.statuses["upstream:default/ray-head"].placed
+    await ext.stop()
+
+
+async def test_a_composite_waiting_for_members_names_the_short_child_on_the_composite():
+    ext, source = await started(ray_cluster(2)[:-1])  # worker-1 not created yet
+    assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
+    await asyncio.sleep(0)
+    [said] = [e for e in source.events if e[:2] == ("CompositePodGroup", "composite:default/ray")]
+    assert (
+        "PodGroup ray-workers has 1 of 2 member(s) (spec.schedulingPolicy.gang.minGroupCount)"
+        in said[3]
+    )
+    await ext.stop()
+
+
+async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_members():
+    ext, _ = await started(ray_cluster(2))
+    view = ext.views.group(GroupRef("default", "ray", Dialect.COMPOSITE))
+    assert view is not None
+    assert (view["dialect"], view["source"], view["min_member"], view["members"]) == (
+        "composite",
+        "CompositePodGroup",
+        3,
+        3,
+    )
     await ext.stop()

@@ -72,6 +72,17 @@ class FakeApi:
         for watch in watches:
             watch.send(orjson.dumps({"type": "MODIFIED", "object": obj}))
 
+    def remove(self, path: str, name: str) -> None:
+        """Object `name` is deleted from `path` (open watches see it DELETED)."""
+        with self.lock:
+            items = self.collections.setdefault(path, [])
+            gone = [o for o in items if o["metadata"]["name"] == name]
+            items[:] = [o for o in items if o["metadata"]["name"] != name]
+            watches = list(self.watches.get(path, ()))
+        for obj in gone:
+            for watch in watches:
+                watch.send(orjson.dumps({"type": "DELETED", "object": obj}))
+
     # ---- KubeApi ---------------------------------------------------------------------------
 
     def request(

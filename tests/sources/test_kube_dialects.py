@@ -14,6 +14,7 @@ import pytest
 from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, until
 
 from builders import (
+    composite_obj,
     node_obj,
     pod_obj,
     podgroup_obj,
@@ -142,6 +143,68 @@ def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
             assert collection(UPSTREAM) in live.api.watches  # the newest version is followed
             assert collection(UPSTREAM_ALPHA3) not in live.api.watches
             assert not live.source.annotation_only
+
+    run(scenario())
+
+
+# A 1.37 API server with the CompositePodGroup gate: v1alpha3 serves the composites.
+SERVED_137_COMPOSITE = {
+    **SERVED_137,
+    UPSTREAM_ALPHA3: resource_list(
+        "podgroups", "podgroups/status", "compositepodgroups", "compositepodgroups/status"
+    ),
+}
+RAY = GroupRef("ml", "ray", Dialect.COMPOSITE)
+
+
+def test_composite_pod_groups_are_followed_and_their_pod_groups_pods_are_their_members() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_137_COMPOSITE,
+            **{
+                collection(UPSTREAM_ALPHA3, "compositepodgroups"): [
+                    at_version(composite_obj("ray", 2, namespace="ml"), "7")
+                ],
+                collection(UPSTREAM): [
+                    upstream_podgroup_obj("ray-head", 1, namespace="ml", parent="ray"),
+                    upstream_podgroup_obj("ray-workers", 1, namespace="ml", parent="ray"),
+                ],
+                PODS: [
+                    pod_obj("head-0", namespace="ml", scheduling_group="ray-head"),
+                    pod_obj("worker-0", namespace="ml", scheduling_group="ray-workers"),
+                ],
+            },
+        ) as live:
+            assert collection(UPSTREAM_ALPHA3, "compositepodgroups") in live.api.watches
+            assert live.state.composite(RAY.key) is not None
+            members = [p.name for p in live.state.members(RAY.key)]
+            assert members == ["head-0", "worker-0"]
+            await live.source.update_group_status(waiting(RAY))
+            [(path, body)] = live.writer.patches
+            assert path == f"{UPSTREAM_ALPHA3}/namespaces/ml/compositepodgroups/ray/status"
+            [condition] = body["status"]["conditions"]
+            assert condition["type"] == "CompositePodGroupInitiallyScheduled"
+
+    run(scenario())
+
+
+def test_an_invalid_composite_deleted_and_created_again_invalid_is_said_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    said = "invalid CompositePodGroup composite:ml/ray: skipped"
+
+    def times() -> int:
+        return sum(1 for r in caplog.records if r.getMessage() == said)
+
+    async def scenario() -> None:
+        path = collection(UPSTREAM_ALPHA3, "compositepodgroups")
+        bad = composite_obj("ray", 2, namespace="ml", parent="Not_A_Name")
+        async with running(SERVED_137_COMPOSITE, **{path: [bad]}) as live:
+            await until("said", lambda: times() == 1)
+            live.api.remove(path, "ray")
+            await until("gone", lambda: live.state.group_error(RAY.key) is None)
+            live.api.add(path, bad)
+            await until("said again", lambda: times() == 2)
 
     run(scenario())
 

@@ -24,11 +24,18 @@ changed, the bind barrier giving up, roll-forward), goes through `release()`, wh
 Each reservation gets a `serial` when it is published, so whoever holds an old one (a bind
 barrier opened for it) can release that one and never a newer re-plan of the same gang.
 
-Gang objects: PodGroups of every dialect by their gang key (`GroupRef.key`), and upstream
+Gang objects: PodGroups of every dialect by their gang key (`GroupRef.key`), upstream
 v1alpha1 Workloads by their object key (`upstream:ns/name`), which hold the gangs their
-pods name (`GroupRef.object_ref`). An object that comes back different (an edited
-`minMember`/`minCount`, placement, plan or topology: values compare unequal) releases the
-reservations it held, so the next filter re-plans them with the new settings.
+pods name (`GroupRef.object_ref`), and upstream CompositePodGroups (`composite:ns/name`).
+An object that comes back different (an edited `minMember`/`minCount`, placement, plan or
+topology: values compare unequal) releases the reservations it held, so the next filter
+re-plans them with the new settings.
+
+A pod whose PodGroup has a `gang` composite above it is kept as a member of the topmost
+one (its `group` is the composite's, its `task` its PodGroup's name: `_as_member`), and
+re-filed whenever a composite or a PodGroup in a tree changes (`_tree_changed`), so every
+reader of `members` sees the composite as the one gang; `declared_group` says the
+PodGroup the pod itself names.
 """
 
 from __future__ import annotations
@@ -38,10 +45,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from phalanx.core.groups.composite import CompositePodGroup, gang_above
 from phalanx.core.groups.discovery import Served
 from phalanx.core.groups.registry import deleting_reason
 from phalanx.core.groups.upstream import Workload
-from phalanx.core.model import EMPTY, GroupRef, Node, Pod, PodGroup, Resources
+from phalanx.core.model import EMPTY, Dialect, GroupRef, Node, Pod, PodGroup, Resources
 from phalanx.core.snapshot import NodeInfo, Snapshot
 
 
@@ -210,6 +218,9 @@ class ClusterState:
         self._pending: set[str] = set()
         self._groups: dict[str, PodGroup] = {}  # PodGroup objects (any dialect) by gang key
         self._workloads: dict[str, Workload] = {}  # upstream v1alpha1, by object key
+        self._composites: dict[str, CompositePodGroup] = {}  # upstream, `composite:ns/name`
+        # Pods filed under a composite gang: uid -> the (group, task) they declare.
+        self._declared: dict[str, tuple[GroupRef | None, str]] = {}
         self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
         self._members: dict[str, set[str]] = {}  # group key -> pod uids
         self._reservations: dict[str, Reservation] = {}
@@ -287,9 +298,27 @@ class ClusterState:
     def workload(self, key: str) -> Workload | None:
         return self._workloads.get(key)
 
-    def group_object(self, key: str) -> PodGroup | Workload | None:
+    def group_object(self, key: str) -> PodGroup | Workload | CompositePodGroup | None:
         """The gang object whose key (`GroupRef.object_ref.key`) is `key`, of any kind."""
-        return self._groups.get(key) or self._workloads.get(key)
+        return self._groups.get(key) or self._workloads.get(key) or self._composites.get(key)
+
+    def composite(self, key: str) -> CompositePodGroup | None:
+        return self._composites.get(key)
+
+    def composites(self) -> Mapping[str, CompositePodGroup]:
+        return self._composites
+
+    def pod_groups_under(self, key: str) -> list[PodGroup]:
+        """The PodGroups whose pods are composite gang `key`'s members, by name."""
+        return sorted(
+            (g for g in self._groups.values() if g.parent and self._gang_key_above(g) == key),
+            key=lambda g: g.name,
+        )
+
+    def declared_group(self, pod: Pod) -> GroupRef | None:
+        """The gang `pod` names itself: its PodGroup when it is filed under a composite."""
+        declared = self._declared.get(pod.uid)
+        return declared[0] if declared is not None else pod.group
 
     def group_error(self, key: str) -> str | None:
         return self._group_errors.get(key)
@@ -378,6 +407,8 @@ class ClusterState:
 
     def upsert_pod(self, pod: Pod) -> None:
         """Add or update a pod as the API reports it (confirms an assumed binding)."""
+        self._declared.pop(pod.uid, None)
+        pod = self._as_member(pod)
         old = self._pods.get(pod.uid)
         self._touched.pods.add(pod.uid)
         joined = old is None or old.group != pod.group
@@ -402,6 +433,35 @@ class ClusterState:
             self._assumed.pop(pod.uid, None)
             self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
         self._recount(pod.uid)
+
+    def _as_member(self, pod: Pod) -> Pod:
+        """`pod` as its gang's member: filed under the topmost `gang` composite above its
+        PodGroup, if any (see the module docstring); a broken tree leaves it on its
+        PodGroup, whose resolution then says why it waits."""
+        ref = pod.group
+        if ref is None or ref.dialect is not Dialect.UPSTREAM or ref.pod_group:
+            return pod
+        group = self._groups.get(ref.key)
+        top = gang_above(group, self._composites.get) if group is not None else None
+        if not isinstance(top, CompositePodGroup):
+            return pod
+        self._declared[pod.uid] = (pod.group, pod.task)
+        return replace(pod, group=top.ref, task=ref.name)
+
+    def _refile(self, namespace: str) -> None:
+        """Re-file the upstream pods of `namespace` after a change to the tree of groups
+        (a composite, or a PodGroup's parent): each moves to the gang it belongs to now."""
+        for uid, pod in list(self._pods.items()):
+            if pod.namespace != namespace:
+                continue
+            group, task = self._declared.get(uid, (pod.group, pod.task))
+            if group is None or group.dialect is not Dialect.UPSTREAM:
+                continue
+            declared = replace(pod, group=group, task=task)
+            if self._as_member(declared) != pod:
+                self.upsert_pod(declared)
+            elif uid in self._declared and pod.group == group:
+                del self._declared[uid]
 
     def take_touched(self) -> Touched:
         """What changed since the last call (see `Touched`), and start a new record."""
@@ -430,6 +490,7 @@ class ClusterState:
         if pod is None:
             return
         self._touched.pods.add(uid)
+        self._declared.pop(uid, None)
         if self._uid_by_key.get(pod.key) == uid:
             del self._uid_by_key[pod.key]
         self._assumed.pop(uid, None)
@@ -515,6 +576,7 @@ class ClusterState:
         """Add or update a PodGroup; a changed one releases its gang's reservation, as one
         being deleted does (`group-gone`: its workload is being torn down)."""
         old = self._groups.get(group.key)
+        above = self._gang_key_above(old)
         self._groups[group.key] = group
         self._group_errors.pop(group.key, None)
         self.generation += 1
@@ -522,8 +584,46 @@ class ClusterState:
             self.release(group.key, ReleaseCause.GROUP_GONE, _deleting(group.ref))
         elif old is not None and old != group:
             self.release(group.key, ReleaseCause.GROUP_CHANGED, _changed(old, group))
+        if old != group and (above or group.parent):
+            self._tree_changed(group.namespace, [above, self._gang_key_above(group)], group.key)
         if old != group:
             self._rejoin(group.key)
+
+    def _gang_key_above(self, group: PodGroup | None) -> str:
+        """The key of the composite gang `group` is part of; "" when none."""
+        if group is None or not group.parent:
+            return ""
+        top = gang_above(group, self._composites.get)
+        return top.key if isinstance(top, CompositePodGroup) else ""
+
+    def _tree_changed(self, namespace: str, gangs: Iterable[str], what: str) -> None:
+        """A PodGroup or composite in a tree of `namespace` changed: its pods are re-filed,
+        and the composite gangs it was or is part of (`gangs`) or that gained or lost a
+        member are re-planned (their quorum and members may differ)."""
+        before = {u: p.group for u, p in self._pods.items() if p.namespace == namespace}
+        self._refile(namespace)
+        keys = {k for k in gangs if k}
+        for uid, old in before.items():
+            pod = self._pods.get(uid)
+            new = pod.group if pod is not None else None
+            if old != new:
+                keys.update(r.key for r in (old, new) if r and r.dialect is Dialect.COMPOSITE)
+        for key in sorted(keys):
+            why = f"{what} changed in the tree of gang {key}; re-planning it"
+            self.release(key, ReleaseCause.GROUP_CHANGED, why)
+            self._rejoin(key)
+
+    def upsert_composite(self, composite: CompositePodGroup) -> None:
+        """Add or update a CompositePodGroup: the composite gangs it is or was part of are
+        re-planned (`group-gone` for its own while it is being deleted)."""
+        old = self._composites.get(composite.key)
+        self._composites[composite.key] = composite
+        self._group_errors.pop(composite.key, None)
+        self.generation += 1
+        if composite.deleting:
+            self.release(composite.key, ReleaseCause.GROUP_GONE, _deleting(composite.ref))
+        if old != composite:
+            self._tree_changed(composite.namespace, [composite.key], composite.key)
 
     def upsert_workload(self, workload: Workload) -> None:
         """Add or update a Workload; a changed one releases the reservations of its gangs,
@@ -558,21 +658,34 @@ class ClusterState:
     def set_group_error(self, key: str, reason: str) -> None:
         """Record that a gang object exists but is invalid; its members wait with `reason`.
         A reservation it held is released: its gangs can no longer be planned or bound."""
-        self._groups.pop(key, None)
+        group = self._groups.pop(key, None)
         self._workloads.pop(key, None)
+        composite = self._composites.pop(key, None)
         self._group_errors[key] = reason
         self.generation += 1
         why = f"gang object {key} is invalid now ({reason}); its members wait until it is fixed"
         for held in self._held_by(key):
             self.release(held, ReleaseCause.GROUP_CHANGED, why)
+        if composite is not None:
+            self._tree_changed(composite.namespace, [], key)
+        elif group is not None and group.parent:
+            self._tree_changed(group.namespace, [], key)
 
     def remove_group(self, key: str) -> bool:
         """Forget a gang object (a PodGroup, or a Workload and its gangs). Returns whether a
         reservation was released with it."""
-        self._groups.pop(key, None)
+        group = self._groups.pop(key, None)
         workload = self._workloads.pop(key, None)
+        composite = self._composites.pop(key, None)
         self._group_errors.pop(key, None)
         self.generation += 1
+        if composite is not None:
+            why = f"CompositePodGroup {composite.namespace}/{composite.name} was deleted"
+            released = self.release(key, ReleaseCause.GROUP_GONE, why)
+            self._tree_changed(composite.namespace, [], key)
+            return released is not None
+        if group is not None and group.parent:
+            self._tree_changed(group.namespace, [self._gang_key_above(group)], key)
         if workload is not None:
             why = f"Workload {workload.namespace}/{workload.name} was deleted"
             held = [self.release(k, ReleaseCause.GROUP_GONE, why) for k in self._held_by(key)]
@@ -585,12 +698,13 @@ class ClusterState:
 
     def gangs_of(self, object_key: str) -> list[str]:
         """Keys of the gangs with members whose object is `object_key` (a Workload holds
-        one per pod group and replica key)."""
+        one per pod group and replica key; a PodGroup's pods may be a composite gang's)."""
         return sorted(
             key
             for key, uids in self._members.items()
             if any(
-                (group := self._pods[uid].group) is not None and group.object_ref.key == object_key
+                (group := self.declared_group(self._pods[uid])) is not None
+                and group.object_ref.key == object_key
                 for uid in uids
             )
         )

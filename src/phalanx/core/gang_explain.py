@@ -171,6 +171,11 @@ def landing_text(
             f"every {topology.slice_size} consecutive members within one "
             f"{short_name(topology.key(topology.slice_level))}"
         )
+    if topology.slice_tasks and topology.slice_level is not None:
+        parts.append(
+            f"each of PodGroup(s) {', '.join(sorted(topology.slice_tasks))} within one "
+            f"{short_name(topology.key(topology.slice_level))}"
+        )
     return "; ".join(parts)
 
 

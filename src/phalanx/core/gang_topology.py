@@ -12,7 +12,9 @@ At each level the domains whose free capacity could hold the gang are tried tigh
 first (least free GPUs, then CPU and memory; ties by name), so small gangs fill broken
 domains and whole ones stay free. With slices, each run of consecutive members goes,
 one after the other, into the domain of the slice level that shares the most wider
-domains with the gang's members so far, then the tightest.
+domains with the gang's members so far, then the tightest. A composite gang's child
+PodGroups with a topology key of their own are placed the same way, a child's members
+being one slice (`GangTopology.slice_tasks`; the members' task is their PodGroup).
 
 Placing units inside one domain is the gang transaction's own (`Placer.place_in`); this
 module only chooses domains and says what it found, as values.
@@ -116,6 +118,8 @@ class TopologySearch:
         self._position = {u.index: i for i, u in enumerate(order)}
         # A slice of one member lies inside one domain of every level: no constraint.
         slices = self._slice_groups(units, order) if topology.slice_size > 1 else None
+        if topology.slice_tasks:
+            slices = self._task_groups(order)
         walk = topology.walk()
         misses: list[LevelMiss] = []
         split = False
@@ -305,6 +309,34 @@ class TopologySearch:
                     f"{group.label} fits in no {noun} ({why})",
                 )
         return chosen
+
+    def _task_groups(self, order: Sequence[Unit]) -> list[_SliceGroup]:
+        """A composite gang's slices: the units of each child PodGroup in `slice_tasks`
+        (by their first member's task), and every other unit alone; bound ones first, then
+        the largest, as `_slice_groups`. Precondition: a unit's members share one task (a
+        composite has no plan, so its units are single members)."""
+        tasks = self.topology.slice_tasks
+        groups: dict[str, _SliceGroup] = {}
+        for position, u in enumerate(order):
+            task = u.members[0].task
+            name = task if task in tasks else f"/unit {u.index}"
+            group = groups.get(name)
+            if group is None:
+                label = f"PodGroup {task}" if task in tasks else f"member {u.members[0].name}"
+                group = groups[name] = _SliceGroup(label, [], set(), position)
+            group.units.append(u)
+        for pod in self.anchor_pods:
+            node = self.anchors.get(pod.uid)
+            if node is not None and pod.task in groups:
+                groups[pod.task].anchors.add(node)
+
+        def largest_first(group: _SliceGroup) -> tuple[object, ...]:
+            total = EMPTY
+            for u in group.units:
+                total = total + u.requests
+            return (not group.anchors, *(-x for x in amounts(total)), group.first)
+
+        return sorted(groups.values(), key=largest_first)
 
     def _slice_groups(self, units: Sequence[Unit], order: Sequence[Unit]) -> list[_SliceGroup]:
         """Runs of `slice_size` consecutive members (anchors included) by rank, joined where

@@ -270,6 +270,9 @@ class Dialect(StrEnum):
     ANNOTATIONS = "annotations"  # phalanx.io/pod-group + phalanx.io/min-member on the pods
     UPSTREAM = "upstream"  # scheduling.k8s.io Workload / PodGroup + the pod's spec field
     VOLCANO = "volcano"  # scheduling.volcano.sh PodGroup + scheduling.k8s.io/group-name
+    # scheduling.k8s.io CompositePodGroup (1.37): no pod names one; its upstream PodGroups'
+    # pods are its members when it is the topmost `gang` composite above them.
+    COMPOSITE = "composite"
 
 
 _DIALECT_PREFIXES = frozenset(d.value for d in Dialect if d is not Dialect.SCHEDULER_PLUGINS)
@@ -468,6 +471,9 @@ class TopologyConstraint:
     # is then a one-level topology of that label. Phalanx's and Kueue's annotations keep to
     # the configured levels, so a typo there is refused.
     any_label: bool = False
+    # A composite gang's child PodGroups (by name) that each have every member inside one
+    # domain of `slice_required` (their own `spec.schedulingConstraints.topology` key).
+    slice_tasks: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         parts = []
@@ -479,10 +485,33 @@ class TopologyConstraint:
             parts.append(f"preferred {self.preferred}")
         if self.slice_size:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
+        if self.slice_tasks:
+            names = ", ".join(self.slice_tasks)
+            parts.append(f"PodGroup(s) {names} each in one {self.slice_required}")
         return ", ".join(parts) or "unconstrained"
 
 
 DEFAULT_TIMEOUT_SECONDS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ChildGroups:
+    """A composite gang's quorum (upstream CompositePodGroup, `gang` policy): at least
+    `min_groups` of `children` satisfied at once. A child is a PodGroup, as (its name, the
+    members it needs: its `minCount`, 1 for a `basic` one), or a nested `gang` composite,
+    satisfied by its own quorum. A member's `Pod.task` is the name of its PodGroup."""
+
+    name: str  # the CompositePodGroup's name
+    min_groups: int
+    children: tuple[tuple[str, int] | ChildGroups, ...]
+
+    def pod_groups(self) -> Iterator[tuple[str, int]]:
+        """Every PodGroup beneath, with the members it needs, depth first."""
+        for child in self.children:
+            if isinstance(child, ChildGroups):
+                yield from child.pod_groups()
+            else:
+                yield child
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,10 +545,13 @@ class PodGroup:
     basic: bool = False
     # Volcano `spec.minTaskMember`, as enforced: (task, minimum) pairs sorted by task, none
     # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
-    min_task_member: tuple[tuple[str, int], ...] = ()
+    # A composite gang's tree of child groups instead (`ChildGroups`; tasks are PodGroups).
+    min_task_member: tuple[tuple[str, int], ...] | ChildGroups = ()
     # `metadata.deletionTimestamp` is set: finalizers hold the object while its workload is
     # torn down. Nothing of the gang is planned, reserved or bound any more (resolve_group).
     deleting: bool = False
+    # Upstream `spec.parentCompositePodGroupName` (1.37): the CompositePodGroup above; "" none.
+    parent: str = ""
 
     @property
     def ref(self) -> GroupRef:

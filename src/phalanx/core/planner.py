@@ -65,7 +65,7 @@ from phalanx.core.model import (
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import preempt
 from phalanx.core.prioritize import prioritize
-from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
+from phalanx.core.quorum import has_quorum, minima_field, quorum_of, task_shortfall
 from phalanx.core.resolution import (
     Deleting,
     GroupDefaults,
@@ -268,6 +268,8 @@ class GangPlanner:
                     f"{', '.join(names)}"
                 )
         size, level = topology.slice_size, topology.slice_level
+        if topology.slice_tasks and level is not None:
+            return self._task_split(key, reservation, topology, level)
         if size <= 1 or level is None or self.state.bound_count(key):
             return ""
         pods = [self.state.pod(m.pod_uid) for m in reservation.members]
@@ -284,6 +286,27 @@ class GangPlanner:
                     f"gang {key}: slice {i + 1} of {count} ({run[0].name}..{run[-1].name}) "
                     f"must lie in one {topology.key(level)} domain, but node labels changed "
                     f"and its reserved nodes now lie in {len(names)}: {', '.join(names)}"
+                )
+        return ""
+
+    def _task_split(
+        self, key: str, reservation: Reservation, topology: GangTopology, level: int
+    ) -> str:
+        """`_split_by_relabel` for a composite gang's child PodGroups with a key of their own:
+        the reserved members of each must still share one domain of it."""
+        index = self.index(topology.topology)
+        nodes: dict[str, list[str]] = {}
+        for m in reservation.members:
+            pod = self.state.pod(m.pod_uid)
+            if pod is not None and pod.task in topology.slice_tasks:
+                nodes.setdefault(pod.task, []).append(m.node)
+        for task, where in sorted(nodes.items()):
+            names = _split(index, level, where)
+            if names is not None:
+                return (
+                    f"gang {key}: PodGroup {task} must lie in one {topology.key(level)} domain, "
+                    f"but node labels changed and its reserved nodes now lie in {len(names)}: "
+                    f"{', '.join(names)}"
                 )
         return ""
 
@@ -535,7 +558,7 @@ class GangPlanner:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             short = task_shortfall(group.min_task_member, members)
             if short:
-                reason = f"{reason}, but {short} (spec.minTaskMember)"
+                reason = f"{reason}, but {short} ({minima_field(group.min_task_member)})"
             self._note(cycle, Outcome.WAITING, reason)
             return refuse_all(cycle.offered, reason)
         known = self.unfit.recall(group, members, template=True)

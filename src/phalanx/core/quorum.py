@@ -1,5 +1,9 @@
 """What makes a gang's quorum: `minMember` members and, for a Volcano PodGroup with
-`spec.minTaskMember`, at least each task's minimum among them (`PodGroup.min_task_member`).
+`spec.minTaskMember`, at least each task's minimum among them (`PodGroup.min_task_member`);
+for an upstream composite gang (a CompositePodGroup with `gang` policy), at least
+`minGroupCount` of its child groups satisfied, a child PodGroup by its own `minCount`
+members and a nested `gang` composite by its own quorum (`ChildGroups`; a member's task is
+its PodGroup).
 
 A member's task is `Pod.task` (Volcano's `volcano.sh/task-spec`); a member naming no task,
 or a task with no minimum, counts toward `minMember` only. Every place that decides whether
@@ -17,9 +21,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from phalanx.core.model import Pod, PodGroup
+from phalanx.core.model import ChildGroups, Pod, PodGroup
 
-TaskMinima = tuple[tuple[str, int], ...]  # as `PodGroup.min_task_member`
+TaskMinima = tuple[tuple[str, int], ...] | ChildGroups  # as `PodGroup.min_task_member`
 
 
 class Tasked(Protocol):
@@ -35,11 +39,74 @@ def task_shortfall(minima: TaskMinima, pods: Iterable[Tasked]) -> str:
     if not minima:
         return ""
     have = Counter(p.task for p in pods)
+    if isinstance(minima, ChildGroups):
+        return _groups_short(minima, have)
     return ", ".join(
         f"task {task} has {have[task]} of {minimum} member(s)"
         for task, minimum in minima
         if have[task] < minimum
     )
+
+
+def minima_field(minima: TaskMinima) -> str:
+    """The API field that sets `minima`, for messages."""
+    if isinstance(minima, ChildGroups):
+        return "spec.schedulingPolicy.gang.minGroupCount"
+    return "spec.minTaskMember"
+
+
+def _satisfied(child: tuple[str, int] | ChildGroups, have: Counter[str]) -> bool:
+    if isinstance(child, ChildGroups):
+        return sum(_satisfied(c, have) for c in child.children) >= child.min_groups
+    return have[child[0]] >= child[1]
+
+
+def _groups_short(tree: ChildGroups, have: Counter[str]) -> str:
+    """Which children keep `tree` from its quorum, for people; "" when it has it."""
+    ready = sum(_satisfied(c, have) for c in tree.children)
+    if ready >= tree.min_groups:
+        return ""
+    short = []
+    for child in tree.children:
+        if isinstance(child, ChildGroups):
+            if why := _groups_short(child, have):
+                short.append(f"({why})")
+        elif have[child[0]] < child[1]:
+            short.append(f"PodGroup {child[0]} has {have[child[0]]} of {child[1]} member(s)")
+    return (
+        f"CompositePodGroup {tree.name} has {ready} of {tree.min_groups} child group(s) "
+        f"ready: {', '.join(short)}"
+    )
+
+
+def fewest_members(tree: ChildGroups) -> int:
+    """The fewest members that make `tree`'s quorum: its cheapest `min_groups` children."""
+    costs = sorted(fewest_members(c) if isinstance(c, ChildGroups) else c[1] for c in tree.children)
+    return sum(costs[: tree.min_groups])
+
+
+def _lacking(tree: ChildGroups, have: Counter[str], can: Counter[str]) -> dict[str, int]:
+    """Per PodGroup, the members still to choose so that `tree` has its quorum: the
+    `min_groups` children that need the fewest more of those `can` give (members already
+    `have` count); precondition: `can` (with `have`) makes the quorum."""
+    options: list[tuple[int, dict[str, int]]] = []
+    for child in tree.children:
+        if isinstance(child, ChildGroups):
+            if not _satisfied(child, can + have):
+                continue
+            need = _lacking(child, have, can)
+        else:
+            name, minimum = child
+            if have[name] + can[name] < minimum:
+                continue
+            need = {name: max(minimum - have[name], 0)}
+        options.append((sum(need.values()), need))
+    options.sort(key=lambda option: option[0])
+    lacking: dict[str, int] = {}
+    for _, need in options[: tree.min_groups]:
+        for name, count in need.items():
+            lacking[name] = max(lacking.get(name, 0), count)
+    return lacking
 
 
 def has_quorum(group: PodGroup, pods: Sequence[Pod]) -> bool:
@@ -55,10 +122,14 @@ def quorum_of(
     lacks, then the best-ranked others up to `needed` in all; in rank order. Precondition:
     `ranked` and `counted` together have a quorum."""
     take = max(needed, 0)
-    if not group.min_task_member:
+    minima = group.min_task_member
+    if not minima:
         return tuple(ranked[:take])
     have = Counter(p.task for p in counted)
-    lacking = {task: minimum - have[task] for task, minimum in group.min_task_member}
+    if isinstance(minima, ChildGroups):
+        lacking = _lacking(minima, have, Counter(p.task for p in ranked))
+    else:
+        lacking = {task: minimum - have[task] for task, minimum in minima}
     chosen: set[int] = set()
     for i, pod in enumerate(ranked):
         if lacking.get(pod.task, 0) > 0:

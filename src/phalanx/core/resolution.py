@@ -15,9 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import registry
+from phalanx.core.groups import composite, registry
 from phalanx.core.inventory import parse_placement
-from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, GroupRef, Placement, PodGroup
+from phalanx.core.model import (
+    DEFAULT_TIMEOUT_SECONDS,
+    Dialect,
+    GroupRef,
+    Placement,
+    Pod,
+    PodGroup,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,10 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
         kind = "Workload" if ref.pod_group else "PodGroup"
         return Invalid(f"{kind} {holder.key} is invalid: {error}")
     members = state.members(key)
+    if ref.dialect is Dialect.COMPOSITE or ref.dialect is Dialect.UPSTREAM:
+        tree = _tree_of(state, ref, defaults)
+        if tree is not None:
+            return tree
     found = registry.resolve(
         ref,
         state.group_object,
@@ -79,6 +90,13 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
     )
     if isinstance(found, registry.Unresolved):
         return Waiting(found.reason) if found.waiting else Invalid(found.reason)
+    return _with_placement(ref, found, members, defaults)
+
+
+def _with_placement(
+    ref: GroupRef, found: PodGroup, members: list[Pod], defaults: GroupDefaults
+) -> Resolution:
+    key = ref.key
     if found.deleting:
         return Deleting(registry.deleting_reason(ref))
     group = found
@@ -94,3 +112,56 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
             return Invalid(f"gang {key}: {exc}")
         group = replace(group, placement=placement)
     return Resolved(group)
+
+
+def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Resolution | None:
+    """A composite gang (its tree, when whole), or why an upstream PodGroup's tree keeps
+    its members waiting; None for a PodGroup no composite gang is above (see
+    `phalanx.core.groups.composite`)."""
+    if ref.dialect is Dialect.UPSTREAM:
+        group = state.group(ref.key)
+        if group is None or not group.parent:
+            return None
+        top = composite.gang_above(group, state.composite)
+        if isinstance(top, composite.Broken):
+            error = state.group_error(top.missing) if top.missing else None
+            if error is not None:
+                parent = GroupRef.parse(top.missing)
+                return Invalid(
+                    f"{composite.KIND} {parent.namespace}/{parent.name} above PodGroup "
+                    f"{ref.namespace}/{ref.name} is invalid: {error}"
+                )
+            return Waiting(top.reason)
+        if top is None:
+            return None
+        # Its pods are filed under `top` (the cache re-files them on every change).
+        return Waiting(f"PodGroup {ref.namespace}/{ref.name} is part of gang {top.key}")
+    root = state.composite(ref.key)
+    if root is None:
+        return Waiting(composite.waiting_reason(ref))
+    if root.deleting:
+        return Deleting(registry.deleting_reason(ref))
+    if root.min_group_count is None:
+        return Invalid(f"CompositePodGroup {ref.namespace}/{ref.name} has the basic policy")
+    if root.parent:
+        above = composite.gang_above(
+            PodGroup(root.namespace, root.name, 1, parent=root.parent), state.composite
+        )
+        if isinstance(above, composite.Broken):
+            return Waiting(above.reason)
+    groups = state.groups()
+    namespace = [c for c in state.composites().values() if c.namespace == root.namespace]
+    tree = composite.child_tree(root, namespace, groups.values())
+    children = {g.name: g for g in groups.values() if g.namespace == root.namespace}
+    topology = composite.child_topology(root, tree, children)
+    if isinstance(topology, str):
+        return Invalid(topology)
+    if len(tree.children) < tree.min_groups:
+        return Waiting(
+            f"CompositePodGroup {ref.namespace}/{ref.name} has {len(tree.children)} child "
+            f"group(s), fewer than its minGroupCount {tree.min_groups}; waiting for the rest"
+        )
+    gang = replace(
+        composite.composite_gang(root, tree, defaults.timeout_seconds), topology=topology
+    )
+    return _with_placement(ref, gang, state.members(ref.key), defaults)

@@ -38,7 +38,7 @@ from typing import Any
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState, Reservation
 from phalanx.core.model import EMPTY, Binding, Pod, PodRef, Resources
-from phalanx.core.quorum import TaskMinima, task_shortfall
+from phalanx.core.quorum import TaskMinima, minima_field, task_shortfall
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
 # Not `phalanx.io/placement`: that name is the placement policy (DESIGN §3).
@@ -161,8 +161,8 @@ def decide(
     if short:
         reason = (
             f"gang {key}: of the {len(record.placements)} recorded member(s) those that still "
-            f"exist miss a task minimum ({short}, spec.minTaskMember); the gang will be "
-            "re-planned"
+            f"exist miss a task minimum ({short}, {minima_field(min_task_member)}); "
+            "the gang will be re-planned"
         )
         return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)
     problems = _misfits(state, key, pending)

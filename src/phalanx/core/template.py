@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 
 from phalanx.core import eligibility
 from phalanx.core.cache import SLOT_PREFIX, ClusterState, MemberReservation, Reservation
-from phalanx.core.model import Pod, PodGroup, Resources
+from phalanx.core.model import ChildGroups, Pod, PodGroup, Resources
 from phalanx.core.snapshot import Snapshot
 
 
@@ -64,6 +64,8 @@ def template_of(state: ClusterState, group: PodGroup, members: Sequence[Pod]) ->
         return None
     if group.topology is not None and group.topology.slice_size:
         return None
+    if isinstance(group.min_task_member, ChildGroups):
+        return None  # a composite's PodGroups are shaped each its own way (head, workers)
     if group.min_task_member and (
         len(group.min_task_member) > 1
         or any(p.task != group.min_task_member[0][0] for p in members)

@@ -433,10 +433,18 @@ class GangTopology:
     preferred: int | None = None
     slice_size: int = 0
     slice_level: int | None = None
+    # A composite gang's PodGroups whose members each share one domain of `slice_level`
+    # (tasks: `Pod.task`), instead of slices by rank.
+    slice_tasks: frozenset[str] = frozenset()
 
     @property
     def constrained(self) -> bool:
-        return self.required is not None or self.preferred is not None or bool(self.slice_size)
+        return (
+            self.required is not None
+            or self.preferred is not None
+            or bool(self.slice_size)
+            or bool(self.slice_tasks)
+        )
 
     def walk(self) -> tuple[int, ...]:
         """The levels to try, narrowest first: from the preferred level up to the required one,
@@ -456,6 +464,9 @@ class GangTopology:
             parts.append(f"preferred {self.key(self.preferred)}")
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
+        if self.slice_tasks and self.slice_level is not None:
+            names = ", ".join(sorted(self.slice_tasks))
+            parts.append(f"PodGroup(s) {names} each in one {self.key(self.slice_level)}")
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -505,6 +516,8 @@ def resolve_topology(
 def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
     """The intent's topology and levels as positions, or why it names none of them."""
     if intent.any_label and not intent.topology:
+        if intent.slice_tasks:
+            return _child_levels(key, intent, topologies)
         topology = _label_topology(intent.required, topologies)
     else:
         named = topologies.get(intent.topology)
@@ -543,7 +556,45 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         preferred=levels["preferred"],
         slice_size=intent.slice_size,
         slice_level=levels["slice"],
+        slice_tasks=frozenset(intent.slice_tasks),
     )
+
+
+def _child_levels(
+    key: str, intent: TopologyConstraint, topologies: Topologies
+) -> GangTopology | str:
+    """A composite gang's keys (upstream's fields, any node label): its own as `required`,
+    and its child PodGroups' one key as the level each of them lies in (`slice_tasks`),
+    which must be a level of the same topology, no wider than the composite's."""
+    child = intent.slice_required
+    names = ", ".join(intent.slice_tasks)
+    if not intent.required:
+        found = _label_levels(child, topologies)
+        return GangTopology(
+            found.topology, slice_level=found.required, slice_tasks=frozenset(intent.slice_tasks)
+        )
+    own = _label_levels(intent.required, topologies)
+    levels = own.topology.levels
+    if child not in levels or own.required is None or levels.index(child) < own.required:
+        return (
+            f"gang {key}: its PodGroup(s) {names} require one {child} each "
+            "(spec.schedulingConstraints.topology), which is no level of the composite's "
+            f"topology at or below {intent.required} ({' > '.join(levels)}); a child's key "
+            "must be a narrower level of the same topology"
+        )
+    return GangTopology(
+        own.topology,
+        required=own.required,
+        slice_level=levels.index(child),
+        slice_tasks=frozenset(intent.slice_tasks),
+    )
+
+
+def _label_levels(label: str, topologies: Topologies) -> GangTopology:
+    """A gang required inside one value of node label `label`, at that level of the
+    topology `_label_topology` finds it in."""
+    topology = _label_topology(label, topologies)
+    return GangTopology(topology, required=topology.levels.index(label))
 
 
 def _label_topology(label: str, topologies: Topologies) -> Topology:

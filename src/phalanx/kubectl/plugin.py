@@ -10,8 +10,9 @@ Every command reads the current kubeconfig context as kubectl does (`--kubeconfi
 
 A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
 (scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
-`upstream:NAMESPACE/NAME` or `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]`. A key
-without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
+`upstream:NAMESPACE/NAME`, `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or
+`composite:NAMESPACE/NAME`. A key without `/` (`NAME`, `volcano:NAME`) is in the namespace
+`-n` picks.
 
 Exit codes, as `phalanx`'s: 0 done; 1 the answer is "no" (no such gang); 2 bad input or an
 unusable environment (no kubeconfig or context, the API server unreachable or refusing,
@@ -236,7 +237,7 @@ def _asked(args: argparse.Namespace, error: str) -> int:
 # ---- explain ---------------------------------------------------------------------------------
 
 
-_PREFIXES = tuple(f"{d.value}:" for d in (Dialect.VOLCANO, Dialect.UPSTREAM))
+_PREFIXES = tuple(f"{d.value}:" for d in (Dialect.VOLCANO, Dialect.UPSTREAM, Dialect.COMPOSITE))
 
 
 def gang_ref(text: str, namespace: str) -> GroupRef:

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from phalanx.core.model import ChildGroups
+from phalanx.core.quorum import TaskMinima, minima_field
 from phalanx.demo.report import render_group_view, table
 from phalanx.kubectl.views import (
     EventView,
@@ -227,7 +229,8 @@ def member_lines(gang: GangView) -> list[str]:
 def _short(gang: GangView) -> str:
     """ ", but task master has 0 of 1 member(s) (spec.minTaskMember)" when the bound members
     miss a Volcano task minimum; "" otherwise."""
-    return f", but {gang.tasks_short} (spec.minTaskMember)" if gang.tasks_short else ""
+    short = gang.tasks_short
+    return f", but {short} ({minima_field(gang.min_task_member)})" if short else ""
 
 
 def render_explanation(
@@ -299,6 +302,20 @@ def explanation_json(expl: Explanation, leases: Sequence[LeaseView]) -> dict[str
 # ---- JSON pieces -----------------------------------------------------------------------------
 
 
+def _minima(minima: TaskMinima) -> dict[str, Any] | None:
+    """Volcano's task minima as a map; a composite's child groups as a tree of them."""
+    if isinstance(minima, ChildGroups):
+        return {
+            "composite": minima.name,
+            "min_groups": minima.min_groups,
+            "children": [
+                _minima(c) if isinstance(c, ChildGroups) else {"pod_group": c[0], "min": c[1]}
+                for c in minima.children
+            ],
+        }
+    return dict(minima) or None
+
+
 def gang_json(gang: GangView) -> dict[str, Any]:
     cond = gang.condition
     commit = gang.commit
@@ -310,7 +327,7 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "source": gang.source,
         "api_version": gang.api_version or None,
         "min_member": gang.min_member,
-        "min_task_member": dict(gang.min_task_member) or None,
+        "min_task_member": _minima(gang.min_task_member),
         "bound": gang.bound,
         "tasks_short": gang.tasks_short or None,
         "state": str(gang.state),

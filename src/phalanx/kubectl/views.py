@@ -21,7 +21,9 @@ A gang's *state* sums them up for a table::
 
     whole     at least minMember members bound and, for a Volcano PodGroup with
               spec.minTaskMember, each task's minimum among them (`core/quorum.py`, as
-              the scheduler counts it; `tasks_short` says which task is short)
+              the scheduler counts it; `tasks_short` says which task is short); for a
+              composite gang (every PodGroup's pods under the topmost `gang`
+              CompositePodGroup), minGroupCount child groups each with its minCount
     binding   fewer bound, and a commit record: bindings in flight, or roll-forward due
     reserved  nothing bound, the PodGroup's phase is Scheduling (scheduler-plugins: the
               other dialects' status has no such phase; `--server` shows it): Phalanx
@@ -38,18 +40,19 @@ extender skips it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import registry, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, registry, scheduler_plugins, upstream, volcano
+from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_above
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
-from phalanx.core.model import Dialect, GroupRef, Pod
-from phalanx.core.quorum import TaskMinima, task_shortfall
+from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.quorum import TaskMinima, fewest_members, minima_field, task_shortfall
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
@@ -121,7 +124,8 @@ class GangView:
     topology: str = ""
     created: str = ""  # RFC 3339: the PodGroup's, else the oldest member's
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
-    min_task_member: TaskMinima = ()  # Volcano's spec.minTaskMember, as Phalanx enforces it
+    # Volcano's spec.minTaskMember, or a composite's child groups, as Phalanx enforces them.
+    min_task_member: TaskMinima = ()
     # Its object is being deleted (`metadata.deletionTimestamp`, held by a finalizer): the
     # scheduler binds none of its members any more (`registry.deleting_reason`).
     deleting: str = ""
@@ -262,6 +266,8 @@ def _placing_conditions(dialect: Dialect, api_version: str) -> Mapping[str, bool
         return {volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}
     if dialect is Dialect.UPSTREAM:
         return {upstream.condition_type(api_version.rpartition("/")[2]): True}
+    if dialect is Dialect.COMPOSITE:
+        return {composite.INITIALLY_SCHEDULED: True}
     return {scheduler_plugins.CONDITION_TYPE: True}
 
 
@@ -368,9 +374,11 @@ def collect_gangs(
     drafts: dict[str, _Draft] = {}
     workloads: dict[str, tuple[Workload, str]] = {}  # by object key: it, its apiVersion
     object_problems: dict[str, list[str]] = {}  # an unreadable Workload's, by object key
+    tree = _Tree()
     skipped: list[str] = []
     for raw in group_objects:
-        _add_object(raw, drafts, workloads, object_problems)
+        _add_object(raw, drafts, workloads, object_problems, tree)
+    filed = tree.file(drafts)
     for raw in pods:
         try:
             pod = parse_pod(dict(raw))
@@ -380,6 +388,9 @@ def collect_gangs(
         if pod.group is None:
             continue
         ref = pod.group
+        above = filed.get(ref.key)
+        if above is not None:  # a member of the composite gang above its PodGroup
+            ref, pod = above, replace(pod, task=ref.name)
         draft = drafts.setdefault(ref.key, _Draft(ref))
         draft.members.append(_member(pod, raw))
         if pod.group_dialect is not None:
@@ -405,11 +416,38 @@ def collect_gangs(
     return [drafts[k].view() for k in sorted(drafts)], skipped
 
 
+@dataclass(slots=True)
+class _Tree:
+    """The CompositePodGroups and upstream PodGroups read, to file each PodGroup's pods under
+    the composite gang above it, as Phalanx does (`phalanx.core.groups.composite`)."""
+
+    composites: dict[str, CompositePodGroup] = field(default_factory=dict)
+    pod_groups: list[PodGroup] = field(default_factory=list)
+
+    def file(self, drafts: dict[str, _Draft]) -> dict[str, GroupRef]:
+        """PodGroup key -> the composite gang its pods are members of; a composite gang's
+        draft gets its quorum, and a PodGroup filed under one is no gang of its own."""
+        filed: dict[str, GroupRef] = {}
+        for group in self.pod_groups:
+            top = gang_above(group, self.composites.get) if group.parent else None
+            if isinstance(top, CompositePodGroup):
+                filed[group.key] = top.ref
+                drafts.pop(group.key, None)
+        for ref in set(filed.values()):
+            root = self.composites[ref.key]
+            children = child_tree(root, self.composites.values(), self.pod_groups)
+            draft = drafts[ref.key]
+            draft.min_member = max(fewest_members(children), 1)
+            draft.min_task_member = children
+        return filed
+
+
 def _add_object(
     raw: Obj,
     drafts: dict[str, _Draft],
     workloads: dict[str, tuple[Workload, str]],
     object_problems: dict[str, list[str]],
+    tree: _Tree,
 ) -> None:
     """One gang object: a draft of its own (a PodGroup of any dialect), or the Workload the
     drafts of its pod groups' members read."""
@@ -422,6 +460,12 @@ def _add_object(
         parsed, problem = registry.parse_group_object(dict(raw)), ""
     except InvalidObjectError as exc:
         parsed, problem = None, str(exc)
+    if dialect is Dialect.COMPOSITE and parsed is not None:
+        found = parsed.value
+        if isinstance(found, CompositePodGroup):
+            tree.composites[ref.key] = found
+            if found.min_group_count is None:
+                return  # a basic composite is no gang
     if kind == upstream.WORKLOAD_KIND:
         if parsed is None:
             object_problems.setdefault(ref.key, []).append(problem)
@@ -438,10 +482,16 @@ def _add_object(
         draft.problems.append(problem)
         return
     group = parsed.value
-    if not isinstance(group, Workload):
+    if isinstance(group, PodGroup):
         draft.min_member = None if group.basic else group.min_member
         draft.min_task_member = group.min_task_member
         draft.placement = str(group.placement) if group.placement is not None else ""
+        draft.topology = str(group.topology) if group.topology is not None else ""
+        draft.deleting = group.deleting
+        if group.dialect is Dialect.UPSTREAM:
+            tree.pod_groups.append(group)
+    elif isinstance(group, CompositePodGroup):
+        draft.placement = str(group.settings.placement or "")
         draft.topology = str(group.topology) if group.topology is not None else ""
         draft.deleting = group.deleting
 
@@ -520,7 +570,8 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
     if need is not None and gang.bound >= need and gang.tasks_short:
         # The count alone would read as whole: say which task the scheduler still waits for.
         reason = (
-            f"{gang.bound} of {need} member(s) bound, but {gang.tasks_short} (spec.minTaskMember)"
+            f"{gang.bound} of {need} member(s) bound, but {gang.tasks_short} "
+            f"({minima_field(gang.min_task_member)})"
         )
         return WaitView(gang.key, gang.state, gang.created, reason, "phalanx")
     if cond is not None and not cond.placed and cond.message:

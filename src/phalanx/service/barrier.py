@@ -64,7 +64,7 @@ from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
-from phalanx.core.quorum import TaskMinima
+from phalanx.core.quorum import TaskMinima, minima_field
 from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder
@@ -397,7 +397,7 @@ class BindBarrier:
         """ ", but task master has 0 of 1 member(s)" while the held and bound members miss a
         Volcano task minimum (the count alone may look like a quorum); "" otherwise."""
         short = self._tasks_short(gate, [w.pod for w in gate.waiters.values()])
-        return f", but {short} (spec.minTaskMember)," if short else ""
+        return f", but {short} ({minima_field(gate.min_task_member)})," if short else ""
 
     def _time_out(self, gate: _Gate) -> None:
         if self._gates.get(gate.group.key) is not gate:
@@ -490,7 +490,8 @@ class BindBarrier:
             if not tasks:
                 return ""
             return (
-                f"gang {gate.group}: {tasks} still bindable after re-check (spec.minTaskMember); "
+                f"gang {gate.group}: {tasks} still bindable after re-check "
+                f"({minima_field(gate.min_task_member)}); "
                 "reservation released, the gang will be re-planned"
             )
         return (

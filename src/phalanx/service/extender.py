@@ -302,6 +302,8 @@ class Extender:
             return known
         if not pod.node_name:
             self.state.upsert_pod(pod)
+            # As filed: a member of a composite gang is the composite's.
+            return self.state.pod(pod.uid) or pod
         return pod
 
     def filter(

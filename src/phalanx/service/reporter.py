@@ -114,6 +114,13 @@ class Reporter:
             self._event(group, outcome.event_reason, event.reason, warning=outcome.warning)
             if self.state.group(group.key) is not None:
                 self._push_status(self.group_status(group, outcome))
+            elif self.state.composite(group.key) is not None:
+                # A composite gang: its own condition, and each PodGroup beneath it says
+                # the same decision in its own (they are placed together or not at all).
+                status = self.group_status(group, outcome)
+                self._push_status(status)
+                for child in self.state.pod_groups_under(group.key):
+                    self._push_status(replace(status, ref=child.ref))
 
     def _event(self, group: GroupRef, reason: str, message: str, *, warning: bool) -> bool:
         """An Event on the gang's object, else on its first member; False if neither exists."""
@@ -291,7 +298,7 @@ class Reporter:
         """Write `status` unless it says nothing new. Never to an object being deleted:
         nobody reads it any more, and a write would move its resourceVersion under the
         update that removes its finalizers (a conflict and a retry for that controller)."""
-        group = self.state.group(status.group_key)
+        group = self.state.group(status.group_key) or self.state.composite(status.group_key)
         if group is not None and group.deleting:
             return
         shown = (

@@ -31,7 +31,8 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_model import DraModel
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import registry
+from phalanx.core.groups import registry, upstream
+from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
 from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
@@ -165,11 +166,15 @@ class ClusterFileSource:
             self._sink(add_pod)
         elif isinstance(parsed, Workload):
             self._sink(lambda st: st.upsert_workload(parsed))
+        elif isinstance(parsed, CompositePodGroup):
+            self._sink(lambda st: st.upsert_composite(parsed))
         else:
             self._sink(lambda st: st.upsert_group(parsed))
         return True
 
-    def _parse(self, obj: Mapping[str, Any]) -> Node | Pod | PodGroup | Workload:
+    def _parse(
+        self, obj: Mapping[str, Any]
+    ) -> Node | Pod | PodGroup | Workload | CompositePodGroup:
         """Raises InvalidObjectError for an object Phalanx cannot use."""
         group = registry.parse_group_object(obj)
         if group is None:
@@ -304,7 +309,7 @@ class ClusterFileSource:
     async def emit_group_event(
         self, group: GroupRef, reason: str, message: str, *, warning: bool = False
     ) -> None:
-        kind = "Workload" if group.pod_group else "PodGroup"
+        kind = upstream.object_kind(group)
         self.events.append((kind, group.object_ref.key, reason, message, "", warning))
 
     async def update_group_status(self, status: GroupStatus) -> None:

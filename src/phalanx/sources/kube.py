@@ -59,6 +59,7 @@ import yaml
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups import registry
 from phalanx.core.groups.coexistence import NativeGang, native_gang_profiles
+from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_node
@@ -493,6 +494,8 @@ class KubeSource:
         changed = before is None or before != value or state.group_error(key) is not None
         if isinstance(value, Workload):
             state.upsert_workload(value)
+        elif isinstance(value, CompositePodGroup):
+            state.upsert_composite(value)
         else:
             state.upsert_group(value)
         self._objects[key] = Held(kind, change.uid)
@@ -538,7 +541,7 @@ class KubeSource:
         self.notices.forget(key)
         self.commits.forget_group(key)
         self.reports.forget_group(key)
-        for kind in ("PodGroup", "Workload"):
+        for kind in ("PodGroup", "Workload", "CompositePodGroup"):
             self._valid_again(kind, key)
 
     def _group_forbidden(self, kind: ServedKind, message: str, _: ClusterState) -> None:

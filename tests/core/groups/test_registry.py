@@ -152,6 +152,7 @@ def test_every_gang_kind_knows_its_dialect() -> None:
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
         Dialect.UPSTREAM,
+        Dialect.COMPOSITE,
     }
     assert registry.dialect_of_kind("v1", "Pod") is None
 

@@ -8,7 +8,8 @@ turned on at an upgrade); `Served` values compare equal while nothing changed.
 * scheduler-plugins: `scheduling.x-k8s.io/v1alpha1` `podgroups`.
 * Volcano: `scheduling.volcano.sh/v1beta1` `podgroups`.
 * upstream: the newest of `scheduling.k8s.io` `v1beta1`, `v1alpha3`, `v1alpha2` that lists
-  `podgroups`, and `v1alpha1` `workloads` (1.35) when served.
+  `podgroups`, `v1alpha1` `workloads` (1.35) and `v1alpha3` `compositepodgroups` (1.37,
+  the `CompositePodGroup` gate) when served.
 
 A kind's status goes to `<object>/status` when its resource list has `<resource>/status`,
 else onto the object itself (Volcano's CRD has no status subresource).
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from phalanx.core.groups import scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, scheduler_plugins, upstream, volcano
 from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.rawdict import JsonObject, Source, read_objects, read_string
 
@@ -79,6 +80,9 @@ _WANTED: Final = (
         upstream.WORKLOAD_VERSION,
         upstream.WORKLOAD_KIND,
         upstream.WORKLOAD_RESOURCE,
+    ),
+    ServedKind(
+        Dialect.COMPOSITE, upstream.GROUP, composite.VERSION, composite.KIND, composite.RESOURCE
     ),
 )
 

@@ -46,15 +46,16 @@ from typing import Final
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
-from phalanx.core.groups import scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, scheduler_plugins, upstream, volcano
 from phalanx.core.groups.common import Parsed, PodView, is_dns_label, is_object_name
+from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.status import GroupStatus, conditions_of
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.rawdict import JsonObject
 
-GroupObject = PodGroup | Workload
+GroupObject = PodGroup | Workload | CompositePodGroup
 Parser = Callable[[JsonObject], Parsed[GroupObject]]
 StatusBuilder = Callable[[GroupStatus, JsonObject | None, float, str], dict[str, object] | None]
 
@@ -106,8 +107,18 @@ DIALECTS: Final = (
         StatusPatch.STRATEGIC,
         status_shared=True,
     ),
+    # No pod claims a composite; the cache makes it its PodGroups' gang (`composite`).
+    GroupDialect(
+        Dialect.COMPOSITE,
+        composite.claim,
+        composite.KINDS,
+        composite.waiting_reason,
+        composite.build_status,
+        StatusPatch.STRATEGIC,
+        status_shared=True,
+    ),
 )
-PRECEDENCE: Final = tuple(entry.dialect for entry in DIALECTS)
+PRECEDENCE: Final = tuple(e.dialect for e in DIALECTS if e.dialect is not Dialect.COMPOSITE)
 _BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
 _PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
 _KIND_DIALECTS: Final = {kind: entry.dialect for entry in DIALECTS for kind in entry.kinds}
@@ -166,7 +177,8 @@ def _described(claim: Claim) -> str:
 
 KEY_FORMS: Final = (
     "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
-    "upstream:NAMESPACE/NAME or upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]"
+    "upstream:NAMESPACE/NAME, upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or "
+    "composite:NAMESPACE/NAME"
 )
 
 
@@ -256,6 +268,9 @@ def resolve(
     A PodGroup with `basic` set is no gang: its members are scheduled one by one.
     """
     found = find(ref.object_ref.key)
+    if isinstance(found, CompositePodGroup):
+        # Its gang is its tree's (`phalanx.core.resolution`), never read from it alone.
+        return Unresolved(f"{composite.KIND} {found.key} is resolved with its tree", waiting=True)
     if isinstance(found, Workload):
         gang = upstream.gang_of(found, ref)
         if not isinstance(gang, PodGroup):

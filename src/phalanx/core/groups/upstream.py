@@ -35,6 +35,7 @@ from phalanx.core.groups.common import (
     PodView,
     group_name_problem,
     is_deleting,
+    is_object_name,
     is_qualified_name,
     label_name_problem,
     read_identity,
@@ -70,6 +71,7 @@ WORKLOAD_VERSION: Final = "v1alpha1"  # the only version whose Workload names th
 POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha3", "v1alpha2")
 WORKLOAD_KIND: Final = "Workload"
 POD_GROUP_KIND: Final = "PodGroup"
+COMPOSITE_KIND: Final = "CompositePodGroup"  # `phalanx.core.groups.composite`
 WORKLOAD_RESOURCE: Final = "workloads"
 POD_GROUP_RESOURCE: Final = "podgroups"
 
@@ -242,7 +244,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
     topology = settings.topology_with(
-        src, _topology(src, spec), "spec.schedulingConstraints.topology", adds=True
+        src, read_topology(src, spec), "spec.schedulingConstraints.topology", adds=True
     )
     return PodGroup(
         namespace=namespace,
@@ -258,10 +260,23 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         topology=topology,
         basic=min_count is None,
         deleting=is_deleting(metadata),
+        parent=read_parent(src, spec),
     )
 
 
-def _topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
+PARENT_FIELD: Final = "spec.parentCompositePodGroupName"
+
+
+def read_parent(src: Source, spec: JsonObject) -> str:
+    """`spec.parentCompositePodGroupName` (1.37, PodGroup and CompositePodGroup): the
+    CompositePodGroup above, "" for none (`phalanx.core.groups.composite`)."""
+    parent = read_string(src, spec.get("parentCompositePodGroupName"), PARENT_FIELD)
+    if parent and not is_object_name(parent):
+        raise src.invalid(PARENT_FIELD, f"{quoted(parent)} is not a valid CompositePodGroup name")
+    return parent
+
+
+def read_topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
     path = "spec.schedulingConstraints"
     constraints = read_object(src, spec.get("schedulingConstraints"), path)
     entries = list(read_objects(src, constraints.get("topology"), f"{path}.topology"))
@@ -294,7 +309,9 @@ KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[PodGroup | W
 
 def object_kind(ref: GroupRef) -> str:
     """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
-    else a PodGroup (the kind every dialect's gang object has)."""
+    the CompositePodGroup of a composite gang, else a PodGroup (every dialect has one)."""
+    if ref.dialect is Dialect.COMPOSITE:
+        return COMPOSITE_KIND
     return WORKLOAD_KIND if ref.pod_group else POD_GROUP_KIND
 
 
@@ -329,11 +346,17 @@ def build_status(
     """
     if status.ref.pod_group:
         return None  # a v1alpha1 Workload has no status
+    return build_condition(status, previous, now, condition_type(version))
+
+
+def build_condition(
+    status: GroupStatus, previous: JsonObject | None, now: float, kind: str
+) -> dict[str, object] | None:
+    """`build_status` for the condition `kind` (a CompositePodGroup's has its own type)."""
     if not status.placed and not status.reason:
         # Nothing decided yet (no member filtered): kube-scheduler too writes the condition
         # only after an attempt, and "Unschedulable" would be a false alarm.
         return None
-    kind = condition_type(version)
     conditions = conditions_of(previous)
     old = next((c for c in conditions if c.get("type") == kind), None)
     if old is not None and old.get("status") == "True" and not status.placed:

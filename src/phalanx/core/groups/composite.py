@@ -1,0 +1,278 @@
+"""Upstream's gang of gangs: `scheduling.k8s.io/v1alpha3` `CompositePodGroup` (1.37, the
+`CompositePodGroup` feature gate).
+
+A CompositePodGroup names its parent (`spec.parentCompositePodGroupName`, "" for a root),
+and an upstream PodGroup names its own (`PodGroup.parent`): together they make a tree per
+workload (KubeRay: one root over a head PodGroup and one PodGroup per worker group). Its
+`spec.schedulingPolicy` is `basic: {}` (the children are scheduled as they are alone) or
+`gang: {minGroupCount}` (at least that many children schedulable at once, or none).
+
+What Phalanx makes of it (`gang_above`, `composite_gang`): the topmost `gang` composite
+above a PodGroup is one Phalanx gang, key `composite:ns/name`, whose members are the pods
+of every PodGroup beneath it (each pod's task is its PodGroup) and whose quorum is the tree
+of child groups (`ChildGroups`, `phalanx.core.quorum`). A PodGroup with only `basic`
+composites above it is its own gang, as without a parent. A parent that does not exist, a
+cycle or a tree deeper than upstream allows makes the gang wait, naming the object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from phalanx.core.errors import quoted
+from phalanx.core.groups.common import (
+    ObjectSettings,
+    Parsed,
+    PodView,
+    is_deleting,
+    read_identity,
+    read_positive_int32,
+)
+from phalanx.core.groups.status import GroupStatus
+from phalanx.core.groups.upstream import (
+    COMPOSITE_KIND,
+    GROUP,
+    PARENT_FIELD,
+    POD_GROUP_KIND,
+    build_condition,
+    read_parent,
+    read_topology,
+)
+from phalanx.core.model import ChildGroups, Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.quorum import fewest_members
+from phalanx.core.rawdict import JsonObject, read_object, read_string, read_string_map
+
+VERSION: Final = "v1alpha3"
+KIND: Final = COMPOSITE_KIND
+RESOURCE: Final = "compositepodgroups"
+INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
+# Upstream refuses a tree of more composite levels than this (kube-scheduler's "Invalid").
+MAX_DEPTH: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CompositePodGroup:
+    """A CompositePodGroup: `min_group_count` None is the `basic` policy."""
+
+    namespace: str
+    name: str
+    min_group_count: int | None
+    parent: str = ""
+    topology: TopologyConstraint | None = None
+    settings: ObjectSettings = field(default_factory=ObjectSettings)
+    uid: str = ""
+    deleting: bool = False
+
+    @property
+    def ref(self) -> GroupRef:
+        return GroupRef(self.namespace, self.name, Dialect.COMPOSITE)
+
+    @property
+    def key(self) -> str:
+        return self.ref.key
+
+
+def parse_composite(obj: JsonObject) -> CompositePodGroup:
+    src, metadata, namespace, name = read_identity(KIND, obj)
+    spec = read_object(src, obj.get("spec"), "spec")
+    path = "spec.schedulingPolicy"
+    policy = read_object(src, spec.get("schedulingPolicy"), path)
+    has_basic, has_gang = policy.get("basic") is not None, policy.get("gang") is not None
+    if has_basic == has_gang:
+        raise src.invalid(path, "exactly one of basic, gang is required")
+    count: int | None = None
+    if has_basic:
+        read_object(src, policy.get("basic"), f"{path}.basic")
+    else:
+        gang = read_object(src, policy.get("gang"), f"{path}.gang")
+        count = read_positive_int32(src, gang.get("minGroupCount"), f"{path}.gang.minGroupCount")
+        if count is None:
+            raise src.invalid(f"{path}.gang.minGroupCount", "is required (a positive integer)")
+    read_object(src, spec.get("workloadRef"), "spec.workloadRef")
+    parent = read_parent(src, spec)
+    if parent == name:
+        raise src.invalid(PARENT_FIELD, f"{quoted(name)} names the object itself")
+    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
+    settings = ObjectSettings.read(src, annotations, timeout=True)
+    topology = settings.topology_with(
+        src, read_topology(src, spec), "spec.schedulingConstraints.topology"
+    )
+    return CompositePodGroup(
+        namespace=namespace,
+        name=name,
+        min_group_count=count,
+        parent=parent,
+        topology=topology,
+        settings=settings,
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
+        deleting=is_deleting(metadata),
+    )
+
+
+def claim(_: PodView) -> Claim | None:
+    """No pod names a composite: its members name their PodGroups."""
+    return None
+
+
+def waiting_reason(ref: GroupRef) -> str:
+    return f"waiting for {KIND} {ref.namespace}/{ref.name} ({GROUP}/{VERSION}) to exist"
+
+
+def build_status(
+    status: GroupStatus, previous: JsonObject | None, now: float, _version: str
+) -> dict[str, object] | None:
+    """The composite's own condition, as kube-scheduler keeps it (never back from True)."""
+    return build_condition(status, previous, now, INITIALLY_SCHEDULED)
+
+
+def _parsed(obj: JsonObject) -> Parsed[CompositePodGroup]:
+    return Parsed(parse_composite(obj))
+
+
+KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[CompositePodGroup]]]] = {
+    (f"{GROUP}/{VERSION}", KIND): _parsed,
+}
+
+
+def composite_key(namespace: str, name: str) -> str:
+    return GroupRef(namespace, name, Dialect.COMPOSITE).key
+
+
+# --- The tree -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """The tree above a PodGroup cannot be read: its members wait (`reason` names why).
+    `missing`: the key of the composite not found, when that is why."""
+
+    reason: str
+    missing: str = ""
+
+
+FindComposite = Callable[[str], CompositePodGroup | None]  # by key (`composite_key`)
+
+
+def gang_above(group: PodGroup, find: FindComposite) -> CompositePodGroup | Broken | None:
+    """The topmost `gang` composite above `group` (the unit Phalanx gangs), None when there
+    is none (no parent, or only `basic` ones), or why the tree cannot be read."""
+    if not group.parent:
+        return None
+    top: CompositePodGroup | None = None
+    seen: list[str] = []
+    below = f"{POD_GROUP_KIND} {group.namespace}/{group.name}"
+    name = group.parent
+    while name:
+        if name in seen:
+            cycle = " -> ".join([*seen, name])
+            return Broken(f"{KIND}s in {group.namespace} form a cycle ({cycle}) above {below}")
+        if len(seen) == MAX_DEPTH:
+            return Broken(
+                f"{below} is under more than {MAX_DEPTH} levels of {KIND} "
+                f"({' -> '.join(seen)} -> {name}), more than upstream allows"
+            )
+        key = composite_key(group.namespace, name)
+        found = find(key)
+        if found is None:
+            return Broken(
+                f"waiting for {KIND} {group.namespace}/{name}, which "
+                f"{below if not seen else f'{KIND} {seen[-1]}'} names in {PARENT_FIELD}",
+                key,
+            )
+        seen.append(name)
+        if found.min_group_count is not None:
+            top = found
+        name = found.parent
+    return top
+
+
+def child_tree(
+    root: CompositePodGroup,
+    composites: Iterable[CompositePodGroup],
+    pod_groups: Iterable[PodGroup],
+) -> ChildGroups:
+    """The quorum tree beneath `root`, from the composites and PodGroups of its namespace
+    (children are those naming it as parent, by name order). A child PodGroup needs its
+    `minCount` members, a `basic` one one member (as kube-scheduler counts it); a nested
+    `basic` composite one satisfied child (likewise). Precondition: no cycle beneath."""
+    by_parent: dict[str, list[tuple[str, int] | ChildGroups]] = {}
+    nested = {c.name: c for c in composites if c.namespace == root.namespace and c.parent}
+    for group in sorted(pod_groups, key=lambda g: g.name):
+        if group.namespace == root.namespace and group.parent:
+            need = 1 if group.basic else group.min_member
+            by_parent.setdefault(group.parent, []).append((group.name, need))
+
+    def build(composite: CompositePodGroup, depth: int) -> ChildGroups:
+        children = list(by_parent.get(composite.name, ()))
+        if depth < MAX_DEPTH:
+            children += [
+                build(child, depth + 1)
+                for child in sorted(nested.values(), key=lambda c: c.name)
+                if child.parent == composite.name
+            ]
+        return ChildGroups(composite.name, composite.min_group_count or 1, tuple(children))
+
+    return build(root, 1)
+
+
+def composite_gang(root: CompositePodGroup, tree: ChildGroups, default_timeout: int) -> PodGroup:
+    """The one Phalanx gang a `gang` composite is (see the module docstring)."""
+    settings = root.settings
+    timeout = settings.timeout_seconds
+    return PodGroup(
+        namespace=root.namespace,
+        name=root.name,
+        min_member=max(fewest_members(tree), 1),
+        timeout_seconds=default_timeout if timeout is None else timeout,
+        timeout_declared=timeout is not None,
+        placement=settings.placement,
+        plan_json=settings.plan_json,
+        differentiable=settings.differentiable,
+        uid=root.uid,
+        dialect=Dialect.COMPOSITE,
+        topology=root.topology,
+        min_task_member=tree,
+        deleting=root.deleting,
+    )
+
+
+def child_topology(
+    root: CompositePodGroup, tree: ChildGroups, pod_groups: Mapping[str, PodGroup]
+) -> TopologyConstraint | str | None:
+    """The composite gang's topology intent: the composite's own (every member inside one
+    value of its key) and its child PodGroups' keys (each child's members inside one value
+    of its own key, `slice_tasks`); or why it cannot be honoured, naming the child and the
+    field (a hard constraint is never dropped silently). Children may set one key between
+    them, and nothing but the key (upstream's field)."""
+    keys: dict[str, list[str]] = {}
+    for name, _ in tree.pod_groups():
+        group = pod_groups.get(name)
+        if group is None or group.topology is None:
+            continue
+        intent = group.topology
+        if intent != TopologyConstraint(required=intent.required, any_label=intent.any_label):
+            return (
+                f"{POD_GROUP_KIND} {group.namespace}/{name} under {KIND} {root.namespace}/"
+                f"{root.name} declares topology {intent}: inside a composite a child "
+                "PodGroup's own topology is its key only (spec.schedulingConstraints.topology)"
+            )
+        keys.setdefault(intent.required, []).append(name)
+    if not keys:
+        return root.topology
+    if len(keys) > 1:
+        shown = "; ".join(f"{', '.join(names)}: {key}" for key, names in sorted(keys.items()))
+        return (
+            f"the PodGroups under {KIND} {root.namespace}/{root.name} set different topology "
+            f"keys (spec.schedulingConstraints.topology: {shown}); Phalanx honours one key "
+            "shared by the children"
+        )
+    [(key, names)] = keys.items()
+    own = root.topology or TopologyConstraint(any_label=True)
+    if own.slice_size or own.slice_required:
+        return (
+            f"{KIND} {root.namespace}/{root.name} declares slices ({own}) and its PodGroup(s) "
+            f"{', '.join(names)} a topology key of their own ({key}); use one or the other"
+        )
+    return replace(own, slice_required=key, slice_tasks=tuple(sorted(names)))

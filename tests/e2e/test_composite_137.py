@@ -1,0 +1,162 @@
+"""A gang of gangs on Kubernetes 1.37 through its real kube-scheduler and Phalanx: a
+KubeRay-shaped ``scheduling.k8s.io/v1alpha3`` CompositePodGroup (``gang``, minGroupCount
+2) over a head PodGroup (minCount 1) and a worker PodGroup (minCount 2), each pod asking a
+whole node. Where the head fits and the workers do not, nothing binds (alone, the head's
+PodGroup would); once there is room, all three bind together.
+
+This module runs on ``control_plane_137`` (kube-apiserver 1.37.2 with ``GenericWorkload``
+and ``CompositePodGroup``, ``scheduling.k8s.io/v1beta1`` and ``v1alpha3`` served);
+kube-scheduler runs without ``CompositePodGroup`` and with its ``GangScheduling`` plugin
+disabled by the chart's profile, as for every other 1.37 gang: Phalanx alone decides.
+"""
+
+from __future__ import annotations
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+from conftest_scheduling import (  # noqa: F401  # fixtures
+    Scheduler,
+    cluster,
+    native_gang_left_on,
+    phalanx,
+    scheduler,
+    scheduler_config,
+)
+from scheduling import Obj, Scenario, pod_body
+
+pytestmark = pytest.mark.e2e
+
+GROUPS = "/apis/scheduling.k8s.io/v1beta1"
+COMPOSITES = "/apis/scheduling.k8s.io/v1alpha3"
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane_137: launcher.ControlPlane) -> launcher.ControlPlane:
+    return control_plane_137
+
+
+def composite(sc: Scenario, name: str, min_group_count: int) -> Obj:
+    return sc.api.create(
+        f"{COMPOSITES}/namespaces/{sc.namespace}/compositepodgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha3",
+            "kind": "CompositePodGroup",
+            "metadata": {"name": name},
+            "spec": {
+                "workloadRef": {"workloadName": name, "templateName": name},
+                "schedulingPolicy": {"gang": {"minGroupCount": min_group_count}},
+            },
+        },
+    )
+
+
+def child_group(
+    sc: Scenario, name: str, min_count: int, parent: str, *, topology_key: str = ""
+) -> Obj:
+    spec: Obj = {
+        "parentCompositePodGroupName": parent,
+        # Required with a parent: the Workload template it was made from.
+        "workloadRef": {"workloadName": parent, "templateName": name},
+        "schedulingPolicy": {"gang": {"minCount": min_count}},
+    }
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    created = sc.api.create(
+        f"{GROUPS}/namespaces/{sc.namespace}/podgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    # Without the CompositePodGroup gate the API server drops the field (and without
+    # TopologyAwareWorkloadScheduling the topology).
+    assert created["spec"].get("parentCompositePodGroupName") == parent, created
+    assert created["spec"].get("schedulingConstraints") == spec.get("schedulingConstraints")
+    return created
+
+
+def member(sc: Scenario, name: str, group: str) -> None:
+    body = pod_body(name, gpus=8, node_selector=sc.selector, gated=True)
+    body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+
+
+def condition(sc: Scenario, path: str, kind: str) -> Obj | None:
+    status = sc.api.get(path).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    sc = cluster
+    sc.node("a", 8)
+    sc.nodes_ready()
+    composite(sc, "ray", 2)
+    child_group(sc, "ray-head", 1, "ray")
+    child_group(sc, "ray-workers", 2, "ray")
+    names = ["head-0", "worker-0", "worker-1"]
+    member(sc, "head-0", "ray-head")
+    member(sc, "worker-0", "ray-workers")
+    member(sc, "worker-1", "ray-workers")
+    for name in names:
+        sc.ungate(name)
+
+    # The head fits node a, the workers fit nowhere: the composite waits whole.
+    refused = sc.wait_event("ray", "composite:", reason="Unschedulable")
+    assert refused["involvedObject"]["kind"] == "CompositePodGroup", refused
+    sc.assert_unbound_for(names, 3.0)
+
+    sc.node("b", 8)
+    sc.node("c", 8)
+    sc.nodes_ready()
+    where = sc.wait_bound(names, timeout=45)
+    assert len(set(where.values())) == 3, where
+    sc.wait_event("ray", "bound 3 member(s) together", reason="Bound")
+    for path, kind in (
+        (f"{COMPOSITES}/namespaces/{sc.namespace}/compositepodgroups/ray", "CompositePodGroup"),
+        (f"{GROUPS}/namespaces/{sc.namespace}/podgroups/ray-head", "PodGroup"),
+        (f"{GROUPS}/namespaces/{sc.namespace}/podgroups/ray-workers", "PodGroup"),
+    ):
+        placed = sc.wait(
+            f"{kind} {path} initially scheduled",
+            lambda path=path, kind=kind: (
+                (c := condition(sc, path, f"{kind}InitiallyScheduled")) is not None
+                and c["status"] == "True"
+                and c
+            ),
+        )
+        assert placed["reason"] == "Scheduled", placed
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Zone a has one node, zone b two: the workers (their PodGroup's key is the zone) bind
+    in zone b, the head (no key) on the node left in zone a."""
+    sc = cluster
+    zone_of = {}
+    for zone, count in (("a", 1), ("b", 2)):
+        for i in range(count):
+            node = sc.node(f"{zone}{i}", 8, labels={ZONE: f"{sc.namespace}-{zone}"})
+            zone_of[node] = zone
+    sc.nodes_ready()
+    composite(sc, "ray", 2)
+    child_group(sc, "ray-head", 1, "ray")
+    child_group(sc, "ray-workers", 2, "ray", topology_key=ZONE)
+    names = ["head-0", "worker-0", "worker-1"]
+    member(sc, "head-0", "ray-head")
+    member(sc, "worker-0", "ray-workers")
+    member(sc, "worker-1", "ray-workers")
+    for name in names:
+        sc.ungate(name)
+
+    where = sc.wait_bound(names, timeout=45)
+
+    assert {zone_of[where["worker-0"]], zone_of[where["worker-1"]]} == {"b"}, where
+    assert zone_of[where["head-0"]] == "a", where

@@ -257,3 +257,39 @@ async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_me
         3,
     )
     await ext.stop()
+
+
+async def test_a_composites_status_follows_its_members_after_the_decision_as_a_pod_groups_does():
+    ext, source = await started(ray_cluster(2))
+    nodes = reserve_all(ext, ["head-0", "worker-0", "worker-1"])
+    await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    await asyncio.sleep(0)
+    source.delete_pod(pod_of(ext, "worker-1").uid)
+
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+
+    composite = source.statuses["composite:default/ray"]
+    assert (composite.scheduled, composite.running) == (2, 2)
+    for child in ("upstream:default/ray-head", "upstream:default/ray-workers"):
+        assert source.statuses[child].scheduled == 2, child  # the composite's, said on each
+    await ext.stop()
+
+
+async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object_after_a_refresh():
+    ext, source = await started(ray_cluster(2)[:-1])  # worker-1 not created yet
+    assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
+    await asyncio.sleep(0)
+
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+
+    for key in (
+        "composite:default/ray",
+        "upstream:default/ray-head",
+        "upstream:default/ray-workers",
+    ):
+        status = source.statuses[key]
+        assert (status.phase, status.reason) == (GroupPhase.PENDING, "waiting-for-members"), key
+        assert "PodGroup ray-workers has 1 of 2 member(s)" in status.message, key
+    await ext.stop()

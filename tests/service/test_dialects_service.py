@@ -124,6 +124,21 @@ async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_st
     await ext.stop()
 
 
+async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
+    ext, source = await started(volcano_gang(2))
+    ref = GroupRef("default", "job", Dialect.VOLCANO)
+    before = ext.views.group(ref)
+
+    source.apply(being_deleted(volcano_podgroup_obj("job", 2)))
+
+    after = ext.views.group(ref)
+    [listed] = ext.views.groups()
+    assert before is not None
+    assert after is not None
+    assert (before["deleting"], after["deleting"], listed["deleting"]) == (False, True, True)
+    await ext.stop()
+
+
 def mpi_member(name: str, task: str) -> dict:
     return pod_obj(name, 4, volcano_group="mpi", annotations={"volcano.sh/task-spec": task})
 

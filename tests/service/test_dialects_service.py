@@ -4,16 +4,18 @@ a basic pod group binds one by one, and an edited gang size answers held binds a
 import asyncio
 
 import pytest
-from support import NODES, bind, pod_of, reserve_all, started
+from support import NODES, bind, gang_objects, pod_of, reserve_all, started
 
 from builders import (
     composite_obj,
+    node_obj,
     pod_obj,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
     workload_obj,
 )
 from phalanx.core.groups.status import GroupPhase
+from phalanx.core.inventory import parse_node
 from phalanx.core.model import Dialect, GroupRef
 
 pytestmark = pytest.mark.anyio
@@ -136,6 +138,22 @@ async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
     assert before is not None
     assert after is not None
     assert (before["deleting"], after["deleting"], listed["deleting"]) == (False, True, True)
+    await ext.stop()
+
+
+async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_opens():
+    # Refused as unfit, its members would be asked back on every node change only to be
+    # refused again: they can only succeed once the object is gone, which this gang never is.
+    ext, source = await started(volcano_gang(2) + gang_objects(size=4))
+    source.apply(being_deleted(volcano_podgroup_obj("job", 2)))
+    for name in ("job-0", "g-0"):
+        assert not ext.filter(pod_of(ext, name), NODES).feasible
+    await asyncio.sleep(0)
+
+    ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4"))))
+    await asyncio.sleep(0)
+
+    assert sorted(source.requeued) == ["default/g-0", "default/g-1", "default/g-2", "default/g-3"]
     await ext.stop()
 
 

@@ -26,7 +26,7 @@ from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod, PodGroup, PodRef
 from phalanx.core.planner import GangPlanner
-from phalanx.core.resolution import Resolved
+from phalanx.core.resolution import Deleting, Resolved
 from phalanx.core.topology import Topologies, TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
@@ -229,11 +229,13 @@ class Reporter:
     def requeue_unfit(self) -> None:
         """A node became schedulable: the pending members of gangs Phalanx last found unfit
         get another cycle now. kube-scheduler may have seen the node before Phalanx did and
-        been refused on Phalanx's older view; nothing else would retry them soon."""
+        been refused on Phalanx's older view; nothing else would retry them soon. Not a gang
+        whose object is being deleted: no node lets it schedule until its object is gone."""
         pods = [
             pod.ref
             for key, rec in self.planner.records.items()
             if rec.last_outcome is Outcome.UNFIT
+            and not isinstance(self.planner.resolve(GroupRef.parse(key)), Deleting)
             for pod in self.state.members(key)
             if not self.state.is_bound(pod)
         ]

@@ -123,3 +123,16 @@ def test_the_gang_view_names_each_member_refused_for_its_own_annotations() -> No
     }
     shown = render_group_view(view)
     assert '  refused member: default/notes-1: annotation phalanx.io/placement: "bogus"' in shown
+
+
+@pytest.mark.parametrize(
+    ("deleting", "shown"),
+    [(True, True), (False, False)],
+    ids=["being-deleted", "live"],
+)
+def test_the_gang_view_has_a_deleting_line_only_while_its_object_is_being_deleted(
+    deleting: bool, shown: bool
+) -> None:
+    view = {"group": "volcano:default/job", "deleting": deleting}
+    lines = render_group_view(view).splitlines()
+    assert ("  deleting:       true (its object is being deleted)" in lines) is shown

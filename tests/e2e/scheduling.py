@@ -33,6 +33,16 @@ import httpx
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 from phalanx_process import PhalanxProcess
 
+from phalanx.core.groups.composite import (
+    CompositePodGroup,
+    child_tree,
+    gang_above,
+    parse_composite,
+)
+from phalanx.core.groups.upstream import parse_pod_group
+from phalanx.core.model import ChildGroups
+from phalanx.core.quorum import fewest_members, task_shortfall
+
 T = TypeVar("T")
 Obj = dict[str, Any]
 
@@ -41,6 +51,8 @@ GPU = "nvidia.com/gpu"
 POOL_LABEL = "e2e.phalanx.io/pool"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+UPSTREAM_API = "/apis/scheduling.k8s.io/v1beta1"
+COMPOSITE_API = "/apis/scheduling.k8s.io/v1alpha3"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 TAG_LABEL_PREFIX = "tag.phalanx.io/"
@@ -278,6 +290,90 @@ class Gang:
 
 # ---- the invariant monitor ----------------------------------------------------------------
 
+#: What makes a gang whole: its minMember, or a composite gang's tree of child groups
+#: (minGroupCount children, each with its own minCount; ``phalanx.core.quorum``).
+Quorum = int | ChildGroups
+
+
+@dataclass(frozen=True)
+class Member:
+    """A bound member as the quorum counts it: its task is its PodGroup (for a composite)."""
+
+    task: str
+
+
+@dataclass(frozen=True)
+class Count:
+    bound: int
+    minimum: int  # the fewest bound members that can make the quorum; 0: not known
+    whole: bool  # the bound members make the quorum
+
+
+def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str, Count]:
+    """Per gang (a ``group_of`` key), how many of its pods are bound and whether they make
+    its quorum: ``quorums``, else the pods' ``phalanx.io/min-member``, else not known
+    (``minimum`` 0). A composite gang (key ``composite:<name>``, its quorum a
+    ``ChildGroups``) is one gang of the pods of every PodGroup beneath it, as Phalanx gangs
+    it: those pods count toward it, never toward their own PodGroup."""
+    above = {
+        f"upstream:{name}": gang
+        for gang, quorum in quorums.items()
+        if isinstance(quorum, ChildGroups)
+        for name, _ in quorum.pod_groups()
+    }
+    bound: dict[str, list[Member]] = {}
+    need: dict[str, Quorum] = {}
+    for pod in pods:
+        own = group_of(pod)
+        if not own:
+            continue
+        gang = above.get(own, own)
+        members = bound.setdefault(gang, [])
+        if bound_node(pod):
+            members.append(Member(own.removeprefix("upstream:")))
+        if quorums.get(gang):
+            need[gang] = quorums[gang]
+        else:
+            text = (pod["metadata"].get("annotations") or {}).get(A_MIN_MEMBER, "")
+            if text.isdigit() and int(text) > 0:
+                need.setdefault(gang, int(text))
+    counts = {}
+    for gang, members in bound.items():
+        quorum = need.get(gang)
+        if isinstance(quorum, ChildGroups):
+            minimum = max(fewest_members(quorum), 1)
+            whole = len(members) >= minimum and not task_shortfall(quorum, members)
+        elif quorum:
+            minimum, whole = quorum, len(members) >= quorum
+        else:
+            minimum, whole = 0, False
+        counts[gang] = Count(len(members), minimum, whole)
+    return counts
+
+
+def composite_quorums(api: Api, namespace: str) -> dict[str, Quorum]:
+    """For ``InvariantMonitor.gang_sizes`` on 1.37: every composite gang of the namespace
+    (the topmost ``gang`` CompositePodGroup above a PodGroup) with its quorum, read by
+    Phalanx's own parsers."""
+    composites = {
+        c.key: c
+        for c in map(
+            parse_composite, api.items(f"{COMPOSITE_API}/namespaces/{namespace}/compositepodgroups")
+        )
+    }
+    groups = [
+        parse_pod_group(g) for g in api.items(f"{UPSTREAM_API}/namespaces/{namespace}/podgroups")
+    ]
+    roots = {
+        top.name: top
+        for group in groups
+        if isinstance(top := gang_above(group, composites.get), CompositePodGroup)
+    }
+    return {
+        f"composite:{name}": child_tree(root, composites.values(), groups)
+        for name, root in roots.items()
+    }
+
 
 @dataclass
 class Window:
@@ -344,7 +440,8 @@ class InvariantMonitor:
     ``phalanx_partial_gangs`` counts the same way). minMember comes from the PodGroup,
     else from ``phalanx.io/min-member``; a gang with neither is not judged. Gangs of other
     dialects are judged when a test adds their sizes: ``gang_sizes`` are callables
-    ``(api, namespace) -> {group_of key: minMember}`` asked at every sample.
+    ``(api, namespace) -> {group_of key: Quorum}`` asked at every sample; a composite gang
+    (``composite_quorums``) is judged whole by its child groups (``gang_counts``).
     """
 
     def __init__(
@@ -366,7 +463,7 @@ class InvariantMonitor:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._started_at = 0.0
-        self.gang_sizes: list[Callable[[Api, str], Mapping[str, int]]] = []
+        self.gang_sizes: list[Callable[[Api, str], Mapping[str, Quorum]]] = []
 
     def start(self) -> InvariantMonitor:
         self._started_at = time.monotonic()
@@ -389,7 +486,7 @@ class InvariantMonitor:
     def sample(self, api: Api) -> None:
         ns = self.namespace
         try:
-            groups = {
+            groups: dict[str, Quorum] = {
                 g["metadata"]["name"]: int((g.get("spec") or {}).get("minMember") or 0)
                 for g in api.items(f"{PG_API}/namespaces/{ns}/podgroups")
             }
@@ -408,27 +505,15 @@ class InvariantMonitor:
             self._judge_gangs(now, groups, pods)
             self._judge_nodes(now, nodes, pods)
 
-    def _judge_gangs(self, now: float, groups: Mapping[str, int], pods: Sequence[Obj]) -> None:
-        bound: dict[str, int] = {}
-        need: dict[str, int] = {}
-        for pod in pods:
-            group = group_of(pod)
-            if not group:
-                continue
-            bound[group] = bound.get(group, 0) + (1 if bound_node(pod) else 0)
-            if groups.get(group):
-                need[group] = groups[group]
-            else:
-                text = (pod["metadata"].get("annotations") or {}).get(A_MIN_MEMBER, "")
-                if text.isdigit() and int(text) > 0:
-                    need.setdefault(group, int(text))
-        for group, count in bound.items():
-            minimum = need.get(group)
+    def _judge_gangs(self, now: float, groups: Mapping[str, Quorum], pods: Sequence[Obj]) -> None:
+        counts = gang_counts(pods, groups)
+        for group, seen in counts.items():
+            count, minimum = seen.bound, seen.minimum
             if not minimum:
                 continue
-            if count >= minimum:
+            if seen.whole:
                 self.whole.add(group)
-            partial = 0 < count < minimum and group not in self.whole
+            partial = count > 0 and not seen.whole and group not in self.whole
             window = self.open.get(group)
             if partial and window is None:
                 self.open[group] = Window(group, now, bound=count, min_member=minimum)
@@ -437,7 +522,7 @@ class InvariantMonitor:
             elif not partial and window is not None:
                 window.end = now
                 self.windows.append(self.open.pop(group))
-        for group in [g for g in self.open if g not in bound]:  # every pod gone
+        for group in [g for g in self.open if g not in counts]:  # every pod gone
             window = self.open.pop(group)
             window.end = now
             self.windows.append(window)

@@ -22,7 +22,7 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     scheduler,
     scheduler_config,
 )
-from scheduling import Obj, Scenario, pod_body
+from scheduling import Obj, Scenario, composite_quorums, pod_body
 
 pytestmark = pytest.mark.e2e
 
@@ -88,10 +88,17 @@ def condition(sc: Scenario, path: str, kind: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 
 
+@pytest.fixture
+def judged(cluster: Scenario) -> Scenario:  # noqa: F811
+    """The invariant monitor judges each composite as the one gang Phalanx makes of it."""
+    cluster.monitor.gang_sizes.append(composite_quorums)
+    return cluster
+
+
 def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
-    cluster: Scenario,  # noqa: F811
+    judged: Scenario,
 ) -> None:
-    sc = cluster
+    sc = judged
     sc.node("a", 8)
     sc.nodes_ready()
     composite(sc, "ray", 2)
@@ -129,17 +136,19 @@ def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
             ),
         )
         assert placed["reason"] == "Scheduled", placed
+    # The monitor saw one gang of three become whole; had it judged each PodGroup alone, a
+    # head bound before its workers would not have been partial.
+    sc.wait("the monitor to judge the composite", lambda: "composite:ray" in sc.monitor.whole)
+    assert not {"upstream:ray-head", "upstream:ray-workers"} & sc.monitor.whole
 
 
 ZONE = "topology.kubernetes.io/zone"
 
 
-def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(
-    cluster: Scenario,  # noqa: F811
-) -> None:
+def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(judged: Scenario) -> None:
     """Zone a has one node, zone b two: the workers (their PodGroup's key is the zone) bind
     in zone b, the head (no key) on the node left in zone a."""
-    sc = cluster
+    sc = judged
     zone_of = {}
     for zone, count in (("a", 1), ("b", 2)):
         for i in range(count):

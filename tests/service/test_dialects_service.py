@@ -4,16 +4,18 @@ a basic pod group binds one by one, and an edited gang size answers held binds a
 import asyncio
 
 import pytest
-from support import NODES, bind, pod_of, reserve_all, started
+from support import NODES, bind, gang_objects, pod_of, reserve_all, started
 
 from builders import (
     composite_obj,
+    node_obj,
     pod_obj,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
     workload_obj,
 )
 from phalanx.core.groups.status import GroupPhase
+from phalanx.core.inventory import parse_node
 from phalanx.core.model import Dialect, GroupRef
 
 pytestmark = pytest.mark.anyio
@@ -121,6 +123,37 @@ async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_st
     said = {e[2]: e[3] for e in source.events if e[1] == "volcano:default/job"}
     assert said["ReservationReleased"].startswith("PodGroup default/job is being deleted")
     assert said["Unschedulable"].startswith("PodGroup default/job is being deleted")
+    await ext.stop()
+
+
+async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
+    ext, source = await started(volcano_gang(2))
+    ref = GroupRef("default", "job", Dialect.VOLCANO)
+    before = ext.views.group(ref)
+
+    source.apply(being_deleted(volcano_podgroup_obj("job", 2)))
+
+    after = ext.views.group(ref)
+    [listed] = ext.views.groups()
+    assert before is not None
+    assert after is not None
+    assert (before["deleting"], after["deleting"], listed["deleting"]) == (False, True, True)
+    await ext.stop()
+
+
+async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_opens():
+    # Refused as unfit, its members would be asked back on every node change only to be
+    # refused again: they can only succeed once the object is gone, which this gang never is.
+    ext, source = await started(volcano_gang(2) + gang_objects(size=4))
+    source.apply(being_deleted(volcano_podgroup_obj("job", 2)))
+    for name in ("job-0", "g-0"):
+        assert not ext.filter(pod_of(ext, name), NODES).feasible
+    await asyncio.sleep(0)
+
+    ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4"))))
+    await asyncio.sleep(0)
+
+    assert sorted(source.requeued) == ["default/g-0", "default/g-1", "default/g-2", "default/g-3"]
     await ext.stop()
 
 
@@ -256,4 +289,40 @@ async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_me
         3,
         3,
     )
+    await ext.stop()
+
+
+async def test_a_composites_status_follows_its_members_after_the_decision_as_a_pod_groups_does():
+    ext, source = await started(ray_cluster(2))
+    nodes = reserve_all(ext, ["head-0", "worker-0", "worker-1"])
+    await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    await asyncio.sleep(0)
+    source.delete_pod(pod_of(ext, "worker-1").uid)
+
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+
+    composite = source.statuses["composite:default/ray"]
+    assert (composite.scheduled, composite.running) == (2, 2)
+    for child in ("upstream:default/ray-head", "upstream:default/ray-workers"):
+        assert source.statuses[child].scheduled == 2, child  # the composite's, said on each
+    await ext.stop()
+
+
+async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object_after_a_refresh():
+    ext, source = await started(ray_cluster(2)[:-1])  # worker-1 not created yet
+    assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
+    await asyncio.sleep(0)
+
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+
+    for key in (
+        "composite:default/ray",
+        "upstream:default/ray-head",
+        "upstream:default/ray-workers",
+    ):
+        status = source.statuses[key]
+        assert (status.phase, status.reason) == (GroupPhase.PENDING, "waiting-for-members"), key
+        assert "PodGroup ray-workers has 1 of 2 member(s)" in status.message, key
     await ext.stop()

@@ -520,6 +520,8 @@ def render_group_view(view: Mapping[str, Any]) -> str:
         f"  last decision:  {_text(view.get('last_decision'))}",
         f"  last reason:    {_text(view.get('last_reason'))}",
     ]
+    if view.get("deleting"):
+        out.append("  deleting:       true (its object is being deleted)")
     if view.get("error"):
         out.append(f"  error:          {view['error']}")
     invalid = view.get("invalid_members")

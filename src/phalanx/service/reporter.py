@@ -24,9 +24,9 @@ from phalanx.core.cache import ClusterState, MemberState, Released, Reservation
 from phalanx.core.gang import Placed
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
-from phalanx.core.model import GroupRef, Pod, PodRef
+from phalanx.core.model import GroupRef, Pod, PodGroup, PodRef
 from phalanx.core.planner import GangPlanner
-from phalanx.core.resolution import Resolved
+from phalanx.core.resolution import Deleting, Resolved
 from phalanx.core.topology import Topologies, TopologyFinding
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
@@ -115,12 +115,7 @@ class Reporter:
             if self.state.group(group.key) is not None:
                 self._push_status(self.group_status(group, outcome))
             elif self.state.composite(group.key) is not None:
-                # A composite gang: its own condition, and each PodGroup beneath it says
-                # the same decision in its own (they are placed together or not at all).
-                status = self.group_status(group, outcome)
-                self._push_status(status)
-                for child in self.state.pod_groups_under(group.key):
-                    self._push_status(replace(status, ref=child.ref))
+                self._push_composite_status(group, self.state.pod_groups_under(group.key), outcome)
 
     def _event(self, group: GroupRef, reason: str, message: str, *, warning: bool) -> bool:
         """An Event on the gang's object, else on its first member; False if neither exists."""
@@ -234,11 +229,13 @@ class Reporter:
     def requeue_unfit(self) -> None:
         """A node became schedulable: the pending members of gangs Phalanx last found unfit
         get another cycle now. kube-scheduler may have seen the node before Phalanx did and
-        been refused on Phalanx's older view; nothing else would retry them soon."""
+        been refused on Phalanx's older view; nothing else would retry them soon. Not a gang
+        whose object is being deleted: no node lets it schedule until its object is gone."""
         pods = [
             pod.ref
             for key, rec in self.planner.records.items()
             if rec.last_outcome is Outcome.UNFIT
+            and not isinstance(self.planner.resolve(GroupRef.parse(key)), Deleting)
             for pod in self.state.members(key)
             if not self.state.is_bound(pod)
         ]
@@ -272,16 +269,35 @@ class Reporter:
         return status
 
     def refresh_statuses(self) -> None:
-        """Write the status of every PodGroup whose members moved since the last write
-        (they bind, start running, finish or go away long after the gang decision)."""
+        """Write the status of every gang object whose members moved since the last write
+        (they bind, start running, finish or go away long after the gang decision): each
+        PodGroup's, and a composite gang's on the composite and every PodGroup beneath it."""
+        filed: set[str] = set()
+        for root in self.state.composites().values():
+            # Only a topmost `gang` composite has PodGroups filed under it.
+            children = self.state.pod_groups_under(root.key)
+            if children:
+                self._push_composite_status(root.ref, children)
+                filed.update(child.key for child in children)
         for group in self.state.groups().values():
-            self._push_status(self.group_status(group.ref))
-        for gone in set(self._shown) - set(self.state.groups()):
+            if group.key not in filed:  # its pods are the composite's members, not its own
+                self._push_status(self.group_status(group.ref))
+        for gone in set(self._shown) - set(self.state.groups()) - set(self.state.composites()):
             del self._shown[gone]
         live = self.state.group_keys()
         self._warned = {w for w in self._warned if w[0] in live}
         self._forget_nominations()
         self.report_findings(self.planner.topology_findings())
+
+    def _push_composite_status(
+        self, root: GroupRef, children: Iterable[PodGroup], outcome: Outcome | None = None
+    ) -> None:
+        """A composite gang's status on the composite, and the same on each PodGroup beneath
+        it (they are placed together or not at all; their own keys have no members)."""
+        status = self.group_status(root, outcome)
+        self._push_status(status)
+        for child in children:
+            self._push_status(replace(status, ref=child.ref))
 
     def report_findings(self, findings: Iterable[TopologyFinding]) -> None:
         """Nodes whose topology labels contradict the others' (each handed over once)."""

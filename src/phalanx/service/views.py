@@ -16,7 +16,7 @@ from phalanx.core.cache import ClusterState
 from phalanx.core.groups import registry
 from phalanx.core.model import Dialect, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
-from phalanx.core.resolution import Resolved
+from phalanx.core.resolution import Deleting, Resolved
 from phalanx.service.reporter import Reporter, achieved_level
 
 Clock = Callable[[], float]
@@ -177,6 +177,8 @@ class GangViews:
             else None,
             "last_reason": rec.last_reason if rec is not None else "",
             "error": error,
+            # Its object has a deletionTimestamp: no member is reserved or bound until it is gone.
+            "deleting": isinstance(resolution, Deleting),
             # Members refused for their own bad input (a malformed phalanx.io/* annotation):
             # the gang's settings above come from its valid members and its object.
             "invalid_members": {p.key: p.invalid for p in members if p.invalid},

@@ -43,7 +43,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.dra import (
@@ -75,10 +75,10 @@ from phalanx.sources.informer import (
     Upsert,
 )
 from phalanx.sources.notices import Notices
+from phalanx.sources.retry import answered
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 DRA_GROUP_VERSION = "resource.k8s.io/v1"
 DRA_API = f"/apis/{DRA_GROUP_VERSION}"
@@ -260,7 +260,9 @@ class DraFeed:
         """Discover the API; while it is served, run the informers (see module docstring)."""
         said_missing = False
         while not self._stop.is_set():
-            answer = self._answered(self.discover, "the DRA API")
+            answer = answered(
+                self.discover, "the DRA API", stop=self._stop, backoff=self.settings.backoff
+            )
             if not answer:
                 return
             (served,) = answer
@@ -280,20 +282,6 @@ class DraFeed:
                 return
             log.warning(f"{DRA_GROUP_VERSION} went away; DRA devices are no longer planned")
 
-    def _answered(self, discover: Callable[[], T], what: str) -> tuple[T] | tuple[()]:
-        """`discover()`'s answer, asked again after a backoff while it fails; () once
-        stopped (an answer may itself be None or False, so it comes as a 1-tuple)."""
-        attempt = 0
-        while not self._stop.is_set():
-            try:
-                return (discover(),)
-            except Exception as exc:  # noqa: BLE001  # any failure: ask again later
-                log.warning(f"cannot discover {what}", extra={"reason": str(exc)})
-                if self._stop.wait(self.settings.backoff.delay(attempt, 0.5)):
-                    return ()
-                attempt += 1
-        return ()
-
     def discover(self) -> bool:
         try:
             answer = self.api.request("GET", DRA_API)
@@ -307,7 +295,12 @@ class DraFeed:
     def run_rules(self) -> None:
         """Discover where DeviceTaintRules are served; follow them there while they are."""
         while not self._stop.is_set():
-            answer = self._answered(self.discover_rules, "DeviceTaintRules")
+            answer = answered(
+                self.discover_rules,
+                "DeviceTaintRules",
+                stop=self._stop,
+                backoff=self.settings.backoff,
+            )
             if not answer:
                 return
             (version,) = answer

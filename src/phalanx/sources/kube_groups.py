@@ -49,6 +49,7 @@ from phalanx.sources.informer import (
 )
 from phalanx.sources.kube_commits import Recorded, commit_of
 from phalanx.sources.kube_writes import KubeApi
+from phalanx.sources.retry import answered
 
 log = logging.getLogger(__name__)
 
@@ -152,22 +153,18 @@ class GroupFollower:
 
     def run(self) -> None:
         """The discovery thread: until stopped. Never raises."""
-        attempt = 0
         backoff = self.informer_settings.backoff
         while not self.stop_event.is_set():
-            try:
-                found = self.discover()
-            except Exception as exc:  # noqa: BLE001  # any failure: live on, ask again
-                delay = backoff.delay(attempt, self.rand())
-                attempt += 1
-                log.warning(
-                    "cannot discover the gang APIs",
-                    extra={"reason": str(exc), "retry_in_seconds": round(delay, 2)},
-                )
-                if self.stop_event.wait(delay):
-                    return
-                continue
-            attempt = 0
+            answer = answered(
+                self.discover,
+                "the gang APIs",
+                stop=self.stop_event,
+                backoff=backoff,
+                rand=self.rand,
+            )
+            if not answer:
+                return
+            (found,) = answer
             self.on_served(found)
             self._reconcile(found)
             if self.stop_event.wait(self.recheck_seconds):

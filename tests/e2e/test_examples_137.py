@@ -20,6 +20,7 @@ from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fix
 from examples import EXAMPLES_137, apply_example, assert_valid, release_137_examples
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import ZONE_LABEL, Obj, Scenario
+from test_dialects_137 import upstream_sizes
 from test_dra import refused_by_dynamic_resources
 from test_dra_extended import dra_node, extended_claims
 
@@ -75,6 +76,7 @@ def test_the_upstream_pod_group_example_starts_whole_in_the_one_zone_that_holds_
 ) -> None:
     """Zone a has one 8-GPU node, zone b two: only b holds three 4-GPU shards."""
     sc = cluster
+    sc.monitor.gang_sizes.append(upstream_sizes)  # judged: never partially bound
     zone_of = {}
     for zone, count in (("a", 1), ("b", 2)):
         for i in range(count):

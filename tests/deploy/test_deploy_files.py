@@ -15,12 +15,13 @@ import yaml
 from deploykit import DEPLOY, REPO, Chart, run, scheduler_config
 from served_gangs import Obj, schedule_pods, serve
 
-from builders import node_obj
+from builders import DRA_API, gpu_slice_obj, node_obj, nvidia_class_objs
 
 EXAMPLES = sorted((DEPLOY / "examples").glob("*.yaml"))
 PLAN_NODE = "phalanx.io/plan-node"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP_ANNOTATION = "phalanx.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -66,9 +67,23 @@ def example_cluster() -> list[Obj]:
     return nodes
 
 
+def dra_cluster() -> list[Obj]:
+    """Two nodes whose eight H100s NVIDIA's DRA driver publishes (no device plugin), and
+    the driver's DeviceClasses."""
+    nodes = [node_obj(f"dra-{i}", gpus=0) for i in range(2)]
+    slices = [gpu_slice_obj(n["metadata"]["name"]) for n in nodes]
+    return [*nodes, *slices, *nvidia_class_objs()]
+
+
+def uses_dra(docs: list[Obj]) -> bool:
+    return any(d["apiVersion"] == DRA_API for d in docs)
+
+
 def group_of(pod: Obj) -> str:
     meta = pod["metadata"]
-    return str(meta.get("labels", {}).get(GROUP_LABEL) or meta["annotations"][GROUP_ANNOTATION])
+    notes = meta.get("annotations", {})
+    named = meta.get("labels", {}).get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION)
+    return str(named or notes[VOLCANO_ANNOTATION])
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -104,9 +119,10 @@ def _leaves(node: Any) -> list[str]:
 
 
 async def _schedule(path: Path) -> dict[str, str]:
-    nodes = example_cluster()
     docs = load_example(path)
-    async with serve([*nodes, *docs]) as served:
+    cluster = dra_cluster() if uses_dra(docs) else example_cluster()
+    nodes = [o for o in cluster if o["kind"] == "Node"]
+    async with serve([*cluster, *docs]) as served:
         assert served.source.rejected == []
         pods = [d for d in docs if d["kind"] == "Pod"]
         placements = await schedule_pods(served, pods, [n["metadata"]["name"] for n in nodes])
@@ -135,6 +151,25 @@ def test_plan_example_puts_training_on_the_gpu_tagged_node() -> None:
 def test_trials_example_spreads_the_trials() -> None:
     placements = asyncio.run(_schedule(DEPLOY / "examples" / "trials-study.yaml"))
     assert len(set(placements.values())) == 4
+
+
+def test_volcano_example_places_master_and_workers_together() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "volcano-mpi-gang.yaml"))
+    workers = {placements[f"mpi-allreduce-worker-{i}"] for i in range(2)}
+    assert len(workers) == 2  # 8 GPUs each: one worker per node
+    assert "mpi-allreduce-master-0" in placements
+
+
+def test_dra_example_places_two_members_on_each_dra_node() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "dra-gpu-gang.yaml"))
+    assert sorted(placements.values()) == ["dra-0", "dra-0", "dra-1", "dra-1"]
+
+
+def test_nvl72_example_keeps_to_one_clique_a_replica_per_node() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "nvl72-topology-gang.yaml"))
+    assert {node.split("-")[0] for node in placements.values()} == {"nvl1"}  # tightest clique
+    assert placements["moe-train-0"] == placements["moe-train-1"]
+    assert placements["moe-train-2"] == placements["moe-train-3"]
 
 
 def test_render_script_and_docs_name_no_machine_paths() -> None:

@@ -210,6 +210,26 @@ def test_a_cycle_makes_the_gang_wait_naming_the_composites_in_it() -> None:
     assert cluster.pod("job-0").group == GroupRef("default", "job", Dialect.UPSTREAM)
 
 
+def test_a_composite_resolved_before_its_tree_changes_resolves_to_the_new_tree() -> None:
+    # The tree is kept between resolutions (every member's filter and bind asks): each
+    # change of a gang object must be seen at the next one.
+    cluster = Cluster(*ray_cluster(3))
+    assert isinstance(cluster.resolve(RAY), Resolved)
+    cluster.add(upstream_podgroup_obj("ray-workers", 2, parent="ray"))  # minCount 3 -> 2
+    cluster.add(upstream_podgroup_obj("ray-cpu", 1, parent="ray"))  # a third child
+    resolved = cluster.resolve(RAY)
+    assert isinstance(resolved, Resolved)
+    assert resolved.group.min_task_member == ChildGroups(
+        "ray", 2, (("ray-cpu", 1), ("ray-head", 1), ("ray-workers", 2))
+    )
+    cluster.add(composite_obj("ray", 3))  # minGroupCount 2 -> 3
+    resolved = cluster.resolve(RAY)
+    assert isinstance(resolved, Resolved)
+    assert resolved.group.min_member == 4
+    cluster.state.remove_group("upstream:default/ray-cpu")
+    assert isinstance(cluster.resolve(RAY), Waiting)  # 2 children, minGroupCount 3
+
+
 def test_a_composite_with_fewer_children_than_its_min_group_count_waits_for_them() -> None:
     cluster = Cluster(*ray_cluster()[:2], member("head-0", "ray-head"))  # no worker group
     found = cluster.resolve(RAY)

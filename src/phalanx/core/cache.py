@@ -44,6 +44,7 @@ import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TypeVar, cast
 
 from phalanx.core.groups.composite import CompositePodGroup, gang_above
 from phalanx.core.groups.discovery import Served
@@ -51,6 +52,8 @@ from phalanx.core.groups.registry import deleting_reason
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import EMPTY, Dialect, GroupRef, Node, Pod, PodGroup, Resources
 from phalanx.core.snapshot import NodeInfo, Snapshot
+
+T = TypeVar("T")
 
 
 class MemberState(StrEnum):
@@ -219,6 +222,8 @@ class ClusterState:
         self._groups: dict[str, PodGroup] = {}  # PodGroup objects (any dialect) by gang key
         self._workloads: dict[str, Workload] = {}  # upstream v1alpha1, by object key
         self._composites: dict[str, CompositePodGroup] = {}  # upstream, `composite:ns/name`
+        # What is derived from the gang objects alone (a composite's tree), until one changes.
+        self._tree_memo: dict[str, object] = {}
         # Pods filed under a composite gang: uid -> the (group, task) they declare.
         self._declared: dict[str, tuple[GroupRef | None, str]] = {}
         self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
@@ -307,6 +312,14 @@ class ClusterState:
 
     def composites(self) -> Mapping[str, CompositePodGroup]:
         return self._composites
+
+    def tree_memo(self, key: str, derive: Callable[[], T]) -> T:
+        """`derive()` for `key`, kept until a PodGroup or CompositePodGroup changes: what a
+        composite gang's tree makes of the gang objects, asked at every member's filter and
+        bind, without walking every PodGroup of the cluster each time."""
+        if key not in self._tree_memo:
+            self._tree_memo[key] = derive()
+        return cast(T, self._tree_memo[key])
 
     def pod_groups_under(self, key: str) -> list[PodGroup]:
         """The PodGroups whose pods are composite gang `key`'s members, by name."""
@@ -580,6 +593,8 @@ class ClusterState:
         self._groups[group.key] = group
         self._group_errors.pop(group.key, None)
         self.generation += 1
+        if old != group:
+            self._tree_memo.clear()
         if group.deleting:
             self.release(group.key, ReleaseCause.GROUP_GONE, _deleting(group.ref))
         elif old is not None and old != group:
@@ -620,6 +635,8 @@ class ClusterState:
         self._composites[composite.key] = composite
         self._group_errors.pop(composite.key, None)
         self.generation += 1
+        if old != composite:
+            self._tree_memo.clear()
         if composite.deleting:
             self.release(composite.key, ReleaseCause.GROUP_GONE, _deleting(composite.ref))
         if old != composite:
@@ -663,6 +680,7 @@ class ClusterState:
         composite = self._composites.pop(key, None)
         self._group_errors[key] = reason
         self.generation += 1
+        self._tree_memo.clear()
         why = f"gang object {key} is invalid now ({reason}); its members wait until it is fixed"
         for held in self._held_by(key):
             self.release(held, ReleaseCause.GROUP_CHANGED, why)
@@ -679,6 +697,7 @@ class ClusterState:
         composite = self._composites.pop(key, None)
         self._group_errors.pop(key, None)
         self.generation += 1
+        self._tree_memo.clear()
         if composite is not None:
             why = f"CompositePodGroup {composite.namespace}/{composite.name} was deleted"
             released = self.release(key, ReleaseCause.GROUP_GONE, why)

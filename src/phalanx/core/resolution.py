@@ -19,11 +19,13 @@ from phalanx.core.groups import composite, registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
+    ChildGroups,
     Dialect,
     GroupRef,
     Placement,
     Pod,
     PodGroup,
+    TopologyConstraint,
 )
 
 
@@ -149,11 +151,7 @@ def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Res
         )
         if isinstance(above, composite.Broken):
             return Waiting(above.reason)
-    groups = state.groups()
-    namespace = [c for c in state.composites().values() if c.namespace == root.namespace]
-    tree = composite.child_tree(root, namespace, groups.values())
-    children = {g.name: g for g in groups.values() if g.namespace == root.namespace}
-    topology = composite.child_topology(root, tree, children)
+    tree, topology = state.tree_memo(ref.key, lambda: _composite_tree(state, root))
     if isinstance(topology, str):
         return Invalid(topology)
     if len(tree.children) < tree.min_groups:
@@ -165,3 +163,15 @@ def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Res
         composite.composite_gang(root, tree, defaults.timeout_seconds), topology=topology
     )
     return _with_placement(ref, gang, state.members(ref.key), defaults)
+
+
+def _composite_tree(
+    state: ClusterState, root: composite.CompositePodGroup
+) -> tuple[ChildGroups, TopologyConstraint | str | None]:
+    """A composite's tree and the topology its keys make (or why they make none): read from
+    every gang object of its namespace, so kept until one changes (`tree_memo`)."""
+    groups = state.groups()
+    namespace = [c for c in state.composites().values() if c.namespace == root.namespace]
+    tree = composite.child_tree(root, namespace, groups.values())
+    children = {g.name: g for g in groups.values() if g.namespace == root.namespace}
+    return tree, composite.child_topology(root, tree, children)

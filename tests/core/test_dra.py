@@ -461,6 +461,31 @@ def test_a_taint_rule_the_api_server_would_refuse_names_the_field(
     )
 
 
+def test_a_v1alpha3_taint_rule_of_kubernetes_1_35_is_read_like_a_v1_rule() -> None:
+    alpha = taint_rule_obj("xid", pool="n1", device="gpu-1", api_version="resource.k8s.io/v1alpha3")
+    assert parse_device_taint_rule(alpha) == rule(pool="n1", device="gpu-1")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("deviceClassName", "gpu.nvidia.com"),
+        ("selectors", [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]),
+    ],
+    ids=["device class", "CEL selectors"],
+)
+def test_a_v1alpha3_taint_rule_selecting_by_what_phalanx_cannot_evaluate_is_refused_naming_it(
+    field: str, value: object
+) -> None:
+    # Served by 1.33/1.34 API servers; their kube-scheduler applies them, Phalanx cannot.
+    obj = taint_rule_obj("xid", driver=GPU_DRIVER, api_version="resource.k8s.io/v1alpha3")
+    obj["spec"]["deviceSelector"][field] = value
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_device_taint_rule(obj)
+    assert raised.value.field == f"spec.deviceSelector.{field}"
+    assert "ignores the rule" in str(raised.value)
+
+
 def test_a_tainted_device_is_not_free() -> None:
     obj = gpu_slice_obj("n1", 2)
     obj["spec"]["devices"][1]["taints"] = [{"key": "xid", "effect": "NoExecute"}]

@@ -208,9 +208,16 @@ def test_where_device_taint_rules_are_served_the_feed_is_synced_once_they_are_li
         (tuple(RESOURCES.values()), None, None),
         (tuple(RESOURCES.values()), "resource.k8s.io/v1", "resource.k8s.io/v1"),
         (tuple(RESOURCES.values()), "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta2"),
+        (tuple(RESOURCES.values()), "resource.k8s.io/v1alpha3", "resource.k8s.io/v1alpha3"),
         (None, None, None),
     ],
-    ids=["1.35: not served", "1.37: v1", "1.36 with v1beta2 on", "no DRA at all"],
+    ids=[
+        "1.35: not served",
+        "1.37: v1",
+        "1.36 with v1beta2 on",
+        "1.35 with DRADeviceTaints and v1alpha3 on",
+        "no DRA at all",
+    ],
 )
 def test_device_taint_rules_are_followed_in_the_version_that_serves_them(
     resources: Sequence[str] | None, rules: str | None, found: str | None

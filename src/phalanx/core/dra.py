@@ -677,7 +677,12 @@ class DeviceTaintRule:
 
 
 def parse_device_taint_rule(obj: JsonObject) -> DeviceTaintRule:
-    """A `resource.k8s.io/v1` (or `v1beta2`, the same fields) `DeviceTaintRule`."""
+    """A `resource.k8s.io/v1`, `v1beta2` or `v1alpha3` `DeviceTaintRule`.
+
+    A 1.33/1.34 API server's `v1alpha3` selector may also carry `deviceClassName` and CEL
+    `selectors` (1.35 dropped both). Their 1.34 kube-scheduler evaluates them against
+    the class and the device, which the pool-keyed taint below cannot; such a rule is
+    refused, naming the field, rather than taint more devices than kube-scheduler would."""
     src, _ = read_metadata("DeviceTaintRule", obj, namespaced=False)
     spec = read_object(src, obj.get("spec"), "spec")
     if spec.get("taint") is None:
@@ -687,6 +692,13 @@ def parse_device_taint_rule(obj: JsonObject) -> DeviceTaintRule:
     if raw is None:
         return DeviceTaintRule(src.name, taint, selects=False)
     selector = read_object(src, raw, "spec.deviceSelector")
+    for field in ("deviceClassName", "selectors"):
+        if selector.get(field) is not None:
+            raise src.invalid(
+                f"spec.deviceSelector.{field}",
+                "is not supported (v1alpha3 before Kubernetes 1.35): Phalanx ignores the rule, "
+                "kube-scheduler still applies it",
+            )
     picked: dict[str, str | None] = {}
     for field in ("driver", "pool", "device"):
         value = selector.get(field)

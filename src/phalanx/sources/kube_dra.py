@@ -15,9 +15,9 @@ Discovery, on a thread of its own::
 
 DeviceTaintRules, on another (older servers lack them, so they are discovered apart)::
 
-    start ─▶ GET /apis/resource.k8s.io/v1, then v1beta2 ── devicetaintrules served ──▶
-                   │                                   its informer runs in that version
-                   │ served in neither ─▶ no rules (nothing else changes), looked for
+    start ─▶ GET /apis/resource.k8s.io/v1, v1beta2, v1alpha3 ── the first serving
+                   │                     devicetaintrules ──▶ its informer runs in that version
+                   │ served in none ─▶ no rules (nothing else changes), looked for
                    │                       again every `recheck_seconds`
                    └ error ─▶ backoff, ask again
     the informer finds the kind gone (404) ─▶ every rule forgotten, discover again
@@ -107,14 +107,16 @@ DRA_KINDS = tuple(RESOURCES)
 DEVICE_TAINT_RULE = "DeviceTaintRule"
 DEVICE_TAINT_RULES = "devicetaintrules"
 # Where DeviceTaintRules may be served, newest first: GA in 1.37; 1.36 serves v1beta2, an
-# API version off by default. The alpha v1alpha3 before them is not read.
-RULE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+# API version off by default; 1.33-1.35 only the alpha v1alpha3, which kube-scheduler 1.35
+# reads with its DRADeviceTaints and DRADeviceTaintRules gates on.
+RULE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
 # Every kind the feed follows (Events name them; their UIDs are the feed's).
 ALL_DRA_KINDS = (*DRA_KINDS, DEVICE_TAINT_RULE)
 
 
 def rule_kind(group_version: str) -> Kind[DeviceTaintRule]:
-    """DeviceTaintRules as served in `group_version` (the fields read are the same in each)."""
+    """DeviceTaintRules as served in `group_version` (one parser: v1alpha3's extra selector
+    fields are refused by it, see `parse_device_taint_rule`)."""
     return Kind(
         DEVICE_TAINT_RULE, f"/apis/{group_version}/{DEVICE_TAINT_RULES}", parse_device_taint_rule
     )

@@ -1,0 +1,99 @@
+"""DeviceTaintRules on Kubernetes 1.35, the chart's default kube-scheduler, where only the
+alpha ``resource.k8s.io/v1alpha3`` serves them.
+
+This module runs a control plane of its own (the default release): ``DRADeviceTaints`` and
+``DRADeviceTaintRules`` on for kube-apiserver and kube-scheduler, and
+``resource.k8s.io/v1alpha3`` in kube-apiserver's runtime config. The session's control
+plane, which other specs rely on, stays as it is. Checked here: a rule tainting the GPU of
+one of two kwok nodes keeps a gang that does not tolerate it off that GPU, and
+kube-scheduler's allocator, which reads the same rule, allocates where Phalanx planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import launcher
+import pytest
+from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
+from scheduling import Scenario
+from test_dra import refused_by_dynamic_resources
+from test_dra_taints import allocated_on, gpu_node, one_gpu_gang, slices  # noqa: F401
+
+import tiers
+from builders import nvidia_class_objs
+from dra_builders import taint_rule_obj
+
+pytestmark = pytest.mark.e2e
+
+RULES_VERSION = "resource.k8s.io/v1alpha3"
+RULES_API = f"/apis/{RULES_VERSION}"
+# Alpha in 1.35: slices' taints and claims' tolerations (DRADeviceTaints), the rules
+# themselves (DRADeviceTaintRules, which needs the former). kube-scheduler reads the rules
+# only with both on.
+TAINT_GATES = {"DRADeviceTaints": True, "DRADeviceTaintRules": True}
+
+
+@pytest.fixture(scope="module")
+def control_plane() -> Iterator[launcher.ControlPlane]:
+    """This module's 1.35 control plane (see the module docstring); replaces the session's."""
+    try:
+        launcher.find_tools()
+    except launcher.ToolsMissingError as exc:
+        if tiers.required():
+            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
+        pytest.skip(f"e2e control plane unavailable: {exc}")
+    cp = launcher.ControlPlane(
+        apiserver_feature_gates=TAINT_GATES,
+        runtime_config={RULES_VERSION: True},
+        scheduler_feature_gates=TAINT_GATES,
+    )
+    assert cp.release.minor == "1.35", cp.release  # the release this module is about
+    cp.start()
+    try:
+        launcher.wait_for(
+            "DeviceTaintRules served",
+            lambda: cp.request("GET", f"{RULES_API}/devicetaintrules")[0] == 200,
+            timeout=30,
+        )
+        for obj in nvidia_class_objs():
+            status, answer = cp.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", obj)
+            assert status in (201, 409), answer
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def rules(cluster: Scenario) -> Iterator[list[str]]:  # noqa: F811
+    names: list[str] = []
+    try:
+        yield names
+    finally:
+        for name in names:
+            cluster.api.delete(f"{RULES_API}/devicetaintrules/{name}")
+
+
+def test_a_gang_not_tolerating_a_v1alpha3_device_taint_rule_is_planned_off_the_gpu_it_taints(
+    control_plane: launcher.ControlPlane,
+    cluster: Scenario,  # noqa: F811
+    slices: list[str],  # noqa: F811
+    rules: list[str],
+) -> None:
+    drained = gpu_node(cluster, slices, "drained", tainted=False)
+    well = gpu_node(cluster, slices, "well", tainted=False)
+    # The slice's pool is its node's name (tests/builders.py `slice_obj`).
+    rule = taint_rule_obj(
+        f"{cluster.namespace}-drain", pool=drained, device="gpu-0", api_version=RULES_VERSION
+    )
+    del rule["metadata"]["uid"]
+    status, answer = control_plane.request("POST", f"{RULES_API}/devicetaintrules", rule)
+    assert status == 201, answer
+    rules.append(rule["metadata"]["name"])
+    cluster.nodes[drained] = 0  # a tainted GPU is not counted in phalanx_gpus
+    cluster.nodes_ready()
+    gang = one_gpu_gang(cluster, "plain")
+    where = cluster.wait_gang(gang, timeout=60)
+    assert where == {"plain-0": well}
+    assert cluster.wait("the claim allocated", lambda: allocated_on(cluster, "plain-gpu")) == well
+    assert refused_by_dynamic_resources(cluster, ["plain-0"]) == []

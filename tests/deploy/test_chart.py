@@ -711,7 +711,7 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],
         ("resource.k8s.io", "resourceclaims"): ["get", "list", "watch"],
         ("resource.k8s.io", "resourceclaimtemplates"): ["get", "list", "watch"],
-        # The taints they add to devices (served by 1.37, or 1.36 with v1beta2 on).
+        # The taints they add to devices (served by 1.37, 1.36 with v1beta2 on, 1.35 with v1alpha3).
         ("resource.k8s.io", "devicetaintrules"): ["get", "list", "watch"],
     }
 

@@ -616,6 +616,26 @@ def test_a_kube_scheduler_within_the_clusters_version_skew_renders(
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("cluster", "renders"),
+    [
+        pytest.param("1.34.2", False, id="1.34"),
+        pytest.param("1.35.0", True, id="1.35"),
+        pytest.param("1.36.1", True, id="1.36"),
+        pytest.param("1.37.2", False, id="1.37"),
+    ],
+)
+def test_the_default_kube_scheduler_installs_where_the_readme_says_it_does(
+    chart: Chart, cluster: str, renders: bool
+) -> None:
+    # README's Install: the default tag suits 1.35 and 1.36; elsewhere the tag must be set.
+    values = yaml.safe_load((REPO / "helm" / "phalanx" / "values.yaml").read_text())
+    tag = values["kubeScheduler"]["image"]["tag"]
+    assert f"The chart's kube-scheduler is `{tag}`" in (REPO / "README.md").read_text()
+    proc = chart.template({}, "--kube-version", cluster)
+    assert (proc.returncode == 0) is renders, proc.stderr
+
+
 def test_probes_watch_each_container_on_its_own_endpoint(chart: Chart) -> None:
     docs = chart.render()
     phalanx = container(docs, "phalanx")

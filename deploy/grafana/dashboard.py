@@ -297,8 +297,9 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
         timeseries_panel(
             "Re-plans by cause",
             "Reservations re-planned because kube-scheduler did not offer a reserved node "
-            "(not-offered; dra when the member had device claims to allocate, so its "
-            "DynamicResources plugin refused the node), or because an arriving member fit no "
+            "(not-offered; dra when the member had devices to allocate on that node, claims or "
+            "an extended resource served from DRA devices, so its DynamicResources plugin "
+            "refused the node), or because an arriving member fit no "
             "template slot (no-slot). dra stays near 0 while Phalanx counts devices exactly.",
             units.OpsPerSecond,
             [

@@ -69,7 +69,8 @@ class ReplanCause(StrEnum):
     """Why a reservation was re-planned, as counted by phalanx_replans_total{cause}."""
 
     NOT_OFFERED = "not-offered"  # kube-scheduler's own filters refused a reserved node
-    # ... for a member with device claims to allocate: its DynamicResources plugin refused it
+    # ... for a member with devices to allocate on that node (claims, or an extended resource
+    # the node serves from DRA devices): its DynamicResources plugin refused it
     DRA = "dra"
     NO_SLOT = "no-slot"  # an arriving member fit none of a template reservation's slots
 

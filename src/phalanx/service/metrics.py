@@ -105,7 +105,8 @@ class Metrics:
         self.replans = Counter(
             "phalanx_replans",
             "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "
-            "(not-offered; dra when the member had device claims to allocate, so its "
+            "(not-offered; dra when the member had devices to allocate on that node, claims "
+            "or an extended resource the node serves from DRA devices, so its "
             "DynamicResources plugin refused it), or an arriving member fit no template slot "
             "(no-slot).",
             ["cause"],

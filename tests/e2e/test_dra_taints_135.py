@@ -17,12 +17,10 @@ import launcher
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import Scenario
-from test_dra import refused_by_dynamic_resources
-from test_dra_taints import allocated_on, gpu_node, one_gpu_gang, slices  # noqa: F401
+from test_dra_taints import a_rule_keeps_a_plain_gang_off_the_gpu_it_taints, slices  # noqa: F401
 
 import tiers
 from builders import nvidia_class_objs
-from dra_builders import taint_rule_obj
 
 pytestmark = pytest.mark.e2e
 
@@ -80,20 +78,6 @@ def test_a_gang_not_tolerating_a_v1alpha3_device_taint_rule_is_planned_off_the_g
     slices: list[str],  # noqa: F811
     rules: list[str],
 ) -> None:
-    drained = gpu_node(cluster, slices, "drained", tainted=False)
-    well = gpu_node(cluster, slices, "well", tainted=False)
-    # The slice's pool is its node's name (tests/builders.py `slice_obj`).
-    rule = taint_rule_obj(
-        f"{cluster.namespace}-drain", pool=drained, device="gpu-0", api_version=RULES_VERSION
+    a_rule_keeps_a_plain_gang_off_the_gpu_it_taints(
+        control_plane, cluster, slices, rules, version=RULES_VERSION
     )
-    del rule["metadata"]["uid"]
-    status, answer = control_plane.request("POST", f"{RULES_API}/devicetaintrules", rule)
-    assert status == 201, answer
-    rules.append(rule["metadata"]["name"])
-    cluster.nodes[drained] = 0  # a tainted GPU is not counted in phalanx_gpus
-    cluster.nodes_ready()
-    gang = one_gpu_gang(cluster, "plain")
-    where = cluster.wait_gang(gang, timeout=60)
-    assert where == {"plain-0": well}
-    assert cluster.wait("the claim allocated", lambda: allocated_on(cluster, "plain-gpu")) == well
-    assert refused_by_dynamic_resources(cluster, ["plain-0"]) == []

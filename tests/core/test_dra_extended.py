@@ -437,7 +437,9 @@ def test_a_member_served_by_dra_reaches_bind_itself() -> None:
     world = world_of("d1")
     [member] = gang_of(world, 1, 4)
     assert member.devices is not None
-    assert member.devices.demand.allocates
+    node = world.state.node("d1")
+    assert node is not None
+    assert member.devices.allocates_on(node.node)
 
 
 def reserved_behind_others(world: DraWorld, members: list[Pod]) -> tuple[int, dict[str, Pod]]:

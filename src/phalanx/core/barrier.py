@@ -213,7 +213,7 @@ def completions(
         info = state.node(member.node)
         if info is None or eligibility.ineligibility(pod, info.node) is not None:
             continue
-        if pod.devices is not None and pod.devices.served_by_devices(info.node):
+        if pod.devices is not None and pod.devices.allocates_on(info.node):
             continue
         found.append(Completion(pod, member.node))
     return found

@@ -196,12 +196,6 @@ class PodDemand:
         return tuple(seen)
 
     @property
-    def allocates(self) -> bool:
-        """Whether kube-scheduler's DynamicResources plugin may allocate devices for the pod
-        on some node (on which: `DeviceNeeds.served_by_devices` for extended resources)."""
-        return any(not c.allocated for c in self.claims) or any(not e.held for e in self.extended)
-
-    @property
     def released(self) -> Resources:
         """Extended resource requests an allocated claim serves, taken off the pod's own."""
         return Resources((e.resource, e.count) for e in self.extended if e.held)
@@ -851,6 +845,13 @@ class DeviceNeeds:
 
     def eligibility_key(self) -> tuple[object, ...]:
         return (self.generation, self.demand.eligibility_key())
+
+    def allocates_on(self, node: Node) -> bool:
+        """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod on
+        `node`, in the pod's own binding cycle: its unallocated claims, or the extended
+        resources the node serves from devices (a device-plugin node serves them itself)."""
+        unallocated = any(not c.allocated for c in self.demand.claims)
+        return unallocated or bool(self.served_by_devices(node))
 
     def served_by_devices(self, node: Node) -> tuple[str, ...]:
         """The pod's extended resources `node` serves from its DRA devices, not by device

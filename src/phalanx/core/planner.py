@@ -56,7 +56,6 @@ from phalanx.core.journal import (
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
     GroupRef,
-    Node,
     Placement,
     Pod,
     PodGroup,
@@ -695,7 +694,8 @@ class GangPlanner:
         # Phalanx judges every filter but DynamicResources as kube-scheduler does: with
         # devices to allocate on that node, that plugin is the one that can disagree.
         info = self.state.node(member.node)
-        on_devices = info is not None and _allocates_devices(cycle.pod, info.node)
+        needs = cycle.pod.devices
+        on_devices = info is not None and needs is not None and needs.allocates_on(info.node)
         cause = ReplanCause.DRA if on_devices else ReplanCause.NOT_OFFERED
         return self._replan_for(cycle, refused, exclude=frozenset({member.node}), cause=cause)
 
@@ -813,16 +813,6 @@ def _devices_blocker(pod: Pod) -> str:
     if pod.devices is not None:
         return pod.devices.demand.blocker
     return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
-
-
-def _allocates_devices(pod: Pod, node: Node) -> bool:
-    """Whether kube-scheduler's DynamicResources plugin allocates devices for the pod on
-    `node`: its unallocated claims, or extended resources the node serves from devices (a
-    device-plugin node serves them itself)."""
-    needs = pod.devices
-    if needs is None:
-        return False
-    return any(not c.allocated for c in needs.demand.claims) or bool(needs.served_by_devices(node))
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

@@ -28,7 +28,6 @@ from phalanx.core.groups.common import (
     PodView,
     is_deleting,
     read_identity,
-    read_positive_int32,
 )
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import (
@@ -38,6 +37,7 @@ from phalanx.core.groups.upstream import (
     POD_GROUP_KIND,
     build_condition,
     read_parent,
+    read_policy,
     read_topology,
 )
 from phalanx.core.model import ChildGroups, Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
@@ -79,17 +79,7 @@ def parse_composite(obj: JsonObject) -> CompositePodGroup:
     spec = read_object(src, obj.get("spec"), "spec")
     path = "spec.schedulingPolicy"
     policy = read_object(src, spec.get("schedulingPolicy"), path)
-    has_basic, has_gang = policy.get("basic") is not None, policy.get("gang") is not None
-    if has_basic == has_gang:
-        raise src.invalid(path, "exactly one of basic, gang is required")
-    count: int | None = None
-    if has_basic:
-        read_object(src, policy.get("basic"), f"{path}.basic")
-    else:
-        gang = read_object(src, policy.get("gang"), f"{path}.gang")
-        count = read_positive_int32(src, gang.get("minGroupCount"), f"{path}.gang.minGroupCount")
-        if count is None:
-            raise src.invalid(f"{path}.gang.minGroupCount", "is required (a positive integer)")
+    count = read_policy(src, policy, path, size="minGroupCount")
     read_object(src, spec.get("workloadRef"), "spec.workloadRef")
     parent = read_parent(src, spec)
     if parent == name:

@@ -176,7 +176,7 @@ def parse_workload(obj: JsonObject) -> Workload:
         if any(group.name == group_name for group in groups):
             raise src.invalid(f"{path}.name", f"{quoted(group_name)} is listed twice")
         policy = read_object(src, entry.get("policy"), f"{path}.policy")
-        groups.append(WorkloadPodGroup(group_name, _policy(src, policy, f"{path}.policy")))
+        groups.append(WorkloadPodGroup(group_name, read_policy(src, policy, f"{path}.policy")))
     if not groups:
         raise src.invalid("spec.podGroups", "must have at least one item")
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
@@ -190,8 +190,9 @@ def parse_workload(obj: JsonObject) -> Workload:
     )
 
 
-def _policy(src: Source, policy: JsonObject, path: str) -> int | None:
-    """A policy's gang size: None for `basic`; exactly one of the two must be set."""
+def read_policy(src: Source, policy: JsonObject, path: str, size: str = "minCount") -> int | None:
+    """A policy's gang size (`gang.<size>`: a PodGroup's `minCount`, a CompositePodGroup's
+    `minGroupCount`): None for `basic`; exactly one of the two must be set."""
     has_basic, has_gang = policy.get("basic") is not None, policy.get("gang") is not None
     if has_basic == has_gang:
         raise src.invalid(path, "exactly one of basic, gang is required")
@@ -199,7 +200,7 @@ def _policy(src: Source, policy: JsonObject, path: str) -> int | None:
         read_object(src, policy.get("basic"), f"{path}.basic")
         return None
     gang = read_object(src, policy.get("gang"), f"{path}.gang")
-    return read_min_count(src, gang.get("minCount"), f"{path}.gang.minCount")
+    return read_min_count(src, gang.get(size), f"{path}.gang.{size}")
 
 
 def gang_of(workload: Workload, ref: GroupRef) -> PodGroup | str:
@@ -240,7 +241,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
     src, metadata, namespace, name = read_identity(POD_GROUP_KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
     path = "spec.schedulingPolicy"
-    min_count = _policy(src, read_object(src, spec.get("schedulingPolicy"), path), path)
+    min_count = read_policy(src, read_object(src, spec.get("schedulingPolicy"), path), path)
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
     topology = settings.topology_with(

@@ -27,6 +27,7 @@ import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import POD_GROUP_LABEL, Gang, Scenario, pod_body
 from test_dra import allocation_node, refused_by_dynamic_resources
+from test_dra_taints import slices  # noqa: F401  # a fixture: the slices a spec published
 
 from builders import (
     DRA_API,
@@ -60,17 +61,7 @@ def control_plane(control_plane_137: launcher.ControlPlane) -> Iterator[launcher
         control_plane_137.request("DELETE", f"{API}/deviceclasses/{SERVING_CLASS}")
 
 
-@pytest.fixture
-def slices(cluster: Scenario) -> Iterator[list[str]]:  # noqa: F811
-    names: list[str] = []
-    try:
-        yield names
-    finally:
-        for name in names:
-            cluster.api.delete(f"{API}/resourceslices/{name}")
-
-
-def dra_node(sc: Scenario, slices: list[str], suffix: str) -> str:
+def dra_node(sc: Scenario, slices: list[str], suffix: str) -> str:  # noqa: F811
     """A kwok node without device-plugin GPUs whose slice publishes four GPUs."""
     name = sc.node(suffix, 0)
     obj = gpu_slice_obj(name, GPUS)
@@ -116,7 +107,7 @@ def extended_claims(sc: Scenario) -> dict[str, str]:
 
 def test_a_gang_asking_nvidia_gpu_binds_whole_onto_dra_only_nodes_and_a_second_one_waits(
     cluster: Scenario,  # noqa: F811
-    slices: list[str],
+    slices: list[str],  # noqa: F811
 ) -> None:
     nodes = [dra_node(cluster, slices, f"h{i}") for i in range(3)]
     cluster.nodes_ready()
@@ -150,7 +141,7 @@ def test_a_gang_asking_nvidia_gpu_binds_whole_onto_dra_only_nodes_and_a_second_o
 
 def test_a_gang_asking_nvidia_gpu_shares_a_dra_node_with_a_claim_and_uses_the_device_plugin(
     cluster: Scenario,  # noqa: F811
-    slices: list[str],
+    slices: list[str],  # noqa: F811
 ) -> None:
     dra = dra_node(cluster, slices, "dra")
     plugin = cluster.node("plugin", 2)

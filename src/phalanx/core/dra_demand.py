@@ -254,7 +254,7 @@ def pod_demand(
     ("Kind key" -> why, `unreadable_key`).
     """
     why = unreadable or {}
-    mapped = extended_requests(own_requests(pod), catalog)
+    mapped = extended_requests(pod, catalog)
     if not pod.resource_claims and not mapped:
         return NO_DEMAND
     result: list[ClaimDemand] = []
@@ -349,11 +349,14 @@ def own_requests(pod: Pod) -> Resources:
     return base + pod.devices.demand.released if pod.devices is not None else base
 
 
-def extended_requests(requests: Resources, catalog: DeviceCatalog) -> list[tuple[str, int, str]]:
-    """(resource, count, class) for each requested extended resource a class serves."""
+def extended_requests(pod: Pod, catalog: DeviceCatalog) -> list[tuple[str, int, str]]:
+    """(resource, count, class) for each extended resource the pod asks that a class
+    serves. Asked at every pod's arrival: the pod's own requests are only rebuilt when
+    some class serves a resource at all."""
     mapping = catalog.extended
     if not mapping:
         return []
+    requests = own_requests(pod)
     return [(r, n, mapping[r]) for r, n in sorted(requests.items()) if n > 0 and r in mapping]
 
 

@@ -41,7 +41,6 @@ from phalanx.core.dra_demand import (
     PodDemand,
     extended_requests,
     node_with_devices,
-    own_requests,
     pod_demand,
     unreadable_key,
     with_needs,
@@ -161,7 +160,7 @@ class DraState:
 
     def serves(self, pod: Pod) -> bool:
         """Whether a DeviceClass serves an extended resource the pod asks (KEP-5004)."""
-        return bool(extended_requests(own_requests(pod), self.catalog))
+        return bool(extended_requests(pod, self.catalog))
 
     def needs(self, pod: Pod) -> DeviceNeeds:
         """The pod's demand as its `Pod.devices` carries it."""

@@ -23,6 +23,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench deploy/grafana
 	$(BIN)/mypy
 	$(BIN)/mypy --strict deploy/grafana/dashboard.py
+	MYPYPATH=src:tests:tests/controlplane $(BIN)/mypy --strict bench
 	$(BIN)/lint-imports
 
 # Go tool families (tests/controlplane/build-tools.sh) each target needs. The script builds

@@ -50,10 +50,13 @@ from builders import (  # NVIDIA-shaped DRA objects
     nvidia_class_objs,
     slice_obj,
 )
+from phalanx.core.model import Binding
 from phalanx.service.extender import Extender
 from phalanx.sources.informer import ApiError
-from phalanx.sources.kube import KubeSource, KubeSourceSettings, decode_pod
+from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube_commits import decode_pod
 from phalanx.sources.kube_dra import DRA_API, RESOURCES
+from phalanx.sources.kubeclient import MERGE_PATCH
 
 PAGE = 500
 PODGROUP_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
@@ -407,10 +410,12 @@ class FakeApi:
             return {"spec": {"holderIdentity": "another-replica", "leaseDurationSeconds": 15}}
         raise ApiError(405, "MethodNotAllowed", f"{method} {path}")
 
-    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
         return {}
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, binding: Binding) -> None:
         pass
 
     def close(self) -> None:
@@ -534,7 +539,7 @@ def dra_rows(
     args: argparse.Namespace, timed: dict[str, float], traced: dict[str, float]
 ) -> list[tuple[str, str]]:
     """What listing every node's slices adds, per node: on nodes alone, and on everything."""
-    nodes = args.nodes
+    nodes: int = args.nodes
     plain = in_child("traced", nodes, 0, 0)
     with_slices = in_child("traced", nodes, 0, 0, dra=True)
     full = in_child("traced", nodes, args.pods, args.groups, dra=True)

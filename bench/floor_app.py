@@ -19,7 +19,12 @@ from starlette.routing import Route
 async def echo(request: Request) -> Response:
     args = orjson.loads(await request.body())
     names = args.get("NodeNames") or [n["metadata"]["name"] for n in args["Nodes"]["items"]]
-    answer = {"NodeNames": names, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+    answer: dict[str, object] = {
+        "NodeNames": names,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
     return Response(orjson.dumps(answer), media_type="application/json")
 
 

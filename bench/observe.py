@@ -60,7 +60,7 @@ class Api:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self.connect()
-        return conn  # type: ignore[no-any-return]
+        return conn
 
     def request(
         self,

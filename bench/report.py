@@ -337,7 +337,7 @@ def plugin_ms_per_cycle(kube_scheduler: Mapping[str, Any]) -> float | None:
     total = sum(
         points[p]["count"] * points[p]["mean_ms"] for p in ALGORITHM_EXTENSION_POINTS if p in points
     )
-    return round(total / algo["count"], 3)
+    return round(float(total / algo["count"]), 3)
 
 
 # ---- time to unschedulable --------------------------------------------------------------------
@@ -1232,12 +1232,12 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
     for r in runs:
         figures = r.get("phalanx") or {}
         lat = figures.get("request_latency") or {}
-        rows = [(verb, lat.get(verb)) for verb in ("filter", "prioritize", "bind", "preempt")]
-        rows.append(("loop lag", figures.get("loop_lag")))
+        timed = [(verb, lat.get(verb)) for verb in ("filter", "prioritize", "bind", "preempt")]
+        timed.append(("loop lag", figures.get("loop_lag")))
         steps = figures.get("bind_steps") or {}
-        rows += [(f"gate: {step}", steps.get(step)) for step in ("record", "bindings")]
-        rows.append(("gate: partial window", figures.get("bind_window")))
-        for verb, h in rows:
+        timed += [(f"gate: {step}", steps.get(step)) for step in ("record", "bindings")]
+        timed.append(("gate: partial window", figures.get("bind_window")))
+        for verb, h in timed:
             if h:
                 lines.append(
                     f"| {r['workload']} | {r['scheduler']} | {verb} | {h['count']} | "

@@ -723,13 +723,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.keep_logs,
                         )
                     )
-            for work in churns:
-                churn.ensure_nodes(cp, api, work)
+            for churn_work in churns:
+                churn.ensure_nodes(cp, api, churn_work)
                 runs = [
                     churn.run(
                         cp,
                         api,
-                        work,
+                        churn_work,
                         schedulers.SCHEDULERS[key],
                         binaries[schedulers.SCHEDULERS[key].binary],
                         workdir,
@@ -741,7 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for key in sched_keys
                     if key in CHURN_SCHEDULERS
                 ]
-                churn_records.append((work, runs))
+                churn_records.append((churn_work, runs))
     elapsed = time.monotonic() - started_at
     meta = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
@@ -771,8 +771,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schedule_timeout_seconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
     }
     paths = report.write(args.out, stem, meta, works, records) if works else []
-    for work, runs in churn_records:
-        paths += report_topology.write(args.out, stem, meta, work, runs, churn.node_domains(work))
+    for churn_work, runs in churn_records:
+        paths += report_topology.write(
+            args.out, stem, meta, churn_work, runs, churn.node_domains(churn_work)
+        )
     for path in paths:
         log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     failed = [r for r in records if r.error] + [

@@ -128,9 +128,9 @@ def partitioned_slices(node: str, gpus: int = 2, *, apart: bool = True) -> list[
 class DraWorld:
     """A ClusterState fed through a DraModel, as a source feeds it."""
 
-    def __init__(self, *nodes: str, classes: bool = True) -> None:
+    def __init__(self, *nodes: str, classes: bool = True, extended_resources: bool = True) -> None:
         self.state = ClusterState()
-        self.model = DraModel()
+        self.model = DraModel(extended_resources=extended_resources)
         if classes:
             for obj in nvidia_class_objs():
                 self.model.upsert_class(parse_device_class(obj))

@@ -24,6 +24,10 @@ import pytest
 import yaml
 
 from builders import (
+    GPU_DRIVER,
+    NVIDIA_CLASSES,
+    device_class_obj,
+    gpu_slice_obj,
     node_obj,
     pod_obj,
     podgroup_obj,
@@ -188,6 +192,32 @@ def test_simulate_honours_the_served_scheduler_names(
 ) -> None:
     report = simulate_json(capsys, str(json_dump), "--scheduler-name", "default-scheduler")
     assert [s["pod"] for s in report["singles"]] == ["default/theirs"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "status"),
+    [
+        pytest.param((), "placed", id="bridge-on"),
+        pytest.param(("--no-dra-extended-resources",), "waiting", id="bridge-off"),
+    ],
+)
+def test_simulate_serves_extended_resources_from_dra_devices_only_with_the_bridge_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], status: str
+) -> None:
+    gpus = device_class_obj(GPU_DRIVER, NVIDIA_CLASSES[GPU_DRIVER])
+    gpus["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    path = tmp_path / "dra.json"
+    dump = [
+        node_obj("dra-1", 0),
+        gpu_slice_obj("dra-1"),
+        gpus,
+        podgroup_obj("pair", 2),
+        *(pod_obj(f"pair-{i}", 4, group="pair") for i in range(2)),
+    ]
+    path.write_text(json.dumps(as_list(dump)))
+    pair = group(simulate_json(capsys, str(path), *flags), "default/pair")
+    assert pair["status"] == status
+    assert ("the DRA extended-resource bridge is off" in pair["reason"]) is bool(flags)
 
 
 @pytest.mark.parametrize(

@@ -149,6 +149,36 @@ def test_a_member_switch_comes_from_the_environment_and_reaches_the_service(
 
 
 @pytest.mark.parametrize(
+    ("env", "flags", "expected"),
+    [
+        # kube-scheduler 1.36+ serves extended resources from DRA devices by default.
+        pytest.param(None, (), True, id="default"),
+        pytest.param("false", (), False, id="env-off"),
+        pytest.param("false", ("--dra-extended-resources",), True, id="flag-over-env"),
+        pytest.param(None, ("--no-dra-extended-resources",), False, id="flag-off"),
+    ],
+)
+def test_whether_kube_scheduler_serves_extended_resources_from_dra_is_a_setting(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, flags: tuple[str, ...], expected: bool
+) -> None:
+    if env is not None:
+        monkeypatch.setenv("PHALANX_DRA_EXTENDED_RESOURCES", env)
+    assert serve_settings(*flags).dra_extended_resources is expected
+
+
+def test_a_bad_dra_extended_resources_value_names_the_flag_and_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PHALANX_DRA_EXTENDED_RESOURCES", "auto")
+    with pytest.raises(ValidationError) as info:
+        Settings()
+    assert (
+        "--dra-extended-resources / PHALANX_DRA_EXTENDED_RESOURCES: Input should be a valid "
+        "boolean" in describe_error(info.value)
+    )
+
+
+@pytest.mark.parametrize(
     ("values", "expected"),
     [
         (

@@ -54,6 +54,7 @@ TUNING = (
     "topologies",
     "reservation_ttl_seconds",
     "barrier_timeout_seconds",
+    "dra_extended_resources",
 )
 
 
@@ -257,7 +258,9 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
             raise UsageError(f"{flag('scheduler_config')}: {exc}") from exc
     if settings.cluster_file is not None:
         try:
-            return ClusterFileSource.from_path(settings.cluster_file)
+            return ClusterFileSource.from_path(
+                settings.cluster_file, dra_extended_resources=settings.dra_extended_resources
+            )
         except ClusterFileError as exc:
             raise UsageError(str(exc)) from exc
     served = settings.scheduler_names
@@ -271,9 +274,14 @@ def build_source(settings: Settings, metrics: Metrics) -> ClusterSource:
                 metrics=metrics,
                 api_settings=api,
                 scheduler_config=config,
+                dra_extended_resources=settings.dra_extended_resources,
             )
         return KubeSource.in_cluster(
-            scheduler_names=served, metrics=metrics, api_settings=api, scheduler_config=config
+            scheduler_names=served,
+            metrics=metrics,
+            api_settings=api,
+            scheduler_config=config,
+            dra_extended_resources=settings.dra_extended_resources,
         )
     except Exception as exc:
         # The client library's own errors (missing file, no current context, no service
@@ -434,7 +442,10 @@ async def _simulate(
         f" + {args.workload.name}" if args.workload else ""
     )
     async with scenario.session(
-        objects, settings=settings.service_settings(), scheduler_names=settings.scheduler_names
+        objects,
+        settings=settings.service_settings(),
+        scheduler_names=settings.scheduler_names,
+        dra_extended_resources=settings.dra_extended_resources,
     ) as run:
         report = (await run.drive(work, title=title, progress=_printer(chat))).report
     print(file=chat)

@@ -167,6 +167,16 @@ class Settings(BaseSettings):
         "appears and bound whole before any member's cycle. "
         "false: every member waits for its own /bind, as kube-scheduler's filters see each.",
     )
+    dra_extended_resources: bool = Field(
+        default=True,
+        description="Whether kube-scheduler serves extended resources (nvidia.com/gpu, "
+        "deviceclass.resource.kubernetes.io/<class>) from DRA devices where a DeviceClass "
+        "maps them (its DRAExtendedResource feature gate, on by default from Kubernetes "
+        "1.36). Phalanx cannot read kube-scheduler's gates, so say it here: true plans such "
+        "pods on DRA-only nodes too; false, as kube-scheduler without the gate does, only "
+        "on nodes with the resource allocatable (device plugins). The chart sets it from "
+        "its kube-scheduler's version and feature gates.",
+    )
     api_qps: float = Field(
         default=250.0,
         gt=0,

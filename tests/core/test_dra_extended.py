@@ -43,10 +43,13 @@ def gpu_class_obj(
     return obj
 
 
-def world_of(*dra_nodes: str, plugin: tuple[str, ...] = (), mapped: bool = True) -> DraWorld:
+def world_of(
+    *dra_nodes: str, plugin: tuple[str, ...] = (), mapped: bool = True, bridge: bool = True
+) -> DraWorld:
     """DRA-only GPU nodes (8 H100 each, no nvidia.com/gpu allocatable) and device-plugin
-    nodes (8 nvidia.com/gpu), with gpu.nvidia.com serving nvidia.com/gpu when `mapped`."""
-    world = DraWorld(*dra_nodes)
+    nodes (8 nvidia.com/gpu), with gpu.nvidia.com serving nvidia.com/gpu when `mapped`;
+    `bridge`: whether kube-scheduler serves extended resources from DRA devices."""
+    world = DraWorld(*dra_nodes, extended_resources=bridge)
     if mapped:
         world.model.upsert_class(parse_device_class(gpu_class_obj()))
         world.model.settle(world.state)
@@ -476,6 +479,74 @@ def test_a_node_serving_the_resource_by_device_plugin_allocates_the_member_nothi
     by_name = {name: world.state.node(name) for name in ("d1", "p1")}
     served = {n: member.devices.served_by_devices(i.node) for n, i in by_name.items() if i}
     assert served == {"d1": (NVIDIA_GPU,), "p1": ()}
+
+
+# ---- the bridge off: kube-scheduler without DRAExtendedResource ------------------------
+
+BRIDGE_OFF = "the DRA extended-resource bridge is off"
+
+
+def test_with_the_bridge_off_a_gang_asking_nvidia_gpu_is_planned_on_device_plugin_nodes_only() -> (
+    None
+):
+    world = world_of("d1", "d2", "d3", plugin=("p1", "p2"), bridge=False)
+    members = gang_of(world, 2, 8)
+    nodes = ["d1", "d2", "d3", "p1", "p2"]
+    reservation = planner_of(world).filter(members[0], nodes, now=0).reserved
+    assert reservation is not None
+    assert sorted(m.node for m in reservation.members) == ["p1", "p2"]
+    assert reservation.reserved_gpus == 16
+
+
+def test_with_the_bridge_off_dra_only_nodes_leave_the_gang_waiting_whole_and_say_why() -> None:
+    world = world_of("d1", "d2", plugin=("p1",), bridge=False)
+    members = gang_of(world, 2, 8)
+    planner = planner_of(world)
+    result = planner.filter(members[0], ["d1", "d2", "p1"], now=0).result
+    assert result.feasible == ()
+    assert world.state.reservation("default/g") is None
+    [unfit] = [e for e in planner.events if e.outcome is Outcome.UNFIT]
+    assert (
+        f"2 node(s) had no {NVIDIA_GPU} allocatable (DeviceClass {GPU_CLASS} maps it, but "
+        f"{BRIDGE_OFF}" in unfit.reason
+    )
+
+
+def test_with_the_bridge_off_no_class_serves_its_implicit_name_either() -> None:
+    world = world_of("d1", mapped=False, bridge=False)
+    world.state.upsert_group(podgroup("g", 1))
+    member = asking(world, "m", 4, resource=IMPLICIT)
+    result = planner_of(world).filter(member, ["d1"], now=0).result
+    assert result.feasible == ()
+    assert f"had no {IMPLICIT} allocatable" in " ".join(result.unresolvable.values())
+    assert BRIDGE_OFF in " ".join(result.unresolvable.values())
+
+
+def test_with_the_bridge_off_a_dra_only_node_counts_no_served_gpus() -> None:
+    world = world_of("d1", bridge=False)
+    info = world.state.node("d1")
+    assert info is not None
+    assert info.node.allocatable.get(NVIDIA_GPU) == 0
+    assert info.node.allocatable.gpus() == 8  # its devices, as claims ask them
+
+
+def test_with_the_bridge_off_no_member_has_devices_to_allocate_so_all_are_completed() -> None:
+    world = world_of("d1", plugin=("p1", "p2", "p3"), bridge=False)
+    serial, on = reserved_behind_others(world, gang_of(world, 3, 8))
+    assert sorted(on) == ["p1", "p2", "p3"]
+    found = completions(world.state, "default/g", serial, held={on["p1"].uid})
+    assert found == [Completion(on["p2"], "p2"), Completion(on["p3"], "p3")]
+
+
+def test_with_the_bridge_off_the_catalog_maps_no_extended_resource_and_tells_no_rivalry() -> None:
+    classes = [
+        parse_device_class(gpu_class_obj("a", created="2026-01-01T00:00:00Z")),
+        parse_device_class(gpu_class_obj("b", created="2026-02-01T00:00:00Z")),
+    ]
+    catalog = DeviceCatalog(classes, extended_resources=False)
+    assert catalog.extended == {}
+    assert catalog.unbridged[NVIDIA_GPU] == "b"
+    assert not [n for n in catalog.notes if "extendedResourceName" in n]
 
 
 # ---- reading the objects ---------------------------------------------------------------

@@ -134,6 +134,70 @@ def test_a_member_switch_reaches_phalanx_as_the_setting_it_parses(
     assert getattr(Settings(**{field: env[variable]}), field) is expected
 
 
+def gates(*args: str) -> dict[str, Any]:
+    return {"kubeScheduler": {"extraArgs": list(args)}}
+
+
+def scheduler_tag(tag: str, **more: Any) -> dict[str, Any]:
+    return {"kubeScheduler": {"image": {"tag": tag}, **more}}
+
+
+@pytest.mark.parametrize(
+    ("values", "cluster", "expected"),
+    [
+        # The gate is off by default before 1.36: the chart's default v1.35.4 among them.
+        pytest.param({}, "1.35.0", False, id="default-v1.35"),
+        pytest.param(scheduler_tag("v1.35.4"), "1.36.0", False, id="v1.35-on-1.36"),
+        pytest.param(
+            gates("--v=3", "--feature-gates=SomeGate=true,DRAExtendedResource=true"),
+            "1.36.0",
+            True,
+            id="v1.35-gate-on",
+        ),
+        pytest.param(
+            gates("--feature-gates", "DRAExtendedResource=True"), "1.35.0", True, id="gate-apart"
+        ),
+        pytest.param(
+            gates(
+                "--feature-gates=DRAExtendedResource=true",
+                "--feature-gates=DRAExtendedResource=false",
+            ),
+            "1.35.0",
+            False,
+            id="last-gate-wins",
+        ),
+        pytest.param(scheduler_tag("v1.36.1"), "1.36.1", True, id="v1.36"),
+        pytest.param(scheduler_tag("v1.37.2"), "1.37.2", True, id="v1.37"),
+        pytest.param(
+            scheduler_tag("v1.36.1", extraArgs=["--feature-gates=DRAExtendedResource=false"]),
+            "1.36.1",
+            False,
+            id="v1.36-gate-off",
+        ),
+        # scheduler-plugins v0.34.7 embeds kube-scheduler 1.34.
+        pytest.param(COSCHEDULING, "1.35.0", False, id="coscheduling-v0.34"),
+        # Not a release: nothing to judge it by, so the 1.36+ default.
+        pytest.param(scheduler_tag("latest"), "1.37.0", True, id="not-a-release"),
+        pytest.param({"phalanx": {"draExtendedResources": True}}, "1.35.0", True, id="said-on"),
+        pytest.param(
+            {**scheduler_tag("v1.37.2"), "phalanx": {"draExtendedResources": False}},
+            "1.37.2",
+            False,
+            id="said-off",
+        ),
+    ],
+)
+def test_phalanx_is_told_whether_the_charts_kube_scheduler_serves_extended_resources_from_dra(
+    chart: Chart, values: dict[str, Any], cluster: str, expected: bool
+) -> None:
+    proc = chart.template(values, "--kube-version", cluster)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    value = env_of(container(docs, "phalanx"))["PHALANX_DRA_EXTENDED_RESOURCES"]
+    assert value == str(expected).lower()
+    assert Settings(dra_extended_resources=value).dra_extended_resources is expected
+
+
 def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
     chart: Chart,
 ) -> None:
@@ -387,6 +451,11 @@ def test_two_containers_listening_on_one_port_are_refused_at_render(
         ),
         pytest.param(
             {"phalanx": {"topologies": 'default="a"'}}, "/phalanx/topologies", id="topologies"
+        ),
+        pytest.param(
+            {"phalanx": {"draExtendedResources": "on"}},
+            "'/phalanx/draExtendedResources': value must be one of 'auto', true, false",
+            id="dra-extended-resources",
         ),
         pytest.param(
             {"kubeScheduler": {"queueSort": "Gang"}},

@@ -81,8 +81,9 @@ class ScriptedSource(ClusterFileSource):
         failures: Mapping[str, list[Exception]] | None = None,
         *,
         yielding: bool = False,
+        dra_extended_resources: bool = True,
     ) -> None:
-        super().__init__(objects)
+        super().__init__(objects, dra_extended_resources=dra_extended_resources)
         self.failures: dict[str, list[Exception]] = {
             k: list(v) for k, v in (failures or {}).items()
         }

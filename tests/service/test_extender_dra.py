@@ -48,8 +48,10 @@ def dra_gang(size: int, name: str = "g") -> list[dict[str, Any]]:
     ]
 
 
-async def started(objects: list[dict[str, Any]]) -> tuple[Extender, ScriptedSource]:
-    source = ScriptedSource(objects)
+async def started(
+    objects: list[dict[str, Any]], *, dra_extended_resources: bool = True
+) -> tuple[Extender, ScriptedSource]:
+    source = ScriptedSource(objects, dra_extended_resources=dra_extended_resources)
     ext = Extender(source, ServiceSettings(bind_retry_backoff_seconds=0.0), clock=Clock())
     await ext.start()
     return ext, source
@@ -181,6 +183,26 @@ async def test_a_gang_asking_nvidia_gpu_is_reserved_and_bound_whole_on_the_dra_n
     assert [m["extended"] for m in view["devices"]] == [
         [{"resource": "nvidia.com/gpu", "count": 8, "class": "gpu.nvidia.com", "held": False}]
     ] * 3
+    await ext.stop()
+
+
+async def test_with_the_bridge_off_a_gang_asking_nvidia_gpu_waits_for_device_plugin_nodes() -> None:
+    ext, _ = await started(
+        extended_cluster(
+            podgroup_obj("g", 2), *(pod_obj(f"g-{i}", 8, group="g") for i in range(2))
+        ),
+        dra_extended_resources=False,
+    )
+    result = ext.filter(pod_of(ext, "g-0"), EVERY_NODE)
+    assert result.feasible == ()
+    assert ext.metrics.registry.get_sample_value("phalanx_reserved_gpus") == 0
+    assert {n: gpus(ext, n, "free") for n in EVERY_NODE} == {"d1": 8, "d2": 8, "p1": 8}
+    view = ext.debug_group("default", "g")
+    assert view is not None
+    assert [(m["extended"], m["unbridged"]) for m in view["devices"]] == [
+        ([], [{"resource": "nvidia.com/gpu", "class": "gpu.nvidia.com"}])
+    ] * 2
+    assert "the DRA extended-resource bridge is off" in str(view)
     await ext.stop()
 
 

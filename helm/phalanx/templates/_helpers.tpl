@@ -48,6 +48,64 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The Kubernetes minor (e.g. "35") of the kube-scheduler the chart runs, read from its image
+tag: upstream's v1.<minor>.<patch>, or scheduler-plugins' v0.<minor>.<patch> (the minor it
+embeds) when the Coscheduling queue sort runs that image. "" for a tag that is not a release
+(a digest, "latest"), which nothing judges.
+*/}}
+{{- define "phalanx.kubeSchedulerMinor" -}}
+{{- $ks := .Values.kubeScheduler }}
+{{- $tag := $ks.image.tag }}
+{{- $pattern := "^v?1\\.([0-9]+)(\\..*)?$" }}
+{{- if eq $ks.queueSort "Coscheduling" }}
+{{- $tag = $ks.coschedulingImage.tag }}
+{{- $pattern = "^v?0\\.([0-9]+)(\\..*)?$" }}
+{{- end }}
+{{- if regexMatch $pattern $tag }}
+{{- regexReplaceAll $pattern $tag "${1}" }}
+{{- end }}
+{{- end }}
+
+{{/*
+PHALANX_DRA_EXTENDED_RESOURCES: whether the chart's kube-scheduler serves extended resources
+from DRA devices (its DRAExtendedResource gate). `phalanx.draExtendedResources` true or
+false is taken as said; auto reads the gate from `kubeScheduler.extraArgs` (the last
+--feature-gates naming it wins, as kube-scheduler merges them), else from the version: on by
+default from 1.36, off before. A tag that is not a release counts as 1.36 or later.
+*/}}
+{{- define "phalanx.draExtendedResources" -}}
+{{- $said := toString .Values.phalanx.draExtendedResources }}
+{{- if ne $said "auto" }}
+{{- $said }}
+{{- else }}
+{{- $gate := "" }}
+{{- $previous := "" }}
+{{- range .Values.kubeScheduler.extraArgs }}
+{{- $arg := toString . }}
+{{- $gates := "" }}
+{{- if hasPrefix "--feature-gates=" $arg }}
+{{- $gates = trimPrefix "--feature-gates=" $arg }}
+{{- else if eq $previous "--feature-gates" }}
+{{- $gates = $arg }}
+{{- end }}
+{{- range splitList "," $gates }}
+{{- $pair := splitList "=" (trim .) }}
+{{- if and (eq (len $pair) 2) (eq (first $pair) "DRAExtendedResource") }}
+{{- $gate = lower (trim (last $pair)) }}
+{{- end }}
+{{- end }}
+{{- $previous = $arg }}
+{{- end }}
+{{- $minor := include "phalanx.kubeSchedulerMinor" . }}
+{{- if has $gate (list "true" "t" "1") }}true
+{{- else if has $gate (list "false" "f" "0") }}false
+{{- else if and $minor (lt (int $minor) 36) }}false
+{{- else }}true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 A Go duration ("15s", "1m30s", "500ms") in seconds, as text for float64. Assumes the schema
 checked the text (digits, optional fraction, unit; repeated).
 */}}
@@ -109,17 +167,14 @@ at most one minor older. Tags that are not a release (a digest, "latest") are no
 {{- $cluster := int (regexFind "^[0-9]+" .Capabilities.KubeVersion.Minor) }}
 {{- $field := "kubeScheduler.image.tag" }}
 {{- $fix := "Set kubeScheduler.image.tag to your cluster's release." }}
-{{- $tag := $ks.image.tag }}
-{{- $pattern := "^v?1\\.([0-9]+)(\\..*)?$" }}
 {{- if eq $ks.queueSort "Coscheduling" }}
-{{- /* scheduler-plugins tags v0.<minor>.<patch>: the kube-scheduler minor it embeds. */}}
 {{- $field = "kubeScheduler.coschedulingImage.tag" }}
 {{- $fix = "Set kubeScheduler.coschedulingImage.tag to a scheduler-plugins release built for your cluster's, or kubeScheduler.queueSort to PrioritySort (the upstream kube-scheduler image)." }}
-{{- $tag = $ks.coschedulingImage.tag }}
-{{- $pattern = "^v?0\\.([0-9]+)(\\..*)?$" }}
 {{- end }}
-{{- if regexMatch $pattern $tag }}
-{{- $minor := int (regexReplaceAll $pattern $tag "${1}") }}
+{{- $tag := ternary $ks.coschedulingImage.tag $ks.image.tag (eq $ks.queueSort "Coscheduling") }}
+{{- $known := include "phalanx.kubeSchedulerMinor" . }}
+{{- if $known }}
+{{- $minor := int $known }}
 {{- if gt $minor $cluster }}
 {{- fail (printf "%s (%s) runs kube-scheduler 1.%d, newer than this cluster's Kubernetes %s: a kube-scheduler must never be newer than the kube-apiserver. %s" $field $tag $minor .Capabilities.KubeVersion.Version $fix) }}
 {{- else if lt $minor (sub $cluster 1) }}

@@ -173,6 +173,10 @@ class PodDemand:
     problems: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
     extended: tuple[ExtendedDemand, ...] = ()
+    # (resource, class) of each extended resource the pod asks that a class maps while
+    # kube-scheduler serves none from devices (`DeviceCatalog.unbridged`): only nodes with
+    # it allocatable host the pod, and the others say why.
+    unbridged: tuple[tuple[str, str], ...] = ()
 
     @property
     def blocker(self) -> str:
@@ -227,6 +231,8 @@ class PodDemand:
         )
         served = tuple((e.resource, e.count, e.device_class, e.held) for e in self.extended)
         key: tuple[object, ...] = (claims, served) if served else claims
+        if self.unbridged:
+            key = (key, self.unbridged)
         return (key, self.blocker) if self.blocker else key
 
 
@@ -255,7 +261,8 @@ def pod_demand(
     """
     why = unreadable or {}
     mapped = extended_requests(pod, catalog)
-    if not pod.resource_claims and not mapped:
+    unbridged = unbridged_requests(pod, catalog)
+    if not pod.resource_claims and not mapped and not unbridged:
         return NO_DEMAND
     result: list[ClaimDemand] = []
     problems: list[str] = []
@@ -339,7 +346,7 @@ def pod_demand(
             continue
         takes = extended_takes(resource, name, count, catalog)
         extended.append(ExtendedDemand(resource, count, name, takes, held))
-    return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended))
+    return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended), unbridged)
 
 
 def own_requests(pod: Pod) -> Resources:
@@ -358,6 +365,16 @@ def extended_requests(pod: Pod, catalog: DeviceCatalog) -> list[tuple[str, int, 
         return []
     requests = own_requests(pod)
     return [(r, n, mapping[r]) for r, n in sorted(requests.items()) if n > 0 and r in mapping]
+
+
+def unbridged_requests(pod: Pod, catalog: DeviceCatalog) -> tuple[tuple[str, str], ...]:
+    """(resource, class) for each extended resource the pod asks that a class maps while
+    the bridge is off (`DeviceCatalog.unbridged`)."""
+    mapping = catalog.unbridged
+    if not mapping:
+        return ()
+    requests = own_requests(pod)
+    return tuple((r, mapping[r]) for r, n in sorted(requests.items()) if n > 0 and r in mapping)
 
 
 def extended_takes(
@@ -757,6 +774,13 @@ def ineligibility(
     """
     if demand.blocker:
         return demand.blocker
+    for resource, device_class in demand.unbridged:
+        if node.allocatable.get(resource) <= 0:
+            return (
+                f"had no {resource} allocatable (DeviceClass {device_class} maps it, but the "
+                "DRA extended-resource bridge is off: kube-scheduler serves it from device "
+                "plugins only)"
+            )
     for claim in demand.claims:
         if claim.node_terms is not None and not any(
             term_matches(t, node) for t in claim.node_terms

@@ -373,6 +373,12 @@ class DeviceCatalog:
     one of them takes from it as well. `tainted` holds, per class with tainted devices, what
     kinds of them there are (`class_taints`): such a class gets `any_entry`, which counts its
     tainted devices too.
+
+    `extended_resources` says whether kube-scheduler serves extended resources from DRA
+    devices (its `DRAExtendedResource` gate, which Phalanx cannot read). Off, no class
+    serves one (`extended` is empty, as kube-scheduler's plugin maps none) and `unbridged`
+    keeps the mapping the classes ask for, so a pod asking such a resource can be told why
+    only device-plugin nodes host it.
     """
 
     __slots__ = (
@@ -389,6 +395,7 @@ class DeviceCatalog:
         "remote",
         "shapes",
         "tainted",
+        "unbridged",
         "wholes",
     )
 
@@ -401,6 +408,7 @@ class DeviceCatalog:
         consumption: Consumption | None = None,
         *,
         tainted: ClassTaints | None = None,
+        extended_resources: bool = True,
     ) -> None:
         self.classes: Mapping[str, DeviceClass] = {c.name: c for c in classes}
         self.shapes: ClassShapes = shapes if shapes is not None else {}
@@ -428,10 +436,15 @@ class DeviceCatalog:
             for s in c.selectors
             if isinstance(s, Unsupported)
         )
-        # Extended resource name -> the class serving it (`extended_classes`).
+        # Extended resource name -> the class serving it (`extended_classes`); with the
+        # bridge off, the class that would serve it, in `unbridged` instead.
         self.extended: Mapping[str, str]
+        self.unbridged: Mapping[str, str] = {}
         self.extended, told = extended_classes(self.classes.values())
-        self.notes += told
+        if extended_resources:
+            self.notes += told  # which class serves a name is news only where one does
+        else:
+            self.extended, self.unbridged = {}, self.extended
         self._match = _Matching(self.classes)
         self._entries: dict[Device, tuple[str, ...]] = {}
         self._totals: dict[tuple[Device, ...], Counter[str]] = {}
@@ -449,7 +462,7 @@ class DeviceCatalog:
         """The same classes over another shape picture, keeping what matching learnt."""
         catalog = DeviceCatalog((), shapes, remote, gpus, consumption, tainted=tainted)
         catalog.classes, catalog.notes, catalog._match = self.classes, self.notes, self._match
-        catalog.extended = self.extended
+        catalog.extended, catalog.unbridged = self.extended, self.unbridged
         return catalog
 
     def class_notes(self, name: str) -> tuple[str, ...]:

@@ -60,8 +60,10 @@ _EXTENDED = "extended:"
 class DraModel:
     """A `DraState` and the cluster model kept consistent with it (see module docstring)."""
 
-    def __init__(self) -> None:
-        self.dra = DraState()
+    def __init__(self, *, extended_resources: bool = True) -> None:
+        # `extended_resources`: whether kube-scheduler serves extended resources from DRA
+        # devices (its DRAExtendedResource gate; `DeviceCatalog`).
+        self.dra = DraState(extended_resources=extended_resources)
         self._nodes: set[str] = set()  # nodes the source reported (phantoms are not)
         # "claim:ns/name" / "template:ns/name" -> uids of the pods naming it, and back.
         self._pods_of: dict[str, set[str]] = {}

@@ -42,6 +42,7 @@ from phalanx.core.dra_demand import (
     extended_requests,
     node_with_devices,
     pod_demand,
+    unbridged_requests,
     unreadable_key,
     with_needs,
 )
@@ -94,7 +95,9 @@ def _nonlocal(pool: Pool) -> str:
 class DraState:
     """Slices, classes, claims and templates, and per node the devices that count."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, extended_resources: bool = True) -> None:
+        # Whether kube-scheduler serves extended resources from devices (`DeviceCatalog`).
+        self.extended_resources = extended_resources
         self._slices: dict[str, ResourceSlice] = {}
         # driver -> pool -> its slices' names (a lone name as itself: pools are one slice)
         self._pool_slices: dict[str, dict[str, str | tuple[str, ...]]] = {}
@@ -159,8 +162,9 @@ class DraState:
         )
 
     def serves(self, pod: Pod) -> bool:
-        """Whether a DeviceClass serves an extended resource the pod asks (KEP-5004)."""
-        return bool(extended_requests(pod, self.catalog))
+        """Whether a DeviceClass serves an extended resource the pod asks (KEP-5004), or
+        would with the bridge on (the pod is told why device-plugin nodes alone host it)."""
+        return bool(extended_requests(pod, self.catalog) or unbridged_requests(pod, self.catalog))
 
     def needs(self, pod: Pod) -> DeviceNeeds:
         """The pod's demand as its `Pod.devices` carries it."""
@@ -379,7 +383,9 @@ class DraState:
         return self._new_catalog()
 
     def _new_catalog(self) -> Changes:
-        self.catalog = DeviceCatalog(self._classes.values())
+        self.catalog = DeviceCatalog(
+            self._classes.values(), extended_resources=self.extended_resources
+        )
         self.catalog_generation += 1
         self._shapes_dirty = True
         self._reshape()

@@ -76,10 +76,14 @@ async def session(
     host: str = "127.0.0.1",
     port: int = 0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    dra_extended_resources: bool = True,
 ) -> AsyncIterator[Session]:
-    """Serve `cluster` (object dicts) on host:port (0 = a free port) until exit."""
+    """Serve `cluster` (object dicts) on host:port (0 = a free port) until exit;
+    `dra_extended_resources` as the setting of that name."""
     objects = [normalize(o) for o in cluster]
-    source = ClusterFileSource(objects, name="in-memory cluster")
+    source = ClusterFileSource(
+        objects, name="in-memory cluster", dra_extended_resources=dra_extended_resources
+    )
     extender = Extender(source, settings or ServiceSettings())
     async with (
         server.serving(extender, host=host, port=port, max_body_bytes=max_body_bytes) as url,

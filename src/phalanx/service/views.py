@@ -51,14 +51,16 @@ class GangViews:
         return view
 
     def _devices(self, key: str) -> list[dict[str, object]] | None:
-        """Members with DRA claims, or extended resources a DeviceClass serves: their GPUs
-        (counted as nvidia.com/gpu is), how each claim is planned, which class serves which
-        extended resource, and where Phalanx is less than exact or cannot plan them."""
+        """Members with DRA claims, or extended resources a DeviceClass serves (or maps
+        while the bridge is off): their GPUs (counted as nvidia.com/gpu is), how each claim
+        is planned, which class serves which extended resource, and where Phalanx is less
+        than exact or cannot plan them."""
         members = self.state.members(key, include_finished=True)
         shown = [
             _member_devices(p)
             for p in members
-            if p.resource_claims or (p.devices is not None and p.devices.demand.extended)
+            if p.resource_claims
+            or (p.devices is not None and (p.devices.demand.extended or p.devices.demand.unbridged))
         ]
         return shown or None
 
@@ -188,7 +190,14 @@ class GangViews:
 def _member_devices(pod: Pod) -> dict[str, object]:
     view: dict[str, object] = {"pod": pod.key, "gpus": pod.requests.gpus()}
     if pod.devices is None:
-        return {**view, "claims": [], "extended": [], "problems": [UNKNOWN_CLAIMS], "notes": []}
+        return {
+            **view,
+            "claims": [],
+            "extended": [],
+            "unbridged": [],
+            "problems": [UNKNOWN_CLAIMS],
+            "notes": [],
+        }
     demand = pod.devices.demand
     claims = [
         {
@@ -212,11 +221,14 @@ def _member_devices(pod: Pod) -> dict[str, object]:
         {"resource": e.resource, "count": e.count, "class": e.device_class, "held": e.held}
         for e in demand.extended
     ]
+    # Mapped by a class while kube-scheduler serves none from devices: device plugins only.
+    unbridged = [{"resource": r, "class": c} for r, c in demand.unbridged]
     problems = [*demand.problems, *demand.waiting]
     return {
         **view,
         "claims": claims,
         "extended": extended,
+        "unbridged": unbridged,
         "problems": problems,
         "notes": list(demand.notes),
     }

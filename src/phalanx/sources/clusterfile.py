@@ -106,7 +106,15 @@ def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]
 class ClusterFileSource:
     """An in-memory cluster. Not thread-safe: used from the event loop only."""
 
-    def __init__(self, objects: Iterable[Mapping[str, Any]], *, name: str = "cluster file") -> None:
+    def __init__(
+        self,
+        objects: Iterable[Mapping[str, Any]],
+        *,
+        name: str = "cluster file",
+        dra_extended_resources: bool = True,
+    ) -> None:
+        """`dra_extended_resources`: whether the kube-scheduler of the cluster serves
+        extended resources from DRA devices (`phalanx.core.dra_model.DraModel`)."""
         self._objects = list(objects)
         self._name = name
         self._sink: StateSink | None = None
@@ -119,11 +127,13 @@ class ClusterFileSource:
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.requeued: list[str] = []  # pod keys Phalanx asked to be retried
         self.nominated: dict[str, str] = {}  # pod key -> the node last nominated ("" cleared)
-        self.dra = DraModel()
+        self.dra = DraModel(extended_resources=dra_extended_resources)
 
     @classmethod
-    def from_path(cls, path: Path) -> ClusterFileSource:
-        return cls(load_objects(path), name=str(path))
+    def from_path(cls, path: Path, *, dra_extended_resources: bool = True) -> ClusterFileSource:
+        return cls(
+            load_objects(path), name=str(path), dra_extended_resources=dra_extended_resources
+        )
 
     @property
     def name(self) -> str:

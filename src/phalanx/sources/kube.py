@@ -170,9 +170,12 @@ class KubeSource:
         wall_clock: Callable[[], float] = time.time,
         writer: Writer | None = None,
         scheduler_config: Mapping[str, Any] | None = None,
+        dra_extended_resources: bool = True,
     ) -> None:
         """`scheduler_config`: the KubeSchedulerConfiguration kube-scheduler runs, when known,
-        to check that its own gang scheduling is off in the profiles Phalanx serves."""
+        to check that its own gang scheduling is off in the profiles Phalanx serves.
+        `dra_extended_resources`: whether kube-scheduler serves extended resources from DRA
+        devices (its DRAExtendedResource gate, which Phalanx cannot read)."""
         self.api = api
         self.scheduler_names = frozenset(scheduler_names)
         # None: kube-scheduler's configuration is unknown, nothing can be checked.
@@ -218,6 +221,7 @@ class KubeSource:
             settings=inf,
             recheck_seconds=self.settings.crd_recheck_seconds,
             on_restart=self._restarted,
+            extended_resources=dra_extended_resources,
         )
         self.lease = LeaseHolder(
             api, namespace, identity=self.identity, settings=self.settings.lease

@@ -173,9 +173,10 @@ class DraFeed:
         recheck_seconds: float = 60.0,
         on_restart: Callable[[str, str], None] | None = None,
         stop: threading.Event | None = None,
+        extended_resources: bool = True,
     ) -> None:
         self.api = api
-        self.model = DraModel()
+        self.model = DraModel(extended_resources=extended_resources)
         self._post = post
         self._spawn = spawn
         self._sink = sink

@@ -18,6 +18,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CHART="${ROOT}/helm/phalanx"
 RELEASE=phalanx
 NAMESPACE=phalanx-system
+# The release the tests run (tests/controlplane/versions.env): the chart's kube-scheduler
+# follows the cluster's version, which `helm template` would otherwise take from helm itself.
+# shellcheck source=../tests/controlplane/versions.env
+KUBE_VERSION="$(. "${ROOT}/tests/controlplane/versions.env" && echo "${KUBE_VERSION}")"
 
 die() { printf 'render.sh: %s\n' "$*" >&2; exit 2; }
 
@@ -32,7 +36,9 @@ find_helm() {
 render_manifests() { # helm
   cat <<HEADER
 # Phalanx, plain manifests: helm/phalanx rendered with its default values by
-# deploy/render.sh (helm template ${RELEASE} --namespace ${NAMESPACE} --include-crds).
+# deploy/render.sh (helm template ${RELEASE} --namespace ${NAMESPACE} --include-crds
+# --kube-version ${KUBE_VERSION}), so for Kubernetes ${KUBE_VERSION}: its kube-scheduler is
+# that release's. For another, render your own with --kube-version, or edit the image.
 # Generated: edit the chart, then run deploy/render.sh. Install with
 #   kubectl apply --server-side -f deploy/manifests/phalanx.yaml
 # If scheduler-plugins already installed the PodGroup CRD, delete the
@@ -43,7 +49,8 @@ kind: Namespace
 metadata:
   name: ${NAMESPACE}
 HEADER
-  "$1" template "${RELEASE}" "${CHART}" --namespace "${NAMESPACE}" --include-crds
+  "$1" template "${RELEASE}" "${CHART}" --namespace "${NAMESPACE}" --include-crds \
+    --kube-version "${KUBE_VERSION}"
 }
 
 main() {

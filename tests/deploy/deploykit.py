@@ -26,6 +26,14 @@ CHART = REPO / "helm" / "phalanx"
 DEPLOY = REPO / "deploy"
 RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
+# The release the tests run (tests/controlplane/versions.env), for which deploy/render.sh
+# renders deploy/manifests: the chart's kube-scheduler follows the cluster's version.
+VERSIONS = dict(
+    line.split("=", 1)
+    for line in (REPO / "tests/controlplane/versions.env").read_text().splitlines()
+    if line and not line.startswith("#")
+)
+TESTED_KUBE_VERSION = VERSIONS["KUBE_VERSION"]
 
 Doc = dict[str, Any]
 
@@ -70,10 +78,11 @@ class Chart:
         return run([*argv, *extra])
 
     def render(self, values: Mapping[str, Any] | None = None) -> list[Doc]:
-        """The rendered objects (fails the test if rendering fails). Cached per values."""
+        """The rendered objects for a cluster of the tested release, as deploy/render.sh
+        renders them (fails the test if rendering fails). Cached per values."""
         key = yaml.safe_dump(dict(values or {}))
         if key not in self._rendered:
-            proc = self.template(values)
+            proc = self.template(values, "--kube-version", TESTED_KUBE_VERSION)
             assert proc.returncode == 0, proc.stderr
             self._rendered[key] = [d for d in yaml.safe_load_all(proc.stdout) if d]
         return self._rendered[key]

@@ -14,6 +14,7 @@ from deploykit import (
     NAMESPACE,
     RELEASE,
     REPO,
+    VERSIONS,
     Chart,
     Doc,
     container,
@@ -48,11 +49,6 @@ VALUE_SETS = [
 ]
 # Phalanx's deadline for a member's binding, which a held /bind adds to its barrier wait.
 BIND_DEADLINE = BindSettings().timeout_seconds
-VERSIONS = dict(
-    line.split("=", 1)
-    for line in (CHART.parents[1] / "tests/controlplane/versions.env").read_text().splitlines()
-    if line and not line.startswith("#")
-)
 
 
 def duration_seconds(text: str) -> float:
@@ -145,8 +141,9 @@ def scheduler_tag(tag: str, **more: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("values", "cluster", "expected"),
     [
-        # The gate is off by default before 1.36: the chart's default v1.35.4 among them.
-        pytest.param({}, "1.35.0", False, id="default-v1.35"),
+        # The gate is off by default before 1.36; the default kube-scheduler is the cluster's.
+        pytest.param({}, "1.35.0", False, id="default-on-1.35"),
+        pytest.param({}, "1.36.2", True, id="default-on-1.36"),
         pytest.param(scheduler_tag("v1.35.4"), "1.36.0", False, id="v1.35-on-1.36"),
         pytest.param(
             gates("--v=3", "--feature-gates=SomeGate=true,DRAExtendedResource=true"),
@@ -468,11 +465,6 @@ def test_two_containers_listening_on_one_port_are_refused_at_render(
             id="coscheduling-image-without-tag",
         ),
         pytest.param(
-            {"kubeScheduler": {"image": {"tag": ""}}},
-            "/kubeScheduler/image/tag",
-            id="kube-scheduler-image-without-tag",
-        ),
-        pytest.param(
             {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
             "leaseDuration",
             id="duration-without-unit",
@@ -686,23 +678,40 @@ def test_a_kube_scheduler_within_the_clusters_version_skew_renders(
 
 
 @pytest.mark.parametrize(
-    ("cluster", "renders"),
+    ("cluster", "image"),
     [
-        pytest.param("1.34.2", False, id="1.34"),
-        pytest.param("1.35.0", True, id="1.35"),
-        pytest.param("1.36.1", True, id="1.36"),
-        pytest.param("1.37.2", False, id="1.37"),
+        pytest.param("1.34.2", "v1.34.2", id="1.34"),
+        pytest.param("1.35.0", "v1.35.0", id="1.35"),
+        pytest.param("1.36.1", "v1.36.1", id="1.36"),
+        pytest.param("1.37.2", "v1.37.2", id="1.37"),
+        # Providers' versions carry a suffix no upstream image has.
+        pytest.param("1.37.2-eks-1a2b3c", "v1.37.2", id="eks"),
+        pytest.param("1.36.4+k3s1", "v1.36.4", id="k3s"),
     ],
 )
-def test_the_default_kube_scheduler_installs_where_the_readme_says_it_does(
-    chart: Chart, cluster: str, renders: bool
+def test_the_default_kube_scheduler_is_the_clusters_own_release(
+    chart: Chart, cluster: str, image: str
 ) -> None:
-    # README's Install: the default tag suits 1.35 and 1.36; elsewhere the tag must be set.
-    values = yaml.safe_load((REPO / "helm" / "phalanx" / "values.yaml").read_text())
-    tag = values["kubeScheduler"]["image"]["tag"]
-    assert f"The chart's kube-scheduler is `{tag}`" in (REPO / "README.md").read_text()
+    # README's Install says so: no tag to set on any supported cluster.
+    assert (
+        "The chart's kube-scheduler is your cluster's own release"
+        in (REPO / "README.md").read_text()
+    )
     proc = chart.template({}, "--kube-version", cluster)
-    assert (proc.returncode == 0) is renders, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert container(docs, "kube-scheduler")["image"] == f"registry.k8s.io/kube-scheduler:{image}"
+
+
+def test_a_kube_scheduler_1_37_told_to_turn_dra_extended_resource_off_is_refused_at_render(
+    chart: Chart,
+) -> None:
+    # 1.37 locks the gate on (GA): such a kube-scheduler exits at start.
+    values = gates("--feature-gates=DRAExtendedResource=false")
+    proc = chart.template(values, "--kube-version", "1.37.2")
+    assert proc.returncode != 0, "rendered"
+    assert "has it locked on (GA since 1.37)" in proc.stderr
+    assert chart.template(values, "--kube-version", "1.36.1").returncode == 0
 
 
 def test_probes_watch_each_container_on_its_own_endpoint(chart: Chart) -> None:

@@ -32,9 +32,14 @@ def documents(path: Path) -> list[Obj]:
 
 def render(helm: Path, values: Mapping[str, Any]) -> list[Obj]:
     """``helm template`` of the chart with ``values`` over its defaults, as deploy/render.sh
-    renders deploy/manifests/phalanx.yaml (release, namespace; without the CRD)."""
+    renders deploy/manifests/phalanx.yaml (release, namespace, the tested Kubernetes release;
+    without the CRD)."""
+    kube_version = launcher.read_versions()["KUBE_VERSION"]
     done = subprocess.run(
-        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values", "-"],
+        [
+            *(str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE),
+            *("--kube-version", kube_version, "--values", "-"),
+        ],
         input=yaml.safe_dump(dict(values)),
         capture_output=True,
         text=True,

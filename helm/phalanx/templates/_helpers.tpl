@@ -43,8 +43,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* kube-scheduler's image: scheduler-plugins' build when its Coscheduling QueueSort orders the queue. */}}
 {{- define "phalanx.kubeSchedulerImage" -}}
 {{- $ks := .Values.kubeScheduler }}
-{{- $image := ternary $ks.coschedulingImage $ks.image (eq $ks.queueSort "Coscheduling") }}
-{{- printf "%s:%s" $image.repository $image.tag }}
+{{- if eq $ks.queueSort "Coscheduling" }}
+{{- printf "%s:%s" $ks.coschedulingImage.repository $ks.coschedulingImage.tag }}
+{{- else }}
+{{- printf "%s:%s" $ks.image.repository (include "phalanx.kubeSchedulerTag" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The upstream kube-scheduler's tag: `kubeScheduler.image.tag`, or when empty the cluster's own
+release, so that a plain install runs the kube-scheduler of the cluster it lands on. A
+provider's suffix is dropped (`v1.37.2-eks-1a2b3c`, `v1.36.4+k3s1` and `v1.35.6-gke.1200` run
+`v1.37.2`, `v1.36.4` and `v1.35.6`, the upstream images of those releases).
+*/}}
+{{- define "phalanx.kubeSchedulerTag" -}}
+{{- default (regexReplaceAll "[-+].*$" .Capabilities.KubeVersion.Version "") .Values.kubeScheduler.image.tag }}
 {{- end }}
 
 {{/*
@@ -55,7 +68,7 @@ embeds) when the Coscheduling queue sort runs that image. "" for a tag that is n
 */}}
 {{- define "phalanx.kubeSchedulerMinor" -}}
 {{- $ks := .Values.kubeScheduler }}
-{{- $tag := $ks.image.tag }}
+{{- $tag := include "phalanx.kubeSchedulerTag" . }}
 {{- $pattern := "^v?1\\.([0-9]+)(\\..*)?$" }}
 {{- if eq $ks.queueSort "Coscheduling" }}
 {{- $tag = $ks.coschedulingImage.tag }}
@@ -67,17 +80,10 @@ embeds) when the Coscheduling queue sort runs that image. "" for a tag that is n
 {{- end }}
 
 {{/*
-PHALANX_DRA_EXTENDED_RESOURCES: whether the chart's kube-scheduler serves extended resources
-from DRA devices (its DRAExtendedResource gate). `phalanx.draExtendedResources` true or
-false is taken as said; auto reads the gate from `kubeScheduler.extraArgs` (the last
---feature-gates naming it wins, as kube-scheduler merges them), else from the version: on by
-default from 1.36, off before. A tag that is not a release counts as 1.36 or later.
+DRAExtendedResource as `kubeScheduler.extraArgs` set it: "true", "false", or "" when they do
+not (the last --feature-gates naming it wins, as kube-scheduler merges them).
 */}}
-{{- define "phalanx.draExtendedResources" -}}
-{{- $said := toString .Values.phalanx.draExtendedResources }}
-{{- if ne $said "auto" }}
-{{- $said }}
-{{- else }}
+{{- define "phalanx.draExtendedResourceGate" -}}
 {{- $gate := "" }}
 {{- $previous := "" }}
 {{- range .Values.kubeScheduler.extraArgs }}
@@ -96,9 +102,26 @@ default from 1.36, off before. A tag that is not a release counts as 1.36 or lat
 {{- end }}
 {{- $previous = $arg }}
 {{- end }}
-{{- $minor := include "phalanx.kubeSchedulerMinor" . }}
 {{- if has $gate (list "true" "t" "1") }}true
 {{- else if has $gate (list "false" "f" "0") }}false
+{{- end }}
+{{- end }}
+
+{{/*
+PHALANX_DRA_EXTENDED_RESOURCES: whether the chart's kube-scheduler serves extended resources
+from DRA devices (its DRAExtendedResource gate). `phalanx.draExtendedResources` true or
+false is taken as said; auto reads the gate from `kubeScheduler.extraArgs`, else from the
+version: on by default from 1.36, off before. A tag that is not a release counts as 1.36 or
+later.
+*/}}
+{{- define "phalanx.draExtendedResources" -}}
+{{- $said := toString .Values.phalanx.draExtendedResources }}
+{{- if ne $said "auto" }}
+{{- $said }}
+{{- else }}
+{{- $gate := include "phalanx.draExtendedResourceGate" . }}
+{{- $minor := include "phalanx.kubeSchedulerMinor" . }}
+{{- if $gate }}{{ $gate }}
 {{- else if and $minor (lt (int $minor) 36) }}false
 {{- else }}true
 {{- end }}
@@ -171,7 +194,7 @@ at most one minor older. Tags that are not a release (a digest, "latest") are no
 {{- $field = "kubeScheduler.coschedulingImage.tag" }}
 {{- $fix = "Set kubeScheduler.coschedulingImage.tag to a scheduler-plugins release built for your cluster's, or kubeScheduler.queueSort to PrioritySort (the upstream kube-scheduler image)." }}
 {{- end }}
-{{- $tag := ternary $ks.coschedulingImage.tag $ks.image.tag (eq $ks.queueSort "Coscheduling") }}
+{{- $tag := ternary $ks.coschedulingImage.tag (include "phalanx.kubeSchedulerTag" .) (eq $ks.queueSort "Coscheduling") }}
 {{- $known := include "phalanx.kubeSchedulerMinor" . }}
 {{- if $known }}
 {{- $minor := int $known }}
@@ -180,6 +203,11 @@ at most one minor older. Tags that are not a release (a digest, "latest") are no
 {{- else if lt $minor (sub $cluster 1) }}
 {{- fail (printf "%s (%s) runs kube-scheduler 1.%d, more than one minor older than this cluster's Kubernetes %s, beyond Kubernetes' version skew policy. %s" $field $tag $minor .Capabilities.KubeVersion.Version $fix) }}
 {{- end }}
+{{- end }}
+{{- /* kube-scheduler 1.37 locks DRAExtendedResource on (GA): it exits at start when told otherwise. */}}
+{{- $schedulerMinor := include "phalanx.kubeSchedulerMinor" . }}
+{{- if and $schedulerMinor (ge (int $schedulerMinor) 37) (eq (include "phalanx.draExtendedResourceGate" .) "false") }}
+{{- fail (printf "kubeScheduler.extraArgs turn DRAExtendedResource off, but kube-scheduler 1.%s (%s) has it locked on (GA since 1.37) and would refuse to start. Remove DRAExtendedResource=false from its --feature-gates." $schedulerMinor (include "phalanx.kubeSchedulerImage" .)) }}
 {{- end }}
 {{- $ports := list (int64 $px.port) (int64 $px.metricsPort) (int64 $ks.securePort) }}
 {{- if ne (len (uniq $ports)) (len $ports) }}

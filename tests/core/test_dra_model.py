@@ -14,6 +14,7 @@ from dra_builders import GPU_CLASS, DraWorld
 from phalanx.core import eligibility
 from phalanx.core.cache import MemberReservation, Reservation
 from phalanx.core.dra import parse_device_class
+from phalanx.core.dra_demand import shared_out
 from phalanx.core.dra_inventory import class_entry
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU
@@ -236,3 +237,48 @@ def test_a_claim_two_reserved_members_share_counts_once_until_both_are_bound() -
     world.bind(b, "n1")
     assert world.taken("n1") == 8
     assert not world.model.dra.carried("default/team")
+
+
+def test_a_podgroup_claim_its_reserved_members_carry_counts_once_until_all_are_bound() -> None:
+    world = DraWorld("n1")
+    world.template("t", 8)
+    world.claim("team-cd-x", 8, owner_pod_group="team")
+    # Members of upstream PodGroup team, whose template entry "cd" the controller turned
+    # into one claim for the whole gang (1.37 DRAWorkloadResourceClaims).
+    members = [
+        world.pod(
+            name, templates={"cd": "t"}, generated={"cd": "team-cd-x"}, scheduling_group="team"
+        )
+        for name in ("a", "b")
+    ]
+    shared, together = shared_out(members)
+    assert together == (frozenset(p.uid for p in members),)
+    assert [p.requests.get(DRA_GPU) for p in shared] == [8, 0]
+    group = members[0].group
+    assert group is not None
+    world.state.reserve(
+        Reservation(
+            group.key,
+            tuple(MemberReservation(p.uid, p.key, "n1", p.requests) for p in shared),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+    assert world.taken("n1") == 8
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    # kube-scheduler allocates it once and reserves it for the PodGroup, not for each pod.
+    world.claim(
+        "team-cd-x",
+        8,
+        allocated=held,
+        node="n1",
+        owner_pod_group="team",
+        reserved_for_group="team",
+    )
+    assert world.model.dra.carried("default/team-cd-x")
+    assert world.taken("n1") == 8
+    world.bind(members[0], "n1")
+    assert world.taken("n1") == 8
+    world.bind(members[1], "n1")
+    assert world.taken("n1") == 8
+    assert not world.model.dra.carried("default/team-cd-x")

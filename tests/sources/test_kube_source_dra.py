@@ -85,6 +85,9 @@ async def running(
         await live.source.stop()
 
 
+OWNER = "uid-default-w"  # the pod's uid: the claim made from its template is its own
+
+
 def dra_objects() -> dict[str, list[dict[str, Any]]]:
     template = claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4))
     pod = dra_pod_obj("w", templates={"gpus": "four"}, generated={"gpus": "w-gpus"})
@@ -93,7 +96,7 @@ def dra_objects() -> dict[str, list[dict[str, Any]]]:
         SLICES: [gpu_slice_obj("d1")],
         CLASSES: nvidia_class_objs(),
         TEMPLATES: [template],
-        CLAIMS: [claim_obj("w-gpus", device_request("gpu", "gpu.nvidia.com", 4))],
+        CLAIMS: [claim_obj("w-gpus", device_request("gpu", "gpu.nvidia.com", 4), owner_pod=OWNER)],
         "/api/v1/pods": [pod],
     }
 
@@ -114,7 +117,11 @@ def test_an_allocation_seen_on_the_claim_watch_moves_its_devices_off_the_node() 
             await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
             held = [(GPU_DRIVER, "d1", f"gpu-{i}") for i in range(4)]
             allocated = claim_obj(
-                "w-gpus", device_request("gpu", "gpu.nvidia.com", 4), allocated=held, node="d1"
+                "w-gpus",
+                device_request("gpu", "gpu.nvidia.com", 4),
+                allocated=held,
+                node="d1",
+                owner_pod=OWNER,
             )
             live.api.modify(CLAIMS, allocated)
             await until("the node counts the claim", lambda: live.free_dra_gpus("d1") == 4)

@@ -285,8 +285,9 @@ def pod_demand(
             if claim is None:
                 problems.append(f"ResourceClaim {key} does not exist (yet)")
                 continue
-            if ref.template and claim.owner_pod and pod.uid and claim.owner_pod != pod.uid:
-                problems.append(f"ResourceClaim {key} was not created for pod {pod.key}")
+            refused = _not_made_for(pod, claim) if ref.template else ""
+            if refused:
+                problems.append(refused)
                 continue
             if claim.deleting:
                 problems.append(f"ResourceClaim {key} is being deleted")
@@ -298,9 +299,10 @@ def pod_demand(
                 continue
             demand, found = _claim(key, claim.spec, catalog, why)
             problems += found
-            result.append(
-                ClaimDemand(key, demand.requests, node_terms=terms, shareable=not ref.template)
-            )
+            # A claim of the pod's PodGroup serves every member naming it, as one named
+            # directly may serve several pods.
+            shareable = not ref.template or bool(claim.owner_pod_group)
+            result.append(ClaimDemand(key, demand.requests, node_terms=terms, shareable=shareable))
         else:
             template_key = claim_key(pod.namespace, ref.template)
             template = templates.get(template_key)
@@ -340,6 +342,24 @@ def pod_demand(
         takes = extended_takes(resource, name, count, catalog)
         extended.append(ExtendedDemand(resource, count, name, takes, held))
     return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended))
+
+
+def _not_made_for(pod: Pod, claim: ResourceClaim) -> str:
+    """Why a claim generated for one of the pod's templates may not serve it, or "".
+
+    As kube-scheduler's `resourceclaim.IsForPod` with `DRAWorkloadResourceClaims`: the claim
+    must be controlled by the pod, or by the PodGroup the pod names in
+    `spec.schedulingGroup.podGroupName` (kind PodGroup, `scheduling.k8s.io`, any version).
+    """
+    if pod.uid and claim.owner_pod == pod.uid:
+        return ""
+    group = pod.scheduling_group
+    if group and claim.owner_pod_group == group:
+        return ""
+    controller = claim.controller
+    owner = f"controlled by {controller}" if controller else "controlled by nothing"
+    allowed = f"the pod or its PodGroup {group}" if group else "the pod"
+    return f"ResourceClaim {claim.key} was not created for pod {pod.key}: {owner}, not by {allowed}"
 
 
 def own_requests(pod: Pod) -> Resources:

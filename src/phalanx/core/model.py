@@ -556,6 +556,9 @@ class PodGroup:
     deleting: bool = False
     # Upstream `spec.parentCompositePodGroupName` (1.37): the CompositePodGroup above; "" none.
     parent: str = ""
+    # Upstream `spec.resourceClaims` (1.37, DRAWorkloadResourceClaims): claims its members
+    # share, with the names generated for templates (`groups.upstream.read_resource_claims`).
+    resource_claims: tuple[PodClaimRef, ...] = ()
 
     @property
     def ref(self) -> GroupRef:

@@ -57,7 +57,7 @@ from phalanx.core.dra_inventory import (
 from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement, parse_pod
-from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, Resources
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, PodClaimRef, Resources
 
 MI = 2**20
 GPU_CLASS = "gpu.nvidia.com"
@@ -386,6 +386,60 @@ def test_a_podgroup_claim_is_charged_to_one_member_and_its_members_share_a_node(
     placed = place_gang(state.snapshot(), spec)
     assert isinstance(placed, Placed)
     assert set(placed.assignment.values()) in ({"n1"}, {"n2"})
+
+
+TEAM_TEMPLATE = (PodClaimRef("cd", template="t"),)  # PodGroup team's claim, not made yet
+
+
+def test_before_its_claim_is_made_a_podgroup_entry_is_counted_once_from_the_template() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 8))
+    members = [
+        cluster.pod(f"m{i}", templates={"cd": "t"}, scheduling_group="team") for i in range(3)
+    ]
+    demands = [cluster.state.demand(p, TEAM_TEMPLATE) for p in members]
+    assert {(c.key, c.shareable) for d in demands for c in d.claims} == {("default/team#cd", True)}
+    gang = gang_demand([(p.key, d) for p, d in zip(members, demands, strict=True)])
+    assert gang.requests == {
+        "default/m0": gpus(8),
+        "default/m1": Resources(),
+        "default/m2": Resources(),
+    }
+    assert gang.together == (frozenset(p.key for p in members),)
+
+
+def test_an_entry_unlike_the_podgroups_is_the_members_own() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 1))
+    cluster.template("other", device_request("gpu", GPU_CLASS, 1))
+    p = cluster.pod("m0", templates={"cd": "other"}, scheduling_group="team")
+    [claim] = cluster.state.demand(p, TEAM_TEMPLATE).claims
+    assert (claim.key, claim.shareable) == ("default/m0#cd", False)
+    # Nor is a pod's entry the PodGroup's when the pod names no PodGroup.
+    alone = cluster.pod("m1", templates={"cd": "t"})
+    [claim] = cluster.state.demand(alone, TEAM_TEMPLATE).claims
+    assert (claim.key, claim.shareable) == ("default/m1#cd", False)
+
+
+def test_the_claim_the_podgroups_status_names_serves_a_member_whose_status_does_not_yet() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 8))
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    cluster.claim(
+        "team-cd-x",
+        device_request("gpu", GPU_CLASS, 8),
+        allocated=held,
+        node="n1",
+        owner_pod_group="team",
+    )
+    p = cluster.pod("m0", templates={"cd": "t"}, scheduling_group="team")
+    group_claims = (PodClaimRef("cd", claim="team-cd-x", template="t"),)
+    demand = cluster.state.demand(p, group_claims)
+    assert [(c.key, c.allocated) for c in demand.claims] == [("default/team-cd-x", True)]
+    assert demand.requests() == Resources()
+    # No claim was needed for the entry: the member asks nothing for it.
+    none = cluster.state.demand(p, (PodClaimRef("cd", template="t", not_needed=True),))
+    assert none.claims == ()
 
 
 def test_an_allocated_podgroup_claim_reserved_for_the_podgroup_holds_its_devices_once() -> None:

@@ -245,13 +245,15 @@ def pod_demand(
     carried: Container[str] = frozenset(),
     *,
     unreadable: Mapping[str, str] | None = None,
+    group_claims: Sequence[PodClaimRef] = (),
 ) -> PodDemand:
     """The device demand of a pod's `spec.resourceClaims` (claims and templates by key).
 
     An allocated claim in `carried` is still counted by the pod (its devices are held by
     the pod's reservation, not yet by its node: see `DraState.carry`), on its node only.
     `unreadable` says why objects the API holds but Phalanx cannot read are missing
-    ("Kind key" -> why, `unreadable_key`).
+    ("Kind key" -> why, `unreadable_key`). `group_claims` are the `spec.resourceClaims` of
+    the upstream PodGroup the pod names (`Pod.scheduling_group`; see `shared_refs`).
     """
     why = unreadable or {}
     mapped = extended_requests(pod, catalog)
@@ -262,7 +264,8 @@ def pod_demand(
     waiting: list[str] = []
     named: set[str] = set()
     made: PodClaimRef | None = None
-    for ref in pod.resource_claims:
+    shared = shared_refs(pod, group_claims)
+    for ref in (shared.get(r.name, r) if r.template else r for r in pod.resource_claims):
         if ref.extended:
             made = ref
             continue
@@ -312,10 +315,14 @@ def pod_demand(
             if template is None:
                 problems.append(f"ResourceClaimTemplate {template_key} does not exist")
                 continue
-            key = f"{pod.namespace}/{pod.name}#{ref.name}"
+            if ref.name in shared:
+                # The PodGroup's claim, not made yet: one for the gang, whichever member asks.
+                key = f"{pod.namespace}/{pod.scheduling_group}#{ref.name}"
+            else:
+                key = f"{pod.namespace}/{pod.name}#{ref.name}"
             demand, found = _claim(key, template.spec, catalog, why)
             problems += found
-            result.append(demand)
+            result.append(replace(demand, shareable=ref.name in shared))
     held = False
     if made is not None and mapped:
         key = claim_key(pod.namespace, made.claim)
@@ -342,6 +349,30 @@ def pod_demand(
         takes = extended_takes(resource, name, count, catalog)
         extended.append(ExtendedDemand(resource, count, name, takes, held))
     return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended))
+
+
+def shared_refs(pod: Pod, group_claims: Sequence[PodClaimRef]) -> dict[str, PodClaimRef]:
+    """The pod's template entries whose claim is its PodGroup's, by entry name, each as the
+    PodGroup names its claim, for those the pod's own status does not name yet.
+
+    An entry is the PodGroup's when one of `group_claims` has its name and template
+    (`resourceclaim.BindTo`): kube's resourceclaim controller then makes one claim for the
+    gang, names it in the PodGroup's status, then in each member's. Until the member's
+    status names it, the PodGroup's status may; until neither does, the gang's one claim is
+    counted from the template under the PodGroup's name.
+    """
+    if not group_claims or not pod.scheduling_group:
+        return {}
+    found = {}
+    for ref in pod.resource_claims:
+        if not ref.template or ref.claim or ref.not_needed:
+            continue
+        entry = next(
+            (g for g in group_claims if (g.name, g.template) == (ref.name, ref.template)), None
+        )
+        if entry is not None:
+            found[ref.name] = entry
+    return found
 
 
 def _not_made_for(pod: Pod, claim: ResourceClaim) -> str:

@@ -558,7 +558,9 @@ class PodGroup:
     parent: str = ""
     # Upstream `spec.resourceClaims` (1.37, DRAWorkloadResourceClaims): claims its members
     # share, with the names generated for templates (`groups.upstream.read_resource_claims`).
-    resource_claims: tuple[PodClaimRef, ...] = ()
+    # Not compared: they change the members' device demand (`DraModel.upsert_group`), not
+    # the gang, and the generated names arrive in the status.
+    resource_claims: tuple[PodClaimRef, ...] = field(default=(), compare=False)
 
     @property
     def ref(self) -> GroupRef:

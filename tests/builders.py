@@ -746,13 +746,29 @@ def claim_obj(
     allocated: list[tuple[str, str, str]] | None = None,
     node: str = "",
     owner_pod: str = "",
+    owner_pod_group: str = "",
     reserved_for: list[str] | None = None,
+    reserved_for_group: str = "",
 ) -> dict[str, Any]:
-    """A ResourceClaim; `allocated` lists (driver, pool, device), on `node` when given."""
+    """A ResourceClaim; `allocated` lists (driver, pool, device), on `node` when given.
+    `owner_pod_group` (1.37 `DRAWorkloadResourceClaims`) makes an upstream PodGroup of that
+    name its controller, as for a PodGroup's template; `reserved_for_group` reserves it for
+    that PodGroup, as kube-scheduler does for a PodGroup's claim."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"claim-{name}"}
     if owner_pod:
         metadata["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner_pod, "controller": True}
+        ]
+    if owner_pod_group:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha3",
+                "kind": "PodGroup",
+                "name": owner_pod_group,
+                "uid": f"uid-{namespace}-{owner_pod_group}",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
         ]
     obj: dict[str, Any] = {
         "apiVersion": DRA_API,
@@ -780,6 +796,15 @@ def claim_obj(
         obj["status"]["reservedFor"] = [
             {"resource": "pods", "name": "p", "uid": uid} for uid in (reserved_for or [])
         ]
+        if reserved_for_group:
+            obj["status"]["reservedFor"].append(
+                {
+                    "apiGroup": "scheduling.k8s.io",
+                    "resource": "podgroups",
+                    "name": reserved_for_group,
+                    "uid": f"uid-{namespace}-{reserved_for_group}",
+                }
+            )
     return obj
 
 

@@ -633,6 +633,30 @@ def test_a_claim_with_its_allocation_parses() -> None:
     assert (claim.owner_pod, claim.reserved_for) == ("uid-1", ("uid-1",))
 
 
+@pytest.mark.parametrize("version", ["v1alpha3", "v1beta1", "v1"])
+def test_a_claim_an_upstream_podgroup_controls_names_it_whatever_the_version(version: str) -> None:
+    obj = claim_obj("team-cd-x", owner_pod_group="team")
+    obj["metadata"]["ownerReferences"][0]["apiVersion"] = f"scheduling.k8s.io/{version}"
+    claim = parse_resource_claim(obj)
+    assert (claim.owner_pod_group, claim.owner_pod) == ("team", "")
+    assert str(claim.controller) == "PodGroup.scheduling.k8s.io team"
+
+
+def test_only_the_controlling_owner_reference_owns_a_claim() -> None:
+    obj = claim_obj("c")
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-1"},
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha3",
+            "kind": "PodGroup",
+            "name": "team",
+            "uid": "u",
+        },
+    ]
+    claim = parse_resource_claim(obj)
+    assert (claim.controller, claim.owner_pod, claim.owner_pod_group) == (None, "", "")
+
+
 def test_request_forms_parse() -> None:
     template = parse_resource_claim_template(
         claim_template_obj(
@@ -770,3 +794,9 @@ def test_a_pod_claim_entry_with_both_sources_is_refused() -> None:
     obj["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "t"
     with pytest.raises(InvalidObjectError, match="exactly one of resourceClaimName"):
         parse_pod(obj)
+
+
+def test_a_pod_keeps_the_podgroup_it_names_whose_claims_it_may_use() -> None:
+    named = parse_pod(dra_pod_obj("w", templates={"cd": "t"}, scheduling_group="team"))
+    assert named.scheduling_group == "team"
+    assert parse_pod(dra_pod_obj("w", templates={"cd": "t"})).scheduling_group == ""

@@ -43,6 +43,7 @@ from phalanx.core.dra_demand import (
     ineligibility,
     node_with_devices,
     pod_with_demand,
+    shared_out,
 )
 from phalanx.core.dra_inventory import (
     WHOLE,
@@ -56,7 +57,7 @@ from phalanx.core.dra_inventory import (
 from phalanx.core.dra_state import DraState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement, parse_pod
-from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, Resources
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, Node, Pod, PodClaimRef, Resources
 
 MI = 2**20
 GPU_CLASS = "gpu.nvidia.com"
@@ -283,7 +284,189 @@ def test_a_generated_claim_made_for_another_pod_is_a_problem() -> None:
     cluster.claim("w-g-abc", owner_pod="someone-else")
     p = cluster.pod("w", templates={"g": "t"}, generated={"g": "w-g-abc"})
     [problem] = cluster.demand(p).problems
-    assert problem == "ResourceClaim default/w-g-abc was not created for pod default/w"
+    assert problem == (
+        "ResourceClaim default/w-g-abc was not created for pod default/w: "
+        "controlled by Pod p, not by the pod"
+    )
+
+
+# ---- claims of an upstream PodGroup (1.37 DRAWorkloadResourceClaims) ----------------------
+
+
+def gang_pod(cluster: Cluster, name: str, **kw: Any) -> Pod:
+    """A member of PodGroup `team` whose entry `cd` matches the PodGroup's template entry;
+    the resourceclaim controller named the PodGroup's claim `team-cd-x` in its status."""
+    return cluster.pod(
+        name, templates={"cd": "t"}, generated={"cd": "team-cd-x"}, scheduling_group="team", **kw
+    )
+
+
+def test_a_claim_its_podgroup_controls_serves_the_pod_as_shared() -> None:
+    cluster = h100_cluster()
+    cluster.template("t", device_request("gpu", GPU_CLASS, 2))
+    cluster.claim("team-cd-x", device_request("gpu", GPU_CLASS, 2), owner_pod_group="team")
+    demand = cluster.demand(gang_pod(cluster, "m0"))
+    assert demand.problems == ()
+    [claim] = demand.claims
+    assert claim.key == "default/team-cd-x"
+    assert claim.shareable
+    assert demand.requests() == gpus(2)
+
+
+REFUSED_OWNERS = [
+    (
+        "another PodGroup",
+        {"owner_pod_group": "other"},
+        "team",
+        "controlled by PodGroup.scheduling.k8s.io other, not by the pod or its PodGroup team",
+    ),
+    ("no controller", {}, "team", "controlled by nothing, not by the pod or its PodGroup team"),
+    (
+        "a PodGroup the pod does not name",
+        {"owner_pod_group": "team"},
+        None,
+        "controlled by PodGroup.scheduling.k8s.io team, not by the pod",
+    ),
+    (
+        "another pod",
+        {"owner_pod": "uid-default-m1"},
+        "team",
+        "controlled by Pod p, not by the pod or its PodGroup team",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "owner", "group", "said"), REFUSED_OWNERS, ids=[r[0] for r in REFUSED_OWNERS]
+)
+def test_a_generated_claim_neither_the_pod_nor_its_podgroup_controls_is_refused(
+    case: str, owner: dict[str, str], group: str | None, said: str
+) -> None:
+    cluster = h100_cluster()
+    cluster.template("t", device_request())
+    cluster.claim("team-cd-x", **owner)
+    p = cluster.pod(
+        "m0", templates={"cd": "t"}, generated={"cd": "team-cd-x"}, scheduling_group=group
+    )
+    [problem] = cluster.demand(p).problems
+    assert problem == f"ResourceClaim default/team-cd-x was not created for pod default/m0: {said}"
+    assert cluster.why_not(p, "n1") == problem
+
+
+def test_a_podgroup_of_another_api_group_controls_no_claim_of_its_members() -> None:
+    cluster = h100_cluster()
+    cluster.template("t", device_request())
+    obj = claim_obj("team-cd-x", device_request(), owner_pod_group="team")
+    obj["metadata"]["ownerReferences"][0]["apiVersion"] = "scheduling.x-k8s.io/v1alpha1"
+    cluster.state.upsert_claim(parse_resource_claim(obj))
+    [problem] = cluster.demand(gang_pod(cluster, "m0")).problems
+    assert "controlled by PodGroup.scheduling.x-k8s.io team" in problem
+
+
+def test_a_podgroup_claim_is_charged_to_one_member_and_its_members_share_a_node() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 8))
+    cluster.claim("team-cd-x", device_request("gpu", GPU_CLASS, 8), owner_pod_group="team")
+    members = [gang_pod(cluster, f"m{i}") for i in range(3)]
+    gang = gang_demand([(p.key, cluster.demand(p)) for p in members])
+    assert gang.requests == {
+        "default/m0": gpus(8),
+        "default/m1": Resources(),
+        "default/m2": Resources(),
+    }
+    assert gang.together == (frozenset(p.key for p in members),)
+    # Charged per member, the gang would ask 24 GPUs of two 8-GPU nodes: unplaceable.
+    shared, together = shared_out([cluster.state.bridge_pod(p) for p in members])
+    state = ClusterState()
+    for n in ("n1", "n2"):
+        state.upsert_node(cluster.node(n))
+    spec = GangSpec(
+        key="default/team", placement=parse_placement("spread"), members=shared, together=together
+    )
+    placed = place_gang(state.snapshot(), spec)
+    assert isinstance(placed, Placed)
+    assert set(placed.assignment.values()) in ({"n1"}, {"n2"})
+
+
+TEAM_TEMPLATE = (PodClaimRef("cd", template="t"),)  # PodGroup team's claim, not made yet
+
+
+def test_before_its_claim_is_made_a_podgroup_entry_is_counted_once_from_the_template() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 8))
+    members = [
+        cluster.pod(f"m{i}", templates={"cd": "t"}, scheduling_group="team") for i in range(3)
+    ]
+    demands = [cluster.state.demand(p, TEAM_TEMPLATE) for p in members]
+    assert {(c.key, c.shareable) for d in demands for c in d.claims} == {("default/team#cd", True)}
+    gang = gang_demand([(p.key, d) for p, d in zip(members, demands, strict=True)])
+    assert gang.requests == {
+        "default/m0": gpus(8),
+        "default/m1": Resources(),
+        "default/m2": Resources(),
+    }
+    assert gang.together == (frozenset(p.key for p in members),)
+
+
+def test_an_entry_unlike_the_podgroups_is_the_members_own() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 1))
+    cluster.template("other", device_request("gpu", GPU_CLASS, 1))
+    p = cluster.pod("m0", templates={"cd": "other"}, scheduling_group="team")
+    [claim] = cluster.state.demand(p, TEAM_TEMPLATE).claims
+    assert (claim.key, claim.shareable) == ("default/m0#cd", False)
+    # Nor is a pod's entry the PodGroup's when the pod names no PodGroup.
+    alone = cluster.pod("m1", templates={"cd": "t"})
+    [claim] = cluster.state.demand(alone, TEAM_TEMPLATE).claims
+    assert (claim.key, claim.shareable) == ("default/m1#cd", False)
+
+
+def test_the_claim_the_podgroups_status_names_serves_a_member_whose_status_does_not_yet() -> None:
+    cluster = h100_cluster(2)
+    cluster.template("t", device_request("gpu", GPU_CLASS, 8))
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    cluster.claim(
+        "team-cd-x",
+        device_request("gpu", GPU_CLASS, 8),
+        allocated=held,
+        node="n1",
+        owner_pod_group="team",
+    )
+    p = cluster.pod("m0", templates={"cd": "t"}, scheduling_group="team")
+    group_claims = (PodClaimRef("cd", claim="team-cd-x", template="t"),)
+    demand = cluster.state.demand(p, group_claims)
+    assert [(c.key, c.allocated) for c in demand.claims] == [("default/team-cd-x", True)]
+    assert demand.requests() == Resources()
+    # No claim was needed for the entry: the member asks nothing for it.
+    none = cluster.state.demand(p, (PodClaimRef("cd", template="t", not_needed=True),))
+    assert none.claims == ()
+
+
+def test_an_allocated_podgroup_claim_reserved_for_the_podgroup_holds_its_devices_once() -> None:
+    cluster = h100_cluster(2)
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    cluster.claim(
+        "team-cd-x",
+        device_request("gpu", GPU_CLASS, 8),
+        allocated=held,
+        node="n1",
+        owner_pod_group="team",
+        reserved_for_group="team",
+    )
+    members = [gang_pod(cluster, f"m{i}") for i in range(3)]
+    for p in members:
+        demand = cluster.demand(p)
+        assert demand.problems == ()
+        assert demand.claims[0].allocated
+        assert demand.requests() == Resources()
+        assert cluster.why_not(p, "n1") is None
+        assert cluster.why_not(p, "n2") == (
+            "could not reach the devices allocated to claim default/team-cd-x"
+        )
+    # In use: its devices are not free on its node, and they are counted there only.
+    assert cluster.node("n1").allocatable.get(class_entry(GPU_CLASS)) == 0
+    assert cluster.node("n2").allocatable[class_entry(GPU_CLASS)] == 8
+    assert gang_demand([(p.key, cluster.demand(p)) for p in members]).together == ()
 
 
 def test_an_allocated_claim_asks_nothing_more_and_pins_the_node() -> None:

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import pytest
 
-from builders import GPU_DRIVER, dra_pod_obj, gpu_node, gpu_slice_obj, nvidia_class_objs, pod
+from builders import (
+    GPU_DRIVER,
+    dra_pod_obj,
+    gpu_node,
+    gpu_slice_obj,
+    nvidia_class_objs,
+    pod,
+    upstream_podgroup_obj,
+)
 from dra_builders import GPU_CLASS, DraWorld
 from phalanx.core import eligibility
 from phalanx.core.cache import MemberReservation, Reservation
 from phalanx.core.dra import parse_device_class
+from phalanx.core.dra_demand import shared_out
 from phalanx.core.dra_inventory import class_entry
+from phalanx.core.groups import upstream
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import DRA_GPU, NVIDIA_GPU
+from phalanx.core.model import DRA_GPU, NVIDIA_GPU, PodGroup
 
 # ---- nodes ------------------------------------------------------------------------------
 
@@ -236,3 +246,90 @@ def test_a_claim_two_reserved_members_share_counts_once_until_both_are_bound() -
     world.bind(b, "n1")
     assert world.taken("n1") == 8
     assert not world.model.dra.carried("default/team")
+
+
+def test_a_podgroup_claim_its_reserved_members_carry_counts_once_until_all_are_bound() -> None:
+    world = DraWorld("n1")
+    world.template("t", 8)
+    world.claim("team-cd-x", 8, owner_pod_group="team")
+    # Members of upstream PodGroup team, whose template entry "cd" the controller turned
+    # into one claim for the whole gang (1.37 DRAWorkloadResourceClaims).
+    members = [
+        world.pod(
+            name, templates={"cd": "t"}, generated={"cd": "team-cd-x"}, scheduling_group="team"
+        )
+        for name in ("a", "b")
+    ]
+    shared, together = shared_out(members)
+    assert together == (frozenset(p.uid for p in members),)
+    assert [p.requests.get(DRA_GPU) for p in shared] == [8, 0]
+    group = members[0].group
+    assert group is not None
+    world.state.reserve(
+        Reservation(
+            group.key,
+            tuple(MemberReservation(p.uid, p.key, "n1", p.requests) for p in shared),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+    assert world.taken("n1") == 8
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    # kube-scheduler allocates it once and reserves it for the PodGroup, not for each pod.
+    world.claim(
+        "team-cd-x",
+        8,
+        allocated=held,
+        node="n1",
+        owner_pod_group="team",
+        reserved_for_group="team",
+    )
+    assert world.model.dra.carried("default/team-cd-x")
+    assert world.taken("n1") == 8
+    world.bind(members[0], "n1")
+    assert world.taken("n1") == 8
+    world.bind(members[1], "n1")
+    assert world.taken("n1") == 8
+    assert not world.model.dra.carried("default/team-cd-x")
+
+
+def team_pod_group(statuses: list[dict[str, str]] | None = None) -> PodGroup:
+    """Upstream PodGroup team, whose entry "cd" asks template t for the whole gang."""
+    obj = upstream_podgroup_obj("team", 2)
+    obj["spec"]["resourceClaims"] = [{"name": "cd", "resourceClaimTemplateName": "t"}]
+    if statuses is not None:
+        obj["status"] = {"resourceClaimStatuses": statuses}
+    return upstream.parse_pod_group(obj)
+
+
+def test_a_podgroup_known_after_its_members_makes_their_template_entry_the_gangs() -> None:
+    world = DraWorld("n1")
+    world.template("t", 8)
+    a = world.pod("a", templates={"cd": "t"}, scheduling_group="team")
+    world.pod("b", templates={"cd": "t"}, scheduling_group="team")
+    assert a.devices is not None
+    assert [c.key for c in a.devices.demand.claims] == ["default/a#cd"]  # its own, for now
+
+    world.state.upsert_group(team_pod_group())
+    derived = world.model.sync_group(world.state, "upstream:default/team")
+    assert {p.name: [c.key for c in p.devices.demand.claims] for p in derived if p.devices} == {
+        "a": ["default/team#cd"],
+        "b": ["default/team#cd"],
+    }
+    # Phalanx writing the PodGroup's condition changes nothing of its claims: nothing derived.
+    assert world.model.sync_group(world.state, "upstream:default/team") == []
+
+    # The controller names the gang's claim in the PodGroup's status before the members':
+    # the members use it, and follow it (allocated, it pins them to its node).
+    world.claim("team-cd-x", 8, owner_pod_group="team")
+    world.state.upsert_group(team_pod_group([{"name": "cd", "resourceClaimName": "team-cd-x"}]))
+    world.model.sync_group(world.state, "upstream:default/team")
+    held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
+    derived = world.claim(
+        "team-cd-x", 8, allocated=held, node="n1", owner_pod_group="team", reserved_for_group="team"
+    )
+    assert sorted(p.name for p in derived) == ["a", "b"]
+    for p in derived:
+        assert p.devices is not None
+        [claim] = p.devices.demand.claims
+        assert (claim.key, claim.allocated) == ("default/team-cd-x", True)

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from builders import (
+    claim_template_obj,
+    device_request,
+    dra_pod_obj,
     node_obj,
     pod_obj,
     podgroup_obj,
@@ -122,3 +125,17 @@ def test_a_gang_object_made_valid_again_is_used() -> None:
     source.apply(podgroup_obj("x", 2))
     assert state.group_error("default/x") is None
     assert state.group("default/x") is not None
+
+
+def test_a_pod_group_listed_after_its_members_gives_them_its_claims() -> None:
+    group = upstream_podgroup_obj("team", 2)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]
+    _, state = loaded(
+        claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4)),
+        dra_pod_obj("m", templates={"gpus": "four"}, scheduling_group="team"),
+        group,
+    )
+    member = state.pod_by_key("default", "m")
+    assert member is not None
+    assert member.devices is not None
+    assert [c.key for c in member.devices.demand.claims] == ["default/team#gpus"]

@@ -4,12 +4,13 @@ the model beside the node and pod informers, watch events, and Events on DRA obj
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from source_fakes import FakeApi, RecordingWriter, resource_list, until
+from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, until
 
 from builders import (
     GPU_DRIVER,
@@ -20,6 +21,7 @@ from builders import (
     gpu_slice_obj,
     node_obj,
     nvidia_class_objs,
+    upstream_podgroup_obj,
 )
 from dra_builders import taint_rule_obj
 from phalanx.core.cache import ClusterState
@@ -85,6 +87,9 @@ async def running(
         await live.source.stop()
 
 
+OWNER = "uid-default-w"  # the pod's uid: the claim made from its template is its own
+
+
 def dra_objects() -> dict[str, list[dict[str, Any]]]:
     template = claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4))
     pod = dra_pod_obj("w", templates={"gpus": "four"}, generated={"gpus": "w-gpus"})
@@ -93,7 +98,7 @@ def dra_objects() -> dict[str, list[dict[str, Any]]]:
         SLICES: [gpu_slice_obj("d1")],
         CLASSES: nvidia_class_objs(),
         TEMPLATES: [template],
-        CLAIMS: [claim_obj("w-gpus", device_request("gpu", "gpu.nvidia.com", 4))],
+        CLAIMS: [claim_obj("w-gpus", device_request("gpu", "gpu.nvidia.com", 4), owner_pod=OWNER)],
         "/api/v1/pods": [pod],
     }
 
@@ -114,7 +119,11 @@ def test_an_allocation_seen_on_the_claim_watch_moves_its_devices_off_the_node() 
             await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
             held = [(GPU_DRIVER, "d1", f"gpu-{i}") for i in range(4)]
             allocated = claim_obj(
-                "w-gpus", device_request("gpu", "gpu.nvidia.com", 4), allocated=held, node="d1"
+                "w-gpus",
+                device_request("gpu", "gpu.nvidia.com", 4),
+                allocated=held,
+                node="d1",
+                owner_pod=OWNER,
             )
             live.api.modify(CLAIMS, allocated)
             await until("the node counts the claim", lambda: live.free_dra_gpus("d1") == 4)
@@ -262,3 +271,39 @@ def test_device_taint_rules_rbac_refuses_are_said_loudly_and_the_source_is_ready
         "may not list DeviceTaintRule: devices tainted by DeviceTaintRules are planned as "
         "untainted until Phalanx may; grant list and watch on it (the chart's RBAC does)"
     ]
+
+
+UPSTREAM_PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/podgroups"
+SERVED_WITH_PODGROUPS = {
+    **SERVED,
+    "/apis": group_list("scheduling.k8s.io/v1beta1"),
+    "/apis/scheduling.k8s.io/v1beta1": resource_list("podgroups", "podgroups/status"),
+}
+
+
+def test_a_podgroups_claims_seen_on_its_watch_serve_its_members_template_entries() -> None:
+    group = upstream_podgroup_obj("team", 1)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]
+    member = dra_pod_obj("m", templates={"gpus": "four"}, scheduling_group="team")
+    objects = {**dra_objects(), "/api/v1/pods": [member], UPSTREAM_PODGROUPS: [group]}
+
+    def claim_keys(live: Live) -> list[str]:
+        devices = live.pod("m").devices
+        return [c.key for c in devices.demand.claims] if devices is not None else []
+
+    async def scenario() -> None:
+        async with running(SERVED_WITH_PODGROUPS, **objects) as live:
+            # The gang's one claim, not made yet: counted from the template as the gang's.
+            await until("the gang's entry", lambda: claim_keys(live) == ["default/team#gpus"])
+            made = claim_obj(
+                "team-gpus-x", device_request("gpu", "gpu.nvidia.com", 4), owner_pod_group="team"
+            )
+            live.api.add(CLAIMS, made)
+            named = copy.deepcopy(group)
+            named["status"] = {
+                "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "team-gpus-x"}]
+            }
+            live.api.modify(UPSTREAM_PODGROUPS, named)
+            await until("the PodGroup's claim", lambda: claim_keys(live) == ["default/team-gpus-x"])
+
+    asyncio.run(scenario())

@@ -889,6 +889,25 @@ class Allocation:
     node_terms: tuple[SelectorTerm, ...] | None = None
 
 
+# The API group of an upstream PodGroup that may control a claim (`DRAWorkloadResourceClaims`);
+# its version is not compared, as kube-scheduler does not (it may change).
+POD_GROUP_API_GROUP: Final = "scheduling.k8s.io"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimController:
+    """The owner reference with `controller: true` of a claim made from a template."""
+
+    kind: str
+    name: str
+    uid: str
+    api_group: str  # the group of its `apiVersion` ("" for the core group)
+
+    def __str__(self) -> str:
+        group = f".{self.api_group}" if self.api_group else ""
+        return f"{self.kind}{group} {self.name}"
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceClaim:
     namespace: str
@@ -896,13 +915,28 @@ class ResourceClaim:
     uid: str
     spec: ClaimSpec
     allocation: Allocation | None = None
-    reserved_for: tuple[str, ...] = ()  # consumer uids (pods)
-    owner_pod: str = ""  # uid of the Pod that controls it (claims made from a template)
+    reserved_for: tuple[str, ...] = ()  # consumer uids (pods, or a PodGroup)
+    controller: ClaimController | None = None
     deleting: bool = False
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner_pod(self) -> str:
+        """The uid of the Pod that controls it (claims made from a pod's template), or ""."""
+        c = self.controller
+        return c.uid if c is not None and c.kind == "Pod" and not c.api_group else ""
+
+    @property
+    def owner_pod_group(self) -> str:
+        """The name of the upstream PodGroup that controls it (made from a PodGroup's
+        template, 1.37 `DRAWorkloadResourceClaims`), or ""."""
+        c = self.controller
+        if c is not None and c.kind == "PodGroup" and c.api_group == POD_GROUP_API_GROUP:
+            return c.name
+        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -931,11 +965,16 @@ def parse_resource_claim(obj: JsonObject) -> ResourceClaim:
         read_string(src, ref.get("uid"), f"{path}.uid")
         for path, ref in read_objects(src, status.get("reservedFor"), "status.reservedFor")
     )
-    owner = ""
+    controller = None
     for path, ref in read_objects(src, metadata.get("ownerReferences"), "metadata.ownerReferences"):
-        controller = read_boolean(src, ref.get("controller"), f"{path}.controller")
-        if controller and read_string(src, ref.get("kind"), f"{path}.kind") == "Pod":
-            owner = read_string(src, ref.get("uid"), f"{path}.uid")
+        if read_boolean(src, ref.get("controller"), f"{path}.controller"):
+            api_version = read_string(src, ref.get("apiVersion"), f"{path}.apiVersion")
+            controller = ClaimController(
+                kind=read_string(src, ref.get("kind"), f"{path}.kind"),
+                name=read_string(src, ref.get("name"), f"{path}.name"),
+                uid=read_string(src, ref.get("uid"), f"{path}.uid"),
+                api_group=api_version.rpartition("/")[0],
+            )
     return ResourceClaim(
         namespace=namespace,
         name=name,
@@ -943,7 +982,7 @@ def parse_resource_claim(obj: JsonObject) -> ResourceClaim:
         spec=spec,
         allocation=allocation,
         reserved_for=reserved,
-        owner_pod=owner,
+        controller=controller,
         deleting=metadata.get("deletionTimestamp") not in (None, ""),
     )
 

@@ -251,13 +251,15 @@ def pod_demand(
     carried: Container[str] = frozenset(),
     *,
     unreadable: Mapping[str, str] | None = None,
+    group_claims: Sequence[PodClaimRef] = (),
 ) -> PodDemand:
     """The device demand of a pod's `spec.resourceClaims` (claims and templates by key).
 
     An allocated claim in `carried` is still counted by the pod (its devices are held by
     the pod's reservation, not yet by its node: see `DraState.carry`), on its node only.
     `unreadable` says why objects the API holds but Phalanx cannot read are missing
-    ("Kind key" -> why, `unreadable_key`).
+    ("Kind key" -> why, `unreadable_key`). `group_claims` are the `spec.resourceClaims` of
+    the upstream PodGroup the pod names (`Pod.scheduling_group`; see `shared_refs`).
     """
     why = unreadable or {}
     mapped = extended_requests(pod, catalog)
@@ -269,7 +271,8 @@ def pod_demand(
     waiting: list[str] = []
     named: set[str] = set()
     made: PodClaimRef | None = None
-    for ref in pod.resource_claims:
+    shared = shared_refs(pod, group_claims)
+    for ref in (shared.get(r.name, r) if r.template else r for r in pod.resource_claims):
         if ref.extended:
             made = ref
             continue
@@ -292,8 +295,9 @@ def pod_demand(
             if claim is None:
                 problems.append(f"ResourceClaim {key} does not exist (yet)")
                 continue
-            if ref.template and claim.owner_pod and pod.uid and claim.owner_pod != pod.uid:
-                problems.append(f"ResourceClaim {key} was not created for pod {pod.key}")
+            refused = _not_made_for(pod, claim) if ref.template else ""
+            if refused:
+                problems.append(refused)
                 continue
             if claim.deleting:
                 problems.append(f"ResourceClaim {key} is being deleted")
@@ -305,9 +309,10 @@ def pod_demand(
                 continue
             demand, found = _claim(key, claim.spec, catalog, why)
             problems += found
-            result.append(
-                ClaimDemand(key, demand.requests, node_terms=terms, shareable=not ref.template)
-            )
+            # A claim of the pod's PodGroup serves every member naming it, as one named
+            # directly may serve several pods.
+            shareable = not ref.template or bool(claim.owner_pod_group)
+            result.append(ClaimDemand(key, demand.requests, node_terms=terms, shareable=shareable))
         else:
             template_key = claim_key(pod.namespace, ref.template)
             template = templates.get(template_key)
@@ -317,10 +322,14 @@ def pod_demand(
             if template is None:
                 problems.append(f"ResourceClaimTemplate {template_key} does not exist")
                 continue
-            key = f"{pod.namespace}/{pod.name}#{ref.name}"
+            if ref.name in shared:
+                # The PodGroup's claim, not made yet: one for the gang, whichever member asks.
+                key = f"{pod.namespace}/{pod.scheduling_group}#{ref.name}"
+            else:
+                key = f"{pod.namespace}/{pod.name}#{ref.name}"
             demand, found = _claim(key, template.spec, catalog, why)
             problems += found
-            result.append(demand)
+            result.append(replace(demand, shareable=ref.name in shared))
     held = False
     if made is not None and mapped:
         key = claim_key(pod.namespace, made.claim)
@@ -347,6 +356,48 @@ def pod_demand(
         takes = extended_takes(resource, name, count, catalog)
         extended.append(ExtendedDemand(resource, count, name, takes, held))
     return PodDemand(tuple(result), tuple(problems), tuple(waiting), tuple(extended), unbridged)
+
+
+def shared_refs(pod: Pod, group_claims: Sequence[PodClaimRef]) -> dict[str, PodClaimRef]:
+    """The pod's template entries whose claim is its PodGroup's, by entry name, each as the
+    PodGroup names its claim, for those the pod's own status does not name yet.
+
+    An entry is the PodGroup's when one of `group_claims` has its name and template
+    (`resourceclaim.BindTo`): kube's resourceclaim controller then makes one claim for the
+    gang, names it in the PodGroup's status, then in each member's. Until the member's
+    status names it, the PodGroup's status may; until neither does, the gang's one claim is
+    counted from the template under the PodGroup's name.
+    """
+    if not group_claims or not pod.scheduling_group:
+        return {}
+    found = {}
+    for ref in pod.resource_claims:
+        if not ref.template or ref.claim or ref.not_needed:
+            continue
+        entry = next(
+            (g for g in group_claims if (g.name, g.template) == (ref.name, ref.template)), None
+        )
+        if entry is not None:
+            found[ref.name] = entry
+    return found
+
+
+def _not_made_for(pod: Pod, claim: ResourceClaim) -> str:
+    """Why a claim generated for one of the pod's templates may not serve it, or "".
+
+    As kube-scheduler's `resourceclaim.IsForPod` with `DRAWorkloadResourceClaims`: the claim
+    must be controlled by the pod, or by the PodGroup the pod names in
+    `spec.schedulingGroup.podGroupName` (kind PodGroup, `scheduling.k8s.io`, any version).
+    """
+    if pod.uid and claim.owner_pod == pod.uid:
+        return ""
+    group = pod.scheduling_group
+    if group and claim.owner_pod_group == group:
+        return ""
+    controller = claim.controller
+    owner = f"controlled by {controller}" if controller else "controlled by nothing"
+    allowed = f"the pod or its PodGroup {group}" if group else "the pod"
+    return f"ResourceClaim {claim.key} was not created for pod {pod.key}: {owner}, not by {allowed}"
 
 
 def own_requests(pod: Pod) -> Resources:

@@ -46,13 +46,15 @@ from phalanx.core.dra import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
-from phalanx.core.dra_demand import claim_key, own_requests
+from phalanx.core.dra_demand import claim_key, own_requests, shared_refs
 from phalanx.core.dra_state import NOTHING, Changes, DraState
-from phalanx.core.model import Node, Pod
+from phalanx.core.model import Dialect, GroupRef, Node, Pod, PodClaimRef
 from phalanx.core.rawdict import is_extended_resource
 
 _CLAIM = "claim:"
 _TEMPLATE = "template:"
+# Pods naming an upstream PodGroup, whose `spec.resourceClaims` may serve their templates.
+_GROUP = "group:"
 # Pods asking an extended resource a class may serve: derived again with every catalog.
 _EXTENDED = "extended:"
 
@@ -70,6 +72,8 @@ class DraModel:
         self._refs: dict[str, tuple[str, ...]] = {}
         # Allocated claim key -> uids of the reserved members carrying it.
         self._carriers: dict[str, set[str]] = {}
+        # Upstream PodGroup key -> its claims as last seen (`sync_group`).
+        self._group_claims: dict[str, tuple[PodClaimRef, ...]] = {}
         # Staged by the DRA object methods (and carries), applied by `settle`.
         self._changes = NOTHING
         self._stale: set[str] = set()
@@ -91,7 +95,7 @@ class DraModel:
         """Add or update a pod as the API reports it; returns it (first) and any pod whose
         demand changed with it, as the model holds them."""
         if pod.resource_claims or pod.uid in self._refs or _extended(pod):
-            self._index(pod)
+            self._index(state, pod)
         if pod.resource_claims or self.dra.serves(pod):
             pod = self._derive(state, pod)
         state.upsert_pod(pod)
@@ -131,7 +135,7 @@ class DraModel:
                 self._stage(self.dra.carry(key, bool(holders)), ref)
         if not pod.resource_claims and pod.devices is None and not self.dra.serves(pod):
             return pod  # asks extended resources no class serves: nothing to derive
-        return self.dra.bridge_pod(pod)
+        return self.dra.bridge_pod(pod, _group_claims(state, pod))
 
     def _drop_carries(self, uid: str) -> None:
         for ref in self._refs.get(uid, ()):
@@ -143,13 +147,16 @@ class DraModel:
                     del self._carriers[key]
                     self._stage(self.dra.carry(key, False), ref)
 
-    def _index(self, pod: Pod) -> None:
+    def _index(self, state: ClusterState, pod: Pod) -> None:
         names = pod.resource_claims
+        shared = shared_refs(pod, _group_claims(state, pod)).values()
+        group = _group_key(pod) if any(r.template for r in names) else ""
         refs = tuple(
             sorted(
-                {_CLAIM + claim_key(pod.namespace, r.claim) for r in names if r.claim}
+                {_CLAIM + claim_key(pod.namespace, r.claim) for r in (*names, *shared) if r.claim}
                 | {_TEMPLATE + claim_key(pod.namespace, r.template) for r in names if r.template}
                 | {_EXTENDED + r for r in _extended(pod)}
+                | ({_GROUP + group} if group else set())
             )
         )
         if self._refs.get(pod.uid) == refs:
@@ -168,6 +175,29 @@ class DraModel:
                 uids.discard(uid)
                 if not uids:
                     del self._pods_of[ref]
+
+    # ---- upstream PodGroups ------------------------------------------------------------
+
+    def sync_group(self, state: ClusterState, key: str) -> list[Pod]:
+        """The upstream PodGroup `key` was added, changed or removed in `state`: when its
+        claims (`PodGroup.resource_claims`) changed, the members naming it with template
+        entries are indexed and derived again (`dra_demand.shared_refs`). Returns them as
+        `settle` does."""
+        group = state.group(key)
+        claims = group.resource_claims if group is not None else ()
+        if self._group_claims.get(key, ()) == claims:
+            return []
+        if claims:
+            self._group_claims[key] = claims
+        else:
+            self._group_claims.pop(key, None)
+        ref = _GROUP + key
+        for uid in sorted(self._pods_of.get(ref, ())):
+            pod = state.pod(uid)
+            if pod is not None:
+                self._index(state, pod)
+        self._stage(NOTHING, ref)
+        return self.settle(state)
 
     # ---- DRA objects: staged, then settled in the same step --------------------------
 
@@ -260,6 +290,20 @@ def _extended(pod: Pod) -> list[str]:
         for r in own_requests(pod)
         if r.startswith(IMPLICIT_EXTENDED_PREFIX) or is_extended_resource(r)
     ]
+
+
+def _group_key(pod: Pod) -> str:
+    """The key of the upstream PodGroup the pod names in `spec.schedulingGroup`, or ""."""
+    if not pod.scheduling_group:
+        return ""
+    return GroupRef(pod.namespace, pod.scheduling_group, Dialect.UPSTREAM).key
+
+
+def _group_claims(state: ClusterState, pod: Pod) -> tuple[PodClaimRef, ...]:
+    """The claims of the upstream PodGroup the pod names; () while it is not known."""
+    key = _group_key(pod)
+    group = state.group(key) if key else None
+    return group.resource_claims if group is not None else ()
 
 
 def _reserved_member(state: ClusterState, pod: Pod) -> bool:

@@ -24,7 +24,7 @@ itself; identical servers share one device list (`phalanx.core.dra.intern_device
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, Mapping, Set
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from phalanx.core.dra import (
@@ -55,7 +55,7 @@ from phalanx.core.dra_inventory import (
     merge_pool,
     node_entries,
 )
-from phalanx.core.model import Node, Pod, Resources
+from phalanx.core.model import Node, Pod, PodClaimRef, Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +151,8 @@ class DraState:
     def rules(self) -> Mapping[str, DeviceTaintRule]:
         return self._rules
 
-    def demand(self, pod: Pod) -> PodDemand:
+    def demand(self, pod: Pod, group_claims: Sequence[PodClaimRef] = ()) -> PodDemand:
+        """`pod_demand`; `group_claims`: those of the upstream PodGroup the pod names."""
         return pod_demand(
             pod,
             self._claims,
@@ -159,6 +160,7 @@ class DraState:
             self.catalog,
             self._carried,
             unreadable=self._unreadable,
+            group_claims=group_claims,
         )
 
     def serves(self, pod: Pod) -> bool:
@@ -166,17 +168,18 @@ class DraState:
         would with the bridge on (the pod is told why device-plugin nodes alone host it)."""
         return bool(extended_requests(pod, self.catalog) or unbridged_requests(pod, self.catalog))
 
-    def needs(self, pod: Pod) -> DeviceNeeds:
+    def needs(self, pod: Pod, group_claims: Sequence[PodClaimRef] = ()) -> DeviceNeeds:
         """The pod's demand as its `Pod.devices` carries it."""
-        return DeviceNeeds(self.demand(pod), self.catalog, self.catalog_generation)
+        demand = self.demand(pod, group_claims)
+        return DeviceNeeds(demand, self.catalog, self.catalog_generation)
 
     def bridge_node(self, node: Node) -> Node:
         """The node with its DRA devices (`node_with_devices`; idempotent)."""
         return node_with_devices(node, self.node(node.name), self.catalog, self.allocated)
 
-    def bridge_pod(self, pod: Pod) -> Pod:
+    def bridge_pod(self, pod: Pod, group_claims: Sequence[PodClaimRef] = ()) -> Pod:
         """The pod asking for its claims' devices and carrying its demand (`with_needs`)."""
-        return with_needs(pod, self.needs(pod))
+        return with_needs(pod, self.needs(pod, group_claims))
 
     def findings(self) -> list[Finding]:
         """`problems()`, each with the object to tell: a pool's first slice, or the class."""

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
 from phalanx.core.groups import registry, volcano
 from phalanx.core.groups.annotations import (
@@ -325,6 +326,7 @@ def parse_pod(obj: JsonObject) -> Pod:
         group_dialect=settings.membership.winner.dialect if settings.membership.winner else None,
         overruled=settings.membership.overruled,
         resource_claims=_pod_claims(src, spec, status),
+        scheduling_group=_scheduling_group(src, spec),
         unjudged=unjudged(src, spec),
         task=volcano.task_of(labels, annotations),
     )
@@ -332,37 +334,7 @@ def parse_pod(obj: JsonObject) -> Pod:
 
 def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodClaimRef, ...]:
     """`spec.resourceClaims`, with the names generated for templates (`resourceclaim.Name`)."""
-    generated: dict[str, str | None] = {}
-    path = "status.resourceClaimStatuses"
-    for item_path, entry in read_objects(src, status.get("resourceClaimStatuses"), path):
-        name = read_string(src, entry.get("name"), f"{item_path}.name")
-        claim = entry.get("resourceClaimName")
-        generated[name] = read_string(src, claim, f"{item_path}.resourceClaimName") or None
-    refs = []
-    for item_path, entry in read_objects(src, spec.get("resourceClaims"), "spec.resourceClaims"):
-        name = read_string(src, entry.get("name"), f"{item_path}.name")
-        claim = read_string(src, entry.get("resourceClaimName"), f"{item_path}.resourceClaimName")
-        template = read_string(
-            src, entry.get("resourceClaimTemplateName"), f"{item_path}.resourceClaimTemplateName"
-        )
-        if not name:
-            raise src.invalid(f"{item_path}.name", "is required")
-        if bool(claim) == bool(template):
-            raise src.invalid(
-                item_path, "must set exactly one of resourceClaimName and resourceClaimTemplateName"
-            )
-        if template:
-            status_name = generated.get(name, "")
-            refs.append(
-                PodClaimRef(
-                    name,
-                    claim=status_name or "",
-                    template=template,
-                    not_needed=name in generated and status_name is None,
-                )
-            )
-        else:
-            refs.append(PodClaimRef(name, claim=claim))
+    refs = list(read_claim_refs(src, spec, status))
     # The claim kube-scheduler made for extended resources served by DRA (KEP-5004).
     path = "status.extendedResourceClaimStatus"
     made = read_object(src, status.get("extendedResourceClaimStatus"), path)
@@ -370,6 +342,13 @@ def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodC
     if claim:
         refs.append(PodClaimRef(EXTENDED_CLAIM_ENTRY, claim=claim, extended=True))
     return tuple(refs)
+
+
+def _scheduling_group(src: Source, spec: JsonObject) -> str:
+    """`spec.schedulingGroup.podGroupName`, read as kube-scheduler reads it for claims (the
+    gang the pod joins is decided with the other dialects, `registry.membership`)."""
+    group = read_object(src, spec.get("schedulingGroup"), "spec.schedulingGroup")
+    return read_string(src, group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
 
 
 def _phase(src: Source, status: JsonObject) -> PodPhase:

@@ -239,7 +239,8 @@ EXTENDED_CLAIM_ENTRY = "extended-resources"
 
 @dataclass(frozen=True, slots=True)
 class PodClaimRef:
-    """One `spec.resourceClaims` entry of a pod: which ResourceClaim it uses, or will use.
+    """One `spec.resourceClaims` entry of a pod (or of an upstream PodGroup, 1.37): which
+    ResourceClaim it uses, or will use.
 
     `claim` is `resourceClaimName`, or for a template the name kube's resourceclaim
     controller generated (`status.resourceClaimStatuses`); "" while not generated yet.
@@ -413,6 +414,9 @@ class Pod:
     # None: not derived, so a pod with claims cannot be placed yet).
     resource_claims: tuple[PodClaimRef, ...] = ()
     devices: DeviceNeeds | None = None
+    # Upstream `spec.schedulingGroup.podGroupName` (1.36+), "" for none: a claim this
+    # PodGroup controls serves the pod's matching entry (`dra_demand.pod_demand`).
+    scheduling_group: str = ""
     # What of the pod only kube-scheduler's own filters judge (host ports, inter-pod
     # affinity, volumes, ...; `phalanx.core.unjudged`); "" when Phalanx judges all of it,
     # so the barrier may bind it with its gang before its own cycle.
@@ -552,6 +556,11 @@ class PodGroup:
     deleting: bool = False
     # Upstream `spec.parentCompositePodGroupName` (1.37): the CompositePodGroup above; "" none.
     parent: str = ""
+    # Upstream `spec.resourceClaims` (1.37, DRAWorkloadResourceClaims): claims its members
+    # share, with the names generated for templates (`groups.upstream.read_resource_claims`).
+    # Not compared: they change the members' device demand (`DraModel.upsert_group`), not
+    # the gang, and the generated names arrive in the status.
+    resource_claims: tuple[PodClaimRef, ...] = field(default=(), compare=False)
 
     @property
     def ref(self) -> GroupRef:

@@ -179,7 +179,12 @@ class ClusterFileSource:
         elif isinstance(parsed, CompositePodGroup):
             self._sink(lambda st: st.upsert_composite(parsed))
         else:
-            self._sink(lambda st: st.upsert_group(parsed))
+
+            def add_group(state: ClusterState) -> None:
+                state.upsert_group(parsed)
+                dra.sync_group(state, parsed.key)  # its claims may serve its members'
+
+            self._sink(add_group)
         return True
 
     def _parse(

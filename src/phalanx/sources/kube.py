@@ -502,6 +502,7 @@ class KubeSource:
             state.upsert_composite(value)
         else:
             state.upsert_group(value)
+            self.dra.sync_group(state, key)  # its claims may serve its members'
         self._objects[key] = Held(kind, change.uid)
         self.reports.saw_status(kind, key, change.obj.status, change.obj.resource_version)
         if changed and label(kind) not in self._unsynced_groups:
@@ -541,6 +542,7 @@ class KubeSource:
 
     def _forget_object(self, state: ClusterState, key: str) -> None:
         state.remove_group(key)
+        self.dra.sync_group(state, key)
         self._objects.pop(key, None)
         self.notices.forget(key)
         self.commits.forget_group(key)

@@ -439,6 +439,10 @@ class DraFeed:
         self._blocked.discard(uid)
         self._after(state, self.model.remove_pod(state, uid))
 
+    def sync_group(self, state: ClusterState, key: str) -> None:
+        """An upstream PodGroup changed in `state`: its claims may serve its members'."""
+        self._after(state, self.model.sync_group(state, key))
+
     # ---- telling people ----------------------------------------------------------------
 
     def _after(self, state: ClusterState, pods: Iterable[Pod]) -> None:

@@ -16,6 +16,7 @@ from phalanx.core.model import (
     Dialect,
     GroupRef,
     Placement,
+    PodClaimRef,
     PodGroup,
     PolicyKind,
     TopologyConstraint,
@@ -278,6 +279,98 @@ def test_an_invalid_pod_group_is_an_error_naming_the_field(
     with pytest.raises(InvalidObjectError) as raised:
         upstream.parse_pod_group(obj)
     assert str(raised.value) == f"PodGroup ml/gang-0: {expected}"
+
+
+def test_a_pod_group_reads_the_claims_its_members_share() -> None:
+    obj = upstream_podgroup_obj("gang-0", 2, namespace="ml", version="v1alpha3")
+    obj["spec"]["resourceClaims"] = [
+        {"name": "imex", "resourceClaimTemplateName": "channel"},
+        {"name": "scratch", "resourceClaimName": "team-scratch"},
+        {"name": "spare", "resourceClaimTemplateName": "channel"},
+        {"name": "none", "resourceClaimTemplateName": "empty"},
+    ]
+    obj["status"] = {
+        "resourceClaimStatuses": [
+            {"name": "imex", "resourceClaimName": "gang-0-imex-7xk2p"},
+            {"name": "none"},
+        ]
+    }
+    assert upstream.parse_pod_group(obj).resource_claims == (
+        PodClaimRef("imex", claim="gang-0-imex-7xk2p", template="channel"),
+        PodClaimRef("scratch", claim="team-scratch"),
+        PodClaimRef("spare", template="channel"),  # not generated yet
+        PodClaimRef("none", template="empty", not_needed=True),
+    )
+    assert upstream.parse_pod_group(upstream_podgroup_obj("gang-1", 2)).resource_claims == ()
+
+
+BAD_CLAIMS = [
+    (
+        "both",
+        [{"name": "a", "resourceClaimName": "c", "resourceClaimTemplateName": "t"}],
+        None,
+        "spec.resourceClaims[0]: must set exactly one of resourceClaimName and "
+        "resourceClaimTemplateName",
+    ),
+    (
+        "neither",
+        [{"name": "a"}],
+        None,
+        "spec.resourceClaims[0]: must set exactly one of resourceClaimName and "
+        "resourceClaimTemplateName",
+    ),
+    (
+        "no-name",
+        [{"resourceClaimName": "c"}],
+        None,
+        "spec.resourceClaims[0].name: is required",
+    ),
+    (
+        "not-a-label",
+        [{"name": "GPU_0", "resourceClaimName": "c"}],
+        None,
+        f'spec.resourceClaims[0].name: "GPU_0" is not a valid claim name {LABEL_FORM}',
+    ),
+    (
+        "twice",
+        [{"name": "a", "resourceClaimName": "c"}, {"name": "a", "resourceClaimName": "d"}],
+        None,
+        'spec.resourceClaims[1].name: "a" is listed twice',
+    ),
+    (
+        "five",
+        [{"name": f"c{i}", "resourceClaimName": f"c{i}"} for i in range(5)],
+        None,
+        "spec.resourceClaims: must have at most 4 items, not 5",
+    ),
+    (
+        "not-a-list",
+        {"name": "a"},
+        None,
+        "spec.resourceClaims: must be a list, not an object",
+    ),
+    (
+        "status-name-not-a-string",
+        [{"name": "a", "resourceClaimTemplateName": "t"}],
+        [{"name": "a", "resourceClaimName": 7}],
+        "status.resourceClaimStatuses[0].resourceClaimName: must be a string, not a number",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "claims", "statuses", "error"), BAD_CLAIMS, ids=[b[0] for b in BAD_CLAIMS]
+)
+def test_a_malformed_resource_claim_of_a_pod_group_is_an_error_naming_the_field(
+    case: str, claims: object, statuses: object, error: str
+) -> None:
+    obj = upstream_podgroup_obj("gang-0", 2, namespace="ml")
+    obj["spec"]["resourceClaims"] = claims
+    if statuses is not None:
+        obj["status"] = {"resourceClaimStatuses": statuses}
+    with pytest.raises(InvalidObjectError) as raised:
+        upstream.parse_pod_group(obj)
+    assert str(raised.value) == f"PodGroup ml/gang-0: {error}"
 
 
 # --- Workload (v1alpha1) ---------------------------------------------------------------

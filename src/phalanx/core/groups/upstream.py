@@ -15,7 +15,8 @@ Two shapes, by the version the API server serves:
   changes). A pod names it with `spec.schedulingGroup.podGroupName`; key
   `upstream:ns/name`. Status is the condition `PodGroupInitiallyScheduled`
   (`PodGroupScheduled` in `v1alpha2`), which never goes back from True (as
-  kube-scheduler writes it).
+  kube-scheduler writes it). In 1.37 (`DRAWorkloadResourceClaims`) `spec.resourceClaims`
+  names ResourceClaims the members share (`read_resource_claims`).
 
 `basic` means "no gang": the PodGroup has `basic` set and its members are scheduled one
 by one. The API server validates these spec fields, so a malformed one raises; a pod's
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
     ObjectSettings,
@@ -53,6 +55,7 @@ from phalanx.core.model import (
     Claim,
     Dialect,
     GroupRef,
+    PodClaimRef,
     PodGroup,
     TopologyConstraint,
 )
@@ -262,6 +265,9 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         basic=min_count is None,
         deleting=is_deleting(metadata),
         parent=read_parent(src, spec),
+        resource_claims=read_resource_claims(
+            src, spec, read_object(src, obj.get("status"), "status")
+        ),
     )
 
 
@@ -275,6 +281,31 @@ def read_parent(src: Source, spec: JsonObject) -> str:
     if parent and not is_object_name(parent):
         raise src.invalid(PARENT_FIELD, f"{quoted(parent)} is not a valid CompositePodGroup name")
     return parent
+
+
+CLAIMS_FIELD: Final = "spec.resourceClaims"
+MAX_CLAIMS: Final = 4  # the API's MaxPodGroupResourceClaims
+
+
+def read_resource_claims(
+    src: Source, spec: JsonObject, status: JsonObject
+) -> tuple[PodClaimRef, ...]:
+    """`spec.resourceClaims` (1.37, `DRAWorkloadResourceClaims`): the claims the members
+    share, each with the name kube's resourceclaim controller generated for a template
+    (`status.resourceClaimStatuses`). A member's entry of the same name, claim and template
+    uses it (`phalanx.core.dra_demand`). The API server validates them, so a malformed
+    entry raises naming the field."""
+    refs = read_claim_refs(src, spec, status)
+    if len(refs) > MAX_CLAIMS:
+        raise src.invalid(CLAIMS_FIELD, f"must have at most {MAX_CLAIMS} items, not {len(refs)}")
+    for i, ref in enumerate(refs):
+        path = f"{CLAIMS_FIELD}[{i}].name"
+        problem = label_name_problem(path, ref.name, "claim name")
+        if problem:
+            raise src.invalid(path, problem.removeprefix(f"{path}: "))
+        if any(other.name == ref.name for other in refs[:i]):
+            raise src.invalid(path, f"{quoted(ref.name)} is listed twice")
+    return refs
 
 
 def read_topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:

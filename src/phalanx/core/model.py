@@ -275,6 +275,14 @@ class Dialect(StrEnum):
     COMPOSITE = "composite"
 
 
+class DisruptionMode(StrEnum):
+    """Upstream's `spec.disruptionMode` (PodGroup, CompositePodGroup; 1.36+): whether the
+    pods beneath may be preempted one by one or only all together (`phalanx.core.preempt`)."""
+
+    SINGLE = "single"  # upstream's default: the members may go one by one
+    ALL = "all"  # every pod beneath goes together, or none does
+
+
 _DIALECT_PREFIXES = frozenset(d.value for d in Dialect if d is not Dialect.SCHEDULER_PLUGINS)
 
 
@@ -552,6 +560,9 @@ class PodGroup:
     deleting: bool = False
     # Upstream `spec.parentCompositePodGroupName` (1.37): the CompositePodGroup above; "" none.
     parent: str = ""
+    # Upstream `spec.disruptionMode`: read by preemption only, so it changes no plan (and
+    # upstream makes it immutable): outside equality, an edit re-plans nothing.
+    disruption_mode: DisruptionMode = field(default=DisruptionMode.SINGLE, compare=False)
 
     @property
     def ref(self) -> GroupRef:

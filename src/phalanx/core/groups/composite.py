@@ -13,6 +13,8 @@ of every PodGroup beneath it (each pod's task is its PodGroup) and whose quorum 
 of child groups (`ChildGroups`, `phalanx.core.quorum`). A PodGroup with only `basic`
 composites above it is its own gang, as without a parent. A parent that does not exist, a
 cycle or a tree deeper than upstream allows makes the gang wait, naming the object.
+`spec.disruptionMode` (`single` or `all`, `phalanx.core.groups.disruption`) matters to
+preemption only (`phalanx.core.preempt`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from phalanx.core.groups.common import (
     is_deleting,
     read_identity,
 )
+from phalanx.core.groups.disruption import read_disruption_mode
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import (
     COMPOSITE_KIND,
@@ -40,7 +43,15 @@ from phalanx.core.groups.upstream import (
     read_policy,
     read_topology,
 )
-from phalanx.core.model import ChildGroups, Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.model import (
+    ChildGroups,
+    Claim,
+    Dialect,
+    DisruptionMode,
+    GroupRef,
+    PodGroup,
+    TopologyConstraint,
+)
 from phalanx.core.quorum import fewest_members
 from phalanx.core.rawdict import JsonObject, read_object, read_string, read_string_map
 
@@ -64,6 +75,8 @@ class CompositePodGroup:
     settings: ObjectSettings = field(default_factory=ObjectSettings)
     uid: str = ""
     deleting: bool = False
+    # `spec.disruptionMode`: read by preemption only, so outside equality (see `PodGroup`).
+    disruption_mode: DisruptionMode = field(default=DisruptionMode.SINGLE, compare=False)
 
     @property
     def ref(self) -> GroupRef:
@@ -98,6 +111,7 @@ def parse_composite(obj: JsonObject) -> CompositePodGroup:
         settings=settings,
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         deleting=is_deleting(metadata),
+        disruption_mode=read_disruption_mode(src, spec),
     )
 
 

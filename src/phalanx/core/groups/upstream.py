@@ -15,7 +15,8 @@ Two shapes, by the version the API server serves:
   changes). A pod names it with `spec.schedulingGroup.podGroupName`; key
   `upstream:ns/name`. Status is the condition `PodGroupInitiallyScheduled`
   (`PodGroupScheduled` in `v1alpha2`), which never goes back from True (as
-  kube-scheduler writes it).
+  kube-scheduler writes it). `spec.disruptionMode` (`single` or `all`) is read for
+  preemption (`phalanx.core.groups.disruption`).
 
 `basic` means "no gang": the PodGroup has `basic` set and its members are scheduled one
 by one. The API server validates these spec fields, so a malformed one raises; a pod's
@@ -41,6 +42,7 @@ from phalanx.core.groups.common import (
     read_identity,
     read_min_count,
 )
+from phalanx.core.groups.disruption import read_disruption_mode
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
     OUTCOME_INVALID,
@@ -262,6 +264,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         basic=min_count is None,
         deleting=is_deleting(metadata),
         parent=read_parent(src, spec),
+        disruption_mode=read_disruption_mode(src, spec),
     )
 
 

@@ -192,6 +192,25 @@ def gang_above(group: PodGroup, find: FindComposite) -> CompositePodGroup | Brok
     return top
 
 
+def disruption_unit(group: PodGroup, find: FindComposite) -> str:
+    """The key of the highest object from `group` up its tree whose `spec.disruptionMode`
+    is `all` (its pods are disrupted together, as kube-scheduler 1.37 groups its own
+    preemption victims), "" when none is. A tree that cannot be read is followed as far as
+    it can be (a missing parent ends it, a cycle or excess depth stops the walk)."""
+    unit = group.key if group.disruption_mode is DisruptionMode.ALL else ""
+    seen: set[str] = set()
+    name = group.parent
+    while name and name not in seen and len(seen) < MAX_DEPTH:
+        seen.add(name)
+        found = find(composite_key(group.namespace, name))
+        if found is None:
+            break
+        if found.disruption_mode is DisruptionMode.ALL:
+            unit = found.key
+        name = found.parent
+    return unit
+
+
 def child_tree(
     root: CompositePodGroup,
     composites: Iterable[CompositePodGroup],

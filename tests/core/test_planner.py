@@ -360,6 +360,13 @@ def test_preemption_widens_to_an_all_pod_group_that_lives_on_the_victims_node():
     assert planner.preempt({"n1": ["a-0"]}) == {"n1": ["a-0", "a-1"]}
 
 
+def test_preemption_drops_a_node_whose_victims_are_bound_elsewhere():
+    # kube-scheduler 1.37 offers an `all` unit spread over nodes as one node's victims, and
+    # fails its whole preemption when an extender returns a pod it cannot find on the node.
+    planner = upstream(upstream_podgroup_obj("a", 2, disruption_mode="all"), *SPREAD)
+    assert planner.preempt({"n1": ["a-0", "a-1", "a-2", "a-3"]}) == {}
+
+
 def ray(mode: str, *, min_group_count: int = 1, head_mode: str = "single") -> list[Any]:
     """A composite gang over a head PodGroup (minCount 1, on n1) and a worker PodGroup
     (minCount 2, two workers on n2 and one on n3)."""

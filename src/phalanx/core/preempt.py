@@ -7,7 +7,9 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
 
 1. upstream's `spec.disruptionMode: all`: the highest PodGroup or CompositePodGroup with
    `all` above a victim (`composite.disruption_unit`) goes whole, every bound pod beneath
-   it, or not at all;
+   it, or not at all; so one spread over nodes is never preempted through Phalanx: a
+   node's victims must all be on that node (`_elsewhere`), as kube-scheduler can only
+   take back those;
 2. a child PodGroup of a composite gang stays at its own `minCount` or goes entirely;
 3. every gang (any dialect) stays at its quorum (`minMember`, Volcano's task minima, a
    composite's `minGroupCount` of child groups) or goes entirely. Upstream's `single`
@@ -36,6 +38,8 @@ def preempt(
     kept: dict[str, list[str]] = {}
     for node, uids in victims.items():
         chosen = dict.fromkeys(uids)
+        if _elsewhere(state, node, chosen):
+            continue
         while (partial := _left_partial(state, units, resolve, chosen)) is not None:
             if any(state.bound_node(p) != node for p in partial):
                 break
@@ -43,6 +47,15 @@ def preempt(
         else:
             kept[node] = list(chosen)
     return kept
+
+
+def _elsewhere(state: ClusterState, node: str, chosen: Iterable[str]) -> bool:
+    """Whether victims proposed for `node` are bound to another node. kube-scheduler 1.37
+    proposes a `disruptionMode: all` unit spread over nodes as one node's victims, but
+    looks up the victims an extender returns on that node alone: one such answer fails
+    its whole preemption attempt, every candidate node with it."""
+    pods = (p for u in chosen if (p := state.pod(u)) is not None)
+    return any(state.bound_node(p) not in ("", node) for p in pods)
 
 
 def _left_partial(

@@ -391,13 +391,16 @@ def upstream_podgroup_obj(
     annotations: dict[str, str] | None = None,
     status: dict[str, Any] | None = None,
     parent: str | None = None,
+    disruption_mode: str | None = "single",
 ) -> dict[str, Any]:
     """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy;
-    `parent` its CompositePodGroup (1.37)."""
+    `parent` its CompositePodGroup (1.37); `disruption_mode` None leaves the field unset."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     )
-    spec: dict[str, Any] = {"schedulingPolicy": policy, "disruptionMode": {"single": {}}}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if disruption_mode is not None:
+        spec["disruptionMode"] = {disruption_mode: {}}
     if topology_key is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     if parent is not None:  # the API server requires the workloadRef with it
@@ -428,17 +431,19 @@ def composite_obj(
     parent: str | None = None,
     topology_key: str | None = None,
     annotations: dict[str, str] | None = None,
+    disruption_mode: str | None = "single",
 ) -> dict[str, Any]:
     """A `scheduling.k8s.io/v1alpha3` CompositePodGroup (1.37); `min_group_count` None is
-    the basic policy."""
+    the basic policy; `disruption_mode` None leaves the field unset."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_group_count is None else {"gang": {"minGroupCount": min_group_count}}
     )
     spec: dict[str, Any] = {
         "workloadRef": {"workloadName": name, "templateName": name},
         "schedulingPolicy": policy,
-        "disruptionMode": {"single": {}},
     }
+    if disruption_mode is not None:
+        spec["disruptionMode"] = {disruption_mode: {}}
     if parent is not None:
         spec["parentCompositePodGroupName"] = parent
     if topology_key is not None:

@@ -125,6 +125,12 @@ def test_the_gang_view_names_each_member_refused_for_its_own_annotations() -> No
     assert '  refused member: default/notes-1: annotation phalanx.io/placement: "bogus"' in shown
 
 
+def test_the_gang_view_names_upstreams_disruption_mode_when_the_gang_has_one() -> None:
+    view = {"group": "upstream:ml/job", "source": "PodGroup", "min_member": 2}
+    assert ", disruptionMode all)" in render_group_view({**view, "disruption_mode": "all"})
+    assert "disruptionMode" not in render_group_view({**view, "disruption_mode": None})
+
+
 @pytest.mark.parametrize(
     ("deleting", "shown"),
     [(True, True), (False, False)],

@@ -221,6 +221,20 @@ def test_explain_shows_the_topology_the_gang_declares() -> None:
     assert "  topology:       none declared" in held
 
 
+def test_explain_shows_upstreams_disruption_mode_where_the_gang_object_has_one() -> None:
+    gang = GangView(
+        "upstream:team-a/job", "team-a", "job", "PodGroup", 2, (), disruption_mode="all"
+    )
+    expl = Explanation("prod", gang, (), None, None)
+    text = render_explanation(expl, NOW, leases=LEASES, phalanx_namespace="phalanx-system")
+    assert "  disruption:     all (spec.disruptionMode)" in text
+    assert explanation_json(expl, LEASES)["gang"]["disruption_mode"] == "all"
+    held = render_explanation(
+        explanation(None), NOW, leases=LEASES, phalanx_namespace="phalanx-system"
+    )
+    assert "disruption:" not in held
+
+
 def test_explain_says_the_gang_object_is_being_deleted() -> None:
     reason = "PodGroup team-a/job is being deleted (gang team-a/job): its members are not ..."
     gang = GangView("team-a/job", "team-a", "job", "PodGroup", 2, (), deleting=reason)

@@ -234,6 +234,37 @@ def test_a_gangs_declared_topology_is_shown(
     assert one_gang(objects, pods).topology == topology
 
 
+@pytest.mark.parametrize(
+    ("objects", "pods", "mode"),
+    [
+        (
+            [upstream_podgroup_obj("job", 2, disruption_mode="all")],
+            [pod_obj("m-0", scheduling_group="job")],
+            "all",
+        ),
+        (
+            [upstream_podgroup_obj("job", 2, disruption_mode=None)],
+            [pod_obj("m-0", scheduling_group="job")],
+            "single",
+        ),
+        (
+            [
+                composite_obj("ray", 1, disruption_mode="all"),
+                upstream_podgroup_obj("head", 1, parent="ray"),
+            ],
+            [pod_obj("h-0", scheduling_group="head")],
+            "all",
+        ),
+        ([podgroup_obj("job", 2)], [pod_obj("m-0", group="job")], ""),
+    ],
+    ids=["upstream-all", "upstream-unset", "composite-all", "scheduler-plugins-has-none"],
+)
+def test_a_gangs_disruption_mode_is_shown_where_its_object_has_the_field(
+    objects: list[dict[str, Any]], pods: list[dict[str, Any]], mode: str
+) -> None:
+    assert one_gang(objects, pods).disruption_mode == mode
+
+
 def test_a_pod_group_and_a_volcano_pod_group_of_one_name_are_two_gangs() -> None:
     gangs, _ = collect_gangs(
         [podgroup_obj("job", 2), volcano_podgroup_obj("job", 3)],

@@ -141,6 +141,21 @@ async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
     await ext.stop()
 
 
+async def test_the_debug_view_shows_the_disruption_mode_of_an_upstream_gang_only():
+    objects = [
+        upstream_podgroup_obj("whole", 1, disruption_mode="all"),
+        pod_obj("whole-0", 8, scheduling_group="whole"),
+        *volcano_gang(1),
+    ]
+    ext, _ = await started(objects)
+    upstream = ext.views.group(GroupRef("default", "whole", Dialect.UPSTREAM))
+    volcano = ext.views.group(GroupRef("default", "job", Dialect.VOLCANO))
+    assert upstream is not None
+    assert volcano is not None
+    assert (upstream["disruption_mode"], volcano["disruption_mode"]) == ("all", None)
+    await ext.stop()
+
+
 async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_opens():
     # Refused as unfit, its members would be asked back on every node change only to be
     # refused again: they can only succeed once the object is gone, which this gang never is.

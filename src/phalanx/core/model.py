@@ -276,6 +276,14 @@ class Dialect(StrEnum):
     COMPOSITE = "composite"
 
 
+class DisruptionMode(StrEnum):
+    """Upstream's `spec.disruptionMode` (PodGroup, CompositePodGroup; 1.36+): whether the
+    pods beneath may be preempted one by one or only all together (`phalanx.core.preempt`)."""
+
+    SINGLE = "single"  # upstream's default: the members may go one by one
+    ALL = "all"  # every pod beneath goes together, or none does
+
+
 _DIALECT_PREFIXES = frozenset(d.value for d in Dialect if d is not Dialect.SCHEDULER_PLUGINS)
 
 
@@ -561,6 +569,9 @@ class PodGroup:
     # Not compared: they change the members' device demand (`DraModel.upsert_group`), not
     # the gang, and the generated names arrive in the status.
     resource_claims: tuple[PodClaimRef, ...] = field(default=(), compare=False)
+    # Upstream `spec.disruptionMode`: read by preemption only, so it changes no plan (and
+    # upstream makes it immutable): outside equality, an edit re-plans nothing.
+    disruption_mode: DisruptionMode = field(default=DisruptionMode.SINGLE, compare=False)
 
     @property
     def ref(self) -> GroupRef:

@@ -805,7 +805,7 @@ class GangPlanner:
         return self._fragmentation[1]
 
     def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-        return preempt(self.state, victims)
+        return preempt(self.state, victims, self.resolve)
 
 
 def _devices_blocker(pod: Pod) -> str:

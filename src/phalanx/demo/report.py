@@ -514,8 +514,10 @@ def render_group_view(view: Mapping[str, Any]) -> str:
     dialect = view.get("dialect")
     # "volcano PodGroup"; an annotation-only gang's source already says its dialect.
     declared = f"{dialect} {source}" if dialect and dialect != source else source
+    # Upstream's spec.disruptionMode, where the gang object has one.
+    mode = f", disruptionMode {view['disruption_mode']}" if view.get("disruption_mode") else ""
     out = [
-        f"gang {view.get('group', '?')}  ({declared}, minMember {need}, placement {policy})",
+        f"gang {view.get('group', '?')}  ({declared}, minMember {need}, placement {policy}{mode})",
         f"  phase:          {phase}  (bound {bound}/{members})",
         f"  last decision:  {_text(view.get('last_decision'))}",
         f"  last reason:    {_text(view.get('last_reason'))}",

@@ -246,6 +246,8 @@ def render_explanation(
         f"  phase:          {gang.phase or NONE}",
         f"  topology:       {gang.topology or 'none declared'}",
     ]
+    if gang.disruption_mode:
+        out.append(f"  disruption:     {gang.disruption_mode} (spec.disruptionMode)")
     if gang.deleting:
         out.append(f"  deleting:       {gang.deleting}")
     cond = gang.condition
@@ -334,6 +336,7 @@ def gang_json(gang: GangView) -> dict[str, Any]:
         "phase": gang.phase or None,
         "placement": gang.placement or None,
         "topology": gang.topology or None,
+        "disruption_mode": gang.disruption_mode or None,
         "deleting": gang.deleting or None,
         "created": gang.created or None,
         "condition": None

@@ -126,6 +126,9 @@ class GangView:
     problems: tuple[str, ...] = ()  # why Phalanx cannot schedule it (bad annotations, ...)
     # Volcano's spec.minTaskMember, or a composite's child groups, as Phalanx enforces them.
     min_task_member: TaskMinima = ()
+    # Upstream's spec.disruptionMode (`single`, `all`) of its PodGroup or CompositePodGroup;
+    # "" where the gang object has no such field.
+    disruption_mode: str = ""
     # Its object is being deleted (`metadata.deletionTimestamp`, held by a finalizer): the
     # scheduler binds none of its members any more (`registry.deleting_reason`).
     deleting: str = ""
@@ -332,6 +335,7 @@ class _Draft:
     commit: CommitView | None = None
     placement: str = ""
     topology: str = ""
+    disruption_mode: str = ""
     created: str = ""
     deleting: bool = False
     members: list[MemberView] = field(default_factory=list)
@@ -362,6 +366,7 @@ class _Draft:
             created=self.created,
             problems=tuple(dict.fromkeys(self.problems)),
             min_task_member=self.min_task_member,
+            disruption_mode=self.disruption_mode,
             deleting=registry.deleting_reason(ref) if self.deleting else "",
         )
 
@@ -489,10 +494,12 @@ def _add_object(
         draft.topology = str(group.topology) if group.topology is not None else ""
         draft.deleting = group.deleting
         if group.dialect is Dialect.UPSTREAM:
+            draft.disruption_mode = group.disruption_mode.value
             tree.pod_groups.append(group)
     elif isinstance(group, CompositePodGroup):
         draft.placement = str(group.settings.placement or "")
         draft.topology = str(group.topology) if group.topology is not None else ""
+        draft.disruption_mode = group.disruption_mode.value
         draft.deleting = group.deleting
 
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups import registry
-from phalanx.core.model import Dialect, GroupRef, Pod
+from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import Deleting, Resolved
 from phalanx.service.reporter import Reporter, achieved_level
@@ -157,7 +158,8 @@ class GangViews:
         else:
             resolved, error = None, resolution.reason
         status = self.reporter.group_status(ref)
-        has_object = self.state.group_object(ref.object_ref.key) is not None
+        found = self.state.group_object(ref.object_ref.key)
+        has_object = found is not None
         claims = {p.group_dialect for p in members if p.group_dialect is not None}
         dialect = registry.gang_dialect(ref, has_object=has_object, claims=claims)
         served = self.state.served.holding(ref) if self.state.served is not None else None
@@ -171,6 +173,8 @@ class GangViews:
             else "",
             "min_member": resolved.min_member if resolved is not None else None,
             "placement": str(resolved.placement) if resolved is not None else None,
+            # Upstream's spec.disruptionMode (what preemption may take); None: no such field.
+            "disruption_mode": _disruption_mode(found),
             "members": len(members),
             "bound": status.scheduled,
             "phase": status.phase.value,
@@ -185,6 +189,15 @@ class GangViews:
             # the gang's settings above come from its valid members and its object.
             "invalid_members": {p.key: p.invalid for p in members if p.invalid},
         }
+
+
+def _disruption_mode(found: object) -> str | None:
+    """`single` or `all` for an upstream PodGroup or a CompositePodGroup, else None."""
+    if isinstance(found, CompositePodGroup) or (
+        isinstance(found, PodGroup) and found.dialect is Dialect.UPSTREAM
+    ):
+        return found.disruption_mode.value
+    return None
 
 
 def _member_devices(pod: Pod) -> dict[str, object]:

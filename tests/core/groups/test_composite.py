@@ -19,7 +19,7 @@ from phalanx.core.groups.composite import (
     parse_composite,
 )
 from phalanx.core.groups.upstream import parse_pod_group
-from phalanx.core.model import ChildGroups, Dialect, GroupRef, TopologyConstraint
+from phalanx.core.model import ChildGroups, Dialect, DisruptionMode, GroupRef, TopologyConstraint
 
 ZONE = "topology.kubernetes.io/zone"
 RACK = "example.com/rack"
@@ -42,6 +42,16 @@ def test_a_gang_composite_reads_its_policy_parent_and_topology() -> None:
 
 def test_a_basic_composite_has_no_min_group_count() -> None:
     assert parse_composite(composite_obj("ray", None)).min_group_count is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "read"),
+    [("single", DisruptionMode.SINGLE), ("all", DisruptionMode.ALL), (None, DisruptionMode.SINGLE)],
+    ids=["single", "all", "unset-is-single"],
+)
+def test_a_composite_reads_its_disruption_mode(mode: str | None, read: DisruptionMode) -> None:
+    obj = composite_obj("ray", 2, disruption_mode=mode)
+    assert parse_composite(obj).disruption_mode is read
 
 
 def test_the_registry_reads_a_composite_by_its_api_version_and_kind() -> None:
@@ -103,6 +113,21 @@ def broken(edit: dict[str, Any]) -> dict[str, Any]:
             "spec.schedulingConstraints.topology[0].key",
             "is not a node label key",
         ),
+        (
+            broken({"disruptionMode": {"single": {}, "all": {}}}),
+            "spec.disruptionMode",
+            "exactly one of single, all is required",
+        ),
+        (
+            broken({"disruptionMode": {"together": {}}}),
+            "spec.disruptionMode",
+            '"together" is not a disruption mode',
+        ),
+        (
+            broken({"disruptionMode": {"all": []}}),
+            "spec.disruptionMode.all",
+            "must be an object, not an array",
+        ),
     ],
     ids=[
         "no-policy",
@@ -113,6 +138,9 @@ def broken(edit: dict[str, Any]) -> dict[str, Any]:
         "own-parent",
         "two-topologies",
         "bad-topology-key",
+        "two-disruption-modes",
+        "unknown-disruption-mode",
+        "disruption-mode-not-object",
     ],
 )
 def test_a_malformed_composite_is_refused_naming_the_field(

@@ -14,6 +14,7 @@ from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import (
     Dialect,
+    DisruptionMode,
     GroupRef,
     Placement,
     PodClaimRef,
@@ -191,6 +192,44 @@ def test_phalanx_annotations_on_the_pod_group_are_read_beside_its_topology() -> 
 def test_a_basic_pod_group_is_no_gang() -> None:
     group = upstream.parse_pod_group(upstream_podgroup_obj("basic-group-0", None))
     assert (group.basic, group.min_member) == (True, 1)
+
+
+@pytest.mark.parametrize(
+    ("mode", "read"),
+    [("single", DisruptionMode.SINGLE), ("all", DisruptionMode.ALL), (None, DisruptionMode.SINGLE)],
+    ids=["single", "all", "unset-is-single"],
+)
+def test_a_pod_group_reads_its_disruption_mode(mode: str | None, read: DisruptionMode) -> None:
+    obj = upstream_podgroup_obj("gang-0", 4, disruption_mode=mode)
+    assert upstream.parse_pod_group(obj).disruption_mode is read
+
+
+@pytest.mark.parametrize(
+    ("union", "error"),
+    [
+        ({"single": {}, "all": {}}, "spec.disruptionMode: exactly one of single, all is required"),
+        ({"sometimes": {}}, 'spec.disruptionMode: "sometimes" is not a disruption mode'),
+        ({"all": {}, "x": {}}, 'spec.disruptionMode: "x" is not a disruption mode'),
+        ({"all": True}, "spec.disruptionMode.all: must be an object, not a boolean"),
+        ("all", "spec.disruptionMode: must be an object, not a string"),
+    ],
+    ids=["both", "unknown-member", "unknown-beside-all", "member-not-object", "not-an-object"],
+)
+def test_a_malformed_disruption_mode_refuses_the_pod_group_naming_the_field(
+    union: object, error: str
+) -> None:
+    obj = upstream_podgroup_obj("gang-0", 2, namespace="ml")
+    obj["spec"]["disruptionMode"] = union
+    with pytest.raises(InvalidObjectError) as raised:
+        upstream.parse_pod_group(obj)
+    assert str(raised.value).startswith(f"PodGroup ml/gang-0: {error}")
+
+
+def test_the_disruption_mode_is_no_plan_setting() -> None:
+    """It matters to preemption only: reading another mode re-plans nothing."""
+    single = upstream.parse_pod_group(upstream_podgroup_obj("gang-0", 4))
+    every = upstream.parse_pod_group(upstream_podgroup_obj("gang-0", 4, disruption_mode="all"))
+    assert single == every
 
 
 def test_a_changed_min_count_makes_a_different_gang_and_status_does_not() -> None:

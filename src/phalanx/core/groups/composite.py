@@ -13,6 +13,8 @@ of every PodGroup beneath it (each pod's task is its PodGroup) and whose quorum 
 of child groups (`ChildGroups`, `phalanx.core.quorum`). A PodGroup with only `basic`
 composites above it is its own gang, as without a parent. A parent that does not exist, a
 cycle or a tree deeper than upstream allows makes the gang wait, naming the object.
+`spec.disruptionMode` (`single` or `all`, `phalanx.core.groups.disruption`) matters to
+preemption only (`phalanx.core.preempt`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from phalanx.core.groups.common import (
     is_deleting,
     read_identity,
 )
+from phalanx.core.groups.disruption import read_disruption_mode
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import (
     COMPOSITE_KIND,
@@ -40,7 +43,15 @@ from phalanx.core.groups.upstream import (
     read_policy,
     read_topology,
 )
-from phalanx.core.model import ChildGroups, Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.model import (
+    ChildGroups,
+    Claim,
+    Dialect,
+    DisruptionMode,
+    GroupRef,
+    PodGroup,
+    TopologyConstraint,
+)
 from phalanx.core.quorum import fewest_members
 from phalanx.core.rawdict import JsonObject, read_object, read_string, read_string_map
 
@@ -64,6 +75,8 @@ class CompositePodGroup:
     settings: ObjectSettings = field(default_factory=ObjectSettings)
     uid: str = ""
     deleting: bool = False
+    # `spec.disruptionMode`: read by preemption only, so outside equality (see `PodGroup`).
+    disruption_mode: DisruptionMode = field(default=DisruptionMode.SINGLE, compare=False)
 
     @property
     def ref(self) -> GroupRef:
@@ -98,6 +111,7 @@ def parse_composite(obj: JsonObject) -> CompositePodGroup:
         settings=settings,
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         deleting=is_deleting(metadata),
+        disruption_mode=read_disruption_mode(src, spec),
     )
 
 
@@ -176,6 +190,25 @@ def gang_above(group: PodGroup, find: FindComposite) -> CompositePodGroup | Brok
             top = found
         name = found.parent
     return top
+
+
+def disruption_unit(group: PodGroup, find: FindComposite) -> str:
+    """The key of the highest object from `group` up its tree whose `spec.disruptionMode`
+    is `all` (its pods are disrupted together, as kube-scheduler 1.37 groups its own
+    preemption victims), "" when none is. A tree that cannot be read is followed as far as
+    it can be (a missing parent ends it, a cycle or excess depth stops the walk)."""
+    unit = group.key if group.disruption_mode is DisruptionMode.ALL else ""
+    seen: set[str] = set()
+    name = group.parent
+    while name and name not in seen and len(seen) < MAX_DEPTH:
+        seen.add(name)
+        found = find(composite_key(group.namespace, name))
+        if found is None:
+            break
+        if found.disruption_mode is DisruptionMode.ALL:
+            unit = found.key
+        name = found.parent
+    return unit
 
 
 def child_tree(

@@ -17,6 +17,8 @@ Two shapes, by the version the API server serves:
   (`PodGroupScheduled` in `v1alpha2`), which never goes back from True (as
   kube-scheduler writes it). In 1.37 (`DRAWorkloadResourceClaims`) `spec.resourceClaims`
   names ResourceClaims the members share (`read_resource_claims`).
+  `spec.disruptionMode` (`single` or `all`) is read for
+  preemption (`phalanx.core.groups.disruption`).
 
 `basic` means "no gang": the PodGroup has `basic` set and its members are scheduled one
 by one. The API server validates these spec fields, so a malformed one raises; a pod's
@@ -43,6 +45,7 @@ from phalanx.core.groups.common import (
     read_identity,
     read_min_count,
 )
+from phalanx.core.groups.disruption import read_disruption_mode
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
     OUTCOME_INVALID,
@@ -268,6 +271,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
         resource_claims=read_resource_claims(
             src, spec, read_object(src, obj.get("status"), "status")
         ),
+        disruption_mode=read_disruption_mode(src, spec),
     )
 
 

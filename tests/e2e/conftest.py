@@ -20,20 +20,16 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-
-import tiers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controlplane"))
 
 import launcher  # tests/controlplane/launcher.py
+import planes
 
-# The session's running control planes by fixture name, for failure reports.
-_CONTROL_PLANES = pytest.StashKey[dict[str, launcher.ControlPlane]]()
 _E2E_DIR = Path(__file__).resolve().parent
-_T = TypeVar("_T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,35 +53,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed or not item.get_closest_marker("e2e"):
         return
-    fixtures = getattr(item, "fixturenames", ())
-    for name, cp in item.config.stash.get(_CONTROL_PLANES, {}).items():
-        if name in fixtures:
+    for name in getattr(item, "fixturenames", ()):
+        cp = planes.running(item.config, name)
+        if cp is not None:
             report.sections.append((f"{name} logs (tails)", cp.log_tails(lines=30)))
-
-
-def skip_without_tools(find: Callable[[], _T]) -> _T:
-    """``find()`` (a tool lookup); without the tools, skip, or fail when CI requires them."""
-    try:
-        return find()
-    except launcher.ToolsMissingError as exc:
-        if tiers.required():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e tools unavailable: {exc}")
-
-
-def _session_control_plane(
-    pytestconfig: pytest.Config, name: str, **kwargs: Any
-) -> Iterator[launcher.ControlPlane]:
-    """Start a ``ControlPlane(**kwargs)`` for the session, known as fixture ``name``."""
-    skip_without_tools(lambda: launcher.find_tools(kube_version=kwargs.get("kube_version")))
-    cp = launcher.ControlPlane(**kwargs)
-    cp.start()
-    pytestconfig.stash.setdefault(_CONTROL_PLANES, {})[name] = cp
-    try:
-        yield cp
-    finally:
-        del pytestconfig.stash[_CONTROL_PLANES][name]
-        cp.stop()
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +65,8 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane
 
     Skipped without the binaries, or an error when PHALANX_REQUIRE_E2E=1.
     """
-    yield from _session_control_plane(pytestconfig, "control_plane")
+    with planes.started(pytestconfig, "control_plane") as cp:
+        yield cp
 
 
 #: The upstream gang API of Kubernetes 1.37 (GenericWorkload; scheduling.k8s.io/v1beta1).
@@ -108,14 +80,15 @@ def control_plane_137(pytestconfig: pytest.Config) -> Iterator[launcher.ControlP
     Its kube-scheduler (when a test starts one) runs with the same gate. Skipped without the
     1.37 binaries (``build-tools.sh kube-next``), or an error when PHALANX_REQUIRE_E2E=1.
     """
-    yield from _session_control_plane(
+    with planes.started(
         pytestconfig,
         "control_plane_137",
         kube_version="1.37",
         apiserver_feature_gates=GANG_API_137.apiserver_feature_gates,
         runtime_config=GANG_API_137.runtime_config,
         scheduler_feature_gates=GANG_API_137.scheduler_feature_gates,
-    )
+    ) as cp:
+        yield cp
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +96,7 @@ def controller_manager_tool() -> Path:
     """kube-controller-manager of the default release (``build-tools.sh
     kube-controller-manager``). Skipped without it, or an error when PHALANX_REQUIRE_E2E=1.
     """
-    return skip_without_tools(launcher.find_controller_manager)
+    return planes.skip_without_tools(launcher.find_controller_manager)
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +105,7 @@ def scheduler_plugins_tool() -> Path:
     the chart's ``kubeScheduler.coschedulingImage``. Skipped without it, or an error when
     PHALANX_REQUIRE_E2E=1.
     """
-    return skip_without_tools(launcher.find_scheduler_plugins)
+    return planes.skip_without_tools(launcher.find_scheduler_plugins)
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +113,7 @@ def helm_tool() -> Path:
     """The pinned helm (``build-tools.sh helm``). Skipped without it, or an error when
     PHALANX_REQUIRE_E2E=1.
     """
-    return skip_without_tools(launcher.find_helm)
+    return planes.skip_without_tools(launcher.find_helm)
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +122,7 @@ def ray_operator_tools() -> launcher.RayOperatorTools:
 
     Skipped without them, or an error when PHALANX_REQUIRE_E2E=1.
     """
-    return skip_without_tools(launcher.find_ray_operator)
+    return planes.skip_without_tools(launcher.find_ray_operator)
 
 
 def _fresh_namespace(cp: launcher.ControlPlane) -> Iterator[str]:

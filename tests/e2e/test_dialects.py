@@ -12,12 +12,12 @@ before Phalanx starts.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import planes
 import pytest
 from conftest_scheduling import (  # noqa: F401  # fixtures
     Scheduler,
@@ -48,29 +48,21 @@ WORKLOAD_API = "/apis/scheduling.k8s.io/v1alpha1"
 
 
 @pytest.fixture(scope="module")
-def control_plane() -> Iterator[launcher.ControlPlane]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
     """This module's control plane (see the module docstring); replaces the session's."""
-    try:
-        launcher.find_tools()
-    except launcher.ToolsMissingError as exc:
-        if os.environ.get("PHALANX_REQUIRE_E2E", "") not in ("", "0"):
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e control plane unavailable: {exc}")
-    cp = launcher.ControlPlane(
+    with planes.started(
+        pytestconfig,
+        "control_plane",
         apiserver_feature_gates=GANG_API_135.apiserver_feature_gates,
         runtime_config=GANG_API_135.runtime_config,
         scheduler_feature_gates=GANG_API_135.scheduler_feature_gates,
-    )
-    cp.start()
-    try:
+    ) as cp:
         ensure_volcano_crd(cp)
         ensure_pod_group_crd(cp)
         launcher.wait_for(
             "Workloads served", lambda: cp.request("GET", WORKLOAD_API)[0] == 200, timeout=30
         )
         yield cp
-    finally:
-        cp.stop()
 
 
 # ---- the other dialects' objects -----------------------------------------------------------

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import launcher
+import planes
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import Scenario
 from test_dra_extended import API, GPUS, SERVING_CLASS, dra_node, extended_claims
 from test_dra_taints import slices  # noqa: F401  # a fixture: the slices a spec published
 
-import tiers
 from builders import NVIDIA_CLASSES, device_class_obj
 from phalanx.core.model import NVIDIA_GPU
 
@@ -41,21 +41,16 @@ SCHEDULER_GATES = {"DRAExtendedResource": False}
 
 
 @pytest.fixture(scope="module")
-def control_plane() -> Iterator[launcher.ControlPlane]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
     """This module's 1.35 control plane (see the module docstring), with a class mapping
     nvidia.com/gpu; replaces the session's."""
-    try:
-        launcher.find_tools()
-    except launcher.ToolsMissingError as exc:
-        if tiers.required():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e control plane unavailable: {exc}")
-    cp = launcher.ControlPlane(
-        apiserver_feature_gates=APISERVER_GATES, scheduler_feature_gates=SCHEDULER_GATES
-    )
-    assert cp.release.minor == "1.35", cp.release  # the release this module is about
-    cp.start()
-    try:
+    with planes.started(
+        pytestconfig,
+        "control_plane",
+        apiserver_feature_gates=APISERVER_GATES,
+        scheduler_feature_gates=SCHEDULER_GATES,
+    ) as cp:
+        assert cp.release.minor == "1.35", cp.release  # the release this module is about
         obj = device_class_obj(SERVING_CLASS, NVIDIA_CLASSES["gpu.nvidia.com"])
         obj["spec"]["extendedResourceName"] = NVIDIA_GPU
         status, answer = cp.request("POST", f"{API}/deviceclasses", obj)
@@ -65,8 +60,6 @@ def control_plane() -> Iterator[launcher.ControlPlane]:
         # Dropped without kube-apiserver's gate: then nothing here would be about the bridge.
         assert kept["spec"].get("extendedResourceName") == NVIDIA_GPU, kept
         yield cp
-    finally:
-        cp.stop()
 
 
 def test_a_gang_asking_nvidia_gpu_binds_whole_onto_device_plugin_nodes_only(

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import launcher
+import planes
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import Scenario
 from test_dra_taints import a_rule_keeps_a_plain_gang_off_the_gpu_it_taints, slices  # noqa: F401
 
-import tiers
 from builders import nvidia_class_objs
 
 pytestmark = pytest.mark.e2e
@@ -33,22 +33,16 @@ TAINT_GATES = {"DRADeviceTaints": True, "DRADeviceTaintRules": True}
 
 
 @pytest.fixture(scope="module")
-def control_plane() -> Iterator[launcher.ControlPlane]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
     """This module's 1.35 control plane (see the module docstring); replaces the session's."""
-    try:
-        launcher.find_tools()
-    except launcher.ToolsMissingError as exc:
-        if tiers.required():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e control plane unavailable: {exc}")
-    cp = launcher.ControlPlane(
+    with planes.started(
+        pytestconfig,
+        "control_plane",
         apiserver_feature_gates=TAINT_GATES,
         runtime_config={RULES_VERSION: True},
         scheduler_feature_gates=TAINT_GATES,
-    )
-    assert cp.release.minor == "1.35", cp.release  # the release this module is about
-    cp.start()
-    try:
+    ) as cp:
+        assert cp.release.minor == "1.35", cp.release  # the release this module is about
         launcher.wait_for(
             "DeviceTaintRules served",
             lambda: cp.request("GET", f"{RULES_API}/devicetaintrules")[0] == 200,
@@ -58,8 +52,6 @@ def control_plane() -> Iterator[launcher.ControlPlane]:
             status, answer = cp.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", obj)
             assert status in (201, 409), answer
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture

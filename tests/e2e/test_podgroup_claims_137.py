@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import launcher
+import planes
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from scheduling import Obj, Scenario, pod_body
@@ -29,7 +30,6 @@ from test_dialects_137 import upstream_sizes
 from test_dra import allocation_node, refused_by_dynamic_resources
 from test_dra_taints import slices  # noqa: F401  # fixture
 
-import tiers
 from builders import DRA_API, claim_template_obj, device_request, gpu_slice_obj, nvidia_class_objs
 
 pytestmark = pytest.mark.e2e
@@ -44,28 +44,20 @@ GPUS_PER_NODE = 4
 
 
 @pytest.fixture(scope="module")
-def control_plane() -> Iterator[launcher.ControlPlane]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
     """This module's 1.37 control plane (see the module docstring); replaces the session's."""
-    try:
-        launcher.find_tools(kube_version="1.37")
-    except launcher.ToolsMissingError as exc:
-        if tiers.required():
-            pytest.fail(f"PHALANX_REQUIRE_E2E is set, but {exc}", pytrace=False)
-        pytest.skip(f"e2e 1.37 control plane unavailable: {exc}")
-    cp = launcher.ControlPlane(
+    with planes.started(
+        pytestconfig,
+        "control_plane",
         kube_version="1.37",
         apiserver_feature_gates={**GANG_API.apiserver_feature_gates, **CLAIMS_GATE},
         runtime_config=GANG_API.runtime_config,
         scheduler_feature_gates={**GANG_API.scheduler_feature_gates, **CLAIMS_GATE},
-    )
-    cp.start()
-    try:
+    ) as cp:
         for obj in nvidia_class_objs():
             status, answer = cp.request("POST", f"{DRA}/deviceclasses", obj)
             assert status in (201, 409), answer
         yield cp
-    finally:
-        cp.stop()
 
 
 def gpu_node(sc: Scenario, slices: list[str], suffix: str) -> str:  # noqa: F811

@@ -30,7 +30,7 @@ from builders import (
     upstream_podgroup_obj,
     volcano_podgroup_obj,
 )
-from phalanx.cli import UsageError, build_source, check_tls, explain, main
+from phalanx.cli import UsageError, build_parser, build_source, check_tls, explain, main
 from phalanx.demo import cluster, scenario, workload
 from phalanx.demo.report import BAR_CELLS
 from phalanx.service.loop_health import COLLECTOR_THRESHOLDS
@@ -492,6 +492,29 @@ def test_serve_with_invalid_settings_exits_2(
 ) -> None:
     assert main(["serve", "--cluster-file", str(json_dump), "--barrier-timeout-seconds", "-1"]) == 2
     assert "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "70000"], "argument --port: '70000' is not a port (0-65535)"),
+        (["--port", "-1"], "argument --port: '-1' is not a port (0-65535)"),
+        (["--port", "http"], "argument --port: 'http' is not a port (0-65535)"),
+        (["--log-level", "loud"], "argument --log-level: invalid choice: 'loud'"),
+    ],
+    ids=["port-too-high", "port-negative", "port-not-a-number", "unknown-log-level"],
+)
+def test_demo_with_a_bad_flag_exits_2_naming_it_before_starting(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--exit", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_demo_still_takes_a_log_level_in_upper_case() -> None:
+    assert build_parser().parse_args(["demo", "--log-level", "DEBUG"]).log_level == "debug"
 
 
 def test_serve_with_a_broken_cluster_file_exits_2(

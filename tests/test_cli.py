@@ -299,6 +299,60 @@ def test_simulate_lists_a_rejected_workload_object_once_with_its_reason(
     assert rejected.startswith("Pod default/w: spec.containers[0]")
 
 
+def misshapen_pod(path: str, value: Any) -> dict[str, Any]:
+    """Pod `odd` with the value at the dotted `path` replaced (a hand-written file's slip)."""
+    obj = pod_obj("odd", 1, group="pair")
+    *parents, last = path.split(".")
+    at: Any = obj
+    for part in parents:
+        at = at[int(part)] if isinstance(at, list) else at[part]
+    if isinstance(at, list):
+        at[int(last)] = value
+    else:
+        at[last] = value
+    return obj
+
+
+MISSHAPEN = {  # id: (path, value, the field the refusal names)
+    "metadata-a-string": ("metadata", "odd", "metadata"),
+    "labels-a-string": ("metadata.labels", "pair", "metadata.labels"),
+    "annotations-a-list": ("metadata.annotations", ["x"], "metadata.annotations"),
+    "spec-a-number": ("spec", 7, "spec"),
+    "status-a-string": ("status", "Pending", "status"),
+    "scheduler-name-a-list": ("spec.schedulerName", ["phalanx"], "spec.schedulerName"),
+    "containers-a-number": ("spec.containers", 1, "spec.containers"),
+    "container-a-string": ("spec.containers.0", "main", "spec.containers[0]"),
+    "resources-a-list": ("spec.containers.0.resources", [], "spec.containers[0].resources"),
+    "requests-a-list": (
+        "spec.containers.0.resources.requests",
+        ["cpu"],
+        "spec.containers[0].resources.requests",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", ["cluster", "workload"])
+@pytest.mark.parametrize(("path", "value", "field"), MISSHAPEN.values(), ids=MISSHAPEN)
+def test_simulate_refuses_a_misshapen_pod_naming_its_field_and_schedules_the_rest(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+    path: str,
+    value: Any,
+    field: str,
+) -> None:
+    odd = misshapen_pod(path, value)
+    dump, work = tmp_path / "cluster.json", tmp_path / "work.json"
+    dump.write_text(json.dumps(as_list(CLUSTER + ([odd] if where == "cluster" else []))))
+    work.write_text(json.dumps(as_list([odd] if where == "workload" else [])))
+    report = simulate_json(capsys, str(dump), "--workload", str(work))
+    [rejected] = report["rejected"]
+    assert rejected.startswith("Pod")
+    assert f": {field}: " in rejected
+    pair = group(report, "default/pair")
+    assert (pair["status"], pair["bound"]) == ("placed", 2)
+
+
 # ---- explain ----------------------------------------------------------------------------
 
 

@@ -600,6 +600,26 @@ def test_a_missing_scheduler_config_is_refused_with_a_cluster_file_too(
         build_source(settings, Metrics())
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 50_000, "is nested too deeply to read"),
+        (b"\xff\xfekind: x", "is not UTF-8 text (byte 0xff at offset 0)"),
+        (b"kind: Pod\n", "is not a KubeSchedulerConfiguration"),
+    ],
+    ids=["nested-too-deeply", "not-utf-8", "another-kind"],
+)
+def test_an_unreadable_scheduler_config_is_refused_naming_the_flag_and_the_problem(
+    json_dump: Path, tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_bytes(content)
+    settings = Settings(cluster_file=json_dump, scheduler_config=path)
+    with pytest.raises(UsageError, match=re.escape(f"--scheduler-config: {path}")) as refused:
+        build_source(settings, Metrics())
+    assert message in str(refused.value)
+
+
 def self_signed(where: Path, cert: str, key: str) -> None:
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     command = ["openssl", "req", "-x509", "-days", "1", "-subj", "/CN=localhost", *ec]

@@ -104,6 +104,7 @@ BAD = [
     ("unknown-context", kubeconfig({"a": None}, "a"), "zzz", None, "context 'zzz' is not in"),
     ("current-context-undefined", kubeconfig({"a": None}, "gone"), None, None, "'gone' is not"),
     ("not-yaml", "clusters: [", None, None, "is not YAML"),
+    ("nested-too-deeply", "[" * 50_000, None, None, "is nested too deeply to read"),
     ("not-utf-8", b"\xff\xfecontexts: []", None, None, r"is not UTF-8 text \(byte 0xff at offset 0\)"),
     ("not-a-mapping", "- 1\n- 2\n", None, None, "is not a mapping"),
     ("contexts-not-a-list", {"contexts": {"a": 1}}, None, None, "contexts must be a list"),

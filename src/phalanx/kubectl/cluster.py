@@ -71,6 +71,8 @@ def _load(path: Path) -> Mapping[str, Any]:
         ) from exc
     except yaml.YAMLError as exc:
         raise PluginError(f"kubeconfig {path} is not YAML: {exc}") from exc
+    except RecursionError as exc:  # PyYAML composes nested collections recursively
+        raise PluginError(f"kubeconfig {path} is nested too deeply to read") from exc
     if data is None:
         return {}
     if not isinstance(data, Mapping):

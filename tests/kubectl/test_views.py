@@ -421,7 +421,9 @@ def test_a_malformed_pod_group_is_shown_with_its_problem() -> None:
     assert any("spec.minMember" in p for p in gang.problems), gang.problems
 
 
-@pytest.mark.parametrize("conditions", [5, True, "PodGroupScheduled", {"type": "PodGroupScheduled"}])
+@pytest.mark.parametrize(
+    "conditions", [5, True, "PodGroupScheduled", {"type": "PodGroupScheduled"}]
+)
 def test_a_pod_group_whose_conditions_are_no_list_reads_as_having_none(conditions: Any) -> None:
     # As Phalanx reads a status it rewrites (phalanx.core.groups.status.conditions_of).
     group = podgroup_obj("g", 2, status={"phase": "Pending", "conditions": conditions})

@@ -20,6 +20,11 @@ from phalanx.sources.clusterfile import ClusterFileError, load_objects
         (b"[" * 100_000, "nested too deeply"),
         (b'{"spec": ' + b"1" * 5000 + b"}", "neither JSON nor YAML"),
         (b"replicas: " + b"1" * 5000 + b"\n", "neither JSON nor YAML"),
+        (
+            b'{"kind": "List", "items": [{"kind": "Node"}, 5]}',
+            "items[1] must be an object, not a number",
+        ),
+        (b"kind: List\nitems:\n- kind: Node\n-\n", "items[1] must be an object, not null"),
     ],
     ids=[
         "kind-a-number",
@@ -28,6 +33,8 @@ from phalanx.sources.clusterfile import ClusterFileError, load_objects
         "too-deep",
         "json-long-int",
         "yaml-long-int",
+        "item-a-number",
+        "item-empty",
     ],
 )
 def test_an_unreadable_cluster_file_is_refused_naming_the_problem(

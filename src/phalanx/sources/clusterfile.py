@@ -117,7 +117,12 @@ def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise ClusterFileError(f"{where}: 'items' must be a list")
-            objects.extend(i for i in items if isinstance(i, dict))
+            for index, item in enumerate(items):
+                if not isinstance(item, dict):  # no API server holds such an item
+                    raise ClusterFileError(
+                        f"{where}: items[{index}] must be an object, not {json_type(item)}"
+                    )
+            objects.extend(items)
         else:
             objects.append(doc)
     return objects

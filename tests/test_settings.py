@@ -187,6 +187,12 @@ def test_a_member_switch_comes_from_the_environment_and_reaches_the_service(
             '--topologies / PHALANX_TOPOLOGIES: topology configuration: entry 2 ("x.io/rack") '
             "needs a name",
         ),
+        ({"api_qps": "inf"}, "--api-qps / PHALANX_API_QPS: Input should be a finite number"),
+        (
+            {"barrier_timeout_seconds": "inf"},
+            "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS: Input should be a "
+            "finite number",
+        ),
     ],
     ids=[
         "two-sources",
@@ -202,6 +208,8 @@ def test_a_member_switch_comes_from_the_environment_and_reaches_the_service(
         "no-scheduler-name",
         "hostname-not-narrowest",
         "unnamed-second-topology",
+        "infinite-api-qps",
+        "infinite-barrier",
     ],
 )
 def test_invalid_settings_name_the_flag_and_the_problem(

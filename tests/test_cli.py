@@ -34,7 +34,7 @@ from builders import (
     upstream_podgroup_obj,
     volcano_podgroup_obj,
 )
-from phalanx.cli import UsageError, build_source, check_tls, explain, main
+from phalanx.cli import UsageError, build_parser, build_source, check_tls, explain, main
 from phalanx.demo import cluster, scenario, workload
 from phalanx.demo.report import BAR_CELLS
 from phalanx.service.loop_health import COLLECTOR_THRESHOLDS
@@ -329,6 +329,60 @@ def test_simulate_lists_a_rejected_workload_object_once_with_its_reason(
     assert rejected.startswith("Pod default/w: spec.containers[0]")
 
 
+def misshapen_pod(path: str, value: Any) -> dict[str, Any]:
+    """Pod `odd` with the value at the dotted `path` replaced (a hand-written file's slip)."""
+    obj = pod_obj("odd", 1, group="pair")
+    *parents, last = path.split(".")
+    at: Any = obj
+    for part in parents:
+        at = at[int(part)] if isinstance(at, list) else at[part]
+    if isinstance(at, list):
+        at[int(last)] = value
+    else:
+        at[last] = value
+    return obj
+
+
+MISSHAPEN = {  # id: (path, value, the field the refusal names)
+    "metadata-a-string": ("metadata", "odd", "metadata"),
+    "labels-a-string": ("metadata.labels", "pair", "metadata.labels"),
+    "annotations-a-list": ("metadata.annotations", ["x"], "metadata.annotations"),
+    "spec-a-number": ("spec", 7, "spec"),
+    "status-a-string": ("status", "Pending", "status"),
+    "scheduler-name-a-list": ("spec.schedulerName", ["phalanx"], "spec.schedulerName"),
+    "containers-a-number": ("spec.containers", 1, "spec.containers"),
+    "container-a-string": ("spec.containers.0", "main", "spec.containers[0]"),
+    "resources-a-list": ("spec.containers.0.resources", [], "spec.containers[0].resources"),
+    "requests-a-list": (
+        "spec.containers.0.resources.requests",
+        ["cpu"],
+        "spec.containers[0].resources.requests",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", ["cluster", "workload"])
+@pytest.mark.parametrize(("path", "value", "field"), MISSHAPEN.values(), ids=MISSHAPEN)
+def test_simulate_refuses_a_misshapen_pod_naming_its_field_and_schedules_the_rest(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+    path: str,
+    value: Any,
+    field: str,
+) -> None:
+    odd = misshapen_pod(path, value)
+    dump, work = tmp_path / "cluster.json", tmp_path / "work.json"
+    dump.write_text(json.dumps(as_list(CLUSTER + ([odd] if where == "cluster" else []))))
+    work.write_text(json.dumps(as_list([odd] if where == "workload" else [])))
+    report = simulate_json(capsys, str(dump), "--workload", str(work))
+    [rejected] = report["rejected"]
+    assert rejected.startswith("Pod")
+    assert f": {field}: " in rejected
+    pair = group(report, "default/pair")
+    assert (pair["status"], pair["bound"]) == ("placed", 2)
+
+
 # ---- explain ----------------------------------------------------------------------------
 
 
@@ -524,6 +578,29 @@ def test_serve_with_invalid_settings_exits_2(
     assert "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "70000"], "argument --port: '70000' is not a port (0-65535)"),
+        (["--port", "-1"], "argument --port: '-1' is not a port (0-65535)"),
+        (["--port", "http"], "argument --port: 'http' is not a port (0-65535)"),
+        (["--log-level", "loud"], "argument --log-level: invalid choice: 'loud'"),
+    ],
+    ids=["port-too-high", "port-negative", "port-not-a-number", "unknown-log-level"],
+)
+def test_demo_with_a_bad_flag_exits_2_naming_it_before_starting(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--exit", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_demo_still_takes_a_log_level_in_upper_case() -> None:
+    assert build_parser().parse_args(["demo", "--log-level", "DEBUG"]).log_level == "debug"
+
+
 def test_serve_with_a_broken_cluster_file_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -551,6 +628,26 @@ def test_a_missing_scheduler_config_is_refused_with_a_cluster_file_too(
     expected = f"--scheduler-config: cannot read .* {re.escape(str(missing))}"
     with pytest.raises(UsageError, match=expected):
         build_source(settings, Metrics())
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 50_000, "is nested too deeply to read"),
+        (b"\xff\xfekind: x", "is not UTF-8 text (byte 0xff at offset 0)"),
+        (b"kind: Pod\n", "is not a KubeSchedulerConfiguration"),
+    ],
+    ids=["nested-too-deeply", "not-utf-8", "another-kind"],
+)
+def test_an_unreadable_scheduler_config_is_refused_naming_the_flag_and_the_problem(
+    json_dump: Path, tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_bytes(content)
+    settings = Settings(cluster_file=json_dump, scheduler_config=path)
+    with pytest.raises(UsageError, match=re.escape(f"--scheduler-config: {path}")) as refused:
+        build_source(settings, Metrics())
+    assert message in str(refused.value)
 
 
 def self_signed(where: Path, cert: str, key: str) -> None:

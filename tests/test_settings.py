@@ -217,6 +217,12 @@ def test_a_bad_dra_extended_resources_value_names_the_flag_and_the_variable(
             '--topologies / PHALANX_TOPOLOGIES: topology configuration: entry 2 ("x.io/rack") '
             "needs a name",
         ),
+        ({"api_qps": "inf"}, "--api-qps / PHALANX_API_QPS: Input should be a finite number"),
+        (
+            {"barrier_timeout_seconds": "inf"},
+            "--barrier-timeout-seconds / PHALANX_BARRIER_TIMEOUT_SECONDS: Input should be a "
+            "finite number",
+        ),
     ],
     ids=[
         "two-sources",
@@ -232,6 +238,8 @@ def test_a_bad_dra_extended_resources_value_names_the_flag_and_the_variable(
         "no-scheduler-name",
         "hostname-not-narrowest",
         "unnamed-second-topology",
+        "infinite-api-qps",
+        "infinite-barrier",
     ],
 )
 def test_invalid_settings_name_the_flag_and_the_problem(

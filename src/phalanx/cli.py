@@ -21,6 +21,7 @@ import logging
 import os
 import ssl
 import sys
+import typing
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -37,7 +38,7 @@ from phalanx.demo.report import Report, render_group_view, render_text
 from phalanx.service.extender import Extender
 from phalanx.service.loop_health import freeze_heap_once, tune_collector
 from phalanx.service.metrics import Metrics
-from phalanx.settings import Settings, describe_error, env_var, flag
+from phalanx.settings import LogLevel, Settings, describe_error, env_var, flag
 from phalanx.sources.base import ClusterSource
 from phalanx.sources.clusterfile import ClusterFileError, ClusterFileSource, load_objects
 from phalanx.sources.kube import KubeSource, load_scheduler_config
@@ -99,6 +100,17 @@ def _add_setting_flags(parser: argparse.ArgumentParser, fields: Sequence[str]) -
             )
 
 
+def _port(text: str) -> int:
+    """A TCP port from a flag (`serve`'s port is checked by its settings instead)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="phalanx",
@@ -128,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1", help="listen address (default %(default)s)")
     demo.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=8888,
         help="listen port; 0 picks a free one (default %(default)s)",
     )
@@ -140,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--log-level",
+        type=str.lower,
+        choices=typing.get_args(LogLevel),
         default="warning",
         help="threshold of the JSON logs on stderr (default %(default)s)",
     )

@@ -121,6 +121,7 @@ class Settings(BaseSettings):
     )
     barrier_timeout_seconds: float = Field(
         default=20.0,
+        allow_inf_nan=False,
         description="Seconds /bind holds a member waiting for the rest of its gang, and "
         "seconds a gang may go with no new member reaching /bind before its reservation is "
         "given up (while members keep arriving, a bind held this long is answered and its "
@@ -180,6 +181,7 @@ class Settings(BaseSettings):
     api_qps: float = Field(
         default=250.0,
         gt=0,
+        allow_inf_nan=False,  # "inf" read as no limit only by accident of the bucket's arithmetic
         description="Sustained writes per second to the API server (bindings, commit records, "
         "Events, status), client-go's QPS. 250 binds a 256-member gang in about a second "
         "while leaving the API server room; raise it with the server's own limits.",

@@ -232,6 +232,9 @@ def test_a_record_survives_encoding_and_decoding() -> None:
     ("text", "problem"),
     [
         pytest.param("{nope", "is not JSON", id="not JSON"),
+        pytest.param(
+            '{"placements": ' + "[" * 100_000, "is not JSON: nested too deeply", id="too deep"
+        ),
         pytest.param("[]", "must be a JSON object", id="not an object"),
         pytest.param('{"placements": {}}', "placements is empty", id="empty"),
         pytest.param(

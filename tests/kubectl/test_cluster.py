@@ -49,7 +49,10 @@ def kubeconfig(
 
 
 def write(path: Path, config: Any) -> str:
-    path.write_text(config if isinstance(config, str) else yaml.safe_dump(config))
+    if isinstance(config, bytes):
+        path.write_bytes(config)
+    else:
+        path.write_text(config if isinstance(config, str) else yaml.safe_dump(config))
     return str(path)
 
 
@@ -101,6 +104,14 @@ BAD = [
     ("unknown-context", kubeconfig({"a": None}, "a"), "zzz", None, "context 'zzz' is not in"),
     ("current-context-undefined", kubeconfig({"a": None}, "gone"), None, None, "'gone' is not"),
     ("not-yaml", "clusters: [", None, None, "is not YAML"),
+    ("nested-too-deeply", "[" * 50_000, None, None, "is nested too deeply to read"),
+    (
+        "not-utf-8",
+        b"\xff\xfecontexts: []",
+        None,
+        None,
+        r"is not UTF-8 text \(byte 0xff at offset 0\)",
+    ),
     ("not-a-mapping", "- 1\n- 2\n", None, None, "is not a mapping"),
     ("contexts-not-a-list", {"contexts": {"a": 1}}, None, None, "contexts must be a list"),
     ("nameless-context", {"contexts": [{"context": {}}]}, None, None, "has no name"),

@@ -264,6 +264,15 @@ def test_a_usage_error_is_exit_2(kubeconfig: Path, capsys: pytest.CaptureFixture
     assert "invalid choice: 'yaml'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "soon"])
+def test_a_request_timeout_that_is_no_positive_number_of_seconds_is_a_usage_error(
+    kubeconfig: Path, seconds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(kubeconfig, cluster_api(), "status", "--request-timeout", seconds) == 2
+    err = capsys.readouterr().err
+    assert f"argument --request-timeout: {seconds!r} is not a positive number of seconds" in err
+
+
 def test_flags_go_before_or_after_the_command(
     kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -452,6 +452,16 @@ def test_a_malformed_pod_group_is_shown_with_its_problem() -> None:
     assert any("spec.minMember" in p for p in gang.problems), gang.problems
 
 
+@pytest.mark.parametrize(
+    "conditions", [5, True, "PodGroupScheduled", {"type": "PodGroupScheduled"}]
+)
+def test_a_pod_group_whose_conditions_are_no_list_reads_as_having_none(conditions: Any) -> None:
+    # As Phalanx reads a status it rewrites (phalanx.core.groups.status.conditions_of).
+    group = podgroup_obj("g", 2, status={"phase": "Pending", "conditions": conditions})
+    gang = one_gang([group], members("g", 0, 2))
+    assert gang.condition is None
+
+
 def test_a_pod_with_a_bad_phalanx_annotation_is_a_member_with_a_problem() -> None:
     pods = members("g", 0, 2)
     pods[1]["metadata"]["annotations"]["phalanx.io/gpu-memory-mib"] = "plenty"

@@ -20,6 +20,11 @@ from phalanx.sources.clusterfile import ClusterFileError, load_objects
         (b"[" * 100_000, "nested too deeply"),
         (b'{"spec": ' + b"1" * 5000 + b"}", "neither JSON nor YAML"),
         (b"replicas: " + b"1" * 5000 + b"\n", "neither JSON nor YAML"),
+        (
+            b'{"kind": "List", "items": [{"kind": "Node"}, 5]}',
+            "items[1] must be an object, not a number",
+        ),
+        (b"kind: List\nitems:\n- kind: Node\n-\n", "items[1] must be an object, not null"),
     ],
     ids=[
         "kind-a-number",
@@ -28,6 +33,8 @@ from phalanx.sources.clusterfile import ClusterFileError, load_objects
         "too-deep",
         "json-long-int",
         "yaml-long-int",
+        "item-a-number",
+        "item-empty",
     ],
 )
 def test_an_unreadable_cluster_file_is_refused_naming_the_problem(
@@ -37,3 +44,29 @@ def test_an_unreadable_cluster_file_is_refused_naming_the_problem(
     path.write_bytes(content)
     with pytest.raises(ClusterFileError, match=re.escape(message)):
         load_objects(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "labels"),
+    [
+        (
+            b'{"metadata": {"labels": {"a": "x\\ud800y", "\\uDC00": "b"}}}',
+            {"a": "x\ufffdy", "\ufffd": "b"},
+        ),
+        (
+            b'metadata: {labels: {a: "x\\uD800y", b: "\\U0000DFFF"}}\n',
+            {"a": "x\ufffdy", "b": "\ufffd"},
+        ),
+        (b'metadata: {labels: {a: "\\ud83d\\ude00"}}\n', {"a": "\U0001f600"}),
+    ],
+    ids=["json-lone-surrogates", "yaml-lone-surrogates", "yaml-surrogate-pair"],
+)
+def test_an_escaped_lone_surrogate_reads_as_the_replacement_character(
+    tmp_path: Path, content: bytes, labels: dict[str, str]
+) -> None:
+    # As the API server stores it (Go's JSON decoder): no encoder takes a lone surrogate,
+    # so one would fail every answer, log line or request that carries the object.
+    path = tmp_path / "cluster.json"
+    path.write_bytes(content)
+    [obj] = load_objects(path)
+    assert obj["metadata"]["labels"] == labels

@@ -296,6 +296,27 @@ def test_an_unknown_volcano_queue_is_said_once_on_the_pod_group() -> None:
     run(scenario())
 
 
+def test_a_phalanx_annotation_phalanx_does_not_read_is_said_once_on_the_pod_group() -> None:
+    async def scenario() -> None:
+        pg = podgroup_obj("train", 2, annotations={"phalanx.io/placment": "spread"})
+        async with running(SERVED_137, **{collection(SP): [pg]}) as live:
+            live.api.modify(collection(SP), {**pg, "status": {"phase": "Pending"}})
+            await until(
+                "the event",
+                lambda: bool(live.writer.events("FieldIgnored")),
+            )
+            await live.settle()
+            [event] = live.writer.events("FieldIgnored")
+            assert event["involvedObject"]["name"] == "train"
+            assert event["message"] == (
+                'metadata.annotations["phalanx.io/placment"] is ignored: Phalanx reads no such '
+                "annotation (did you mean phalanx.io/placement?)"
+            )
+            assert event["type"] == "Warning"
+
+    run(scenario())
+
+
 def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None:
     async def scenario() -> None:
         pod = pod_obj("w-0", volcano_group="train", scheduling_group="job")

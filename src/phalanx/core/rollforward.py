@@ -71,6 +71,8 @@ def decode_commit_record(group_key: str, text: str) -> CommitRecord:
         body: Any = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{COMMIT_ANNOTATION} is not JSON: {exc}") from exc
+    except RecursionError as exc:  # "[[[[..." fits an annotation many times over
+        raise ValueError(f"{COMMIT_ANNOTATION} is not JSON: nested too deeply") from exc
     if not isinstance(body, dict):
         raise ValueError(f"{COMMIT_ANNOTATION} must be a JSON object")
     placements = _string_map(body.get("placements"), "placements")

@@ -78,6 +78,16 @@ class DriveResult:
         return [o for o in self.outcomes.values() if not o.node]
 
 
+def _map(value: object) -> Mapping[str, Any]:
+    """A part of a raw object that should be an object; anything else reads as empty. Such
+    an object is refused by the source naming the field, and filter answers why."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def group_of(obj: Mapping[str, Any]) -> str | None:
     """The key of the gang a pod object belongs to, in any dialect, as Phalanx reads it
     (`ns/name`, `volcano:ns/name`, `upstream:...`); for a pod Phalanx cannot read, the
@@ -85,24 +95,25 @@ def group_of(obj: Mapping[str, Any]) -> str | None:
     try:
         pod = parse_pod(obj)
     except InvalidObjectError:
-        meta = obj.get("metadata") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        name = labels.get(GROUP_LABEL) or annotations.get(GROUP_ANNOTATION)
-        return f"{meta.get('namespace') or 'default'}/{name}" if name else None
+        meta = _map(obj.get("metadata"))
+        labels, annotations = _map(meta.get("labels")), _map(meta.get("annotations"))
+        name = _text(labels.get(GROUP_LABEL)) or _text(annotations.get(GROUP_ANNOTATION))
+        return f"{_text(meta.get('namespace')) or 'default'}/{name}" if name else None
     return pod.group.key if pod.group is not None else None
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    meta = _map(obj.get("metadata"))
+    return f"{_text(meta.get('namespace')) or 'default'}/{_text(meta.get('name'))}"
 
 
 def gpus_of(obj: Mapping[str, Any]) -> int:
     """GPUs a pod object requests (whole devices across its app containers)."""
     total = 0
-    for c in (obj.get("spec") or {}).get("containers") or []:
-        resources = c.get("resources") or {}
-        amounts = resources.get("requests") or resources.get("limits") or {}
+    containers = _map(obj.get("spec")).get("containers")
+    for c in containers if isinstance(containers, list) else []:
+        resources = _map(_map(c).get("resources"))
+        amounts = _map(resources.get("requests")) or _map(resources.get("limits"))
         for name, value in amounts.items():
             if name in ("nvidia.com/gpu", "amd.com/gpu"):
                 try:
@@ -113,15 +124,19 @@ def gpus_of(obj: Mapping[str, Any]) -> int:
 
 
 def normalize(obj: Mapping[str, Any]) -> Obj:
-    """The object as the API server would store it: namespace, UID and phase filled in."""
+    """The object as the API server would store it: namespace, UID and phase filled in.
+    One whose metadata, spec or status is no object is left as it is, for the source to
+    refuse naming the field."""
     out: Obj = dict(obj)
-    kind = out.get("kind", "")
+    if not all(isinstance(out.get(part) or {}, Mapping) for part in ("metadata", "spec", "status")):
+        return out
+    kind = _text(out.get("kind"))
     meta = dict(out.get("metadata") or {})
     if kind in ("Pod", "PodGroup"):
         meta.setdefault("namespace", "default")
     if not meta.get("uid"):
-        ns = meta.get("namespace")
-        meta["uid"] = f"uid-{kind.lower()}-{ns + '-' if ns else ''}{meta.get('name', '')}"
+        ns = _text(meta.get("namespace"))
+        meta["uid"] = f"uid-{kind.lower()}-{ns + '-' if ns else ''}{_text(meta.get('name'))}"
     out["metadata"] = meta
     if kind == "Pod":
         spec = dict(out.get("spec") or {})
@@ -182,7 +197,7 @@ class SchedulerDriver:
     def _see(self, obj: Obj) -> None:
         kind = obj.get("kind")
         if kind == "Node":
-            name = obj["metadata"].get("name", "")
+            name = _text(_map(obj.get("metadata")).get("name"))
             if name and name not in self._nodes:
                 self._nodes.append(name)
                 self._nodes.sort()
@@ -208,16 +223,15 @@ class SchedulerDriver:
         return list(self._nodes)
 
     def _served(self, obj: Mapping[str, Any]) -> bool:
-        return (obj.get("spec") or {}).get("schedulerName") in self.scheduler_names
+        return _text(_map(obj.get("spec")).get("schedulerName")) in self.scheduler_names
 
     def _pending(self) -> list[Obj]:
         """Unbound pods of the served schedulers in queue order: higher priority first, then
         creation order, a gang's members together where its first member was created."""
         pending = []
         for key, obj in self._pods.items():
-            spec = obj.get("spec") or {}
-            meta = obj.get("metadata") or {}
-            phase = (obj.get("status") or {}).get("phase", "Pending")
+            spec, meta = _map(obj.get("spec")), _map(obj.get("metadata"))
+            phase = _map(obj.get("status")).get("phase", "Pending")
             if spec.get("nodeName") or key in self._binding or meta.get("deletionTimestamp"):
                 continue
             if phase not in ("Pending", "", None) or not self._served(obj):
@@ -233,7 +247,7 @@ class SchedulerDriver:
             first[name] = min(first.get(name, 1 << 62), self._arrival[key])
 
         def order(obj: Obj) -> tuple[int, int, str]:
-            priority = (obj.get("spec") or {}).get("priority")
+            priority = _map(obj.get("spec")).get("priority")
             rank = -priority if isinstance(priority, int) else 0
             key = key_of(obj)
             return (rank, first[self._group[key] or key], key)
@@ -331,7 +345,7 @@ class SchedulerDriver:
         self.result.ignored = sorted(
             key_of(o)
             for o in self._pods.values()
-            if not (o.get("spec") or {}).get("nodeName") and not self._served(o)
+            if not _map(o.get("spec")).get("nodeName") and not self._served(o)
         )
         for obj in self._pending():
             self._outcome(obj)

@@ -64,8 +64,15 @@ def _load(path: Path) -> Mapping[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PluginError(f"cannot read kubeconfig {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise PluginError(
+            f"kubeconfig {path} is not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        ) from exc
     except yaml.YAMLError as exc:
         raise PluginError(f"kubeconfig {path} is not YAML: {exc}") from exc
+    except RecursionError as exc:  # PyYAML composes nested collections recursively
+        raise PluginError(f"kubeconfig {path} is nested too deeply to read") from exc
     if data is None:
         return {}
     if not isinstance(data, Mapping):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -68,6 +69,18 @@ def _now() -> datetime:
 
 
 # ---- arguments -------------------------------------------------------------------------------
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds: the client library refuses 0 or less only
+    once a request is made, with a traceback."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
 
 
 def _common(*, defaults: bool) -> argparse.ArgumentParser:
@@ -124,7 +137,7 @@ def _common(*, defaults: bool) -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--request-timeout",
-        type=float,
+        type=_seconds,
         default=default(10.0),
         metavar="SECONDS",
         help="per API request (default 10)",

@@ -278,7 +278,8 @@ def _condition(raw: Obj, dialect: Dialect) -> ConditionView | None:
     """The gang's placing condition; of two (Volcano's), the one that is True."""
     meanings = _placing_conditions(dialect, _text(raw.get("apiVersion")))
     found: list[ConditionView] = []
-    for item in _map(raw.get("status")).get("conditions") or []:
+    items = _map(raw.get("status")).get("conditions")
+    for item in items if isinstance(items, list) else []:
         cond = _map(item)
         kind = _text(cond.get("type"))
         if kind not in meanings:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -73,11 +74,30 @@ def load_objects(path: Path) -> list[dict[str, Any]]:
     return parse_objects(text, str(path))
 
 
+# The escape of a UTF-16 surrogate (`\ud800`, YAML's `\U0000DC00`): JSON and YAML decode
+# one that is not half of a pair into a str no encoder takes, so the object would fail every
+# answer, log line and request carrying it. The API server (Go's decoder) stores U+FFFD.
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """`value` with each lone surrogate replaced by U+FFFD (a pair becomes its character)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
+
+
 def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]]:
     try:
         docs = (
             [json.loads(text)] if text.lstrip().startswith("{") else list(yaml.safe_load_all(text))
         )
+        if _SURROGATE_ESCAPE.search(text):
+            docs = [_without_lone_surrogates(doc) for doc in docs]
     except (ValueError, yaml.YAMLError) as exc:  # ValueError: also an integer too long
         raise ClusterFileError(f"{where} is neither JSON nor YAML: {exc}") from exc
     except RecursionError as exc:
@@ -97,7 +117,12 @@ def parse_objects(text: str, where: str = "cluster file") -> list[dict[str, Any]
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise ClusterFileError(f"{where}: 'items' must be a list")
-            objects.extend(i for i in items if isinstance(i, dict))
+            for index, item in enumerate(items):
+                if not isinstance(item, dict):  # no API server holds such an item
+                    raise ClusterFileError(
+                        f"{where}: items[{index}] must be an object, not {json_type(item)}"
+                    )
+            objects.extend(items)
         else:
             objects.append(doc)
     return objects

@@ -145,6 +145,13 @@ def load_scheduler_config(path: Path) -> dict[str, Any]:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"cannot read kube-scheduler's configuration {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        ) from exc
+    except RecursionError as exc:  # PyYAML composes nested collections recursively
+        raise ValueError(f"{path} is nested too deeply to read") from exc
     if not isinstance(config, dict) or config.get("kind") != "KubeSchedulerConfiguration":
         raise ValueError(f"{path} is not a KubeSchedulerConfiguration")
     return config

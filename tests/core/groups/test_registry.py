@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from builders import (
+    composite_obj,
     pod,
     pod_obj,
     podgroup_obj,
@@ -265,6 +266,66 @@ def test_any_gang_object_is_parsed_by_its_dialect(obj: dict[str, Any], key: str)
     parsed = registry.parse_group_object(obj)
     assert parsed is not None
     assert parsed.value.key == key
+
+
+ANNOTATED_OBJECTS = {
+    "scheduler-plugins": lambda notes: podgroup_obj("job", 2, annotations=notes),
+    "volcano": lambda notes: volcano_podgroup_obj("job", 2, annotations=notes),
+    "upstream": lambda notes: upstream_podgroup_obj("job", 2, annotations=notes),
+    "workload": lambda notes: workload_obj("job", {"workers": 2}, annotations=notes),
+    "composite": lambda notes: composite_obj("job", 2, annotations=notes),
+}
+
+
+@pytest.mark.parametrize("make", ANNOTATED_OBJECTS.values(), ids=ANNOTATED_OBJECTS)
+@pytest.mark.parametrize(
+    ("key", "warning"),
+    [
+        (
+            "phalanx.io/placment",
+            'metadata.annotations["phalanx.io/placment"] is ignored: Phalanx reads no such '
+            "annotation (did you mean phalanx.io/placement?)",
+        ),
+        (
+            "phalanx.io/topology-requried",
+            'metadata.annotations["phalanx.io/topology-requried"] is ignored: Phalanx reads no '
+            "such annotation (did you mean phalanx.io/topology-required?)",
+        ),
+        (
+            "phalanx.io/min-member",
+            'metadata.annotations["phalanx.io/min-member"] is ignored: Phalanx reads it on '
+            "pods, not on a gang object",
+        ),
+        (
+            "phalanx.io/x",
+            'metadata.annotations["phalanx.io/x"] is ignored: Phalanx reads no such annotation',
+        ),
+    ],
+    ids=["typo", "typo-of-a-topology-key", "meant-for-a-pod", "unknown"],
+)
+def test_an_annotation_under_phalanx_io_that_phalanx_does_not_read_is_ignored_with_a_warning(
+    make: Any, key: str, warning: str
+) -> None:
+    parsed = registry.parse_group_object(make({key: "pack"}))
+    assert parsed is not None
+    assert warning in parsed.warnings
+
+
+@pytest.mark.parametrize("make", ANNOTATED_OBJECTS.values(), ids=ANNOTATED_OBJECTS)
+def test_the_phalanx_io_annotations_a_gang_object_may_carry_draw_no_warning(make: Any) -> None:
+    notes = {
+        "phalanx.io/placement": "pack",
+        "phalanx.io/plan": "",
+        "phalanx.io/differentiable": "",
+        "phalanx.io/schedule-timeout-seconds": "30",
+        "phalanx.io/topology": "default",
+        "phalanx.io/topology-preferred": "nvidia.com/gpu.clique",
+        "phalanx.io/commit": "",
+        "example.com/placment": "pack",  # not Phalanx's
+    }
+    parsed = registry.parse_group_object(make(notes))
+    assert parsed is not None
+    assert not [w for w in parsed.warnings if "annotations" in w]
 
 
 def _without_size(obj: dict[str, Any]) -> dict[str, Any]:

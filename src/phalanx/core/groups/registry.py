@@ -39,6 +39,7 @@ object Phalanx wants to see; how it is sent depends on who else writes it:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -47,13 +48,37 @@ from typing import Final
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import composite, scheduler_plugins, upstream, volcano
-from phalanx.core.groups.common import Parsed, PodView, is_dns_label, is_object_name
+from phalanx.core.groups.common import (
+    DIFFERENTIABLE_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    PLAN_ANNOTATION,
+    SCHEDULE_TIMEOUT_ANNOTATION,
+    Parsed,
+    PodView,
+    is_dns_label,
+    is_object_name,
+)
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.discovery import Served, ServedKind
 from phalanx.core.groups.status import GroupStatus, conditions_of
 from phalanx.core.groups.upstream import Workload
-from phalanx.core.model import DEFAULT_TIMEOUT_SECONDS, Claim, Dialect, GroupRef, Pod, PodGroup
-from phalanx.core.rawdict import JsonObject
+from phalanx.core.model import (
+    ANNOTATION_PREFIX,
+    DEFAULT_TIMEOUT_SECONDS,
+    Claim,
+    Dialect,
+    GroupRef,
+    Pod,
+    PodGroup,
+)
+from phalanx.core.rawdict import JsonObject, key_path
+from phalanx.core.topology_annotations import (
+    TOPOLOGY_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    TOPOLOGY_SLICE_REQUIRED_ANNOTATION,
+    TOPOLOGY_SLICE_SIZE_ANNOTATION,
+)
 
 GroupObject = PodGroup | Workload | CompositePodGroup
 Parser = Callable[[JsonObject], Parsed[GroupObject]]
@@ -235,7 +260,62 @@ def parse_group_object(obj: JsonObject) -> Parsed[GroupObject] | None:
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
     parse = _PARSERS.get((api_version, kind))
-    return parse(obj) if parse is not None else None
+    if parse is None:
+        return None
+    parsed = parse(obj)
+    ignored = _unread_annotations(obj)
+    return replace(parsed, warnings=parsed.warnings + ignored) if ignored else parsed
+
+
+# The `phalanx.io/*` annotations a gang object may carry. Names defined in modules that
+# import this one (phalanx.core.rollforward's commit record, phalanx.core.inventory's pod
+# annotations) are spelled here.
+_OBJECT_ANNOTATIONS: Final = frozenset(
+    {
+        PLACEMENT_ANNOTATION,
+        PLAN_ANNOTATION,
+        DIFFERENTIABLE_ANNOTATION,
+        SCHEDULE_TIMEOUT_ANNOTATION,
+        ANNOTATION_PREFIX + "commit",
+        TOPOLOGY_ANNOTATION,
+        TOPOLOGY_REQUIRED_ANNOTATION,
+        TOPOLOGY_PREFERRED_ANNOTATION,
+        TOPOLOGY_SLICE_SIZE_ANNOTATION,
+        TOPOLOGY_SLICE_REQUIRED_ANNOTATION,
+    }
+)
+# Read on pods only: on a gang object they are a slip worth naming.
+_POD_ANNOTATIONS: Final = frozenset(
+    {
+        annotation_only.POD_GROUP_ANNOTATION,
+        annotation_only.MIN_MEMBER_ANNOTATION,
+        ANNOTATION_PREFIX + "plan-node",
+        ANNOTATION_PREFIX + "gpu-memory-mib",
+        ANNOTATION_PREFIX + "requeued-at",
+    }
+)
+
+
+def _unread_annotations(obj: JsonObject) -> tuple[str, ...]:
+    """A warning for each `phalanx.io/*` annotation Phalanx does not read on a gang object:
+    a typo (`phalanx.io/placment`) would otherwise leave the gang placed without it, unsaid.
+    Not an error: a newer Phalanx's annotation must not stop an older one."""
+    metadata = obj.get("metadata")
+    notes = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(notes, Mapping):
+        return ()
+    warnings = []
+    for key in sorted(k for k in notes if isinstance(k, str) and k.startswith(ANNOTATION_PREFIX)):
+        if key in _OBJECT_ANNOTATIONS:
+            continue
+        where = key_path("metadata.annotations", key)
+        if key in _POD_ANNOTATIONS:
+            warnings.append(f"{where} is ignored: Phalanx reads it on pods, not on a gang object")
+            continue
+        close = difflib.get_close_matches(key, sorted(_OBJECT_ANNOTATIONS), n=1, cutoff=0.85)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"{where} is ignored: Phalanx reads no such annotation{hint}")
+    return tuple(warnings)
 
 
 def group_kinds() -> tuple[tuple[str, str], ...]:

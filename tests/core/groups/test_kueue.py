@@ -127,6 +127,24 @@ def test_a_malformed_declaration_makes_the_pod_invalid_naming_the_key(
     assert (found.invalid, found.min_member) == (problem, None)
 
 
+def test_members_may_set_the_gangs_timeout_as_annotation_only_members_do() -> None:
+    timeout = {"phalanx.io/schedule-timeout-seconds": "30"}
+    members = [kueue_pod("w-0", annotations=timeout), kueue_pod("w-1")]
+    assert [m.invalid for m in members] == ["", ""]
+    found = registry.resolve(REF, {}.get, members, default_timeout=90)
+    assert isinstance(found, PodGroup)
+    assert found.timeout_seconds == 30
+
+
+def test_a_members_own_min_member_is_refused_the_size_is_kueues_total_count() -> None:
+    found = kueue_pod("w-0", annotations={"phalanx.io/min-member": "2"})
+    assert found.min_member == 3
+    assert found.invalid == (
+        "annotation phalanx.io/min-member needs annotation phalanx.io/pod-group "
+        "or label scheduling.x-k8s.io/pod-group"
+    )
+
+
 # --- the gang its members declare ------------------------------------------------------
 
 

@@ -12,7 +12,9 @@
   (the bound members plus the replacement make the count again).
 * The total count is read like Phalanx's own numbers (a positive int32); a malformed
   one never raises, it sets the pod's `invalid`, as the annotation dialect does (Kueue's
-  webhook may not run, e.g. pods created before it was installed).
+  webhook may not run, e.g. pods created before it was installed). The members'
+  `phalanx.io/schedule-timeout-seconds` sets the gang's timeout, as on annotation-only
+  members; `phalanx.io/min-member` is refused (`annotations.consistency_problems`).
 """
 
 from __future__ import annotations

@@ -189,8 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "group",
         metavar="KEY",
-        help="the gang's key: NAMESPACE/NAME, volcano:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
-        "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME",
+        help=f"the gang's key: {registry.KEY_FORMS}",
     )
     explain.add_argument(
         "--server",

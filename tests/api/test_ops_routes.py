@@ -113,6 +113,8 @@ async def test_debug_topology_shows_each_level_and_its_whole_domains(phalanx: Ph
 
 
 ANNOTATED = {"phalanx.io/pod-group": "notes", "phalanx.io/min-member": "2"}
+KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "k"}
+KUEUE_COUNT = {"kueue.x-k8s.io/pod-group-total-count": "2"}
 
 # (objects declaring one gang, its key, its dialect, what declares it)
 EVERY_DIALECT = [
@@ -156,6 +158,12 @@ EVERY_DIALECT = [
         "volcano",
         "PodGroup missing",
     ),
+    (
+        [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)],
+        "kueue:default/k",
+        "kueue",
+        "annotations",
+    ),
 ]
 
 
@@ -170,6 +178,7 @@ EVERY_DIALECT = [
         "upstream-pod-group",
         "upstream-workload",
         "volcano-object-missing",
+        "kueue",
     ],
 )
 async def test_debug_addresses_a_gang_of_any_dialect_by_its_key_and_names_its_dialect(

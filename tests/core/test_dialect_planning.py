@@ -520,3 +520,47 @@ def test_a_gang_object_deleted_for_good_after_being_deleted_releases_nothing_twi
 
     assert [r.cause for r in cluster.released] == [ReleaseCause.GROUP_GONE]
     assert isinstance(cluster.resolve(UPSTREAM), Waiting)
+
+
+# --- Kueue's plain pod groups ------------------------------------------------------------
+
+
+def kueue_member(name: str, count: int, **more: Any) -> dict[str, Any]:
+    """A member of Kueue pod group `job` of `count` pods, asking a whole 8-GPU node."""
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/pod-group-name": "job"}
+    annotations = {
+        "kueue.x-k8s.io/pod-group-total-count": str(count),
+        "kueue.x-k8s.io/pod-group-serving": "true",
+    }
+    return pod_obj(name, 8, labels=labels, annotations=annotations, **more)
+
+
+def test_a_kueue_pod_group_is_reserved_whole_as_one_gang_of_its_total_count() -> None:
+    cluster = Cluster(*(kueue_member(f"job-{i}", 3) for i in range(3)))
+    decision = cluster.planner.filter(cluster.pod("job-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "kueue:default/job"
+    assert sorted(m.node for m in decision.reserved.members) == NODES
+
+
+def test_a_kueue_pod_group_one_node_short_reserves_nobody() -> None:
+    cluster = Cluster(*(kueue_member(f"job-{i}", 4) for i in range(4)))
+    decision = cluster.planner.filter(cluster.pod("job-0"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert cluster.state.reservations() == {}
+
+
+def test_a_replacement_member_of_a_placed_kueue_serving_group_joins_it_alone() -> None:
+    cluster = Cluster(
+        kueue_member("job-0", 3, node="n1", phase="Running"),
+        kueue_member("job-1", 3, node="n2", phase="Running"),
+        kueue_member("job-2", 3, node="n3", phase="Failed"),
+        kueue_member("job-2b", 3),
+    )
+    replacement = cluster.pod("job-2b")
+    decision = cluster.planner.filter(replacement, NODES, now=0)
+    assert decision.result.feasible == ("n3",)
+    assert decision.reserved is not None
+    assert [(m.pod_uid, m.node) for m in decision.reserved.members] == [(replacement.uid, "n3")]
+    admission = admit(cluster.state, Binding(replacement.ref, "n3"), GroupDefaults())
+    assert isinstance(admission, Join)

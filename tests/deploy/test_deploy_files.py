@@ -22,6 +22,7 @@ PLAN_NODE = "phalanx.io/plan-node"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP_ANNOTATION = "phalanx.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+KUEUE_LABEL = "kueue.x-k8s.io/pod-group-name"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -82,7 +83,8 @@ def uses_dra(docs: list[Obj]) -> bool:
 def group_of(pod: Obj) -> str:
     meta = pod["metadata"]
     notes = meta.get("annotations", {})
-    named = meta.get("labels", {}).get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION)
+    labels = meta.get("labels", {})
+    named = labels.get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION) or labels.get(KUEUE_LABEL)
     return str(named or notes[VOLCANO_ANNOTATION])
 
 

@@ -66,6 +66,8 @@ A_PLAN = "phalanx.io/plan"
 A_PLAN_NODE = "phalanx.io/plan-node"
 A_COMMIT = "phalanx.io/commit"
 A_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+A_KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 
 #: A gang's bindings are issued together; on this 2-core machine the last lands well
 #: within this many seconds of the first.
@@ -257,7 +259,7 @@ def gpu_request(pod: Obj) -> int:
 
 def group_of(pod: Obj) -> str | None:
     """The pod's gang, as Phalanx keys it (without the namespace): a scheduler-plugins or
-    annotation-only name, ``volcano:<name>``, or ``upstream:<name>`` /
+    annotation-only name, ``volcano:<name>``, ``kueue:<name>``, or ``upstream:<name>`` /
     ``upstream:<workload>/<pod group>``."""
     meta = pod.get("metadata", {})
     notes = meta.get("annotations") or {}
@@ -266,6 +268,9 @@ def group_of(pod: Obj) -> str | None:
         return str(label)
     if notes.get(A_VOLCANO_GROUP):
         return f"volcano:{notes[A_VOLCANO_GROUP]}"
+    kueue = (meta.get("labels") or {}).get(KUEUE_GROUP_LABEL)
+    if kueue:
+        return f"kueue:{kueue}"
     spec = pod.get("spec") or {}
     if spec.get("schedulingGroup"):
         return f"upstream:{spec['schedulingGroup'].get('podGroupName')}"
@@ -311,7 +316,8 @@ class Count:
 
 def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str, Count]:
     """Per gang (a ``group_of`` key), how many of its pods are bound and whether they make
-    its quorum: ``quorums``, else the pods' ``phalanx.io/min-member``, else not known
+    its quorum: ``quorums``, else the pods' ``phalanx.io/min-member`` (Kueue's total count
+    for a Kueue gang), else not known
     (``minimum`` 0). A composite gang (key ``composite:<name>``, its quorum a
     ``ChildGroups``) is one gang of the pods of every PodGroup beneath it, as Phalanx gangs
     it: those pods count toward it, never toward their own PodGroup."""
@@ -334,7 +340,8 @@ def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str,
         if quorums.get(gang):
             need[gang] = quorums[gang]
         else:
-            text = (pod["metadata"].get("annotations") or {}).get(A_MIN_MEMBER, "")
+            size_key = A_KUEUE_TOTAL_COUNT if gang.startswith("kueue:") else A_MIN_MEMBER
+            text = (pod["metadata"].get("annotations") or {}).get(size_key, "")
             if text.isdigit() and int(text) > 0:
                 need.setdefault(gang, int(text))
     counts = {}

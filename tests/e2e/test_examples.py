@@ -120,3 +120,21 @@ def test_the_nvl72_example_lands_in_one_clique_a_replica_per_node(
     assert where["moe-train-2"] == where["moe-train-3"], where
     assert where["moe-train-0"] != where["moe-train-2"], where
     assert sc.node_labels(where["moe-train-0"])[CLIQUE_LABEL] == f"{sc.namespace}-y"
+
+
+def test_the_kueue_example_binds_its_pod_group_whole_a_worker_per_node(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Kueue is not installed, so no admission gate holds the pods (its webhook adds it):
+    they reach kube-scheduler at once, as they do once Kueue admits the group. Three
+    4-GPU nodes: each worker takes a whole one, the driver the third."""
+    sc = cluster  # the monitor judges the group by its total count
+    nodes = {sc.node(f"h{i}", 4) for i in range(3)}
+    sc.nodes_ready()
+
+    applied = apply_example(sc.cp, EXAMPLES / "kueue-pod-group.yaml", sc.namespace, pool=sc.pool)
+
+    where = sc.wait_bound(pod_names(applied), timeout=45)
+    assert set(where.values()) == nodes, where
+    view = sc.phalanx.get(f"/debug/groups/kueue:{sc.namespace}/sweep").json()
+    assert (view["dialect"], view["min_member"], view["bound"]) == ("kueue", 3, 3)

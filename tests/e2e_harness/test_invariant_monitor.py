@@ -94,3 +94,20 @@ def test_a_gang_of_unknown_size_is_counted_but_has_no_minimum() -> None:
     seen = gang_counts([member("p-0", "unknown", "a")], {})["upstream:unknown"]
 
     assert (seen.bound, seen.minimum, seen.whole) == (1, 0, False)
+
+
+def kueue_member(name: str, node: str = "") -> Obj:
+    """A member of Kueue pod group `sweep` of two pods."""
+    metadata = {
+        "name": name,
+        "labels": {"kueue.x-k8s.io/pod-group-name": "sweep"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"},
+    }
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_kueue_pod_group_is_judged_by_its_total_count() -> None:
+    part = gang_counts([kueue_member("s-0", "a"), kueue_member("s-1")], {})["kueue:sweep"]
+    whole = gang_counts([kueue_member("s-0", "a"), kueue_member("s-1", "b")], {})["kueue:sweep"]
+    assert (part.bound, part.minimum, part.whole) == (1, 2, False)
+    assert (whole.bound, whole.whole) == (2, True)

@@ -140,6 +140,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         ("upstream:ml/train/workers", GroupRef("ml", "train", Dialect.UPSTREAM, "workers")),
         ("upstream:ml/lws/group/3", GroupRef("ml", "lws", Dialect.UPSTREAM, "group", "3")),
         ("composite:ray", GroupRef("team-a", "ray", Dialect.COMPOSITE)),
+        ("kueue:sweep", GroupRef("team-a", "sweep", Dialect.KUEUE)),
     ],
     ids=[
         "bare-name",
@@ -150,6 +151,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         "workload",
         "workload-replica",
         "composite-bare",
+        "kueue-bare",
     ],
 )
 def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespace(
@@ -159,7 +161,7 @@ def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespac
 
 
 @pytest.mark.parametrize(
-    "text", ["ml/", "volcano:ml/job/workers", "Team/job", "kueue:job"], ids=str
+    "text", ["ml/", "volcano:ml/job/workers", "Team/job", "yunikorn:job"], ids=str
 )
 def test_a_text_that_names_no_gang_is_a_usage_error_naming_the_forms(text: str) -> None:
     with pytest.raises(PluginError, match=r"names no gang; keys are NAMESPACE/NAME"):

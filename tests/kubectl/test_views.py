@@ -108,6 +108,9 @@ def test_pods_labelled_for_a_pod_group_that_does_not_exist_say_so() -> None:
 
 NOTES = {"phalanx.io/pod-group": "a", "phalanx.io/min-member": "2"}
 WORKERS = {"name": "w", "podGroup": "workers"}
+KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "k"}
+KUEUE_COUNT = {"kueue.x-k8s.io/pod-group-total-count": "3"}
+KUEUE_GANG = ("kueue:default/k", "kueue", "annotations", 3)
 
 # (gang objects, pods, key, dialect, source, minMember)
 DIALECTS = [
@@ -169,6 +172,7 @@ DIALECTS = [
         "Workload missing",
         None,
     ),
+    ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
 ]
 
 
@@ -185,6 +189,7 @@ DIALECTS = [
         "upstream-basic",
         "workload",
         "workload-missing",
+        "kueue",
     ],
 )
 def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(
@@ -491,6 +496,15 @@ def test_events_about_the_gang_and_its_members_only_oldest_first() -> None:
         event_obj("Node", "g", "Ready", "a node named like the gang"),
     ]
     assert [e.message for e in gang_events(gang, events)] == ["first", "later"]
+
+
+def test_a_kueue_gang_has_no_object_so_only_its_members_events_are_its() -> None:
+    gang = one_gang([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)])
+    events = [
+        event_obj("Pod", "k-0", "FailedScheduling", "ours"),
+        event_obj("PodGroup", "k", "Reserved", "a scheduler-plugins PodGroup named like it"),
+    ]
+    assert [e.message for e in gang_events(gang, events)] == ["ours"]
 
 
 CONDITION = {

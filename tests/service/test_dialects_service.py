@@ -341,3 +341,46 @@ async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object
         assert (status.phase, status.reason) == (GroupPhase.PENDING, "waiting-for-members"), key
         assert "PodGroup ray-workers has 1 of 2 member(s)" in status.message, key
     await ext.stop()
+
+
+def kueue_gang(*counts: str) -> list[dict]:
+    """Kueue pod group `job`: one member per total count given, each asking a whole node."""
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/pod-group-name": "job"}
+    return [
+        pod_obj(
+            f"job-{i}",
+            8,
+            labels=labels,
+            annotations={"kueue.x-k8s.io/pod-group-total-count": count},
+        )
+        for i, count in enumerate(counts)
+    ]
+
+
+async def test_a_kueue_gangs_events_go_to_its_first_member_and_no_status_is_written():
+    ext, source = await started(kueue_gang("2", "2"))
+    reserve_all(ext, ["job-0", "job-1"])
+    await asyncio.sleep(0)
+    assert ("Pod", "default/job-0", "Reserved") in {e[:3] for e in source.events}
+    assert source.statuses == {}
+    view = ext.views.group(GroupRef("default", "job", Dialect.KUEUE))
+    assert view is not None
+    assert (view["dialect"], view["source"], view["api_version"], view["min_member"]) == (
+        "kueue",
+        "annotations",
+        "",
+        2,
+    )
+    await ext.stop()
+
+
+async def test_kueue_members_that_disagree_on_the_total_count_are_told_on_the_first_member():
+    ext, source = await started(kueue_gang("2", "3"))
+    assert ext.filter(pod_of(ext, "job-1"), NODES).feasible == ()
+    await asyncio.sleep(0)
+    [(kind, key, reason, message, _, warning)] = source.events
+    assert (kind, key, reason, warning) == ("Pod", "default/job-0", "InvalidGang", True)
+    assert message == (
+        "members of gang kueue:default/job disagree on kueue.x-k8s.io/pod-group-total-count: 2, 3"
+    )
+    await ext.stop()

@@ -31,7 +31,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import registry, volcano
+from phalanx.core.groups import kueue, registry, volcano
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -59,6 +59,7 @@ from phalanx.core.model import (
     EXTENDED_CLAIM_ENTRY,
     MIG_PREFIX,
     NVIDIA_GPU,
+    Dialect,
     GpuInfo,
     GroupRef,
     Node,
@@ -452,6 +453,11 @@ class _PodSettings:
             settings.problems.extend(membership.winner.problems)
         declaration = PodDeclaration.read(annotations)
         settings.min_member = declaration.min_member
+        winner = membership.winner
+        if winner is not None and winner.ref is not None and winner.dialect is Dialect.KUEUE:
+            # Its problems, if any, are the claim's (already added above).
+            count = kueue.total_count(annotations)
+            settings.min_member = count if isinstance(count, int) else None
         settings.timeout_seconds = declaration.timeout_seconds
         settings.problems.extend(declaration.problems)
         memory = annotations.get(GPU_MEMORY_ANNOTATION)
@@ -472,6 +478,8 @@ class _PodSettings:
             else:
                 settings.placement = placement
         settings.problems.extend(consistency_problems(labels, annotations, settings.group))
+        if stray := kueue.stray_count_problem(labels, annotations):
+            settings.problems.append(stray)
         return settings
 
 

@@ -271,6 +271,9 @@ class Dialect(StrEnum):
     ANNOTATIONS = "annotations"  # phalanx.io/pod-group + phalanx.io/min-member on the pods
     UPSTREAM = "upstream"  # scheduling.k8s.io Workload / PodGroup + the pod's spec field
     VOLCANO = "volcano"  # scheduling.volcano.sh PodGroup + scheduling.k8s.io/group-name
+    # Kueue's plain pod groups: kueue.x-k8s.io/pod-group-name + pod-group-total-count on the
+    # pods, no gang object (Kueue admits the group; Phalanx places it whole).
+    KUEUE = "kueue"
     # scheduling.k8s.io CompositePodGroup (1.37): no pod names one; its upstream PodGroups'
     # pods are its members when it is the topmost `gang` composite above them.
     COMPOSITE = "composite"
@@ -306,8 +309,9 @@ class GroupRef:
 
     @property
     def key(self) -> str:
-        """Unique and readable: `ns/name`, `volcano:ns/name`, `upstream:ns/name`, or
-        `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
+        """Unique and readable: `ns/name`, `volcano:ns/name`, `kueue:ns/name`,
+        `upstream:ns/name`, or `upstream:ns/workload/podgroup[/replica]` (names never
+        contain "/")."""
         parts = "/".join(part for part in (self.pod_group, self.replica) if part)
         path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
         if self.dialect is Dialect.SCHEDULER_PLUGINS:

@@ -10,9 +10,9 @@ Every command reads the current kubeconfig context as kubectl does (`--kubeconfi
 
 A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
 (scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
-`upstream:NAMESPACE/NAME`, `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or
-`composite:NAMESPACE/NAME`. A key without `/` (`NAME`, `volcano:NAME`) is in the namespace
-`-n` picks.
+`kueue:NAMESPACE/NAME`, `upstream:NAMESPACE/NAME`,
+`upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or `composite:NAMESPACE/NAME`. A key
+without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
 
 Exit codes, as `phalanx`'s: 0 done; 1 the answer is "no" (no such gang); 2 bad input or an
 unusable environment (no kubeconfig or context, the API server unreachable or refusing,
@@ -165,8 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         "gang",
         metavar="GANG",
         help="the gang's key, as `status` lists it: [DIALECT:]NAMESPACE/NAME, e.g. "
-        "team-a/train, volcano:team-a/train, upstream:team-a/train; a key without '/' is "
-        "in the namespace -n picks",
+        "team-a/train, volcano:team-a/train, kueue:team-a/train, upstream:team-a/train; a key "
+        "without '/' is in the namespace -n picks",
     )
     explain.set_defaults(func=_cmd_explain)
     status = sub.add_parser(
@@ -250,7 +250,10 @@ def _asked(args: argparse.Namespace, error: str) -> int:
 # ---- explain ---------------------------------------------------------------------------------
 
 
-_PREFIXES = tuple(f"{d.value}:" for d in (Dialect.VOLCANO, Dialect.UPSTREAM, Dialect.COMPOSITE))
+# Every dialect whose keys carry a prefix (annotation-only gangs share scheduler-plugins' keys).
+_PREFIXES = tuple(
+    f"{d.value}:" for d in Dialect if d not in (Dialect.SCHEDULER_PLUGINS, Dialect.ANNOTATIONS)
+)
 
 
 def gang_ref(text: str, namespace: str) -> GroupRef:

@@ -555,7 +555,7 @@ def gang_events(gang: GangView, events: Iterable[Obj]) -> list[EventView]:
         if involved.get("kind") == "Pod" and name in members:
             found.append(event_view(raw))
             continue
-        if gang.dialect == Dialect.ANNOTATIONS or involved.get("kind") != kind:
+        if not registry.has_gang_object(Dialect(gang.dialect)) or involved.get("kind") != kind:
             continue
         other = _text(involved.get("apiVersion")).rpartition("/")[0]
         if name == target.name and (not group or not other or other == group):

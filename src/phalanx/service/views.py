@@ -169,7 +169,7 @@ class GangViews:
             "source": registry.gang_source(ref, dialect, has_object=has_object),
             # The object's API, when discovery found it served ("" for annotation-only gangs).
             "api_version": served.api_version
-            if served is not None and dialect is not Dialect.ANNOTATIONS
+            if served is not None and registry.has_gang_object(dialect)
             else "",
             "min_member": resolved.min_member if resolved is not None else None,
             "placement": str(resolved.placement) if resolved is not None else None,

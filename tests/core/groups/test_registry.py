@@ -63,8 +63,16 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "upstream:ml/gang-0",
         "upstream:ml/train/workers",
         "upstream:ml/lws/group/3",
+        "kueue:ml/job",
     ],
-    ids=["scheduler-plugins", "volcano", "upstream-pod-group", "workload", "workload-replica"],
+    ids=[
+        "scheduler-plugins",
+        "volcano",
+        "upstream-pod-group",
+        "workload",
+        "workload-replica",
+        "kueue",
+    ],
 )
 def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:
     ref = registry.parse_key(key)
@@ -82,7 +90,7 @@ def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> Non
         "ml/job/workers",
         "ML/job",
         "ml/Job_1",
-        "kueue:ml/job",
+        "yunikorn:ml/job",
         "",
     ],
     ids=[
@@ -125,6 +133,7 @@ def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
             "Workload",
         ),
         (GroupRef("ml", "t", Dialect.UPSTREAM, "w"), False, set(), "upstream", "Workload missing"),
+        (GroupRef("ml", "job", Dialect.KUEUE), False, {Dialect.KUEUE}, "kueue", "annotations"),
     ],
     ids=[
         "pod-group",
@@ -136,6 +145,7 @@ def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
         "upstream-pod-group",
         "workload",
         "workload-missing",
+        "kueue",
     ],
 )
 def test_a_gang_is_named_by_its_dialect_and_what_declares_it(
@@ -211,6 +221,7 @@ def test_the_precedence_is_the_documented_one() -> None:
         Dialect.ANNOTATIONS,
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
+        Dialect.KUEUE,
         Dialect.UPSTREAM,
     )
 
@@ -228,7 +239,8 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
     assert registry.contest_message(found) == (
         "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
-        "ml/job wins (precedence annotations > scheduler-plugins > volcano > upstream) over "
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > upstream) "
+        "over "
         "volcano group volcano:ml/job"
     )
 

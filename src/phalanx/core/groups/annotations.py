@@ -97,7 +97,10 @@ def consistency_problems(
             f"{MIN_MEMBER_ANNOTATION} (there is no PodGroup object to give it)"
         )
     if POD_GROUP_ANNOTATION not in annotations and not labels.get(POD_GROUP_LABEL):
-        for key in (MIN_MEMBER_ANNOTATION, SCHEDULE_TIMEOUT_ANNOTATION):
+        # A Kueue gang has no object either: its members may set its timeout (its size is
+        # Kueue's total count).
+        kueue = group is not None and group.dialect is Dialect.KUEUE
+        for key in (MIN_MEMBER_ANNOTATION, *(() if kueue else (SCHEDULE_TIMEOUT_ANNOTATION,))):
             if key in annotations:
                 problems.append(
                     f"annotation {key} needs annotation {POD_GROUP_ANNOTATION} "
@@ -134,15 +137,28 @@ def gang_from_members(
     Members must agree on `min-member`; the shortest declared timeout wins. A string
     starting with "waiting" means the object may still come (the pods use the label).
     """
+    gang = declared_gang(ref, members, MIN_MEMBER_ANNOTATION, default_timeout=default_timeout)
+    if gang is None:
+        return f"waiting for PodGroup {ref.key} to exist (pods name it with a label)"
+    return gang
+
+
+def declared_gang(
+    ref: GroupRef, members: Iterable[Pod], size_key: str, *, default_timeout: int
+) -> PodGroup | str | None:
+    """The gang members declare on themselves (`Pod.min_member`, read from `size_key`), or
+    why they cannot: they disagree on the size, or none declares one and a member says
+    why (its `invalid`). None when none declares a size and none is broken. The shortest
+    declared timeout wins."""
     pods = list(members)
     declared = {p.min_member for p in pods if p.min_member is not None}
     if not declared:
         broken = next((p for p in pods if p.invalid), None)
         if broken is not None:
             return f"gang {ref.key}: pod {broken.name}: {broken.invalid}"
-        return f"waiting for PodGroup {ref.key} to exist (pods name it with a label)"
+        return None
     if len(declared) > 1:
-        return f"members of gang {ref.key} disagree on {MIN_MEMBER_ANNOTATION}: " + ", ".join(
+        return f"members of gang {ref.key} disagree on {size_key}: " + ", ".join(
             str(n) for n in sorted(declared)
         )
     timeouts = {p.timeout_seconds for p in pods if p.timeout_seconds is not None}
@@ -152,4 +168,5 @@ def gang_from_members(
         min_member=declared.pop(),
         timeout_seconds=min(timeouts) if timeouts else default_timeout,
         from_crd=False,
+        dialect=ref.dialect,
     )

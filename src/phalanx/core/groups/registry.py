@@ -11,7 +11,10 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
    precedence, as before dialects.
 3. `volcano` (annotation `scheduling.k8s.io/group-name`): also written only by operators
    set up for it.
-4. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
+4. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
+   gang is Phalanx's reading of it, so a dialect written for a gang scheduler wins. It
+   still wins over upstream's, for the reason below.
+5. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
    controllers stamp it without the workload author asking (the Job controller, with
    the WorkloadWithJob gate, gives every Job its own PodGroup). A pod also claimed by a
    third-party gang is most likely in a *wider* gang its operator declared on purpose
@@ -47,7 +50,7 @@ from typing import Final
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
-from phalanx.core.groups import composite, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, kueue, scheduler_plugins, upstream, volcano
 from phalanx.core.groups.common import (
     DIFFERENTIABLE_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -123,6 +126,8 @@ DIALECTS: Final = (
         volcano.build_status,
         status_shared=True,
     ),
+    # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
+    GroupDialect(Dialect.KUEUE, kueue.claim, {}),
     GroupDialect(
         Dialect.UPSTREAM,
         upstream.claim,
@@ -202,8 +207,8 @@ def _described(claim: Claim) -> str:
 
 KEY_FORMS: Final = (
     "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
-    "upstream:NAMESPACE/NAME, upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or "
-    "composite:NAMESPACE/NAME"
+    "kueue:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
+    "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME"
 )
 
 
@@ -233,11 +238,17 @@ def gang_dialect(ref: GroupRef, *, has_object: bool, claims: Iterable[Dialect]) 
     return ref.dialect
 
 
+def has_gang_object(dialect: Dialect) -> bool:
+    """Whether a gang of `dialect` is held by an API object (for status and Events); the
+    annotation-only and Kueue dialects declare theirs on the members alone."""
+    return dialect not in (Dialect.ANNOTATIONS, Dialect.KUEUE)
+
+
 def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:
     """What declares a gang's settings, as the views say it: its object's kind (`PodGroup`,
     or `Workload` for a 1.35 Workload's pod group), `annotations`, or `<kind> missing`
     while members name an object that does not exist."""
-    if dialect is Dialect.ANNOTATIONS:
+    if not has_gang_object(dialect):
         return "annotations"
     kind = upstream.object_kind(ref)
     return kind if has_object else f"{kind} missing"
@@ -341,7 +352,8 @@ def resolve(
     served: Served | None = None,
 ) -> PodGroup | Unresolved:
     """The gang `ref` names. `find` looks objects up by key (`GroupRef.object_ref.key`);
-    `members` declare an annotation-only gang when no scheduler-plugins object exists;
+    `members` declare an annotation-only gang when no scheduler-plugins object exists, and
+    a Kueue gang (never an object);
     `default_timeout` applies to a gang whose object or members set none; `served`
     (discovery's answer, when known) explains a wait for an API not served.
 
@@ -365,6 +377,9 @@ def resolve(
         if isinstance(gang, PodGroup):
             return gang
         return Unresolved(gang, waiting=gang.startswith("waiting"))
+    if ref.dialect is Dialect.KUEUE:
+        gang = kueue.gang_from_members(ref, members, default_timeout=default_timeout)
+        return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
     reason = dialect(ref.dialect).waiting_reason
     text = reason(ref) if reason else f"waiting for {ref.key}"
     if served is not None and served.holding(ref) is None:

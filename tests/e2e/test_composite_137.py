@@ -51,7 +51,13 @@ def composite(sc: Scenario, name: str, min_group_count: int) -> Obj:
 
 
 def child_group(
-    sc: Scenario, name: str, min_count: int, parent: str, *, topology_key: str = ""
+    sc: Scenario,
+    name: str,
+    min_count: int,
+    parent: str,
+    *,
+    topology_key: str = "",
+    annotations: dict[str, str] | None = None,
 ) -> Obj:
     spec: Obj = {
         "parentCompositePodGroupName": parent,
@@ -66,7 +72,7 @@ def child_group(
         {
             "apiVersion": "scheduling.k8s.io/v1beta1",
             "kind": "PodGroup",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": annotations or {}},
             "spec": spec,
         },
     )
@@ -140,6 +146,37 @@ def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
     # head bound before its workers would not have been partial.
     sc.wait("the monitor to judge the composite", lambda: "composite:ray" in sc.monitor.whole)
     assert not {"upstream:ray-head", "upstream:ray-workers"} & sc.monitor.whole
+
+
+def test_a_childs_own_placement_is_told_ignored_on_the_child_and_the_gang_binds_whole(
+    judged: Scenario,
+) -> None:
+    sc = judged
+    for name in ("a", "b", "c"):
+        sc.node(name, 8)
+    sc.nodes_ready()
+    composite(sc, "ray", 2)
+    child_group(sc, "ray-head", 1, "ray", annotations={"phalanx.io/placement": "pack"})
+    child_group(sc, "ray-workers", 2, "ray")
+    names = ["head-0", "worker-0", "worker-1"]
+    member(sc, "head-0", "ray-head")
+    member(sc, "worker-0", "ray-workers")
+    member(sc, "worker-1", "ray-workers")
+    for name in names:
+        sc.ungate(name)
+
+    told = sc.wait_event(
+        "ray-head",
+        f'metadata.annotations["phalanx.io/placement"] is ignored: this PodGroup is part of '
+        f"CompositePodGroup {sc.namespace}/ray's gang",
+        reason="FieldIgnored",
+    )
+    assert told["involvedObject"]["kind"] == "PodGroup", told
+    assert told["type"] == "Warning", told
+    where = sc.wait_bound(names, timeout=45)
+    assert len(set(where.values())) == 3, where
+    sc.wait_event("ray", "bound 3 member(s) together", reason="Bound")
+    assert not sc.events("ray-workers", reason="FieldIgnored")
 
 
 ZONE = "topology.kubernetes.io/zone"

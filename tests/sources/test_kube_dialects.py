@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -313,6 +314,83 @@ def test_a_phalanx_annotation_phalanx_does_not_read_is_said_once_on_the_pod_grou
                 "annotation (did you mean phalanx.io/placement?)"
             )
             assert event["type"] == "Warning"
+
+    run(scenario())
+
+
+PACK = {"phalanx.io/placement": "pack"}
+
+
+async def redelivered(live: Running, pod_group: dict[str, Any]) -> None:
+    """The watch hands upstream `pod_group` over again (a status update), and it is seen."""
+    status = {"conditions": [{"type": "Seen", "status": str(time.monotonic_ns())}]}
+    live.api.modify(collection(UPSTREAM), {**pod_group, "status": status})
+    key = f"upstream:{pod_group['metadata']['namespace']}/{pod_group['metadata']['name']}"
+    statuses = live.source.reports._statuses  # noqa: SLF001  # what the watch showed
+    await until(
+        "the update seen",
+        lambda: (seen := statuses.get(key)) is not None and seen.status == status,
+    )
+
+
+CHILD_IGNORED = (
+    'metadata.annotations["phalanx.io/placement"] is ignored: this PodGroup is part of '
+    "CompositePodGroup ml/ray's gang, whose own annotations are read (put it there)"
+)
+
+
+def test_a_gang_composites_child_carrying_phalanx_settings_is_told_once_they_are_not_read() -> None:
+    async def scenario() -> None:
+        head = upstream_podgroup_obj("ray-head", 1, namespace="ml", parent="ray", annotations=PACK)
+        async with running(
+            SERVED_137_COMPOSITE,
+            **{
+                collection(UPSTREAM_ALPHA3, "compositepodgroups"): [
+                    composite_obj("ray", 2, namespace="ml"),
+                    composite_obj("solo", None, namespace="ml"),
+                ],
+                collection(UPSTREAM): [
+                    head,
+                    upstream_podgroup_obj("ray-w", 1, namespace="ml", parent="ray"),
+                    # A `basic` composite's child is a gang of its own: its placement is read.
+                    upstream_podgroup_obj(
+                        "solo-a", 1, namespace="ml", parent="solo", annotations=PACK
+                    ),
+                ],
+            },
+        ) as live:
+            await until("the event", lambda: bool(live.writer.events("FieldIgnored")))
+            await redelivered(live, head)
+            await live.settle()
+            [event] = live.writer.events("FieldIgnored")
+            assert event["involvedObject"]["kind"] == "PodGroup"
+            assert event["involvedObject"]["name"] == "ray-head"
+            assert event["message"] == CHILD_IGNORED
+            assert event["type"] == "Warning"
+
+    run(scenario())
+
+
+def test_a_childs_ignored_setting_is_said_again_only_once_the_tree_changed_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def said() -> int:
+        return sum(1 for r in caplog.records if getattr(r, "reason", "") == CHILD_IGNORED)
+
+    async def scenario() -> None:
+        path = collection(UPSTREAM_ALPHA3, "compositepodgroups")
+        head = upstream_podgroup_obj("ray-head", 1, namespace="ml", parent="ray", annotations=PACK)
+        async with running(
+            SERVED_137_COMPOSITE,
+            **{path: [composite_obj("ray", 2, namespace="ml")], collection(UPSTREAM): [head]},
+        ) as live:
+            await until("said", lambda: said() == 1)
+            live.api.modify(path, composite_obj("ray", None, namespace="ml"))  # basic: read
+            await until("basic", lambda: live.state.composite(RAY.key).min_group_count is None)  # type: ignore[union-attr]
+            await redelivered(live, head)
+            assert said() == 1
+            live.api.modify(path, composite_obj("ray", 2, namespace="ml"))  # a gang again
+            await until("said again", lambda: said() == 2)
 
     run(scenario())
 

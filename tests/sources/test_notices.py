@@ -63,6 +63,18 @@ def test_a_notice_is_told_once_while_its_object_lives(notices: Notices, told: To
     assert told.events == ["queue ignored", "priority ignored", "again"]
 
 
+def test_a_withdrawn_notice_is_told_again_and_the_others_of_its_object_are_not(
+    notices: Notices, told: Told
+) -> None:
+    for text in ("placement ignored", "queue ignored"):
+        notices.once("ml/job", text, message="ignored", event=told.event(text))
+    notices.withdraw("ml/job", "placement ignored")
+    notices.withdraw("ml/other", "placement ignored")  # never said: nothing to withdraw
+    for text in ("placement ignored", "queue ignored"):
+        notices.once("ml/job", text, message="ignored", event=told.event(f"{text} again"))
+    assert told.events == ["placement ignored", "queue ignored", "placement ignored again"]
+
+
 def test_a_notice_logs_at_its_level_with_its_fields(
     notices: Notices, told: Told, caplog: pytest.LogCaptureFixture
 ) -> None:

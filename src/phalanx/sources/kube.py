@@ -28,8 +28,9 @@ informers); this module wires them and keeps the loop-side tables they share.
 * **Bad input.** An object the inventory refuses is skipped (a gang object's members get
   its reason through `ClusterState.set_group_error`; a pod with a malformed `phalanx.io/*`
   annotation stays for usage with `Pod.invalid`): one log line and one Event per object
-  and reason, nothing else stops. What Phalanx ignores in a gang object (a Volcano queue)
-  and a pod claimed by two dialects (which one won) are said the same way, once.
+  and reason, nothing else stops. What Phalanx ignores in a gang object (a Volcano queue;
+  Phalanx's annotations on a composite gang's child PodGroup, known once the tree is) and
+  a pod claimed by two dialects (which one won) are said the same way, once.
 * **kube-scheduler's own gang scheduling.** Given the KubeSchedulerConfiguration
   kube-scheduler runs (`scheduler_config`), a served profile that leaves `GangScheduling`
   on while the upstream gang API is served is reported when discovery first finds that
@@ -57,7 +58,7 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import registry
+from phalanx.core.groups import composite, registry
 from phalanx.core.groups.coexistence import NativeGang, native_gang_profiles
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.discovery import Served, ServedKind
@@ -259,6 +260,8 @@ class KubeSource:
         self._served: Served | None = None  # the last discovery's answer
         self._unsynced_groups: set[str] = set()  # gang kinds served at start, not yet listed
         self.notices = Notices(log, self._spawn)
+        # Per child PodGroup of a composite gang, what `_note_children` last found ignored.
+        self._child_notes: dict[str, tuple[str, ...]] = {}
 
     @classmethod
     def from_kubeconfig(
@@ -475,9 +478,15 @@ class KubeSource:
 
     def _on_group_objects(self, kind: ServedKind, changes: GroupChanges, synced: bool) -> None:
         def update(state: ClusterState) -> None:
+            trees: set[str] = set()  # namespaces whose composite trees may have changed
             for change in changes:
                 # The informer keys objects `namespace/name`; the gang key adds the dialect.
                 target = replace(GroupRef.parse(change.key), dialect=kind.dialect)
+                if kind.dialect in (Dialect.UPSTREAM, Dialect.COMPOSITE) and (
+                    not isinstance(change, Upsert)
+                    or state.group_object(target.key) != change.obj.obj
+                ):
+                    trees.add(target.namespace)
                 if isinstance(change, Upsert):
                     self._upsert_group_object(state, kind, target, change)
                 elif isinstance(change, Invalid):
@@ -487,6 +496,8 @@ class KubeSource:
                     self._report_group(kind, target, change.uid, change.reason)
                 else:  # releases the reservations it held, if their members were pending
                     self._forget_object(state, target.key)
+            for namespace in sorted(trees):
+                self._note_children(state, namespace)
             if synced and label(kind) in self._unsynced_groups:
                 self._unsynced_groups.discard(label(kind))
                 log.info("informer synced", extra={"kind": label(kind)})
@@ -546,6 +557,37 @@ class KubeSource:
         error = self.commits.saw_group(key, change.obj)
         if error:
             self._report_group(kind, target, change.uid, error)
+
+    def _note_children(self, state: ClusterState, namespace: str) -> None:
+        """Say once on each child PodGroup of a composite gang in `namespace` which of
+        Phalanx's annotations on it the gang does not read (`composite.unread_on_child`): a
+        child of a `basic` composite, or of none, is a gang whose own are read, so this is
+        known only from the tree. A note that stops holding (the child left the gang, or
+        the annotation went) is said again if it comes back."""
+        now: dict[str, tuple[str, ...]] = {}
+        for group in state.groups().values():
+            if group.namespace != namespace or not group.parent:
+                continue
+            top = composite.gang_above(group, state.composite)
+            if isinstance(top, CompositePodGroup):
+                now[group.key] = composite.unread_on_child(group, top)
+        for key in [k for k in self._child_notes if GroupRef.parse(k).namespace == namespace]:
+            for text in set(self._child_notes.pop(key)) - set(now.get(key, ())):
+                self.notices.withdraw(key, text)
+        for key, texts in now.items():
+            if not texts:
+                continue
+            self._child_notes[key] = texts
+            target = GroupRef.parse(key)
+            for text in texts:
+                self.notices.once(
+                    key,
+                    text,
+                    message=f"PodGroup {key}: ignored",
+                    event=functools.partial(
+                        self.emit_group_event, target, FIELD_IGNORED, text, warning=True
+                    ),
+                )
 
     def _forget_object(self, state: ClusterState, key: str) -> None:
         state.remove_group(key)

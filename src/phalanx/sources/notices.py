@@ -71,6 +71,12 @@ class Notices:
         self._log.log(level, message, extra=dict(extra or {"object": key, "reason": text}))
         self._spawn(event())
 
+    def withdraw(self, key: str, text: str) -> None:
+        """`text` no longer holds for `key` (what it named changed): said again if it does."""
+        said = self._said.get(key)
+        if said is not None:
+            said.discard(text)
+
     def forget(self, key: str) -> None:
         """`key` is gone: a namesake created later is told afresh."""
         self._said.pop(key, None)

@@ -17,6 +17,7 @@ from phalanx.core.groups.composite import (
     child_tree,
     gang_above,
     parse_composite,
+    unread_on_child,
 )
 from phalanx.core.groups.upstream import parse_pod_group
 from phalanx.core.model import ChildGroups, Dialect, DisruptionMode, GroupRef, TopologyConstraint
@@ -238,3 +239,38 @@ def test_a_child_declaring_more_than_a_key_is_refused_naming_it() -> None:
     assert isinstance(problem, str)
     assert "PodGroup default/w under CompositePodGroup default/ray declares topology" in problem
     assert "spec.schedulingConstraints.topology" in problem
+
+
+# --- what a child's annotations are told --------------------------------------------------
+
+
+def ignored(name: str) -> str:
+    return (
+        f'metadata.annotations["{name}"] is ignored: this PodGroup is part of '
+        "CompositePodGroup default/ray's gang, whose own annotations are read (put it there)"
+    )
+
+
+def test_each_gang_setting_a_child_declares_is_said_to_be_ignored_in_favour_of_the_composite() -> (
+    None
+):
+    notes = {
+        "phalanx.io/placement": "pack",
+        "phalanx.io/plan": '{"version": 1}',
+        "phalanx.io/differentiable": "step",
+        "phalanx.io/schedule-timeout-seconds": "30",
+    }
+    child = parse_pod_group(upstream_podgroup_obj("head", 1, parent="ray", annotations=notes))
+    assert unread_on_child(child, parse_composite(composite_obj("ray", 1))) == (
+        ignored("phalanx.io/placement"),
+        ignored("phalanx.io/plan"),
+        ignored("phalanx.io/differentiable"),
+        ignored("phalanx.io/schedule-timeout-seconds"),
+    )
+
+
+def test_a_child_without_gang_settings_or_with_only_its_topology_key_draws_no_note() -> None:
+    root = parse_composite(composite_obj("ray", 1))
+    keyed = upstream_podgroup_obj("w", 2, parent="ray", topology_key=RACK)
+    assert unread_on_child(HEAD, root) == ()
+    assert unread_on_child(parse_pod_group(keyed), root) == ()

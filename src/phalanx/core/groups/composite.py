@@ -25,6 +25,10 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
+    DIFFERENTIABLE_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    PLAN_ANNOTATION,
+    SCHEDULE_TIMEOUT_ANNOTATION,
     ObjectSettings,
     Parsed,
     PodView,
@@ -53,7 +57,13 @@ from phalanx.core.model import (
     TopologyConstraint,
 )
 from phalanx.core.quorum import fewest_members
-from phalanx.core.rawdict import JsonObject, read_object, read_string, read_string_map
+from phalanx.core.rawdict import (
+    JsonObject,
+    key_path,
+    read_object,
+    read_string,
+    read_string_map,
+)
 
 VERSION: Final = "v1alpha3"
 KIND: Final = COMPOSITE_KIND
@@ -258,6 +268,26 @@ def composite_gang(root: CompositePodGroup, tree: ChildGroups, default_timeout: 
         topology=root.topology,
         min_task_member=tree,
         deleting=root.deleting,
+    )
+
+
+def unread_on_child(group: PodGroup, top: CompositePodGroup) -> tuple[str, ...]:
+    """A warning for each of Phalanx's gang settings `group` declares (by annotation) while
+    part of `top`'s gang: `composite_gang` reads them from the composite alone, so on the
+    child they would be dropped unsaid. A child's topology is read (`child_topology`). An
+    annotation with an empty value says nothing, so draws nothing."""
+    declared = (
+        (PLACEMENT_ANNOTATION, group.placement is not None),
+        (PLAN_ANNOTATION, bool(group.plan_json)),
+        (DIFFERENTIABLE_ANNOTATION, bool(group.differentiable)),
+        (SCHEDULE_TIMEOUT_ANNOTATION, group.timeout_declared),
+    )
+    return tuple(
+        f"{key_path('metadata.annotations', name)} is ignored: this {POD_GROUP_KIND} is part "
+        f"of {KIND} {top.namespace}/{top.name}'s gang, whose own annotations are read "
+        "(put it there)"
+        for name, on in declared
+        if on
     )
 
 

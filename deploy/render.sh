@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Regenerate the plain files under deploy/ from the Helm chart (the one source of truth):
 #
-#   deploy/manifests/phalanx.yaml          the chart rendered with its default values, CRDs
-#                                          included, for namespace phalanx-system (preceded
-#                                          by that Namespace)
+#   deploy/manifests/phalanx.yaml          the chart rendered with its default values for
+#                                          Kubernetes KUBE_VERSION (tests/controlplane/
+#                                          versions.env), CRDs included, for namespace
+#                                          phalanx-system (preceded by that Namespace)
 #   deploy/prometheus/phalanx-alerts.yaml  copy of helm/phalanx/files/phalanx-alerts.yaml
 #   deploy/grafana/phalanx-dashboard.json  copy of helm/phalanx/files/phalanx-dashboard.json
 #

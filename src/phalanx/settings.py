@@ -125,9 +125,9 @@ class Settings(BaseSettings):
         description="Seconds /bind holds a member waiting for the rest of its gang, and "
         "seconds a gang may go with no new member reaching /bind before its reservation is "
         "given up (while members keep arriving, a bind held this long is answered and its "
-        "member stays counted, bound with the gang). Must stay below the extender "
-        "httpTimeout (the chart sets 30 s), or kube-scheduler abandons the request first, "
-        "and below the reservation TTL.",
+        "member stays counted, bound with the gang). With the 8 s a member's binding may "
+        "then take, must stay below the extender httpTimeout (the chart sets 30 s), or "
+        "kube-scheduler abandons the request first; and below the reservation TTL.",
     )
     template_reservation: bool = Field(
         default=True,

@@ -59,7 +59,7 @@ main() {
   case "${1:-}" in
     "") ;;
     --check) check=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (use --check or nothing)" ;;
   esac
   local helm out

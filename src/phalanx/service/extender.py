@@ -340,7 +340,7 @@ class Extender:
 
     def preempt(self, pod: Pod, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         self.learn(pod)
-        return self.planner.preempt(victims)
+        return self.planner.preempt(victims).kept
 
     async def bind(self, binding: Binding) -> str:
         """Bind one pod; returns "" on success or the error kube-scheduler should report."""

@@ -362,6 +362,31 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             quantiles(m, "phalanx_plan_data_transfers", (0.5, 0.99)),
             width=8,
         ),
+        timeseries_panel(
+            "Preemption: nodes by Phalanx's answer",
+            "Per interval, the nodes kube-scheduler proposed preemption victims on, by what "
+            "Phalanx answered: kept as proposed, widened (the rest of a gang or a "
+            "disruptionMode all unit on that node added, so it goes whole), dropped (the "
+            "victims would leave a gang or unit partial whose rest is on other nodes); and the "
+            "pods widening added. Answers, not evictions: kube-scheduler evicts on at most one "
+            "node per preemption. Phalanx's log has a line per widened or dropped node.",
+            units.NoUnit,
+            [
+                query(
+                    "sum by (outcome) "
+                    f"(increase({m.select('phalanx_preemption_nodes_total')}[$__rate_interval]))",
+                    "{{outcome}}",
+                ),
+                query(
+                    "sum "
+                    f"(increase({m.select('phalanx_preemption_added_pods_total')}"
+                    "[$__rate_interval]))",
+                    "pods added",
+                ),
+            ],
+            width=24,
+            style="bars",
+        ),
     ]
 
 

@@ -49,6 +49,8 @@ EXPORTED_FAMILIES = {
     "phalanx_replans_total",
     "phalanx_releases_total",
     "phalanx_members_completed_total",
+    "phalanx_preemption_nodes_total",
+    "phalanx_preemption_added_pods_total",
     "phalanx_dra_claims_off_node",
     "phalanx_gang_placements_total",
     "phalanx_topology_free_domains",
@@ -178,6 +180,7 @@ def test_dashboard_has_the_panels_operators_need() -> None:
         "Request latency per verb (p50 / p99)",
         "Bind barrier waiters",
         "Watch restarts",
+        "Preemption: nodes by Phalanx's answer",
         "Partial gangs (must be 0)",
         "Cache synced",
     ):

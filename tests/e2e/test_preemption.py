@@ -14,6 +14,9 @@ leave every running gang whole or entirely gone, and kube-scheduler deletes what
   nodes, as one node's victims, and fails its whole preemption attempt when an extender
   keeps a victim it cannot find on that node; Phalanx drops such a node.
 
+Each also checks what Phalanx says of its answer: ``phalanx_preemption_nodes_total`` and a
+``preemption verdict`` log line (widened on 1.35, dropped naming the PodGroup on 1.37).
+
 kwok finalizes a pod once it carries a deletionTimestamp (``pod-delete`` stage), so
 kube-scheduler's victims disappear from the API. Each test runs on the control plane its
 parameter names (``control_plane`` is overridden here, per test, so the module's Phalanx
@@ -23,6 +26,7 @@ and kube-scheduler are started once on each).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
@@ -37,6 +41,7 @@ CONTROL_PLANES = {"1.35": "control_plane", "1.37": "control_plane_137"}
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 UPSTREAM = "/apis/scheduling.k8s.io/v1beta1"
 PREEMPT_CALLS = "phalanx_request_duration_seconds_count"
+PREEMPT_NODES = "phalanx_preemption_nodes_total"
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +82,22 @@ def preempt_calls(sc: Scenario) -> float:
     return sc.phalanx.metric(PREEMPT_CALLS, verb="preempt")
 
 
+def preempt_nodes(sc: Scenario, outcome: str) -> float:
+    return sc.phalanx.metric(PREEMPT_NODES, outcome=outcome)
+
+
+def verdicts(sc: Scenario, preemptor: str, outcome: str) -> list[dict[str, Any]]:
+    """Phalanx's log lines about `preemptor`'s proposed nodes with `outcome`."""
+    pod = f"{sc.namespace}/{preemptor}"
+    return [
+        r
+        for r in sc.phalanx.log_records()
+        if r.get("msg") == "preemption verdict"
+        and r.get("pod") == pod
+        and r.get("outcome") == outcome
+    ]
+
+
 def gone(sc: Scenario, names: list[str]) -> bool:
     return not set(names) & set(sc.pods())
 
@@ -96,6 +117,7 @@ def test_a_gang_in_the_way_of_a_higher_priority_pod_goes_entirely_and_the_pod_bi
     # The other node is filled by a pod that may not be preempted (same priority).
     sc.wait_bound([urgent(sc, "filler", 8, high)["metadata"]["name"]])
     before = preempt_calls(sc)
+    widened = preempt_nodes(sc, "widened")
 
     urgent(sc, "urgent", 4, high)  # needs one member's GPUs: kube-scheduler offers one
 
@@ -105,6 +127,12 @@ def test_a_gang_in_the_way_of_a_higher_priority_pod_goes_entirely_and_the_pod_bi
     sc.wait("the whole gang preempted", lambda: gone(sc, list(low.members)) or None)
     assert sc.wait_bound(["urgent"]) == {"urgent": gang_node}
     assert sc.placement(["filler"]) != {"filler": gang_node}
+    # Phalanx said what it did with kube-scheduler's one-member proposal: a metric, a log line.
+    assert preempt_nodes(sc, "widened") >= widened + 1
+    (line, *_) = verdicts(sc, "urgent", "widened")
+    assert line["node"] == gang_node
+    assert line["group"] == f"{sc.namespace}/low"
+    assert line["added"] == 1, line
 
 
 @pytest.mark.parametrize("control_plane", ["1.37"], indirect=True)
@@ -136,6 +164,7 @@ def test_a_preemptor_takes_no_part_of_a_pod_group_disrupted_only_whole(
     assert len(set(where.values())) == 2, where
     lone = sc.pod("lone", 8)  # priority 0, like the gang: the third node
     (lone_node,) = sc.wait_bound([lone["metadata"]["name"]]).values()
+    dropped = preempt_nodes(sc, "dropped")
 
     urgent(sc, "urgent", 8, high)  # one node's worth: either member, or the lone pod
 
@@ -146,3 +175,7 @@ def test_a_preemptor_takes_no_part_of_a_pod_group_disrupted_only_whole(
     assert "lone" not in pods
     assert {n: pods[n]["spec"].get("nodeName") for n in members} == where
     assert not [n for n in members if pods[n]["metadata"].get("deletionTimestamp")]
+    # The PodGroup's node was dropped, and Phalanx says so: a metric, a log line naming it.
+    assert preempt_nodes(sc, "dropped") >= dropped + 1
+    lines = verdicts(sc, "urgent", "dropped")
+    assert {line["group"] for line in lines} == {f"upstream:{sc.namespace}/whole"}, lines

@@ -62,7 +62,7 @@ from phalanx.core.model import (
     PodRef,
 )
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
-from phalanx.core.preempt import preempt
+from phalanx.core.preempt import Preemption, preempt
 from phalanx.core.prioritize import prioritize
 from phalanx.core.quorum import has_quorum, minima_field, quorum_of, task_shortfall
 from phalanx.core.resolution import (
@@ -804,7 +804,7 @@ class GangPlanner:
             self._fragmentation = (generation, scores if any(scores.values()) else {})
         return self._fragmentation[1]
 
-    def preempt(self, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    def preempt(self, victims: Mapping[str, Sequence[str]]) -> Preemption:
         return preempt(self.state, victims, self.resolve)
 
 

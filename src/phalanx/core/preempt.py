@@ -15,11 +15,16 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    composite's `minGroupCount` of child groups) or goes entirely. Upstream's `single`
    would let a gang go below its quorum member by member; Phalanx does not, since a gang
    below its quorum is a partial gang.
+
+What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
+why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups.composite import disruption_unit
@@ -30,68 +35,184 @@ from phalanx.core.resolution import Resolution, Resolved
 Resolve = Callable[[GroupRef], Resolution]
 
 
+class PreemptOutcome(StrEnum):
+    """What Phalanx made of one node's proposed victims, as counted by
+    phalanx_preemption_nodes_total{outcome}."""
+
+    KEPT = "kept"  # agreed to as proposed
+    WIDENED = "widened"  # agreed to with the rest of a gang or unit on that node added
+    DROPPED = "dropped"  # refused: the node is no candidate for this preemptor
+
+
+@dataclass(frozen=True, slots=True)
+class Widening:
+    """Pods added to a node's victims so that `unit` goes whole (or keeps its quorum)."""
+
+    unit: str  # the gang's key, or the key of the `disruptionMode: all` object
+    added: tuple[str, ...]  # pod UIDs
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptVerdict:
+    """Phalanx's answer about one node's proposed victims."""
+
+    node: str
+    outcome: PreemptOutcome
+    victims: tuple[str, ...]  # the pod UIDs agreed to, in order; () when dropped
+    # Each widening in the order made (a dropped node may have been widened first).
+    widenings: tuple[Widening, ...] = ()
+    unit: str = ""  # DROPPED: the gang or unit that would be left partial, if one
+    reason: str = ""  # why it was widened or dropped ("" when kept)
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        """Every pod UID widening added to the proposed victims."""
+        return tuple(uid for w in self.widenings for uid in w.added)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """The verdicts of one `/preempt`, one per proposed node, in the order proposed."""
+
+    verdicts: tuple[PreemptVerdict, ...]
+
+    @property
+    def kept(self) -> dict[str, list[str]]:
+        """The victim sets (pod UIDs per node) Phalanx agrees to: kube-scheduler's answer."""
+        return {
+            v.node: list(v.victims)
+            for v in self.verdicts
+            if v.outcome is not PreemptOutcome.DROPPED
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Partial:
+    """A unit the victims would leave partly taken, and the rest that must go with them."""
+
+    unit: str  # its key (a gang's, or a `disruptionMode: all` object's)
+    what: str  # how it would be left, for people ("the victims would leave gang ...")
+    rest: list[Pod]
+
+
 def preempt(
     state: ClusterState, victims: Mapping[str, Sequence[str]], resolve: Resolve
-) -> dict[str, list[str]]:
-    """The victim sets (pod UIDs per node) Phalanx agrees to, widened where needed."""
+) -> Preemption:
+    """Phalanx's verdict on each node's proposed victims (pod UIDs per node)."""
     units = _Units(state)
-    kept: dict[str, list[str]] = {}
+    verdicts = []
     for node, uids in victims.items():
         chosen = dict.fromkeys(uids)
-        if _elsewhere(state, node, chosen):
+        if away := _elsewhere(state, node, chosen):
+            verdicts.append(_bound_elsewhere(state, units, node, away))
             continue
+        widenings: list[Widening] = []
+        whys: list[str] = []
         while (partial := _left_partial(state, units, resolve, chosen)) is not None:
-            if any(state.bound_node(p) != node for p in partial):
+            if away := [p for p in partial.rest if state.bound_node(p) != node]:
+                where = ", ".join(sorted({state.bound_node(p) for p in away}))
+                why = f"{partial.what}, but {len(away)} of its {len(partial.rest)} other pod(s) "
+                why += f"that would have to go too are not on {node} ({where})"
+                dropped = PreemptOutcome.DROPPED
+                verdicts.append(
+                    PreemptVerdict(node, dropped, (), tuple(widenings), partial.unit, why)
+                )
                 break
-            chosen.update(dict.fromkeys(p.uid for p in partial))
+            chosen.update(dict.fromkeys(p.uid for p in partial.rest))
+            widenings.append(Widening(partial.unit, tuple(p.uid for p in partial.rest)))
+            whys.append(f"{partial.what}: its {len(partial.rest)} other pod(s) on {node} go too")
         else:
-            kept[node] = list(chosen)
-    return kept
+            outcome = PreemptOutcome.WIDENED if widenings else PreemptOutcome.KEPT
+            verdicts.append(
+                PreemptVerdict(node, outcome, tuple(chosen), tuple(widenings), "", "; ".join(whys))
+            )
+    return Preemption(tuple(verdicts))
 
 
-def _elsewhere(state: ClusterState, node: str, chosen: Iterable[str]) -> bool:
-    """Whether victims proposed for `node` are bound to another node. kube-scheduler 1.37
+def _elsewhere(state: ClusterState, node: str, chosen: Iterable[str]) -> list[Pod]:
+    """The victims proposed for `node` that are bound to another node. kube-scheduler 1.37
     proposes a `disruptionMode: all` unit spread over nodes as one node's victims, but
     looks up the victims an extender returns on that node alone: one such answer fails
     its whole preemption attempt, every candidate node with it."""
     pods = (p for u in chosen if (p := state.pod(u)) is not None)
-    return any(state.bound_node(p) not in ("", node) for p in pods)
+    return [p for p in pods if state.bound_node(p) not in ("", node)]
+
+
+def _bound_elsewhere(
+    state: ClusterState, units: _Units, node: str, away: list[Pod]
+) -> PreemptVerdict:
+    """`node` dropped for proposing `away`, pods bound to other nodes."""
+    names = sorted({u for p in away if (u := units.unit_of(p) or _gang_key(p))})
+    of = f" of {', '.join(names)}" if names else ""
+    where = ", ".join(sorted({state.bound_node(p) for p in away}))
+    why = (
+        f"{len(away)} proposed victim(s){of} are bound to other node(s) ({where}); "
+        f"kube-scheduler takes {node}'s victims from {node} alone"
+    )
+    unit = names[0] if len(names) == 1 else ""
+    return PreemptVerdict(node, PreemptOutcome.DROPPED, (), (), unit, why)
+
+
+def _gang_key(pod: Pod) -> str:
+    return pod.group.key if pod.group is not None else ""
 
 
 def _left_partial(
     state: ClusterState, units: _Units, resolve: Resolve, chosen: Mapping[str, None]
-) -> list[Pod] | None:
-    """The rest of the first unit `chosen` takes only part of; None when there is none."""
+) -> _Partial | None:
+    """The first unit `chosen` takes only part of; None when there is none."""
     pods = [p for u in chosen if (p := state.pod(u)) is not None]
     for unit in sorted({u for p in pods if (u := units.unit_of(p))}):
-        if rest := [p for p in units.members(unit) if p.uid not in chosen]:
-            return rest
+        members = units.members(unit)
+        if rest := [p for p in members if p.uid not in chosen]:
+            taken = len(members) - len(rest)
+            what = f"the victims take {taken} of the {len(members)} bound pod(s) under {unit}"
+            return _Partial(unit, f"{what} (disruptionMode all)", rest)
     for key in sorted({p.group.key for p in pods if p.group is not None}):
-        remaining = [p for p in state.bound_members(key) if p.uid not in chosen]
-        if remaining and (partial := _short(state, key, remaining, resolve)):
+        bound = state.bound_members(key)
+        remaining = [p for p in bound if p.uid not in chosen]
+        if remaining and (partial := _short(state, key, len(bound), remaining, resolve)):
             return partial
     return None
 
 
-def _short(state: ClusterState, key: str, remaining: list[Pod], resolve: Resolve) -> list[Pod]:
-    """Which of a gang's `remaining` bound members must go with the victims: a child
-    PodGroup left below its own quorum, else all of them when the gang is below its own;
-    none when what remains is whole."""
+def _short(
+    state: ClusterState, key: str, bound: int, remaining: list[Pod], resolve: Resolve
+) -> _Partial | None:
+    """Which of a gang's `remaining` bound members (of `bound`) must go with the victims: a
+    child PodGroup left below its own quorum, else all of them when the gang is below its
+    own; None when what remains is whole."""
     resolution = resolve(GroupRef.parse(key))
     if not isinstance(resolution, Resolved):
         # Not resolvable now (its object is gone or invalid): as the members declare it.
         group = state.group(key)
         need = group.min_member if group else max(p.min_member or 1 for p in remaining)
         minima = group.min_task_member if group else ()
-        whole = len(remaining) >= need and not task_shortfall(minima, remaining)
-        return [] if whole else remaining
+        shortfall = task_shortfall(minima, remaining)
+        if len(remaining) >= need and not shortfall:
+            return None
+        return _Partial(key, _gang_left(key, bound, remaining, need, shortfall), remaining)
     group = resolution.group
     if isinstance(group.min_task_member, ChildGroups):
         for name, need in group.min_task_member.pod_groups():
             child = [p for p in remaining if p.task == name]
             if 0 < len(child) < need:
-                return child
-    return [] if has_quorum(group, remaining) else remaining
+                what = (
+                    f"the victims would leave PodGroup {name} of gang {key} with "
+                    f"{len(child)} bound member(s), below its minCount of {need}"
+                )
+                return _Partial(key, what, child)
+    if has_quorum(group, remaining):
+        return None
+    shortfall = task_shortfall(group.min_task_member, remaining)
+    return _Partial(key, _gang_left(key, bound, remaining, group.min_member, shortfall), remaining)
+
+
+def _gang_left(key: str, bound: int, remaining: list[Pod], need: int, shortfall: str) -> str:
+    left = f"the victims would leave gang {key} with {len(remaining)} of its {bound} bound "
+    if len(remaining) < need:
+        return f"{left}member(s), below its quorum of {need}"
+    return f"{left}member(s), below its quorum ({shortfall})"
 
 
 class _Units:

@@ -339,8 +339,10 @@ class Extender:
         return self.planner.prioritize(self.learn(pod), offered)
 
     def preempt(self, pod: Pod, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-        self.learn(pod)
-        return self.planner.preempt(victims)
+        """The victim sets Phalanx agrees to; each node's verdict is reported on the way."""
+        preemption = self.planner.preempt(victims)
+        self.reporter.report_preemption(self.learn(pod), preemption)
+        return preemption.kept
 
     async def bind(self, binding: Binding) -> str:
         """Bind one pod; returns "" on success or the error kube-scheduler should report."""

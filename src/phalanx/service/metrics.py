@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from phalanx.core.cache import ClusterState
 from phalanx.core.eligibility import term_matches
 from phalanx.core.model import DRA_GPU, Node
+from phalanx.core.preempt import PreemptOutcome
 from phalanx.core.topology import TopologyIndex
 from phalanx.core.topology_usage import LevelFreedom
 from phalanx.sources.kube_async import AsyncKubeCounts
@@ -120,6 +121,25 @@ class Metrics:
             "reservation with held binds answers them with an error, which kube-scheduler "
             "counts as a failed binding.",
             ["cause"],
+            registry=r,
+        )
+        self.preemption_nodes = Counter(
+            "phalanx_preemption_nodes",
+            "Nodes kube-scheduler proposed preemption victims on (/preempt), by what Phalanx "
+            "answered: kept (the victims as proposed), widened (with the rest of a gang or a "
+            "disruptionMode all unit on that node added, so it goes whole), dropped (the node "
+            "refused: the victims would leave a gang or unit partial, its rest is on other "
+            "nodes). Counted per answer: kube-scheduler evicts at most one node's set, of its "
+            "own choosing, per preemption.",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in PreemptOutcome:  # every outcome exported from the start, at 0
+            self.preemption_nodes.labels(outcome.value)
+        self.preemption_added = Counter(
+            "phalanx_preemption_added_pods",
+            "Pods Phalanx added to kube-scheduler's proposed victims by widening a node's set "
+            "(summed over the widened nodes of every /preempt answer).",
             registry=r,
         )
         self.loop_lag = Histogram(

@@ -6,8 +6,9 @@ roll-forward); `report` turns each into a count, a log line, a Kubernetes Event 
 gang's object in its dialect — a PodGroup, or the Workload holding an upstream v1alpha1
 gang — or on the first member of an annotation-only gang) and a status write (the source
 spells it in the object's dialect). Status is also refreshed periodically, since members
-bind, run and finish long after the gang decision. Every write is a background task:
-nothing here blocks a verb.
+bind, run and finish long after the gang decision. `/preempt`'s verdicts (`Preemption`)
+become counts and log lines only (`report_preemption` says why no Event). Every write is a
+background task: nothing here blocks a verb.
 
 Where a gang landed (the topology level its members share, and why not a narrower one) is
 counted when its quorum binds and shown in its status message. A node whose topology labels
@@ -26,6 +27,7 @@ from phalanx.core.groups.status import GroupStatus
 from phalanx.core.journal import GangEvent, Outcome, ReplanCause, group_status
 from phalanx.core.model import GroupRef, Pod, PodGroup, PodRef
 from phalanx.core.planner import GangPlanner
+from phalanx.core.preempt import Preemption, PreemptOutcome
 from phalanx.core.resolution import Deleting, Resolved
 from phalanx.core.topology import Topologies, TopologyFinding
 from phalanx.service.metrics import Metrics
@@ -116,6 +118,33 @@ class Reporter:
                 self._push_status(self.group_status(group, outcome))
             elif self.state.composite(group.key) is not None:
                 self._push_composite_status(group, self.state.pod_groups_under(group.key), outcome)
+
+    def report_preemption(self, preemptor: Pod, preemption: Preemption) -> None:
+        """Count every node's verdict, and log each widened or dropped one. No Event: which
+        node kube-scheduler evicts on, if any, it decides after this answer and never tells
+        Phalanx, so an Event on a widened gang could claim an eviction that never happened
+        (its victims get kube-scheduler's own `Preempted` Events when it does)."""
+        for verdict in preemption.verdicts:
+            outcome = verdict.outcome
+            self.metrics.preemption_nodes.labels(outcome.value).inc()
+            if outcome is PreemptOutcome.KEPT:
+                continue
+            # A node dropped after a widening answers no victims: nothing was added.
+            added = verdict.added if outcome is PreemptOutcome.WIDENED else ()
+            if added:
+                self.metrics.preemption_added.inc(len(added))
+            units = verdict.unit or ", ".join(dict.fromkeys(w.unit for w in verdict.widenings))
+            log.info(
+                "preemption verdict",
+                extra={
+                    "pod": preemptor.key,
+                    "node": verdict.node,
+                    "outcome": outcome.value,
+                    "group": units,
+                    "added": len(added),
+                    "reason": verdict.reason,
+                },
+            )
 
     def _event(self, group: GroupRef, reason: str, message: str, *, warning: bool) -> bool:
         """An Event on the gang's object, else on its first member; False if neither exists."""

@@ -1,0 +1,362 @@
+"""Preempt: kube-scheduler's proposed victims kept, widened to a whole gang or unit, or the
+node dropped; each decided as a verdict naming why."""
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from builders import (
+    composite_obj,
+    gpu_node,
+    pod,
+    pod_obj,
+    podgroup,
+    upstream_podgroup_obj,
+    workload_obj,
+)
+from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
+from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import PodPhase
+from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.preempt import PreemptOutcome, PreemptVerdict, Widening
+
+NODES = ["n1", "n2", "n3"]
+
+
+def setup(groups=(), pods=()):
+    state = ClusterState()
+    for n in NODES:
+        state.upsert_node(gpu_node(n))
+    for g in groups:
+        state.upsert_group(g)
+    for p in pods:
+        state.upsert_pod(p)
+    return state, GangPlanner(state, PlannerSettings())
+
+
+@pytest.mark.parametrize(
+    ("victims", "kept"),
+    [
+        (["g-0"], {}),  # would leave g at 1 of 2 on another node: drop the node
+        (["solo"], {"n1": ["solo"]}),
+    ],
+    ids=["half-a-gang", "single-pod"],
+)
+def test_preemption_never_leaves_a_running_gang_below_min_member(victims, kept):
+    g0 = pod("g-0", 4, node="n1", group="g", uid="g-0", phase=PodPhase.RUNNING)
+    g1 = pod("g-1", 4, node="n2", group="g", uid="g-1", phase=PodPhase.RUNNING)
+    solo = pod("solo", 2, node="n1", uid="solo", phase=PodPhase.RUNNING)
+    _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1, solo])
+    assert planner.preempt({"n1": victims}).kept == kept
+
+
+def test_preemption_takes_a_whole_gang_that_lives_on_one_node():
+    g0 = pod("g-0", 2, node="n1", group="g", uid="g-0")
+    g1 = pod("g-1", 2, node="n1", group="g", uid="g-1")
+    _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1])
+    assert planner.preempt({"n1": ["g-0"]}).kept == {"n1": ["g-0", "g-1"]}
+
+
+def test_preemption_never_takes_a_running_gangs_last_member_of_a_task():
+    # Three of four would still make minMember 3, but not without the master.
+    minima = (("master", 1), ("worker", 2))
+    master = pod("m-0", 4, node="n1", group="g", uid="m-0", task="master", phase=PodPhase.RUNNING)
+    workers = [
+        pod(f"w-{i}", 4, node="n2", group="g", uid=f"w-{i}", task="worker", phase=PodPhase.RUNNING)
+        for i in range(3)
+    ]
+    group = replace(podgroup("g", 3), min_task_member=minima)
+    _, planner = setup(groups=[group], pods=[master, *workers])
+    assert planner.preempt({"n1": ["m-0"]}).kept == {}
+    assert planner.preempt({"n2": ["w-0"]}).kept == {"n2": ["w-0"]}  # 2 workers still make it
+
+
+def upstream(*objects: dict[str, Any]) -> GangPlanner:
+    """A planner over n1..n3 and raw gang objects and pods, as the sources feed them."""
+    state, planner = setup()
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            state.upsert_pod(parse_pod(obj))
+            continue
+        parsed = registry.parse_group_object(obj)
+        assert parsed is not None
+        if isinstance(parsed.value, CompositePodGroup):
+            state.upsert_composite(parsed.value)
+        elif isinstance(parsed.value, Workload):
+            state.upsert_workload(parsed.value)
+        else:
+            state.upsert_group(parsed.value)
+    return planner
+
+
+def running(name: str, node: str, group: str, gpus: int = 4) -> dict[str, Any]:
+    """A running member of upstream PodGroup `group` on `node` (its UID is its name)."""
+    return pod_obj(name, gpus, node=node, phase="Running", uid=name, scheduling_group=group)
+
+
+# A PodGroup of minCount 2 with two members on n1 and two on n2.
+SPREAD = [running("a-0", "n1", "a"), running("a-1", "n1", "a")]
+SPREAD += [running("a-2", "n2", "a"), running("a-3", "n2", "a")]
+
+
+@pytest.mark.parametrize(
+    ("mode", "victims", "kept"),
+    [
+        ("all", ["a-0"], {}),
+        ("all", ["a-0", "a-1"], {}),
+        ("single", ["a-0"], {"n1": ["a-0"]}),
+        ("single", ["a-0", "a-1"], {"n1": ["a-0", "a-1"]}),
+    ],
+    ids=["all-one", "all-a-node", "single-one", "single-a-node"],
+)
+def test_preemption_takes_no_part_of_a_pod_group_with_disruption_mode_all(mode, victims, kept):
+    # With `single` two of four members still make minCount 2; with `all` none may go alone.
+    planner = upstream(upstream_podgroup_obj("a", 2, disruption_mode=mode), *SPREAD)
+    assert planner.preempt({"n1": victims}).kept == kept
+
+
+def test_preemption_widens_to_an_all_pod_group_that_lives_on_the_victims_node():
+    planner = upstream(
+        upstream_podgroup_obj("a", 1, disruption_mode="all"),
+        running("a-0", "n1", "a"),
+        running("a-1", "n1", "a"),
+    )
+    assert planner.preempt({"n1": ["a-0"]}).kept == {"n1": ["a-0", "a-1"]}
+
+
+def test_preemption_drops_a_node_whose_victims_are_bound_elsewhere():
+    # kube-scheduler 1.37 offers an `all` unit spread over nodes as one node's victims, and
+    # fails its whole preemption when an extender returns a pod it cannot find on the node.
+    planner = upstream(upstream_podgroup_obj("a", 2, disruption_mode="all"), *SPREAD)
+    assert planner.preempt({"n1": ["a-0", "a-1", "a-2", "a-3"]}).kept == {}
+
+
+def ray(mode: str, *, min_group_count: int = 1, head_mode: str = "single") -> list[Any]:
+    """A composite gang over a head PodGroup (minCount 1, on n1) and a worker PodGroup
+    (minCount 2, two workers on n2 and one on n3)."""
+    return [
+        composite_obj("ray", min_group_count, disruption_mode=mode),
+        upstream_podgroup_obj("head", 1, parent="ray", disruption_mode=head_mode),
+        upstream_podgroup_obj("workers", 2, parent="ray"),
+        running("head-0", "n1", "head"),
+        running("worker-0", "n2", "workers"),
+        running("worker-1", "n2", "workers"),
+        running("worker-2", "n3", "workers"),
+    ]
+
+
+def test_preemption_takes_a_composite_with_disruption_mode_all_whole_or_not_at_all():
+    planner = upstream(*ray("all"))
+    # The workers alone still make minGroupCount 1, but the composite goes only whole.
+    assert planner.preempt({"n1": ["head-0"], "n3": ["worker-2"]}).kept == {}
+
+
+def test_preemption_under_a_single_composite_judges_each_child_by_its_own_mode_and_quorum():
+    planner = upstream(*ray("single", head_mode="all"))
+    assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}  # the workers suffice
+    assert planner.preempt({"n3": ["worker-2"]}).kept == {"n3": ["worker-2"]}  # 2 of 2 remain
+    # The head alone makes minGroupCount 1, but the workers would be left at 1 of 2.
+    assert planner.preempt({"n2": ["worker-0", "worker-1"]}).kept == {}
+
+
+def test_preemption_takes_a_child_pod_group_with_disruption_mode_all_whole_or_not_at_all():
+    objects = ray("single")
+    objects[2] = upstream_podgroup_obj("workers", 2, parent="ray", disruption_mode="all")
+    planner = upstream(*objects)
+    assert planner.preempt({"n3": ["worker-2"]}).kept == {}
+    assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}
+
+
+def test_a_basic_composite_with_disruption_mode_all_takes_its_separate_gangs_together():
+    planner = upstream(
+        composite_obj("job", None, disruption_mode="all"),
+        upstream_podgroup_obj("a", 1, parent="job"),
+        upstream_podgroup_obj("b", 1, parent="job"),
+        running("a-0", "n1", "a"),
+        running("b-0", "n1", "b"),
+        running("b-1", "n2", "b"),
+    )
+    assert planner.preempt({"n1": ["a-0"]}).kept == {}  # b-1 on n2 would stay
+    assert planner.preempt({"n1": ["a-0"], "n2": ["b-1"]}).kept == {}
+
+
+def test_preemption_never_leaves_a_composite_gang_below_its_min_group_count():
+    planner = upstream(*ray("single", min_group_count=2))
+    assert planner.preempt({"n1": ["head-0"]}).kept == {}
+
+
+def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count():
+    planner = upstream(
+        workload_obj("job", {"workers": 2}),
+        *(
+            pod_obj(
+                f"w-{i}",
+                4,
+                node=f"n{i + 1}",
+                phase="Running",
+                uid=f"w-{i}",
+                workload_ref={"name": "job", "podGroup": "workers"},
+            )
+            for i in range(2)
+        ),
+    )
+    assert planner.preempt({"n1": ["w-0"]}).kept == {}
+
+
+# ---- the verdicts ------------------------------------------------------------------------
+
+
+def verdict(planner: GangPlanner, node: str, victims: list[str]) -> PreemptVerdict:
+    (found,) = planner.preempt({node: victims}).verdicts
+    assert found.node == node
+    return found
+
+
+def test_a_set_that_leaves_every_gang_whole_is_kept_as_proposed_with_no_reason():
+    solo = pod("solo", 2, node="n1", uid="solo", phase=PodPhase.RUNNING)
+    _, planner = setup(pods=[solo])
+    assert verdict(planner, "n1", ["solo"]) == PreemptVerdict("n1", PreemptOutcome.KEPT, ("solo",))
+
+
+def test_a_set_widened_to_a_whole_gang_names_the_gang_the_counts_and_the_pods_added():
+    g0 = pod("g-0", 2, node="n1", group="g", uid="g-0")
+    g1 = pod("g-1", 2, node="n1", group="g", uid="g-1")
+    _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1])
+    found = verdict(planner, "n1", ["g-0"])
+    assert found.outcome is PreemptOutcome.WIDENED
+    assert found.victims == ("g-0", "g-1")
+    assert found.widenings == (Widening("default/g", ("g-1",)),)
+    assert found.added == ("g-1",)
+    assert found.reason == (
+        "the victims would leave gang default/g with 1 of its 2 bound member(s), below its "
+        "quorum of 2: its 1 other pod(s) on n1 go too"
+    )
+
+
+def test_a_set_widened_to_a_disruption_unit_names_the_unit():
+    planner = upstream(
+        upstream_podgroup_obj("a", 1, disruption_mode="all"),
+        running("a-0", "n1", "a"),
+        running("a-1", "n1", "a"),
+    )
+    found = verdict(planner, "n1", ["a-0"])
+    assert found.outcome is PreemptOutcome.WIDENED
+    assert found.widenings == (Widening("upstream:default/a", ("a-1",)),)
+    assert found.reason == (
+        "the victims take 1 of the 2 bound pod(s) under upstream:default/a (disruptionMode "
+        "all): its 1 other pod(s) on n1 go too"
+    )
+
+
+def test_each_widening_is_told_in_the_order_it_was_made():
+    # The gang is whole once a-1 goes with a-0, but a-1's own gang b then needs b-1.
+    a = [pod(f"a-{i}", 1, node="n1", group="a", uid=f"a-{i}") for i in range(2)]
+    b = [pod(f"b-{i}", 1, node="n1", group="b", uid=f"b-{i}") for i in range(2)]
+    _, planner = setup(groups=[podgroup("a", 2), podgroup("b", 2)], pods=[*a, *b])
+    found = verdict(planner, "n1", ["a-0", "b-0"])
+    assert found.widenings == (Widening("default/a", ("a-1",)), Widening("default/b", ("b-1",)))
+    assert found.reason.count("; ") == 1
+    assert found.reason.index("gang default/a") < found.reason.index("gang default/b")
+
+
+@pytest.mark.parametrize(
+    ("objects", "node", "victims", "unit", "reason"),
+    [
+        (
+            "gang-spread",
+            "n1",
+            ["g-0"],
+            "default/g",
+            "the victims would leave gang default/g with 1 of its 2 bound member(s), below "
+            "its quorum of 2, but 1 of its 1 other pod(s) that would have to go too are not "
+            "on n1 (n2)",
+        ),
+        (
+            "task-minima",
+            "n1",
+            ["m-0"],
+            "default/g",
+            "the victims would leave gang default/g with 3 of its 4 bound member(s), below "
+            "its quorum (task master has 0 of 1 member(s)), but 3 of its 3 other pod(s) that "
+            "would have to go too are not on n1 (n2)",
+        ),
+        (
+            "all-spans-nodes",
+            "n1",
+            ["a-0"],
+            "upstream:default/a",
+            "the victims take 1 of the 4 bound pod(s) under upstream:default/a (disruptionMode "
+            "all), but 2 of its 3 other pod(s) that would have to go too are not on n1 (n2)",
+        ),
+        (
+            "all-spans-nodes",
+            "n1",
+            ["a-0", "a-1", "a-2", "a-3"],
+            "upstream:default/a",
+            "2 proposed victim(s) of upstream:default/a are bound to other node(s) (n2); "
+            "kube-scheduler takes n1's victims from n1 alone",
+        ),
+        (
+            "composite-child",
+            "n2",
+            ["worker-0", "worker-1"],
+            "composite:default/ray",
+            "the victims would leave PodGroup workers of gang composite:default/ray with 1 "
+            "bound member(s), below its minCount of 2, but 1 of its 1 other pod(s) that would "
+            "have to go too are not on n2 (n3)",
+        ),
+    ],
+    ids=["gang-left-partial", "task-left-short", "unit-spans-nodes", "bound-elsewhere", "child"],
+)
+def test_a_dropped_node_names_what_would_be_left_partial(objects, node, victims, unit, reason):
+    planner = DROP_CASES[objects]()
+    found = verdict(planner, node, victims)
+    assert (found.outcome, found.victims, found.unit) == (PreemptOutcome.DROPPED, (), unit)
+    assert found.reason == reason
+
+
+def _spread_gang() -> GangPlanner:
+    g0 = pod("g-0", 4, node="n1", group="g", uid="g-0", phase=PodPhase.RUNNING)
+    g1 = pod("g-1", 4, node="n2", group="g", uid="g-1", phase=PodPhase.RUNNING)
+    return setup(groups=[podgroup("g", 2)], pods=[g0, g1])[1]
+
+
+def _master_and_workers() -> GangPlanner:
+    master = pod("m-0", 4, node="n1", group="g", uid="m-0", task="master", phase=PodPhase.RUNNING)
+    workers = [
+        pod(f"w-{i}", 4, node="n2", group="g", uid=f"w-{i}", task="worker", phase=PodPhase.RUNNING)
+        for i in range(3)
+    ]
+    group = replace(podgroup("g", 3), min_task_member=(("master", 1), ("worker", 2)))
+    return setup(groups=[group], pods=[master, *workers])[1]
+
+
+DROP_CASES = {
+    "gang-spread": _spread_gang,
+    "task-minima": _master_and_workers,
+    "all-spans-nodes": lambda: upstream(
+        upstream_podgroup_obj("a", 2, disruption_mode="all"), *SPREAD
+    ),
+    "composite-child": lambda: upstream(*ray("single", head_mode="all")),
+}
+
+
+def test_the_kept_sets_are_those_of_the_nodes_not_dropped_in_the_order_proposed():
+    planner = upstream(
+        upstream_podgroup_obj("a", 2, disruption_mode="all"),
+        *SPREAD,
+        running("lone", "n3", "lone"),
+        upstream_podgroup_obj("lone", 1),
+    )
+    preemption = planner.preempt({"n3": ["lone"], "n1": ["a-0"], "n2": ["a-2"]})
+    outcomes = [(v.node, v.outcome) for v in preemption.verdicts]
+    assert outcomes == [
+        ("n3", PreemptOutcome.KEPT),
+        ("n1", PreemptOutcome.DROPPED),
+        ("n2", PreemptOutcome.DROPPED),
+    ]
+    assert preemption.kept == {"n3": ["lone"]}

@@ -89,6 +89,27 @@ def member(sc: Scenario, name: str, group: str) -> None:
     sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
 
 
+def ray_cluster(
+    sc: Scenario,
+    *,
+    head_annotations: dict[str, str] | None = None,
+    worker_key: str = "",
+) -> list[str]:
+    """A KubeRay-shaped composite `ray` (both children required): a head PodGroup of one and a
+    worker PodGroup of two, 8-GPU members created gated and then released together, as the
+    operator's pods are admitted. Returns the members' names."""
+    composite(sc, "ray", 2)
+    child_group(sc, "ray-head", 1, "ray", annotations=head_annotations)
+    child_group(sc, "ray-workers", 2, "ray", topology_key=worker_key)
+    names = ["head-0", "worker-0", "worker-1"]
+    member(sc, "head-0", "ray-head")
+    member(sc, "worker-0", "ray-workers")
+    member(sc, "worker-1", "ray-workers")
+    for name in names:
+        sc.ungate(name)
+    return names
+
+
 def condition(sc: Scenario, path: str, kind: str) -> Obj | None:
     status = sc.api.get(path).get("status") or {}
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
@@ -107,15 +128,7 @@ def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
     sc = judged
     sc.node("a", 8)
     sc.nodes_ready()
-    composite(sc, "ray", 2)
-    child_group(sc, "ray-head", 1, "ray")
-    child_group(sc, "ray-workers", 2, "ray")
-    names = ["head-0", "worker-0", "worker-1"]
-    member(sc, "head-0", "ray-head")
-    member(sc, "worker-0", "ray-workers")
-    member(sc, "worker-1", "ray-workers")
-    for name in names:
-        sc.ungate(name)
+    names = ray_cluster(sc)
 
     # The head fits node a, the workers fit nowhere: the composite waits whole.
     refused = sc.wait_event("ray", "composite:", reason="Unschedulable")
@@ -155,15 +168,7 @@ def test_a_childs_own_placement_is_told_ignored_on_the_child_and_the_gang_binds_
     for name in ("a", "b", "c"):
         sc.node(name, 8)
     sc.nodes_ready()
-    composite(sc, "ray", 2)
-    child_group(sc, "ray-head", 1, "ray", annotations={"phalanx.io/placement": "pack"})
-    child_group(sc, "ray-workers", 2, "ray")
-    names = ["head-0", "worker-0", "worker-1"]
-    member(sc, "head-0", "ray-head")
-    member(sc, "worker-0", "ray-workers")
-    member(sc, "worker-1", "ray-workers")
-    for name in names:
-        sc.ungate(name)
+    names = ray_cluster(sc, head_annotations={"phalanx.io/placement": "pack"})
 
     told = sc.wait_event(
         "ray-head",
@@ -192,15 +197,7 @@ def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(judged: Scenario
             node = sc.node(f"{zone}{i}", 8, labels={ZONE: f"{sc.namespace}-{zone}"})
             zone_of[node] = zone
     sc.nodes_ready()
-    composite(sc, "ray", 2)
-    child_group(sc, "ray-head", 1, "ray")
-    child_group(sc, "ray-workers", 2, "ray", topology_key=ZONE)
-    names = ["head-0", "worker-0", "worker-1"]
-    member(sc, "head-0", "ray-head")
-    member(sc, "worker-0", "ray-workers")
-    member(sc, "worker-1", "ray-workers")
-    for name in names:
-        sc.ungate(name)
+    names = ray_cluster(sc, worker_key=ZONE)
 
     where = sc.wait_bound(names, timeout=45)
 

@@ -564,3 +564,51 @@ def test_a_replacement_member_of_a_placed_kueue_serving_group_joins_it_alone() -
     assert [(m.pod_uid, m.node) for m in decision.reserved.members] == [(replacement.uid, "n3")]
     admission = admit(cluster.state, Binding(replacement.ref, "n3"), GroupDefaults())
     assert isinstance(admission, Join)
+
+
+# --- LeaderWorkerSet groups (opt-in) ---------------------------------------------------
+
+
+def lws_member(name: str, size: int, *, worker: int, opt_in: bool = True) -> dict[str, Any]:
+    """A pod of LWS `serve`'s group 0 asking a whole 8-GPU node, as LWS stamps it."""
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": "serve",
+        "leaderworkerset.sigs.k8s.io/group-index": "0",
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+    }
+    annotations = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    if opt_in:
+        annotations["phalanx.io/leaderworkerset-gang"] = "true"
+    return pod_obj(name, 8, labels=labels, annotations=annotations)
+
+
+def lws_group(size: int, *, workers_opt_in: bool = True) -> list[dict[str, Any]]:
+    return [lws_member("serve-0", size, worker=0)] + [
+        lws_member(f"serve-0-{i}", size, worker=i, opt_in=workers_opt_in) for i in range(1, size)
+    ]
+
+
+def test_an_opted_in_leaderworkerset_group_is_reserved_whole_as_one_gang() -> None:
+    cluster = Cluster(*lws_group(3))
+    decision = cluster.planner.filter(cluster.pod("serve-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "lws:default/serve-0"
+    assert sorted(m.node for m in decision.reserved.members) == NODES
+
+
+def test_a_leaderworkerset_group_one_node_short_reserves_nobody() -> None:
+    cluster = Cluster(*lws_group(4))
+    decision = cluster.planner.filter(cluster.pod("serve-0-1"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert cluster.state.reservations() == {}
+
+
+def test_a_leaderworkerset_group_opted_in_on_the_leader_only_is_invalid_naming_the_opt_in() -> None:
+    cluster = Cluster(*lws_group(3, workers_opt_in=False))
+    assert cluster.resolve(GroupRef("default", "serve-0", Dialect.LWS)) == Invalid(
+        "gang lws:default/serve-0: pod serve-0-1 has no annotation "
+        'phalanx.io/leaderworkerset-gang: "true" while other pods of its LeaderWorkerSet '
+        "group do; set it on both leaderTemplate and workerTemplate (or on neither)"
+    )
+    decision = cluster.planner.filter(cluster.pod("serve-0"), NODES, now=0)
+    assert decision.reserved is None

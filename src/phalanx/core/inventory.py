@@ -31,7 +31,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import kueue, registry, volcano
+from phalanx.core.groups import kueue, lws, registry, volcano
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -74,6 +74,7 @@ from phalanx.core.model import (
     Taint,
     TaintEffect,
     Toleration,
+    TopologyConstraint,
     is_gpu_resource,
 )
 from phalanx.core.pod_requests import pod_requests
@@ -322,7 +323,7 @@ def parse_pod(obj: JsonObject) -> Pod:
         min_member=settings.min_member,
         timeout_seconds=settings.timeout_seconds,
         placement=settings.placement,
-        topology=pod_topology(annotations, settings.problems),
+        topology=_topology(annotations, settings),
         invalid="; ".join(settings.problems),
         group_dialect=settings.membership.winner.dialect if settings.membership.winner else None,
         overruled=settings.membership.overruled,
@@ -350,6 +351,16 @@ def _scheduling_group(src: Source, spec: JsonObject) -> str:
     gang the pod joins is decided with the other dialects, `registry.membership`)."""
     group = read_object(src, spec.get("schedulingGroup"), "spec.schedulingGroup")
     return read_string(src, group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
+
+
+def _topology(annotations: Mapping[str, str], settings: _PodSettings) -> TopologyConstraint | None:
+    """The pod's topology intent; an LWS member declaring none of Phalanx's or Kueue's gets
+    LWS's exclusive placement's label as its required level (`lws.member_topology`)."""
+    own = pod_topology(annotations, settings.problems)
+    winner = settings.membership.winner
+    if own is not None or winner is None or winner.dialect is not Dialect.LWS:
+        return own
+    return lws.member_topology(annotations, settings.problems)
 
 
 def _phase(src: Source, status: JsonObject) -> PodPhase:
@@ -454,9 +465,10 @@ class _PodSettings:
         declaration = PodDeclaration.read(annotations)
         settings.min_member = declaration.min_member
         winner = membership.winner
-        if winner is not None and winner.ref is not None and winner.dialect is Dialect.KUEUE:
+        size_of = _MEMBER_SIZES.get(winner.dialect) if winner is not None else None
+        if winner is not None and winner.ref is not None and size_of is not None:
             # Its problems, if any, are the claim's (already added above).
-            count = kueue.total_count(annotations)
+            count = size_of(annotations)
             settings.min_member = count if isinstance(count, int) else None
         settings.timeout_seconds = declaration.timeout_seconds
         settings.problems.extend(declaration.problems)
@@ -478,9 +490,17 @@ class _PodSettings:
             else:
                 settings.placement = placement
         settings.problems.extend(consistency_problems(labels, annotations, settings.group))
-        if stray := kueue.stray_count_problem(labels, annotations):
-            settings.problems.append(stray)
+        for stray in (
+            kueue.stray_count_problem(labels, annotations),
+            lws.stray_opt_in_problem(labels, annotations),
+        ):
+            if stray:
+                settings.problems.append(stray)
         return settings
+
+
+# The dialects whose members declare their gang's size, and how each reads it.
+_MEMBER_SIZES: Final = {Dialect.KUEUE: kueue.total_count, Dialect.LWS: lws.group_size}
 
 
 # --- Any object -------------------------------------------------------------------------

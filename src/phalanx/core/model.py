@@ -274,6 +274,9 @@ class Dialect(StrEnum):
     # Kueue's plain pod groups: kueue.x-k8s.io/pod-group-name + pod-group-total-count on the
     # pods, no gang object (Kueue admits the group; Phalanx places it whole).
     KUEUE = "kueue"
+    # LeaderWorkerSet groups whose pods opt in (phalanx.io/leaderworkerset-gang: "true"):
+    # LWS's labels and size annotation on the pods, no gang object.
+    LWS = "lws"
     # scheduling.k8s.io CompositePodGroup (1.37): no pod names one; its upstream PodGroups'
     # pods are its members when it is the topmost `gang` composite above them.
     COMPOSITE = "composite"
@@ -310,7 +313,7 @@ class GroupRef:
     @property
     def key(self) -> str:
         """Unique and readable: `ns/name`, `volcano:ns/name`, `kueue:ns/name`,
-        `upstream:ns/name`, or `upstream:ns/workload/podgroup[/replica]` (names never
+        `lws:ns/name`, `upstream:ns/name`, or `upstream:ns/workload/podgroup[/replica]` (names never
         contain "/")."""
         parts = "/".join(part for part in (self.pod_group, self.replica) if part)
         path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import composite, registry
+from phalanx.core.groups import composite, lws, registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -92,6 +92,10 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
     )
     if isinstance(found, registry.Unresolved):
         return Waiting(found.reason) if found.waiting else Invalid(found.reason)
+    if ref.dialect is Dialect.LWS:
+        missing = lws.opt_in_missing(ref, members, found.min_member, state.pod_by_key)
+        if missing:
+            return Invalid(missing)
     return _with_placement(ref, found, members, defaults)
 
 

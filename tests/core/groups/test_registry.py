@@ -222,6 +222,7 @@ def test_the_precedence_is_the_documented_one() -> None:
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
         Dialect.KUEUE,
+        Dialect.LWS,
         Dialect.UPSTREAM,
     )
 
@@ -239,9 +240,8 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
     assert registry.contest_message(found) == (
         "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
-        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > upstream) "
-        "over "
-        "volcano group volcano:ml/job"
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > lws > "
+        "upstream) over volcano group volcano:ml/job"
     )
 
 

@@ -97,10 +97,10 @@ def consistency_problems(
             f"{MIN_MEMBER_ANNOTATION} (there is no PodGroup object to give it)"
         )
     if POD_GROUP_ANNOTATION not in annotations and not labels.get(POD_GROUP_LABEL):
-        # A Kueue gang has no object either: its members may set its timeout (its size is
-        # Kueue's total count).
-        kueue = group is not None and group.dialect is Dialect.KUEUE
-        for key in (MIN_MEMBER_ANNOTATION, *(() if kueue else (SCHEDULE_TIMEOUT_ANNOTATION,))):
+        # Kueue and LWS gangs have no object either: their members may set the timeout
+        # (the size is Kueue's total count, LWS's size).
+        declared = group is not None and group.dialect in (Dialect.KUEUE, Dialect.LWS)
+        for key in (MIN_MEMBER_ANNOTATION, *(() if declared else (SCHEDULE_TIMEOUT_ANNOTATION,))):
             if key in annotations:
                 problems.append(
                     f"annotation {key} needs annotation {POD_GROUP_ANNOTATION} "

@@ -1,0 +1,186 @@
+"""LeaderWorkerSet groups (kubernetes-sigs/lws), as gangs when the user opts in.
+
+Each replica of a LeaderWorkerSet is a group: a leader pod and `size - 1` workers, useless
+unless all of them run. LWS stamps every pod of a group (its controller on the templates,
+its pod webhook on the leader):
+
+* label `leaderworkerset.sigs.k8s.io/name` (the LWS) and
+  `leaderworkerset.sigs.k8s.io/group-index` (the replica; on the leader the webhook adds it
+  from the pod's ordinal, a pod without it was not made through LWS);
+* annotation `leaderworkerset.sigs.k8s.io/size` (the group's pod count, leader included);
+* label `leaderworkerset.sigs.k8s.io/worker-index` ("0" on the leader) and
+  `leaderworkerset.sigs.k8s.io/group-key` (a hash) are not needed here.
+
+**Opt-in.** With LWS's `startupPolicy: LeaderReady` the workers are created only once the
+leader is Ready, so a gang of the whole group would wait for ever; the policy is not on
+the pods. A group is a gang only when its pods carry `phalanx.io/leaderworkerset-gang:
+"true"` (set on both pod templates). "false" or no annotation: the pods are scheduled as
+before, one by one. Any other value is refused naming the annotation.
+
+**The gang** is `GroupRef(namespace, "<lws>-<group-index>", Dialect.LWS)`, key
+`lws:ns/<lws>-<group-index>`: the name of the group's leader pod (LWS names it so; its
+workers are `<leader>-<worker-index>`), which the group-index label gives on every member,
+leader included, and which lets the resolver find a member that did not opt in
+(`opt_in_missing`). Its size is the `size` annotation, declared on the members like a
+Kueue pod group's total count (`declared_gang`).
+
+**Exclusive placement.** `leaderworkerset.sigs.k8s.io/exclusive-topology: <node label>` on
+the pods makes LWS's webhook add a required pod affinity (the group inside one value of the
+label) and anti-affinity (no other group there). Phalanx plans the first half as a required
+topology level of that label (as upstream's PodGroup topology key: any node label); the
+exclusivity stays kube-scheduler's, which checks the anti-affinity LWS injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from phalanx.core.errors import quoted
+from phalanx.core.groups.annotations import declared_gang
+from phalanx.core.groups.common import PodView, annotation_int32, group_name_problem
+from phalanx.core.model import (
+    ANNOTATION_PREFIX,
+    Claim,
+    Dialect,
+    GroupRef,
+    Pod,
+    PodGroup,
+    TopologyConstraint,
+)
+from phalanx.core.names import annotation_int, is_qualified_name
+
+NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
+SIZE_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/size"
+EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+OPT_IN_ANNOTATION: Final = ANNOTATION_PREFIX + "leaderworkerset-gang"
+
+
+def opted_in(annotations: Mapping[str, str]) -> bool | str:
+    """The opt-in's value, or what is wrong with it (only "true" and "false" are read, so
+    a typo never makes a gang nor silently leaves one out)."""
+    text = annotations.get(OPT_IN_ANNOTATION)
+    if text is None or text == "false":
+        return False
+    if text == "true":
+        return True
+    return f'annotation {OPT_IN_ANNOTATION}: {quoted(text)} is not "true" or "false"'
+
+
+def claim(pod: PodView) -> Claim | None:
+    """The pod's group when it opted in; None when it did not (or carries no LWS label).
+    The opt-in without LWS's label is `stray_opt_in_problem`'s, not a claim."""
+    lws = pod.labels.get(NAME_LABEL, "")
+    if not lws:
+        return None
+    choice = opted_in(pod.annotations)
+    if isinstance(choice, str):
+        return Claim(Dialect.LWS, None, (choice,))
+    if not choice:
+        return None
+    index_text = pod.labels.get(GROUP_INDEX_LABEL)
+    if index_text is None:
+        problem = (
+            f"label {NAME_LABEL} needs label {GROUP_INDEX_LABEL} "
+            "(LWS's pod webhook sets it on every pod of a group)"
+        )
+        return Claim(Dialect.LWS, None, (problem,))
+    index = annotation_int(index_text, minimum=0)
+    if index is None or str(index) != index_text:
+        problem = f"label {GROUP_INDEX_LABEL}: {quoted(index_text)} is not a non-negative integer"
+        return Claim(Dialect.LWS, None, (problem,))
+    name = f"{lws}-{index}"
+    problem = group_name_problem(f"label {NAME_LABEL}", name, "LeaderWorkerSet group")
+    if problem:
+        return Claim(Dialect.LWS, None, (problem,))
+    size = group_size(pod.annotations)
+    ref = GroupRef(pod.namespace, name, Dialect.LWS)
+    return Claim(Dialect.LWS, ref, (size,) if isinstance(size, str) else ())
+
+
+def group_size(annotations: Mapping[str, str]) -> int | str:
+    """The group's size a member declares, or what is wrong with it."""
+    text = annotations.get(SIZE_ANNOTATION)
+    if text is None:
+        return (
+            f"annotation {OPT_IN_ANNOTATION} needs annotation {SIZE_ANNOTATION} "
+            "(the group's size; LWS sets it on every pod of a group)"
+        )
+    read = annotation_int32(text)
+    return f"annotation {SIZE_ANNOTATION}: {read}" if isinstance(read, str) else read
+
+
+def stray_opt_in_problem(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """Why the opt-in means nothing on this pod ("" when it does or is absent): a pod LWS
+    did not make would otherwise be scheduled alone, unsaid."""
+    if OPT_IN_ANNOTATION in annotations and not labels.get(NAME_LABEL):
+        return f"annotation {OPT_IN_ANNOTATION} needs label {NAME_LABEL} (a LeaderWorkerSet's pod)"
+    return ""
+
+
+def member_topology(
+    annotations: Mapping[str, str], problems: list[str]
+) -> TopologyConstraint | None:
+    """The required level LWS's exclusive placement gives a member (None without it); a
+    value no node label key could be is added to `problems`, naming the annotation."""
+    key = annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    if key is None:
+        return None
+    if not is_qualified_name(key):
+        problems.append(
+            f"annotation {EXCLUSIVE_TOPOLOGY_ANNOTATION}: {quoted(key)} is not a node label key"
+        )
+        return None
+    return TopologyConstraint(required=key, any_label=True)
+
+
+def gang_from_members(
+    ref: GroupRef, members: Iterable[Pod], *, default_timeout: int
+) -> PodGroup | str:
+    """The gang the members declare together, or why they cannot: they must agree on the
+    size, as Kueue pod group members on their total count."""
+    gang = declared_gang(ref, members, SIZE_ANNOTATION, default_timeout=default_timeout)
+    if gang is None:
+        return f"gang {ref.key}: no member declares {SIZE_ANNOTATION}"
+    return gang
+
+
+def opt_in_missing(
+    ref: GroupRef, members: Iterable[Pod], size: int, find: Callable[[str, str], Pod | None]
+) -> str:
+    """Why the group is no gang when some of its pods did not opt in ("" when every pod
+    found did): the gang would wait for ever for pods scheduled on their own.
+    `find(namespace, name)` looks a pod up. LWS names the leader like the gang and the
+    workers `<leader>-1` … `<leader>-<size-1>`; the workers are looked up in order until
+    one is absent, so the cost is bounded by the pods that exist, never by `size` (a
+    declared size may be huge). A pod past a gap is checked once the gap fills."""
+    member = next(iter(members), None)
+    if member is None:
+        return ""
+    group = (member.labels.get(NAME_LABEL), member.labels.get(GROUP_INDEX_LABEL))
+    candidates = [(ref.name, find(ref.namespace, ref.name))]
+    for worker in range(1, size):
+        name = f"{ref.name}-{worker}"
+        pod = find(ref.namespace, name)
+        if pod is None:
+            break
+        candidates.append((name, pod))
+    for name, found in candidates:
+        if (
+            found is None
+            or (found.labels.get(NAME_LABEL), found.labels.get(GROUP_INDEX_LABEL)) != group
+        ):
+            continue  # not there yet, or another LWS's pod that happens to share the name
+        if found.group == ref or _claimed(found):
+            continue  # a member, or opted in and claimed otherwise (its Event or error says)
+        return (
+            f'gang {ref.key}: pod {name} has no annotation {OPT_IN_ANNOTATION}: "true" while '
+            "other pods of its LeaderWorkerSet group do; set it on both leaderTemplate and "
+            "workerTemplate (or on neither)"
+        )
+    return ""
+
+
+def _claimed(pod: Pod) -> bool:
+    return pod.group_dialect is Dialect.LWS or any(c.dialect is Dialect.LWS for c in pod.overruled)

@@ -115,6 +115,15 @@ async def test_debug_topology_shows_each_level_and_its_whole_domains(phalanx: Ph
 ANNOTATED = {"phalanx.io/pod-group": "notes", "phalanx.io/min-member": "2"}
 KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "k"}
 KUEUE_COUNT = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+LWS_LABELS = {
+    "leaderworkerset.sigs.k8s.io/name": "serve",
+    "leaderworkerset.sigs.k8s.io/group-index": "0",
+    "leaderworkerset.sigs.k8s.io/worker-index": "0",
+}
+LWS_ANNOTATIONS = {
+    "leaderworkerset.sigs.k8s.io/size": "2",
+    "phalanx.io/leaderworkerset-gang": "true",
+}
 
 # (objects declaring one gang, its key, its dialect, what declares it)
 EVERY_DIALECT = [
@@ -164,6 +173,12 @@ EVERY_DIALECT = [
         "kueue",
         "annotations",
     ),
+    (
+        [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)],
+        "lws:default/serve-0",
+        "lws",
+        "annotations",
+    ),
 ]
 
 
@@ -179,6 +194,7 @@ EVERY_DIALECT = [
         "upstream-workload",
         "volcano-object-missing",
         "kueue",
+        "lws",
     ],
 )
 async def test_debug_addresses_a_gang_of_any_dialect_by_its_key_and_names_its_dialect(

@@ -141,6 +141,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         ("upstream:ml/lws/group/3", GroupRef("ml", "lws", Dialect.UPSTREAM, "group", "3")),
         ("composite:ray", GroupRef("team-a", "ray", Dialect.COMPOSITE)),
         ("kueue:sweep", GroupRef("team-a", "sweep", Dialect.KUEUE)),
+        ("lws:serve-0", GroupRef("team-a", "serve-0", Dialect.LWS)),
     ],
     ids=[
         "bare-name",
@@ -152,6 +153,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         "workload-replica",
         "composite-bare",
         "kueue-bare",
+        "lws-bare",
     ],
 )
 def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespace(

@@ -111,6 +111,16 @@ WORKERS = {"name": "w", "podGroup": "workers"}
 KUEUE_LABELS = {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "k"}
 KUEUE_COUNT = {"kueue.x-k8s.io/pod-group-total-count": "3"}
 KUEUE_GANG = ("kueue:default/k", "kueue", "annotations", 3)
+LWS_LABELS = {
+    "leaderworkerset.sigs.k8s.io/name": "serve",
+    "leaderworkerset.sigs.k8s.io/group-index": "0",
+    "leaderworkerset.sigs.k8s.io/worker-index": "0",
+}
+LWS_ANNOTATIONS = {
+    "leaderworkerset.sigs.k8s.io/size": "2",
+    "phalanx.io/leaderworkerset-gang": "true",
+}
+LWS_GANG = ("lws:default/serve-0", "lws", "annotations", 2)
 
 # (gang objects, pods, key, dialect, source, minMember)
 DIALECTS = [
@@ -173,6 +183,7 @@ DIALECTS = [
         None,
     ),
     ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
+    ([], [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)], *LWS_GANG),
 ]
 
 
@@ -190,6 +201,7 @@ DIALECTS = [
         "workload",
         "workload-missing",
         "kueue",
+        "lws",
     ],
 )
 def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(

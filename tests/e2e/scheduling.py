@@ -68,6 +68,10 @@ A_COMMIT = "phalanx.io/commit"
 A_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 A_KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+A_LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+A_LWS_GANG = "phalanx.io/leaderworkerset-gang"
 
 #: A gang's bindings are issued together; on this 2-core machine the last lands well
 #: within this many seconds of the first.
@@ -259,7 +263,8 @@ def gpu_request(pod: Obj) -> int:
 
 def group_of(pod: Obj) -> str | None:
     """The pod's gang, as Phalanx keys it (without the namespace): a scheduler-plugins or
-    annotation-only name, ``volcano:<name>``, ``kueue:<name>``, or ``upstream:<name>`` /
+    annotation-only name, ``volcano:<name>``, ``kueue:<name>``, ``lws:<leader>`` (opted in),
+    or ``upstream:<name>`` /
     ``upstream:<workload>/<pod group>``."""
     meta = pod.get("metadata", {})
     notes = meta.get("annotations") or {}
@@ -271,6 +276,9 @@ def group_of(pod: Obj) -> str | None:
     kueue = (meta.get("labels") or {}).get(KUEUE_GROUP_LABEL)
     if kueue:
         return f"kueue:{kueue}"
+    lws = (meta.get("labels") or {}).get(LWS_NAME_LABEL)
+    if lws and notes.get(A_LWS_GANG) == "true":
+        return f"lws:{lws}-{meta['labels'].get(LWS_GROUP_INDEX_LABEL)}"
     spec = pod.get("spec") or {}
     if spec.get("schedulingGroup"):
         return f"upstream:{spec['schedulingGroup'].get('podGroupName')}"
@@ -340,7 +348,8 @@ def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str,
         if quorums.get(gang):
             need[gang] = quorums[gang]
         else:
-            size_key = A_KUEUE_TOTAL_COUNT if gang.startswith("kueue:") else A_MIN_MEMBER
+            sizes = {"kueue": A_KUEUE_TOTAL_COUNT, "lws": A_LWS_SIZE}
+            size_key = sizes.get(gang.partition(":")[0], A_MIN_MEMBER)
             text = (pod["metadata"].get("annotations") or {}).get(size_key, "")
             if text.isdigit() and int(text) > 0:
                 need.setdefault(gang, int(text))

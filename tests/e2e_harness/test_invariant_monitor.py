@@ -111,3 +111,26 @@ def test_a_kueue_pod_group_is_judged_by_its_total_count() -> None:
     whole = gang_counts([kueue_member("s-0", "a"), kueue_member("s-1", "b")], {})["kueue:sweep"]
     assert (part.bound, part.minimum, part.whole) == (1, 2, False)
     assert (whole.bound, whole.whole) == (2, True)
+
+
+def lws_member(name: str, node: str = "", *, opt_in: bool = True) -> Obj:
+    """A pod of LeaderWorkerSet `serve`'s group 0 of two pods."""
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": "serve",
+        "leaderworkerset.sigs.k8s.io/group-index": "0",
+    }
+    annotations = {"leaderworkerset.sigs.k8s.io/size": "2"}
+    if opt_in:
+        annotations["phalanx.io/leaderworkerset-gang"] = "true"
+    metadata = {"name": name, "labels": labels, "annotations": annotations}
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}}
+
+
+def test_an_opted_in_leaderworkerset_group_is_judged_by_its_size() -> None:
+    part = gang_counts([lws_member("serve-0", "a"), lws_member("serve-0-1")], {})["lws:serve-0"]
+    assert (part.bound, part.minimum, part.whole) == (1, 2, False)
+
+
+def test_a_leaderworkerset_group_without_the_opt_in_is_no_gang_to_judge() -> None:
+    pods = [lws_member("serve-0", "a", opt_in=False), lws_member("serve-0-1", opt_in=False)]
+    assert gang_counts(pods, {}) == {}

@@ -1,0 +1,112 @@
+"""LeaderWorkerSet groups through the real kube-scheduler (1.35) and Phalanx: an opted-in
+group binds all or none; a group without the opt-in is scheduled pod by pod, as before.
+
+LWS itself is not installed: the test plays its part. It creates a group's leader, then its
+workers (LWS's default startup policy), stamped as LWS's controller and pod webhook stamp
+them: the set's name, the group index, the worker index, the group key and the size, plus
+Phalanx's opt-in ``phalanx.io/leaderworkerset-gang: "true"`` the user puts on both pod
+templates. Phalanx and kube-scheduler are real; the invariant monitor judges each opted-in
+group by its size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
+from scheduling import (
+    A_LWS_GANG,
+    A_LWS_SIZE,
+    LWS_GROUP_INDEX_LABEL,
+    LWS_NAME_LABEL,
+    Obj,
+    Scenario,
+    pod_body,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def lws_pod(sc: Scenario, lws: str, worker: int, size: int, gpus: int, *, opt_in: bool) -> Obj:
+    """Pod ``worker`` (0: the leader) of LWS ``lws``'s group 0 of ``size`` pods."""
+    name = f"{lws}-0" if worker == 0 else f"{lws}-0-{worker}"
+    labels = {
+        LWS_NAME_LABEL: lws,
+        LWS_GROUP_INDEX_LABEL: "0",
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+        "leaderworkerset.sigs.k8s.io/group-key": f"{lws}0key",
+    }
+    annotations = {A_LWS_SIZE: str(size)}
+    if opt_in:
+        annotations[A_LWS_GANG] = "true"
+    body = pod_body(
+        name, gpus=gpus, node_selector=sc.selector, labels=labels, annotations=annotations
+    )
+    return sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+
+
+def lws_group(
+    sc: Scenario, lws: str, size: int, gpus: int, *, opt_in: bool = True
+) -> tuple[str, list[str]]:
+    """The leader first, then its workers, as LWS creates them; their names."""
+    lws_pod(sc, lws, 0, size, gpus, opt_in=opt_in)
+    workers = []
+    for worker in range(1, size):
+        workers.append(lws_pod(sc, lws, worker, size, gpus, opt_in=opt_in)["metadata"]["name"])
+    return f"{lws}-0", workers
+
+
+def debug_view(sc: Scenario, gang: str) -> dict[str, Any]:
+    answer = sc.phalanx.get(f"/debug/groups/lws:{sc.namespace}/{gang}")
+    answer.raise_for_status()
+    view: dict[str, Any] = answer.json()
+    return view
+
+
+def test_an_opted_in_group_that_fits_binds_whole(cluster: Scenario) -> None:  # noqa: F811
+    cluster.node("a", 8)
+    cluster.node("b", 8)
+    cluster.nodes_ready()
+    leader, workers = lws_group(cluster, "serve", 3, 4)
+
+    where = cluster.wait_bound([leader, *workers])
+    assert len(set(where.values())) == 2, where
+    # No gang object: Phalanx tells the gang's first member.
+    cluster.wait_event(leader, "bound 3 member(s) together", reason="Bound")
+    view = debug_view(cluster, leader)
+    assert (view["dialect"], view["source"], view["min_member"], view["bound"]) == (
+        "lws",
+        "annotations",
+        3,
+        3,
+    )
+
+
+def test_an_opted_in_group_one_node_short_waits_whole_and_says_why(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    cluster.node("a", 8)
+    cluster.node("b", 8)
+    cluster.nodes_ready()
+    leader, workers = lws_group(cluster, "wide", 3, 8)
+
+    cluster.wait_unschedulable(
+        leader, f"cannot place 3 member(s) of gang lws:{cluster.namespace}/{leader}"
+    )
+    cluster.assert_unbound_for([leader, *workers], 3.0)
+    view = debug_view(cluster, leader)
+    assert (view["last_decision"], view["reservation"], view["bound"]) == ("unfit", None, 0)
+
+
+def test_a_group_without_the_opt_in_is_scheduled_pod_by_pod(cluster: Scenario) -> None:  # noqa: F811
+    cluster.node("a", 8)
+    cluster.node("b", 8)
+    cluster.nodes_ready()
+    leader, workers = lws_group(cluster, "plain", 3, 8, opt_in=False)
+
+    # Two of the three fit, and two bind: no gang holds them back.
+    pods = [leader, *workers]
+    cluster.wait("two pods bound", lambda: sum(map(bool, cluster.placement(pods).values())) == 2)
+    cluster.assert_unbound_for([n for n, node in cluster.placement(pods).items() if not node], 1.0)
+    assert cluster.phalanx.get(f"/debug/groups/lws:{cluster.namespace}/{leader}").status_code == 404

@@ -23,6 +23,8 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP_ANNOTATION = "phalanx.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_LABEL = "kueue.x-k8s.io/pod-group-name"
+LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -85,6 +87,8 @@ def group_of(pod: Obj) -> str:
     notes = meta.get("annotations", {})
     labels = meta.get("labels", {})
     named = labels.get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION) or labels.get(KUEUE_LABEL)
+    if not named and LWS_LABEL in labels:
+        named = f"{labels[LWS_LABEL]}-{labels[LWS_INDEX_LABEL]}"
     return str(named or notes[VOLCANO_ANNOTATION])
 
 

@@ -138,3 +138,22 @@ def test_the_kueue_example_binds_its_pod_group_whole_a_worker_per_node(
     assert set(where.values()) == nodes, where
     view = sc.phalanx.get(f"/debug/groups/kueue:{sc.namespace}/sweep").json()
     assert (view["dialect"], view["min_member"], view["bound"]) == ("kueue", 3, 3)
+
+
+def test_the_lws_example_binds_its_leader_and_worker_whole_a_node_each(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """LWS is not installed: the example holds the pods it makes of one group, opted in.
+    Two 8-GPU nodes: the leader and its worker take one each."""
+    sc = cluster  # the monitor judges the group by its size
+    nodes = {sc.node(f"h{i}", 8) for i in range(2)}
+    sc.nodes_ready()
+
+    applied = apply_example(
+        sc.cp, EXAMPLES / "lws-multinode-inference.yaml", sc.namespace, pool=sc.pool
+    )
+
+    where = sc.wait_bound(pod_names(applied), timeout=45)
+    assert set(where.values()) == nodes, where
+    view = sc.phalanx.get(f"/debug/groups/lws:{sc.namespace}/vllm-0").json()
+    assert (view["dialect"], view["min_member"], view["bound"]) == ("lws", 2, 2)

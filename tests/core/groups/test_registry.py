@@ -309,11 +309,16 @@ ANNOTATED_OBJECTS = {
             "pods, not on a gang object",
         ),
         (
+            "phalanx.io/leaderworkerset-gang",
+            'metadata.annotations["phalanx.io/leaderworkerset-gang"] is ignored: Phalanx reads '
+            "it on pods, not on a gang object",
+        ),
+        (
             "phalanx.io/x",
             'metadata.annotations["phalanx.io/x"] is ignored: Phalanx reads no such annotation',
         ),
     ],
-    ids=["typo", "typo-of-a-topology-key", "meant-for-a-pod", "unknown"],
+    ids=["typo", "typo-of-a-topology-key", "meant-for-a-pod", "lws-opt-in", "unknown"],
 )
 def test_an_annotation_under_phalanx_io_that_phalanx_does_not_read_is_ignored_with_a_warning(
     make: Any, key: str, warning: str

@@ -305,6 +305,7 @@ _POD_ANNOTATIONS: Final = frozenset(
     {
         annotation_only.POD_GROUP_ANNOTATION,
         annotation_only.MIN_MEMBER_ANNOTATION,
+        lws.OPT_IN_ANNOTATION,
         ANNOTATION_PREFIX + "plan-node",
         ANNOTATION_PREFIX + "gpu-memory-mib",
         ANNOTATION_PREFIX + "requeued-at",

@@ -190,6 +190,16 @@ def annotation_int32(text: str) -> int | str:
     return number
 
 
+def declared_size(annotations: Mapping[str, str], key: str, missing: str) -> int | str:
+    """A gang's size a member declares in annotation `key` (a positive int32), or what is
+    wrong with it: `missing` when the annotation is absent."""
+    text = annotations.get(key)
+    if text is None:
+        return missing
+    read = annotation_int32(text)
+    return f"annotation {key}: {read}" if isinstance(read, str) else read
+
+
 def read_positive_int32(src: Source, value: object, path: str) -> int | None:
     """A positive int32 field of a gang object (a size, seconds); None when absent.
     Out of range is refused naming the field: a CRD's `format: int32` is not enforced by
@@ -249,6 +259,7 @@ __all__ = [
     "PodView",
     "annotation_int",
     "annotation_int32",
+    "declared_size",
     "group_name_problem",
     "is_deleting",
     "is_dns_label",

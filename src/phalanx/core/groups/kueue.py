@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from phalanx.core.groups.annotations import declared_gang
-from phalanx.core.groups.common import PodView, annotation_int32, group_name_problem
+from phalanx.core.groups.common import PodView, declared_size, group_name_problem
 from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup
 
 GROUP_NAME_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
@@ -52,14 +52,11 @@ def claim(pod: PodView) -> Claim | None:
 
 def total_count(annotations: Mapping[str, str]) -> int | str:
     """The group's size a member declares, or what is wrong with it."""
-    text = annotations.get(TOTAL_COUNT_ANNOTATION)
-    if text is None:
-        return (
-            f"label {GROUP_NAME_LABEL} needs annotation {TOTAL_COUNT_ANNOTATION} "
-            "(the group's size; Kueue requires both)"
-        )
-    read = annotation_int32(text)
-    return f"annotation {TOTAL_COUNT_ANNOTATION}: {read}" if isinstance(read, str) else read
+    missing = (
+        f"label {GROUP_NAME_LABEL} needs annotation {TOTAL_COUNT_ANNOTATION} "
+        "(the group's size; Kueue requires both)"
+    )
+    return declared_size(annotations, TOTAL_COUNT_ANNOTATION, missing)
 
 
 def stray_count_problem(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:

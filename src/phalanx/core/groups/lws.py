@@ -38,7 +38,7 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.annotations import declared_gang
-from phalanx.core.groups.common import PodView, annotation_int32, group_name_problem
+from phalanx.core.groups.common import PodView, declared_size, group_name_problem
 from phalanx.core.model import (
     ANNOTATION_PREFIX,
     Claim,
@@ -101,14 +101,11 @@ def claim(pod: PodView) -> Claim | None:
 
 def group_size(annotations: Mapping[str, str]) -> int | str:
     """The group's size a member declares, or what is wrong with it."""
-    text = annotations.get(SIZE_ANNOTATION)
-    if text is None:
-        return (
-            f"annotation {OPT_IN_ANNOTATION} needs annotation {SIZE_ANNOTATION} "
-            "(the group's size; LWS sets it on every pod of a group)"
-        )
-    read = annotation_int32(text)
-    return f"annotation {SIZE_ANNOTATION}: {read}" if isinstance(read, str) else read
+    missing = (
+        f"annotation {OPT_IN_ANNOTATION} needs annotation {SIZE_ANNOTATION} "
+        "(the group's size; LWS sets it on every pod of a group)"
+    )
+    return declared_size(annotations, SIZE_ANNOTATION, missing)
 
 
 def stray_opt_in_problem(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:

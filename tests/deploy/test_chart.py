@@ -926,6 +926,31 @@ def test_the_notes_exec_into_the_only_pod_without_leader_election(
 
 
 @pytest.mark.parametrize(
+    ("flags", "scheduler", "dra"),
+    [
+        pytest.param(
+            ("--kube-version", "1.37.2-eks-1a2b3c"),
+            "registry.k8s.io/kube-scheduler:v1.37.2 (the cluster's own release)",
+            "planned, as kube-scheduler serves them",
+            id="the-clusters-release",
+        ),
+        pytest.param(
+            ("--kube-version", "1.36.1", "--set", "kubeScheduler.image.tag=v1.35.4"),
+            "registry.k8s.io/kube-scheduler:v1.35.4.",
+            "not planned: kube-scheduler serves them from device plugins only",
+            id="a-tag-set",
+        ),
+    ],
+)
+def test_the_notes_say_which_kube_scheduler_runs_and_whether_dra_serves_gpus(
+    chart: Chart, tmp_path: Path, flags: tuple[str, ...], scheduler: str, dra: str
+) -> None:
+    notes = render_notes(chart, tmp_path, *flags)
+    assert f"kube-scheduler: {scheduler}" in notes
+    assert f"served by DRA devices: {dra} (phalanx.draExtendedResources)." in notes
+
+
+@pytest.mark.parametrize(
     "path",
     ["README.md", "docs/operations.md", "helm/phalanx/templates/NOTES.txt"],
 )

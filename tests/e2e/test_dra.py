@@ -213,13 +213,22 @@ class Dra:
         return refused_by_dynamic_resources(self.sc, pods)
 
 
+#: Phalanx's reason while its informer has not yet seen a member's claims (it refuses every
+#: node offered): kube-scheduler's own filters ran first, so such a cycle's message also
+#: names every node DynamicResources refused, whatever Phalanx would have planned.
+CLAIMS_NOT_SEEN_YET = "are not known to Phalanx yet"
+
+
 def refused_by_dynamic_resources(sc: Scenario, pods: Sequence[str]) -> list[str]:
-    """kube-scheduler's messages saying it could not allocate a member's claims."""
+    """kube-scheduler's messages saying it could not allocate a member's claims on a node,
+    in cycles where Phalanx had seen the claims (a node Phalanx planned that DynamicResources
+    then refused)."""
     return [
-        f"{pod}: {e.get('message')}"
+        f"{pod}: {message}"
         for pod in pods
         for e in sc.events(pod, reason="FailedScheduling")
-        if "cannot allocate all claims" in (e.get("message") or "")
+        if "cannot allocate all claims" in (message := e.get("message") or "")
+        and CLAIMS_NOT_SEEN_YET not in message
     ]
 
 

@@ -26,6 +26,12 @@ from phalanx.service.extender import Extender
 log = logging.getLogger(__name__)
 # How long a server may take to start listening before we call it broken (seconds).
 STARTUP_TIMEOUT_SECONDS = 10.0
+# How long an idle keep-alive connection is kept open (seconds). Longer than Go's
+# http.Transport keeps one idle (90 s, kube-scheduler's extender client and Prometheus's
+# scrapes), so the client always closes first: with uvicorn's 5 s, a POST sent just as the
+# server closed the connection fails, and Go never retries a POST (kube-scheduler then
+# fails that pod's attempt with "EOF" and backs it off).
+KEEP_ALIVE_SECONDS = 120
 
 
 def loop_name() -> str:
@@ -67,6 +73,7 @@ def make_server(
         ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
         ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
         timeout_graceful_shutdown=5,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         server_header=False,
     )
     return Server(config)

@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -762,3 +763,44 @@ def test_serve_answers_kube_scheduler_logs_json_and_stops_on_sigterm(json_dump: 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"phalanx {importlib.metadata.version('phalanx')}"
+
+
+LOW_OPEN_FILES = 256
+# `phalanx serve` started as a runtime would start it: with a low soft limit of open files.
+LOW_LIMIT_LAUNCH = (
+    "import resource, runpy, sys; "
+    "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]; "
+    f"resource.setrlimit(resource.RLIMIT_NOFILE, ({LOW_OPEN_FILES}, hard)); "
+    "sys.argv[0] = 'phalanx'; "
+    "runpy.run_module('phalanx.cli', run_name='__main__')"
+)
+
+
+def test_serve_raises_its_open_files_limit_to_the_hard_limit_for_held_binds(
+    json_dump: Path,
+) -> None:
+    # kube-scheduler holds a connection per gang member waiting at /bind: a soft limit of
+    # 1,024 (what runtimes commonly start containers with) would cap a gang near that.
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert hard > LOW_OPEN_FILES, "this test needs a hard limit above its low soft limit"
+    cmd = [sys.executable, "-c", LOW_LIMIT_LAUNCH, "serve", "--cluster-file", str(json_dump)]
+    proc = subprocess.Popen(
+        [*cmd, "--port", "0", "--log-level", "info"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=clean_env(),
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        record = json.loads(lines.get(timeout=20))
+        while record["msg"] != "listening":
+            record = json.loads(lines.get(timeout=20))
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        soft_now = next(ln for ln in limits.splitlines() if ln.startswith("Max open files"))
+        assert soft_now.split()[3:5] == [str(hard), str(hard)], soft_now
+        assert record["open_files_limit"] == hard
+    finally:
+        proc.kill()
+        proc.wait()

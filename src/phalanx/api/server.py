@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import resource
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -77,6 +78,24 @@ def make_server(
         server_header=False,
     )
     return Server(config)
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise this process's soft limit of open files to its hard limit, as Go programs do at
+    start (kube-scheduler among them); the (soft, hard) limits then in force.
+
+    kube-scheduler holds one connection per gang member waiting at `/bind`, and runtimes
+    commonly start a container with a soft limit of 1,024: a gang of a thousand members
+    beside Phalanx's own API connections would run out, and uvicorn cannot accept past it.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # a hard limit the kernel refuses (above nr_open)
+            log.warning("open files limit not raised", extra={"soft": soft, "reason": str(exc)})
+    return soft, hard
 
 
 class ListenError(RuntimeError):
@@ -189,6 +208,7 @@ async def serve(
 ) -> int:
     """Serve `extender` until SIGTERM / SIGINT, then shut down gracefully (held binds are
     answered). Raises ListenError when an address cannot be listened on; the exit code."""
+    open_files, _ = raise_open_files_limit()
     main_sock = _listen(host, port, "the extender")
     sockets = [main_sock]
     servers = [
@@ -211,6 +231,7 @@ async def serve(
         extra={
             "url": url_of(main_sock, tls=ssl_certfile is not None),
             "source": extender.source.name,
+            "open_files_limit": open_files,
         },
     )
     if metrics_address is not None:

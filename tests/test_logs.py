@@ -63,6 +63,26 @@ def test_uvicorn_access_lines_are_split_into_fields(stream: io.StringIO) -> None
     )
 
 
+def access_line() -> None:
+    logging.getLogger("uvicorn.access").info(
+        '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", "/bind", "1.1", 200
+    )
+
+
+def test_access_lines_are_debug_detail_not_written_at_info(stream: io.StringIO) -> None:
+    logs.configure("info", stream)
+    access_line()
+    logging.getLogger("uvicorn.error").info("started")
+    assert [line["msg"] for line in lines(stream)] == ["started"]
+
+
+def test_access_lines_come_back_at_debug_after_a_configure_at_info(stream: io.StringIO) -> None:
+    logs.configure("info", stream)
+    logs.configure("debug", stream)
+    access_line()
+    assert [line["path"] for line in lines(stream)] == ["/bind"]
+
+
 def test_the_level_filters_and_configure_is_idempotent(stream: io.StringIO) -> None:
     logs.configure("warning", stream)
     logs.configure("warning", stream)

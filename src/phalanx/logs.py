@@ -3,7 +3,8 @@
 Every line has `ts` (UTC, RFC 3339, milliseconds), `level`, `logger` and `msg`; keys passed
 with `extra=` (`group`, `pod`, `node`, `reason`, ...) are added as they are, and an
 exception adds `exc`. uvicorn's own loggers are routed through the same handler, and its
-access lines are split into `client`, `method`, `path` and `status`.
+access lines (logged at level debug only) are split into `client`, `method`, `path` and
+`status`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ _STANDARD = frozenset(
     vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)).keys()
     | {"message", "asctime", "color_message", "taskName"}
 )
-_UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+_ACCESS = "uvicorn.access"
+_UVICORN = ("uvicorn", "uvicorn.error", _ACCESS, "uvicorn.asgi")
 _HANDLER_NAME = "phalanx-json"
 
 
@@ -34,7 +36,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
+        if record.name == _ACCESS and isinstance(record.args, tuple):
             args = record.args
             if len(args) == 5:  # uvicorn's access format: client, method, path, version, status
                 line.update(client=args[0], method=args[1], path=args[2], status=args[4])
@@ -78,3 +80,9 @@ def configure(level: str = "info", stream: IO[str] | None = None) -> None:
         logger.handlers.clear()
         logger.propagate = True
         logger.setLevel(logging.NOTSET)
+    # An access line per request (two per pod kube-scheduler places, plus probes and
+    # scrapes) is debug detail: at info it was most of the log's volume, and its formatting
+    # cost about a third of the HTTP serving CPU per request. Request counts and latencies
+    # are in /metrics (`phalanx_request_duration_seconds`).
+    if root.level > logging.DEBUG:
+        logging.getLogger(_ACCESS).setLevel(logging.WARNING)

@@ -1137,7 +1137,8 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         f"`scheduleTimeoutSeconds: {meta['schedule_timeout_seconds']}`; Coscheduling args "
         f"`{json.dumps(meta['coscheduling_args'])}`; Phalanx profile "
         f"`percentageOfNodesToScore: 100` (DESIGN §2){_backoff_line(meta)}, the others upstream "
-        "defaults. A run ends "
+        # Runs before 2026-12-06 logged warnings only (and wrote no access lines then).
+        f"defaults; Phalanx's log level `{meta.get('phalanx_log_level', 'warning')}`. A run ends "
         f"when every pod is bound, or at saturation (no binding for {meta['settle_seconds']:g} s), "
         f"or after {meta['cap_seconds']:g} s. "
         f"Total runtime {meta['runtime_seconds'] / 60:.1f} min.",

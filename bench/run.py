@@ -763,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "podgroup_crd": crd_source,
         "client_qps_burst": [schedulers.CLIENT_QPS, schedulers.CLIENT_BURST],
+        "phalanx_log_level": schedulers.PhalanxProcess.log_level,
         "coscheduling_args": schedulers.COSCHEDULING_ARGS,
         "phalanx_backoff": schedulers.PHALANX_BACKOFF,
         "apiserver_feature_gates": gang_api.get("apiserver_feature_gates", {}),

@@ -340,8 +340,9 @@ class PhalanxProcess:
     source: Path | None = None
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    #: Warnings only: a log line per decision costs the loop time the figures would include.
-    log_level: str = "warning"
+    #: The chart's default, so the figures include what users run: a line per gang
+    #: decision (access lines are debug detail, not written at info).
+    log_level: str = "info"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -589,7 +590,6 @@ def started(
             profile_to=profile_to,
             source=source,
             env=spec.phalanx_env,
-            log_level="info" if keep_logs else "warning",
         )
         phalanx.start()
     if spec.uses_floor:

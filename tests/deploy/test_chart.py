@@ -82,6 +82,34 @@ def test_chart_renders_the_scheduler_pod_and_its_permissions(
     assert kinds.count("RoleBinding") == 2  # leases, kube-system authentication reader
 
 
+def test_both_containers_get_kube_schedulers_api_priority_level(chart: Chart) -> None:
+    docs = chart.render()
+    schema = one(docs, "FlowSchema")["spec"]
+    account = one(docs, "ServiceAccount")["metadata"]
+    assert schema["priorityLevelConfiguration"] == {"name": "workload-high"}
+    # Ahead of `service-accounts` (9000) and `kube-system-service-accounts` (900).
+    assert schema["matchingPrecedence"] < 900
+    (rule,) = schema["rules"]
+    assert rule["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "serviceAccount": {"name": account["name"], "namespace": account["namespace"]},
+        }
+    ]
+    assert rule["resourceRules"][0]["clusterScope"] is True
+    assert rule["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+
+
+def test_the_flow_schema_follows_its_values_or_is_left_out(chart: Chart) -> None:
+    values = {"apiPriority": {"priorityLevel": "scheduler-high", "matchingPrecedence": 500}}
+    schema = one(chart.render(values), "FlowSchema")["spec"]
+    assert (schema["priorityLevelConfiguration"]["name"], schema["matchingPrecedence"]) == (
+        "scheduler-high",
+        500,
+    )
+    assert "FlowSchema" not in {d["kind"] for d in chart.render({"apiPriority": {"create": False}})}
+
+
 def test_optional_monitoring_objects_render_only_when_enabled(chart: Chart) -> None:
     optional = {"ServiceMonitor", "PrometheusRule"}
     assert not optional & {d["kind"] for d in chart.render()}
@@ -468,6 +496,21 @@ def test_two_containers_listening_on_one_port_are_refused_at_render(
             {"kubeScheduler": {"leaderElection": {"leaseDuration": "15"}}},
             "leaseDuration",
             id="duration-without-unit",
+        ),
+        pytest.param(
+            {"apiPriority": {"matchingPrecedence": 0}},
+            "/apiPriority/matchingPrecedence",
+            id="precedence-zero",
+        ),
+        pytest.param(
+            {"apiPriority": {"matchingPrecedence": 10001}},
+            "/apiPriority/matchingPrecedence",
+            id="precedence-too-high",
+        ),
+        pytest.param(
+            {"apiPriority": {"priorityLevel": ""}},
+            "/apiPriority/priorityLevel",
+            id="no-priority-level",
         ),
     ],
 )

@@ -17,6 +17,7 @@ import re
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
@@ -224,6 +225,50 @@ def test_the_service_account_may_not(
     attrs: dict[str, str],
 ) -> None:
     assert not _review(control_plane, verb, resource, attrs)
+
+
+# ---- API Priority and Fairness -------------------------------------------------------------
+
+
+def _service_account_token(cp: launcher.ControlPlane) -> str:
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{ACCOUNT}/token"
+    status, answer = cp.request("POST", path, request)
+    assert status == 201, answer
+    return str(answer["status"]["token"])
+
+
+def _classified_as(cp: launcher.ControlPlane, token: str) -> tuple[str, str]:
+    """The (FlowSchema, priority level) UIDs the API server's APF put a request of `token` in."""
+    req = urllib.request.Request(cp.server + "/api/v1/nodes?limit=1")
+    req.add_header("Authorization", f"Bearer {token}")
+    context = ssl.create_default_context(cafile=str(cp.ca_file))
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    with opener.open(req, timeout=10) as resp:
+        headers = resp.headers
+    return (
+        headers.get("X-Kubernetes-PF-FlowSchema-UID", ""),
+        headers.get("X-Kubernetes-PF-PriorityLevel-UID", ""),
+    )
+
+
+def test_the_service_accounts_requests_get_kube_schedulers_priority_level(
+    control_plane: launcher.ControlPlane, installed: list[Obj]
+) -> None:
+    (schema,) = [o for o in installed if o["kind"] == "FlowSchema"]
+    status, level = control_plane.request(
+        "GET", "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/workload-high"
+    )
+    assert status == 200, level
+    wanted = (schema["metadata"]["uid"], level["metadata"]["uid"])
+    token = _service_account_token(control_plane)
+    # APF's configuration controller takes a new FlowSchema in within moments, not at once.
+    deadline = time.monotonic() + 20
+    while (seen := _classified_as(control_plane, token)) != wanted and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert seen == wanted
 
 
 # ---- the chart's pod, re-enacted ---------------------------------------------------------

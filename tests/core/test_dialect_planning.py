@@ -647,6 +647,10 @@ def test_executors_without_their_driver_are_not_the_quorum_of_their_task_groups(
     cluster = Cluster(*(yunikorn_member(f"exec-{i}", "executor") for i in (1, 2, 3)))
     decision = cluster.planner.filter(cluster.pod("exec-1"), NODES, now=0)
     assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 3/3 exist, but task driver has 0 of 1 member(s) "
+        "(annotation yunikorn.apache.org/task-groups)"
+    }
     assert cluster.state.reservations() == {}
 
 

@@ -520,6 +520,15 @@ class TopologyConstraint:
 DEFAULT_TIMEOUT_SECONDS = 60
 
 
+class TaskGroupMinima(tuple[tuple[str, int], ...]):
+    """(task group, minMember) pairs read from a YuniKorn application's
+    `yunikorn.apache.org/task-groups`: enforced exactly as Volcano's `spec.minTaskMember`
+    (equal to the plain tuple of the same pairs); the type only names their source in
+    messages (`quorum.minima_field`)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ChildGroups:
     """A composite gang's quorum (upstream CompositePodGroup, `gang` policy): at least

@@ -46,7 +46,7 @@ from phalanx.core.groups.common import (
     annotation_int32,
     group_name_problem,
 )
-from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup, TaskGroupMinima
 
 DOMAIN: Final = "yunikorn.apache.org/"
 APP_ID_KEY: Final = DOMAIN + "app-id"  # a label, or else an annotation, of this key
@@ -225,7 +225,7 @@ def gang_from_members(
     stray = next((p for p in pods if p.task not in names), None)
     if stray is not None:
         return f"gang {ref.key}: pod {stray.name}: {_undefined(stray.task, groups)}"
-    return replace(gang, min_task_member=groups)
+    return replace(gang, min_task_member=TaskGroupMinima(groups))
 
 
 def _undefined(group: str, groups: TaskGroups) -> str:

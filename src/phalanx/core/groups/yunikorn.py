@@ -29,6 +29,10 @@ to scheduling a gang's pods one by one.
 
 Malformed declarations never raise: they set the pod's `invalid`, naming the annotation, as
 the Kueue dialect does.
+
+Without placeholders a member cannot start before its gang is whole, so a member that
+creates the others (Spark's driver, its executors) cannot be in their gang: the docs say to
+leave it out (docs/gang-dialects.md, "YuniKorn's task groups").
 """
 
 from __future__ import annotations

@@ -124,6 +124,11 @@ LWS_ANNOTATIONS = {
     "leaderworkerset.sigs.k8s.io/size": "2",
     "phalanx.io/leaderworkerset-gang": "true",
 }
+YUNIKORN_LABELS = {"applicationId": "spark-pi"}
+YUNIKORN_ANNOTATIONS = {
+    "yunikorn.apache.org/task-group-name": "executor",
+    "yunikorn.apache.org/task-groups": '[{"name": "executor", "minMember": 2}]',
+}
 
 # (objects declaring one gang, its key, its dialect, what declares it)
 EVERY_DIALECT = [
@@ -179,6 +184,12 @@ EVERY_DIALECT = [
         "lws",
         "annotations",
     ),
+    (
+        [pod_obj("exec-1", labels=YUNIKORN_LABELS, annotations=YUNIKORN_ANNOTATIONS)],
+        "yunikorn:default/spark-pi",
+        "yunikorn",
+        "annotations",
+    ),
 ]
 
 
@@ -195,6 +206,7 @@ EVERY_DIALECT = [
         "volcano-object-missing",
         "kueue",
         "lws",
+        "yunikorn",
     ],
 )
 async def test_debug_addresses_a_gang_of_any_dialect_by_its_key_and_names_its_dialect(

@@ -612,3 +612,53 @@ def test_a_leaderworkerset_group_opted_in_on_the_leader_only_is_invalid_naming_t
     )
     decision = cluster.planner.filter(cluster.pod("serve-0"), NODES, now=0)
     assert decision.reserved is None
+
+
+# --- YuniKorn's task groups --------------------------------------------------------------
+
+SPARK_GROUPS = (
+    '[{"name": "driver", "minMember": 1, "minResource": {"cpu": "1"}},'
+    ' {"name": "executor", "minMember": 2, "minResource": {"cpu": "1"}}]'
+)
+
+
+def yunikorn_member(name: str, task_group: str) -> dict[str, Any]:
+    """A pod of YuniKorn application `spark-pi` asking a whole 8-GPU node, as its users
+    write it (the definition on every pod)."""
+    annotations = {
+        "yunikorn.apache.org/task-group-name": task_group,
+        "yunikorn.apache.org/task-groups": SPARK_GROUPS,
+    }
+    return pod_obj(name, 8, labels={"applicationId": "spark-pi"}, annotations=annotations)
+
+
+def test_a_yunikorn_application_is_reserved_whole_as_one_gang_of_its_task_groups() -> None:
+    cluster = Cluster(
+        yunikorn_member("driver", "driver"),
+        *(yunikorn_member(f"exec-{i}", "executor") for i in (1, 2)),
+    )
+    decision = cluster.planner.filter(cluster.pod("exec-1"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "yunikorn:default/spark-pi"
+    assert sorted(m.node for m in decision.reserved.members) == NODES
+
+
+def test_executors_without_their_driver_are_not_the_quorum_of_their_task_groups() -> None:
+    cluster = Cluster(*(yunikorn_member(f"exec-{i}", "executor") for i in (1, 2, 3)))
+    decision = cluster.planner.filter(cluster.pod("exec-1"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 3/3 exist, but task driver has 0 of 1 member(s) "
+        "(annotation yunikorn.apache.org/task-groups)"
+    }
+    assert cluster.state.reservations() == {}
+
+
+def test_a_yunikorn_application_one_node_short_reserves_nobody() -> None:
+    cluster = Cluster(
+        yunikorn_member("driver", "driver"),
+        *(yunikorn_member(f"exec-{i}", "executor") for i in (1, 2)),
+        pod_obj("other", 8, node="n3", phase="Running"),
+    )
+    decision = cluster.planner.filter(cluster.pod("driver"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())

@@ -25,6 +25,7 @@ VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_LABEL = "kueue.x-k8s.io/pod-group-name"
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+YUNIKORN_APP_LABEL = "applicationId"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -87,6 +88,8 @@ def group_of(pod: Obj) -> str:
     notes = meta.get("annotations", {})
     labels = meta.get("labels", {})
     named = labels.get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION) or labels.get(KUEUE_LABEL)
+    if not named and YUNIKORN_APP_LABEL in labels:
+        named = f"yunikorn:{labels[YUNIKORN_APP_LABEL]}"
     if not named and LWS_LABEL in labels:
         named = f"{labels[LWS_LABEL]}-{labels[LWS_INDEX_LABEL]}"
     return str(named or notes[VOLCANO_ANNOTATION])

@@ -33,6 +33,7 @@ import httpx
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 from phalanx_process import PhalanxProcess
 
+from phalanx.core.groups import yunikorn
 from phalanx.core.groups.composite import (
     CompositePodGroup,
     child_tree,
@@ -72,6 +73,8 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 A_LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
 A_LWS_GANG = "phalanx.io/leaderworkerset-gang"
+A_YUNIKORN_TASK_GROUP = yunikorn.TASK_GROUP_NAME_ANNOTATION
+A_YUNIKORN_TASK_GROUPS = yunikorn.TASK_GROUPS_ANNOTATION
 
 #: A gang's bindings are issued together; on this 2-core machine the last lands well
 #: within this many seconds of the first.
@@ -263,8 +266,8 @@ def gpu_request(pod: Obj) -> int:
 
 def group_of(pod: Obj) -> str | None:
     """The pod's gang, as Phalanx keys it (without the namespace): a scheduler-plugins or
-    annotation-only name, ``volcano:<name>``, ``kueue:<name>``, ``lws:<leader>`` (opted in),
-    or ``upstream:<name>`` /
+    annotation-only name, ``volcano:<name>``, ``kueue:<name>``, ``yunikorn:<application>``
+    (a pod naming a task group), ``lws:<leader>`` (opted in), or ``upstream:<name>`` /
     ``upstream:<workload>/<pod group>``."""
     meta = pod.get("metadata", {})
     notes = meta.get("annotations") or {}
@@ -276,6 +279,9 @@ def group_of(pod: Obj) -> str | None:
     kueue = (meta.get("labels") or {}).get(KUEUE_GROUP_LABEL)
     if kueue:
         return f"kueue:{kueue}"
+    app = yunikorn.application_id(meta.get("labels") or {}, notes)
+    if notes.get(A_YUNIKORN_TASK_GROUP) and app:
+        return f"yunikorn:{app[1]}"
     lws = (meta.get("labels") or {}).get(LWS_NAME_LABEL)
     if lws and notes.get(A_LWS_GANG) == "true":
         return f"lws:{lws}-{meta['labels'].get(LWS_GROUP_INDEX_LABEL)}"
@@ -325,7 +331,7 @@ class Count:
 def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str, Count]:
     """Per gang (a ``group_of`` key), how many of its pods are bound and whether they make
     its quorum: ``quorums``, else the pods' ``phalanx.io/min-member`` (Kueue's total count
-    for a Kueue gang), else not known
+    for a Kueue gang, the sum of the task groups' minima for a YuniKorn one), else not known
     (``minimum`` 0). A composite gang (key ``composite:<name>``, its quorum a
     ``ChildGroups``) is one gang of the pods of every PodGroup beneath it, as Phalanx gangs
     it: those pods count toward it, never toward their own PodGroup."""
@@ -348,9 +354,13 @@ def gang_counts(pods: Sequence[Obj], quorums: Mapping[str, Quorum]) -> dict[str,
         if quorums.get(gang):
             need[gang] = quorums[gang]
         else:
+            notes = pod["metadata"].get("annotations") or {}
             sizes = {"kueue": A_KUEUE_TOTAL_COUNT, "lws": A_LWS_SIZE}
             size_key = sizes.get(gang.partition(":")[0], A_MIN_MEMBER)
-            text = (pod["metadata"].get("annotations") or {}).get(size_key, "")
+            text = notes.get(size_key, "")
+            if gang.startswith("yunikorn:"):
+                # The sum of the task groups' minima, on the members carrying the definition.
+                text = str(yunikorn.declared_size(notes))
             if text.isdigit() and int(text) > 0:
                 need.setdefault(gang, int(text))
     counts = {}

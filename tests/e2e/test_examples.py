@@ -157,3 +157,23 @@ def test_the_lws_example_binds_its_leader_and_worker_whole_a_node_each(
     assert set(where.values()) == nodes, where
     view = sc.phalanx.get(f"/debug/groups/lws:{sc.namespace}/vllm-0").json()
     assert (view["dialect"], view["min_member"], view["bound"]) == ("lws", 2, 2)
+
+
+def test_the_yunikorn_example_binds_its_head_and_workers_whole_a_worker_per_node(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """YuniKorn is not installed: the example holds the pods of one application, as
+    KubeRay's YuniKorn integration writes them. Two 8-GPU nodes: each GPU worker takes a
+    whole one, the head (no GPU) goes beside one of them."""
+    sc = cluster  # the monitor judges the application by its task groups' minima
+    nodes = {sc.node(f"h{i}", 8) for i in range(2)}
+    sc.nodes_ready()
+
+    applied = apply_example(
+        sc.cp, EXAMPLES / "yunikorn-task-groups.yaml", sc.namespace, pool=sc.pool
+    )
+
+    where = sc.wait_bound(pod_names(applied), timeout=45)
+    assert {where["ray-demo-worker-1"], where["ray-demo-worker-2"]} == nodes, where
+    view = sc.phalanx.get(f"/debug/groups/yunikorn:{sc.namespace}/ray-demo").json()
+    assert (view["dialect"], view["min_member"], view["bound"]) == ("yunikorn", 3, 3)

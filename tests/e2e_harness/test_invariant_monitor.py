@@ -134,3 +134,20 @@ def test_an_opted_in_leaderworkerset_group_is_judged_by_its_size() -> None:
 def test_a_leaderworkerset_group_without_the_opt_in_is_no_gang_to_judge() -> None:
     pods = [lws_member("serve-0", "a", opt_in=False), lws_member("serve-0-1", opt_in=False)]
     assert gang_counts(pods, {}) == {}
+
+
+def yunikorn_member(name: str, node: str = "", *, definition: bool = True) -> Obj:
+    """A pod of YuniKorn application `spark-pi` whose task groups want 1 driver, 2 executors."""
+    annotations = {"yunikorn.apache.org/task-group-name": "executor"}
+    if definition:
+        annotations["yunikorn.apache.org/task-groups"] = (
+            '[{"name": "driver", "minMember": 1}, {"name": "executor", "minMember": 2}]'
+        )
+    metadata = {"name": name, "labels": {"applicationId": "spark-pi"}, "annotations": annotations}
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_yunikorn_application_is_judged_by_the_sum_of_its_task_groups_minima() -> None:
+    pods = [yunikorn_member("exec-1", "a"), yunikorn_member("exec-2", "b", definition=False)]
+    part = gang_counts(pods, {})["yunikorn:spark-pi"]
+    assert (part.bound, part.minimum, part.whole) == (2, 3, False)

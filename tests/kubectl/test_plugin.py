@@ -142,6 +142,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         ("composite:ray", GroupRef("team-a", "ray", Dialect.COMPOSITE)),
         ("kueue:sweep", GroupRef("team-a", "sweep", Dialect.KUEUE)),
         ("lws:serve-0", GroupRef("team-a", "serve-0", Dialect.LWS)),
+        ("yunikorn:spark-pi", GroupRef("team-a", "spark-pi", Dialect.YUNIKORN)),
     ],
     ids=[
         "bare-name",
@@ -154,6 +155,7 @@ def test_an_unknown_gang_is_a_no(kubeconfig: Path, capsys: pytest.CaptureFixture
         "composite-bare",
         "kueue-bare",
         "lws-bare",
+        "yunikorn-bare",
     ],
 )
 def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespace(
@@ -163,7 +165,7 @@ def test_a_gang_is_named_by_its_key_and_a_key_without_a_slash_is_in_the_namespac
 
 
 @pytest.mark.parametrize(
-    "text", ["ml/", "volcano:ml/job/workers", "Team/job", "yunikorn:job"], ids=str
+    "text", ["ml/", "volcano:ml/job/workers", "Team/job", "slurm:job"], ids=str
 )
 def test_a_text_that_names_no_gang_is_a_usage_error_naming_the_forms(text: str) -> None:
     with pytest.raises(PluginError, match=r"names no gang; keys are NAMESPACE/NAME"):

@@ -121,6 +121,12 @@ LWS_ANNOTATIONS = {
     "phalanx.io/leaderworkerset-gang": "true",
 }
 LWS_GANG = ("lws:default/serve-0", "lws", "annotations", 2)
+YUNIKORN_LABELS = {"applicationId": "spark-pi"}
+YUNIKORN_ANNOTATIONS = {
+    "yunikorn.apache.org/task-group-name": "executor",
+    "yunikorn.apache.org/task-groups": '[{"name": "executor", "minMember": 2}]',
+}
+YUNIKORN_GANG = ("yunikorn:default/spark-pi", "yunikorn", "annotations", 2)
 
 # (gang objects, pods, key, dialect, source, minMember)
 DIALECTS = [
@@ -184,6 +190,11 @@ DIALECTS = [
     ),
     ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
     ([], [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)], *LWS_GANG),
+    (
+        [],
+        [pod_obj("exec-1", labels=YUNIKORN_LABELS, annotations=YUNIKORN_ANNOTATIONS)],
+        *YUNIKORN_GANG,
+    ),
 ]
 
 
@@ -202,6 +213,7 @@ DIALECTS = [
         "workload-missing",
         "kueue",
         "lws",
+        "yunikorn",
     ],
 )
 def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(

@@ -407,7 +407,8 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
             assert event["message"] == (
                 "pod default/w-0 is claimed by more than one gang dialect: volcano group "
                 "volcano:default/train wins (precedence annotations > scheduler-plugins > "
-                "volcano > kueue > lws > upstream) over upstream group upstream:default/job"
+                "volcano > kueue > yunikorn > lws > upstream) over upstream group "
+                "upstream:default/job"
             )
 
     run(scenario())

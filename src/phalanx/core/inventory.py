@@ -31,7 +31,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import kueue, lws, registry, volcano
+from phalanx.core.groups import kueue, lws, registry, volcano, yunikorn
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -330,8 +330,21 @@ def parse_pod(obj: JsonObject) -> Pod:
         resource_claims=_pod_claims(src, spec, status),
         scheduling_group=_scheduling_group(src, spec),
         unjudged=unjudged(src, spec),
-        task=volcano.task_of(labels, annotations),
+        task=_task(labels, annotations, settings),
+        task_groups=(
+            yunikorn.declared_task_groups(annotations)
+            if settings.won_by(Dialect.YUNIKORN)
+            else None
+        ),
     )
+
+
+def _task(labels: Mapping[str, str], annotations: Mapping[str, str], settings: _PodSettings) -> str:
+    """The pod's task within its gang: its YuniKorn task group when YuniKorn's claim won,
+    else its Volcano task (counted only where the gang has task minima)."""
+    if settings.won_by(Dialect.YUNIKORN):
+        return annotations.get(yunikorn.TASK_GROUP_NAME_ANNOTATION, "")
+    return volcano.task_of(labels, annotations)
 
 
 def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodClaimRef, ...]:
@@ -454,6 +467,11 @@ class _PodSettings:
         winner = self.membership.winner
         return winner.ref if winner is not None else None
 
+    def won_by(self, dialect: Dialect) -> bool:
+        """Whether `dialect`'s readable claim decides the pod's gang."""
+        winner = self.membership.winner
+        return winner is not None and winner.ref is not None and winner.dialect is dialect
+
     @classmethod
     def read(cls, pod: PodView) -> _PodSettings:
         """Raises InvalidObjectError only for a malformed spec field (the API validates it)."""
@@ -471,6 +489,9 @@ class _PodSettings:
             count = size_of(annotations)
             settings.min_member = count if isinstance(count, int) else None
         settings.timeout_seconds = declaration.timeout_seconds
+        if settings.timeout_seconds is None and settings.won_by(Dialect.YUNIKORN):
+            # Phalanx's own annotation, addressed to it by name, wins over YuniKorn's.
+            settings.timeout_seconds = yunikorn.placeholder_timeout(annotations)
         settings.problems.extend(declaration.problems)
         memory = annotations.get(GPU_MEMORY_ANNOTATION)
         if memory is not None:
@@ -500,7 +521,11 @@ class _PodSettings:
 
 
 # The dialects whose members declare their gang's size, and how each reads it.
-_MEMBER_SIZES: Final = {Dialect.KUEUE: kueue.total_count, Dialect.LWS: lws.group_size}
+_MEMBER_SIZES: Final = {
+    Dialect.KUEUE: kueue.total_count,
+    Dialect.LWS: lws.group_size,
+    Dialect.YUNIKORN: yunikorn.declared_size,
+}
 
 
 # --- Any object -------------------------------------------------------------------------

@@ -277,6 +277,9 @@ class Dialect(StrEnum):
     # LeaderWorkerSet groups whose pods opt in (phalanx.io/leaderworkerset-gang: "true"):
     # LWS's labels and size annotation on the pods, no gang object.
     LWS = "lws"
+    # Apache YuniKorn's task groups: an application id and yunikorn.apache.org/task-group-name
+    # on the pods, the application's task-groups JSON on one or more of them; no gang object.
+    YUNIKORN = "yunikorn"
     # scheduling.k8s.io CompositePodGroup (1.37): no pod names one; its upstream PodGroups'
     # pods are its members when it is the topmost `gang` composite above them.
     COMPOSITE = "composite"
@@ -313,8 +316,8 @@ class GroupRef:
     @property
     def key(self) -> str:
         """Unique and readable: `ns/name`, `volcano:ns/name`, `kueue:ns/name`,
-        `lws:ns/name`, `upstream:ns/name`, or `upstream:ns/workload/podgroup[/replica]` (names never
-        contain "/")."""
+        `lws:ns/name`, `yunikorn:ns/name`, `upstream:ns/name`, or
+        `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
         parts = "/".join(part for part in (self.pod_group, self.replica) if part)
         path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
         if self.dialect is Dialect.SCHEDULER_PLUGINS:
@@ -436,8 +439,12 @@ class Pod:
     # affinity, volumes, ...; `phalanx.core.unjudged`); "" when Phalanx judges all of it,
     # so the barrier may bind it with its gang before its own cycle.
     unjudged: str = ""
-    # The Volcano task the pod belongs to (`volcano.sh/task-spec`); "" when it names none.
+    # The Volcano task the pod belongs to (`volcano.sh/task-spec`), or its YuniKorn task group
+    # (`yunikorn.apache.org/task-group-name`); "" when it names none.
     task: str = ""
+    # The (name, minMember) task groups a YuniKorn member declares for its application
+    # (`yunikorn.apache.org/task-groups`); None when it declares none (`groups.yunikorn`).
+    task_groups: tuple[tuple[str, int], ...] | None = None
 
     @property
     def key(self) -> str:
@@ -511,6 +518,15 @@ class TopologyConstraint:
 
 
 DEFAULT_TIMEOUT_SECONDS = 60
+
+
+class TaskGroupMinima(tuple[tuple[str, int], ...]):
+    """(task group, minMember) pairs read from a YuniKorn application's
+    `yunikorn.apache.org/task-groups`: enforced exactly as Volcano's `spec.minTaskMember`
+    (equal to the plain tuple of the same pairs); the type only names their source in
+    messages (`quorum.minima_field`)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

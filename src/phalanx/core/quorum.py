@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from phalanx.core.model import ChildGroups, Pod, PodGroup
+from phalanx.core.groups.yunikorn import TASK_GROUPS_ANNOTATION
+from phalanx.core.model import ChildGroups, Pod, PodGroup, TaskGroupMinima
 
 TaskMinima = tuple[tuple[str, int], ...] | ChildGroups  # as `PodGroup.min_task_member`
 
@@ -52,6 +53,8 @@ def minima_field(minima: TaskMinima) -> str:
     """The API field that sets `minima`, for messages."""
     if isinstance(minima, ChildGroups):
         return "spec.schedulingPolicy.gang.minGroupCount"
+    if isinstance(minima, TaskGroupMinima):
+        return f"annotation {TASK_GROUPS_ANNOTATION}"
     return "spec.minTaskMember"
 
 

@@ -10,7 +10,8 @@ Every command reads the current kubeconfig context as kubectl does (`--kubeconfi
 
 A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
 (scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
-`kueue:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`, `upstream:NAMESPACE/NAME`,
+`kueue:NAMESPACE/NAME`, `yunikorn:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`,
+`upstream:NAMESPACE/NAME`,
 `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or `composite:NAMESPACE/NAME`. A key
 without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
 

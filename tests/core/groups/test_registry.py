@@ -90,7 +90,7 @@ def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> Non
         "ml/job/workers",
         "ML/job",
         "ml/Job_1",
-        "yunikorn:ml/job",
+        "slurm:ml/job",
         "",
     ],
     ids=[
@@ -222,6 +222,7 @@ def test_the_precedence_is_the_documented_one() -> None:
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
         Dialect.KUEUE,
+        Dialect.YUNIKORN,
         Dialect.LWS,
         Dialect.UPSTREAM,
     )
@@ -240,8 +241,8 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
     assert registry.contest_message(found) == (
         "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
-        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > lws > "
-        "upstream) over volcano group volcano:ml/job"
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > yunikorn > "
+        "lws > upstream) over volcano group volcano:ml/job"
     )
 
 

@@ -97,9 +97,9 @@ def consistency_problems(
             f"{MIN_MEMBER_ANNOTATION} (there is no PodGroup object to give it)"
         )
     if POD_GROUP_ANNOTATION not in annotations and not labels.get(POD_GROUP_LABEL):
-        # Kueue and LWS gangs have no object either: their members may set the timeout
-        # (the size is Kueue's total count, LWS's size).
-        declared = group is not None and group.dialect in (Dialect.KUEUE, Dialect.LWS)
+        # Kueue, LWS and YuniKorn gangs have no object either: their members may set the
+        # timeout (the size is Kueue's total count, LWS's size, YuniKorn's task groups).
+        declared = group is not None and group.dialect in _MEMBER_DECLARED
         for key in (MIN_MEMBER_ANNOTATION, *(() if declared else (SCHEDULE_TIMEOUT_ANNOTATION,))):
             if key in annotations:
                 problems.append(
@@ -107,6 +107,9 @@ def consistency_problems(
                     f"or label {POD_GROUP_LABEL}"
                 )
     return problems
+
+
+_MEMBER_DECLARED: Final = frozenset({Dialect.KUEUE, Dialect.LWS, Dialect.YUNIKORN})
 
 
 def group_from_pod(pod: Pod) -> PodGroup | None:

@@ -14,11 +14,15 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
 4. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
    gang is Phalanx's reading of it, so a dialect written for a gang scheduler wins. It
    still wins over upstream's, for the reason below.
-5. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
+5. `yunikorn` (annotation `yunikorn.apache.org/task-group-name` with an application id):
+   written on purpose for a gang scheduler, but with no object; an application YuniKorn
+   users also queue through Kueue is admitted as Kueue's unit, so Kueue's wins.
+6. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
    user asked for it, but LWS groups are commonly admitted by Kueue too, whose pod group
-   (when Kueue writes one) is the unit Kueue admits, so Kueue's wins; written on purpose,
-   it wins over upstream's.
-6. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
+   (when Kueue writes one) is the unit Kueue admits, so Kueue's wins; a YuniKorn
+   application's task groups name every pod of it on purpose, so they win too; written on
+   purpose, it wins over upstream's.
+7. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
    controllers stamp it without the workload author asking (the Job controller, with
    the WorkloadWithJob gate, gives every Job its own PodGroup). A pod also claimed by a
    third-party gang is most likely in a *wider* gang its operator declared on purpose
@@ -54,7 +58,15 @@ from typing import Final
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
-from phalanx.core.groups import composite, kueue, lws, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import (
+    composite,
+    kueue,
+    lws,
+    scheduler_plugins,
+    upstream,
+    volcano,
+    yunikorn,
+)
 from phalanx.core.groups.common import (
     DIFFERENTIABLE_ANNOTATION,
     PLACEMENT_ANNOTATION,
@@ -132,7 +144,9 @@ DIALECTS: Final = (
     ),
     # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
     GroupDialect(Dialect.KUEUE, kueue.claim, {}),
-    GroupDialect(Dialect.LWS, lws.claim, {}),  # members declare it too (`lws.gang_from_members`)
+    # Members declare these too (`yunikorn.gang_from_members`, `lws.gang_from_members`).
+    GroupDialect(Dialect.YUNIKORN, yunikorn.claim, {}),
+    GroupDialect(Dialect.LWS, lws.claim, {}),
     GroupDialect(
         Dialect.UPSTREAM,
         upstream.claim,
@@ -212,7 +226,7 @@ def _described(claim: Claim) -> str:
 
 KEY_FORMS: Final = (
     "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
-    "kueue:NAMESPACE/NAME, lws:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
+    "kueue:NAMESPACE/NAME, yunikorn:NAMESPACE/NAME, lws:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
     "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME"
 )
 
@@ -245,8 +259,8 @@ def gang_dialect(ref: GroupRef, *, has_object: bool, claims: Iterable[Dialect]) 
 
 def has_gang_object(dialect: Dialect) -> bool:
     """Whether a gang of `dialect` is held by an API object (for status and Events); the
-    annotation-only, Kueue and LWS dialects declare theirs on the members alone."""
-    return dialect not in (Dialect.ANNOTATIONS, Dialect.KUEUE, Dialect.LWS)
+    annotation-only, Kueue, YuniKorn and LWS dialects declare theirs on the members alone."""
+    return dialect not in (Dialect.ANNOTATIONS, Dialect.KUEUE, Dialect.YUNIKORN, Dialect.LWS)
 
 
 def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:
@@ -359,7 +373,7 @@ def resolve(
 ) -> PodGroup | Unresolved:
     """The gang `ref` names. `find` looks objects up by key (`GroupRef.object_ref.key`);
     `members` declare an annotation-only gang when no scheduler-plugins object exists, and
-    a Kueue or LWS gang (never an object);
+    a Kueue, YuniKorn or LWS gang (never an object);
     `default_timeout` applies to a gang whose object or members set none; `served`
     (discovery's answer, when known) explains a wait for an API not served.
 
@@ -386,6 +400,11 @@ def resolve(
     if ref.dialect is Dialect.KUEUE:
         gang = kueue.gang_from_members(ref, members, default_timeout=default_timeout)
         return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
+    if ref.dialect is Dialect.YUNIKORN:
+        gang = yunikorn.gang_from_members(ref, members, default_timeout=default_timeout)
+        if isinstance(gang, PodGroup):
+            return gang
+        return Unresolved(gang, waiting=gang.startswith("waiting"))
     if ref.dialect is Dialect.LWS:
         gang = lws.gang_from_members(ref, members, default_timeout=default_timeout)
         return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)

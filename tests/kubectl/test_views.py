@@ -10,6 +10,8 @@ import pytest
 from builders import (
     composite_obj,
     event_obj,
+    kai_pod_obj,
+    kai_podgroup_obj,
     lease_obj,
     pod_obj,
     podgroup_obj,
@@ -182,6 +184,7 @@ DIALECTS = [
         "Workload missing",
         None,
     ),
+    ([kai_podgroup_obj("t", 3)], [kai_pod_obj("t-0", "t")], "kai:default/t", "kai", "PodGroup", 3),
     ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
     ([], [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)], *LWS_GANG),
 ]
@@ -200,6 +203,7 @@ DIALECTS = [
         "upstream-basic",
         "workload",
         "workload-missing",
+        "kai",
         "kueue",
         "lws",
     ],
@@ -380,6 +384,20 @@ STATUSES = [
         True,
         "",
     ),
+    (
+        kai_podgroup_obj(
+            "g",
+            2,
+            status={
+                "schedulingConditions": [
+                    {**condition("UnschedulableOnNodePool", "True", "Unschedulable", WAITING)}
+                ]
+            },
+        ),
+        [kai_pod_obj("g-0", "g")],
+        False,
+        WAITING,
+    ),
 ]
 
 
@@ -392,6 +410,7 @@ STATUSES = [
         "volcano-scheduled",
         "upstream-unschedulable",
         "upstream-v1alpha2-scheduled",
+        "kai-unschedulable-on-node-pool",
     ],
 )
 def test_the_condition_that_says_placed_is_read_in_each_dialects_terms(

@@ -31,7 +31,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import kueue, lws, registry, volcano
+from phalanx.core.groups import kueue, lws, registry
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -330,7 +330,11 @@ def parse_pod(obj: JsonObject) -> Pod:
         resource_claims=_pod_claims(src, spec, status),
         scheduling_group=_scheduling_group(src, spec),
         unjudged=unjudged(src, spec),
-        task=volcano.task_of(labels, annotations),
+        task=registry.member_task(
+            settings.membership.winner.dialect if settings.membership.winner else None,
+            labels,
+            annotations,
+        ),
     )
 
 

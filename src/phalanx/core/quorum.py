@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from phalanx.core.model import ChildGroups, Pod, PodGroup
+from phalanx.core.model import ChildGroups, Dialect, Pod, PodGroup
 
 TaskMinima = tuple[tuple[str, int], ...] | ChildGroups  # as `PodGroup.min_task_member`
 
@@ -48,10 +48,12 @@ def task_shortfall(minima: TaskMinima, pods: Iterable[Tasked]) -> str:
     )
 
 
-def minima_field(minima: TaskMinima) -> str:
-    """The API field that sets `minima`, for messages."""
+def minima_field(minima: TaskMinima, dialect: str = "") -> str:
+    """The API field that sets `minima` (of a gang in `dialect`), for messages."""
     if isinstance(minima, ChildGroups):
         return "spec.schedulingPolicy.gang.minGroupCount"
+    if dialect == Dialect.KAI:
+        return "spec.subGroups"
     return "spec.minTaskMember"
 
 

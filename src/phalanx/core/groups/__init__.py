@@ -3,7 +3,7 @@
 
 * `registry` — the dialects in precedence order, a pod's membership, any gang object,
   resolving a `GroupRef`, status writes and Events' objects;
-* `scheduler_plugins`, `annotations`, `upstream`, `volcano`, `kueue`, `lws` — one module per
+* `scheduler_plugins`, `annotations`, `upstream`, `volcano`, `kai`, `kueue`, `lws` — one module per
   dialect;
 * `status` — `GroupStatus` and `GroupPhase`, what Phalanx reports before a dialect spells it;
 * `discovery` — which dialect kinds and versions the API server serves, and their paths;

@@ -614,6 +614,18 @@ def mpi(bound: dict[str, str]) -> list[dict[str, Any]]:
 MPI_GROUP = volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2})
 
 
+def test_a_kai_gang_short_of_a_subgroup_says_so_naming_kai_s_field() -> None:
+    group = kai_podgroup_obj("serve", 3, sub_groups={"leader": 1, "workers": 2})
+    pods = [kai_pod_obj(f"serve-worker-{i}", "serve", "workers", node=f"n{i}") for i in range(3)]
+    short = one_gang([group], pods)
+    assert (short.bound, short.state) == (3, GangState.PARTIAL)
+    wait = wait_of(short, [])
+    assert wait is not None
+    assert wait.reason == (
+        "3 of 3 member(s) bound, but task leader has 0 of 1 member(s) (spec.subGroups)"
+    )
+
+
 def test_a_volcano_gang_is_whole_only_once_each_task_has_its_minimum_bound() -> None:
     workers = {f"mpi-worker-{i}": f"n{i}" for i in range(3)}
     short = one_gang([MPI_GROUP], mpi(workers))

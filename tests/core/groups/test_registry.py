@@ -64,6 +64,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "upstream:ml/train/workers",
         "upstream:ml/lws/group/3",
         "kueue:ml/job",
+        "kai:ml/job",
     ],
     ids=[
         "scheduler-plugins",
@@ -72,6 +73,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "workload",
         "workload-replica",
         "kueue",
+        "kai",
     ],
 )
 def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:

@@ -381,6 +381,47 @@ def volcano_podgroup_obj(
     }
 
 
+def kai_podgroup_obj(
+    name: str,
+    min_member: int | None,
+    *,
+    namespace: str = "default",
+    sub_groups: dict[str, int] | None = None,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `scheduling.run.ai/v2alpha2` PodGroup as KAI's podgrouper creates it (queue and
+    priority class included); `sub_groups` maps each flat subgroup to its minMember."""
+    spec: dict[str, Any] = {"queue": "default-queue", "priorityClassName": "train"}
+    if min_member is not None:
+        spec["minMember"] = min_member
+    if sub_groups is not None:
+        spec["subGroups"] = [{"name": n, "minMember": m} for n, m in sub_groups.items()]
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"kai-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+            "labels": {"kai.scheduler/queue": "default-queue"},
+        },
+        "spec": spec,
+        "status": dict(status or {}),
+    }
+
+
+def kai_pod_obj(name: str, group: str, subgroup: str = "", **more: Any) -> dict[str, Any]:
+    """A pod as KAI's podgrouper marks it: annotation `pod-group-name`, and its subgroup's
+    label when it has one."""
+    annotations = {"pod-group-name": group, **more.pop("annotations", {})}
+    labels = dict(more.pop("labels", {}))
+    if subgroup:
+        labels["kai.scheduler/subgroup-name"] = subgroup
+    return pod_obj(name, annotations=annotations, labels=labels, **more)
+
+
 def upstream_podgroup_obj(
     name: str,
     min_count: int | None,

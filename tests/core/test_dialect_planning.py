@@ -9,6 +9,8 @@ import pytest
 
 from builders import (
     gpu_node,
+    kai_pod_obj,
+    kai_podgroup_obj,
     pod_obj,
     podgroup_obj,
     upstream_podgroup_obj,
@@ -662,3 +664,68 @@ def test_a_yunikorn_application_one_node_short_reserves_nobody() -> None:
     )
     decision = cluster.planner.filter(cluster.pod("driver"), NODES, now=0)
     assert (decision.reserved, decision.result.feasible) == (None, ())
+
+
+# --- KAI Scheduler's PodGroups ----------------------------------------------------------
+
+KAI = GroupRef("default", "train", Dialect.KAI)
+
+
+def kai_gang(size: int, *subgroups: str) -> list[dict[str, Any]]:
+    """KAI PodGroup `train` of `size` and its members, each asking a whole 8-GPU node; with
+    `subgroups`, member i is in subgroup i (the PodGroup asks 1 of each)."""
+    group = kai_podgroup_obj(
+        "train", size, sub_groups=dict.fromkeys(subgroups, 1) if subgroups else None
+    )
+    names = list(subgroups) + [""] * (size - len(subgroups))
+    return [group] + [kai_pod_obj(f"train-{i}", "train", names[i], gpus=8) for i in range(size)]
+
+
+def test_a_kai_pod_group_is_reserved_whole_as_one_gang() -> None:
+    cluster = Cluster(*kai_gang(3))
+    decision = cluster.planner.filter(cluster.pod("train-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "kai:default/train"
+    assert sorted(m.node for m in decision.reserved.members) == NODES
+
+
+def test_a_kai_pod_group_one_node_short_reserves_nobody() -> None:
+    cluster = Cluster(*kai_gang(4))
+    decision = cluster.planner.filter(cluster.pod("train-0"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert cluster.state.reservations() == {}
+
+
+def test_a_kai_gang_waits_for_a_member_of_each_subgroup() -> None:
+    group = kai_podgroup_obj("train", 2, sub_groups={"leader": 1, "workers": 1})
+    workers = [kai_pod_obj(f"train-{i}", "train", "workers", gpus=8) for i in range(2)]
+    cluster = Cluster(group, *workers)
+    # Two members, but neither is the leader: minMember alone would call it a quorum.
+    decision = cluster.planner.filter(cluster.pod("train-0"), NODES, now=0)
+    assert decision.reserved is None
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 2/2 exist, but task leader has 0 of 1 member(s) (spec.subGroups)"
+    }
+    cluster.add(kai_pod_obj("train-leader", "train", "leader", gpus=8))
+    decision = cluster.planner.filter(cluster.pod("train-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 3
+
+
+def test_a_kai_member_naming_a_subgroup_its_pod_group_lacks_makes_the_gang_invalid() -> None:
+    cluster = Cluster(*kai_gang(2, "leader", "workers"))
+    cluster.add(kai_pod_obj("train-9", "train", "wrokers", gpus=8))
+    assert cluster.resolve(KAI) == Invalid(
+        "gang kai:default/train: member(s) name subgroup(s) wrokers (label "
+        "kai.scheduler/subgroup-name) that its PodGroup's spec.subGroups lacks "
+        "(it has: leader, workers)"
+    )
+    assert cluster.planner.filter(cluster.pod("train-0"), NODES, now=0).reserved is None
+
+
+def test_a_kai_pod_group_waits_for_its_object_and_says_which() -> None:
+    cluster = Cluster(*kai_gang(2)[1:])
+    assert cluster.resolve(KAI) == Waiting(
+        "waiting for KAI PodGroup default/train (scheduling.run.ai/v2alpha2) to exist "
+        "(pods name it with annotation pod-group-name)"
+    )

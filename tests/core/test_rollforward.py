@@ -269,6 +269,18 @@ def test_survivors_missing_a_task_minimum_and_none_bound_release_the_gang() -> N
     assert "miss a task minimum (task master has 0 of 1 member(s)" in decision.reason
 
 
+def test_a_kai_gang_s_missing_subgroup_minimum_names_kai_s_field() -> None:
+    leader, w1 = member(0, task="leader"), member(1, task="workers")
+    decision = decide(
+        cluster(w1),
+        CommitRecord("kai:ml/train", {p.key: "n1" for p in (leader, w1)}, {}),
+        min_member=1,
+        min_task_member=(("leader", 1), ("workers", 1)),
+    )
+    assert decision.verdict is Verdict.RELEASE
+    assert "(task leader has 0 of 1 member(s), spec.subGroups)" in decision.reason
+
+
 def test_survivors_holding_every_task_minimum_roll_forward() -> None:
     master, w1, w2 = member(0, task="master"), member(1, task="worker"), member(2, task="worker")
     minima = (("master", 1), ("worker", 1))

@@ -533,3 +533,19 @@ def test_an_annotation_naming_an_unknown_level_is_still_refused(group, members):
     resolved = resolve(group, members)
     assert isinstance(resolved, str)
     assert f'required level "{ZONE}" is not a level of topology default' in resolved
+
+
+# ---- KAI's topologyConstraint: node label keys, required and preferred ---------------------
+
+
+def test_a_kai_preferred_level_alone_picks_the_topology_that_has_it():
+    intent = TopologyConstraint(preferred=CLIQUE, any_label=True)
+    assert resolve(podgroup("g", 4, topology=intent)) == GangTopology(DEFAULT, preferred=2)
+
+
+def test_a_kai_preferred_level_no_topology_has_is_a_topology_of_that_label_alone():
+    resolved = resolve(
+        podgroup("g", 4, topology=TopologyConstraint(preferred=ZONE, any_label=True))
+    )
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.topology.levels, resolved.required, resolved.preferred) == ((ZONE,), None, 0)

@@ -841,6 +841,9 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         # update: used by neither container; tests/e2e/test_chart_apply.py still expects it.
         ("scheduling.x-k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.volcano.sh", "podgroups"): ["get", "list", "patch", "watch"],
+        # KAI's CRD has a status subresource: the counts and scheduling condition go there.
+        ("scheduling.run.ai", "podgroups"): ["get", "list", "patch", "watch"],
+        ("scheduling.run.ai", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],

@@ -26,6 +26,7 @@ KUEUE_LABEL = "kueue.x-k8s.io/pod-group-name"
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 YUNIKORN_APP_LABEL = "applicationId"
+KAI_ANNOTATION = "pod-group-name"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -92,7 +93,7 @@ def group_of(pod: Obj) -> str:
         named = f"yunikorn:{labels[YUNIKORN_APP_LABEL]}"
     if not named and LWS_LABEL in labels:
         named = f"{labels[LWS_LABEL]}-{labels[LWS_INDEX_LABEL]}"
-    return str(named or notes[VOLCANO_ANNOTATION])
+    return str(named or notes.get(KAI_ANNOTATION) or notes[VOLCANO_ANNOTATION])
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -167,6 +168,12 @@ def test_volcano_example_places_master_and_workers_together() -> None:
     workers = {placements[f"mpi-allreduce-worker-{i}"] for i in range(2)}
     assert len(workers) == 2  # 8 GPUs each: one worker per node
     assert "mpi-allreduce-master-0" in placements
+
+
+def test_kai_example_places_prefill_and_both_decoders_together() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "kai-podgroup.yaml"))
+    assert len(set(placements.values())) == 3  # 8 GPUs each: one member per node
+    assert "disagg-serve-prefill-0" in placements
 
 
 def test_dra_example_places_two_members_on_each_dra_node() -> None:

@@ -31,6 +31,19 @@ def ensure_pod_group_crd(cp: launcher.ControlPlane) -> None:
     )
 
 
+def ensure_crd_file(cp: launcher.ControlPlane, path: Path) -> None:
+    """Create the CRD written in ``path`` (a third-party gang API's, or find it there on a
+    control plane shared by modules) and wait until it is Established and its first
+    version served."""
+    crd = yaml.safe_load(path.read_text())
+    status, answer = cp.request("POST", CRDS, crd)
+    assert status in (201, 409), answer
+    name = crd["metadata"]["name"]
+    wait_crd_established(cp, name)
+    api = f"/apis/{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}"
+    launcher.wait_for(f"{api} served", lambda: cp.request("GET", api)[0] == 200, timeout=30)
+
+
 def wait_crd_established(cp: launcher.ControlPlane, name: str) -> None:
     """Wait until the CRD `name` reports Established."""
 

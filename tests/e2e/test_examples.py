@@ -4,7 +4,8 @@ field it writes, and each gang dialect's example (Volcano's task minima, DRA cla
 template, an NVL72 clique in slices) is applied as a user applies it and ends whole, placed
 as its comments promise. The examples' pods are only given the test's node pool.
 
-Volcano's PodGroup CRD is served for this module (as where Volcano is installed), and for
+Volcano's and KAI Scheduler's PodGroup CRDs are served for this module (as where they are
+installed), and for
 the DRA example the resourceclaim controller runs with NVIDIA's DeviceClasses installed
 (tests/e2e/test_dra.py). The 1.37 examples: test_examples_137.py.
 """
@@ -18,6 +19,7 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from examples import EXAMPLES, Obj, apply_example, assert_valid, default_release_examples
+from kai import KAI_CRD_NAME, ensure_kai_crd, kai_path, kai_sizes
 from podgroup_crd import CRDS, ensure_pod_group_crd
 from scheduling import CLIQUE_LABEL, Scenario
 from test_dra import Dra, claim_controller  # noqa: F401  # claim_controller: a fixture
@@ -28,11 +30,13 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def control_plane(control_plane: launcher.ControlPlane) -> Iterator[launcher.ControlPlane]:
-    """The session's control plane with Volcano's PodGroup CRD served before this module's
-    Phalanx starts; removed afterwards."""
+    """The session's control plane with Volcano's and KAI's PodGroup CRDs served before this
+    module's Phalanx starts; removed afterwards."""
     ensure_volcano_crd(control_plane)
+    ensure_kai_crd(control_plane)
     yield control_plane
     control_plane.request("DELETE", f"{CRDS}/{VOLCANO_CRD_NAME}")
+    control_plane.request("DELETE", f"{CRDS}/{KAI_CRD_NAME}")
 
 
 @pytest.mark.parametrize("path", default_release_examples(), ids=lambda p: p.stem)
@@ -120,6 +124,31 @@ def test_the_nvl72_example_lands_in_one_clique_a_replica_per_node(
     assert where["moe-train-2"] == where["moe-train-3"], where
     assert where["moe-train-0"] != where["moe-train-2"], where
     assert sc.node_labels(where["moe-train-0"])[CLIQUE_LABEL] == f"{sc.namespace}-y"
+
+
+def test_the_kai_example_starts_prefill_and_decode_together_a_node_each(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """KAI's scheduler is not installed: the example's PodGroup and pods are as its
+    podgrouper writes them. Three 8-GPU nodes: each member takes a whole one."""
+    sc = cluster
+    sc.monitor.gang_sizes.append(kai_sizes)
+    nodes = {sc.node(f"h{i}", 8) for i in range(3)}
+    sc.nodes_ready()
+
+    applied = apply_example(sc.cp, EXAMPLES / "kai-podgroup.yaml", sc.namespace, pool=sc.pool)
+
+    where = sc.wait_bound(pod_names(applied), timeout=45)
+    assert set(where.values()) == nodes, where
+    view = sc.phalanx.get(f"/debug/groups/kai:{sc.namespace}/disagg-serve").json()
+    assert (view["dialect"], view["min_member"], view["bound"]) == ("kai", 3, 3)
+
+    def counted() -> Obj | None:
+        status: Obj = sc.api.get(kai_path(sc, "disagg-serve")).get("status") or {}
+        return status if status.get("running") == 3 else None
+
+    status = sc.wait("the PodGroup's running count", counted, timeout=15)
+    assert not status.get("schedulingConditions"), status
 
 
 def test_the_kueue_example_binds_its_pod_group_whole_a_worker_per_node(

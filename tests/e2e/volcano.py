@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
-import yaml
-from podgroup_crd import CRDS, wait_crd_established
+from podgroup_crd import ensure_crd_file
 from scheduling import Api, Obj, Scenario
 
 VOLCANO_CRD = Path(__file__).resolve().parent / "crds" / "volcano-podgroup.yaml"
@@ -21,12 +20,7 @@ VOLCANO_API = "/apis/scheduling.volcano.sh/v1beta1"
 def ensure_volcano_crd(cp: launcher.ControlPlane) -> None:
     """Create the CRD (or find it there, on a control plane shared by modules) and wait
     until it is Established and served."""
-    status, answer = cp.request("POST", CRDS, yaml.safe_load(VOLCANO_CRD.read_text()))
-    assert status in (201, 409), answer
-    wait_crd_established(cp, VOLCANO_CRD_NAME)
-    launcher.wait_for(
-        "Volcano PodGroups served", lambda: cp.request("GET", VOLCANO_API)[0] == 200, timeout=30
-    )
+    ensure_crd_file(cp, VOLCANO_CRD)
 
 
 def volcano_pod_group(

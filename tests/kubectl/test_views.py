@@ -10,6 +10,8 @@ import pytest
 from builders import (
     composite_obj,
     event_obj,
+    kai_pod_obj,
+    kai_podgroup_obj,
     lease_obj,
     pod_obj,
     podgroup_obj,
@@ -188,6 +190,7 @@ DIALECTS = [
         "Workload missing",
         None,
     ),
+    ([kai_podgroup_obj("t", 3)], [kai_pod_obj("t-0", "t")], "kai:default/t", "kai", "PodGroup", 3),
     ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
     ([], [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)], *LWS_GANG),
     (
@@ -211,6 +214,7 @@ DIALECTS = [
         "upstream-basic",
         "workload",
         "workload-missing",
+        "kai",
         "kueue",
         "lws",
         "yunikorn",
@@ -392,6 +396,20 @@ STATUSES = [
         True,
         "",
     ),
+    (
+        kai_podgroup_obj(
+            "g",
+            2,
+            status={
+                "schedulingConditions": [
+                    {**condition("UnschedulableOnNodePool", "True", "Unschedulable", WAITING)}
+                ]
+            },
+        ),
+        [kai_pod_obj("g-0", "g")],
+        False,
+        WAITING,
+    ),
 ]
 
 
@@ -404,6 +422,7 @@ STATUSES = [
         "volcano-scheduled",
         "upstream-unschedulable",
         "upstream-v1alpha2-scheduled",
+        "kai-unschedulable-on-node-pool",
     ],
 )
 def test_the_condition_that_says_placed_is_read_in_each_dialects_terms(
@@ -605,6 +624,18 @@ def mpi(bound: dict[str, str]) -> list[dict[str, Any]]:
 
 
 MPI_GROUP = volcano_podgroup_obj("mpi", 3, min_task_member={"master": 1, "worker": 2})
+
+
+def test_a_kai_gang_short_of_a_subgroup_says_so_naming_kai_s_field() -> None:
+    group = kai_podgroup_obj("serve", 3, sub_groups={"leader": 1, "workers": 2})
+    pods = [kai_pod_obj(f"serve-worker-{i}", "serve", "workers", node=f"n{i}") for i in range(3)]
+    short = one_gang([group], pods)
+    assert (short.bound, short.state) == (3, GangState.PARTIAL)
+    wait = wait_of(short, [])
+    assert wait is not None
+    assert wait.reason == (
+        "3 of 3 member(s) bound, but task leader has 0 of 1 member(s) (spec.subGroups)"
+    )
 
 
 def test_a_volcano_gang_is_whole_only_once_each_task_has_its_minimum_bound() -> None:

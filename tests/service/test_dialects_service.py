@@ -8,6 +8,8 @@ from support import NODES, bind, gang_objects, pod_of, reserve_all, started
 
 from builders import (
     composite_obj,
+    kai_pod_obj,
+    kai_podgroup_obj,
     node_obj,
     pod_obj,
     upstream_podgroup_obj,
@@ -224,6 +226,28 @@ async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing
     )
     assert all(
         "only 3 of 3 member(s), but task master has 0 of 1 member(s) (spec.minTaskMember), "
+        "reached bind" in e
+        for e in errors
+    ), errors
+    await ext.stop()
+
+
+async def test_a_kai_gate_that_times_out_short_of_a_subgroup_names_kai_s_field():
+    ext, _ = await started(
+        [
+            kai_podgroup_obj("serve", 3, sub_groups={"leader": 1, "workers": 2}),
+            kai_pod_obj("serve-leader", "serve", "leader", gpus=4),
+            *(kai_pod_obj(f"serve-worker-{i}", "serve", "workers", gpus=4) for i in range(3)),
+        ],
+        complete_members=False,
+        barrier=0.1,
+    )
+    workers = reserve_all(ext, [f"serve-worker-{i}" for i in range(3)])
+    errors = await asyncio.wait_for(
+        asyncio.gather(*(bind(ext, name, node) for name, node in workers.items())), 5
+    )
+    assert all(
+        "only 3 of 3 member(s), but task leader has 0 of 1 member(s) (spec.subGroups), "
         "reached bind" in e
         for e in errors
     ), errors

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, un
 
 from builders import (
     composite_obj,
+    kai_pod_obj,
+    kai_podgroup_obj,
     node_obj,
     pod_obj,
     podgroup_obj,
@@ -407,7 +410,7 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
             assert event["message"] == (
                 "pod default/w-0 is claimed by more than one gang dialect: volcano group "
                 "volcano:default/train wins (precedence annotations > scheduler-plugins > "
-                "volcano > kueue > yunikorn > lws > upstream) over upstream group "
+                "volcano > kai > kueue > yunikorn > lws > upstream) over upstream group "
                 "upstream:default/job"
             )
 
@@ -508,6 +511,44 @@ def test_status_is_written_in_each_dialects_terms_on_its_own_path() -> None:
             assert volcano["metadata"] == {"resourceVersion": "11"}
             assert live.writer.content_types == [STRATEGIC, MERGE]
             assert live.writer.gets == []  # built on what the watch showed
+
+    run(scenario())
+
+
+KAI = "/apis/scheduling.run.ai/v2alpha2"
+# A 1.35 API server with KAI Scheduler's CRD installed (its PodGroups have /status).
+SERVED_KAI = {
+    "/apis": group_list("scheduling.run.ai/v2alpha2"),
+    KAI: resource_list("podgroups", "podgroups/status"),
+}
+
+
+def test_kai_pod_groups_are_followed_their_pods_are_members_and_status_goes_to_status() -> None:
+    async def scenario() -> None:
+        async with running(
+            SERVED_KAI,
+            **{
+                collection(KAI): [at_version(kai_podgroup_obj("train", 4), "21")],
+                PODS: [kai_pod_obj("train-0", "train")],
+            },
+        ) as live:
+            assert live.state.group("kai:default/train").min_member == 4  # type: ignore[union-attr]
+            await until("member", lambda: live.state.pod_by_key("default", "train-0"))
+            member = live.state.pod_by_key("default", "train-0")
+            assert member is not None
+            assert member.group == GroupRef("default", "train", Dialect.KAI)
+            await live.source.update_group_status(
+                replace(waiting(GroupRef("default", "train", Dialect.KAI)), reason="unfit")
+            )
+            [(path, body)] = live.writer.patches
+            assert path == f"{KAI}/namespaces/default/podgroups/train/status"
+            assert body["metadata"] == {"resourceVersion": "21"}
+            [condition] = body["status"]["schedulingConditions"]
+            assert (condition["type"], condition["reasons"]) == (
+                "UnschedulableOnNodePool",
+                [{"reason": "Unfit", "message": "waiting for gang members: 1/4 exist"}],
+            )
+            assert live.writer.content_types == [MERGE]
 
     run(scenario())
 

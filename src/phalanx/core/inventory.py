@@ -31,7 +31,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import InvalidObjectError, quoted
-from phalanx.core.groups import kueue, lws, registry, volcano, yunikorn
+from phalanx.core.groups import kueue, lws, registry, yunikorn
 from phalanx.core.groups.annotations import (
     MIN_MEMBER_ANNOTATION,
     POD_GROUP_ANNOTATION,
@@ -330,21 +330,17 @@ def parse_pod(obj: JsonObject) -> Pod:
         resource_claims=_pod_claims(src, spec, status),
         scheduling_group=_scheduling_group(src, spec),
         unjudged=unjudged(src, spec),
-        task=_task(labels, annotations, settings),
+        task=registry.member_task(
+            settings.membership.winner.dialect if settings.membership.winner else None,
+            labels,
+            annotations,
+        ),
         task_groups=(
             yunikorn.declared_task_groups(annotations)
             if settings.won_by(Dialect.YUNIKORN)
             else None
         ),
     )
-
-
-def _task(labels: Mapping[str, str], annotations: Mapping[str, str], settings: _PodSettings) -> str:
-    """The pod's task within its gang: its YuniKorn task group when YuniKorn's claim won,
-    else its Volcano task (counted only where the gang has task minima)."""
-    if settings.won_by(Dialect.YUNIKORN):
-        return annotations.get(yunikorn.TASK_GROUP_NAME_ANNOTATION, "")
-    return volcano.task_of(labels, annotations)
 
 
 def _pod_claims(src: Source, spec: JsonObject, status: JsonObject) -> tuple[PodClaimRef, ...]:

@@ -271,6 +271,7 @@ class Dialect(StrEnum):
     ANNOTATIONS = "annotations"  # phalanx.io/pod-group + phalanx.io/min-member on the pods
     UPSTREAM = "upstream"  # scheduling.k8s.io Workload / PodGroup + the pod's spec field
     VOLCANO = "volcano"  # scheduling.volcano.sh PodGroup + scheduling.k8s.io/group-name
+    KAI = "kai"  # scheduling.run.ai PodGroup (NVIDIA KAI Scheduler) + pod-group-name
     # Kueue's plain pod groups: kueue.x-k8s.io/pod-group-name + pod-group-total-count on the
     # pods, no gang object (Kueue admits the group; Phalanx places it whole).
     KUEUE = "kueue"
@@ -315,8 +316,8 @@ class GroupRef:
 
     @property
     def key(self) -> str:
-        """Unique and readable: `ns/name`, `volcano:ns/name`, `kueue:ns/name`,
-        `lws:ns/name`, `yunikorn:ns/name`, `upstream:ns/name`, or
+        """Unique and readable: `ns/name`, `volcano:ns/name`, `kai:ns/name`, `kueue:ns/name`,
+        `yunikorn:ns/name`, `lws:ns/name`, `upstream:ns/name`, or
         `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
         parts = "/".join(part for part in (self.pod_group, self.replica) if part)
         path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
@@ -582,6 +583,9 @@ class PodGroup:
     # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
     # A composite gang's tree of child groups instead (`ChildGroups`; tasks are PodGroups).
     min_task_member: tuple[tuple[str, int], ...] | ChildGroups = ()
+    # KAI `spec.subGroups`: every subgroup's name (a minimum of 0 too); a member naming
+    # another makes the gang invalid (`groups.kai.stray_members`). Empty for other dialects.
+    task_names: frozenset[str] = frozenset()
     # `metadata.deletionTimestamp` is set: finalizers hold the object while its workload is
     # torn down. Nothing of the gang is planned, reserved or bound any more (resolve_group).
     deleting: bool = False

@@ -557,7 +557,9 @@ class GangPlanner:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             short = task_shortfall(group.min_task_member, members)
             if short:
-                reason = f"{reason}, but {short} ({minima_field(group.min_task_member)})"
+                reason = (
+                    f"{reason}, but {short} ({minima_field(group.min_task_member, group.dialect)})"
+                )
             self._note(cycle, Outcome.WAITING, reason)
             return refuse_all(cycle.offered, reason)
         known = self.unfit.recall(group, members, template=True)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from phalanx.core.groups.yunikorn import TASK_GROUPS_ANNOTATION
-from phalanx.core.model import ChildGroups, Pod, PodGroup, TaskGroupMinima
+from phalanx.core.model import ChildGroups, Dialect, Pod, PodGroup, TaskGroupMinima
 
 TaskMinima = tuple[tuple[str, int], ...] | ChildGroups  # as `PodGroup.min_task_member`
 
@@ -49,12 +49,14 @@ def task_shortfall(minima: TaskMinima, pods: Iterable[Tasked]) -> str:
     )
 
 
-def minima_field(minima: TaskMinima) -> str:
-    """The API field that sets `minima`, for messages."""
+def minima_field(minima: TaskMinima, dialect: str = "") -> str:
+    """The API field that sets `minima` (of a gang in `dialect`), for messages."""
     if isinstance(minima, ChildGroups):
         return "spec.schedulingPolicy.gang.minGroupCount"
     if isinstance(minima, TaskGroupMinima):
         return f"annotation {TASK_GROUPS_ANNOTATION}"
+    if dialect == Dialect.KAI:
+        return "spec.subGroups"
     return "spec.minTaskMember"
 
 

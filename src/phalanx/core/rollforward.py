@@ -37,7 +37,7 @@ from typing import Any
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState, Reservation
-from phalanx.core.model import EMPTY, Binding, Pod, PodRef, Resources
+from phalanx.core.model import EMPTY, Binding, GroupRef, Pod, PodRef, Resources
 from phalanx.core.quorum import TaskMinima, minima_field, task_shortfall
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
@@ -161,9 +161,10 @@ def decide(
         return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)
     short = task_shortfall(min_task_member, (p for p, _ in pending)) if bound == 0 else ""
     if short:
+        field = minima_field(min_task_member, GroupRef.parse(key).dialect)
         reason = (
             f"gang {key}: of the {len(record.placements)} recorded member(s) those that still "
-            f"exist miss a task minimum ({short}, {minima_field(min_task_member)}); "
+            f"exist miss a task minimum ({short}, {field}); "
             "the gang will be re-planned"
         )
         return Decision(key, Verdict.RELEASE, vanished=gone, reason=reason)

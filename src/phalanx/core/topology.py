@@ -518,7 +518,8 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     if intent.any_label and not intent.topology:
         if intent.slice_tasks:
             return _child_levels(key, intent, topologies)
-        topology = _label_topology(intent.required, topologies)
+        # KAI's constraint may name only a preferred level: its label picks the topology.
+        topology = _label_topology(intent.required or intent.preferred, topologies)
     else:
         named = topologies.get(intent.topology)
         if named is None:

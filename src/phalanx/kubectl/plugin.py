@@ -10,7 +10,7 @@ Every command reads the current kubeconfig context as kubectl does (`--kubeconfi
 
 A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
 (scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
-`kueue:NAMESPACE/NAME`, `yunikorn:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`,
+`kai:NAMESPACE/NAME`, `kueue:NAMESPACE/NAME`, `yunikorn:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`,
 `upstream:NAMESPACE/NAME`,
 `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or `composite:NAMESPACE/NAME`. A key
 without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
@@ -166,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "gang",
         metavar="GANG",
         help="the gang's key, as `status` lists it: [DIALECT:]NAMESPACE/NAME, e.g. "
-        "team-a/train, volcano:team-a/train, kueue:team-a/train, upstream:team-a/train; a key "
-        "without '/' is in the namespace -n picks",
+        "team-a/train, volcano:team-a/train, kai:team-a/train, kueue:team-a/train, "
+        "upstream:team-a/train; a key without '/' is in the namespace -n picks",
     )
     explain.set_defaults(func=_cmd_explain)
     status = sub.add_parser(

@@ -230,7 +230,7 @@ def _short(gang: GangView) -> str:
     """ ", but task master has 0 of 1 member(s) (spec.minTaskMember)" when the bound members
     miss a Volcano task minimum; "" otherwise."""
     short = gang.tasks_short
-    return f", but {short} ({minima_field(gang.min_task_member)})" if short else ""
+    return f", but {short} ({minima_field(gang.min_task_member, gang.dialect)})" if short else ""
 
 
 def render_explanation(

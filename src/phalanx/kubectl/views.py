@@ -10,7 +10,8 @@ dialect and what declares it (`registry.gang_dialect`, `registry.gang_source`), 
 * the **members** and where each is bound (`spec.nodeName`), gated or being deleted;
 * the **status** in the gang's dialect: `status.phase` (scheduler-plugins, Volcano) and
   the condition that says whether it is placed (`PodGroupScheduled`; upstream's
-  `PodGroupInitiallyScheduled`; Volcano's `Unschedulable` / `Scheduled`); an
+  `PodGroupInitiallyScheduled`; Volcano's `Unschedulable` / `Scheduled`; KAI's
+  `status.schedulingConditions` `UnschedulableOnNodePool`, none once placed); an
   annotation-only gang or a Workload's pod group has none;
 * the **commit record** `phalanx.io/commit` (on the gang's object, or on every member of an
   annotation-only or Workload gang): there only while a gang's bindings are in flight, or
@@ -46,7 +47,7 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import composite, registry, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, kai, registry, scheduler_plugins, upstream, volcano
 from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_above
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
@@ -267,6 +268,8 @@ def _placing_conditions(dialect: Dialect, api_version: str) -> Mapping[str, bool
     of status True for each (placed, or waiting: Volcano's `Unschedulable`)."""
     if dialect is Dialect.VOLCANO:
         return {volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}
+    if dialect is Dialect.KAI:
+        return {kai.UNSCHEDULABLE_ON_NODE_POOL: False}
     if dialect is Dialect.UPSTREAM:
         return {upstream.condition_type(api_version.rpartition("/")[2]): True}
     if dialect is Dialect.COMPOSITE:
@@ -278,7 +281,9 @@ def _condition(raw: Obj, dialect: Dialect) -> ConditionView | None:
     """The gang's placing condition; of two (Volcano's), the one that is True."""
     meanings = _placing_conditions(dialect, _text(raw.get("apiVersion")))
     found: list[ConditionView] = []
-    items = _map(raw.get("status")).get("conditions")
+    # KAI keeps its scheduling verdicts apart from its other conditions.
+    field = "schedulingConditions" if dialect is Dialect.KAI else "conditions"
+    items = _map(raw.get("status")).get(field)
     for item in items if isinstance(items, list) else []:
         cond = _map(item)
         kind = _text(cond.get("type"))
@@ -579,7 +584,7 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
         # The count alone would read as whole: say which task the scheduler still waits for.
         reason = (
             f"{gang.bound} of {need} member(s) bound, but {gang.tasks_short} "
-            f"({minima_field(gang.min_task_member)})"
+            f"({minima_field(gang.min_task_member, gang.dialect)})"
         )
         return WaitView(gang.key, gang.state, gang.created, reason, "phalanx")
     if cond is not None and not cond.placed and cond.message:

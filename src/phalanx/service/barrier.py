@@ -397,7 +397,11 @@ class BindBarrier:
         """ ", but task master has 0 of 1 member(s)" while the held and bound members miss a
         Volcano task minimum (the count alone may look like a quorum); "" otherwise."""
         short = self._tasks_short(gate, [w.pod for w in gate.waiters.values()])
-        return f", but {short} ({minima_field(gate.min_task_member)})," if short else ""
+        return (
+            f", but {short} ({minima_field(gate.min_task_member, gate.group.dialect)}),"
+            if short
+            else ""
+        )
 
     def _time_out(self, gate: _Gate) -> None:
         if self._gates.get(gate.group.key) is not gate:
@@ -491,7 +495,7 @@ class BindBarrier:
                 return ""
             return (
                 f"gang {gate.group}: {tasks} still bindable after re-check "
-                f"({minima_field(gate.min_task_member)}); "
+                f"({minima_field(gate.min_task_member, gate.group.dialect)}); "
                 "reservation released, the gang will be re-planned"
             )
         return (

@@ -19,7 +19,7 @@ informers); this module wires them and keeps the loop-side tables they share.
 * **DRA** (`kube_dra`): ResourceSlices, DeviceClasses, ResourceClaims and templates, when
   `resource.k8s.io/v1` is served; every node and pod enters the model through its bridge.
 * **Gang dialects.** Every gang API the API server serves is followed (discovery at start
-  and every `crd_recheck_seconds`: scheduler-plugins and Volcano PodGroups, upstream
+  and every `crd_recheck_seconds`: scheduler-plugins, Volcano and KAI PodGroups, upstream
   `scheduling.k8s.io` PodGroups in the newest served version and 1.35's Workloads). Without
   the scheduler-plugins CRD, its gangs are declared by pod annotations only; that is logged
   once. The source is synced once Nodes and Pods are listed, discovery has answered, and

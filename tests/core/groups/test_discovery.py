@@ -164,6 +164,25 @@ def test_paths_are_cluster_wide_for_watches_and_per_object_for_status() -> None:
     )
 
 
+def test_kai_pod_groups_are_followed_when_served_and_their_status_goes_to_status() -> None:
+    found = served(
+        apis(group("scheduling.run.ai", "v2alpha2", "v2")),
+        {
+            "scheduling.run.ai/v2alpha2": resources(
+                "scheduling.run.ai/v2alpha2", "podgroups", "podgroups/status"
+            )
+        },
+    )
+    assert found.kinds == (
+        kind(Dialect.KAI, "scheduling.run.ai/v2alpha2", "PodGroup", "podgroups"),
+    )
+    (kai,) = found.of(Dialect.KAI)
+    assert found.holding(GroupRef("ml", "train", Dialect.KAI)) == kai
+    assert kai.status_path("ml", "train") == (
+        "/apis/scheduling.run.ai/v2alpha2/namespaces/ml/podgroups/train/status"
+    )
+
+
 def test_a_gang_finds_the_kind_that_holds_it() -> None:
     found = served(
         apis(group("scheduling.k8s.io", "v1", "v1alpha1", "v1alpha2"), SCHEDULER_PLUGINS),

@@ -64,6 +64,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "upstream:ml/train/workers",
         "upstream:ml/lws/group/3",
         "kueue:ml/job",
+        "kai:ml/job",
     ],
     ids=[
         "scheduler-plugins",
@@ -72,6 +73,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "workload",
         "workload-replica",
         "kueue",
+        "kai",
     ],
 )
 def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:
@@ -162,6 +164,7 @@ def test_every_gang_kind_knows_its_dialect() -> None:
     assert {registry.dialect_of_kind(*kind) for kind in registry.group_kinds()} == {
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
+        Dialect.KAI,
         Dialect.UPSTREAM,
         Dialect.COMPOSITE,
     }
@@ -221,6 +224,7 @@ def test_the_precedence_is_the_documented_one() -> None:
         Dialect.ANNOTATIONS,
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
+        Dialect.KAI,
         Dialect.KUEUE,
         Dialect.YUNIKORN,
         Dialect.LWS,
@@ -241,8 +245,8 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
     assert registry.contest_message(found) == (
         "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
-        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kueue > yunikorn > "
-        "lws > upstream) over volcano group volcano:ml/job"
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kai > kueue > "
+        "yunikorn > lws > upstream) over volcano group volcano:ml/job"
     )
 
 
@@ -594,6 +598,7 @@ VOLCANO_KIND = ServedKind(
 UPSTREAM_KIND = ServedKind(
     Dialect.UPSTREAM, "scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"
 )
+KAI_KIND = ServedKind(Dialect.KAI, "scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups")
 WORKLOAD_KIND = ServedKind(
     Dialect.UPSTREAM, "scheduling.k8s.io", "v1alpha1", "Workload", "workloads", False
 )
@@ -624,8 +629,14 @@ def waiting(ref: GroupRef) -> GroupStatus:
             "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/gang-0/status",
             {"conditions"},
         ),
+        (
+            GroupRef("ml", "train", Dialect.KAI),
+            KAI_KIND,
+            "/apis/scheduling.run.ai/v2alpha2/namespaces/ml/podgroups/train/status",
+            {"running", "succeeded", "failed", "schedulingConditions"},
+        ),
     ],
-    ids=["scheduler-plugins", "volcano", "upstream"],
+    ids=["scheduler-plugins", "volcano", "upstream", "kai"],
 )
 def test_each_dialect_writes_status_where_its_api_keeps_it(
     ref: GroupRef, kind: ServedKind, path: str, fields: set[str]
@@ -676,8 +687,9 @@ def test_an_upstream_status_is_a_strategic_patch_of_phalanxs_condition_under_a_p
     [
         (GroupRef("ml", "job"), SP_KIND, ""),
         (GroupRef("ml", "job", Dialect.VOLCANO), VOLCANO_KIND, "41"),
+        (GroupRef("ml", "train", Dialect.KAI), KAI_KIND, "41"),
     ],
-    ids=["scheduler-plugins-alone", "volcano-shared"],
+    ids=["scheduler-plugins-alone", "volcano-shared", "kai-shared"],
 )
 def test_a_whole_status_is_a_merge_patch_under_a_precondition_when_others_write_it(
     ref: GroupRef, kind: ServedKind, precondition: str

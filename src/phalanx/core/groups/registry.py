@@ -11,18 +11,20 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
    precedence, as before dialects.
 3. `volcano` (annotation `scheduling.k8s.io/group-name`): also written only by operators
    set up for it.
-4. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
+4. `kai` (annotation `pod-group-name`, NVIDIA KAI Scheduler's PodGroups): likewise an
+   object written for a gang scheduler, by an operator set up for it (KAI's podgrouper).
+5. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
    gang is Phalanx's reading of it, so a dialect written for a gang scheduler wins. It
    still wins over upstream's, for the reason below.
-5. `yunikorn` (annotation `yunikorn.apache.org/task-group-name` with an application id):
+6. `yunikorn` (annotation `yunikorn.apache.org/task-group-name` with an application id):
    written on purpose for a gang scheduler, but with no object; an application YuniKorn
    users also queue through Kueue is admitted as Kueue's unit, so Kueue's wins.
-6. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
+7. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
    user asked for it, but LWS groups are commonly admitted by Kueue too, whose pod group
    (when Kueue writes one) is the unit Kueue admits, so Kueue's wins; a YuniKorn
    application's task groups name every pod of it on purpose, so they win too; written on
    purpose, it wins over upstream's.
-7. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
+8. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
    controllers stamp it without the workload author asking (the Job controller, with
    the WorkloadWithJob gate, gives every Job its own PodGroup). A pod also claimed by a
    third-party gang is most likely in a *wider* gang its operator declared on purpose
@@ -36,7 +38,7 @@ object Phalanx wants to see; how it is sent depends on who else writes it:
 
 * scheduler-plugins: Phalanx alone. A JSON merge patch of the whole status, built on what
   Phalanx last wrote (as before dialects, plus the finished members' counts).
-* Volcano: Volcano's controllers write conditions and counts too. A JSON merge patch of the
+* Volcano, KAI: their controllers write conditions and counts too. A JSON merge patch of the
   whole status (a CRD: no strategic merge), built on the status last observed and sent
   with that object's `resourceVersion` as a precondition: a write in between makes it a
   409 Conflict, and the source reads the object again and rebuilds, never clobbering.
@@ -60,6 +62,7 @@ from typing import Final
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import (
     composite,
+    kai,
     kueue,
     lws,
     scheduler_plugins,
@@ -142,6 +145,9 @@ DIALECTS: Final = (
         volcano.build_status,
         status_shared=True,
     ),
+    GroupDialect(
+        Dialect.KAI, kai.claim, kai.KINDS, kai.waiting_reason, kai.build_status, status_shared=True
+    ),
     # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
     GroupDialect(Dialect.KUEUE, kueue.claim, {}),
     # Members declare these too (`yunikorn.gang_from_members`, `lws.gang_from_members`).
@@ -202,6 +208,17 @@ def membership(pod: PodView) -> Membership:
     return Membership(winner, others)
 
 
+def member_task(winner: Dialect | None, labels: Mapping[str, str], notes: Mapping[str, str]) -> str:
+    """The task (`Pod.task`) of a pod whose gang is in dialect `winner`: a KAI subgroup's
+    name from KAI's label, a YuniKorn task group's from its annotation, else Volcano's task
+    (read for any dialect, counted only where the gang has task minima)."""
+    if winner is Dialect.KAI:
+        return kai.subgroup_of(labels)
+    if winner is Dialect.YUNIKORN:
+        return notes.get(yunikorn.TASK_GROUP_NAME_ANNOTATION, "")
+    return volcano.task_of(labels, notes)
+
+
 def contest_message(pod: Pod) -> str:
     """The Event text for a pod that more than one dialect claims; "" when one does, or
     when the winning claim is malformed (the pod's `invalid` says why, and that is all)."""
@@ -226,7 +243,8 @@ def _described(claim: Claim) -> str:
 
 KEY_FORMS: Final = (
     "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
-    "kueue:NAMESPACE/NAME, yunikorn:NAMESPACE/NAME, lws:NAMESPACE/NAME, upstream:NAMESPACE/NAME, "
+    "kai:NAMESPACE/NAME, kueue:NAMESPACE/NAME, yunikorn:NAMESPACE/NAME, lws:NAMESPACE/NAME, "
+    "upstream:NAMESPACE/NAME, "
     "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME"
 )
 

@@ -1,0 +1,388 @@
+"""KAI: NVIDIA KAI Scheduler's scheduling.run.ai/v2alpha2 PodGroups named by a pod annotation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import kai_pod_obj, kai_podgroup_obj, pod_obj
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import kai, registry
+from phalanx.core.groups.status import GroupPhase, GroupStatus
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import Dialect, GroupRef, PodGroup, TopologyConstraint
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+NOW = "2026-01-01T00:00:00Z"
+EARLIER = "2025-12-31T00:00:00Z"
+ZONE = "topology.kubernetes.io/zone"
+RACK = "example.com/rack"
+
+
+# --- membership ------------------------------------------------------------------------
+
+
+def test_a_pod_marked_by_kais_podgrouper_is_a_member_of_its_kai_gang() -> None:
+    pod = parse_pod(kai_pod_obj("w-0", "train", namespace="ml"))
+    assert (pod.group, pod.group_dialect, pod.invalid) == (
+        GroupRef("ml", "train", Dialect.KAI),
+        Dialect.KAI,
+        "",
+    )
+    assert pod.group.key == "kai:ml/train"
+
+
+def test_a_malformed_group_name_marks_the_pod_invalid() -> None:
+    pod = parse_pod(kai_pod_obj("w-0", "Train_1"))
+    assert (pod.group, pod.group_dialect) == (None, Dialect.KAI)
+    assert pod.invalid == (
+        'annotation pod-group-name: "Train_1" is not a valid PodGroup name '
+        '(lower-case letters, digits, "-" and ".")'
+    )
+
+
+def test_a_kai_member_s_task_is_its_subgroup_label_not_volcano_s_task() -> None:
+    obj = kai_pod_obj("w-0", "train", "workers", annotations={"volcano.sh/task-spec": "ps"})
+    assert parse_pod(obj).task == "workers"
+
+
+def test_a_pod_of_another_dialect_keeps_its_volcano_task_even_with_kai_s_label() -> None:
+    labels = {"kai.scheduler/subgroup-name": "workers"}
+    obj = pod_obj("p", volcano_group="mpi", labels=labels, annotations={})
+    obj["metadata"]["annotations"]["volcano.sh/task-spec"] = "ps"
+    assert parse_pod(obj).task == "ps"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "winner", "overruled"),
+    [
+        (
+            {"scheduling.k8s.io/group-name": "job", "pod-group-name": "job"},
+            {},
+            "volcano:default/job",
+            Dialect.KAI,
+        ),
+        (
+            {"pod-group-name": "job", "kueue.x-k8s.io/pod-group-total-count": "2"},
+            {"kueue.x-k8s.io/pod-group-name": "job"},
+            "kai:default/job",
+            Dialect.KUEUE,
+        ),
+    ],
+    ids=["volcano-before-kai", "kai-before-kueue"],
+)
+def test_kai_comes_after_volcano_and_before_kueue(
+    annotations: dict[str, str], labels: dict[str, str], winner: str, overruled: Dialect
+) -> None:
+    pod = parse_pod(pod_obj("p", annotations=annotations, labels=labels))
+    assert pod.group is not None
+    assert pod.group.key == winner
+    assert [c.dialect for c in pod.overruled] == [overruled]
+    order = registry.PRECEDENCE
+    assert order.index(Dialect.VOLCANO) < order.index(Dialect.KAI) < order.index(Dialect.KUEUE)
+
+
+# --- the PodGroup ------------------------------------------------------------------------
+
+
+def test_a_pod_group_as_kai_s_podgrouper_creates_it() -> None:
+    parsed = kai.parse_pod_group(kai_podgroup_obj("train", 4, namespace="ml"))
+    assert parsed.warnings == ()
+    assert parsed.value == PodGroup(
+        namespace="ml",
+        name="train",
+        min_member=4,
+        timeout_declared=False,
+        uid="kai-ml-train",
+        dialect=Dialect.KAI,
+    )
+    assert parsed.value.key == "kai:ml/train"
+
+
+def test_registry_reads_kai_pod_groups_by_api_version() -> None:
+    parsed = registry.parse_group_object(kai_podgroup_obj("train", 2))
+    assert parsed is not None
+    assert parsed.value.key == "kai:default/train"
+    assert ("scheduling.run.ai/v2alpha2", "PodGroup") in registry.group_kinds()
+
+
+def test_subgroups_give_the_gang_its_task_minima_sorted_without_zeros() -> None:
+    obj = kai_podgroup_obj("train", 4, sub_groups={"workers": 3, "leader": 1, "spare": 0})
+    group = kai.parse_pod_group(obj).value
+    assert group.min_task_member == (("leader", 1), ("workers", 3))
+    assert group.task_names == frozenset({"leader", "workers", "spare"})
+
+
+def test_an_edited_subgroup_minimum_makes_a_different_gang() -> None:
+    before = kai_podgroup_obj("train", 4, sub_groups={"leader": 1, "workers": 3})
+    after = kai_podgroup_obj("train", 4, sub_groups={"leader": 1, "workers": 2})
+    assert kai.parse_pod_group(before).value != kai.parse_pod_group(after).value
+
+
+@pytest.mark.parametrize(
+    ("constraint", "expected"),
+    [
+        (
+            {"requiredTopologyLevel": ZONE},
+            TopologyConstraint(required=ZONE, any_label=True),
+        ),
+        (
+            {"requiredTopologyLevel": ZONE, "preferredTopologyLevel": RACK},
+            TopologyConstraint(required=ZONE, preferred=RACK, any_label=True),
+        ),
+        (
+            {"preferredTopologyLevel": RACK},
+            TopologyConstraint(preferred=RACK, any_label=True),
+        ),
+        ({}, None),
+    ],
+    ids=["required", "required-and-preferred", "preferred-only", "none"],
+)
+def test_topology_levels_are_node_label_keys_read_as_upstream_s_topology_key(
+    constraint: dict[str, str], expected: TopologyConstraint | None
+) -> None:
+    obj = kai_podgroup_obj("train", 4)
+    obj["spec"]["topologyConstraint"] = constraint
+    assert kai.parse_pod_group(obj).value.topology == expected
+
+
+def test_the_name_of_kai_s_topology_object_is_said_to_be_ignored() -> None:
+    obj = kai_podgroup_obj("train", 4)
+    obj["spec"]["topologyConstraint"] = {"topology": "cluster", "requiredTopologyLevel": ZONE}
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.value.topology == TopologyConstraint(required=ZONE, any_label=True)
+    assert parsed.warnings == (
+        "spec.topologyConstraint.topology is ignored: it names KAI's Topology object, which "
+        "Phalanx does not read (its levels are read as node label keys)",
+    )
+
+
+def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
+    obj = kai_podgroup_obj("train", 4)
+    obj["spec"].update(
+        preemptibility="non-preemptible", markUnschedulable=True, schedulingBackoff=1
+    )
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.warnings == ()
+    assert parsed.value == kai.parse_pod_group(kai_podgroup_obj("train", 4)).value
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"minMember": 0}, "spec.minMember: must be a positive integer, not 0"),
+        ({"minMember": -3}, "spec.minMember: must be a positive integer, not -3"),
+        ({"minMember": None}, "spec.minMember: is required (a positive integer)"),
+        (
+            {"minMember": 2**31},
+            f"spec.minMember: must be at most {2**31 - 1} (an int32), not {2**31}",
+        ),
+        (
+            {"minSubGroup": 1},
+            "spec.minSubGroup: must not be set with spec.minMember (they are mutually exclusive)",
+        ),
+        (
+            {"minMember": None, "minSubGroup": 1},
+            "spec.minSubGroup: is not supported: Phalanx gangs need spec.minMember members "
+            "(with each subgroup's minMember), not any N of the subgroups",
+        ),
+        ({"subGroups": {"workers": 2}}, "spec.subGroups: must be a list, not an object"),
+        (
+            {"subGroups": [{"minMember": 1}]},
+            "spec.subGroups[0].name: is required (the subgroup's name)",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": 1}, {"name": "w", "minMember": 2}]},
+            'spec.subGroups[1].name: "w" names a subgroup twice',
+        ),
+        (
+            {"subGroups": [{"name": "w"}]},
+            "spec.subGroups[0].minMember: is required (a non-negative integer)",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": -1}]},
+            "spec.subGroups[0].minMember: must be a non-negative integer, not -1",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": "2"}]},
+            "spec.subGroups[0].minMember: must be an integer, not a string",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": 2**31}]},
+            f"spec.subGroups[0].minMember: must be at most {2**31 - 1} (an int32), not {2**31}",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": 3}, {"name": "l", "minMember": 2}]},
+            "spec.subGroups: the subgroups' minMember sum to 5, more than spec.minMember (4): "
+            "no gang of spec.minMember members can hold them",
+        ),
+        (
+            {
+                "subGroups": [
+                    {"name": "decode", "minSubGroup": 1},
+                    {"name": "d0", "parent": "decode", "minMember": 2},
+                ]
+            },
+            "spec.subGroups[0].minSubGroup: is not supported: a subgroup needs its minMember "
+            "members",
+        ),
+        (
+            {"subGroups": [{"name": "d0", "parent": "decode", "minMember": 2}]},
+            "spec.subGroups[0].parent: nested subgroups are not supported: Phalanx enforces "
+            "flat ones",
+        ),
+        (
+            {
+                "subGroups": [
+                    {
+                        "name": "w",
+                        "minMember": 2,
+                        "topologyConstraint": {"requiredTopologyLevel": RACK},
+                    }
+                ]
+            },
+            "spec.subGroups[0].topologyConstraint: is not supported: Phalanx places a "
+            "subgroup by the PodGroup's constraint",
+        ),
+        (
+            {"topologyConstraint": {"requiredTopologyLevel": "a rack"}},
+            'spec.topologyConstraint.requiredTopologyLevel: "a rack" is not a node label key',
+        ),
+        (
+            {"topologyConstraint": {"preferredTopologyLevel": 7}},
+            "spec.topologyConstraint.preferredTopologyLevel: must be a string, not a number",
+        ),
+    ],
+    ids=[
+        "zero",
+        "negative",
+        "missing",
+        "beyond-int32",
+        "min-sub-group-and-min-member",
+        "min-sub-group",
+        "subgroups-type",
+        "subgroup-name-missing",
+        "subgroup-name-twice",
+        "subgroup-minimum-missing",
+        "subgroup-minimum-negative",
+        "subgroup-minimum-type",
+        "subgroup-minimum-beyond-int32",
+        "subgroup-minima-over-min-member",
+        "subgroup-min-sub-group",
+        "nested-subgroup",
+        "subgroup-topology",
+        "topology-level-not-a-label",
+        "topology-level-type",
+    ],
+)
+def test_an_invalid_pod_group_is_an_error_naming_the_field(
+    spec: dict[str, Any], error: str
+) -> None:
+    obj = kai_podgroup_obj("train", 4, namespace="ml")
+    obj["spec"].update(spec)
+    with pytest.raises(InvalidObjectError) as raised:
+        kai.parse_pod_group(obj)
+    assert str(raised.value) == f"PodGroup ml/train: {error}"
+
+
+def test_a_member_naming_a_subgroup_the_pod_group_lacks_is_named() -> None:
+    group = kai.parse_pod_group(kai_podgroup_obj("train", 3, sub_groups={"workers": 2})).value
+    members = [
+        parse_pod(kai_pod_obj("w-0", "train", "workers")),
+        parse_pod(kai_pod_obj("x-0", "train", "wrokers")),
+        parse_pod(kai_pod_obj("n-0", "train")),
+    ]
+    assert kai.stray_members(group, members) == (
+        "gang kai:default/train: member(s) name subgroup(s) wrokers (label "
+        "kai.scheduler/subgroup-name) that its PodGroup's spec.subGroups lacks (it has: workers)"
+    )
+    assert kai.stray_members(group, members[::2]) == ""
+
+
+def test_waiting_for_the_pod_group_names_the_api_and_the_annotation() -> None:
+    assert kai.waiting_reason(GroupRef("ml", "train", Dialect.KAI)) == (
+        "waiting for KAI PodGroup ml/train (scheduling.run.ai/v2alpha2) to exist "
+        "(pods name it with annotation pod-group-name)"
+    )
+
+
+# --- status ----------------------------------------------------------------------------
+
+
+def gang(phase: GroupPhase, reason: str = "", message: str = "", **counts: int) -> GroupStatus:
+    return GroupStatus(
+        GroupRef("ml", "train", Dialect.KAI),
+        phase,
+        counts.get("scheduled", 0),
+        counts.get("running", 0),
+        reason,
+        message,
+        succeeded=counts.get("succeeded", 0),
+        failed=counts.get("failed", 0),
+    )
+
+
+def unschedulable(reason: str, message: str, at: str) -> dict[str, Any]:
+    return {
+        "type": "UnschedulableOnNodePool",
+        "nodePool": "default",
+        "status": "True",
+        "reason": "Unschedulable",
+        "message": message,
+        "reasons": [{"reason": reason, "message": message}],
+        "lastTransitionTime": at,
+    }
+
+
+def body(*conditions: dict[str, Any], **counts: int) -> dict[str, Any]:
+    return {
+        "running": counts.get("running", 0),
+        "succeeded": counts.get("succeeded", 0),
+        "failed": counts.get("failed", 0),
+        "schedulingConditions": list(conditions),
+    }
+
+
+OTHER = {"type": "SomethingKaiWrites", "status": "True", "lastTransitionTime": EARLIER}
+
+
+@pytest.mark.parametrize(
+    ("status", "previous", "expected"),
+    [
+        pytest.param(
+            gang(GroupPhase.PRE_SCHEDULING, "unfit", "no node has 8 free GPUs"),
+            None,
+            body(unschedulable("Unfit", "no node has 8 free GPUs", NOW)),
+            id="waiting-says-why",
+        ),
+        pytest.param(
+            gang(GroupPhase.PRE_SCHEDULING, "unfit", "now 2 nodes short"),
+            {"schedulingConditions": [OTHER, unschedulable("Unfit", "1 short", EARLIER)]},
+            body(OTHER, unschedulable("Unfit", "now 2 nodes short", EARLIER)),
+            id="still-waiting-keeps-time-and-others",
+        ),
+        pytest.param(
+            gang(GroupPhase.PENDING),
+            {"schedulingConditions": [unschedulable("Unfit", "x", EARLIER)]},
+            body(unschedulable("Unfit", "x", EARLIER)),
+            id="nothing-decided-says-nothing-new",
+        ),
+        pytest.param(
+            gang(GroupPhase.SCHEDULED, "bound", "bound", scheduled=4),
+            {"schedulingConditions": [OTHER, unschedulable("Unfit", "x", EARLIER)]},
+            body(OTHER),
+            id="placed-clears-it",
+        ),
+        pytest.param(
+            gang(GroupPhase.RUNNING, running=3, succeeded=1, failed=0, scheduled=4),
+            None,
+            body(running=3, succeeded=1),
+            id="counts",
+        ),
+    ],
+)
+def test_status_speaks_kai(
+    status: GroupStatus, previous: dict[str, Any] | None, expected: dict[str, Any]
+) -> None:
+    assert kai.build_status(status, previous, T0) == expected

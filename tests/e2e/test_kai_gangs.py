@@ -1,0 +1,117 @@
+"""NVIDIA KAI Scheduler's PodGroups on the session's control plane, through the real
+kube-scheduler (docs/gang-dialects.md, "KAI Scheduler's PodGroups"): pods marked as KAI's
+podgrouper marks them bind whole or not at all, the PodGroup's status says why a gang
+waits (``UnschedulableOnNodePool``) and stops saying it once placed, and subgroup minima
+hold in the quorum. KAI's own scheduler does not run: its CRD is served (written from its
+types, ``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import pytest
+from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
+from kai import KAI_CRD_NAME, ensure_kai_crd, kai_path, kai_pod_group, kai_sizes
+from podgroup_crd import CRDS
+from scheduling import A_KAI_GROUP, KAI_SUBGROUP_LABEL, Obj, Scenario, pod_body
+
+pytestmark = pytest.mark.e2e
+
+GPUS = 8  # per node, and per member: one member per node
+UNSCHEDULABLE = "UnschedulableOnNodePool"
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane: launcher.ControlPlane) -> Iterator[launcher.ControlPlane]:
+    """The session's control plane, with KAI's PodGroup CRD served before this module's
+    Phalanx starts; removed afterwards."""
+    ensure_kai_crd(control_plane)
+    yield control_plane
+    control_plane.request("DELETE", f"{CRDS}/{KAI_CRD_NAME}")
+
+
+def judged(sc: Scenario) -> Scenario:
+    """Make the invariant monitor judge KAI gangs too."""
+    sc.monitor.gang_sizes.append(kai_sizes)
+    return sc
+
+
+def member(sc: Scenario, name: str, group: str, subgroup: str = "", *, gated: bool = False) -> str:
+    """An 8-GPU pod marked as KAI's podgrouper marks it."""
+    labels = {KAI_SUBGROUP_LABEL: subgroup} if subgroup else {}
+    body = pod_body(
+        name,
+        gpus=GPUS,
+        node_selector=sc.selector,
+        labels=labels,
+        annotations={A_KAI_GROUP: group},
+        gated=gated,
+    )
+    sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    return name
+
+
+def kai_gang(sc: Scenario, name: str, size: int) -> list[str]:
+    """A KAI PodGroup of ``size`` and its members, released together."""
+    kai_pod_group(sc, name, size)
+    names = [member(sc, f"{name}-{i}", name, gated=True) for i in range(size)]
+    for each in names:
+        sc.ungate(each)
+    return names
+
+
+def unschedulable(sc: Scenario, group: str) -> Obj | None:
+    status: Obj = sc.api.get(kai_path(sc, group)).get("status") or {}
+    return next(
+        (c for c in status.get("schedulingConditions") or [] if c.get("type") == UNSCHEDULABLE),
+        None,
+    )
+
+
+def test_a_kai_gang_that_fits_binds_whole(cluster: Scenario) -> None:  # noqa: F811
+    sc = judged(cluster)
+    for node in ("a", "b", "c"):
+        sc.node(node, GPUS)
+    sc.nodes_ready()
+    names = kai_gang(sc, "train", 3)
+    where = sc.wait_bound(names)
+    assert len(set(where.values())) == 3, where
+    sc.wait_event("train", "bound 3 member(s) together", reason="Bound")
+
+
+def test_a_kai_gang_one_node_short_waits_whole_says_why_then_binds_whole(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    sc = judged(cluster)
+    sc.node("a", GPUS)
+    sc.node("b", GPUS)
+    sc.nodes_ready()
+    names = kai_gang(sc, "wide", 3)
+    sc.wait_unschedulable(names[0], f"cannot place 3 member(s) of gang kai:{sc.namespace}/wide")
+    condition = sc.wait("the PodGroup's UnschedulableOnNodePool", lambda: unschedulable(sc, "wide"))
+    assert condition["status"] == "True", condition
+    assert f"cannot place 3 member(s) of gang kai:{sc.namespace}/wide" in condition["message"]
+    sc.assert_unbound_for(names, 3.0)
+
+    sc.node("c", GPUS)
+    sc.nodes_ready()
+    sc.wait_bound(names)
+    sc.wait("the condition cleared", lambda: unschedulable(sc, "wide") is None or None)
+
+
+def test_a_kai_gang_waits_for_each_subgroup_s_minimum(cluster: Scenario) -> None:  # noqa: F811
+    """minMember 3 with a leader and 2 workers: three workers are three members, but no
+    leader, so nobody is placed until the leader comes."""
+    sc = judged(cluster)
+    for node in ("a", "b", "c", "d"):
+        sc.node(node, GPUS)
+    sc.nodes_ready()
+    kai_pod_group(sc, "serve", 3, sub_groups={"leader": 1, "workers": 2})
+    workers = [member(sc, f"serve-worker-{i}", "serve", "workers") for i in range(3)]
+    sc.wait_unschedulable(workers[-1], "task leader has 0 of 1 member(s) (spec.subGroups)")
+    sc.assert_unbound_for(workers, 2.0)
+
+    leader = member(sc, "serve-leader", "serve", "leader")
+    sc.wait_bound([leader, *workers])

@@ -723,6 +723,23 @@ def test_a_kai_member_naming_a_subgroup_its_pod_group_lacks_makes_the_gang_inval
     assert cluster.planner.filter(cluster.pod("train-0"), NODES, now=0).reserved is None
 
 
+def test_a_kai_member_of_another_subgroup_than_the_slots_is_refused_them_naming_kais_field() -> (
+    None
+):
+    group = kai_podgroup_obj("train", 3, sub_groups={"workers": 2, "leader": 0})
+    worker = kai_pod_obj("train-0", "train", "workers", gpus=4)
+    cluster = Cluster(group, worker)
+    reserved = cluster.planner.filter(cluster.pod("train-0"), NODES, now=0).reserved
+    assert reserved is not None
+    assert reserved.slot_task == "workers"
+    cluster.add(kai_pod_obj("train-leader", "train", "leader", gpus=4))
+    decision = cluster.planner.filter(cluster.pod("train-leader"), NODES, now=1)
+    assert [e.reason for e in decision.events if e and e.outcome is Outcome.REPLANNED] == [
+        "pod default/train-leader is not of task workers, whose members gang kai:default/train "
+        "reserved its slots for (spec.subGroups); re-planning without it"
+    ]
+
+
 def test_a_kai_pod_group_waits_for_its_object_and_says_which() -> None:
     cluster = Cluster(*kai_gang(2)[1:])
     assert cluster.resolve(KAI) == Waiting(

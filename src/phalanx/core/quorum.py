@@ -54,9 +54,16 @@ def minima_field(minima: TaskMinima, dialect: str = "") -> str:
     if isinstance(minima, ChildGroups):
         return "spec.schedulingPolicy.gang.minGroupCount"
     if isinstance(minima, TaskGroupMinima):
-        return f"annotation {TASK_GROUPS_ANNOTATION}"
+        return task_minima_field(Dialect.YUNIKORN)
+    return task_minima_field(dialect)
+
+
+def task_minima_field(dialect: str) -> str:
+    """The API field that sets a gang's per-task minima in `dialect`, for messages."""
     if dialect == Dialect.KAI:
         return "spec.subGroups"
+    if dialect == Dialect.YUNIKORN:
+        return f"annotation {TASK_GROUPS_ANNOTATION}"
     return "spec.minTaskMember"
 
 

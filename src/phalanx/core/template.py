@@ -13,7 +13,8 @@ differentiable members, no topology slices (slices need member ranks that pods n
 created do not have), no member bound yet, and every existing member with the same
 requests and the same node constraints. Otherwise it keeps quorum-first.
 
-A Volcano gang with task minima (`spec.minTaskMember`) is templated only when they name
+A gang with task minima (Volcano's `spec.minTaskMember`, KAI's subgroups, YuniKorn's task
+groups) is templated only when they name
 one task and every existing member is of it: the slots then stand for members of that task
 and only they may claim one (`Reservation.slot_task`), so every reservation made holds
 `minMember` members of the task, its minimum included. Minima naming two tasks or more
@@ -37,7 +38,8 @@ from dataclasses import dataclass, replace
 
 from phalanx.core import eligibility
 from phalanx.core.cache import SLOT_PREFIX, ClusterState, MemberReservation, Reservation
-from phalanx.core.model import ChildGroups, Pod, PodGroup, Resources
+from phalanx.core.model import ChildGroups, GroupRef, Pod, PodGroup, Resources
+from phalanx.core.quorum import task_minima_field
 from phalanx.core.snapshot import Snapshot
 
 
@@ -128,7 +130,8 @@ def pick_slot(
     if task and pod.task != task:
         return NoSlot(
             f"pod {pod.key} is not of task {task}, whose members gang "
-            f"{reservation.group_key} reserved its slots for (spec.minTaskMember)"
+            f"{reservation.group_key} reserved its slots for "
+            f"({task_minima_field(GroupRef.parse(reservation.group_key).dialect)})"
         )
     first: MemberReservation | None = None
     wanted = set(offered) if offered else None

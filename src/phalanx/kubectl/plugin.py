@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GANG",
         help="the gang's key, as `status` lists it: [DIALECT:]NAMESPACE/NAME, e.g. "
         "team-a/train, volcano:team-a/train, kai:team-a/train, kueue:team-a/train, "
-        "upstream:team-a/train; a key without '/' is in the namespace -n picks",
+        "yunikorn:team-a/spark-pi, lws:team-a/vllm-0, upstream:team-a/train; a key without "
+        "'/' is in the namespace -n picks",
     )
     explain.set_defaults(func=_cmd_explain)
     status = sub.add_parser(

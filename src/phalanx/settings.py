@@ -199,7 +199,11 @@ class Settings(BaseSettings):
         "NodeList sent by a kube-scheduler with nodeCacheCapable: false (real Node objects, "
         "image lists included, run to ~10 KiB each).",
     )
-    log_level: LogLevel = Field(default="info", description="Log threshold of the JSON logs.")
+    log_level: LogLevel = Field(
+        default="info",
+        description="Log threshold of the JSON logs. debug adds an access line per HTTP "
+        "request (two per pod kube-scheduler places); /metrics counts every request.",
+    )
 
     # ---- validation ------------------------------------------------------------------------
 

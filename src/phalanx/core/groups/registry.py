@@ -48,6 +48,7 @@ object Phalanx wants to see; how it is sent depends on who else writes it:
   of patch (only the conditions it changes, so other types are never touched) with the
   observed `resourceVersion` as a precondition (so its own "never turn a True back" is
   decided on exactly the version it writes over), and rebuilds on a conflict.
+* annotations, Kueue, YuniKorn, LWS: no object, so no status (Events go on the first member).
 """
 
 from __future__ import annotations

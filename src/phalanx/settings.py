@@ -115,9 +115,10 @@ class Settings(BaseSettings):
     reservation_ttl_seconds: int = Field(
         default=60,
         gt=0,
-        description="Seconds a gang's reservation is held when its PodGroup sets no "
-        "scheduleTimeoutSeconds. kube-scheduler never tells an extender it gave up, so an "
-        "unbound reservation must expire; 60 s is scheduler-plugins' default.",
+        description="Seconds a gang's reservation is held when the gang sets no timeout of "
+        "its own (a PodGroup's scheduleTimeoutSeconds, phalanx.io/schedule-timeout-seconds, "
+        "YuniKorn's placeholderTimeoutInSeconds). kube-scheduler never tells an extender it "
+        "gave up, so an unbound reservation must expire; 60 s is scheduler-plugins' default.",
     )
     barrier_timeout_seconds: float = Field(
         default=20.0,

@@ -638,6 +638,30 @@ def test_a_kai_gang_short_of_a_subgroup_says_so_naming_kai_s_field() -> None:
     )
 
 
+def test_a_yunikorn_application_bound_without_a_task_groups_minimum_is_partial() -> None:
+    groups = '[{"name": "driver", "minMember": 1}, {"name": "executor", "minMember": 2}]'
+
+    def member(name: str, task_group: str, node: str) -> dict[str, Any]:
+        notes = {
+            "yunikorn.apache.org/task-group-name": task_group,
+            "yunikorn.apache.org/task-groups": groups,
+        }
+        return pod_obj(name, labels=YUNIKORN_LABELS, annotations=notes, node=node)
+
+    executors = [member(f"exec-{i}", "executor", f"n{i}") for i in range(3)]
+    short = one_gang([], executors)
+    assert (short.bound, short.min_member) == (3, 3)  # the count alone would say whole
+    assert short.state is GangState.PARTIAL
+    wait = wait_of(short, [])
+    assert wait is not None
+    assert wait.reason == (
+        "3 of 3 member(s) bound, but task driver has 0 of 1 member(s) "
+        "(annotation yunikorn.apache.org/task-groups)"
+    )
+    whole = one_gang([], [*executors, member("driver", "driver", "n3")])
+    assert whole.state is GangState.WHOLE
+
+
 def test_a_volcano_gang_is_whole_only_once_each_task_has_its_minimum_bound() -> None:
     workers = {f"mpi-worker-{i}": f"n{i}" for i in range(3)}
     short = one_gang([MPI_GROUP], mpi(workers))

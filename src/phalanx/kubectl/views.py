@@ -52,7 +52,7 @@ from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_ab
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
-from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup, TaskGroupMinima
 from phalanx.core.quorum import TaskMinima, fewest_members, minima_field, task_shortfall
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
@@ -415,6 +415,9 @@ def collect_gangs(
         if not draft.has_object:
             draft.min_member = draft.min_member or pod.min_member
             draft.placement = draft.placement or pod.placement
+            if pod.task_groups is not None and not draft.min_task_member:
+                # A YuniKorn application's quorum is per task group, as Phalanx holds it.
+                draft.min_task_member = TaskGroupMinima(pod.task_groups)
         if not draft.topology and pod.topology is not None:
             draft.topology = str(pod.topology)
         if not draft.has_object or ref.pod_group:

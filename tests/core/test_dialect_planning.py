@@ -746,3 +746,85 @@ def test_a_kai_pod_group_waits_for_its_object_and_says_which() -> None:
         "waiting for KAI PodGroup default/train (scheduling.run.ai/v2alpha2) to exist "
         "(pods name it with annotation pod-group-name)"
     )
+
+
+# --- KAI subgroups' topology constraints -----------------------------------------------------
+
+RACK = "example.com/rack"
+
+
+def racked(*racks: tuple[str, ...]) -> Cluster:
+    """The three default nodes replaced by 8-GPU nodes in racks (`racks[i]` the nodes of
+    rack r{i}), label `example.com/rack`, no configured topology having it."""
+    cluster = Cluster()
+    for name in NODES:
+        cluster.state.remove_node(name)
+    for i, names in enumerate(racks):
+        for name in names:
+            cluster.state.upsert_node(gpu_node(name, labels={RACK: f"r{i}"}))
+    return cluster
+
+
+def serving(**levels: str) -> list[dict[str, Any]]:
+    """KAI PodGroup `serve` of prefill×2 and decode×2 (each member a whole 8-GPU node); a
+    subgroup named in `levels` has that requiredTopologyLevel."""
+    group = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    for entry in group["spec"]["subGroups"]:
+        if entry["name"] in levels:
+            entry["topologyConstraint"] = {"requiredTopologyLevel": levels[entry["name"]]}
+    members = [
+        kai_pod_obj(f"{role}-{i}", "serve", role, gpus=8)
+        for role in ("prefill", "decode")
+        for i in range(2)
+    ]
+    return [group, *members]
+
+
+def rack_of(cluster: Cluster, node: str) -> str:
+    found = cluster.state.node(node)
+    assert found is not None
+    return found.node.labels[RACK]
+
+
+def test_each_kai_subgroup_required_in_one_rack_lands_in_one_rack() -> None:
+    # Racks of one, two and two nodes: without the subgroups' level the gang spreads over
+    # all three (a subgroup split between racks); with it each subgroup takes a rack of two.
+    cluster = racked(("a1",), ("b1", "b2"), ("c1", "c2"))
+    for obj in serving(prefill=RACK, decode=RACK):
+        cluster.add(obj)
+    candidates = ["a1", "b1", "c1", "b2", "c2"]
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), candidates, now=0)
+    assert decision.reserved is not None
+    where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
+    for role in ("prefill", "decode"):
+        assert rack_of(cluster, where[f"{role}-0"]) == rack_of(cluster, where[f"{role}-1"])
+    assert sorted(where.values()) == ["b1", "b2", "c1", "c2"]
+    # What /debug/groups and `phalanx explain` show of the plan.
+    record = cluster.planner.journal.get("kai:default/serve")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation.endswith(
+        "each of subgroup(s) decode, prefill within one rack"
+    )
+
+
+def test_a_kai_subgroup_no_rack_can_hold_leaves_the_gang_unfit_naming_the_subgroup() -> None:
+    # Four nodes for four members, but only rack r0 holds two: decode has no rack left.
+    cluster = racked(("a1", "a2"), ("b1",), ("c1",))
+    for obj in serving(prefill=RACK, decode=RACK):
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "b1", "c1"], now=0)
+    assert decision.reserved is None
+    reason = decision.result.unresolvable["a1"]
+    assert f"subgroup(s) decode, prefill each in one {RACK}" in reason
+    assert "subgroup decode fits in no" in reason or "subgroup prefill fits in no" in reason
+
+
+def test_a_kai_subgroup_without_a_level_goes_anywhere_beside_one_with_it() -> None:
+    cluster = racked(("a1",), ("b1",), ("c1", "c2"))
+    for obj in serving(decode=RACK):
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "b1", "c1", "c2"], now=0)
+    assert decision.reserved is not None
+    where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
+    assert {where["decode-0"], where["decode-1"]} == {"c1", "c2"}

@@ -549,3 +549,59 @@ def test_a_kai_preferred_level_no_topology_has_is_a_topology_of_that_label_alone
     )
     assert isinstance(resolved, GangTopology)
     assert (resolved.topology.levels, resolved.required, resolved.preferred) == ((ZONE,), None, 0)
+
+
+# ---- KAI's subgroups: each inside one value of their own level -----------------------------
+
+
+def kai_subgroups(**levels: str) -> TopologyConstraint:
+    """What a KAI PodGroup with `levels` (its own) and subgroups decode and prefill each
+    required in one `slice` reads as."""
+    return TopologyConstraint(
+        required=levels.get("required", ""),
+        preferred=levels.get("preferred", ""),
+        slice_required=levels["slice"],
+        any_label=True,
+        slice_tasks=("decode", "prefill"),
+        slice_task_kind="subgroup",
+    )
+
+
+def test_kai_subgroups_level_holds_beside_the_pod_groups_required_and_preferred_levels():
+    resolved = resolve(
+        podgroup("g", 4, topology=kai_subgroups(required=SPINE, preferred=LEAF, slice=CLIQUE))
+    )
+    assert resolved == GangTopology(
+        DEFAULT,
+        required=0,
+        preferred=1,
+        slice_level=2,
+        slice_tasks=frozenset({"decode", "prefill"}),
+        slice_task_kind="subgroup",
+    )
+    assert str(resolved) == (
+        f"required {SPINE}, preferred {LEAF}, subgroup(s) decode, prefill each in one {CLIQUE}"
+    )
+
+
+def test_kai_subgroups_level_holds_beside_the_pod_groups_preferred_level_alone():
+    resolved = resolve(podgroup("g", 4, topology=kai_subgroups(preferred=LEAF, slice=CLIQUE)))
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.required, resolved.preferred, resolved.slice_level) == (None, 1, 2)
+
+
+def test_a_kai_preferred_level_outside_the_required_levels_topology_is_refused():
+    resolved = resolve(
+        podgroup("g", 4, topology=kai_subgroups(required=LEAF, preferred=ZONE, slice=CLIQUE))
+    )
+    assert isinstance(resolved, str)
+    assert (
+        f'preferred level "{ZONE}" is no level of the topology of required level {LEAF}' in resolved
+    )
+
+
+def test_kai_subgroups_level_wider_than_the_pod_groups_is_refused_naming_the_subgroups():
+    resolved = resolve(podgroup("g", 4, topology=kai_subgroups(required=LEAF, slice=SPINE)))
+    assert isinstance(resolved, str)
+    assert f"subgroup(s) decode, prefill require one {SPINE} each" in resolved
+    assert f"at or below {LEAF}" in resolved

@@ -238,6 +238,15 @@ def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(
     assert len(gang.members) == 1
 
 
+def kai_serving_in_racks() -> dict[str, Any]:
+    """A KAI PodGroup in one zone whose subgroups prefill and decode each need one rack."""
+    group = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    group["spec"]["topologyConstraint"] = {"requiredTopologyLevel": "topology.kubernetes.io/zone"}
+    for entry in group["spec"]["subGroups"]:
+        entry["topologyConstraint"] = {"requiredTopologyLevel": "example.com/rack"}
+    return group
+
+
 @pytest.mark.parametrize(
     ("objects", "pods", "topology"),
     [
@@ -258,8 +267,14 @@ def test_every_dialect_keys_and_names_its_gangs_as_phalanx_does(
             "required nvidia.com/gpu.clique",
         ),
         ([podgroup_obj("job", 2)], [pod_obj("m-0", group="job")], ""),
+        (
+            [kai_serving_in_racks()],
+            [kai_pod_obj("serve-0", "serve", "decode")],
+            "required topology.kubernetes.io/zone, subgroup(s) decode, prefill each in one "
+            "example.com/rack",
+        ),
     ],
-    ids=["upstream-field", "member-annotations", "none"],
+    ids=["upstream-field", "member-annotations", "none", "kai-subgroups"],
 )
 def test_a_gangs_declared_topology_is_shown(
     objects: list[dict[str, Any]], pods: list[dict[str, Any]], topology: str

@@ -173,7 +173,8 @@ def landing_text(
         )
     if topology.slice_tasks and topology.slice_level is not None:
         parts.append(
-            f"each of PodGroup(s) {', '.join(sorted(topology.slice_tasks))} within one "
+            f"each of {topology.slice_task_kind}(s) {', '.join(sorted(topology.slice_tasks))} "
+            "within one "
             f"{short_name(topology.key(topology.slice_level))}"
         )
     return "; ".join(parts)

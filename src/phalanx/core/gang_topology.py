@@ -322,7 +322,8 @@ class TopologySearch:
             name = task if task in tasks else f"/unit {u.index}"
             group = groups.get(name)
             if group is None:
-                label = f"PodGroup {task}" if task in tasks else f"member {u.members[0].name}"
+                kind = self.topology.slice_task_kind
+                label = f"{kind} {task}" if task in tasks else f"member {u.members[0].name}"
                 group = groups[name] = _SliceGroup(label, [], set(), position)
             group.units.append(u)
         for pod in self.anchor_pods:

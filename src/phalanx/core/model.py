@@ -501,6 +501,8 @@ class TopologyConstraint:
     # A composite gang's child PodGroups (by name) that each have every member inside one
     # domain of `slice_required` (their own `spec.schedulingConstraints.topology` key).
     slice_tasks: tuple[str, ...] = ()
+    # What `slice_tasks` name, for messages: "PodGroup" (a composite's), "subgroup" (KAI's).
+    slice_task_kind: str = "PodGroup"
 
     def __str__(self) -> str:
         parts = []
@@ -514,7 +516,7 @@ class TopologyConstraint:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
         if self.slice_tasks:
             names = ", ".join(self.slice_tasks)
-            parts.append(f"PodGroup(s) {names} each in one {self.slice_required}")
+            parts.append(f"{self.slice_task_kind}(s) {names} each in one {self.slice_required}")
         return ", ".join(parts) or "unconstrained"
 
 

@@ -303,7 +303,8 @@ class GangPlanner:
             names = _split(index, level, where)
             if names is not None:
                 return (
-                    f"gang {key}: PodGroup {task} must lie in one {topology.key(level)} domain, "
+                    f"gang {key}: {topology.slice_task_kind} {task} must lie in one "
+                    f"{topology.key(level)} domain, "
                     f"but node labels changed and its reserved nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )

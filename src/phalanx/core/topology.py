@@ -436,6 +436,7 @@ class GangTopology:
     # A composite gang's PodGroups whose members each share one domain of `slice_level`
     # (tasks: `Pod.task`), instead of slices by rank.
     slice_tasks: frozenset[str] = frozenset()
+    slice_task_kind: str = "PodGroup"  # what `slice_tasks` name, for messages
 
     @property
     def constrained(self) -> bool:
@@ -466,7 +467,8 @@ class GangTopology:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
         if self.slice_tasks and self.slice_level is not None:
             names = ", ".join(sorted(self.slice_tasks))
-            parts.append(f"PodGroup(s) {names} each in one {self.key(self.slice_level)}")
+            kind = self.slice_task_kind
+            parts.append(f"{kind}(s) {names} each in one {self.key(self.slice_level)}")
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -558,36 +560,51 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_size=intent.slice_size,
         slice_level=levels["slice"],
         slice_tasks=frozenset(intent.slice_tasks),
+        slice_task_kind=intent.slice_task_kind,
     )
 
 
 def _child_levels(
     key: str, intent: TopologyConstraint, topologies: Topologies
 ) -> GangTopology | str:
-    """A composite gang's keys (upstream's fields, any node label): its own as `required`,
-    and its child PodGroups' one key as the level each of them lies in (`slice_tasks`),
-    which must be a level of the same topology, no wider than the composite's."""
+    """A gang's keys read as any node label (upstream's composite fields, KAI's levels):
+    its own `required` and `preferred`, and its tasks' one key as the level each of them
+    lies in (`slice_tasks`), which must be a level of the same topology, no wider than
+    the required one."""
     child = intent.slice_required
     names = ", ".join(intent.slice_tasks)
-    if not intent.required:
+    kind = intent.slice_task_kind
+    tasks = frozenset(intent.slice_tasks)
+    base = intent.required or intent.preferred
+    if not base:
         found = _label_levels(child, topologies)
         return GangTopology(
-            found.topology, slice_level=found.required, slice_tasks=frozenset(intent.slice_tasks)
+            found.topology, slice_level=found.required, slice_tasks=tasks, slice_task_kind=kind
         )
-    own = _label_levels(intent.required, topologies)
-    levels = own.topology.levels
-    if child not in levels or own.required is None or levels.index(child) < own.required:
+    topology = _label_topology(base, topologies)
+    levels = topology.levels
+    required = levels.index(intent.required) if intent.required else None
+    if intent.preferred and intent.preferred not in levels:
         return (
-            f"gang {key}: its PodGroup(s) {names} require one {child} each "
-            "(spec.schedulingConstraints.topology), which is no level of the composite's "
-            f"topology at or below {intent.required} ({' > '.join(levels)}); a child's key "
+            f"gang {key}: preferred level {quoted(intent.preferred)} is no level of the "
+            f"topology of required level {intent.required} ({' > '.join(levels)}); "
+            "configure a topology with both levels to combine them"
+        )
+    preferred = levels.index(intent.preferred) if intent.preferred else None
+    if child not in levels or (required is not None and levels.index(child) < required):
+        where = f"at or below {intent.required}" if intent.required else f"with {base}"
+        return (
+            f"gang {key}: its {kind}(s) {names} require one {child} each, which is no "
+            f"level of the gang's topology {where} ({' > '.join(levels)}); their level "
             "must be a narrower level of the same topology"
         )
     return GangTopology(
-        own.topology,
-        required=own.required,
+        topology,
+        required=required,
+        preferred=preferred,
         slice_level=levels.index(child),
-        slice_tasks=frozenset(intent.slice_tasks),
+        slice_tasks=tasks,
+        slice_task_kind=kind,
     )
 
 

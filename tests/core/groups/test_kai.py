@@ -158,6 +158,92 @@ def test_the_name_of_kai_s_topology_object_is_said_to_be_ignored() -> None:
     )
 
 
+def with_subgroup_levels(obj: dict[str, Any], **constraints: dict[str, str]) -> dict[str, Any]:
+    for entry in obj["spec"]["subGroups"]:
+        if entry["name"] in constraints:
+            entry["topologyConstraint"] = constraints[entry["name"]]
+    return obj
+
+
+def test_a_subgroup_s_required_level_keeps_its_members_in_one_value_of_that_label() -> None:
+    obj = kai_podgroup_obj("serve", 5, sub_groups={"prefill": 2, "decode": 2, "router": 1})
+    rack = {"requiredTopologyLevel": RACK}
+    with_subgroup_levels(obj, prefill=rack, decode=rack)
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.value.topology == TopologyConstraint(
+        slice_required=RACK,
+        any_label=True,
+        slice_tasks=("decode", "prefill"),
+        slice_task_kind="subgroup",
+    )
+    assert parsed.warnings == ()
+
+
+def test_the_pod_group_s_constraint_still_holds_for_the_whole_gang_beside_its_subgroups() -> None:
+    obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    obj["spec"]["topologyConstraint"] = {"requiredTopologyLevel": ZONE}
+    with_subgroup_levels(obj, decode={"requiredTopologyLevel": RACK})
+    assert kai.parse_pod_group(obj).value.topology == TopologyConstraint(
+        required=ZONE,
+        slice_required=RACK,
+        any_label=True,
+        slice_tasks=("decode",),
+        slice_task_kind="subgroup",
+    )
+
+
+def test_a_subgroup_s_preference_and_topology_name_are_accepted_and_said_to_be_unused() -> None:
+    obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    with_subgroup_levels(
+        obj,
+        decode={
+            "topology": "cluster",
+            "requiredTopologyLevel": ZONE,
+            "preferredTopologyLevel": RACK,
+        },
+    )
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.value.topology == TopologyConstraint(
+        slice_required=ZONE, any_label=True, slice_tasks=("decode",), slice_task_kind="subgroup"
+    )
+    assert parsed.warnings == (
+        "spec.subGroups[1].topologyConstraint.topology is ignored: it names KAI's Topology "
+        "object, which Phalanx does not read (its levels are read as node label keys)",
+        "spec.subGroups[1].topologyConstraint.preferredTopologyLevel is ignored: Phalanx has "
+        "no per-subgroup preference (the PodGroup's "
+        "spec.topologyConstraint.preferredTopologyLevel is honoured for the whole gang)",
+    )
+
+
+def test_a_subgroup_s_preference_alone_constrains_nothing() -> None:
+    obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    with_subgroup_levels(obj, decode={"preferredTopologyLevel": RACK})
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.value.topology is None
+    assert len(parsed.warnings) == 1
+
+
+def test_a_subgroup_s_level_beside_the_annotations_slices_is_refused_naming_both() -> None:
+    obj = kai_podgroup_obj(
+        "serve",
+        4,
+        namespace="ml",
+        sub_groups={"prefill": 2, "decode": 2},
+        annotations={
+            "phalanx.io/topology-slice-size": "2",
+            "phalanx.io/topology-slice-required": RACK,
+        },
+    )
+    with_subgroup_levels(obj, decode={"requiredTopologyLevel": RACK})
+    with pytest.raises(InvalidObjectError) as raised:
+        kai.parse_pod_group(obj)
+    assert str(raised.value) == (
+        "PodGroup ml/serve: spec.subGroups[1].topologyConstraint.requiredTopologyLevel: "
+        f"cannot be combined with the PodGroup's slices (slices of 2 in {RACK}, from the "
+        "phalanx.io/topology-* annotations); use one or the other"
+    )
+
+
 def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
     obj = kai_podgroup_obj("train", 4)
     obj["spec"].update(
@@ -236,14 +322,37 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
             {
                 "subGroups": [
                     {
-                        "name": "w",
+                        "name": "prefill",
                         "minMember": 2,
                         "topologyConstraint": {"requiredTopologyLevel": RACK},
+                    },
+                    {
+                        "name": "decode",
+                        "minMember": 2,
+                        "topologyConstraint": {"requiredTopologyLevel": ZONE},
+                    },
+                ]
+            },
+            "spec.subGroups: the subgroups set different "
+            f"topologyConstraint.requiredTopologyLevel (prefill: {RACK}; decode: {ZONE}); "
+            "Phalanx honours one level shared by the subgroups",
+        ),
+        (
+            {
+                "subGroups": [
+                    {
+                        "name": "w",
+                        "minMember": 2,
+                        "topologyConstraint": {"requiredTopologyLevel": "a rack"},
                     }
                 ]
             },
-            "spec.subGroups[0].topologyConstraint: is not supported: Phalanx places a "
-            "subgroup by the PodGroup's constraint",
+            'spec.subGroups[0].topologyConstraint.requiredTopologyLevel: "a rack" is not a '
+            "node label key",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": 2, "topologyConstraint": "rack"}]},
+            "spec.subGroups[0].topologyConstraint: must be an object, not a string",
         ),
         (
             {"topologyConstraint": {"requiredTopologyLevel": "a rack"}},
@@ -271,7 +380,9 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
         "subgroup-minima-over-min-member",
         "subgroup-min-sub-group",
         "nested-subgroup",
-        "subgroup-topology",
+        "subgroups-different-levels",
+        "subgroup-level-not-a-label",
+        "subgroup-topology-type",
         "topology-level-not-a-label",
         "topology-level-type",
     ],

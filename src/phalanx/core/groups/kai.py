@@ -8,8 +8,13 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
   `phalanx.core.quorum`); a pod's subgroup is its label `kai.scheduler/subgroup-name`. A
   pod naming a subgroup the PodGroup lacks makes the gang invalid (`stray_members`).
   What has no counterpart in Phalanx is refused naming the field, never skipped:
-  `spec.minSubGroup` (any N of the subgroups), nested subgroups (`parent`) and a
-  subgroup's own `topologyConstraint`.
+  `spec.minSubGroup` (any N of the subgroups) and nested subgroups (`parent`).
+* A subgroup's `topologyConstraint.requiredTopologyLevel` keeps its members inside one
+  value of that label (`TopologyConstraint.slice_tasks`, as a composite's child
+  PodGroups), beside the PodGroup's own constraint on the whole gang. Subgroups may set
+  one level between them; different ones are refused. A subgroup's
+  `preferredTopologyLevel` and `topology` are not used (a warning each): Phalanx has no
+  per-subgroup preference.
 * `spec.topologyConstraint`: `requiredTopologyLevel` and `preferredTopologyLevel` are node
   label keys, read as upstream's PodGroup topology key is (`any_label`: a level of a
   configured topology is that level, any other label a topology of that label alone).
@@ -26,6 +31,7 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -97,7 +103,8 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             "subgroup's minMember), not any N of the subgroups",
         )
     min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
-    names, minima = _subgroups(src, spec)
+    subgroups = _subgroups(src, spec)
+    names, minima = subgroups.names, subgroups.minima
     total = sum(minimum for _, minimum in minima)
     if total > min_member:
         raise src.invalid(
@@ -105,7 +112,7 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             f"the subgroups' minMember sum to {total}, more than spec.minMember "
             f"({min_member}): no gang of spec.minMember members can hold them",
         )
-    warnings = []
+    warnings = list(subgroups.warnings)
     constraint = read_object(src, spec.get("topologyConstraint"), "spec.topologyConstraint")
     if read_string(src, constraint.get("topology"), "spec.topologyConstraint.topology"):
         warnings.append(
@@ -114,6 +121,9 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         )
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
+    topology = settings.topology_with(
+        src, _topology(src, constraint, "spec.topologyConstraint"), "spec.topologyConstraint"
+    )
     group = PodGroup(
         namespace=namespace,
         name=name,
@@ -125,9 +135,7 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         differentiable=settings.differentiable,
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.KAI,
-        topology=settings.topology_with(
-            src, _topology(src, constraint, "spec.topologyConstraint"), "spec.topologyConstraint"
-        ),
+        topology=_with_subgroups(src, topology, subgroups.levels),
         min_task_member=minima,
         task_names=names,
         deleting=is_deleting(metadata),
@@ -135,12 +143,25 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
     return Parsed(group, tuple(warnings))
 
 
-def _subgroups(src: Source, spec: JsonObject) -> tuple[frozenset[str], tuple[tuple[str, int], ...]]:
-    """`spec.subGroups`: every subgroup's name, and (name, minMember) pairs sorted by name
-    without the zeros (they ask for nothing). KAI's webhook rules are kept (a name, once;
-    a leaf's minMember) and what Phalanx cannot enforce is refused naming the entry."""
+@dataclass(frozen=True, slots=True)
+class _Subgroups:
+    """`spec.subGroups` as read: every name; (name, minMember) pairs sorted by name without
+    the zeros (they ask for nothing); each required topology level with the subgroups
+    (and the field) that set it; warnings for what is read but not used."""
+
+    names: frozenset[str]
+    minima: tuple[tuple[str, int], ...]
+    levels: dict[str, list[tuple[str, str]]]
+    warnings: tuple[str, ...]
+
+
+def _subgroups(src: Source, spec: JsonObject) -> _Subgroups:
+    """`spec.subGroups`. KAI's webhook rules are kept (a name, once; a leaf's minMember)
+    and what Phalanx cannot enforce is refused naming the entry."""
     names: set[str] = set()
     minima = []
+    levels: dict[str, list[tuple[str, str]]] = {}
+    warnings = []
     for path, entry in read_objects(src, spec.get("subGroups"), "spec.subGroups"):
         name = read_string(src, entry.get("name"), f"{path}.name")
         if not name:
@@ -151,10 +172,6 @@ def _subgroups(src: Source, spec: JsonObject) -> tuple[frozenset[str], tuple[tup
         for field, why in (
             ("parent", "nested subgroups are not supported: Phalanx enforces flat ones"),
             ("minSubGroup", "is not supported: a subgroup needs its minMember members"),
-            (
-                "topologyConstraint",
-                "is not supported: Phalanx places a subgroup by the PodGroup's constraint",
-            ),
         ):
             if entry.get(field) not in (None, "", {}):
                 raise src.invalid(f"{path}.{field}", why)
@@ -168,7 +185,60 @@ def _subgroups(src: Source, spec: JsonObject) -> tuple[frozenset[str], tuple[tup
             raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
         if minimum:
             minima.append((name, minimum))
-    return frozenset(names), tuple(sorted(minima))
+        where = f"{path}.topologyConstraint"
+        constraint = read_object(src, entry.get("topologyConstraint"), where)
+        intent = _topology(src, constraint, where)
+        if read_string(src, constraint.get("topology"), f"{where}.topology"):
+            warnings.append(
+                f"{where}.topology is ignored: it names KAI's Topology object, which Phalanx "
+                "does not read (its levels are read as node label keys)"
+            )
+        if intent is None:
+            continue
+        if intent.preferred:
+            warnings.append(
+                f"{where}.preferredTopologyLevel is ignored: Phalanx has no per-subgroup "
+                "preference (the PodGroup's spec.topologyConstraint.preferredTopologyLevel "
+                "is honoured for the whole gang)"
+            )
+        if intent.required:
+            levels.setdefault(intent.required, []).append((name, where))
+    return _Subgroups(frozenset(names), tuple(sorted(minima)), levels, tuple(warnings))
+
+
+def _with_subgroups(
+    src: Source, own: TopologyConstraint | None, levels: Mapping[str, list[tuple[str, str]]]
+) -> TopologyConstraint | None:
+    """The gang's topology intent: the PodGroup's own (`own`, for the whole gang) and the
+    subgroups' one required level (each of them inside one value of it); or refused,
+    naming the fields, when the subgroups set different levels or the PodGroup's
+    annotations already cut the gang into slices."""
+    if not levels:
+        return own
+    if len(levels) > 1:
+        shown = "; ".join(
+            f"{', '.join(name for name, _ in named)}: {level}"
+            for level, named in sorted(levels.items())
+        )
+        raise src.invalid(
+            "spec.subGroups",
+            f"the subgroups set different topologyConstraint.requiredTopologyLevel ({shown}); "
+            "Phalanx honours one level shared by the subgroups",
+        )
+    [(level, named)] = levels.items()
+    base = own or TopologyConstraint(any_label=True)
+    if base.slice_size or base.slice_required:
+        raise src.invalid(
+            named[0][1] + ".requiredTopologyLevel",
+            f"cannot be combined with the PodGroup's slices ({base}, from the "
+            "phalanx.io/topology-* annotations); use one or the other",
+        )
+    return replace(
+        base,
+        slice_required=level,
+        slice_tasks=tuple(sorted(name for name, _ in named)),
+        slice_task_kind="subgroup",
+    )
 
 
 def _topology(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:

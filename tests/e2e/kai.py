@@ -29,11 +29,17 @@ def kai_pod_group(
     *,
     sub_groups: Mapping[str, int] | None = None,
     topology: Mapping[str, Any] | None = None,
+    sub_group_levels: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A PodGroup as KAI's podgrouper writes it (a queue, which Phalanx does not read)."""
+    """A PodGroup as KAI's podgrouper writes it (a queue, which Phalanx does not read);
+    `sub_group_levels` gives subgroups a `topologyConstraint.requiredTopologyLevel`."""
     spec: Obj = {"minMember": min_member, "queue": "default-queue"}
     if sub_groups is not None:
         spec["subGroups"] = [{"name": n, "minMember": m} for n, m in sub_groups.items()]
+        for entry in spec["subGroups"]:
+            level = (sub_group_levels or {}).get(entry["name"])
+            if level:
+                entry["topologyConstraint"] = {"requiredTopologyLevel": level}
     if topology is not None:
         spec["topologyConstraint"] = dict(topology)
     return sc.api.create(

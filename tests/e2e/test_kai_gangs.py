@@ -1,9 +1,10 @@
 """NVIDIA KAI Scheduler's PodGroups on the session's control plane, through the real
 kube-scheduler (docs/gang-dialects.md, "KAI Scheduler's PodGroups"): pods marked as KAI's
 podgrouper marks them bind whole or not at all, the PodGroup's status says why a gang
-waits (``UnschedulableOnNodePool``) and stops saying it once placed, and subgroup minima
-hold in the quorum. KAI's own scheduler does not run: its CRD is served (written from its
-types, ``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
+waits (``UnschedulableOnNodePool``) and stops saying it once placed, subgroup minima
+hold in the quorum, and a subgroup's required topology level keeps it in one rack. KAI's
+own scheduler does not run: its CRD is served (written from its types,
+``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
 """
 
 from __future__ import annotations
@@ -115,3 +116,37 @@ def test_a_kai_gang_waits_for_each_subgroup_s_minimum(cluster: Scenario) -> None
 
     leader = member(sc, "serve-leader", "serve", "leader")
     sc.wait_bound([leader, *workers])
+
+
+RACK = "example.com/rack"
+
+
+def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Racks of one, two and two nodes (values unique to the test's namespace): prefill
+    and decode, two members each, each required in one rack, bind each in a rack of two;
+    the gang alone would also fit across the lone node and one of the others."""
+    sc = judged(cluster)
+    rack_of = {}
+    for suffix, rack in (("a", "r0"), ("b1", "r1"), ("b2", "r1"), ("c1", "r2"), ("c2", "r2")):
+        name = sc.node(suffix, GPUS, labels={RACK: f"{sc.namespace}-{rack}"})
+        rack_of[name] = rack
+    sc.nodes_ready()
+    kai_pod_group(
+        sc,
+        "disagg",
+        4,
+        sub_groups={"prefill": 2, "decode": 2},
+        sub_group_levels={"prefill": RACK, "decode": RACK},
+    )
+    names = {
+        role: [member(sc, f"{role}-{i}", "disagg", role, gated=True) for i in range(2)]
+        for role in ("prefill", "decode")
+    }
+    for each in (*names["prefill"], *names["decode"]):
+        sc.ungate(each)
+    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    for role, pods in names.items():
+        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
+    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where

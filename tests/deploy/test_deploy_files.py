@@ -174,6 +174,9 @@ def test_kai_example_places_prefill_and_both_decoders_together() -> None:
     placements = asyncio.run(_schedule(DEPLOY / "examples" / "kai-podgroup.yaml"))
     assert len(set(placements.values())) == 3  # 8 GPUs each: one member per node
     assert "disagg-serve-prefill-0" in placements
+    # The decode subgroup's level: both decoders in one NVLink clique (nvl0 or nvl1).
+    decoders = {placements[f"disagg-serve-decode-{i}"].split("-")[0] for i in range(2)}
+    assert len(decoders) == 1, placements
 
 
 def test_dra_example_places_two_members_on_each_dra_node() -> None:

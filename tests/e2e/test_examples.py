@@ -130,10 +130,11 @@ def test_the_kai_example_starts_prefill_and_decode_together_a_node_each(
     cluster: Scenario,  # noqa: F811
 ) -> None:
     """KAI's scheduler is not installed: the example's PodGroup and pods are as its
-    podgrouper writes them. Three 8-GPU nodes: each member takes a whole one."""
+    podgrouper writes them. Three 8-GPU nodes of one NVLink clique (the decode subgroup
+    requires one): each member takes a whole one."""
     sc = cluster
     sc.monitor.gang_sizes.append(kai_sizes)
-    nodes = {sc.node(f"h{i}", 8) for i in range(3)}
+    nodes = {sc.node(f"h{i}", 8, clique=f"{sc.namespace}-c0") for i in range(3)}
     sc.nodes_ready()
 
     applied = apply_example(sc.cp, EXAMPLES / "kai-podgroup.yaml", sc.namespace, pool=sc.pool)

@@ -303,8 +303,9 @@ class GangPlanner:
             names = _split(index, level, where)
             if names is not None:
                 return (
-                    f"gang {key}: PodGroup {task} must lie in one {topology.key(level)} domain, "
-                    f"but node labels changed and its reserved nodes now lie in {len(names)}: "
+                    f"gang {key}: {topology.slice_noun} {task} must lie in one "
+                    f"{topology.key(level)} domain, but node labels changed and its reserved "
+                    f"nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )
         return ""

@@ -36,6 +36,7 @@ from phalanx.core.model import (
     PodGroup,
     PolicyKind,
     TopologyConstraint,
+    task_names,
 )
 from phalanx.core.names import is_qualified_name
 from phalanx.core.topology_annotations import is_topology_name
@@ -436,6 +437,7 @@ class GangTopology:
     # A composite gang's PodGroups whose members each share one domain of `slice_level`
     # (tasks: `Pod.task`), instead of slices by rank.
     slice_tasks: frozenset[str] = frozenset()
+    slice_noun: str = "PodGroup"  # what `slice_tasks` name (`TopologyConstraint.slice_noun`)
 
     @property
     def constrained(self) -> bool:
@@ -465,8 +467,8 @@ class GangTopology:
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
         if self.slice_tasks and self.slice_level is not None:
-            names = ", ".join(sorted(self.slice_tasks))
-            parts.append(f"PodGroup(s) {names} each in one {self.key(self.slice_level)}")
+            names = task_names(self.slice_tasks)
+            parts.append(f"{self.slice_noun}(s) {names} each in one {self.key(self.slice_level)}")
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -494,7 +496,9 @@ def resolve_topology(
             return meant
         declared.setdefault(meant, intent)
     if len(declared) > 1:
-        return f"members of gang {key} disagree on their topology: " + "; ".join(
+        where = sorted({c.declared_by for c in declared.values() if c.declared_by})
+        said = f" ({'; '.join(where)})" if where else ""
+        return f"members of gang {key} disagree on their topology{said}: " + "; ".join(
             sorted(str(c) for c in declared.values())
         )
     from_members = next(iter(declared.items()), None)
@@ -564,30 +568,40 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
 def _child_levels(
     key: str, intent: TopologyConstraint, topologies: Topologies
 ) -> GangTopology | str:
-    """A composite gang's keys (upstream's fields, any node label): its own as `required`,
-    and its child PodGroups' one key as the level each of them lies in (`slice_tasks`),
-    which must be a level of the same topology, no wider than the composite's."""
+    """A gang's keys read as upstream's fields (any node label): its own as `required`, and
+    the one key its parts (a composite's child PodGroups, an LWS group's subgroups) each lie
+    in (`slice_tasks`), which must be a level of the same topology, no wider than the gang's."""
     child = intent.slice_required
-    names = ", ".join(intent.slice_tasks)
+    names = task_names(intent.slice_tasks)
+    tasks = frozenset(intent.slice_tasks)
+    noun = intent.slice_noun
     if not intent.required:
         found = _label_levels(child, topologies)
         return GangTopology(
-            found.topology, slice_level=found.required, slice_tasks=frozenset(intent.slice_tasks)
+            found.topology, slice_level=found.required, slice_tasks=tasks, slice_noun=noun
         )
     own = _label_levels(intent.required, topologies)
     levels = own.topology.levels
     if child not in levels or own.required is None or levels.index(child) < own.required:
+        if noun == "PodGroup":
+            return (
+                f"gang {key}: its PodGroup(s) {names} require one {child} each "
+                "(spec.schedulingConstraints.topology), which is no level of the composite's "
+                f"topology at or below {intent.required} ({' > '.join(levels)}); a child's "
+                "key must be a narrower level of the same topology"
+            )
         return (
-            f"gang {key}: its PodGroup(s) {names} require one {child} each "
-            "(spec.schedulingConstraints.topology), which is no level of the composite's "
-            f"topology at or below {intent.required} ({' > '.join(levels)}); a child's key "
-            "must be a narrower level of the same topology"
+            f"gang {key}: its {noun}(s) {names} require one {child} each ({intent.declared_by}),"
+            f" which is no level of the gang's topology at or below {intent.required} "
+            f"({' > '.join(levels)}); configure a topology with {intent.required} above "
+            f"{child} to combine them"
         )
     return GangTopology(
         own.topology,
         required=own.required,
         slice_level=levels.index(child),
-        slice_tasks=frozenset(intent.slice_tasks),
+        slice_tasks=tasks,
+        slice_noun=noun,
     )
 
 

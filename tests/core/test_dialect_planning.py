@@ -673,6 +673,15 @@ def test_each_leaderworkerset_subgroup_is_reserved_inside_one_rack() -> None:
     assert rack[where["serve-0-2"]] == rack[where["serve-0-3"]]
 
 
+def test_a_leaderworkerset_group_with_subgroups_in_racks_waits_for_all_its_pods() -> None:
+    # A slot made from the leader's shape would stand for no subgroup in particular.
+    cluster = Cluster(*lws_group(4, subgroups=SUBGROUPS_IN_RACKS)[:2])
+    nodes = racked(cluster, {"r1": ["a1", "a2", "a3"], "r2": ["b1", "b2"]})
+    decision = cluster.planner.filter(cluster.pod("serve-0"), nodes, now=0)
+    assert decision.reserved is None
+    assert decision.result.unresolvable["a1"] == "waiting for gang members: 2/4 exist"
+
+
 def test_a_leaderworkerset_group_with_no_rack_for_a_whole_subgroup_is_refused_naming_it() -> None:
     cluster = Cluster(*lws_group(4, subgroups=SUBGROUPS_IN_RACKS))
     nodes = racked(cluster, {"r1": ["a1", "a2"], "r2": ["b1"], "r3": ["c1"]})

@@ -339,6 +339,11 @@ def test_a_members_subgroup_is_its_task_without_task_minima() -> None:
     assert (gang.min_member, gang.min_task_member) == (5, ())
 
 
+def test_many_subgroups_are_read_when_no_topology_pins_them() -> None:
+    found = subgroup_pod("4000", size="4096", each="1")
+    assert (found.task, found.invalid) == ("4000", "")
+
+
 def test_the_leader_excluded_from_every_subgroup_has_no_task() -> None:
     assert subgroup_pod(None).task == ""
 
@@ -406,8 +411,8 @@ def test_a_subgroup_exclusive_topology_without_subgroups_is_not_read() -> None:
         ),
         (
             subgroup_pod(size="4096", each="1", **{SUBGROUP_EXCLUSIVE: "example.com/rack"}),
-            f"annotation {SUBGROUP_SIZE}: 1 makes 4096 subgroups of the group's 4096 pods; "
-            "Phalanx reads at most 1024",
+            f"annotation {SUBGROUP_EXCLUSIVE} with {SUBGROUP_SIZE} makes 4096 subgroups of "
+            "the group's 4096 pods to place each in one domain; Phalanx places at most 1024",
         ),
         (
             subgroup_pod(**{SUBGROUP_EXCLUSIVE: "rack!"}),

@@ -74,8 +74,9 @@ SUBGROUP_SIZE_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/subgroup-size"
 SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
     "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
 )
-# Each subgroup is named in the gang's topology intent: a bound on what one pod's reading
-# costs (a declared size may be huge). Subgroups that many are one or two pods each.
+# Each subgroup pinned to a domain is named in the gang's topology intent: a bound on what
+# one pod's reading costs (a declared size may be huge). Subgroups that many are one or two
+# pods each.
 MAX_SUBGROUPS: Final = 1024
 SUBGROUP_NOUN: Final = "LWS subgroup"
 OPT_IN_ANNOTATION: Final = ANNOTATION_PREFIX + "leaderworkerset-gang"
@@ -150,13 +151,7 @@ def subgroup_count(annotations: Mapping[str, str], size: int) -> int | str | Non
     # The highest index is the last worker's; the leader is extra when only size - 1 divides.
     last = size - 1
     highest = (last - 1) // each if size % each else last // each
-    count = highest + 1
-    if count > MAX_SUBGROUPS:
-        return (
-            f"annotation {SUBGROUP_SIZE_ANNOTATION}: {each} makes {count} subgroups of the "
-            f"group's {size} pods; Phalanx reads at most {MAX_SUBGROUPS}"
-        )
-    return count
+    return highest + 1
 
 
 def _subgroup_problem(labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> str:
@@ -206,7 +201,7 @@ def member_topology(
     """The topology LWS's exclusive placement gives a member (None without it): the group's
     label as its required level, and each subgroup inside one value of the subgroup label
     (slices by subgroup). A value no node label key could be is added to `problems`,
-    naming the annotation; so is a subgroup size `claim` refused already, nothing twice."""
+    naming the annotation (a bad size or subgroup size is `claim`'s to say)."""
     group_key = _label_key(annotations, EXCLUSIVE_TOPOLOGY_ANNOTATION, problems)
     subgroup_key = _label_key(annotations, SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION, problems)
     if group_key is None and subgroup_key is None:
@@ -219,6 +214,13 @@ def member_topology(
     if not isinstance(count, int):
         # No subgroup-size: LWS makes no subgroups; a bad one is the claim's problem.
         return own if group_key is not None else None
+    if count > MAX_SUBGROUPS:
+        problems.append(
+            f"annotation {SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} with {SUBGROUP_SIZE_ANNOTATION}"
+            f" makes {count} subgroups of the group's {size} pods to place each in one domain;"
+            f" Phalanx places at most {MAX_SUBGROUPS}"
+        )
+        return None
     declared = [SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION, SUBGROUP_SIZE_ANNOTATION, SIZE_ANNOTATION]
     if group_key is not None:
         declared.insert(0, EXCLUSIVE_TOPOLOGY_ANNOTATION)

@@ -8,11 +8,14 @@ from typing import Any
 import pytest
 
 from builders import (
+    LEAF,
+    SPINE,
     gpu_node,
     kai_pod_obj,
     kai_podgroup_obj,
     pod_obj,
     podgroup_obj,
+    rack_node,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
     workload_obj,
@@ -571,22 +574,38 @@ def test_a_replacement_member_of_a_placed_kueue_serving_group_joins_it_alone() -
 # --- LeaderWorkerSet groups (opt-in) ---------------------------------------------------
 
 
-def lws_member(name: str, size: int, *, worker: int, opt_in: bool = True) -> dict[str, Any]:
-    """A pod of LWS `serve`'s group 0 asking a whole 8-GPU node, as LWS stamps it."""
+def lws_member(
+    name: str,
+    size: int,
+    *,
+    worker: int,
+    opt_in: bool = True,
+    subgroups: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod of LWS `serve`'s group 0 asking a whole 8-GPU node, as LWS stamps it;
+    `subgroups`: the LWS's subgroup annotations (its subgroup-size among them), with which
+    LWS labels the pod with its subgroup's index."""
     labels = {
         "leaderworkerset.sigs.k8s.io/name": "serve",
         "leaderworkerset.sigs.k8s.io/group-index": "0",
         "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
     }
-    annotations = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    annotations = {"leaderworkerset.sigs.k8s.io/size": str(size), **(subgroups or {})}
+    if subgroups:
+        each = int(subgroups[SUBGROUP_SIZE])
+        index = (worker - 1) // each if size % each and worker else worker // each
+        labels["leaderworkerset.sigs.k8s.io/subgroup-index"] = str(index)
     if opt_in:
         annotations["phalanx.io/leaderworkerset-gang"] = "true"
     return pod_obj(name, 8, labels=labels, annotations=annotations)
 
 
-def lws_group(size: int, *, workers_opt_in: bool = True) -> list[dict[str, Any]]:
-    return [lws_member("serve-0", size, worker=0)] + [
-        lws_member(f"serve-0-{i}", size, worker=i, opt_in=workers_opt_in) for i in range(1, size)
+def lws_group(
+    size: int, *, workers_opt_in: bool = True, subgroups: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    return [lws_member("serve-0", size, worker=0, subgroups=subgroups)] + [
+        lws_member(f"serve-0-{i}", size, worker=i, opt_in=workers_opt_in, subgroups=subgroups)
+        for i in range(1, size)
     ]
 
 
@@ -614,6 +633,106 @@ def test_a_leaderworkerset_group_opted_in_on_the_leader_only_is_invalid_naming_t
     )
     decision = cluster.planner.filter(cluster.pod("serve-0"), NODES, now=0)
     assert decision.reserved is None
+
+
+RACK = "example.com/rack"
+SUBGROUP_SIZE = "leaderworkerset.sigs.k8s.io/subgroup-size"
+SUBGROUP_KEY = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+# Two subgroups of two pods: the leader and worker 1, workers 2 and 3.
+SUBGROUPS_IN_RACKS = {SUBGROUP_SIZE: "2", SUBGROUP_KEY: RACK}
+
+
+def racked(cluster: Cluster, racks: dict[str, list[str]]) -> list[str]:
+    """Replaces the cluster's nodes with 8-GPU nodes labelled with their rack."""
+    for name in NODES:
+        cluster.state.remove_node(name)
+    names = []
+    for rack, nodes in racks.items():
+        for name in nodes:
+            cluster.state.upsert_node(gpu_node(name, labels={RACK: rack}))
+            names.append(name)
+    return names
+
+
+def reserved_nodes(cluster: Cluster) -> dict[str, str]:
+    reservation = cluster.state.reservation("lws:default/serve-0")
+    assert reservation is not None
+    return {m.pod_key.split("/")[1]: m.node for m in reservation.members}
+
+
+def test_each_leaderworkerset_subgroup_is_reserved_inside_one_rack() -> None:
+    cluster = Cluster(*lws_group(4, subgroups=SUBGROUPS_IN_RACKS))
+    # Three nodes in rack r1, two in r2: filling r1 first would split a subgroup.
+    nodes = racked(cluster, {"r1": ["a1", "a2", "a3"], "r2": ["b1", "b2"]})
+    decision = cluster.planner.filter(cluster.pod("serve-0"), nodes, now=0)
+    assert decision.reserved is not None
+    where = reserved_nodes(cluster)
+    rack = {name: name[0] for name in nodes}
+    assert rack[where["serve-0"]] == rack[where["serve-0-1"]]
+    assert rack[where["serve-0-2"]] == rack[where["serve-0-3"]]
+
+
+def test_a_leaderworkerset_group_with_subgroups_in_racks_waits_for_all_its_pods() -> None:
+    # A slot made from the leader's shape would stand for no subgroup in particular.
+    cluster = Cluster(*lws_group(4, subgroups=SUBGROUPS_IN_RACKS)[:2])
+    nodes = racked(cluster, {"r1": ["a1", "a2", "a3"], "r2": ["b1", "b2"]})
+    decision = cluster.planner.filter(cluster.pod("serve-0"), nodes, now=0)
+    assert decision.reserved is None
+    assert decision.result.unresolvable["a1"] == "waiting for gang members: 2/4 exist"
+
+
+def test_a_leaderworkerset_group_with_no_rack_for_a_whole_subgroup_is_refused_naming_it() -> None:
+    cluster = Cluster(*lws_group(4, subgroups=SUBGROUPS_IN_RACKS))
+    nodes = racked(cluster, {"r1": ["a1", "a2"], "r2": ["b1"], "r3": ["c1"]})
+    decision = cluster.planner.filter(cluster.pod("serve-0"), nodes, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    reason = decision.result.unresolvable["a1"]
+    assert "LWS subgroup(s) 0, 1 each in one example.com/rack" in reason
+    assert "LWS subgroup 1 fits in no" in reason
+
+
+def test_the_groups_exclusive_topology_and_its_subgroups_hold_together() -> None:
+    # Every pod in one spine, each subgroup in one leaf of it: only spine s1 has two leaves
+    # of two nodes.
+    subgroups = {SUBGROUP_SIZE: "2", SUBGROUP_KEY: LEAF, GROUP_KEY: SPINE}
+    cluster = Cluster(*lws_group(4, subgroups=subgroups))
+    for name in NODES:
+        cluster.state.remove_node(name)
+    nodes = [
+        rack_node("a1", 8, spine="s0", leaf="l0"),
+        rack_node("a2", 8, spine="s0", leaf="l0"),
+        rack_node("a3", 8, spine="s0", leaf="l1"),
+        rack_node("a4", 8, spine="s0", leaf="l2"),
+        rack_node("b1", 8, spine="s1", leaf="l3"),
+        rack_node("b2", 8, spine="s1", leaf="l3"),
+        rack_node("b3", 8, spine="s1", leaf="l4"),
+        rack_node("b4", 8, spine="s1", leaf="l4"),
+    ]
+    for node in nodes:
+        cluster.state.upsert_node(node)
+    names = [n.name for n in nodes]
+    decision = cluster.planner.filter(cluster.pod("serve-0"), names, now=0)
+    assert decision.reserved is not None
+    where = reserved_nodes(cluster)
+    assert {where["serve-0"], where["serve-0-1"]} in ({"b1", "b2"}, {"b3", "b4"})
+    assert {where["serve-0-2"], where["serve-0-3"]} in ({"b1", "b2"}, {"b3", "b4"})
+
+
+def test_subgroup_and_group_labels_in_no_topology_together_are_refused_naming_the_annotations() -> (
+    None
+):
+    subgroups = {SUBGROUP_SIZE: "2", SUBGROUP_KEY: RACK, GROUP_KEY: "example.com/row"}
+    cluster = Cluster(*lws_group(4, subgroups=subgroups))
+    decision = cluster.planner.filter(cluster.pod("serve-0"), NODES, now=0)
+    assert decision.reserved is None
+    assert (
+        "gang lws:default/serve-0: its LWS subgroup(s) 0, 1 require one example.com/rack each "
+        "(annotations leaderworkerset.sigs.k8s.io/exclusive-topology, "
+        "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology, "
+        "leaderworkerset.sigs.k8s.io/subgroup-size, leaderworkerset.sigs.k8s.io/size), which "
+        "is no level of the gang's topology at or below example.com/row (example.com/row)"
+    ) in decision.result.unresolvable["n1"]
 
 
 # --- YuniKorn's task groups --------------------------------------------------------------
@@ -750,10 +869,8 @@ def test_a_kai_pod_group_waits_for_its_object_and_says_which() -> None:
 
 # --- KAI subgroups' topology constraints -----------------------------------------------------
 
-RACK = "example.com/rack"
 
-
-def racked(*racks: tuple[str, ...]) -> Cluster:
+def racked_cluster(*racks: tuple[str, ...]) -> Cluster:
     """The three default nodes replaced by 8-GPU nodes in racks (`racks[i]` the nodes of
     rack r{i}), label `example.com/rack`, no configured topology having it."""
     cluster = Cluster()
@@ -789,7 +906,7 @@ def rack_of(cluster: Cluster, node: str) -> str:
 def test_each_kai_subgroup_required_in_one_rack_lands_in_one_rack() -> None:
     # Racks of one, two and two nodes: without the subgroups' level the gang spreads over
     # all three (a subgroup split between racks); with it each subgroup takes a rack of two.
-    cluster = racked(("a1",), ("b1", "b2"), ("c1", "c2"))
+    cluster = racked_cluster(("a1",), ("b1", "b2"), ("c1", "c2"))
     for obj in serving(prefill=RACK, decode=RACK):
         cluster.add(obj)
     candidates = ["a1", "b1", "c1", "b2", "c2"]
@@ -810,7 +927,7 @@ def test_each_kai_subgroup_required_in_one_rack_lands_in_one_rack() -> None:
 
 def test_a_kai_subgroup_no_rack_can_hold_leaves_the_gang_unfit_naming_the_subgroup() -> None:
     # Four nodes for four members, but only rack r0 holds two: decode has no rack left.
-    cluster = racked(("a1", "a2"), ("b1",), ("c1",))
+    cluster = racked_cluster(("a1", "a2"), ("b1",), ("c1",))
     for obj in serving(prefill=RACK, decode=RACK):
         cluster.add(obj)
     decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "b1", "c1"], now=0)
@@ -821,7 +938,7 @@ def test_a_kai_subgroup_no_rack_can_hold_leaves_the_gang_unfit_naming_the_subgro
 
 
 def test_a_kai_subgroup_without_a_level_goes_anywhere_beside_one_with_it() -> None:
-    cluster = racked(("a1",), ("b1",), ("c1", "c2"))
+    cluster = racked_cluster(("a1",), ("b1",), ("c1", "c2"))
     for obj in serving(decode=RACK):
         cluster.add(obj)
     decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "b1", "c1", "c2"], now=0)

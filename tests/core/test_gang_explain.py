@@ -98,8 +98,27 @@ def test_a_gpu_less_gang_miss_names_its_request():
             f"required {SPINE}: placed within {CLIQUE}=c-3; "
             "every 4 consecutive members within one clique",
         ),
+        (
+            GangTopology(
+                DEFAULT,
+                required=0,
+                slice_level=1,
+                slice_tasks=frozenset({"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}),
+                slice_noun="LWS subgroup",
+            ),
+            (),
+            f"required {SPINE}: placed within {CLIQUE}=c-3; "
+            "each of LWS subgroup(s) 0..10 within one leaf",
+        ),
     ],
-    ids=["unconstrained", "required", "preferred-met", "preferred-fell-back", "slices"],
+    ids=[
+        "unconstrained",
+        "required",
+        "preferred-met",
+        "preferred-fell-back",
+        "slices",
+        "lws-subgroups",
+    ],
 )
 def test_where_a_gang_landed_reads_as_one_line(topology, misses, text):
     assert landing_text(topology, misses, f"{CLIQUE}=c-3", EIGHTY) == text

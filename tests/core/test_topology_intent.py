@@ -563,7 +563,7 @@ def kai_subgroups(**levels: str) -> TopologyConstraint:
         slice_required=levels["slice"],
         any_label=True,
         slice_tasks=("decode", "prefill"),
-        slice_task_kind="subgroup",
+        slice_noun="subgroup",
     )
 
 
@@ -577,7 +577,7 @@ def test_kai_subgroups_level_holds_beside_the_pod_groups_required_and_preferred_
         preferred=1,
         slice_level=2,
         slice_tasks=frozenset({"decode", "prefill"}),
-        slice_task_kind="subgroup",
+        slice_noun="subgroup",
     )
     assert str(resolved) == (
         f"required {SPINE}, preferred {LEAF}, subgroup(s) decode, prefill each in one {CLIQUE}"

@@ -28,8 +28,27 @@ from scheduling import (
 pytestmark = pytest.mark.e2e
 
 
-def lws_pod(sc: Scenario, lws: str, worker: int, size: int, gpus: int, *, opt_in: bool) -> Obj:
-    """Pod ``worker`` (0: the leader) of LWS ``lws``'s group 0 of ``size`` pods."""
+SUBGROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/subgroup-key"
+RACK = "example.com/rack"
+
+
+def lws_pod(
+    sc: Scenario,
+    lws: str,
+    worker: int,
+    size: int,
+    gpus: int,
+    *,
+    opt_in: bool,
+    subgroup_size: int = 0,
+    subgroup_topology: str = "",
+    affinity: bool = True,
+) -> Obj:
+    """Pod ``worker`` (0: the leader) of LWS ``lws``'s group 0 of ``size`` pods; with
+    ``subgroup_size``, in its subgroup as LWS's webhook puts it there (``size`` a multiple
+    of it here), and with ``subgroup_topology`` also with the affinity LWS injects (unless
+    ``affinity`` is False): its subgroup inside one value of that label, no other subgroup
+    there."""
     name = f"{lws}-0" if worker == 0 else f"{lws}-0-{worker}"
     labels = {
         LWS_NAME_LABEL: lws,
@@ -40,20 +59,49 @@ def lws_pod(sc: Scenario, lws: str, worker: int, size: int, gpus: int, *, opt_in
     annotations = {A_LWS_SIZE: str(size)}
     if opt_in:
         annotations[A_LWS_GANG] = "true"
+    subgroup_key = ""
+    if subgroup_size:
+        index = str(worker // subgroup_size)
+        subgroup_key = f"{lws}0sub{index}"
+        labels["leaderworkerset.sigs.k8s.io/subgroup-index"] = index
+        labels[SUBGROUP_KEY_LABEL] = subgroup_key
+        annotations["leaderworkerset.sigs.k8s.io/subgroup-size"] = str(subgroup_size)
+    if subgroup_topology:
+        annotations["leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"] = subgroup_topology
     body = pod_body(
         name, gpus=gpus, node_selector=sc.selector, labels=labels, annotations=annotations
     )
+    if subgroup_topology and affinity:
+        same = {"key": SUBGROUP_KEY_LABEL, "operator": "In", "values": [subgroup_key]}
+        others = [
+            {"key": SUBGROUP_KEY_LABEL, "operator": "Exists"},
+            {"key": SUBGROUP_KEY_LABEL, "operator": "NotIn", "values": [subgroup_key]},
+        ]
+        term = {"topologyKey": subgroup_topology}
+        body["spec"]["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {**term, "labelSelector": {"matchExpressions": [same]}}
+                ]
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {**term, "labelSelector": {"matchExpressions": others}}
+                ]
+            },
+        }
     return sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
 
 
 def lws_group(
-    sc: Scenario, lws: str, size: int, gpus: int, *, opt_in: bool = True
+    sc: Scenario, lws: str, size: int, gpus: int, *, opt_in: bool = True, **subgroups: Any
 ) -> tuple[str, list[str]]:
     """The leader first, then its workers, as LWS creates them; their names."""
-    lws_pod(sc, lws, 0, size, gpus, opt_in=opt_in)
+    lws_pod(sc, lws, 0, size, gpus, opt_in=opt_in, **subgroups)
     workers = []
     for worker in range(1, size):
-        workers.append(lws_pod(sc, lws, worker, size, gpus, opt_in=opt_in)["metadata"]["name"])
+        created = lws_pod(sc, lws, worker, size, gpus, opt_in=opt_in, **subgroups)
+        workers.append(created["metadata"]["name"])
     return f"{lws}-0", workers
 
 
@@ -110,3 +158,29 @@ def test_a_group_without_the_opt_in_is_scheduled_pod_by_pod(cluster: Scenario) -
     cluster.wait("two pods bound", lambda: sum(map(bool, cluster.placement(pods).values())) == 2)
     cluster.assert_unbound_for([n for n, node in cluster.placement(pods).items() if not node], 1.0)
     assert cluster.phalanx.get(f"/debug/groups/lws:{cluster.namespace}/{leader}").status_code == 404
+
+
+@pytest.mark.parametrize("affinity", [False, True], ids=["phalanx-alone", "with-lws-affinity"])
+def test_each_subgroup_of_a_group_binds_inside_one_rack(
+    cluster: Scenario,  # noqa: F811
+    affinity: bool,
+) -> None:
+    # Rack r1 holds three whole-node pods, r2 two: filling r1 first would split a subgroup.
+    # Without LWS's affinity, where the pods land is Phalanx's plan alone; with it,
+    # kube-scheduler agrees with that plan (it would refuse a pod of a split subgroup).
+    racks = {"a1": "r1", "a2": "r1", "a3": "r1", "b1": "r2", "b2": "r2"}
+    rack_of = {}
+    for suffix, rack in racks.items():
+        name = cluster.node(suffix, 8, labels={RACK: f"{cluster.namespace}-{rack}"})
+        rack_of[name] = rack
+    cluster.nodes_ready()
+    leader, workers = lws_group(
+        cluster, "racked", 4, 8, subgroup_size=2, subgroup_topology=RACK, affinity=affinity
+    )
+
+    where = cluster.wait_bound([leader, *workers])
+    # Subgroup 0: the leader and worker 1; subgroup 1: workers 2 and 3.
+    assert rack_of[where[leader]] == rack_of[where[workers[0]]], where
+    assert rack_of[where[workers[1]]] == rack_of[where[workers[2]]], where
+    view = debug_view(cluster, leader)
+    assert view["bound"] == 4

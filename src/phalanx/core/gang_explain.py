@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from phalanx.core import eligibility
-from phalanx.core.model import CPU, MEMORY, PODS, Resources
+from phalanx.core.model import CPU, MEMORY, PODS, Resources, task_names
 from phalanx.core.quantity import format_amount
 from phalanx.core.topology import CLUSTER, GangTopology, short_name
 
@@ -173,8 +173,7 @@ def landing_text(
         )
     if topology.slice_tasks and topology.slice_level is not None:
         parts.append(
-            f"each of {topology.slice_task_kind}(s) {', '.join(sorted(topology.slice_tasks))} "
-            "within one "
+            f"each of {topology.slice_noun}(s) {task_names(topology.slice_tasks)} within one "
             f"{short_name(topology.key(topology.slice_level))}"
         )
     return "; ".join(parts)

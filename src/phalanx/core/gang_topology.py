@@ -311,10 +311,11 @@ class TopologySearch:
         return chosen
 
     def _task_groups(self, order: Sequence[Unit]) -> list[_SliceGroup]:
-        """A composite gang's slices: the units of each child PodGroup in `slice_tasks`
-        (by their first member's task), and every other unit alone; bound ones first, then
-        the largest, as `_slice_groups`. Precondition: a unit's members share one task (a
-        composite has no plan, so its units are single members)."""
+        """Slices by task: the units of each task in `slice_tasks` (a composite's child
+        PodGroup, an LWS subgroup; by their first member's task), and every other unit
+        alone; bound ones first, then the largest, as `_slice_groups`. Precondition: a
+        unit's members share one task (a composite has no plan, so its units are single
+        members)."""
         tasks = self.topology.slice_tasks
         groups: dict[str, _SliceGroup] = {}
         for position, u in enumerate(order):
@@ -322,8 +323,11 @@ class TopologySearch:
             name = task if task in tasks else f"/unit {u.index}"
             group = groups.get(name)
             if group is None:
-                kind = self.topology.slice_task_kind
-                label = f"{kind} {task}" if task in tasks else f"member {u.members[0].name}"
+                label = (
+                    f"{self.topology.slice_noun} {task}"
+                    if task in tasks
+                    else f"member {u.members[0].name}"
+                )
                 group = groups[name] = _SliceGroup(label, [], set(), position)
             group.units.append(u)
         for pod in self.anchor_pods:

@@ -479,6 +479,15 @@ class Placement:
         return f"domain:{self.domain_key}" if self.kind is PolicyKind.DOMAIN else self.kind.value
 
 
+def task_names(tasks: Iterable[str]) -> str:
+    """Slice tasks as messages name them: sorted, subgroup indices by number, and a run of
+    them from 0 as a range (an LWS group may have hundreds)."""
+    names = sorted(tasks, key=lambda name: (not name.isdigit(), len(name), name))
+    if len(names) > 3 and names == [str(i) for i in range(len(names))]:
+        return f"0..{len(names) - 1}"
+    return ", ".join(names)
+
+
 @dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
@@ -501,8 +510,12 @@ class TopologyConstraint:
     # A composite gang's child PodGroups (by name) that each have every member inside one
     # domain of `slice_required` (their own `spec.schedulingConstraints.topology` key).
     slice_tasks: tuple[str, ...] = ()
-    # What `slice_tasks` name, for messages: "PodGroup" (a composite's), "subgroup" (KAI's).
-    slice_task_kind: str = "PodGroup"
+    # What `slice_tasks` name, in messages: a composite's child PodGroups, KAI's subgroups,
+    # or a LeaderWorkerSet group's subgroups (by index).
+    slice_noun: str = "PodGroup"
+    # Where the intent is declared, named when members disagree on it or it cannot be
+    # honoured ("" when it is the topology annotations' own).
+    declared_by: str = ""
 
     def __str__(self) -> str:
         parts = []
@@ -515,8 +528,8 @@ class TopologyConstraint:
         if self.slice_size:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
         if self.slice_tasks:
-            names = ", ".join(self.slice_tasks)
-            parts.append(f"{self.slice_task_kind}(s) {names} each in one {self.slice_required}")
+            names = task_names(self.slice_tasks)
+            parts.append(f"{self.slice_noun}(s) {names} each in one {self.slice_required}")
         return ", ".join(parts) or "unconstrained"
 
 

@@ -303,9 +303,9 @@ class GangPlanner:
             names = _split(index, level, where)
             if names is not None:
                 return (
-                    f"gang {key}: {topology.slice_task_kind} {task} must lie in one "
-                    f"{topology.key(level)} domain, "
-                    f"but node labels changed and its reserved nodes now lie in {len(names)}: "
+                    f"gang {key}: {topology.slice_noun} {task} must lie in one "
+                    f"{topology.key(level)} domain, but node labels changed and its reserved "
+                    f"nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )
         return ""
@@ -552,8 +552,10 @@ class GangPlanner:
     ) -> FilterResult:
         """Fewer than minMember members exist: reserve the gang from its template if it has
         one (phalanx.core.template), else everyone waits. A gang with slices waits: which
-        rank will claim which slot is not known before the members exist."""
-        template = None if topology.slice_size else template_of(self.state, group, members)
+        rank (or which subgroup, for slices by task) will claim which slot is not known
+        before the members exist."""
+        sliced = topology.slice_size or topology.slice_tasks
+        template = None if sliced else template_of(self.state, group, members)
         if template is None or not self.settings.template_reservation:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"
             short = task_shortfall(group.min_task_member, members)

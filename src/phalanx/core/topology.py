@@ -36,6 +36,7 @@ from phalanx.core.model import (
     PodGroup,
     PolicyKind,
     TopologyConstraint,
+    task_names,
 )
 from phalanx.core.names import is_qualified_name
 from phalanx.core.topology_annotations import is_topology_name
@@ -436,7 +437,7 @@ class GangTopology:
     # A composite gang's PodGroups whose members each share one domain of `slice_level`
     # (tasks: `Pod.task`), instead of slices by rank.
     slice_tasks: frozenset[str] = frozenset()
-    slice_task_kind: str = "PodGroup"  # what `slice_tasks` name, for messages
+    slice_noun: str = "PodGroup"  # what `slice_tasks` name (`TopologyConstraint.slice_noun`)
 
     @property
     def constrained(self) -> bool:
@@ -466,9 +467,8 @@ class GangTopology:
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
         if self.slice_tasks and self.slice_level is not None:
-            names = ", ".join(sorted(self.slice_tasks))
-            kind = self.slice_task_kind
-            parts.append(f"{kind}(s) {names} each in one {self.key(self.slice_level)}")
+            names = task_names(self.slice_tasks)
+            parts.append(f"{self.slice_noun}(s) {names} each in one {self.key(self.slice_level)}")
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -496,7 +496,9 @@ def resolve_topology(
             return meant
         declared.setdefault(meant, intent)
     if len(declared) > 1:
-        return f"members of gang {key} disagree on their topology: " + "; ".join(
+        where = sorted({c.declared_by for c in declared.values() if c.declared_by})
+        said = f" ({'; '.join(where)})" if where else ""
+        return f"members of gang {key} disagree on their topology{said}: " + "; ".join(
             sorted(str(c) for c in declared.values())
         )
     from_members = next(iter(declared.items()), None)
@@ -560,26 +562,27 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_size=intent.slice_size,
         slice_level=levels["slice"],
         slice_tasks=frozenset(intent.slice_tasks),
-        slice_task_kind=intent.slice_task_kind,
+        slice_noun=intent.slice_noun,
     )
 
 
 def _child_levels(
     key: str, intent: TopologyConstraint, topologies: Topologies
 ) -> GangTopology | str:
-    """A gang's keys read as any node label (upstream's composite fields, KAI's levels):
-    its own `required` and `preferred`, and its tasks' one key as the level each of them
-    lies in (`slice_tasks`), which must be a level of the same topology, no wider than
-    the required one."""
+    """A gang's keys read as any node label (upstream's composite fields, KAI's levels,
+    LeaderWorkerSet's annotations): its own `required` and `preferred`, and the one key its
+    parts (a composite's child PodGroups, KAI's or an LWS group's subgroups) each lie in
+    (`slice_tasks`), which must be a level of the same topology, no wider than the required
+    one."""
     child = intent.slice_required
-    names = ", ".join(intent.slice_tasks)
-    kind = intent.slice_task_kind
+    names = task_names(intent.slice_tasks)
+    noun = intent.slice_noun
     tasks = frozenset(intent.slice_tasks)
     base = intent.required or intent.preferred
     if not base:
         found = _label_levels(child, topologies)
         return GangTopology(
-            found.topology, slice_level=found.required, slice_tasks=tasks, slice_task_kind=kind
+            found.topology, slice_level=found.required, slice_tasks=tasks, slice_noun=noun
         )
     topology = _label_topology(base, topologies)
     levels = topology.levels
@@ -593,10 +596,11 @@ def _child_levels(
     preferred = levels.index(intent.preferred) if intent.preferred else None
     if child not in levels or (required is not None and levels.index(child) < required):
         where = f"at or below {intent.required}" if intent.required else f"with {base}"
+        declared = f" ({intent.declared_by})" if intent.declared_by else ""
         return (
-            f"gang {key}: its {kind}(s) {names} require one {child} each, which is no "
-            f"level of the gang's topology {where} ({' > '.join(levels)}); their level "
-            "must be a narrower level of the same topology"
+            f"gang {key}: its {noun}(s) {names} require one {child} each{declared}, which "
+            f"is no level of the gang's topology {where} ({' > '.join(levels)}); their "
+            "level must be a narrower level of the same topology"
         )
     return GangTopology(
         topology,
@@ -604,7 +608,7 @@ def _child_levels(
         preferred=preferred,
         slice_level=levels.index(child),
         slice_tasks=tasks,
-        slice_task_kind=kind,
+        slice_noun=noun,
     )
 
 

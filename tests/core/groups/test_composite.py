@@ -225,7 +225,11 @@ def test_a_childs_key_becomes_the_composites_slices_by_pod_group() -> None:
     workers = parse_pod_group(upstream_podgroup_obj("w", 2, parent="ray", topology_key=RACK))
     tree = child_tree(root, [root], [HEAD, workers])
     assert child_topology(root, tree, {"head": HEAD, "w": workers}) == TopologyConstraint(
-        required=ZONE, slice_required=RACK, any_label=True, slice_tasks=("w",)
+        required=ZONE,
+        slice_required=RACK,
+        any_label=True,
+        slice_tasks=("w",),
+        declared_by="spec.schedulingConstraints.topology",
     )
 
 

@@ -174,7 +174,7 @@ def test_a_subgroup_s_required_level_keeps_its_members_in_one_value_of_that_labe
         slice_required=RACK,
         any_label=True,
         slice_tasks=("decode", "prefill"),
-        slice_task_kind="subgroup",
+        slice_noun="subgroup",
     )
     assert parsed.warnings == ()
 
@@ -188,7 +188,7 @@ def test_the_pod_group_s_constraint_still_holds_for_the_whole_gang_beside_its_su
         slice_required=RACK,
         any_label=True,
         slice_tasks=("decode",),
-        slice_task_kind="subgroup",
+        slice_noun="subgroup",
     )
 
 
@@ -204,7 +204,7 @@ def test_a_subgroup_s_preference_and_topology_name_are_accepted_and_said_to_be_u
     )
     parsed = kai.parse_pod_group(obj)
     assert parsed.value.topology == TopologyConstraint(
-        slice_required=ZONE, any_label=True, slice_tasks=("decode",), slice_task_kind="subgroup"
+        slice_required=ZONE, any_label=True, slice_tasks=("decode",), slice_noun="subgroup"
     )
     assert parsed.warnings == (
         "spec.subGroups[1].topologyConstraint.topology is ignored: it names KAI's Topology "

@@ -11,6 +11,7 @@ from phalanx.core.groups import lws, registry
 from phalanx.core.groups.registry import Unresolved
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup, TopologyConstraint
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, resolve_topology
 
 OPT_IN = "phalanx.io/leaderworkerset-gang"
 REF = GroupRef("ml", "vllm-1", Dialect.LWS)
@@ -314,3 +315,149 @@ def test_a_huge_declared_size_costs_no_more_lookups_than_the_pods_that_exist() -
 
     assert lws.opt_in_missing(REF, [leader], 2147483647, find) == ""
     assert asked == ["vllm-1", "vllm-1-1"]
+
+
+# --- LWS's subgroups -------------------------------------------------------------------
+
+SUBGROUP_INDEX = "leaderworkerset.sigs.k8s.io/subgroup-index"
+SUBGROUP_SIZE = "leaderworkerset.sigs.k8s.io/subgroup-size"
+SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+
+
+def subgroup_pod(index: str | None = "1", *, size: str = "5", each: str = "2", **notes: str) -> Pod:
+    """A worker of a group of `size` pods in subgroups of `each`, in subgroup `index`."""
+    labels = {SUBGROUP_INDEX: index} if index is not None else {}
+    annotations = {SUBGROUP_SIZE: each, **{k.replace("_", "-"): v for k, v in notes.items()}}
+    return lws_pod("vllm-1-3", worker=3, size=size, labels=labels, annotations=annotations)
+
+
+def test_a_members_subgroup_is_its_task_without_task_minima() -> None:
+    found = subgroup_pod("1")
+    assert (found.task, found.invalid, found.task_groups) == ("1", "", None)
+    gang = registry.resolve(REF, lambda _: None, [subgroup_pod("1")])
+    assert isinstance(gang, PodGroup)
+    assert (gang.min_member, gang.min_task_member) == (5, ())
+
+
+def test_many_subgroups_are_read_when_no_topology_pins_them() -> None:
+    found = subgroup_pod("4000", size="4096", each="1")
+    assert (found.task, found.invalid) == ("4000", "")
+
+
+def test_the_leader_excluded_from_every_subgroup_has_no_task() -> None:
+    assert subgroup_pod(None).task == ""
+
+
+def test_a_subgroup_exclusive_topology_puts_each_subgroup_inside_one_value_of_its_label() -> None:
+    # Five pods in subgroups of two: the leader is the extra pod of subgroup 0.
+    found = subgroup_pod(**{SUBGROUP_EXCLUSIVE: "example.com/rack"})
+    assert (found.topology, found.invalid) == (
+        TopologyConstraint(
+            any_label=True,
+            slice_required="example.com/rack",
+            slice_tasks=("0", "1"),
+            slice_noun="LWS subgroup",
+            declared_by=(
+                f"annotations {SUBGROUP_EXCLUSIVE}, {SUBGROUP_SIZE}, "
+                "leaderworkerset.sigs.k8s.io/size"
+            ),
+        ),
+        "",
+    )
+
+
+def test_the_groups_and_its_subgroups_exclusive_topologies_hold_together() -> None:
+    found = subgroup_pod(
+        size="4", **{SUBGROUP_EXCLUSIVE: "example.com/host", EXCLUSIVE: "example.com/rack"}
+    )
+    assert found.topology is not None
+    assert (found.topology.required, found.topology.slice_required) == (
+        "example.com/rack",
+        "example.com/host",
+    )
+    assert found.topology.slice_tasks == ("0", "1")
+
+
+def test_a_subgroup_exclusive_topology_without_subgroups_is_not_read() -> None:
+    # LWS injects nothing for it without subGroupPolicy.
+    found = lws_pod(annotations={SUBGROUP_EXCLUSIVE: "example.com/rack"})
+    assert (found.topology, found.invalid) == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("pod", "problem"),
+    [
+        (
+            subgroup_pod("-1"),
+            f'label {SUBGROUP_INDEX}: "-1" is not a non-negative integer',
+        ),
+        (
+            subgroup_pod("01"),
+            f'label {SUBGROUP_INDEX}: "01" is not a non-negative integer',
+        ),
+        (
+            subgroup_pod("2"),
+            f"label {SUBGROUP_INDEX}: 2 is past the group's last subgroup (1, by "
+            f"{SUBGROUP_SIZE} and leaderworkerset.sigs.k8s.io/size)",
+        ),
+        (
+            subgroup_pod(each="two"),
+            f'annotation {SUBGROUP_SIZE}: "two" is not a positive integer',
+        ),
+        (
+            subgroup_pod(size="6", each="4"),
+            f"annotation {SUBGROUP_SIZE}: 4 divides neither the group's size 6 "
+            "(leaderworkerset.sigs.k8s.io/size) nor 5",
+        ),
+        (
+            subgroup_pod(size="4096", each="1", **{SUBGROUP_EXCLUSIVE: "example.com/rack"}),
+            f"annotation {SUBGROUP_EXCLUSIVE} with {SUBGROUP_SIZE} makes 4096 subgroups of "
+            "the group's 4096 pods to place each in one domain; Phalanx places at most 1024",
+        ),
+        (
+            subgroup_pod(**{SUBGROUP_EXCLUSIVE: "rack!"}),
+            f'annotation {SUBGROUP_EXCLUSIVE}: "rack!" is not a node label key',
+        ),
+        (
+            lws_pod(labels={SUBGROUP_INDEX: "0"}),
+            f"label {SUBGROUP_INDEX} needs annotation {SUBGROUP_SIZE} "
+            "(LWS sets both from subGroupPolicy.subGroupSize)",
+        ),
+    ],
+    ids=[
+        "negative-index",
+        "index-not-canonical",
+        "index-past-the-last",
+        "size-not-a-number",
+        "size-dividing-neither",
+        "too-many-subgroups",
+        "key-not-a-label",
+        "index-without-size",
+    ],
+)
+def test_a_malformed_subgroup_is_invalid_naming_the_label_or_annotation(
+    pod: Pod, problem: str
+) -> None:
+    assert pod.invalid == problem
+
+
+def test_members_that_disagree_on_their_subgroups_are_refused_naming_the_annotations() -> None:
+    members = [
+        subgroup_pod(**{SUBGROUP_EXCLUSIVE: "example.com/rack"}),
+        subgroup_pod("0", each="4", **{SUBGROUP_EXCLUSIVE: "example.com/rack"}),
+    ]
+    gang = registry.resolve(REF, lambda _: None, members)
+    assert isinstance(gang, PodGroup)
+    found = resolve_topology(gang, members, DEFAULT_TOPOLOGIES)
+    assert isinstance(found, str)
+    assert found.startswith(
+        f"members of gang lws:ml/vllm-1 disagree on their topology (annotations "
+        f"{SUBGROUP_EXCLUSIVE}, {SUBGROUP_SIZE}, leaderworkerset.sigs.k8s.io/size): "
+        "LWS subgroup(s) 0 each in one example.com/rack; "
+        "LWS subgroup(s) 0, 1 each in one example.com/rack"
+    )
+
+
+def test_many_subgroups_are_named_as_a_range() -> None:
+    found = subgroup_pod("3", size="12", each="1", **{SUBGROUP_EXCLUSIVE: "example.com/host"})
+    assert str(found.topology) == "LWS subgroup(s) 0..11 each in one example.com/host"

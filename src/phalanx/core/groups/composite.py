@@ -328,4 +328,9 @@ def child_topology(
             f"{KIND} {root.namespace}/{root.name} declares slices ({own}) and its PodGroup(s) "
             f"{', '.join(names)} a topology key of their own ({key}); use one or the other"
         )
-    return replace(own, slice_required=key, slice_tasks=tuple(sorted(names)))
+    return replace(
+        own,
+        slice_required=key,
+        slice_tasks=tuple(sorted(names)),
+        declared_by="spec.schedulingConstraints.topology",
+    )

@@ -237,7 +237,7 @@ def _with_subgroups(
         base,
         slice_required=level,
         slice_tasks=tuple(sorted(name for name, _ in named)),
-        slice_task_kind="subgroup",
+        slice_noun="subgroup",
     )
 
 

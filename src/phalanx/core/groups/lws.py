@@ -29,11 +29,26 @@ the pods makes LWS's webhook add a required pod affinity (the group inside one v
 label) and anti-affinity (no other group there). Phalanx plans the first half as a required
 topology level of that label (as upstream's PodGroup topology key: any node label); the
 exclusivity stays kube-scheduler's, which checks the anti-affinity LWS injected.
+
+**Subgroups.** With `subGroupPolicy.subGroupSize`, LWS puts annotation
+`leaderworkerset.sigs.k8s.io/subgroup-size` on every pod and label
+`leaderworkerset.sigs.k8s.io/subgroup-index` on each pod of a subgroup: worker `w` is in
+subgroup `w / subGroupSize`, or `(w - 1) / subGroupSize` when `size - 1` is a multiple of it
+and `size` is not (the leader is then the extra pod of subgroup 0). The leader is in
+subgroup 0, except with `subGroupPolicyType: LeaderExcluded`, where it has no index and
+is in no subgroup. A member's subgroup is its task (`subgroup_of`), for the slices only:
+the gang's quorum stays its size. `leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology:
+<node label>` makes LWS's webhook pin each subgroup to one value of that label (affinity)
+and keep other subgroups out of it (anti-affinity); Phalanx plans the first half as one
+slice per subgroup at that label (`member_topology`), inside the group's own level when
+`exclusive-topology` is set too. Without `subgroup-size` LWS makes no subgroups and
+injects nothing for the key, so it is not read either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -54,6 +69,16 @@ NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 SIZE_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/size"
 EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/subgroup-index"
+SUBGROUP_SIZE_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/subgroup-size"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+)
+# Each subgroup pinned to a domain is named in the gang's topology intent: a bound on what
+# one pod's reading costs (a declared size may be huge). Subgroups that many are one or two
+# pods each.
+MAX_SUBGROUPS: Final = 1024
+SUBGROUP_NOUN: Final = "LWS subgroup"
 OPT_IN_ANNOTATION: Final = ANNOTATION_PREFIX + "leaderworkerset-gang"
 
 
@@ -96,7 +121,61 @@ def claim(pod: PodView) -> Claim | None:
         return Claim(Dialect.LWS, None, (problem,))
     size = group_size(pod.annotations)
     ref = GroupRef(pod.namespace, name, Dialect.LWS)
-    return Claim(Dialect.LWS, ref, (size,) if isinstance(size, str) else ())
+    if isinstance(size, str):
+        return Claim(Dialect.LWS, ref, (size,))
+    problem = _subgroup_problem(pod.labels, pod.annotations, size)
+    return Claim(Dialect.LWS, ref, (problem,) if problem else ())
+
+
+def subgroup_of(labels: Mapping[str, str]) -> str:
+    """The member's subgroup (its `Pod.task`): the index LWS labels it with, "" for none
+    (no subgroups, or the leader under `LeaderExcluded`)."""
+    return labels.get(SUBGROUP_INDEX_LABEL, "")
+
+
+def subgroup_count(annotations: Mapping[str, str], size: int) -> int | str | None:
+    """How many subgroups a group of `size` pods has by its `subgroup-size` annotation
+    (None without it), or what is wrong with it: LWS accepts a subgroup size only when it
+    divides `size` or `size - 1`."""
+    text = annotations.get(SUBGROUP_SIZE_ANNOTATION)
+    if text is None:
+        return None
+    each = annotation_int(text, minimum=1)
+    if each is None or str(each) != text:
+        return f"annotation {SUBGROUP_SIZE_ANNOTATION}: {quoted(text)} is not a positive integer"
+    if each > size or (size % each and (size - 1) % each):
+        return (
+            f"annotation {SUBGROUP_SIZE_ANNOTATION}: {each} divides neither the group's size "
+            f"{size} ({SIZE_ANNOTATION}) nor {size - 1}"
+        )
+    # The highest index is the last worker's; the leader is extra when only size - 1 divides.
+    last = size - 1
+    highest = (last - 1) // each if size % each else last // each
+    return highest + 1
+
+
+def _subgroup_problem(labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> str:
+    """What is wrong with the member's subgroup labels and annotations ("" when nothing)."""
+    count = subgroup_count(annotations, size)
+    if isinstance(count, str):
+        return count
+    text = labels.get(SUBGROUP_INDEX_LABEL)
+    if text is None:
+        return ""
+    index = annotation_int(text, minimum=0)
+    if index is None or str(index) != text:
+        return f"label {SUBGROUP_INDEX_LABEL}: {quoted(text)} is not a non-negative integer"
+    if count is None:
+        return (
+            f"label {SUBGROUP_INDEX_LABEL} needs annotation {SUBGROUP_SIZE_ANNOTATION} "
+            "(LWS sets both from subGroupPolicy.subGroupSize)"
+        )
+    if index >= count:
+        return (
+            f"label {SUBGROUP_INDEX_LABEL}: {index} is past the group's last subgroup "
+            f"({count - 1}, by {SUBGROUP_SIZE_ANNOTATION} and {SIZE_ANNOTATION})"
+        )
+    return ""
 
 
 def group_size(annotations: Mapping[str, str]) -> int | str:
@@ -119,17 +198,51 @@ def stray_opt_in_problem(labels: Mapping[str, str], annotations: Mapping[str, st
 def member_topology(
     annotations: Mapping[str, str], problems: list[str]
 ) -> TopologyConstraint | None:
-    """The required level LWS's exclusive placement gives a member (None without it); a
-    value no node label key could be is added to `problems`, naming the annotation."""
-    key = annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    """The topology LWS's exclusive placement gives a member (None without it): the group's
+    label as its required level, and each subgroup inside one value of the subgroup label
+    (slices by subgroup). A value no node label key could be is added to `problems`,
+    naming the annotation (a bad size or subgroup size is `claim`'s to say)."""
+    group_key = _label_key(annotations, EXCLUSIVE_TOPOLOGY_ANNOTATION, problems)
+    subgroup_key = _label_key(annotations, SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION, problems)
+    if group_key is None and subgroup_key is None:
+        return None
+    own = TopologyConstraint(required=group_key or "", any_label=True)
+    size = group_size(annotations)
+    if subgroup_key is None or isinstance(size, str):
+        return own if group_key is not None else None
+    count = subgroup_count(annotations, size)
+    if not isinstance(count, int):
+        # No subgroup-size: LWS makes no subgroups; a bad one is the claim's problem.
+        return own if group_key is not None else None
+    if count > MAX_SUBGROUPS:
+        problems.append(
+            f"annotation {SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} with {SUBGROUP_SIZE_ANNOTATION}"
+            f" makes {count} subgroups of the group's {size} pods to place each in one domain;"
+            f" Phalanx places at most {MAX_SUBGROUPS}"
+        )
+        return None
+    declared = [SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION, SUBGROUP_SIZE_ANNOTATION, SIZE_ANNOTATION]
+    if group_key is not None:
+        declared.insert(0, EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    return replace(
+        own,
+        slice_required=subgroup_key,
+        slice_tasks=tuple(str(i) for i in range(count)),
+        slice_noun=SUBGROUP_NOUN,
+        declared_by="annotations " + ", ".join(declared),
+    )
+
+
+def _label_key(annotations: Mapping[str, str], annotation: str, problems: list[str]) -> str | None:
+    """The node label key `annotation` names (None when absent or not a label key, which
+    is added to `problems`)."""
+    key = annotations.get(annotation)
     if key is None:
         return None
     if not is_qualified_name(key):
-        problems.append(
-            f"annotation {EXCLUSIVE_TOPOLOGY_ANNOTATION}: {quoted(key)} is not a node label key"
-        )
+        problems.append(f"annotation {annotation}: {quoted(key)} is not a node label key")
         return None
-    return TopologyConstraint(required=key, any_label=True)
+    return key
 
 
 def gang_from_members(

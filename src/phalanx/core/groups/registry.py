@@ -211,10 +211,13 @@ def membership(pod: PodView) -> Membership:
 
 def member_task(winner: Dialect | None, labels: Mapping[str, str], notes: Mapping[str, str]) -> str:
     """The task (`Pod.task`) of a pod whose gang is in dialect `winner`: a KAI subgroup's
-    name from KAI's label, a YuniKorn task group's from its annotation, else Volcano's task
-    (read for any dialect, counted only where the gang has task minima)."""
+    name from KAI's label, a YuniKorn task group's from its annotation, a LeaderWorkerSet
+    subgroup's index from LWS's label (for its slices; an LWS gang has no task minima),
+    else Volcano's task (read for any dialect, counted only where the gang has task minima)."""
     if winner is Dialect.KAI:
         return kai.subgroup_of(labels)
+    if winner is Dialect.LWS:
+        return lws.subgroup_of(labels)
     if winner is Dialect.YUNIKORN:
         return notes.get(yunikorn.TASK_GROUP_NAME_ANNOTATION, "")
     return volcano.task_of(labels, notes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, TypedDict, TypeVar
 
 from phalanx.core.errors import quoted
 from phalanx.core.model import (
@@ -112,6 +112,17 @@ def parse_differentiable(text: str) -> frozenset[str]:
     return frozenset(part.strip() for part in text.split(",") if part.strip())
 
 
+class GroupFields(TypedDict):
+    """The `PodGroup` fields a gang object's Phalanx annotations give, in every dialect
+    whose gangs the annotations' timeout stands in for (`ObjectSettings.group_fields`)."""
+
+    timeout_seconds: int
+    timeout_declared: bool
+    placement: Placement | None
+    plan_json: str
+    differentiable: frozenset[str]
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectSettings:
     """Phalanx's annotations on a group object (any dialect)."""
@@ -173,6 +184,17 @@ class ObjectSettings:
     @property
     def timeout_or_default(self) -> int:
         return DEFAULT_TIMEOUT_SECONDS if self.timeout_seconds is None else self.timeout_seconds
+
+    def group_fields(self) -> GroupFields:
+        """What these annotations set on the object's `PodGroup` (its timeout read from the
+        annotation, where the API has no timeout field)."""
+        return GroupFields(
+            timeout_seconds=self.timeout_or_default,
+            timeout_declared=self.timeout_seconds is not None,
+            placement=self.placement,
+            plan_json=self.plan_json,
+            differentiable=self.differentiable,
+        )
 
 
 INT32_MAX: Final = 2**31 - 1

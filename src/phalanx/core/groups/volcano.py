@@ -143,11 +143,7 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         namespace=namespace,
         name=name,
         min_member=min_member,
-        timeout_seconds=settings.timeout_or_default,
-        timeout_declared=settings.timeout_seconds is not None,
-        placement=settings.placement,
-        plan_json=settings.plan_json,
-        differentiable=settings.differentiable,
+        **settings.group_fields(),
         min_resources=to_resources(
             read_quantities(src, spec.get("minResources"), "spec.minResources")
         ),

@@ -64,6 +64,7 @@ PLURALS = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "FlowSchema": "flowschemas",
 }
 
 

@@ -57,7 +57,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Final
+from typing import Final, Protocol
 
 # Aliased: `annotations` is also the name of the `from __future__` feature above.
 from phalanx.core.groups import annotations as annotation_only
@@ -385,6 +385,26 @@ class Unresolved:
     waiting: bool
 
 
+class MembersReader(Protocol):
+    """A dialect's `gang_from_members`: the gang its members declare, or why they cannot."""
+
+    def __call__(
+        self, ref: GroupRef, members: Iterable[Pod], *, default_timeout: int
+    ) -> PodGroup | str: ...
+
+
+# Gangs their members declare when no object holds them (`gang_from_members` of each
+# dialect), and whether a "waiting ..." answer is a wait (a member or definition still to
+# come) rather than a refusal: annotation-only gangs wait for their object's settings or
+# members, YuniKorn's for the member carrying the task groups.
+_DECLARED_BY_MEMBERS: Final[Mapping[Dialect, tuple[MembersReader, bool]]] = {
+    Dialect.SCHEDULER_PLUGINS: (annotation_only.gang_from_members, True),
+    Dialect.KUEUE: (kueue.gang_from_members, False),
+    Dialect.YUNIKORN: (yunikorn.gang_from_members, True),
+    Dialect.LWS: (lws.gang_from_members, False),
+}
+
+
 def resolve(
     ref: GroupRef,
     find: Callable[[str], GroupObject | None],
@@ -414,22 +434,13 @@ def resolve(
         if found.timeout_declared:
             return found
         return replace(found, timeout_seconds=default_timeout)
-    if ref.dialect is Dialect.SCHEDULER_PLUGINS:
-        gang = annotation_only.gang_from_members(ref, members, default_timeout=default_timeout)
+    declared = _DECLARED_BY_MEMBERS.get(ref.dialect)
+    if declared is not None:
+        read, may_wait = declared
+        gang = read(ref, members, default_timeout=default_timeout)
         if isinstance(gang, PodGroup):
             return gang
-        return Unresolved(gang, waiting=gang.startswith("waiting"))
-    if ref.dialect is Dialect.KUEUE:
-        gang = kueue.gang_from_members(ref, members, default_timeout=default_timeout)
-        return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
-    if ref.dialect is Dialect.YUNIKORN:
-        gang = yunikorn.gang_from_members(ref, members, default_timeout=default_timeout)
-        if isinstance(gang, PodGroup):
-            return gang
-        return Unresolved(gang, waiting=gang.startswith("waiting"))
-    if ref.dialect is Dialect.LWS:
-        gang = lws.gang_from_members(ref, members, default_timeout=default_timeout)
-        return gang if isinstance(gang, PodGroup) else Unresolved(gang, waiting=False)
+        return Unresolved(gang, waiting=may_wait and gang.startswith("waiting"))
     reason = dialect(ref.dialect).waiting_reason
     text = reason(ref) if reason else f"waiting for {ref.key}"
     if served is not None and served.holding(ref) is None:

@@ -13,7 +13,6 @@ from phalanx.core.barrier import (
     Completion,
     Join,
     admit,
-    behind_others,
     completions,
     fits_alone,
     quorum_present,
@@ -180,12 +179,9 @@ def test_a_lone_pod_must_still_fit_its_node():
     assert "node n9 is unknown" in fits_alone(state, big, "n9")
 
 
-QUEUED = pod("queued", 1)  # a pod outside the gang, pending: kube-scheduler reaches it first
-
-
 def test_the_gang_s_other_reserved_members_are_completions_once_one_is_held():
     a, b, c = gang("g", 3, 4)
-    state = cluster(a, b, c, QUEUED, groups=[podgroup("g", 3)])
+    state = cluster(a, b, c, groups=[podgroup("g", 3)])
     published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
     found = completions(state, "default/g", published.serial, held={a.uid})
     assert found == [Completion(b, "n1"), Completion(c, "n2")]
@@ -197,14 +193,14 @@ def test_a_member_that_asks_for_what_only_kube_scheduler_judges_is_never_a_compl
     a, b, c = gang("g", 3, 4)
     b = replace(b, unjudged="host ports")
     c = replace(c, invalid="phalanx.io/placement: unknown policy")
-    state = cluster(a, b, c, QUEUED, groups=[podgroup("g", 3)])
+    state = cluster(a, b, c, groups=[podgroup("g", 3)])
     published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
     assert completions(state, "default/g", published.serial, held={a.uid}) == []
 
 
 def test_members_being_bound_deleting_or_no_longer_eligible_are_not_completions():
     a, b, c, d = gang("g", 4, 2)
-    state = cluster(a, b, c, d, QUEUED, groups=[podgroup("g", 4)])
+    state = cluster(a, b, c, d, groups=[podgroup("g", 4)])
     published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"), (d, "n2"))
     state.assume(b.uid, "n1")  # already being bound
     state.upsert_pod(replace(c, deleting=True))
@@ -217,7 +213,7 @@ def test_members_being_bound_deleting_or_no_longer_eligible_are_not_completions(
 
 def test_an_unclaimed_template_slot_is_no_completion():
     a, b = gang("g", 2, 4)
-    state = cluster(a, b, QUEUED, groups=[podgroup("g", 3)])
+    state = cluster(a, b, groups=[podgroup("g", 3)])
     published = state.reserve(
         Reservation(
             "default/g",
@@ -234,27 +230,11 @@ def test_an_unclaimed_template_slot_is_no_completion():
     assert completions(state, "default/g", published.serial, held={a.uid}) == [Completion(b, "n1")]
 
 
-def test_with_nothing_else_pending_only_parked_members_are_completions():
-    # kube-scheduler reaches the gang's own members one after another: only a member it
-    # holds parked (refused here before) would wait.
+def test_every_reserved_member_is_a_completion_even_with_nothing_else_pending():
+    # kube-scheduler would reach b and c next, but completing them is still sooner.
     a, b, c = gang("g", 3, 4)
     state = cluster(a, b, c, groups=[podgroup("g", 3)])
     published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
-    assert completions(state, "default/g", published.serial, held={a.uid}) == []
-    found = completions(state, "default/g", published.serial, held={a.uid}, parked={c.uid})
-    assert found == [Completion(c, "n2")]
-    state.upsert_pod(pod("queued", 1))
-    assert len(completions(state, "default/g", published.serial, held={a.uid})) == 2
-
-
-def test_a_gang_is_behind_others_while_pods_outside_it_are_pending():
-    members = gang("g", 2, 1)
-    state = cluster(*members)
-    assert not behind_others(state, "default/g")  # only its own members pending
-    state.upsert_pod(pod("solo", 1))
-    assert behind_others(state, "default/g")
-    state.upsert_pod(replace(pod("solo", 1), node_name="n1"))  # bound: nothing ahead now
-    assert not behind_others(state, "default/g")
-    state.upsert_pod(replace(members[0], node_name="n1"))  # fewer pending than members
-    state.upsert_pod(pod("other", 1))
-    assert behind_others(state, "default/g")
+    assert state.pending_count() == state.member_count("default/g")
+    found = completions(state, "default/g", published.serial, held={a.uid})
+    assert found == [Completion(b, "n1"), Completion(c, "n2")]

@@ -445,10 +445,8 @@ def test_a_member_served_by_dra_reaches_bind_itself() -> None:
     assert member.devices.allocates_on(node.node)
 
 
-def reserved_behind_others(world: DraWorld, members: list[Pod]) -> tuple[int, dict[str, Pod]]:
-    """The gang reserved by its first member's filter, with a pod outside it pending ahead
-    (so the barrier would complete its members): its serial, node -> the member there."""
-    world.model.upsert_pod(world.state, parse_pod(pod_obj("queued", 1)))
+def reserved(world: DraWorld, members: list[Pod]) -> tuple[int, dict[str, Pod]]:
+    """The gang reserved by its first member's filter: its serial, node -> the member there."""
     nodes = sorted(world.state.node_infos())
     reservation = planner_of(world).filter(members[0], nodes, now=0).reserved
     assert reservation is not None
@@ -457,7 +455,7 @@ def reserved_behind_others(world: DraWorld, members: list[Pod]) -> tuple[int, di
 
 def test_members_on_device_plugin_nodes_are_completed_dra_ones_wait_for_their_cycle() -> None:
     world = world_of("d1", plugin=("p1", "p2"))
-    serial, on = reserved_behind_others(world, gang_of(world, 3, 8))
+    serial, on = reserved(world, gang_of(world, 3, 8))
     assert sorted(on) == ["d1", "p1", "p2"]
     found = completions(world.state, "default/g", serial, held={on["p1"].uid})
     # kube-scheduler's PreBind makes d1's member its claim: only its own /bind may follow.
@@ -468,7 +466,7 @@ def test_members_asking_a_class_s_implicit_name_are_never_completed() -> None:
     world = world_of("d1", "d2", mapped=False)
     world.state.upsert_group(podgroup("g", 2))
     members = [asking(world, f"g-{i}", 4, resource=IMPLICIT) for i in range(2)]
-    serial, on = reserved_behind_others(world, members)
+    serial, on = reserved(world, members)
     assert completions(world.state, "default/g", serial, held={on["d1"].uid}) == []
 
 
@@ -532,7 +530,7 @@ def test_with_the_bridge_off_a_dra_only_node_counts_no_served_gpus() -> None:
 
 def test_with_the_bridge_off_no_member_has_devices_to_allocate_so_all_are_completed() -> None:
     world = world_of("d1", plugin=("p1", "p2", "p3"), bridge=False)
-    serial, on = reserved_behind_others(world, gang_of(world, 3, 8))
+    serial, on = reserved(world, gang_of(world, 3, 8))
     assert sorted(on) == ["p1", "p2", "p3"]
     found = completions(world.state, "default/g", serial, held={on["p1"].uid})
     assert found == [Completion(on["p2"], "p2"), Completion(on["p3"], "p3")]

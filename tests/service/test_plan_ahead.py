@@ -1,7 +1,7 @@
-"""Planning a gang ahead of kube-scheduler: behind other pending pods, a gang whose quorum
-appears is planned when its last member is created, not when kube-scheduler first reaches
-one of its members, and bound whole without any `/bind` when Phalanx may bind every member
-itself. The commit record, all-or-nothing and every later answer stay as for completion.
+"""Planning a gang ahead of kube-scheduler: a gang whose quorum appears is planned when its
+last member is created, not when kube-scheduler first reaches one of its members, and,
+behind other pending pods, bound whole without any `/bind` when Phalanx may bind every
+member itself. The commit record, all-or-nothing and every later answer stay as for completion.
 
 Each test starts with the cluster synced; gangs pending at the start are inherited and left
 to kube-scheduler (a commit record may name them). Only a Phalanx whose kube-scheduler asks
@@ -81,13 +81,23 @@ async def test_a_gang_whose_pod_group_comes_after_its_members_is_planned_when_it
     await ext.stop()
 
 
-async def test_with_nothing_else_pending_the_gang_waits_for_kube_scheduler():
-    ext, source = await started([], source_class=RecordingSource)
+async def test_with_nothing_else_pending_the_gang_is_planned_and_bound_at_its_first_bind():
+    # kube-scheduler reaches a member next: the gang is reserved before that, and the
+    # first member's /bind binds it whole. Nothing is bound without a /bind.
+    ext, source = await started([QUEUED], source_class=RecordingSource)
+    asked(ext)
+    source.apply(pod_obj("queued", 1, node="n1"))  # bound: nothing else pending
     create_gang(source, shapes=(8, 4, 4))
     await settle()
 
-    assert ext.state.reservation("default/g") is None
+    reservation = ext.state.reservation("default/g")
+    assert reservation is not None
     assert source.bindings == []
+    nodes = {m.pod_key.split("/")[1]: m.node for m in reservation.members}
+    assert ext.filter(pod_of(ext, "g-1"), NODES).feasible == (nodes["g-1"],)
+    assert await bind(ext, "g-1", nodes["g-1"]) == ""
+    assert sorted(n for n, _ in source.bindings) == ["default/g-0", "default/g-1", "default/g-2"]
+    assert ext.metrics.registry.get_sample_value("phalanx_members_completed_total") == 2
     await ext.stop()
 
 

@@ -160,23 +160,11 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
     return ""
 
 
-def behind_others(state: ClusterState, key: str) -> bool:
-    """Whether pods outside gang `key` are pending: ahead of its members in kube-scheduler's
-    queue, roughly. O(1) when none could be (no more pending pods than the gang has)."""
-    pending = state.pending_count()
-    if pending <= state.member_count(key):
-        return pending > state.pending_count(key)
-    return True
-
-
 def completions(
     state: ClusterState,
     key: str,
     serial: int,
     held: Collection[str],
-    parked: Collection[str] = (),
-    *,
-    only_waiting: bool = True,
 ) -> list[Completion]:
     """The members of reservation `serial` that the gate may bind without their `/bind`.
 
@@ -188,22 +176,16 @@ def completions(
     and is still eligible for its node by everything Phalanx judges, since its own cycle
     never filtered that node. `held` are the uids already at the gate.
 
-    And each would otherwise wait: kube-scheduler holds it parked (`parked`: refused here
-    before), or pods outside the gang are pending, ahead of it in kube-scheduler's queue.
-    With nothing else pending, kube-scheduler reaches the gang's members one after another
-    anyway; completing them then only overlaps their bindings with their own cycles, which
-    made the bench's 256-member gang slower. `only_waiting=False` drops this condition: the
-    re-check of members already chosen, which kube-scheduler may have retried meanwhile.
+    Every such member is completed, whether or not kube-scheduler would reach it soon:
+    completing only those that would otherwise wait left the bench's gangs whole later, and
+    the 256-member gang no sooner (docs/design.md "Completing a gang at its first /bind").
     """
     reservation = state.reservation(key)
     if reservation is None or reservation.serial != serial:
         return []
-    behind = behind_others(state, key)
     found = []
     for member in reservation.members:
         if member.is_slot or member.state is not MemberState.RESERVED or member.pod_uid in held:
-            continue
-        if only_waiting and not behind and member.pod_uid not in parked:
             continue
         pod = state.pod(member.pod_uid)
         if pod is None or pod.deleting or pod.unjudged or pod.invalid:

@@ -195,13 +195,6 @@ class GangPlanner:
             if any(not self.state.is_bound(p) for p in self.state.members(key))
         }
 
-    def may_have_parked(self, group_key: str) -> bool:
-        """Whether `parked` could name any member of the gang (O(1))."""
-        if group_key in self._inherited:
-            return True
-        rec = self.journal.get(group_key)
-        return rec is not None and bool(rec.refused)
-
     def parked(self, group_key: str, pods: Iterable[PodRef]) -> list[PodRef]:
         """The pods among `pods` that kube-scheduler may hold parked for a refusal of ours:
         refused by their last filter here, or all of a gang that was pending before this

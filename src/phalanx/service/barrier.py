@@ -54,7 +54,6 @@ from phalanx.core.barrier import (
     Completion,
     Join,
     admit,
-    behind_others,
     completions,
     quorum_present,
     still_bindable,
@@ -327,7 +326,8 @@ class BindBarrier:
         member placed (no slot left unclaimed) and none bound: a gang left partly bound by a
         failed binding waits for its members' own `/bind`, so a binding that keeps failing is
         not retried from every watch event. And only behind other pending pods (more pods
-        pending than the gang has: none of its members is bound), as for any completion."""
+        pending than the gang has: none of its members is bound): otherwise kube-scheduler
+        reaches a member next, and the gate its `/bind` opens completes the others."""
         reservation = self.state.reservation(key)
         if (
             reservation is None
@@ -455,11 +455,7 @@ class BindBarrier:
         """The gang's other members Phalanx binds with the gate's waiters (see `completions`)."""
         if not self.complete_members:
             return []
-        key = gate.group.key
-        if not behind_others(self.state, key) and not self.planner.may_have_parked(key):
-            return []  # no member would wait (see `completions`): skip the scan of members
-        parked = {r.uid for r in self.planner.parked(key, (p.ref for p in self.state.members(key)))}
-        return completions(self.state, key, gate.serial, gate.waiters.keys(), parked)
+        return completions(self.state, gate.group.key, gate.serial, gate.waiters.keys())
 
     def _open(self, gate: _Gate) -> None:
         gate.opening = True  # it stays in `_gates` until the quorum is assumed: see `_closed`
@@ -531,14 +527,11 @@ class BindBarrier:
                     f"pod {waiter.pod.key} reached bind after gang {gate.group}'s commit record "
                     "was written without it; it binds on its own once the gang is bound",
                 )
-            # The members chosen before the write, still valid: kube-scheduler may have
-            # retried one meanwhile (so it is no longer parked), which changes nothing.
+            # The members chosen before the write, still valid.
             chosen = {c.pod.uid for c in extra}
             extra = [
                 c
-                for c in completions(
-                    self.state, gate.group.key, gate.serial, gate.waiters.keys(), only_waiting=False
-                )
+                for c in completions(self.state, gate.group.key, gate.serial, gate.waiters.keys())
                 if c.pod.uid in chosen and record.pod_uids.get(c.pod.key) == c.pod.uid
             ]
             short = self._short(gate, ready, extra)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from phalanx.core.barrier import behind_others
 from phalanx.core.cache import ClusterState, ReleaseCause, Released, Reservation
 from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
@@ -196,8 +195,8 @@ class Extender:
 
     def _plan_ahead(self, groups: Sequence[GroupRef]) -> None:
         """Gangs whose quorum now exists, none of whose members kube-scheduler has asked
-        about, behind other pending pods: plan them now rather than when kube-scheduler
-        reaches their first member (a whole pass of a long queue). The sweep then binds a
+        about: plan them now rather than when kube-scheduler reaches their first member
+        (behind other pods, a whole pass of a long queue). The sweep then binds a
         reserved one whole (`BindBarrier.sweep`). Only the instance that may act alone, and
         never a gang a commit record names (roll-forward's, or another replica's)."""
         if not self._acts_alone():
@@ -206,8 +205,6 @@ class Extender:
         for group in groups:
             if group.key in records:
                 continue
-            if not behind_others(self.state, group.key):
-                continue  # kube-scheduler reaches its members soon: its filter plans it
             decision = self.planner.plan_ahead(group, self.clock())
             if decision is not None:
                 self.reporter.report(decision.events)

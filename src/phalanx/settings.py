@@ -158,15 +158,14 @@ class Settings(BaseSettings):
     complete_members: bool = Field(
         default=True,
         description="Once a reserved gang's first member reaches /bind, bind its other "
-        "reserved members with it, without waiting for kube-scheduler's cycle of each, when "
-        "they would wait for it (parked after a refusal, or behind other pending pods). Only "
+        "reserved members with it, without waiting for kube-scheduler's cycle of each. Only "
         "members that ask for nothing only kube-scheduler judges are bound this way (no "
         "scheduling gates, host ports, required inter-pod affinity, required topology "
         "spreading, storage volumes or ResourceClaims, nor an extended resource a "
         "DeviceClass serves on a node without it allocatable); the others wait for their "
         "own /bind. "
-        "Behind other pending pods, a gang of such members is also planned as its quorum "
-        "appears and bound whole before any member's cycle. "
+        "A gang of such members is also planned as its quorum appears, and behind other "
+        "pending pods bound whole before any member's cycle. "
         "false: every member waits for its own /bind, as kube-scheduler's filters see each.",
     )
     dra_extended_resources: bool = Field(

@@ -348,11 +348,10 @@ def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
     # Completion (phalanx.completeMembers, on): the first member's /bind waits at the
     # barrier; its siblings claim their slots as they are created and are bound with it,
     # without cycles of their own. kube-scheduler is stopped meanwhile, so nothing but
-    # completion can bind them. A pod that never fits stays pending outside the gang: the
-    # siblings are queued behind it, so they would wait for their cycles.
+    # completion can bind them. Nothing else is pending: kube-scheduler would reach the
+    # siblings next, and completing them is still sooner.
     cluster.node("a", 8)
     cluster.nodes_ready()
-    cluster.pod("too-big", 16)
     before = cluster.phalanx.metric("phalanx_members_completed_total")
     gang = cluster.gang("along", 3, 2, create=1)
     cluster.phalanx.wait_metric(

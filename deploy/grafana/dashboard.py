@@ -339,7 +339,8 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             "Bindings by result",
             "Bindings Phalanx issued: bound, failed, gone (pod deleted meanwhile), conflict "
             "(bound elsewhere); and, of the bound, the gang members bound with their gang "
-            "before kube-scheduler sent their /bind (completed).",
+            "before kube-scheduler sent their /bind (completed), and those whose PodScheduled "
+            "condition kube-scheduler's overtaken cycle set False, set True again (corrected).",
             units.OpsPerSecond,
             [
                 query(
@@ -350,6 +351,11 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
                 query(
                     f"sum(rate({m.select('phalanx_members_completed_total')}[$__rate_interval]))",
                     "completed",
+                ),
+                query(
+                    "sum(rate("
+                    f"{m.select('phalanx_pod_conditions_corrected_total')}[$__rate_interval]))",
+                    "corrected",
                 ),
             ],
             width=8,

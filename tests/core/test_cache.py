@@ -390,3 +390,28 @@ def test_a_gang_whose_object_comes_after_its_members_is_reported_joined_then():
     state.reserve(reservation("default/g", (pod("g-0", 1, group="g"), "n1")))
     state.upsert_group(podgroup("g", 1, timeout=5))  # changed: releases, rejoins
     assert [g.key for g in state.take_joined()] == ["default/g"]
+
+
+def test_a_pod_bound_here_that_then_says_unscheduled_is_reported_misreported_once():
+    # kube-scheduler's own cycle of a member bound with its gang can fail after the binding
+    # ("is in the cache, so can't be assumed") and write PodScheduled False on the bound pod.
+    state = state_with(gpu_node("n1"))
+    here, elsewhere = pod("here", 1), pod("elsewhere", 1)
+    for p in (here, elsewhere):
+        state.upsert_pod(p)
+    state.assume(here.uid, "n1")
+    state.upsert_pod(replace(here, node_name="n1"))  # the binding Phalanx made, confirmed
+    state.upsert_pod(replace(elsewhere, node_name="n1"))  # bound by someone else
+    assert state.take_misreported() == []
+    said = replace(here, node_name="n1", unscheduled="SchedulerError")
+    state.upsert_pod(said)
+    state.upsert_pod(replace(elsewhere, node_name="n1", unscheduled="SchedulerError"))
+    state.upsert_pod(replace(pod("pending", 1), unscheduled="Unschedulable"))
+    assert state.take_misreported() == [said]
+    assert state.take_misreported() == []
+    state.upsert_pod(said)  # a watch event before the correction lands: asked again
+    state.upsert_pod(replace(here, node_name="n1"))  # corrected meanwhile
+    assert state.take_misreported() == []
+    state.remove_pod(here.uid)
+    state.upsert_pod(said)  # a relist after deletion: not bound here as far as we know
+    assert state.take_misreported() == []

@@ -673,6 +673,20 @@ def test_priority_deletion_and_node_selector_are_read() -> None:
     assert pod.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 
 
+def test_a_false_pod_scheduled_condition_is_read_with_its_reason() -> None:
+    obj = pod_obj("p", node="gpu-1", phase="Running")
+    assert parse_pod(obj).unscheduled == ""
+    obj["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"},
+    ]
+    assert parse_pod(obj).unscheduled == "SchedulerError"
+    obj["status"]["conditions"][1] = {"type": "PodScheduled", "status": "False"}
+    assert parse_pod(obj).unscheduled == "Unknown"
+    obj["status"]["conditions"][1] = {"type": "PodScheduled", "status": "True"}
+    assert parse_pod(obj).unscheduled == ""
+
+
 def test_an_unknown_phase_is_an_error() -> None:
     with pytest.raises(
         InvalidObjectError, match=r'^Pod default/p: status.phase: "Sleeping" is not a pod phase$'

@@ -49,6 +49,7 @@ EXPORTED_FAMILIES = {
     "phalanx_replans_total",
     "phalanx_releases_total",
     "phalanx_members_completed_total",
+    "phalanx_pod_conditions_corrected_total",
     "phalanx_preemption_nodes_total",
     "phalanx_preemption_added_pods_total",
     "phalanx_dra_claims_off_node",

@@ -372,6 +372,35 @@ def test_members_created_while_the_first_waits_at_bind_are_bound_with_it(
         )
     cluster.wait_event(gang.name, "2 of them before their own cycle", reason="Bound")
 
+    # kube-scheduler's own cycle of a completed member can fail once the binding reached its
+    # cache ("is in the cache, so can't be assumed"), and it then writes PodScheduled False
+    # on the bound pod, as here. Phalanx sets it True again.
+    member = gang.members[1]
+    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{member}"
+    failed = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "SchedulerError",
+        "message": f"pod {member} is in the cache, so can't be assumed",
+    }
+    cluster.api.call(
+        "PATCH",
+        f"{path}/status",
+        {"status": {"conditions": [failed]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+
+    def scheduled() -> dict[str, str] | None:
+        pod = cluster.api.get(path)
+        conditions = {c["type"]: c for c in pod["status"].get("conditions", [])}
+        found = conditions.get("PodScheduled")
+        return found if found is not None and found["status"] == "True" else None
+
+    corrected = cluster.wait("PodScheduled True again", scheduled)
+    assert "reason" not in corrected, corrected
+    assert "message" not in corrected, corrected
+    assert cluster.phalanx.metric("phalanx_pod_conditions_corrected_total") >= 1
+
 
 def test_a_gang_behind_a_backlog_is_planned_and_bound_before_any_member_cycle(
     cluster: Scenario,  # noqa: F811

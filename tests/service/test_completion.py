@@ -251,3 +251,25 @@ async def test_a_chosen_member_retried_during_the_record_write_is_still_complete
     assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
     assert sample(ext, "phalanx_members_completed_total") == 1
     await ext.stop()
+
+
+async def test_a_completed_member_kube_scheduler_then_says_unscheduled_is_corrected():
+    # kube-scheduler's own cycle of a completed member can fail after the binding reached its
+    # cache ("is in the cache, so can't be assumed"): it then writes PodScheduled False on
+    # the bound pod, which would say so for good. Phalanx sets it True again, once.
+    ext, source = await started([*gang_objects(size=2, gpus=4)], source_class=RecordingSource)
+    nodes = reserve_all(ext, ["g-0"])
+    assert await asyncio.wait_for(bind(ext, "g-0", nodes["g-0"]), timeout=2) == ""
+    node = ext.state.bound_node(pod_of(ext, "g-1"))
+    said = pod_obj("g-1", 4, group="g", node=node, phase="Running")
+    said["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}
+    ]
+    source.apply(said)
+    await asyncio.sleep(0)
+    assert source.marked_scheduled == ["default/g-1"]
+    assert sample(ext, "phalanx_pod_conditions_corrected_total") == 1
+    source.apply(pod_obj("g-0", 4, group="g", node=nodes["g-0"], phase="Running"))
+    await asyncio.sleep(0)
+    assert source.marked_scheduled == ["default/g-1"]  # nothing else to correct
+    await ext.stop()

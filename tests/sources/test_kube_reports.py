@@ -21,7 +21,7 @@ from phalanx.sources.base import Nomination
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError
 from phalanx.sources.kube_reports import Held, Reports
-from phalanx.sources.kubeclient import MERGE_PATCH
+from phalanx.sources.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 pytestmark = pytest.mark.anyio
 
@@ -130,6 +130,29 @@ async def test_without_rbac_on_pods_status_members_are_still_requeued_and_it_is_
     assert [path for path, _ in writer.patches] == [PLAIN, PLAIN]
     assert all(REQUEUE_ANNOTATION in b["metadata"]["annotations"] for _, b in writer.patches)
     assert sum("pods/status is not granted" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_bound_pod_s_pod_scheduled_condition_is_set_true_by_one_strategic_patch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    writer = RecordingWriter()
+    await reports(writer).mark_scheduled([POD])
+    [(path, body)] = writer.patches
+    assert path == STATUS
+    # Strategic merge: the list's merge key is `type`, so the other conditions stay.
+    assert writer.content_types == [STRATEGIC_MERGE_PATCH]
+    [condition] = body["status"]["conditions"]
+    assert condition["type"] == "PodScheduled"
+    assert condition["status"] == "True"
+    assert (condition["reason"], condition["message"]) == (None, None)  # removed
+    assert body["metadata"] == {"uid": "uid-0"}
+    writer.failing[STATUS] = ApiError(404, "NotFound", "pods worker-0 not found")
+    with caplog.at_level(logging.WARNING):
+        await reports(writer).mark_scheduled([POD])  # gone meanwhile: fine
+        assert not caplog.records
+        writer.failing[STATUS] = ApiError(403, "Forbidden", "cannot patch resource pods/status")
+        await reports(writer).mark_scheduled([POD])
+    assert "cannot set a bound pod's PodScheduled condition" in caplog.text
 
 
 async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():

@@ -245,6 +245,10 @@ class ClusterState:
         # UIDs of pending members that arrived while their gang held a reservation, until
         # `take_arrivals`: the service claims them a template slot before their first cycle.
         self._arrivals: list[str] = []
+        # UIDs of bound pods whose binding Phalanx made (confirmed from its assumption), and
+        # those of them that say `PodScheduled: False` since the last `take_misreported`.
+        self._bound_here: set[str] = set()
+        self._misreported: list[str] = []
         # Gangs that a new pending member joined while they held no reservation (or whose
         # gang object came after their members), until `take_joined`: the service may plan
         # one before kube-scheduler reaches any member.
@@ -443,7 +447,10 @@ class ClusterState:
                 else:
                     self._joined[pod.group.key] = pod.group
         if pod.node_name:
-            self._assumed.pop(pod.uid, None)
+            if self._assumed.pop(pod.uid, None) is not None:
+                self._bound_here.add(pod.uid)
+            if pod.unscheduled and pod.uid in self._bound_here:
+                self._misreported.append(pod.uid)
             self._drop_member(pod.group.key if pod.group else None, pod.uid, vanished=False)
         self._recount(pod.uid)
 
@@ -489,6 +496,22 @@ class ClusterState:
         uids, self._arrivals = self._arrivals, []
         return [p for u in uids if (p := self._pods.get(u)) is not None and not p.node_name]
 
+    def take_misreported(self) -> list[Pod]:
+        """Pods bound by a binding Phalanx made that say `PodScheduled: False`, since the
+        last call (still so). kube-scheduler writes that when its own cycle of a pod fails,
+        and one of a member Phalanx bound with its gang can: the binding reached
+        kube-scheduler's cache before its cycle assumed the pod ("is in the cache, so can't
+        be assumed"), and the condition then contradicts `spec.nodeName` for good."""
+        if not self._misreported:
+            return []
+        uids, self._misreported = self._misreported, []
+        found = {}
+        for uid in uids:
+            pod = self._pods.get(uid)
+            if pod is not None and pod.node_name and pod.unscheduled:
+                found[uid] = pod
+        return list(found.values())
+
     def take_joined(self) -> list[GroupRef]:
         """The gangs a new pending member joined while they held no reservation, or whose
         gang object arrived or changed while they had a pending member and none, since the
@@ -507,6 +530,7 @@ class ClusterState:
         if self._uid_by_key.get(pod.key) == uid:
             del self._uid_by_key[pod.key]
         self._assumed.pop(uid, None)
+        self._bound_here.discard(uid)
         if pod.group is not None:
             members = self._members.get(pod.group.key)
             if members is not None:

@@ -303,6 +303,7 @@ def parse_pod(obj: JsonObject) -> Pod:
         requests=pod_requests(src, spec, status),
         node_name=read_string(src, spec.get("nodeName"), "spec.nodeName"),
         phase=_phase(src, status),
+        unscheduled=_unscheduled(status),
         scheduler_name=read_string(src, spec.get("schedulerName"), "spec.schedulerName")
         or DEFAULT_SCHEDULER_NAME,
         labels=labels,
@@ -370,6 +371,22 @@ def _topology(annotations: Mapping[str, str], settings: _PodSettings) -> Topolog
     if own is not None or winner is None or winner.dialect is not Dialect.LWS:
         return own
     return lws.member_topology(annotations, settings.problems)
+
+
+def _unscheduled(status: JsonObject) -> str:
+    """The reason of the pod's `PodScheduled` condition when it is False, else "". Read
+    leniently: conditions are the system's writing, and only this one is used."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return ""
+    for condition in conditions:
+        if not isinstance(condition, dict) or condition.get("type") != "PodScheduled":
+            continue
+        if condition.get("status") != "False":
+            return ""
+        reason = condition.get("reason")
+        return reason if isinstance(reason, str) and reason else "Unknown"
+    return ""
 
 
 def _phase(src: Source, status: JsonObject) -> PodPhase:

@@ -446,6 +446,10 @@ class Pod:
     # The (name, minMember) task groups a YuniKorn member declares for its application
     # (`yunikorn.apache.org/task-groups`); None when it declares none (`groups.yunikorn`).
     task_groups: tuple[tuple[str, int], ...] | None = None
+    # The reason of its `PodScheduled` condition while that is False ("" when True or
+    # absent). A bound pod still saying so was bound here while kube-scheduler's own cycle
+    # of it failed (`ClusterState.take_misreported`).
+    unscheduled: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:

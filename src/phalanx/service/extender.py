@@ -186,6 +186,9 @@ class Extender:
         arrivals = self.state.take_arrivals()
         if arrivals:
             self._claim_arrivals(arrivals)
+        misreported = self.state.take_misreported()
+        if misreported:
+            self.reporter.mark_scheduled(misreported)
         joined = self.state.take_joined()
         if joined and self._synced and self.settings.complete_members:
             self._plan_ahead(joined)

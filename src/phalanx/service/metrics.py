@@ -103,6 +103,12 @@ class Metrics:
             "kube-scheduler judges).",
             registry=r,
         )
+        self.conditions_corrected = Counter(
+            "phalanx_pod_conditions_corrected_total",
+            "Pods bound by Phalanx whose PodScheduled condition kube-scheduler then set False "
+            "(its own cycle of a member bound with its gang failed), set True again.",
+            registry=r,
+        )
         self.replans = Counter(
             "phalanx_replans",
             "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "

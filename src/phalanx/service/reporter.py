@@ -218,6 +218,18 @@ class Reporter:
         if parked:
             self.tasks.spawn(self.source.requeue(parked, why))
 
+    def mark_scheduled(self, pods: Sequence[Pod]) -> None:
+        """Pods bound here whose `PodScheduled` condition kube-scheduler then set False (its
+        own cycle of a member bound with its gang failed: `ClusterState.take_misreported`):
+        set it True again, as the binding had."""
+        for pod in pods:
+            log.info(
+                "bound pod said it was not scheduled: condition set True",
+                extra={"pod": pod.key, "node": pod.node_name, "reason": pod.unscheduled},
+            )
+        self.metrics.conditions_corrected.inc(len(pods))
+        self.tasks.spawn(self.source.mark_scheduled([p.ref for p in pods]))
+
     def nominate(self, nominations: Sequence[Nomination], why: str) -> None:
         """Nominate pending members to their reserved nodes (and requeue them)."""
         for n in nominations:

@@ -105,6 +105,13 @@ class ClusterSource(Protocol):
         "waiting" would sit until the 5-minute flush. An update to the pod is an event.
         """
 
+    async def mark_scheduled(self, pods: Sequence[PodRef]) -> None:
+        """Set each bound pod's `PodScheduled` condition back to True; best effort.
+
+        kube-scheduler writes it False when its own cycle of a pod fails, even when the
+        pod was bound meanwhile (by Phalanx, with its gang), and never corrects it.
+        """
+
     async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
         """Set (or, with node "", clear) each pending pod's `status.nominatedNodeName`, and
         requeue the ones given a node; best effort. Writes for one pod land in call order.

@@ -152,6 +152,7 @@ class ClusterFileSource:
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.requeued: list[str] = []  # pod keys Phalanx asked to be retried
         self.nominated: dict[str, str] = {}  # pod key -> the node last nominated ("" cleared)
+        self.marked_scheduled: list[str] = []  # pod keys whose PodScheduled was set True
         self.dra = DraModel(extended_resources=dra_extended_resources)
 
     @classmethod
@@ -358,6 +359,10 @@ class ClusterFileSource:
     async def requeue(self, pods: Sequence[PodRef], reason: str) -> None:
         """Recorded only: the demo driver retries every pending pod each round anyway."""
         self.requeued.extend(p.key for p in pods)
+
+    async def mark_scheduled(self, pods: Sequence[PodRef]) -> None:
+        """Recorded only (pod keys, in call order)."""
+        self.marked_scheduled.extend(p.key for p in pods)
 
     async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
         """Recorded only (pod key -> node, "" once cleared); a nomination requeues too."""

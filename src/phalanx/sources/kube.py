@@ -734,5 +734,8 @@ class KubeSource:
     async def nominate(self, nominations: Sequence[Nomination], reason: str) -> None:
         await self.reports.nominate(nominations, reason)
 
+    async def mark_scheduled(self, pods: Sequence[PodRef]) -> None:
+        await self.reports.mark_scheduled(pods)
+
     async def update_group_status(self, status: GroupStatus) -> None:
         await self.reports.update_group_status(status)

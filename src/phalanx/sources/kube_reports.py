@@ -355,6 +355,47 @@ class Reports:
         async with self._pod_writes.turn(pod.uid or pod.key):
             await self.writer.patch(pod_path(pod) + "/status", body, lane=Lane.REPORT)
 
+    # ---- PodScheduled ------------------------------------------------------------------
+
+    async def mark_scheduled(self, pods: Sequence[PodRef]) -> None:
+        """One pods/status strategic merge patch per pod: its `PodScheduled` condition (the
+        list's merge key is `type`, so no other condition is touched) True, as a binding
+        sets it, its reason and message removed. The UID goes in as a precondition; gone
+        pods are fine."""
+        if not pods:
+            return
+        stamp = rfc3339(self.wall_clock())
+        results = await asyncio.gather(
+            *(self._mark_one(pod, stamp) for pod in pods), return_exceptions=True
+        )
+        for pod, result in zip(pods, results, strict=True):
+            if isinstance(result, ApiError) and result.status not in (404, 409, 422):
+                log.warning(
+                    "cannot set a bound pod's PodScheduled condition",
+                    extra={"pod": pod.key, "reason": str(result)},
+                )
+            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
+                raise result  # a bug, not an API answer
+
+    async def _mark_one(self, pod: PodRef, stamp: str) -> None:
+        condition = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastTransitionTime": stamp,
+            "reason": None,
+            "message": None,
+        }
+        body: dict[str, Any] = {"status": {"conditions": [condition]}}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}
+        async with self._pod_writes.turn(pod.uid or pod.key):
+            await self.writer.patch(
+                pod_path(pod) + "/status",
+                body,
+                content_type=STRATEGIC_MERGE_PATCH,
+                lane=Lane.REPORT,
+            )
+
     # ---- gang status -------------------------------------------------------------------
 
     async def update_group_status(self, status: GroupStatus) -> None:

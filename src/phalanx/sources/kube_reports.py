@@ -36,9 +36,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from phalanx.core.groups import registry
 from phalanx.core.groups.discovery import ServedKind
@@ -63,6 +63,23 @@ MESSAGE_LIMIT = 1024
 # each conflict means another writer moved on, so a few rebuilds settle it.
 CONFLICT_ATTEMPTS = 4
 CONTENT_TYPES = {StatusPatch.MERGE: MERGE_PATCH, StatusPatch.STRATEGIC: STRATEGIC_MERGE_PATCH}
+
+T = TypeVar("T")
+
+
+async def _each(
+    items: Sequence[T],
+    write: Callable[[T], Awaitable[object]],
+    refused: Callable[[T, ApiError], None],
+) -> None:
+    """`write` for every item at once; then each API refusal goes to `refused`, in order.
+    Anything else an item raised is a bug, not an API answer, and is raised."""
+    results = await asyncio.gather(*(write(item) for item in items), return_exceptions=True)
+    for item, result in zip(items, results, strict=True):
+        if isinstance(result, ApiError):
+            refused(item, result)
+        elif isinstance(result, BaseException):
+            raise result
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,17 +315,17 @@ class Reports:
         if not pods:
             return
         body = {"metadata": {"annotations": {REQUEUE_ANNOTATION: rfc3339(self.wall_clock())}}}
-        results = await asyncio.gather(
-            *(self.writer.patch(pod_path(pod), body, lane=Lane.REPORT) for pod in pods),
-            return_exceptions=True,
-        )
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, ApiError) and result.status != 404:
+
+        def write(pod: PodRef) -> Awaitable[object]:
+            return self.writer.patch(pod_path(pod), body, lane=Lane.REPORT)
+
+        def refused(pod: PodRef, exc: ApiError) -> None:
+            if exc.status != 404:
                 log.warning(
-                    "cannot requeue a pod", extra={"pod": pod.key, "reason": f"{reason}: {result}"}
+                    "cannot requeue a pod", extra={"pod": pod.key, "reason": f"{reason}: {exc}"}
                 )
-            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
-                raise result  # a bug, not an API answer
+
+        await _each(pods, write, refused)
 
     # ---- nominations --------------------------------------------------------------------
 
@@ -321,20 +338,18 @@ class Reports:
         if not self._may_nominate:
             await self.requeue([n.pod for n in nominations if n.node], reason)
             return
-        results = await asyncio.gather(
-            *(self._nominate_one(n) for n in nominations), return_exceptions=True
-        )
-        refused = []
-        for nomination, result in zip(nominations, results, strict=True):
-            if isinstance(result, ApiError) and result.status == 403:
+        refused: list[PodRef] = []
+
+        def refusal(nomination: Nomination, exc: ApiError) -> None:
+            if exc.status == 403:
                 refused.append(nomination.pod)
-            elif isinstance(result, ApiError) and result.status not in (404, 409, 422):
+            elif exc.status not in (404, 409, 422):
                 log.warning(
                     "cannot nominate a pod's node",
-                    extra={"pod": nomination.pod.key, "reason": f"{reason}: {result}"},
+                    extra={"pod": nomination.pod.key, "reason": f"{reason}: {exc}"},
                 )
-            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
-                raise result  # a bug, not an API answer
+
+        await _each(nominations, self._nominate_one, refusal)
         if refused and self._may_nominate:
             self._may_nominate = False
             log.warning(
@@ -365,17 +380,15 @@ class Reports:
         if not pods:
             return
         stamp = rfc3339(self.wall_clock())
-        results = await asyncio.gather(
-            *(self._mark_one(pod, stamp) for pod in pods), return_exceptions=True
-        )
-        for pod, result in zip(pods, results, strict=True):
-            if isinstance(result, ApiError) and result.status not in (404, 409, 422):
+
+        def refused(pod: PodRef, exc: ApiError) -> None:
+            if exc.status not in (404, 409, 422):
                 log.warning(
                     "cannot set a bound pod's PodScheduled condition",
-                    extra={"pod": pod.key, "reason": str(result)},
+                    extra={"pod": pod.key, "reason": str(exc)},
                 )
-            elif isinstance(result, BaseException) and not isinstance(result, ApiError):
-                raise result  # a bug, not an API answer
+
+        await _each(pods, lambda pod: self._mark_one(pod, stamp), refused)
 
     async def _mark_one(self, pod: PodRef, stamp: str) -> None:
         condition = {

@@ -171,6 +171,11 @@ def test_every_gang_kind_knows_its_dialect() -> None:
     assert registry.dialect_of_kind("v1", "Pod") is None
 
 
+def test_a_gang_has_an_object_exactly_when_its_dialect_has_a_kind() -> None:
+    with_kinds = {registry.dialect_of_kind(*kind) for kind in registry.group_kinds()}
+    assert {d for d in Dialect if registry.has_gang_object(d)} == with_kinds
+
+
 # --- precedence ------------------------------------------------------------------------
 
 SP_LABEL = {"scheduling.x-k8s.io/pod-group": "sp"}

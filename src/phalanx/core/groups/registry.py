@@ -280,9 +280,10 @@ def gang_dialect(ref: GroupRef, *, has_object: bool, claims: Iterable[Dialect]) 
 
 
 def has_gang_object(dialect: Dialect) -> bool:
-    """Whether a gang of `dialect` is held by an API object (for status and Events); the
-    annotation-only, Kueue, YuniKorn and LWS dialects declare theirs on the members alone."""
-    return dialect not in (Dialect.ANNOTATIONS, Dialect.KUEUE, Dialect.YUNIKORN, Dialect.LWS)
+    """Whether a gang of `dialect` is held by an API object (for status and Events): its
+    registry entry parses some kind. Annotation-only gangs share scheduler-plugins' entry
+    but declare theirs on the members alone, as Kueue, YuniKorn and LWS groups do."""
+    return dialect is not Dialect.ANNOTATIONS and bool(_BY_DIALECT[dialect].kinds)
 
 
 def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:

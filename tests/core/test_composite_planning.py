@@ -361,13 +361,37 @@ def test_a_childs_key_wider_than_the_composites_is_refused_naming_both() -> None
     assert f"at or below {LEAF}" in reason
 
 
-def test_children_with_different_keys_are_refused_naming_each() -> None:
+def test_children_with_keys_of_one_topology_each_keep_to_their_own() -> None:
+    # The head in one spine, the workers in one leaf: only spine s1 has a leaf of two.
+    objects = with_worker_key(LEAF)
+    objects[1] = upstream_podgroup_obj("ray-head", 1, parent="ray", topology_key=SPINE)
+    cluster = Cluster(*objects, nodes=0)
+    for node in spines():
+        cluster.state.upsert_node(node)
+    decision = cluster.planner.filter(cluster.pod("head-0"), [n.name for n in spines()], now=0)
+    assert decision.reserved is not None
+    where = placed(cluster)
+    assert {where["worker-0"], where["worker-1"]} == {"b1", "b2"}
+    record = cluster.planner.journal.get(RAY.key)
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation.endswith(
+        "each of PodGroup(s) ray-head within one spine, ray-workers within one leaf"
+    )
+
+
+def test_children_with_keys_in_no_one_topology_are_refused_naming_each() -> None:
     objects = with_worker_key(ZONE)
     objects[1] = upstream_podgroup_obj("ray-head", 1, parent="ray", topology_key=LEAF)
-    found = Cluster(*objects).resolve(RAY)
-    assert isinstance(found, Invalid)
-    assert f"ray-head: {LEAF}" in found.reason
-    assert f"ray-workers: {ZONE}" in found.reason
+    cluster = Cluster(*objects)
+    assert isinstance(cluster.resolve(RAY), Resolved)
+    decision = cluster.planner.filter(cluster.pod("head-0"), cluster.nodes, now=0)
+    assert decision.reserved is None
+    assert decision.result.unresolvable["n1"].startswith(
+        f"gang composite:default/ray: its PodGroup(s) ray-head require one {LEAF}, "
+        f"ray-workers one {ZONE} (spec.schedulingConstraints.topology), but no configured "
+        "topology has all these levels"
+    )
 
 
 # --- the bind barrier -------------------------------------------------------------------

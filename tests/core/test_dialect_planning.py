@@ -3,11 +3,13 @@ policy (one by one), and a gang object that changes size while its reservation i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from builders import (
+    CLIQUE,
     LEAF,
     SPINE,
     gpu_node,
@@ -27,7 +29,7 @@ from phalanx.core.groups.discovery import Served
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import Outcome
-from phalanx.core.model import Binding, Dialect, GroupRef, Pod, PodGroup
+from phalanx.core.model import Binding, Dialect, GroupRef, Node, Pod, PodGroup
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import GroupDefaults, Invalid, Resolved, Waiting, resolve_group
 
@@ -945,3 +947,113 @@ def test_a_kai_subgroup_without_a_level_goes_anywhere_beside_one_with_it() -> No
     assert decision.reserved is not None
     where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
     assert {where["decode-0"], where["decode-1"]} == {"c1", "c2"}
+
+
+# --- KAI subgroups each at a level of their own (disaggregated serving) ----------------------
+
+
+def spined_cluster(*nodes: Node) -> Cluster:
+    """The three default nodes replaced by `nodes`."""
+    cluster = Cluster()
+    for name in NODES:
+        cluster.state.remove_node(name)
+    for node in nodes:
+        cluster.state.upsert_node(node)
+    return cluster
+
+
+def two_spines() -> list[Node]:
+    """Spine s0: leaf l0 of cliques c0 and c1 (a node each), leaf l1 of c2 (one node).
+    Spine s1: leaf l2 of clique c3 (two nodes), leaf l3 of cliques c4 and c5 (a node each).
+    Only c3 holds two whole nodes."""
+    shape = [
+        ("a1", "s0", "l0", "c0"),
+        ("a2", "s0", "l0", "c1"),
+        ("a3", "s0", "l1", "c2"),
+        ("b1", "s1", "l2", "c3"),
+        ("b2", "s1", "l2", "c3"),
+        ("b3", "s1", "l3", "c4"),
+        ("b4", "s1", "l3", "c5"),
+    ]
+    return [rack_node(n, 8, spine=s, leaf=leaf, clique=c) for n, s, leaf, c in shape]
+
+
+def disaggregated() -> list[dict[str, Any]]:
+    """`serve` in one spine: prefill in one NVLink clique, decode in one leaf."""
+    objects = serving(prefill=CLIQUE, decode=LEAF)
+    objects[0]["spec"]["topologyConstraint"] = {"requiredTopologyLevel": SPINE}
+    return objects
+
+
+def reserved_where(cluster: Cluster) -> dict[str, str]:
+    reservation = cluster.state.reservation("kai:default/serve")
+    assert reservation is not None
+    return {m.pod_key.split("/")[1]: m.node for m in reservation.members}
+
+
+def test_kai_prefill_in_one_clique_and_decode_in_one_leaf_of_the_same_spine() -> None:
+    cluster = spined_cluster(*two_spines())
+    for obj in disaggregated():
+        cluster.add(obj)
+    names = [n.name for n in two_spines()]
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), names, now=0)
+    assert decision.reserved is not None
+    where = reserved_where(cluster)
+    assert {where["prefill-0"], where["prefill-1"]} == {"b1", "b2"}
+    assert {where["decode-0"], where["decode-1"]} == {"b3", "b4"}
+    record = cluster.planner.journal.get("kai:default/serve")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation == (
+        f"required {SPINE}: placed within {SPINE}=s1; "
+        "each of subgroup(s) decode within one leaf, prefill within one clique"
+    )
+
+
+def test_a_kai_subgroup_no_domain_of_its_level_can_hold_is_named_with_its_level() -> None:
+    # Without b2 no clique holds prefill's two nodes.
+    cluster = spined_cluster(*(n for n in two_spines() if n.name != "b2"))
+    for obj in disaggregated():
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "a3", "b1"], now=0)
+    assert decision.reserved is None
+    reason = decision.result.unresolvable["a1"]
+    assert f"subgroup(s) decode each in one {LEAF}, prefill in one {CLIQUE}" in reason
+    assert "subgroup prefill fits in no clique" in reason
+
+
+def relabelled(node: Node, **labels: str) -> Node:
+    return replace(node, labels={**node.labels, **labels})
+
+
+def test_a_relabel_that_splits_a_kai_subgroup_across_domains_of_its_level_releases_the_gang() -> (
+    None
+):
+    cluster = spined_cluster(*two_spines())
+    for obj in disaggregated():
+        cluster.add(obj)
+    names = [n.name for n in two_spines()]
+    assert cluster.planner.filter(cluster.pod("prefill-0"), names, now=0).reserved is not None
+    b4 = next(n for n in two_spines() if n.name == "b4")
+    cluster.state.upsert_node(relabelled(b4, **{LEAF: "l4"}))
+
+    cluster.planner.recheck_topology()
+
+    assert cluster.state.reservation("kai:default/serve") is None
+    assert cluster.released[-1].cause is ReleaseCause.TOPOLOGY_CHANGED
+    assert f"subgroup decode must lie in one {LEAF} domain" in cluster.released[-1].why
+
+
+def test_a_relabel_within_the_domain_of_a_kai_subgroups_own_level_keeps_the_gang() -> None:
+    # Decode already spans cliques c4 and c5: its level is the leaf, not prefill's clique.
+    cluster = spined_cluster(*two_spines())
+    for obj in disaggregated():
+        cluster.add(obj)
+    names = [n.name for n in two_spines()]
+    assert cluster.planner.filter(cluster.pod("prefill-0"), names, now=0).reserved is not None
+    b4 = next(n for n in two_spines() if n.name == "b4")
+    cluster.state.upsert_node(relabelled(b4, **{CLIQUE: "c6"}))
+
+    cluster.planner.recheck_topology()
+
+    assert cluster.state.reservation("kai:default/serve") is not None

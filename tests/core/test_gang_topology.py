@@ -428,3 +428,167 @@ def test_the_largest_slice_goes_first_so_a_smaller_one_cannot_take_its_only_doma
     ]
     result = place(cluster(nodes), members, slices=(2, HOSTNAME))
     assert nodes_of(result) == ["c00-n01", "c00-n01", "c00-n00", "c00-n00"]
+
+
+# ---- slices by task, each task at a level of its own ----------------------------------------
+
+
+def by_task(required=None, **levels):
+    """Tasks (KAI subgroups) each inside one domain of its level: `prefill=CLIQUE`."""
+    return GangTopology(
+        DEFAULT,
+        required=DEFAULT.level(required) if required else None,
+        slice_tasks=frozenset(levels),
+        slice_noun="subgroup",
+        task_levels=tuple(sorted((task, DEFAULT.level(key)) for task, key in levels.items())),
+    )
+
+
+def place_tasks(state, members, topology, **kw):
+    snapshot = state.snapshot()
+    spec = GangSpec(
+        key="default/g",
+        placement=parse_placement("pack"),
+        members=tuple(members),
+        topology=topology,
+        index=build_index(DEFAULT, (i.node for i in snapshot)),
+        **kw,
+    )
+    return place_gang(snapshot, spec)
+
+
+def roles(**sizes):
+    """Members <task>-0.. of each task, 4 GPUs each (one whole 4-GPU node)."""
+    return [
+        pod(f"{task}-{i}", 4, group="g", task=task) for task, n in sizes.items() for i in range(n)
+    ]
+
+
+def where_by_task(state, result, key):
+    """Per task, the values of label `key` its members landed on."""
+    found: dict[str, set[str]] = {}
+    for p in result.members:
+        found.setdefault(p.task, set()).add(state.node(result.assignment[p.uid]).node.labels[key])
+    return found
+
+
+def assert_no_node_over_committed(state, result):
+    snapshot = state.snapshot()
+    used: dict[str, int] = {}
+    for p in result.members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    for node, gpus in used.items():
+        assert gpus <= snapshot.nodes[node].free.gpus(), node
+
+
+def test_each_task_lands_inside_one_domain_of_its_own_level_inside_the_required_one():
+    # Spine s0: leaf l0 of cliques c0 (1 node) and c1 (2 nodes), leaf l1 of c2 (3 nodes);
+    # spine s1 the same shape. Prefill in one clique, decode in one leaf, all in one spine.
+    nodes = [
+        rack_node(f"{s}-{c}-n{n}", 4, spine=s, leaf=f"{s}-{leaf}", clique=f"{s}-{c}")
+        for s in ("s0", "s1")
+        for leaf, c, count in (("l0", "c0", 1), ("l0", "c1", 2), ("l1", "c2", 3))
+        for n in range(count)
+    ]
+    state = cluster(nodes)
+    topology = by_task(required=SPINE, prefill=CLIQUE, decode=LEAF)
+    result = place_tasks(state, roles(prefill=2, decode=3), topology)
+    assert len(label_values(state, result, SPINE)) == 1
+    cliques, leaves = where_by_task(state, result, CLIQUE), where_by_task(state, result, LEAF)
+    assert len(cliques["prefill"]) == 1
+    assert len(leaves["decode"]) == 1
+    assert result.explanation.endswith(
+        "each of subgroup(s) decode within one leaf, prefill within one clique"
+    )
+
+
+def test_the_narrower_task_is_placed_first_so_a_wider_one_cannot_take_its_only_domain():
+    # One leaf: clique c0 of two 4-GPU nodes, c1 and c2 of one 6-GPU node each. Decode
+    # (leaf) fits c0's nodes best; prefill (clique) needs both of them.
+    nodes = [
+        rack_node(name, gpus, spine="s0", leaf="l0", clique=c)
+        for name, gpus, c in (("a0", 4, "c0"), ("a1", 4, "c0"), ("b0", 6, "c1"), ("d0", 6, "c2"))
+    ]
+    state = cluster(nodes)
+    result = place_tasks(state, roles(decode=2, prefill=2), by_task(decode=LEAF, prefill=CLIQUE))
+    assert where_by_task(state, result, CLIQUE)["prefill"] == {"c0"}
+    assert {result.assignment[p.uid] for p in result.members if p.task == "decode"} == {"b0", "d0"}
+
+
+def test_failing_narrowest_first_the_wider_task_is_placed_first_for_its_only_domain():
+    # Leaf l0: cliques c0 and c1 of two nodes; leaf l1: clique c2 of two. Prefill (clique)
+    # first would take c0, the tightest by name, leaving no leaf three nodes for decode;
+    # decode first takes three of l0 and prefill then has c2.
+    nodes = [
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf=leaf, clique=c)
+        for leaf, c in (("l0", "c0"), ("l0", "c1"), ("l1", "c2"))
+        for n in range(2)
+    ]
+    state = cluster(nodes)
+    result = place_tasks(state, roles(decode=3, prefill=2), by_task(decode=LEAF, prefill=CLIQUE))
+    assert where_by_task(state, result, LEAF)["decode"] == {"l0"}
+    assert where_by_task(state, result, CLIQUE)["prefill"] == {"c2"}
+
+
+def test_levels_of_different_tasks_share_nodes_without_over_committing_one():
+    # Leaf l0: clique c0 of one 8-GPU node, c1 of one 8-GPU node and one 4-GPU node (20
+    # GPUs). Prefill's 8 in a clique and decode's 12 in the leaf fit exactly, and only if
+    # decode sees what prefill took.
+    nodes = [
+        rack_node("big-0", 8, spine="s0", leaf="l0", clique="c0"),
+        rack_node("big-1", 8, spine="s0", leaf="l0", clique="c1"),
+        rack_node("small", 4, spine="s0", leaf="l0", clique="c1"),
+    ]
+    state = cluster(nodes)
+    topology = by_task(prefill=CLIQUE, decode=LEAF)
+    result = place_tasks(state, roles(prefill=2, decode=3), topology)
+    assert_no_node_over_committed(state, result)
+    assert len(where_by_task(state, result, CLIQUE)["prefill"]) == 1
+    assert isinstance(place_tasks(state, roles(prefill=2, decode=4), topology), Unfit)
+
+
+def test_a_task_that_fits_no_domain_of_its_level_is_named_with_its_level():
+    nodes = [
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf="l0", clique=c)
+        for c in ("c0", "c1")
+        for n in range(2)
+    ]
+    state = cluster(nodes)
+    result = place_tasks(state, roles(prefill=3, decode=1), by_task(prefill=CLIQUE, decode=LEAF))
+    assert isinstance(result, Unfit)
+    assert "subgroup prefill fits in no clique" in result.reason
+    assert f"subgroup(s) decode each in one {LEAF}, prefill in one {CLIQUE}" in result.reason
+
+
+def test_a_task_with_a_bound_member_stays_in_the_domain_of_its_level_that_holds_it():
+    # Two leaves of one clique of two nodes each; decode's bound member sits in l1.
+    nodes = [
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf=leaf, clique=c)
+        for leaf, c in (("l0", "c0"), ("l1", "c1"))
+        for n in range(2)
+    ]
+    state = cluster(nodes)
+    bound = pod("decode-bound", 4, group="g", task="decode")
+    state.upsert_pod(pod("decode-bound-here", 4, node="c1-n0"))
+    result = place_tasks(
+        state,
+        [pod("decode-0", 4, group="g", task="decode"), *roles(prefill=2)],
+        by_task(decode=LEAF, prefill=CLIQUE),
+        anchors={bound.uid: "c1-n0"},
+        anchor_pods=(bound,),
+    )
+    assert where_by_task(state, result, LEAF) == {"decode": {"l1"}, "prefill": {"l0"}}
+
+
+def test_a_task_whose_level_is_no_narrower_than_the_gangs_domain_constrains_nothing_more():
+    # Required leaf: decode's leaf holds it anyway, prefill still needs one clique.
+    nodes = [
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf="l0", clique=c)
+        for c in ("c0", "c1")
+        for n in range(2)
+    ]
+    state = cluster(nodes)
+    topology = by_task(required=LEAF, prefill=CLIQUE, decode=LEAF)
+    result = place_tasks(state, roles(prefill=2, decode=2), topology)
+    assert len(where_by_task(state, result, CLIQUE)["prefill"]) == 1

@@ -166,6 +166,51 @@ def test_every_slice_lands_inside_one_domain_of_the_slice_level(state, slices, s
 
 
 @common
+@given(
+    clusters(),
+    st.lists(
+        st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2])),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from([None, 0, 1]),
+)
+def test_every_task_lands_inside_one_domain_of_its_own_level_and_no_node_is_over_committed(
+    state, tasks, required
+):
+    """Tasks t0.. of (members, level, GPUs each), levels drawn apart or alike."""
+    members = tuple(
+        pod(f"t{t}-{i}", gpus, group="g", task=f"t{t}", memory_gib=1)
+        for t, (size, _, gpus) in enumerate(tasks)
+        for i in range(size)
+    )
+    levels = tuple((f"t{t}", level) for t, (_, level, _) in enumerate(tasks))
+    shared = {level for _, level in levels}
+    topology = GangTopology(
+        DEFAULT,
+        required=required,
+        slice_level=next(iter(shared)) if len(shared) == 1 else None,
+        slice_tasks=frozenset(task for task, _ in levels),
+        task_levels=levels if len(shared) > 1 else (),
+    )
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if not isinstance(result, Placed):
+        return
+    for task, level in levels:
+        nodes = {result.assignment[p.uid] for p in members if p.task == task}
+        assert len({index.of_node[n][level] for n in nodes}) == 1, task
+    if required is not None:
+        assert len(domains_of(index, required, result)) == 1
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
+@common
 @given(clusters(labelled=True), st.integers(1, 6), st.sampled_from([1, 2, 4]))
 def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, size, gpus):
     members = tuple(pod(f"m-{i}", gpus, group="g", memory_gib=1) for i in range(size))

@@ -605,3 +605,106 @@ def test_kai_subgroups_level_wider_than_the_pod_groups_is_refused_naming_the_sub
     assert isinstance(resolved, str)
     assert f"subgroup(s) decode, prefill require one {SPINE} each" in resolved
     assert f"at or below {LEAF}" in resolved
+
+
+# ---- slices by task, each at a level of its own (KAI's multi-level topology) ---------------
+
+KAI_FIELD = "spec.subGroups[].topologyConstraint.requiredTopologyLevel"
+
+
+def own_levels(required: str = "", topology: str = "", **levels: str) -> TopologyConstraint:
+    """What a KAI PodGroup reads as whose subgroups require these levels (`decode=LEAF`)."""
+    return TopologyConstraint(
+        topology=topology,
+        required=required,
+        any_label=not topology,
+        slice_tasks=tuple(sorted(levels)),
+        slice_noun="subgroup",
+        task_levels=tuple(sorted(levels.items())),
+        declared_by=KAI_FIELD,
+    )
+
+
+def test_subgroups_levels_of_one_topology_resolve_each_inside_the_required_level():
+    resolved = resolve(
+        podgroup("g", 4, topology=own_levels(required=SPINE, prefill=CLIQUE, decode=LEAF))
+    )
+    assert resolved == GangTopology(
+        DEFAULT,
+        required=0,
+        slice_tasks=frozenset({"decode", "prefill"}),
+        slice_noun="subgroup",
+        task_levels=(("decode", 1), ("prefill", 2)),
+    )
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.task_level("prefill"), resolved.task_level("router")) == (2, None)
+    assert str(resolved) == (
+        f"required {SPINE}, subgroup(s) decode each in one {LEAF}, prefill in one {CLIQUE}"
+    )
+
+
+def test_subgroups_levels_without_a_required_one_pick_the_topology_that_has_them_all():
+    topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
+    resolved = resolve(
+        podgroup("g", 4, topology=own_levels(prefill="x.io/rack", decode="x.io/row")),
+        topologies=topologies,
+    )
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.topology.name, resolved.required) == ("rack", None)
+    assert resolved.task_levels == (("decode", 0), ("prefill", 1))
+
+
+def test_levels_spelled_apart_that_are_one_level_resolve_as_one_shared_level():
+    intent = own_levels(topology="default", prefill=CLIQUE, decode="tier:1")
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, GangTopology)
+    assert (resolved.slice_level, resolved.task_levels) == (2, ())
+
+
+@pytest.mark.parametrize(
+    ("intent", "refusal"),
+    [
+        (
+            own_levels(required=LEAF, prefill=CLIQUE, decode=SPINE),
+            f"gang default/g: its subgroup(s) decode require one {SPINE} each ({KAI_FIELD}), "
+            f"which is no level of the gang's topology at or below {LEAF}",
+        ),
+        (
+            own_levels(required=LEAF, prefill=CLIQUE, decode=ZONE),
+            f"gang default/g: its subgroup(s) decode require one {ZONE} each ({KAI_FIELD}), "
+            f"which is no level of the gang's topology at or below {LEAF}",
+        ),
+        (
+            own_levels(prefill="example.com/rack", decode=ZONE),
+            f"gang default/g: its subgroup(s) decode require one {ZONE}, prefill one "
+            f"example.com/rack ({KAI_FIELD}), but no configured topology has all these levels",
+        ),
+        (
+            own_levels(prefill=CLIQUE, decode="x.io/row"),
+            f"gang default/g: its subgroup(s) decode require one x.io/row, prefill one {CLIQUE} "
+            f"({KAI_FIELD}), but no configured topology has all these levels",
+        ),
+        (
+            own_levels(topology="default", required=LEAF, prefill=CLIQUE, decode=SPINE),
+            f"gang default/g: subgroup(s) decode level {SPINE} is wider than required level "
+            f"{LEAF}; slices must fit inside the required domain",
+        ),
+        (
+            own_levels(topology="default", prefill=CLIQUE, decode=ZONE),
+            f'gang default/g: subgroup(s) decode level "{ZONE}" is not a level of topology default',
+        ),
+    ],
+    ids=[
+        "wider-than-required",
+        "outside-the-required-levels-topology",
+        "two-ad-hoc-labels",
+        "levels-of-two-topologies",
+        "named-topology-wider-than-required",
+        "named-topology-unknown-level",
+    ],
+)
+def test_subgroups_levels_that_cannot_nest_are_refused_naming_each_subgroup(intent, refusal):
+    topologies = parse_topologies(f"default={SPINE},{LEAF},{CLIQUE};rows=x.io/row,x.io/rack")
+    resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
+    assert isinstance(resolved, str)
+    assert resolved.startswith(refusal), resolved

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from phalanx.core import eligibility
-from phalanx.core.model import CPU, MEMORY, PODS, Resources, task_names
+from phalanx.core.model import CPU, MEMORY, PODS, Resources, tasks_in_levels
 from phalanx.core.quantity import format_amount
 from phalanx.core.topology import CLUSTER, GangTopology, short_name
 
@@ -171,11 +171,10 @@ def landing_text(
             f"every {topology.slice_size} consecutive members within one "
             f"{short_name(topology.key(topology.slice_level))}"
         )
-    if topology.slice_tasks and topology.slice_level is not None:
-        parts.append(
-            f"each of {topology.slice_noun}(s) {task_names(topology.slice_tasks)} within one "
-            f"{short_name(topology.key(topology.slice_level))}"
-        )
+    levels = ((t, short_name(topology.key(lv))) for t, lv in topology.levels_of_tasks())
+    tasks = tasks_in_levels(topology.slice_noun, levels, each="within one", then="within one")
+    if tasks:
+        parts.append(f"each of {tasks}")
     return "; ".join(parts)
 
 

@@ -14,7 +14,9 @@ domains and whole ones stay free. With slices, each run of consecutive members g
 one after the other, into the domain of the slice level that shares the most wider
 domains with the gang's members so far, then the tightest. A composite gang's child
 PodGroups with a topology key of their own are placed the same way, a child's members
-being one slice (`GangTopology.slice_tasks`; the members' task is their PodGroup).
+being one slice (`GangTopology.slice_tasks`; the members' task is their PodGroup); tasks
+at levels of their own (KAI's prefill in one clique, decode in one leaf) one level at a
+time, narrowest first, each level's trials starting from what the levels before it took.
 
 Placing units inside one domain is the gang transaction's own (`Placer.place_in`); this
 module only chooses domains and says what it found, as values.
@@ -68,6 +70,7 @@ class _SliceGroup:
     units: list[Unit]
     anchors: set[str]  # nodes of the group's bound members
     first: int  # position of its first slice
+    level: int | None  # the level one domain of which holds it; None: any (a lone unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,21 +219,78 @@ class TopologySearch:
         slices: list[_SliceGroup] | None,
     ) -> dict[int, str] | Failure:
         nodes = self._nodes(level, cand, usable)
-        slice_level = self.topology.slice_level
-        # A domain at the slice level or narrower lies inside one slice-level domain.
-        if slices is None or slice_level is None or (level != CLUSTER and slice_level <= level):
+        if slices is None:
             return self.placer.place_in(order, nodes)
-        return self._place_slices(slices, slice_level, nodes)
+        # A domain at a group's level or narrower lies inside one domain of that level.
+        levels = {g.level for g in slices} | {self.topology.slice_level}
+        narrower = sorted(
+            (lv for lv in levels if lv is not None and (level == CLUSTER or lv > level)),
+            reverse=True,
+        )
+        if not narrower:
+            return self.placer.place_in(order, nodes)
+        if len(narrower) == 1 and all(g.level in (None, narrower[0]) for g in slices):
+            return self._place_slices(slices, narrower[0], nodes)
+        return self._place_by_level(order, slices, narrower, nodes)
+
+    def _place_by_level(
+        self,
+        order: Sequence[Unit],
+        slices: Sequence[_SliceGroup],
+        levels: Sequence[int],
+        nodes: Sequence[str],
+    ) -> dict[int, str] | Failure:
+        """Slice groups of several levels (`levels`, narrowest first): one level at a time,
+        each over what the levels before it left, then every other unit anywhere in the
+        domain. Domains of different levels overlap, so a level's trials start from what
+        the levels before it took. Greedy: narrowest first, so a wider group cannot take the
+        only domain a narrower one fits in; failing that, widest first, so a narrow group
+        cannot take room in the only wider domain that fits another. A gang that fits only
+        some other way is not found; the first order's failure is told."""
+        first: Failure | None = None
+        for ordered in (levels, levels[::-1]) if len(levels) > 1 else (levels,):
+            chosen: dict[int, str] = {}
+            taken: list[tuple[Unit, str]] = []
+            result: dict[int, str] | Failure = chosen
+            for slice_level in ordered:
+                groups = [g for g in slices if g.level == slice_level]
+                result = self._place_slices(groups, slice_level, nodes, taken)
+                if isinstance(result, Failure):
+                    break
+                chosen.update(result)
+                taken += [(u, result[u.index]) for g in groups for u in g.units]
+            if isinstance(result, dict):
+                rest = [u for u in order if u.index not in chosen]
+                result = self.placer.place_in(rest, nodes, self._trial(taken)) if rest else {}
+                if isinstance(result, dict):
+                    return {**chosen, **result}
+            result.placed_units += len(chosen)
+            first = first or result
+        assert first is not None  # at least one order was tried
+        return first
+
+    def _trial(self, taken: Sequence[tuple[Unit, str]]) -> Trial:
+        """A fresh trial holding the units already placed on other levels' domains."""
+        trial = self.placer.trial()
+        for unit, node in taken:
+            trial.overlay.add(node, unit.requests)
+            trial.used[node] = trial.used.get(node, 0) + 1
+        return trial
 
     def _place_slices(
-        self, slices: Sequence[_SliceGroup], level: int, nodes: Sequence[str]
+        self,
+        slices: Sequence[_SliceGroup],
+        level: int,
+        nodes: Sequence[str],
+        taken: Sequence[tuple[Unit, str]] = (),
     ) -> dict[int, str] | Failure:
         """Each slice group inside one domain of the slice level, in turn (greedy: right for
         interchangeable slices, which is the usual). A slice goes where it shares the most
         wider domains with the gang's members so far (a leaf already used before another
         leaf), then to the tightest fit. A slice that does not fit beside the slices already
         in a domain is tried once more with them, all packed together: one at a time, the
-        first may have spread over the nodes the next needs whole."""
+        first may have spread over the nodes the next needs whole. `taken`: units already
+        placed (by another level's slices), whose room is not there to take."""
         placer, of_node = self.placer, self.index.of_node
         by_domain: dict[int, list[str]] = {}
         room: dict[int, list[int]] = {}
@@ -241,6 +301,11 @@ class TopologySearch:
             have = room.setdefault(d, [0, 0, 0])
             for i, amount in enumerate(amounts(infos[n].free)):
                 have[i] += max(0, amount)
+        for unit, n in taken:
+            d = of_node[n][level]
+            if d in room:
+                for i, amount in enumerate(amounts(unit.requests)):
+                    room[d][i] -= amount
         # One trial per domain: domains share no node, and a domain's slices can be packed
         # again together without undoing the others'.
         trials: dict[int, Trial] = {}
@@ -253,7 +318,7 @@ class TopologySearch:
             return {(lv, d) for lv, d in enumerate(of_node[node][:level])}
 
         near: set[tuple[int, int]] = set()  # wider domains holding members so far
-        for a in self.anchor_nodes:
+        for a in (*self.anchor_nodes, *(n for _, n in taken)):
             if a in of_node:
                 near |= wider(a)
         around = {d: wider(members[0]) for d, members in by_domain.items()}
@@ -283,11 +348,11 @@ class TopologySearch:
             for d in ranked:
                 trial = trials.get(d)
                 if trial is None:
-                    trial = trials[d] = placer.trial()
+                    trial = trials[d] = self._trial(taken)
                 result = placer.place_in(group.units, by_domain[d], trial)
                 if isinstance(result, Failure) and placed.get(d):
                     together = sorted((*placed[d], *group.units), key=lambda u: position[u.index])
-                    fresh = placer.trial()
+                    fresh = self._trial(taken)
                     again = placer.place_in(together, by_domain[d], fresh)
                     if isinstance(again, dict):
                         trials[d], result = fresh, again
@@ -328,7 +393,8 @@ class TopologySearch:
                     if task in tasks
                     else f"member {u.members[0].name}"
                 )
-                group = groups[name] = _SliceGroup(label, [], set(), position)
+                level = self.topology.task_level(task)
+                group = groups[name] = _SliceGroup(label, [], set(), position, level)
             group.units.append(u)
         for pod in self.anchor_pods:
             node = self.anchors.get(pod.uid)
@@ -372,7 +438,7 @@ class TopologySearch:
             shown = f"slice {i + 1} of {count} ({names[0]}..{names[-1]})"
             group = groups.get(r)
             if group is None:
-                groups[r] = _SliceGroup(shown, [], set(), i)
+                groups[r] = _SliceGroup(shown, [], set(), i, self.topology.slice_level)
             else:
                 group.label += f" + {shown}"
         for u in order:

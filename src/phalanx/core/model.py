@@ -492,6 +492,24 @@ def task_names(tasks: Iterable[str]) -> str:
     return ", ".join(names)
 
 
+def tasks_in_levels(
+    noun: str, levels: Iterable[tuple[str, str]], *, each: str = "each in one", then: str = "in one"
+) -> str:
+    """Slice tasks and their levels as messages name them, by level, in the order of their
+    names: `subgroup(s) decode, prefill each in one rack`, or with levels of their own
+    `subgroup(s) decode each in one spine, prefill in one rack`."""
+    by_level: dict[str, list[str]] = {}
+    for task, level in levels:
+        by_level.setdefault(level, []).append(task)
+    shown = sorted((task_names(tasks), level) for level, tasks in by_level.items())
+    if not shown:
+        return ""
+    (names, level), *rest = shown
+    return f"{noun}(s) {names} {each} {level}" + "".join(
+        f", {names} {then} {level}" for names, level in rest
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
@@ -517,6 +535,9 @@ class TopologyConstraint:
     # What `slice_tasks` name, in messages: a composite's child PodGroups, KAI's subgroups,
     # or a LeaderWorkerSet group's subgroups (by index).
     slice_noun: str = "PodGroup"
+    # Slice tasks that do not share one level: (task, level) for each of `slice_tasks`,
+    # sorted by task, and `slice_required` is "". Empty when they share `slice_required`.
+    task_levels: tuple[tuple[str, str], ...] = ()
     # Where the intent is declared, named when members disagree on it or it cannot be
     # honoured ("" when it is the topology annotations' own).
     declared_by: str = ""
@@ -532,9 +553,14 @@ class TopologyConstraint:
         if self.slice_size:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
         if self.slice_tasks:
-            names = task_names(self.slice_tasks)
-            parts.append(f"{self.slice_noun}(s) {names} each in one {self.slice_required}")
+            parts.append(tasks_in_levels(self.slice_noun, self.levels_of_tasks()))
         return ", ".join(parts) or "unconstrained"
+
+    def levels_of_tasks(self) -> tuple[tuple[str, str], ...]:
+        """(task, level) for each of `slice_tasks`, sorted by task."""
+        if self.task_levels:
+            return self.task_levels
+        return tuple((task, self.slice_required) for task in sorted(self.slice_tasks))
 
 
 DEFAULT_TIMEOUT_SECONDS = 60

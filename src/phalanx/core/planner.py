@@ -259,9 +259,9 @@ class GangPlanner:
                     f"changed and its reserved nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )
+        if topology.slice_tasks:
+            return self._task_split(key, reservation, topology)
         size, level = topology.slice_size, topology.slice_level
-        if topology.slice_tasks and level is not None:
-            return self._task_split(key, reservation, topology, level)
         if size <= 1 or level is None or self.state.bound_count(key):
             return ""
         pods = [self.state.pod(m.pod_uid) for m in reservation.members]
@@ -281,11 +281,10 @@ class GangPlanner:
                 )
         return ""
 
-    def _task_split(
-        self, key: str, reservation: Reservation, topology: GangTopology, level: int
-    ) -> str:
-        """`_split_by_relabel` for a composite gang's child PodGroups with a key of their own:
-        the reserved members of each must still share one domain of it."""
+    def _task_split(self, key: str, reservation: Reservation, topology: GangTopology) -> str:
+        """`_split_by_relabel` for slices by task (a composite gang's child PodGroups with a
+        key of their own, KAI's subgroups with a level): the reserved members of each must
+        still share one domain of its level."""
         index = self.index(topology.topology)
         nodes: dict[str, list[str]] = {}
         for m in reservation.members:
@@ -293,6 +292,9 @@ class GangPlanner:
             if pod is not None and pod.task in topology.slice_tasks:
                 nodes.setdefault(pod.task, []).append(m.node)
         for task, where in sorted(nodes.items()):
+            level = topology.task_level(task)
+            if level is None:
+                continue
             names = _split(index, level, where)
             if names is not None:
                 return (

@@ -37,6 +37,7 @@ from phalanx.core.model import (
     PolicyKind,
     TopologyConstraint,
     task_names,
+    tasks_in_levels,
 )
 from phalanx.core.names import is_qualified_name
 from phalanx.core.topology_annotations import is_topology_name
@@ -433,11 +434,15 @@ class GangTopology:
     required: int | None = None
     preferred: int | None = None
     slice_size: int = 0
+    # The level of the slices by rank, or the one level the slice tasks share (None when
+    # they have levels of their own, `task_levels`).
     slice_level: int | None = None
-    # A composite gang's PodGroups whose members each share one domain of `slice_level`
-    # (tasks: `Pod.task`), instead of slices by rank.
+    # A composite gang's PodGroups (KAI's, an LWS group's subgroups) whose members each
+    # share one domain of their level (tasks: `Pod.task`), instead of slices by rank.
     slice_tasks: frozenset[str] = frozenset()
     slice_noun: str = "PodGroup"  # what `slice_tasks` name (`TopologyConstraint.slice_noun`)
+    # Slice tasks that do not share one level: (task, level) for each, sorted by task.
+    task_levels: tuple[tuple[str, int], ...] = ()
 
     @property
     def constrained(self) -> bool:
@@ -458,6 +463,20 @@ class GangTopology:
     def key(self, level: int) -> str:
         return self.topology.levels[level] if level != CLUSTER else ""
 
+    def task_level(self, task: str) -> int | None:
+        """The level one domain of which holds every member of slice task `task` (None:
+        `task` is no slice task)."""
+        if task not in self.slice_tasks:
+            return None
+        return next((lv for t, lv in self.task_levels if t == task), self.slice_level)
+
+    def levels_of_tasks(self) -> tuple[tuple[str, int], ...]:
+        """(task, level) for each of `slice_tasks`, sorted by task."""
+        if self.task_levels:
+            return self.task_levels
+        level = self.slice_level
+        return tuple((t, level) for t in sorted(self.slice_tasks) if level is not None)
+
     def __str__(self) -> str:
         parts = []
         if self.required is not None:
@@ -466,9 +485,10 @@ class GangTopology:
             parts.append(f"preferred {self.key(self.preferred)}")
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
-        if self.slice_tasks and self.slice_level is not None:
-            names = task_names(self.slice_tasks)
-            parts.append(f"{self.slice_noun}(s) {names} each in one {self.key(self.slice_level)}")
+        levels = ((task, self.key(level)) for task, level in self.levels_of_tasks())
+        tasks = tasks_in_levels(self.slice_noun, levels)
+        if tasks:
+            parts.append(tasks)
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -531,11 +551,15 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
             return f"gang {key}: unknown topology {quoted(intent.topology)} (configured: {known})"
         topology = named
     levels: dict[str, int | None] = {}
-    for role, name in (
+    roles = [
         ("required", intent.required),
         ("preferred", intent.preferred),
         ("slice", intent.slice_required),
-    ):
+    ]
+    noun = intent.slice_noun
+    by_level = _tasks_by_level(intent.task_levels)
+    roles += [(f"{noun}(s) {task_names(tasks)}", name) for name, tasks in by_level.items()]
+    for role, name in roles:
         levels[role] = topology.level(name) if name else None
         if name and levels[role] is None:
             if topology.adhoc:
@@ -555,34 +579,87 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
                 f"gang {key}: {role} level {quoted(name)} is not a level of topology "
                 f"{topology.name} ({' > '.join(topology.levels)})"
             )
+    slice_level: int | None = levels["slice"]
+    task_levels: tuple[tuple[str, int], ...] = ()
+    if intent.task_levels:
+        slice_level, task_levels = _by_task(
+            (task, topology.level(name)) for task, name in intent.task_levels
+        )
     return GangTopology(
         topology,
         required=levels["required"],
         preferred=levels["preferred"],
         slice_size=intent.slice_size,
-        slice_level=levels["slice"],
+        slice_level=slice_level,
         slice_tasks=frozenset(intent.slice_tasks),
-        slice_noun=intent.slice_noun,
+        slice_noun=noun,
+        task_levels=task_levels,
     )
+
+
+def _tasks_by_level(levels: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Slice tasks by the level they require, levels in the order of their tasks' names."""
+    by_level: dict[str, list[str]] = {}
+    for task, level in sorted(levels):
+        by_level.setdefault(level, []).append(task)
+    return by_level
+
+
+def _by_task(
+    levels: Iterable[tuple[str, int | None]],
+) -> tuple[int | None, tuple[tuple[str, int], ...]]:
+    """`GangTopology.slice_level` and `task_levels` for slice tasks' resolved levels: the one
+    level they share, or each task's own. Precondition: every level is resolved."""
+    pairs = tuple(sorted((task, level) for task, level in levels if level is not None))
+    distinct = {level for _, level in pairs}
+    if len(distinct) == 1:
+        return distinct.pop(), ()
+    return None, pairs
 
 
 def _child_levels(
     key: str, intent: TopologyConstraint, topologies: Topologies
 ) -> GangTopology | str:
     """A gang's keys read as any node label (upstream's composite fields, KAI's levels,
-    LeaderWorkerSet's annotations): its own `required` and `preferred`, and the one key its
+    LeaderWorkerSet's annotations): its own `required` and `preferred`, and the keys its
     parts (a composite's child PodGroups, KAI's or an LWS group's subgroups) each lie in
-    (`slice_tasks`), which must be a level of the same topology, no wider than the required
-    one."""
-    child = intent.slice_required
-    names = task_names(intent.slice_tasks)
+    (`slice_tasks`), which must be levels of the same topology, no wider than the required
+    one. Different keys in no configured topology together cannot be ordered: refused."""
     noun = intent.slice_noun
     tasks = frozenset(intent.slice_tasks)
+    by_level = _tasks_by_level(intent.levels_of_tasks())
+    declared = f" ({intent.declared_by})" if intent.declared_by else ""
     base = intent.required or intent.preferred
     if not base:
-        found = _label_levels(child, topologies)
+        if len(by_level) == 1:
+            found = _label_levels(next(iter(by_level)), topologies)
+            return GangTopology(
+                found.topology, slice_level=found.required, slice_tasks=tasks, slice_noun=noun
+            )
+        topology = next(
+            (
+                t
+                for t in (topologies.default, *topologies.all)
+                if all(level in t.levels for level in by_level)
+            ),
+            None,
+        )
+        if topology is None:
+            said = tasks_in_levels(noun, intent.levels_of_tasks(), each="require one", then="one")
+            return (
+                f"gang {key}: its {said}{declared}, but no configured topology has all "
+                "these levels, so they cannot be ordered one inside the other; configure a "
+                "topology with them to combine them"
+            )
+        slice_level, task_levels = _by_task(
+            (task, topology.levels.index(level)) for task, level in intent.levels_of_tasks()
+        )
         return GangTopology(
-            found.topology, slice_level=found.required, slice_tasks=tasks, slice_noun=noun
+            topology,
+            slice_level=slice_level,
+            slice_tasks=tasks,
+            slice_noun=noun,
+            task_levels=task_levels,
         )
     topology = _label_topology(base, topologies)
     levels = topology.levels
@@ -594,21 +671,26 @@ def _child_levels(
             "configure a topology with both levels to combine them"
         )
     preferred = levels.index(intent.preferred) if intent.preferred else None
-    if child not in levels or (required is not None and levels.index(child) < required):
-        where = f"at or below {intent.required}" if intent.required else f"with {base}"
-        declared = f" ({intent.declared_by})" if intent.declared_by else ""
-        return (
-            f"gang {key}: its {noun}(s) {names} require one {child} each{declared}, which "
-            f"is no level of the gang's topology {where} ({' > '.join(levels)}); their "
-            "level must be a narrower level of the same topology"
-        )
+    for child, named in by_level.items():
+        if child not in levels or (required is not None and levels.index(child) < required):
+            where = f"at or below {intent.required}" if intent.required else f"with {base}"
+            return (
+                f"gang {key}: its {noun}(s) {task_names(named)} require one {child} each"
+                f"{declared}, which is no level of the gang's topology {where} "
+                f"({' > '.join(levels)}); their level must be a narrower level of the same "
+                "topology"
+            )
+    slice_level, task_levels = _by_task(
+        (task, levels.index(level)) for task, level in intent.levels_of_tasks()
+    )
     return GangTopology(
         topology,
         required=required,
         preferred=preferred,
-        slice_level=levels.index(child),
+        slice_level=slice_level,
         slice_tasks=tasks,
         slice_noun=noun,
+        task_levels=task_levels,
     )
 
 
@@ -644,12 +726,21 @@ def _check(
             f"preferred level {shown(intent.preferred, preferred)}; prefer the required level "
             "or a narrower one"
         )
-    if required is not None and sliced is not None and sliced < required:
+    if required is not None and sliced is not None and sliced < required and not intent.task_levels:
         return (
             f"gang {key}: slice level {shown(intent.slice_required, sliced)} is wider than "
             f"required level {shown(intent.required, required)}; slices must fit inside the "
             "required domain"
         )
+    for name, tasks in _tasks_by_level(intent.task_levels).items():
+        level = resolved.task_level(tasks[0])
+        if required is not None and level is not None and level < required:
+            return (
+                f"gang {key}: {intent.slice_noun}(s) {task_names(tasks)} level "
+                f"{shown(name, level)} is wider than required level "
+                f"{shown(intent.required, required)}; slices must fit inside the required "
+                "domain"
+            )
     if intent.slice_size and group.min_member % intent.slice_size:
         return (
             f"gang {key}: topology slice size {intent.slice_size} does not divide the gang's "

@@ -233,6 +233,38 @@ def test_a_childs_key_becomes_the_composites_slices_by_pod_group() -> None:
     )
 
 
+def test_children_may_each_have_a_key_of_their_own() -> None:
+    # Whether the keys nest in one topology is for the configured topologies
+    # (`resolve_topology`).
+    root = parse_composite(composite_obj("ray", 2, topology_key=ZONE))
+    head = parse_pod_group(upstream_podgroup_obj("head", 1, parent="ray", topology_key=ZONE))
+    workers = parse_pod_group(upstream_podgroup_obj("w", 2, parent="ray", topology_key=RACK))
+    tree = child_tree(root, [root], [head, workers])
+    assert child_topology(root, tree, {"head": head, "w": workers}) == TopologyConstraint(
+        required=ZONE,
+        any_label=True,
+        slice_tasks=("head", "w"),
+        task_levels=(("head", ZONE), ("w", RACK)),
+        declared_by="spec.schedulingConstraints.topology",
+    )
+
+
+def test_children_keys_beside_the_composites_slices_are_refused_naming_each() -> None:
+    slices = {
+        "phalanx.io/topology-slice-size": "1",
+        "phalanx.io/topology-slice-required": RACK,
+    }
+    root = parse_composite(composite_obj("ray", 2, annotations=slices))
+    head = parse_pod_group(upstream_podgroup_obj("head", 1, parent="ray", topology_key=ZONE))
+    workers = parse_pod_group(upstream_podgroup_obj("w", 2, parent="ray", topology_key=RACK))
+    tree = child_tree(root, [root], [head, workers])
+    problem = child_topology(root, tree, {"head": head, "w": workers})
+    assert isinstance(problem, str)
+    assert f"a topology key of their own (head: {ZONE}; w: {RACK}); use one or the other" in (
+        problem
+    )
+
+
 def test_a_child_declaring_more_than_a_key_is_refused_naming_it() -> None:
     root = parse_composite(composite_obj("ray", 2))
     annotated = upstream_podgroup_obj(

@@ -244,6 +244,62 @@ def test_a_subgroup_s_level_beside_the_annotations_slices_is_refused_naming_both
     )
 
 
+def test_subgroups_may_each_require_their_own_level() -> None:
+    # Disaggregated serving: prefill in one rack, decode in one zone, the whole gang in one
+    # zone; whether the levels nest is for the configured topologies (`resolve_topology`).
+    obj = kai_podgroup_obj("serve", 5, sub_groups={"prefill": 2, "decode": 2, "router": 1})
+    obj["spec"]["topologyConstraint"] = {"requiredTopologyLevel": ZONE}
+    with_subgroup_levels(
+        obj, prefill={"requiredTopologyLevel": RACK}, decode={"requiredTopologyLevel": ZONE}
+    )
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.value.topology == TopologyConstraint(
+        required=ZONE,
+        any_label=True,
+        slice_tasks=("decode", "prefill"),
+        slice_noun="subgroup",
+        task_levels=(("decode", ZONE), ("prefill", RACK)),
+        declared_by="spec.subGroups[].topologyConstraint.requiredTopologyLevel",
+    )
+    assert str(parsed.value.topology) == (
+        f"required {ZONE}, subgroup(s) decode each in one {ZONE}, prefill in one {RACK}"
+    )
+    assert parsed.warnings == ()
+
+
+def test_subgroups_sharing_a_level_beside_others_with_another_are_listed_by_level() -> None:
+    obj = kai_podgroup_obj("serve", 6, sub_groups={"a": 2, "b": 2, "c": 2})
+    rack, zone = {"requiredTopologyLevel": RACK}, {"requiredTopologyLevel": ZONE}
+    with_subgroup_levels(obj, a=rack, b=zone, c=rack)
+    topology = kai.parse_pod_group(obj).value.topology
+    assert topology is not None
+    assert topology.task_levels == (("a", RACK), ("b", ZONE), ("c", RACK))
+    assert str(topology) == f"subgroup(s) a, c each in one {RACK}, b in one {ZONE}"
+
+
+def test_subgroups_with_their_own_levels_beside_the_annotations_slices_are_refused() -> None:
+    obj = kai_podgroup_obj(
+        "serve",
+        4,
+        namespace="ml",
+        sub_groups={"prefill": 2, "decode": 2},
+        annotations={
+            "phalanx.io/topology-slice-size": "2",
+            "phalanx.io/topology-slice-required": RACK,
+        },
+    )
+    with_subgroup_levels(
+        obj, prefill={"requiredTopologyLevel": RACK}, decode={"requiredTopologyLevel": ZONE}
+    )
+    with pytest.raises(InvalidObjectError) as raised:
+        kai.parse_pod_group(obj)
+    assert str(raised.value) == (
+        "PodGroup ml/serve: spec.subGroups[0].topologyConstraint.requiredTopologyLevel: "
+        f"cannot be combined with the PodGroup's slices (slices of 2 in {RACK}, from the "
+        "phalanx.io/topology-* annotations); use one or the other"
+    )
+
+
 def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
     obj = kai_podgroup_obj("train", 4)
     obj["spec"].update(
@@ -322,25 +378,6 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
             {
                 "subGroups": [
                     {
-                        "name": "prefill",
-                        "minMember": 2,
-                        "topologyConstraint": {"requiredTopologyLevel": RACK},
-                    },
-                    {
-                        "name": "decode",
-                        "minMember": 2,
-                        "topologyConstraint": {"requiredTopologyLevel": ZONE},
-                    },
-                ]
-            },
-            "spec.subGroups: the subgroups set different "
-            f"topologyConstraint.requiredTopologyLevel (prefill: {RACK}; decode: {ZONE}); "
-            "Phalanx honours one level shared by the subgroups",
-        ),
-        (
-            {
-                "subGroups": [
-                    {
                         "name": "w",
                         "minMember": 2,
                         "topologyConstraint": {"requiredTopologyLevel": "a rack"},
@@ -380,7 +417,6 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
         "subgroup-minima-over-min-member",
         "subgroup-min-sub-group",
         "nested-subgroup",
-        "subgroups-different-levels",
         "subgroup-level-not-a-label",
         "subgroup-topology-type",
         "topology-level-not-a-label",

@@ -13,6 +13,8 @@ of every PodGroup beneath it (each pod's task is its PodGroup) and whose quorum 
 of child groups (`ChildGroups`, `phalanx.core.quorum`). A PodGroup with only `basic`
 composites above it is its own gang, as without a parent. A parent that does not exist, a
 cycle or a tree deeper than upstream allows makes the gang wait, naming the object.
+A child PodGroup's own topology key keeps its members inside one value of it, inside the
+composite's (`child_topology`); children may set keys of different levels of one topology.
 `spec.disruptionMode` (`single` or `all`, `phalanx.core.groups.disruption`) matters to
 preemption only (`phalanx.core.preempt`).
 """
@@ -297,8 +299,9 @@ def child_topology(
     """The composite gang's topology intent: the composite's own (every member inside one
     value of its key) and its child PodGroups' keys (each child's members inside one value
     of its own key, `slice_tasks`); or why it cannot be honoured, naming the child and the
-    field (a hard constraint is never dropped silently). Children may set one key between
-    them, and nothing but the key (upstream's field)."""
+    field (a hard constraint is never dropped silently). Children may set different keys
+    (`task_levels`; whether they nest in one topology is checked when the gang is resolved,
+    `resolve_topology`), and nothing but the key (upstream's field)."""
     keys: dict[str, list[str]] = {}
     for name, _ in tree.pod_groups():
         group = pod_groups.get(name)
@@ -314,23 +317,16 @@ def child_topology(
         keys.setdefault(intent.required, []).append(name)
     if not keys:
         return root.topology
-    if len(keys) > 1:
-        shown = "; ".join(f"{', '.join(names)}: {key}" for key, names in sorted(keys.items()))
-        return (
-            f"the PodGroups under {KIND} {root.namespace}/{root.name} set different topology "
-            f"keys (spec.schedulingConstraints.topology: {shown}); Phalanx honours one key "
-            "shared by the children"
-        )
-    [(key, names)] = keys.items()
+    pairs = tuple(sorted((name, key) for key, names in keys.items() for name in names))
     own = root.topology or TopologyConstraint(any_label=True)
     if own.slice_size or own.slice_required:
+        shown = "; ".join(f"{name}: {key}" for name, key in pairs)
         return (
             f"{KIND} {root.namespace}/{root.name} declares slices ({own}) and its PodGroup(s) "
-            f"{', '.join(names)} a topology key of their own ({key}); use one or the other"
+            f"a topology key of their own ({shown}); use one or the other"
         )
-    return replace(
-        own,
-        slice_required=key,
-        slice_tasks=tuple(sorted(names)),
-        declared_by="spec.schedulingConstraints.topology",
-    )
+    tasks = tuple(name for name, _ in pairs)
+    declared_by = "spec.schedulingConstraints.topology"
+    if len(keys) > 1:
+        return replace(own, slice_tasks=tasks, task_levels=pairs, declared_by=declared_by)
+    return replace(own, slice_required=pairs[0][1], slice_tasks=tasks, declared_by=declared_by)

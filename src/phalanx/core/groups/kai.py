@@ -11,10 +11,12 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
   `spec.minSubGroup` (any N of the subgroups) and nested subgroups (`parent`).
 * A subgroup's `topologyConstraint.requiredTopologyLevel` keeps its members inside one
   value of that label (`TopologyConstraint.slice_tasks`, as a composite's child
-  PodGroups), beside the PodGroup's own constraint on the whole gang. Subgroups may set
-  one level between them; different ones are refused. A subgroup's
-  `preferredTopologyLevel` and `topology` are not used (a warning each): Phalanx has no
-  per-subgroup preference.
+  PodGroups), beside the PodGroup's own constraint on the whole gang. Subgroups may
+  require different levels (`task_levels`: prefill in one rack, decode in one spine),
+  as KAI's multi-level topology has it; they must be levels of one topology, no wider
+  than the PodGroup's required level, or the gang is refused when it is resolved. A
+  subgroup's `preferredTopologyLevel` and `topology` are not used (a warning each):
+  Phalanx has no per-subgroup preference.
 * `spec.topologyConstraint`: `requiredTopologyLevel` and `preferredTopologyLevel` are node
   label keys, read as upstream's PodGroup topology key is (`any_label`: a level of a
   configured topology is that level, any other label a topology of that label alone).
@@ -65,6 +67,7 @@ KIND: Final = "PodGroup"
 RESOURCE: Final = "podgroups"
 GROUP_NAME_ANNOTATION: Final = "pod-group-name"
 SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
+SUBGROUP_LEVELS_FIELD: Final = "spec.subGroups[].topologyConstraint.requiredTopologyLevel"
 
 # KAI's scheduling condition for a gang it cannot place, and the reason it gives it.
 UNSCHEDULABLE_ON_NODE_POOL: Final = "UnschedulableOnNodePool"
@@ -205,35 +208,37 @@ def _subgroups(src: Source, spec: JsonObject) -> _Subgroups:
 def _with_subgroups(
     src: Source, own: TopologyConstraint | None, levels: Mapping[str, list[tuple[str, str]]]
 ) -> TopologyConstraint | None:
-    """The gang's topology intent: the PodGroup's own (`own`, for the whole gang) and the
-    subgroups' one required level (each of them inside one value of it); or refused,
-    naming the fields, when the subgroups set different levels or the PodGroup's
-    annotations already cut the gang into slices."""
+    """The gang's topology intent: the PodGroup's own (`own`, for the whole gang) and each
+    subgroup's required level (its members inside one value of it: one level shared, or
+    each subgroup's own, `task_levels`); or refused, naming the field, when the PodGroup's
+    annotations already cut the gang into slices. Whether different levels nest in one
+    topology is known only against the configured topologies (`resolve_topology`)."""
     if not levels:
         return own
-    if len(levels) > 1:
-        shown = "; ".join(
-            f"{', '.join(name for name, _ in named)}: {level}"
-            for level, named in sorted(levels.items())
-        )
-        raise src.invalid(
-            "spec.subGroups",
-            f"the subgroups set different topologyConstraint.requiredTopologyLevel ({shown}); "
-            "Phalanx honours one level shared by the subgroups",
-        )
-    [(level, named)] = levels.items()
+    named = [entry for subgroups in levels.values() for entry in subgroups]
     base = own or TopologyConstraint(any_label=True)
     if base.slice_size or base.slice_required:
+        # The first subgroup with a level, in the order of spec.subGroups.
+        first = next(iter(levels.values()))[0][1]
         raise src.invalid(
-            named[0][1] + ".requiredTopologyLevel",
+            first + ".requiredTopologyLevel",
             f"cannot be combined with the PodGroup's slices ({base}, from the "
             "phalanx.io/topology-* annotations); use one or the other",
         )
+    tasks = tuple(sorted(name for name, _ in named))
+    if len(levels) == 1:
+        return replace(
+            base, slice_required=next(iter(levels)), slice_tasks=tasks, slice_noun="subgroup"
+        )
     return replace(
         base,
-        slice_required=level,
-        slice_tasks=tuple(sorted(name for name, _ in named)),
+        slice_tasks=tasks,
         slice_noun="subgroup",
+        task_levels=tuple(
+            sorted((name, level) for level, subgroups in levels.items() for name, _ in subgroups)
+        ),
+        # Named where levels that do not nest are refused (`resolve_topology`).
+        declared_by=SUBGROUP_LEVELS_FIELD,
     )
 
 

@@ -110,6 +110,18 @@ def test_a_gpu_less_gang_miss_names_its_request():
             f"required {SPINE}: placed within {CLIQUE}=c-3; "
             "each of LWS subgroup(s) 0..10 within one leaf",
         ),
+        (
+            GangTopology(
+                DEFAULT,
+                required=0,
+                slice_tasks=frozenset({"decode", "prefill", "router"}),
+                slice_noun="subgroup",
+                task_levels=(("decode", 1), ("prefill", 2), ("router", 1)),
+            ),
+            (),
+            f"required {SPINE}: placed within {CLIQUE}=c-3; "
+            "each of subgroup(s) decode, router within one leaf, prefill within one clique",
+        ),
     ],
     ids=[
         "unconstrained",
@@ -118,6 +130,7 @@ def test_a_gpu_less_gang_miss_names_its_request():
         "preferred-fell-back",
         "slices",
         "lws-subgroups",
+        "subgroups-at-levels-of-their-own",
     ],
 )
 def test_where_a_gang_landed_reads_as_one_line(topology, misses, text):

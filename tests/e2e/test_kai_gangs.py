@@ -2,7 +2,8 @@
 kube-scheduler (docs/gang-dialects.md, "KAI Scheduler's PodGroups"): pods marked as KAI's
 podgrouper marks them bind whole or not at all, the PodGroup's status says why a gang
 waits (``UnschedulableOnNodePool``) and stops saying it once placed, subgroup minima
-hold in the quorum, and a subgroup's required topology level keeps it in one rack. KAI's
+hold in the quorum, and a subgroup's required topology level keeps it in one rack (or,
+levels differing, prefill in one clique and decode in one leaf of one spine). KAI's
 own scheduler does not run: its CRD is served (written from its types,
 ``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
 """
@@ -150,3 +151,48 @@ def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
     for role, pods in names.items():
         assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
     assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+
+
+SPINE = "network.topology.nvidia.com/spine"
+LEAF = "network.topology.nvidia.com/leaf"
+CLIQUE = "nvidia.com/gpu.clique"
+
+
+def test_kai_subgroups_at_levels_of_their_own_bind_prefill_in_a_clique_decode_in_a_leaf(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """The default topology's labels (values unique to the test's namespace): spine s0 of
+    one node; spine s1 of clique c1 (two nodes, leaf l1) and leaf l2 of cliques c2 and c3.
+    The gang in one spine, prefill in one clique, decode in one leaf: only prefill in c1 and
+    decode in l2 hold it."""
+    sc = judged(cluster)
+    shape = {
+        "a": ("s0", "l0", "c0"),
+        "b1": ("s1", "l1", "c1"),
+        "b2": ("s1", "l1", "c1"),
+        "b3": ("s1", "l2", "c2"),
+        "b4": ("s1", "l2", "c3"),
+    }
+    placed_in = {}
+    for suffix, (spine, leaf, clique) in shape.items():
+        values = {SPINE: spine, LEAF: leaf, CLIQUE: clique}
+        name = sc.node(suffix, GPUS, labels={k: f"{sc.namespace}-{v}" for k, v in values.items()})
+        placed_in[name] = (leaf, clique)
+    sc.nodes_ready()
+    kai_pod_group(
+        sc,
+        "multi",
+        4,
+        sub_groups={"prefill": 2, "decode": 2},
+        sub_group_levels={"prefill": CLIQUE, "decode": LEAF},
+        topology={"requiredTopologyLevel": SPINE},
+    )
+    names = {
+        role: [member(sc, f"{role}-{i}", "multi", role, gated=True) for i in range(2)]
+        for role in ("prefill", "decode")
+    }
+    for each in (*names["prefill"], *names["decode"]):
+        sc.ungate(each)
+    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    assert {placed_in[where[p]][1] for p in names["prefill"]} == {"c1"}, where
+    assert {placed_in[where[p]][0] for p in names["decode"]} == {"l2"}, where

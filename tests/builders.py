@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, TypeVar
 
 from phalanx.core.model import (
     CPU,
@@ -27,6 +27,15 @@ from phalanx.sources.kubeclient import ClusterAccess
 
 GIB = 1 << 30
 _uids = itertools.count(1)
+
+T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """`value`, which the test expects to be there: a look-up (`state.node(...)`,
+    `state.reservation(...)`) whose None fails the test here, typed as found."""
+    assert value is not None, "expected a value, found None"
+    return value
 
 
 def gpu_node(

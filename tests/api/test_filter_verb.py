@@ -113,7 +113,9 @@ async def test_a_pod_object_that_cannot_be_read_gets_200_with_the_reason_in_erro
 
 
 @pytest.mark.parametrize("uid", [None, ""], ids=["missing", "empty"])
-async def test_a_pod_without_a_uid_is_refused_not_taken_for_another(phalanx: Phalanx, uid) -> None:
+async def test_a_pod_without_a_uid_is_refused_not_taken_for_another(
+    phalanx: Phalanx, uid: str | None
+) -> None:
     # The model keys pods by UID: a CPU pod and an 8-GPU pod, both without one, were once
     # the same pod, and the second got the first's CPU node.
     for name, gpus in (("cpu-only", 0), ("eight-gpus", 8)):

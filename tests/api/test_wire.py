@@ -9,7 +9,7 @@ from api_harness import fixture_bytes, fixture_json
 from garbage_requests import GARBAGE, POD, body
 
 from phalanx.api import wire
-from phalanx.core.planner import FilterResult
+from phalanx.core.decisions import FilterResult
 
 # ---- ExtenderArgs ------------------------------------------------------------------------
 

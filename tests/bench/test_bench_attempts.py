@@ -71,7 +71,9 @@ def test_queue_waits_run_from_joining_the_queue_to_the_first_attempt_longest_fir
         attempt("15.000", "a"),  # a's retry does not move its first attempt
     ]
     out = attempts.parse(log)
-    assert out.queue_waits == [(pytest.approx(4.0), "ns/b"), (pytest.approx(1.0), "ns/a")]
+    # pytest.approx compares equal to the floats it stands for
+    expected = [(pytest.approx(4.0), "ns/b"), (pytest.approx(1.0), "ns/a")]
+    assert out.queue_waits == expected  # type: ignore[comparison-overlap]
     text = attempts.report(out, longest=1)
     assert "4.00 s  ns/b" in text
     assert "ns/a" not in text.split("longest waits")[1]

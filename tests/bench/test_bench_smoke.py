@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     try:
         launcher.find_tools(kube_version="1.37")  # the bench's control plane (bench/run.py)
     except launcher.ToolsMissingError as exc:
@@ -79,7 +80,9 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]
 
 
 @pytest.mark.timeout(1500)
-def test_every_workload_runs_on_every_scheduler_asked_for(quick_results: tuple[dict, Path]) -> None:
+def test_every_workload_runs_on_every_scheduler_asked_for(
+    quick_results: tuple[dict[str, Any], Path],
+) -> None:
     doc, _ = quick_results
     ran = {(r["workload"], r["scheduler"]) for r in doc["runs"]}
     assert ran == {(w, s) for w in WORKLOADS for s in SCHEDULERS if w in ONLY.get(s, WORKLOADS)}
@@ -87,7 +90,9 @@ def test_every_workload_runs_on_every_scheduler_asked_for(quick_results: tuple[d
 
 
 @pytest.mark.timeout(1500)
-def test_workloads_that_fit_are_bound_completely(quick_results: tuple[dict, Path]) -> None:
+def test_workloads_that_fit_are_bound_completely(
+    quick_results: tuple[dict[str, Any], Path],
+) -> None:
     doc, _ = quick_results
     for run in doc["runs"]:
         if run["workload"] != "contended" and run["workload"] not in IMPOSSIBLE:
@@ -96,7 +101,9 @@ def test_workloads_that_fit_are_bound_completely(quick_results: tuple[dict, Path
 
 
 @pytest.mark.timeout(1500)
-def test_gang_schedulers_leave_no_gang_partially_bound(quick_results: tuple[dict, Path]) -> None:
+def test_gang_schedulers_leave_no_gang_partially_bound(
+    quick_results: tuple[dict[str, Any], Path],
+) -> None:
     doc, _ = quick_results
     for run in doc["runs"]:
         if run["scheduler"] in GANG_SCHEDULERS:
@@ -117,7 +124,7 @@ def test_gang_schedulers_leave_no_gang_partially_bound(quick_results: tuple[dict
 
 @pytest.mark.timeout(1500)
 def test_an_impossible_gang_is_reported_by_gang_schedulers_and_split_by_vanilla(
-    quick_results: tuple[dict, Path],
+    quick_results: tuple[dict[str, Any], Path],
 ) -> None:
     doc, out = quick_results
     for run in doc["runs"]:
@@ -134,7 +141,7 @@ def test_an_impossible_gang_is_reported_by_gang_schedulers_and_split_by_vanilla(
 
 @pytest.mark.timeout(1500)
 def test_results_carry_ratios_goals_latency_and_process_figures(
-    quick_results: tuple[dict, Path],
+    quick_results: tuple[dict[str, Any], Path],
 ) -> None:
     doc, _ = quick_results
     assert set(doc["ratios"]) == set(WORKLOADS)
@@ -160,7 +167,7 @@ def test_results_carry_ratios_goals_latency_and_process_figures(
 
 @pytest.mark.timeout(1500)
 def test_markdown_and_plots_are_written_and_hold_no_local_paths(
-    quick_results: tuple[dict, Path],
+    quick_results: tuple[dict[str, Any], Path],
 ) -> None:
     doc, out = quick_results
     md = (out / "smoke.md").read_text()
@@ -181,7 +188,7 @@ def test_markdown_and_plots_are_written_and_hold_no_local_paths(
 
 @pytest.mark.timeout(1500)
 def test_kept_logs_hold_each_runs_gang_decisions_and_scheduling_attempts(
-    quick_results: tuple[dict, Path],
+    quick_results: tuple[dict[str, Any], Path],
 ) -> None:
     doc, out = quick_results
     logs = out / "logs"
@@ -206,7 +213,7 @@ def test_kept_logs_hold_each_runs_gang_decisions_and_scheduling_attempts(
 
 @pytest.mark.timeout(1500)
 def test_the_topology_churn_runs_and_phalanx_keeps_every_required_gang_in_its_domain(
-    quick_results: tuple[dict, Path],
+    quick_results: tuple[dict[str, Any], Path],
 ) -> None:
     _, out = quick_results
     doc = json.loads((out / "smoke-topology.json").read_text())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def record(**fields: object) -> churn.ChurnRecord:
     return rec
 
 
-def test_a_job_within_one_clique_and_its_wait_are_measured_from_creation_to_whole():
+def test_a_job_within_one_clique_and_its_wait_are_measured_from_creation_to_whole() -> None:
     job = Job("rack", RACK, 1.0, 5.0)
     rec = record(
         arrived={"rack": 1.0},
@@ -56,7 +57,7 @@ def test_a_job_within_one_clique_and_its_wait_are_measured_from_creation_to_whol
     assert figures["gpu_seconds_partial"] == 2.0
 
 
-def test_a_required_clique_split_over_two_cliques_is_a_violation():
+def test_a_required_clique_split_over_two_cliques_is_a_violation() -> None:
     job = Job("rack", RACK, 0.0, 5.0)
     rec = record(
         arrived={"rack": 0.0},
@@ -69,7 +70,7 @@ def test_a_required_clique_split_over_two_cliques_is_a_violation():
     assert figures["within_one_clique"] == 0.0
 
 
-def test_a_job_never_whole_waits_for_ever_and_holds_its_bound_members_to_the_end():
+def test_a_job_never_whole_waits_for_ever_and_holds_its_bound_members_to_the_end() -> None:
     job = Job("stuck", SMALL, 0.0, 5.0)
     rec = record(arrived={"stuck": 0.0}, bound={"stuck-00": (1.0, "c0-n0")})
     figures = rt.run_figures(work(job), rec, domains())
@@ -79,7 +80,7 @@ def test_a_job_never_whole_waits_for_ever_and_holds_its_bound_members_to_the_end
     assert figures["gpu_seconds_partial"] == 4 * (12.0 - 1.0)
 
 
-def test_whole_cliques_are_counted_in_the_steady_state_only():
+def test_whole_cliques_are_counted_in_the_steady_state_only() -> None:
     # Clique c0 is held from 1 s to 11 s; c1 is never used. Steady state: 2 s .. 10 s.
     job = Job("a", SMALL, 0.0, 10.0)
     rec = record(
@@ -94,8 +95,10 @@ def test_whole_cliques_are_counted_in_the_steady_state_only():
     assert figures["gpu_utilisation_whole_jobs"] == 0.5
 
 
-def phalanx_and_peer(ours: float, theirs: float, rack_ours: object, rack_theirs: object) -> list:
-    def run(scheduler: str, mean: float, rack: object) -> dict:
+def phalanx_and_peer(
+    ours: float, theirs: float, rack_ours: object, rack_theirs: object
+) -> list[dict[str, Any]]:
+    def run(scheduler: str, mean: float, rack: object) -> dict[str, Any]:
         return {
             "scheduler": scheduler,
             "error": None,
@@ -118,11 +121,13 @@ def phalanx_and_peer(ours: float, theirs: float, rack_ours: object, rack_theirs:
     ],
     ids=["all-met", "too-few-whole-cliques", "rack-never-placed", "peer-never-frees-a-clique"],
 )
-def test_goals_compare_phalanx_with_the_best_peer(runs, met):
+def test_goals_compare_phalanx_with_the_best_peer(
+    runs: list[dict[str, Any]], met: list[bool]
+) -> None:
     assert [g["met"] for g in rt.goals(runs)] == met
 
 
-def test_the_workload_is_reproducible_and_offers_the_configured_load():
+def test_the_workload_is_reproducible_and_offers_the_configured_load() -> None:
     first, again = workloads.topology(1.0), workloads.topology(1.0)
     assert first.jobs == again.jobs
     assert first.cliques == 16
@@ -133,7 +138,7 @@ def test_the_workload_is_reproducible_and_offers_the_configured_load():
     assert {j.shape.key for j in first.jobs} == {s.key for s in workloads.JOB_SHAPES}
 
 
-def test_markdown_shows_the_figures_and_goals(tmp_path: Path):
+def test_markdown_shows_the_figures_and_goals(tmp_path: Path) -> None:
     job = Job("rack", RACK, 1.0, 5.0)
     rec = record(
         arrived={"rack": 1.0},

@@ -1,30 +1,34 @@
 """The cache (ClusterState): usage accounting, snapshots, overlays, the reservation lifecycle."""
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
-from builders import gpu_node, pod, podgroup
+from builders import gpu_node, pod, podgroup, present
 from phalanx.core.cache import (
     ClusterState,
     MemberReservation,
     MemberState,
     ReleaseCause,
+    Released,
     Reservation,
     StateError,
 )
-from phalanx.core.model import NVIDIA_GPU, PodPhase, Resources
+from phalanx.core.model import NVIDIA_GPU, Node, Pod, PodPhase, Resources
 from phalanx.core.snapshot import Overlay
 
 
-def state_with(*nodes):
+def state_with(*nodes: Node) -> ClusterState:
     state = ClusterState()
     for n in nodes:
         state.upsert_node(n)
     return state
 
 
-def reservation(key, *members, at=0.0, ttl=60.0):
+def reservation(
+    key: str, *members: tuple[Pod, str], at: float = 0.0, ttl: float = 60.0
+) -> Reservation:
     return Reservation(
         group_key=key,
         members=tuple(MemberReservation(p.uid, p.key, node, p.requests) for p, node in members),
@@ -33,11 +37,13 @@ def reservation(key, *members, at=0.0, ttl=60.0):
     )
 
 
-def free_gpus(state, name):
-    return state.node(name).free.get(NVIDIA_GPU)
+def free_gpus(state: ClusterState, name: str) -> int:
+    info = state.node(name)
+    assert info is not None, name
+    return info.free.get(NVIDIA_GPU)
 
 
-def test_bound_non_terminal_pods_count_toward_usage():
+def test_bound_non_terminal_pods_count_toward_usage() -> None:
     state = state_with(gpu_node("n1"))
     state.upsert_pod(pod("a", 3, node="n1"))
     state.upsert_pod(pod("b", 2, node="n1", phase=PodPhase.SUCCEEDED))
@@ -45,7 +51,7 @@ def test_bound_non_terminal_pods_count_toward_usage():
     assert free_gpus(state, "n1") == 5
 
 
-def test_a_pod_that_finishes_returns_its_resources():
+def test_a_pod_that_finishes_returns_its_resources() -> None:
     state = state_with(gpu_node("n1"))
     running = pod("a", 3, node="n1", uid="u-a")
     state.upsert_pod(running)
@@ -53,14 +59,14 @@ def test_a_pod_that_finishes_returns_its_resources():
     assert free_gpus(state, "n1") == 8
 
 
-def test_a_pod_seen_before_its_node_is_counted_once_the_node_arrives():
+def test_a_pod_seen_before_its_node_is_counted_once_the_node_arrives() -> None:
     state = ClusterState()
     state.upsert_pod(pod("a", 3, node="n1"))
     state.upsert_node(gpu_node("n1"))
     assert free_gpus(state, "n1") == 5
 
 
-def test_deleting_a_node_with_pods_keeps_exact_accounting_until_they_go():
+def test_deleting_a_node_with_pods_keeps_exact_accounting_until_they_go() -> None:
     state = state_with(gpu_node("n1"))
     p = pod("a", 3, node="n1")
     state.upsert_pod(p)
@@ -70,28 +76,28 @@ def test_deleting_a_node_with_pods_keeps_exact_accounting_until_they_go():
     assert state.node("n1") is None
 
 
-def test_a_snapshot_does_not_change_when_the_state_does():
+def test_a_snapshot_does_not_change_when_the_state_does() -> None:
     state = state_with(gpu_node("n1"))
     snap = state.snapshot()
     state.upsert_pod(pod("a", 3, node="n1"))
-    assert snap.get("n1").free.get(NVIDIA_GPU) == 8
-    assert state.snapshot().get("n1").free.get(NVIDIA_GPU) == 5
+    assert present(snap.get("n1")).free.get(NVIDIA_GPU) == 8
+    assert present(state.snapshot().get("n1")).free.get(NVIDIA_GPU) == 5
 
 
-def test_an_overlay_tracks_deltas_without_touching_the_snapshot():
+def test_an_overlay_tracks_deltas_without_touching_the_snapshot() -> None:
     state = state_with(gpu_node("n1"), gpu_node("n2"))
     snap = state.snapshot()
     overlay = Overlay(snap)
     overlay.add("n1", Resources({NVIDIA_GPU: 6}))
     assert overlay.free("n1").get(NVIDIA_GPU) == 2
     assert overlay.free("n2").get(NVIDIA_GPU) == 8
-    assert snap.get("n1").free.get(NVIDIA_GPU) == 8
+    assert present(snap.get("n1")).free.get(NVIDIA_GPU) == 8
     assert set(overlay.touched) == {"n1"}
     overlay.remove("n1", Resources({NVIDIA_GPU: 6}))
     assert overlay.touched == {}
 
 
-def test_reserved_capacity_is_used_for_everyone_and_release_returns_exactly_it():
+def test_reserved_capacity_is_used_for_everyone_and_release_returns_exactly_it() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 3, group="g"), pod("b", 2, group="g")
     state.upsert_pod(a)
@@ -105,7 +111,7 @@ def test_reserved_capacity_is_used_for_everyone_and_release_returns_exactly_it()
     assert state.reserved_gpus() == 0
 
 
-def test_a_reservation_that_no_longer_fits_is_refused_and_changes_nothing():
+def test_a_reservation_that_no_longer_fits_is_refused_and_changes_nothing() -> None:
     state = state_with(gpu_node("n1"))
     a = pod("a", 9, group="g")
     state.upsert_pod(a)
@@ -116,30 +122,36 @@ def test_a_reservation_that_no_longer_fits_is_refused_and_changes_nothing():
     assert state.reservation("default/g") is None
 
 
-def test_assume_moves_a_member_from_reserved_to_requested_and_forget_moves_it_back():
+def test_assume_moves_a_member_from_reserved_to_requested_and_forget_moves_it_back() -> None:
     state = state_with(gpu_node("n1"))
     a = pod("a", 4, group="g")
     state.upsert_pod(a)
     state.reserve(reservation("default/g", (a, "n1")))
     state.assume(a.uid, "n1")
-    info = state.node("n1")
+    info = present(state.node("n1"))
     assert (info.requested.get(NVIDIA_GPU), info.reserved.get(NVIDIA_GPU)) == (4, 0)
-    assert state.reservation("default/g").member(a.uid).state is MemberState.ASSUMED
+    assert (
+        present(present(state.reservation("default/g")).member(a.uid)).state is MemberState.ASSUMED
+    )
     state.forget(a.uid)
-    info = state.node("n1")
+    info = present(state.node("n1"))
     assert (info.requested.get(NVIDIA_GPU), info.reserved.get(NVIDIA_GPU)) == (0, 4)
 
 
-def test_a_reservation_finds_each_member_by_uid_and_a_replaced_one_sees_its_own_members():
+def test_a_reservation_finds_each_member_by_uid_and_a_replaced_one_sees_its_own_members() -> None:
     a, b = pod("a", 4, group="g"), pod("b", 4, group="g")
     r = reservation("default/g", (a, "n1"), (b, "n2"))
-    assert (r.member(a.uid).node, r.member(b.uid).node, r.member("other")) == ("n1", "n2", None)
-    moved = replace(r, members=(replace(r.member(a.uid), node="n3"),))
-    assert (moved.member(a.uid).node, moved.member(b.uid)) == ("n3", None)
-    assert r.member(a.uid).node == "n1"
+    assert (present(r.member(a.uid)).node, present(r.member(b.uid)).node, r.member("other")) == (
+        "n1",
+        "n2",
+        None,
+    )
+    moved = replace(r, members=(replace(present(r.member(a.uid)), node="n3"),))
+    assert (present(moved.member(a.uid)).node, moved.member(b.uid)) == ("n3", None)
+    assert present(r.member(a.uid)).node == "n1"
 
 
-def test_the_bound_count_counts_live_members_bound_or_being_bound():
+def test_the_bound_count_counts_live_members_bound_or_being_bound() -> None:
     state = state_with(gpu_node("n1"), gpu_node("n2"))
     running = pod("a", 1, group="g", node="n1")
     assumed = pod("b", 1, group="g")
@@ -153,7 +165,7 @@ def test_the_bound_count_counts_live_members_bound_or_being_bound():
     assert state.bound_count("default/other") == 0
 
 
-def test_confirming_every_member_ends_the_reservation():
+def test_confirming_every_member_ends_the_reservation() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 4, group="g"), pod("b", 4, group="g")
     for p in (a, b):
@@ -166,7 +178,7 @@ def test_confirming_every_member_ends_the_reservation():
     assert free_gpus(state, "n1") == 0
 
 
-def test_expiry_releases_only_reservations_past_their_deadline():
+def test_expiry_releases_only_reservations_past_their_deadline() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 2, group="g1"), pod("b", 2, group="g2")
     for p in (a, b):
@@ -178,7 +190,7 @@ def test_expiry_releases_only_reservations_past_their_deadline():
     assert free_gpus(state, "n1") == 6
 
 
-def test_a_pending_member_that_is_deleted_gives_back_its_reservation():
+def test_a_pending_member_that_is_deleted_gives_back_its_reservation() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
     for p in (a, b):
@@ -186,10 +198,10 @@ def test_a_pending_member_that_is_deleted_gives_back_its_reservation():
     state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
     state.remove_pod(a.uid)
     assert free_gpus(state, "n1") == 6
-    assert [m.pod_uid for m in state.reservation("default/g").members] == [b.uid]
+    assert [m.pod_uid for m in present(state.reservation("default/g")).members] == [b.uid]
 
 
-def test_removing_a_node_releases_reservations_that_used_it():
+def test_removing_a_node_releases_reservations_that_used_it() -> None:
     state = state_with(gpu_node("n1"), gpu_node("n2"))
     a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
     for p in (a, b):
@@ -200,7 +212,7 @@ def test_removing_a_node_releases_reservations_that_used_it():
     assert free_gpus(state, "n2") == 8
 
 
-def test_a_recreated_pod_with_the_same_name_replaces_the_old_one():
+def test_a_recreated_pod_with_the_same_name_replaces_the_old_one() -> None:
     state = state_with(gpu_node("n1"))
     state.upsert_pod(pod("a", 3, node="n1", uid="old"))
     state.upsert_pod(pod("a", 1, node="n1", uid="new"))
@@ -208,7 +220,7 @@ def test_a_recreated_pod_with_the_same_name_replaces_the_old_one():
     assert state.pod("old") is None
 
 
-def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug():
+def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug() -> None:
     state = state_with(gpu_node("n1"))
     with pytest.raises(StateError, match="unknown pod"):
         state.assume("nope", "n1")
@@ -217,7 +229,7 @@ def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug():
         state.assume("a", "n1")
 
 
-def test_each_published_reservation_gets_a_new_serial():
+def test_each_published_reservation_gets_a_new_serial() -> None:
     state = state_with(gpu_node("n1"))
     a = pod("a", 2, group="g")
     state.upsert_pod(a)
@@ -228,7 +240,7 @@ def test_each_published_reservation_gets_a_new_serial():
     assert state.reservation("default/g") is second
 
 
-def test_a_release_for_an_older_serial_leaves_the_newer_reservation_alone():
+def test_a_release_for_an_older_serial_leaves_the_newer_reservation_alone() -> None:
     state = state_with(gpu_node("n1"))
     a = pod("a", 2, group="g")
     state.upsert_pod(a)
@@ -259,8 +271,10 @@ def test_a_release_for_an_older_serial_leaves_the_newer_reservation_alone():
     ],
     ids=["expiry", "node-removed", "podgroup-deleted", "explicit"],
 )
-def test_every_release_whatever_its_cause_is_told_to_the_listener(release, cause, why):
-    told = []
+def test_every_release_whatever_its_cause_is_told_to_the_listener(
+    release: Callable[[ClusterState], object], cause: ReleaseCause, why: str
+) -> None:
+    told: list[Released] = []
     state = ClusterState(on_release=told.append)
     state.upsert_node(gpu_node("n1"))
     a = pod("a", 2, group="g")
@@ -271,8 +285,8 @@ def test_every_release_whatever_its_cause_is_told_to_the_listener(release, cause
     assert why in told[0].why
 
 
-def test_members_dropped_because_they_bound_are_not_a_release():
-    told = []
+def test_members_dropped_because_they_bound_are_not_a_release() -> None:
+    told: list[Released] = []
     state = ClusterState(on_release=told.append)
     state.upsert_node(gpu_node("n1"))
     a = pod("a", 2, group="g")
@@ -287,7 +301,7 @@ def test_members_dropped_because_they_bound_are_not_a_release():
 # ---- what the barrier's sweep re-checks, and what the unfit memory trusts ---------------
 
 
-def test_the_touched_record_names_pods_gangs_and_nodes_that_changed_since_it_was_taken():
+def test_the_touched_record_names_pods_gangs_and_nodes_that_changed_since_it_was_taken() -> None:
     state = state_with(gpu_node("n1"), gpu_node("n2"))
     member = pod("m", 4, group="g")
     state.upsert_pod(member)
@@ -304,7 +318,7 @@ def test_the_touched_record_names_pods_gangs_and_nodes_that_changed_since_it_was
     assert not state.take_touched()
 
 
-def test_removals_and_releases_are_touches():
+def test_removals_and_releases_are_touches() -> None:
     state = state_with(gpu_node("n1"), gpu_node("n2"))
     member = pod("m", 4, group="g")
     state.upsert_pod(member)
@@ -317,7 +331,7 @@ def test_removals_and_releases_are_touches():
     assert (touched.pods, touched.groups, touched.nodes) == ({member.uid}, {"default/g"}, {"n2"})
 
 
-def test_capacity_given_back_moves_freed_and_capacity_taken_does_not():
+def test_capacity_given_back_moves_freed_and_capacity_taken_does_not() -> None:
     state = state_with(gpu_node("n1"))
     busy = pod("busy", 4, node="n1")
     freed = state.freed
@@ -337,7 +351,7 @@ def test_capacity_given_back_moves_freed_and_capacity_taken_does_not():
     assert state.freed > freed + 2
 
 
-def test_the_pending_count_follows_every_pod_through_assume_bind_forget_and_end():
+def test_the_pending_count_follows_every_pod_through_assume_bind_forget_and_end() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 1, group="g"), pod("b", 1, group="g")
     lone = pod("lone", 1)
@@ -356,7 +370,7 @@ def test_the_pending_count_follows_every_pod_through_assume_bind_forget_and_end(
     assert (state.pending_count(), state.pending_count("default/g")) == (0, 0)
 
 
-def test_a_gang_a_new_pending_member_joins_without_a_reservation_is_reported_once():
+def test_a_gang_a_new_pending_member_joins_without_a_reservation_is_reported_once() -> None:
     state = state_with(gpu_node("n1"))
     g1 = pod("g-1", 1, group="g")
     state.upsert_pod(pod("g-0", 1, group="g"))
@@ -374,7 +388,7 @@ def test_a_gang_a_new_pending_member_joins_without_a_reservation_is_reported_onc
     assert state.take_arrivals() == [g2]
 
 
-def test_a_gang_whose_object_comes_after_its_members_is_reported_joined_then():
+def test_a_gang_whose_object_comes_after_its_members_is_reported_joined_then() -> None:
     # Pods and gang objects arrive on separate watches, in no common order.
     state = state_with(gpu_node("n1"))
     state.upsert_pod(pod("g-0", 1, group="g"))
@@ -392,7 +406,7 @@ def test_a_gang_whose_object_comes_after_its_members_is_reported_joined_then():
     assert [g.key for g in state.take_joined()] == ["default/g"]
 
 
-def test_a_pod_bound_here_that_then_says_unscheduled_is_reported_misreported_once():
+def test_a_pod_bound_here_that_then_says_unscheduled_is_reported_misreported_once() -> None:
     # kube-scheduler's own cycle of a member bound with its gang can fail after the binding
     # ("is in the cache, so can't be assumed") and write PodScheduled False on the bound pod.
     state = state_with(gpu_node("n1"))

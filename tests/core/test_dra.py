@@ -80,7 +80,7 @@ def catalog(inv: DraInventory | None = None) -> DeviceCatalog:
     return catalog_for(classes, inv) if inv is not None else DeviceCatalog(classes)
 
 
-def inventory(*objs: dict[str, Any]):
+def inventory(*objs: dict[str, Any]) -> DraInventory:
     return build_inventory(parse_resource_slice(o) for o in objs)
 
 
@@ -376,7 +376,7 @@ XID = DeviceTaint("gpu.nvidia.com/xid", "48", "NoSchedule")
 
 
 def rule(**selector: str) -> DeviceTaintRule:
-    return parse_device_taint_rule(taint_rule_obj("xid", **selector))
+    return parse_device_taint_rule(taint_rule_obj("xid", None, **selector))
 
 
 def taints_by_device(s: ResourceSlice) -> dict[str, tuple[DeviceTaint, ...]]:

@@ -70,7 +70,9 @@ C = f"device.capacity['{GPU_DRIVER}']"
 class Cluster:
     """Slices, classes, claims and templates in a `DraState`, and the model it bridges to."""
 
-    def __init__(self, *slices: dict[str, Any], classes: list[dict[str, Any]] | None = None):
+    def __init__(
+        self, *slices: dict[str, Any], classes: list[dict[str, Any]] | None = None
+    ) -> None:
         self.state = DraState()
         for o in classes if classes is not None else nvidia_class_objs():
             self.state.upsert_class(parse_device_class(o))
@@ -704,8 +706,9 @@ def test_a_mixed_gang_lands_each_member_where_its_request_can_be_served() -> Non
     assert placed.assignment[classic[0].uid] == "dp1"
     # Both kinds of node count their GPUs the same way.
     assert cluster.node("n1").allocatable.gpus() == plugin_node.allocatable.gpus() == 8
-    assert cluster.node("n1").gpu is not None
-    assert cluster.node("n1").gpu.count == 8
+    gpu = cluster.node("n1").gpu
+    assert gpu is not None
+    assert gpu.count == 8
 
 
 def test_a_compute_domain_gang_takes_one_clique_node_per_member() -> None:

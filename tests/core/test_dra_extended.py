@@ -19,6 +19,7 @@ from builders import (
     gpu_slice_obj,
     pod_obj,
     podgroup,
+    present,
 )
 from dra_builders import GPU_CLASS, MIG_CLASS, DraWorld, partitioned_slices, tainted
 from phalanx.core.barrier import Completion, completions
@@ -259,6 +260,7 @@ def test_no_plan_gives_one_device_twice_to_extended_resource_and_claim_pods(
     left = {"d1": 8, "d2": 8, "p1": 8}
     for i, (by_claim, gpus) in enumerate(asks):
         group = f"g{i}"
+        usable: tuple[str, ...]
         if by_claim:
             member, usable = claim_gang(world, group, gpus), ("d1", "d2")
         else:
@@ -266,7 +268,7 @@ def test_no_plan_gives_one_device_twice_to_extended_resource_and_claim_pods(
         reservation = planner.filter(member, ["d1", "d2", "p1"], now=0).reserved
         assert (reservation is not None) == any(left[n] >= gpus for n in usable)
         if reservation is not None:
-            node = reservation.node_of(member.uid)
+            node = present(reservation.node_of(member.uid))
             assert node in usable
             assert left[node] >= gpus
             left[node] -= gpus

@@ -259,7 +259,7 @@ def test_a_claim_for_whole_gpus_counts_only_those_no_mig_device_has_taken() -> N
 
 
 def xid_rule(name: str = "xid", **selector: str) -> DeviceTaintRule:
-    return parse_device_taint_rule(taint_rule_obj(name, **selector))
+    return parse_device_taint_rule(taint_rule_obj(name, None, **selector))
 
 
 def test_a_rule_tainting_one_gpu_takes_it_from_the_untainted_entries_of_its_node_only() -> None:

@@ -26,6 +26,7 @@ the transaction's last-resort search (`phalanx.core.gang_search`) makes it hold.
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, note, settings
@@ -223,7 +224,9 @@ def assert_placed(result: object, why: str) -> Placed:
 
 @common
 @given(situations())
-def test_a_gang_that_fits_on_one_node_is_placed_by_pack(situation):
+def test_a_gang_that_fits_on_one_node_is_placed_by_pack(
+    situation: tuple[ClusterState, GangSpec],
+) -> None:
     state, spec = situation
     snap = state.snapshot()
     holders = nodes_holding_all(snap, spec)
@@ -234,7 +237,9 @@ def test_a_gang_that_fits_on_one_node_is_placed_by_pack(situation):
 
 @common
 @given(situations())
-def test_same_node_places_a_gang_exactly_when_one_node_holds_it_and_there(situation):
+def test_same_node_places_a_gang_exactly_when_one_node_holds_it_and_there(
+    situation: tuple[ClusterState, GangSpec],
+) -> None:
     state, spec = situation
     snap = state.snapshot()
     bound_on = set(spec.anchors.values())
@@ -254,7 +259,9 @@ def test_same_node_places_a_gang_exactly_when_one_node_holds_it_and_there(situat
 
 @common
 @given(situations())
-def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(situation):
+def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(
+    situation: tuple[ClusterState, GangSpec],
+) -> None:
     state, spec = situation
     snap = state.snapshot()
     # Spread keeps members off each other's nodes, bound members' included.
@@ -266,7 +273,9 @@ def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_spread(s
 
 @common
 @given(situations())
-def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(situation):
+def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(
+    situation: tuple[ClusterState, GangSpec],
+) -> None:
     state, spec = situation
     snap = state.snapshot()
     matching = one_node_each(snap, spec, avoid=frozenset())
@@ -278,7 +287,7 @@ def test_a_gang_whose_members_each_fit_a_node_of_their_own_is_placed_by_pack(sit
 # ---- gangs a greedy transaction refused (found by Hypothesis) -----------------------------
 
 
-def two_nodes(x, y):
+def two_nodes(x: dict[str, Any], y: dict[str, Any]) -> ClusterState:
     state = ClusterState()
     state.upsert_node(gpu_node("x", **x))
     state.upsert_node(gpu_node("y", **y))
@@ -286,7 +295,9 @@ def two_nodes(x, y):
 
 
 @pytest.mark.parametrize("policy", ["spread", "pack"])
-def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_use(policy):
+def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_use(
+    policy: str,
+) -> None:
     # Equal requests; `anywhere` comes first and takes x (best fit, then name), the one
     # node `z1-only` may use. anywhere -> y, z1-only -> x places both.
     state = two_nodes({"gpus": 1, "labels": {ZONE: "z1"}}, {"gpus": 1, "labels": {ZONE: "z2"}})
@@ -297,7 +308,9 @@ def test_a_member_that_may_use_any_node_does_not_take_the_only_node_another_may_
 
 
 @pytest.mark.parametrize("policy", ["spread", "pack"])
-def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_another(policy):
+def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_another(
+    policy: str,
+) -> None:
     # Requests that cross: `gpu-heavy` goes first (more GPUs) and best fit puts it on x,
     # the only node with CPU for `cpu-heavy`. gpu-heavy -> y, cpu-heavy -> x places both.
     state = two_nodes({"gpus": 4, "cpu": 8}, {"gpus": 8, "cpu": 2})
@@ -307,7 +320,7 @@ def test_the_member_with_more_gpus_does_not_take_the_only_node_with_cpu_for_anot
     assert_placed(place_gang(state.snapshot(), spec), "gpu-heavy -> y, cpu-heavy -> x")
 
 
-def test_a_member_best_fitted_onto_a_node_two_others_could_use_moves_aside():
+def test_a_member_best_fitted_onto_a_node_two_others_could_use_moves_aside() -> None:
     # Spread: largest first puts `big` on z (its best fit), most constrained first ties,
     # and only a matching finds big -> x, small-0 -> y, small-1 -> z.
     state = ClusterState()
@@ -376,7 +389,9 @@ def small_situations(draw: st.DrawFn) -> tuple[ClusterState, list[Pod]]:
     return state, gang
 
 
-def any_placement(snap: Snapshot, gang: Sequence[Pod], domain_of: Mapping[str, str]) -> dict:
+def any_placement(
+    snap: Snapshot, gang: Sequence[Pod], domain_of: Mapping[str, str]
+) -> dict[str, str]:
     """Some member name -> node assignment that fits every node's free capacity and keeps
     the gang inside one value of `domain_of` (every node is in one for no constraint),
     found by trying them all; {} when there is none."""
@@ -402,7 +417,9 @@ def label_domains(snap: Snapshot, key: str) -> dict[str, str]:
 
 @common
 @given(small_situations(), st.sampled_from(DOMAIN_POLICIES))
-def test_a_small_gang_is_placed_whenever_any_placement_fits(situation, policy):
+def test_a_small_gang_is_placed_whenever_any_placement_fits(
+    situation: tuple[ClusterState, list[Pod]], policy: str
+) -> None:
     state, gang = situation
     snap = state.snapshot()
     key = {"pack": None, "interconnect-local": CLIQUE, f"domain:{ZONE}": ZONE}[policy]
@@ -416,8 +433,8 @@ def test_a_small_gang_is_placed_whenever_any_placement_fits(situation, policy):
 @common
 @given(small_situations(), st.sampled_from([CLIQUE, LEAF, SPINE]))
 def test_a_small_gang_with_a_required_level_is_placed_whenever_a_domain_of_it_fits(
-    situation, required
-):
+    situation: tuple[ClusterState, list[Pod]], required: str
+) -> None:
     state, gang = situation
     snap = state.snapshot()
     witness = any_placement(snap, gang, label_domains(snap, required))

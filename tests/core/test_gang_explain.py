@@ -33,11 +33,11 @@ EIGHTY = Resources({NVIDIA_GPU: 80, CPU: 20_000, MEMORY: 80 * GIB, PODS: 20})
     ],
     ids=["millicores", "whole-cpus", "gibibytes", "mebibytes", "bytes", "hugepages", "gpus"],
 )
-def test_amounts_read_as_people_write_them(resource, amount, text):
+def test_amounts_read_as_people_write_them(resource: str, amount: int, text: str) -> None:
     assert format_amount(resource, amount) == text
 
 
-def test_a_request_is_shown_without_its_pod_slot():
+def test_a_request_is_shown_without_its_pod_slot() -> None:
     assert describe_request(EIGHTY) == "{cpu: 20, memory: 80Gi, nvidia.com/gpu: 80}"
     assert shortfall_text({NVIDIA_GPU: 2, CPU: 500}) == "2 nvidia.com/gpu, 500m cpu"
 
@@ -57,11 +57,13 @@ def test_a_request_is_shown_without_its_pod_slot():
     ],
     ids=["too-few-gpus", "no-domain-at-all", "capacity-but-not-per-node"],
 )
-def test_a_level_miss_says_what_was_missing_and_the_closest_domain(miss, text):
+def test_a_level_miss_says_what_was_missing_and_the_closest_domain(
+    miss: LevelMiss, text: str
+) -> None:
     assert miss_text(miss, EIGHTY) == text
 
 
-def test_a_gpu_less_gang_miss_names_its_request():
+def test_a_gpu_less_gang_miss_names_its_request() -> None:
     cpu_only = Resources({CPU: 64_000, MEMORY: GIB})
     miss = LevelMiss(2, CLIQUE, 0, (f"{CLIQUE}=c-1", 0), None)
     assert miss_text(miss, cpu_only) == (
@@ -133,7 +135,9 @@ def test_a_gpu_less_gang_miss_names_its_request():
         "subgroups-at-levels-of-their-own",
     ],
 )
-def test_where_a_gang_landed_reads_as_one_line(topology, misses, text):
+def test_where_a_gang_landed_reads_as_one_line(
+    topology: GangTopology, misses: tuple[LevelMiss, ...], text: str
+) -> None:
     assert landing_text(topology, misses, f"{CLIQUE}=c-3", EIGHTY) == text
 
 
@@ -165,6 +169,8 @@ def test_where_a_gang_landed_reads_as_one_line(topology, misses, text):
     ],
     ids=["nothing-tried", "anchors-split", "no-domain", "no-node", "cluster", "required"],
 )
-def test_an_unfit_topology_gang_says_why_at_its_last_level(miss, flags, text):
+def test_an_unfit_topology_gang_says_why_at_its_last_level(
+    miss: LevelMiss | None, flags: dict[str, bool], text: str
+) -> None:
     options = {"anchors_split": False, "no_domain": False, **flags}
     assert topology_unfit_detail(miss, EIGHTY, **options) == text

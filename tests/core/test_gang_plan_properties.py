@@ -5,11 +5,12 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import gpu_node, pod
+from builders import gpu_node, pod, present
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, place_gang
-from phalanx.core.model import Placement
+from phalanx.core.model import Placement, Pod
 from phalanx.core.plan import (
+    PlanNode,
     derive_intent,
     hard_rule_violations,
     leaves,
@@ -19,9 +20,11 @@ from phalanx.core.plan import (
 )
 from plan_builders import TAGS, plans_json
 
+Scenario = tuple[PlanNode, frozenset[str], ClusterState, tuple[Pod, ...]]
+
 
 @st.composite
-def scenarios(draw):
+def scenarios(draw: st.DrawFn) -> Scenario:
     tree = parse_plan(json.dumps(draw(plans_json)))
     ids = leaves(tree)
     differentiable = frozenset(draw(st.sets(st.sampled_from(ids)))) if ids else frozenset()
@@ -40,8 +43,8 @@ def scenarios(draw):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_committed_plan_placement_keeps_the_hard_rules_and_warns_of_every_soft_break(
-    scenario,
-):
+    scenario: Scenario,
+) -> None:
     tree, differentiable, state, members = scenario
     intent = derive_intent(tree, differentiable)
     snapshot = state.snapshot()
@@ -61,9 +64,9 @@ def test_every_committed_plan_placement_keeps_the_hard_rules_and_warns_of_every_
                 result.warnings,
             )
     # Capacity is hard: the placement can be reserved as it stands.
-    per_node = {}
+    per_node: dict[str, int] = {}
     for p in members:
         node = result.assignment[p.uid]
         per_node[node] = per_node.get(node, 0) + p.requests.gpus()
     for node, gpus in per_node.items():
-        assert gpus <= snapshot.get(node).free.gpus()
+        assert gpus <= present(snapshot.get(node)).free.gpus()

@@ -5,17 +5,18 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import gpu_node, pod
+from builders import gpu_node, pod, present
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
+from phalanx.core.model import Pod
 
 ZONE = "topology.kubernetes.io/zone"
 POLICIES = ["pack", "same-node", "spread", "interconnect-local", f"domain:{ZONE}"]
 
 
 @st.composite
-def clusters(draw):
+def clusters(draw: st.DrawFn) -> ClusterState:
     state = ClusterState()
     count = draw(st.integers(1, 12))
     for i in range(count):
@@ -36,7 +37,7 @@ def clusters(draw):
 
 
 @st.composite
-def gangs(draw):
+def gangs(draw: st.DrawFn) -> tuple[str, tuple[Pod, ...]]:
     size = draw(st.integers(1, 8))
     gpus = draw(st.integers(0, 4))
     cpu = draw(st.sampled_from([100, 1000, 4000]))
@@ -46,11 +47,11 @@ def gangs(draw):
     return draw(st.sampled_from(POLICIES)), members
 
 
-def spec_for(policy, members):
+def spec_for(policy: str, members: tuple[Pod, ...]) -> GangSpec:
     return GangSpec(key="default/g", placement=parse_placement(policy), members=members)
 
 
-def reserve(state, result):
+def reserve(state: ClusterState, result: Placed) -> None:
     state.reserve(
         Reservation(
             "default/g",
@@ -69,7 +70,9 @@ common = settings(max_examples=150, deadline=None, suppress_health_check=[Health
 
 @common
 @given(clusters(), gangs())
-def test_a_gang_commits_whole_or_leaves_the_model_untouched(state, gang):
+def test_a_gang_commits_whole_or_leaves_the_model_untouched(
+    state: ClusterState, gang: tuple[str, tuple[Pod, ...]]
+) -> None:
     policy, members = gang
     for p in members:
         state.upsert_pod(p)
@@ -87,7 +90,9 @@ def test_a_gang_commits_whole_or_leaves_the_model_untouched(state, gang):
 
 @common
 @given(clusters(), gangs())
-def test_release_returns_exactly_what_was_reserved(state, gang):
+def test_release_returns_exactly_what_was_reserved(
+    state: ClusterState, gang: tuple[str, tuple[Pod, ...]]
+) -> None:
     policy, members = gang
     for p in members:
         state.upsert_pod(p)
@@ -102,7 +107,9 @@ def test_release_returns_exactly_what_was_reserved(state, gang):
 
 @common
 @given(clusters(), gangs())
-def test_the_same_snapshot_and_gang_give_the_same_placement(state, gang):
+def test_the_same_snapshot_and_gang_give_the_same_placement(
+    state: ClusterState, gang: tuple[str, tuple[Pod, ...]]
+) -> None:
     policy, members = gang
     snap = state.snapshot()
     first = place_gang(snap, spec_for(policy, members))
@@ -112,7 +119,9 @@ def test_the_same_snapshot_and_gang_give_the_same_placement(state, gang):
 
 @common
 @given(clusters(), gangs())
-def test_every_committed_placement_satisfies_its_policy_and_eligibility(state, gang):
+def test_every_committed_placement_satisfies_its_policy_and_eligibility(
+    state: ClusterState, gang: tuple[str, tuple[Pod, ...]]
+) -> None:
     policy, members = gang
     snap = state.snapshot()
     result = place_gang(snap, spec_for(policy, members))
@@ -120,22 +129,24 @@ def test_every_committed_placement_satisfies_its_policy_and_eligibility(state, g
         return
     nodes = [result.assignment[p.uid] for p in members]
     for name in nodes:
-        assert snap.get(name).node.schedulable
+        assert present(snap.get(name)).node.schedulable
     if policy == "same-node":
         assert len(set(nodes)) == 1
     elif policy == "spread":
         assert len(set(nodes)) == len(nodes)
     elif policy == "interconnect-local":
-        cliques = {snap.get(n).node.labels.get("nvidia.com/gpu.clique", "") for n in nodes}
+        cliques = {present(snap.get(n)).node.labels.get("nvidia.com/gpu.clique", "") for n in nodes}
         assert len(cliques) == 1
         assert cliques != {""} or len(set(nodes)) == 1
     elif policy.startswith("domain:"):
-        assert len({snap.get(n).node.labels[ZONE] for n in nodes}) == 1
+        assert len({present(snap.get(n)).node.labels[ZONE] for n in nodes}) == 1
 
 
 @common
 @given(clusters(), gangs())
-def test_a_pack_gang_that_fits_still_fits_without_one_member(state, gang):
+def test_a_pack_gang_that_fits_still_fits_without_one_member(
+    state: ClusterState, gang: tuple[str, tuple[Pod, ...]]
+) -> None:
     _, members = gang
     result = place_gang(state.snapshot(), spec_for("pack", members))
     if isinstance(result, Placed) and len(members) > 1:
@@ -143,11 +154,11 @@ def test_a_pack_gang_that_fits_still_fits_without_one_member(state, gang):
         assert isinstance(smaller, Placed)
 
 
-def test_a_pending_copy_of_a_bound_pod_is_not_double_counted():
+def test_a_pending_copy_of_a_bound_pod_is_not_double_counted() -> None:
     state = ClusterState()
     state.upsert_node(gpu_node("n1"))
     p = pod("a", 4, group="g")
     state.upsert_pod(p)
     state.upsert_pod(replace(p, node_name="n1"))
     state.upsert_pod(replace(p, node_name="n1"))
-    assert state.node("n1").free.gpus() == 4
+    assert present(state.node("n1")).free.gpus() == 4

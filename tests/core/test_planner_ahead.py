@@ -4,17 +4,19 @@ itself, and without counting any member as refused."""
 
 from dataclasses import replace
 
-from builders import gang, gpu_node, podgroup
+from builders import gang, gpu_node, podgroup, present
 from phalanx.core.cache import ClusterState
 from phalanx.core.journal import Outcome
-from phalanx.core.model import GroupRef
+from phalanx.core.model import GroupRef, Pod, PodGroup
 from phalanx.core.planner import GangPlanner
 
 NODES = ["n1", "n2", "n3"]
 G = GroupRef("default", "g")
 
 
-def setup(*pods, group=None, synced=True):
+def setup(
+    *pods: Pod, group: PodGroup | None = None, synced: bool = True
+) -> tuple[ClusterState, GangPlanner]:
     state = ClusterState()
     for n in NODES:
         state.upsert_node(gpu_node(n))
@@ -30,12 +32,12 @@ def setup(*pods, group=None, synced=True):
     return state, planner
 
 
-def test_a_gang_whose_quorum_exists_is_reserved_on_nodes_every_member_may_use():
+def test_a_gang_whose_quorum_exists_is_reserved_on_nodes_every_member_may_use() -> None:
     members = gang("g", 3, 4)
     state, planner = setup(*members, group=podgroup("g", 3), synced=False)
     decision = planner.plan_ahead(G, now=5)
     assert decision is not None
-    reservation = state.reservation("default/g")
+    reservation = present(state.reservation("default/g"))
     assert decision.reserved is reservation
     assert {m.pod_uid for m in reservation.members} == {p.uid for p in members}
     assert reservation.expires_at == 5 + podgroup("g", 3).timeout_seconds
@@ -43,7 +45,7 @@ def test_a_gang_whose_quorum_exists_is_reserved_on_nodes_every_member_may_use():
     assert planner.parked("default/g", [p.ref for p in members]) == []
 
 
-def test_no_plan_before_the_quorum_exists_or_once_the_gang_holds_a_reservation():
+def test_no_plan_before_the_quorum_exists_or_once_the_gang_holds_a_reservation() -> None:
     members = gang("g", 3, 4)
     state, planner = setup(*members[:2], group=podgroup("g", 3), synced=False)
     assert planner.plan_ahead(G, now=0) is None  # 2 of 3: kube-scheduler's filter decides
@@ -53,14 +55,14 @@ def test_no_plan_before_the_quorum_exists_or_once_the_gang_holds_a_reservation()
     assert planner.plan_ahead(G, now=2) is None  # reserved already
 
 
-def test_a_gang_pending_when_this_instance_synced_is_left_to_its_filters():
+def test_a_gang_pending_when_this_instance_synced_is_left_to_its_filters() -> None:
     members = gang("g", 2, 4)
     state, planner = setup(*members, group=podgroup("g", 2), synced=True)
     assert planner.plan_ahead(G, now=0) is None  # a commit record may name it
     assert state.reservation("default/g") is None
 
 
-def test_a_gang_with_a_bound_or_unjudged_member_is_not_planned_ahead():
+def test_a_gang_with_a_bound_or_unjudged_member_is_not_planned_ahead() -> None:
     members = gang("g", 2, 4)
     bound = replace(members[0], node_name="n1")
     _, planner = setup(bound, members[1], group=podgroup("g", 2), synced=False)
@@ -72,7 +74,7 @@ def test_a_gang_with_a_bound_or_unjudged_member_is_not_planned_ahead():
     assert planner.plan_ahead(G, now=0) is None
 
 
-def test_a_gang_that_does_not_fit_is_said_unfit_and_remembered():
+def test_a_gang_that_does_not_fit_is_said_unfit_and_remembered() -> None:
     members = gang("g", 4, 8)  # 4 whole nodes asked of 3
     _, planner = setup(*members, group=podgroup("g", 4), synced=False)
     decision = planner.plan_ahead(G, now=0)
@@ -84,7 +86,7 @@ def test_a_gang_that_does_not_fit_is_said_unfit_and_remembered():
     assert not planner.filter(members[0], NODES, now=1).result.feasible
 
 
-def test_a_gang_whose_task_is_below_its_minimum_is_not_planned_ahead():
+def test_a_gang_whose_task_is_below_its_minimum_is_not_planned_ahead() -> None:
     group = replace(podgroup("g", 3), min_task_member=(("master", 1), ("worker", 2)))
     workers = gang("g", 3, 4, task="worker")
     state, planner = setup(*workers, group=group, synced=False)

@@ -427,7 +427,7 @@ def test_the_tainted_gpu_goes_only_to_a_member_that_tolerates_it(
         assert {reservation.node_of(a.uid), reservation.node_of(b.uid)} == {"d1"}
 
 
-def taint_on_d1(by: str):
+def taint_on_d1(by: str) -> tuple[DraWorld, GangPlanner]:
     """Two nodes, d1 with both its GPUs tainted (by its slice or by a DeviceTaintRule) and
     d2 without free GPUs: (world, planner)."""
     if by == "slice":

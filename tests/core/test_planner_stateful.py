@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from builders import gang, gpu_node, pod, podgroup
+from builders import gang, gpu_node, pod, podgroup, present
 from phalanx.core.cache import ClusterState, MemberState
-from phalanx.core.model import EMPTY
+from phalanx.core.model import EMPTY, Pod, Resources
 from phalanx.core.planner import GangPlanner
 
 GANGS = {"a": (3, 4), "b": (2, 8), "c": (4, 2), "d": (2, 6)}  # name -> (size, gpus each)
@@ -30,7 +30,7 @@ class Scheduling(RuleBasedStateMachine):
         self.nodes = [f"n{i}" for i in range(4)]
         for n in self.nodes:
             self.state.upsert_node(gpu_node(n))
-        self.members = {}
+        self.members: dict[str, list[Pod]] = {}
         self.singles = 0
         for name, (size, gpus) in GANGS.items():
             self.state.upsert_group(podgroup(name, size, timeout=30))
@@ -39,7 +39,7 @@ class Scheduling(RuleBasedStateMachine):
                 self.state.upsert_pod(p)
 
     @rule(name=st.sampled_from(sorted(GANGS)), index=st.integers(0, 3))
-    def filter_a_member(self, name, index):
+    def filter_a_member(self, name: str, index: int) -> None:
         live = self.state.members(f"default/{name}")
         if live:
             self.planner.filter(
@@ -47,29 +47,29 @@ class Scheduling(RuleBasedStateMachine):
             )
 
     @rule(seconds=st.sampled_from([1, 10, 31]))
-    def time_passes(self, seconds):
+    def time_passes(self, seconds: int) -> None:
         self.now += seconds
         self.planner.expire(self.now)
 
     @precondition(lambda self: len([n for n in self.nodes if self.state.node(n)]) > 1)
     @rule(index=st.integers(0, 3))
-    def a_node_disappears(self, index):
+    def a_node_disappears(self, index: int) -> None:
         self.state.remove_node(self.nodes[index])
 
     @rule(name=st.sampled_from(sorted(GANGS)))
-    def a_gang_finishes_and_is_deleted(self, name):
+    def a_gang_finishes_and_is_deleted(self, name: str) -> None:
         for p in self.members[name]:
             self.state.remove_pod(p.uid)
 
     @rule(index=st.integers(0, 3), gpus=st.integers(1, 4))
-    def another_pod_binds(self, index, gpus):
+    def another_pod_binds(self, index: int, gpus: int) -> None:
         node = self.state.node(self.nodes[index])
         if node is not None and node.free.gpus() >= gpus:
             self.singles += 1
             self.state.upsert_pod(pod(f"single-{self.singles}", gpus, node=node.name))
 
     @invariant()
-    def a_remembered_refusal_is_what_a_new_plan_says(self):
+    def a_remembered_refusal_is_what_a_new_plan_says(self) -> None:
         offered = [n for n in self.nodes if self.state.node(n)]
         for name in GANGS:
             key = f"default/{name}"
@@ -80,12 +80,13 @@ class Scheduling(RuleBasedStateMachine):
             if self.planner.unfit.recall(group, live, template=False) is None:
                 continue
             fresh_state = copy.deepcopy(self.state)
-            fresh = GangPlanner(fresh_state).filter(fresh_state.pod(live[0].uid), offered, self.now)
+            first = present(fresh_state.pod(live[0].uid))
+            fresh = GangPlanner(fresh_state).filter(first, offered, self.now)
             assert not fresh.result.feasible, f"gang {key} fits now, yet it is remembered unfit"
 
     @invariant()
-    def the_pending_count_is_what_counting_every_pod_says(self):
-        def pending(p):
+    def the_pending_count_is_what_counting_every_pod_says(self) -> None:
+        def pending(p: Pod) -> bool:
             return not self.state.is_bound(p) and not (p.terminal or p.deleting)
 
         assert self.state.pending_count() == sum(1 for p in self.state.pods() if pending(p))
@@ -96,8 +97,8 @@ class Scheduling(RuleBasedStateMachine):
             )
 
     @invariant()
-    def reserved_capacity_equals_the_reserved_members(self):
-        per_node = {}
+    def reserved_capacity_equals_the_reserved_members(self) -> None:
+        per_node: dict[str, Resources] = {}
         for r in self.state.reservations().values():
             for m in r.members:
                 if m.state is MemberState.RESERVED:
@@ -107,7 +108,7 @@ class Scheduling(RuleBasedStateMachine):
         assert self.state.reserved_gpus() == sum(v.gpus() for v in per_node.values())
 
     @invariant()
-    def no_node_is_overcommitted(self):
+    def no_node_is_overcommitted(self) -> None:
         assert self.state.overcommitted_nodes() == []
 
 

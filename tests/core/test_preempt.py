@@ -1,6 +1,7 @@
 """Preempt: kube-scheduler's proposed victims kept, widened to a whole gang or unit, or the
 node dropped; each decided as a verdict naming why."""
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -20,14 +21,16 @@ from phalanx.core.groups import registry
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import PodPhase
+from phalanx.core.model import Pod, PodGroup, PodPhase
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import PreemptOutcome, PreemptVerdict, Widening
 
 NODES = ["n1", "n2", "n3"]
 
 
-def setup(groups=(), pods=()):
+def setup(
+    groups: Iterable[PodGroup] = (), pods: Iterable[Pod] = ()
+) -> tuple[ClusterState, GangPlanner]:
     state = ClusterState()
     for n in NODES:
         state.upsert_node(gpu_node(n))
@@ -46,7 +49,9 @@ def setup(groups=(), pods=()):
     ],
     ids=["half-a-gang", "single-pod"],
 )
-def test_preemption_never_leaves_a_running_gang_below_min_member(victims, kept):
+def test_preemption_never_leaves_a_running_gang_below_min_member(
+    victims: list[str], kept: dict[str, list[str]]
+) -> None:
     g0 = pod("g-0", 4, node="n1", group="g", uid="g-0", phase=PodPhase.RUNNING)
     g1 = pod("g-1", 4, node="n2", group="g", uid="g-1", phase=PodPhase.RUNNING)
     solo = pod("solo", 2, node="n1", uid="solo", phase=PodPhase.RUNNING)
@@ -54,14 +59,14 @@ def test_preemption_never_leaves_a_running_gang_below_min_member(victims, kept):
     assert planner.preempt({"n1": victims}).kept == kept
 
 
-def test_preemption_takes_a_whole_gang_that_lives_on_one_node():
+def test_preemption_takes_a_whole_gang_that_lives_on_one_node() -> None:
     g0 = pod("g-0", 2, node="n1", group="g", uid="g-0")
     g1 = pod("g-1", 2, node="n1", group="g", uid="g-1")
     _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1])
     assert planner.preempt({"n1": ["g-0"]}).kept == {"n1": ["g-0", "g-1"]}
 
 
-def test_preemption_never_takes_a_running_gangs_last_member_of_a_task():
+def test_preemption_never_takes_a_running_gangs_last_member_of_a_task() -> None:
     # Three of four would still make minMember 3, but not without the master.
     minima = (("master", 1), ("worker", 2))
     master = pod("m-0", 4, node="n1", group="g", uid="m-0", task="master", phase=PodPhase.RUNNING)
@@ -113,13 +118,15 @@ SPREAD += [running("a-2", "n2", "a"), running("a-3", "n2", "a")]
     ],
     ids=["all-one", "all-a-node", "single-one", "single-a-node"],
 )
-def test_preemption_takes_no_part_of_a_pod_group_with_disruption_mode_all(mode, victims, kept):
+def test_preemption_takes_no_part_of_a_pod_group_with_disruption_mode_all(
+    mode: str, victims: list[str], kept: dict[str, list[str]]
+) -> None:
     # With `single` two of four members still make minCount 2; with `all` none may go alone.
     planner = upstream(upstream_podgroup_obj("a", 2, disruption_mode=mode), *SPREAD)
     assert planner.preempt({"n1": victims}).kept == kept
 
 
-def test_preemption_widens_to_an_all_pod_group_that_lives_on_the_victims_node():
+def test_preemption_widens_to_an_all_pod_group_that_lives_on_the_victims_node() -> None:
     planner = upstream(
         upstream_podgroup_obj("a", 1, disruption_mode="all"),
         running("a-0", "n1", "a"),
@@ -128,7 +135,7 @@ def test_preemption_widens_to_an_all_pod_group_that_lives_on_the_victims_node():
     assert planner.preempt({"n1": ["a-0"]}).kept == {"n1": ["a-0", "a-1"]}
 
 
-def test_preemption_drops_a_node_whose_victims_are_bound_elsewhere():
+def test_preemption_drops_a_node_whose_victims_are_bound_elsewhere() -> None:
     # kube-scheduler 1.37 offers an `all` unit spread over nodes as one node's victims, and
     # fails its whole preemption when an extender returns a pod it cannot find on the node.
     planner = upstream(upstream_podgroup_obj("a", 2, disruption_mode="all"), *SPREAD)
@@ -149,13 +156,13 @@ def ray(mode: str, *, min_group_count: int = 1, head_mode: str = "single") -> li
     ]
 
 
-def test_preemption_takes_a_composite_with_disruption_mode_all_whole_or_not_at_all():
+def test_preemption_takes_a_composite_with_disruption_mode_all_whole_or_not_at_all() -> None:
     planner = upstream(*ray("all"))
     # The workers alone still make minGroupCount 1, but the composite goes only whole.
     assert planner.preempt({"n1": ["head-0"], "n3": ["worker-2"]}).kept == {}
 
 
-def test_preemption_under_a_single_composite_judges_each_child_by_its_own_mode_and_quorum():
+def test_preemption_under_a_single_composite_judges_each_child_by_its_own_mode_and_quorum() -> None:
     planner = upstream(*ray("single", head_mode="all"))
     assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}  # the workers suffice
     assert planner.preempt({"n3": ["worker-2"]}).kept == {"n3": ["worker-2"]}  # 2 of 2 remain
@@ -163,7 +170,7 @@ def test_preemption_under_a_single_composite_judges_each_child_by_its_own_mode_a
     assert planner.preempt({"n2": ["worker-0", "worker-1"]}).kept == {}
 
 
-def test_preemption_takes_a_child_pod_group_with_disruption_mode_all_whole_or_not_at_all():
+def test_preemption_takes_a_child_pod_group_with_disruption_mode_all_whole_or_not_at_all() -> None:
     objects = ray("single")
     objects[2] = upstream_podgroup_obj("workers", 2, parent="ray", disruption_mode="all")
     planner = upstream(*objects)
@@ -171,7 +178,7 @@ def test_preemption_takes_a_child_pod_group_with_disruption_mode_all_whole_or_no
     assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}
 
 
-def test_a_basic_composite_with_disruption_mode_all_takes_its_separate_gangs_together():
+def test_a_basic_composite_with_disruption_mode_all_takes_its_separate_gangs_together() -> None:
     planner = upstream(
         composite_obj("job", None, disruption_mode="all"),
         upstream_podgroup_obj("a", 1, parent="job"),
@@ -184,12 +191,12 @@ def test_a_basic_composite_with_disruption_mode_all_takes_its_separate_gangs_tog
     assert planner.preempt({"n1": ["a-0"], "n2": ["b-1"]}).kept == {}
 
 
-def test_preemption_never_leaves_a_composite_gang_below_its_min_group_count():
+def test_preemption_never_leaves_a_composite_gang_below_its_min_group_count() -> None:
     planner = upstream(*ray("single", min_group_count=2))
     assert planner.preempt({"n1": ["head-0"]}).kept == {}
 
 
-def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count():
+def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count() -> None:
     planner = upstream(
         workload_obj("job", {"workers": 2}),
         *(
@@ -216,13 +223,13 @@ def verdict(planner: GangPlanner, node: str, victims: list[str]) -> PreemptVerdi
     return found
 
 
-def test_a_set_that_leaves_every_gang_whole_is_kept_as_proposed_with_no_reason():
+def test_a_set_that_leaves_every_gang_whole_is_kept_as_proposed_with_no_reason() -> None:
     solo = pod("solo", 2, node="n1", uid="solo", phase=PodPhase.RUNNING)
     _, planner = setup(pods=[solo])
     assert verdict(planner, "n1", ["solo"]) == PreemptVerdict("n1", PreemptOutcome.KEPT, ("solo",))
 
 
-def test_a_set_widened_to_a_whole_gang_names_the_gang_the_counts_and_the_pods_added():
+def test_a_set_widened_to_a_whole_gang_names_the_gang_the_counts_and_the_pods_added() -> None:
     g0 = pod("g-0", 2, node="n1", group="g", uid="g-0")
     g1 = pod("g-1", 2, node="n1", group="g", uid="g-1")
     _, planner = setup(groups=[podgroup("g", 2)], pods=[g0, g1])
@@ -237,7 +244,7 @@ def test_a_set_widened_to_a_whole_gang_names_the_gang_the_counts_and_the_pods_ad
     )
 
 
-def test_a_set_widened_to_a_disruption_unit_names_the_unit():
+def test_a_set_widened_to_a_disruption_unit_names_the_unit() -> None:
     planner = upstream(
         upstream_podgroup_obj("a", 1, disruption_mode="all"),
         running("a-0", "n1", "a"),
@@ -252,7 +259,7 @@ def test_a_set_widened_to_a_disruption_unit_names_the_unit():
     )
 
 
-def test_each_widening_is_told_in_the_order_it_was_made():
+def test_each_widening_is_told_in_the_order_it_was_made() -> None:
     # The gang is whole once a-1 goes with a-0, but a-1's own gang b then needs b-1.
     a = [pod(f"a-{i}", 1, node="n1", group="a", uid=f"a-{i}") for i in range(2)]
     b = [pod(f"b-{i}", 1, node="n1", group="b", uid=f"b-{i}") for i in range(2)]
@@ -312,7 +319,9 @@ def test_each_widening_is_told_in_the_order_it_was_made():
     ],
     ids=["gang-left-partial", "task-left-short", "unit-spans-nodes", "bound-elsewhere", "child"],
 )
-def test_a_dropped_node_names_what_would_be_left_partial(objects, node, victims, unit, reason):
+def test_a_dropped_node_names_what_would_be_left_partial(
+    objects: str, node: str, victims: list[str], unit: str, reason: str
+) -> None:
     planner = DROP_CASES[objects]()
     found = verdict(planner, node, victims)
     assert (found.outcome, found.victims, found.unit) == (PreemptOutcome.DROPPED, (), unit)
@@ -335,7 +344,7 @@ def _master_and_workers() -> GangPlanner:
     return setup(groups=[group], pods=[master, *workers])[1]
 
 
-DROP_CASES = {
+DROP_CASES: dict[str, Callable[[], GangPlanner]] = {
     "gang-spread": _spread_gang,
     "task-minima": _master_and_workers,
     "all-spans-nodes": lambda: upstream(
@@ -345,7 +354,7 @@ DROP_CASES = {
 }
 
 
-def test_the_kept_sets_are_those_of_the_nodes_not_dropped_in_the_order_proposed():
+def test_the_kept_sets_are_those_of_the_nodes_not_dropped_in_the_order_proposed() -> None:
     planner = upstream(
         upstream_podgroup_obj("a", 2, disruption_mode="all"),
         *SPREAD,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from builders import gpu_node, pod
+from builders import gpu_node, pod, present
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.model import Binding, Pod, PodPhase, PodRef
 from phalanx.core.rollforward import (
@@ -29,7 +31,7 @@ def cluster(*pods: Pod, nodes: tuple[str, ...] = ("n1", "n2"), gpus: int = 8) ->
     return state
 
 
-def member(i: int, gpus: int = 4, **kw: object) -> Pod:
+def member(i: int, gpus: int = 4, **kw: Any) -> Pod:
     return pod(f"train-{i}", gpus, namespace="ml", group="train", uid=f"uid-{i}", **kw)
 
 
@@ -88,7 +90,7 @@ def test_a_recorded_node_that_is_gone_releases_the_gang_naming_it() -> None:
     ],
 )
 def test_a_recorded_node_that_cannot_take_pods_releases_the_gang(
-    change: dict[str, bool], why: str
+    change: dict[str, Any], why: str
 ) -> None:
     a, b = member(0, node="n1"), member(1)
     state = cluster(a, b)
@@ -124,7 +126,7 @@ def test_the_gangs_own_reservation_counts_as_free_for_it() -> None:
             expires_at=60.0,
         )
     )
-    assert state.node("n1").free.gpus() == 0
+    assert present(state.node("n1")).free.gpus() == 0
     assert decide(state, record((a, "n1"), (b, "n1"))).verdict is Verdict.ROLL_FORWARD
 
 
@@ -185,7 +187,9 @@ def test_a_deleted_member_has_vanished_and_is_not_a_failure() -> None:
         pytest.param(lambda p: replace(p, phase=PodPhase.FAILED), id="failed before binding"),
     ],
 )
-def test_a_member_that_is_not_the_recorded_pod_any_more_has_vanished(now: object) -> None:
+def test_a_member_that_is_not_the_recorded_pod_any_more_has_vanished(
+    now: Callable[[Pod], Pod],
+) -> None:
     a, b = member(0, node="n1"), member(1)
     later = now(b)
     decision = decide(cluster(a, later), record((a, "n1"), (b, "n2")))
@@ -211,9 +215,9 @@ def test_too_few_survivors_with_some_bound_still_rolls_the_rest_forward() -> Non
 def test_deciding_changes_nothing_in_the_model() -> None:
     a, b = member(0, node="n1"), member(1)
     state = cluster(a, b)
-    before = (state.generation, state.node("n2").free)
+    before = (state.generation, present(state.node("n2")).free)
     decide(state, record((a, "n1"), (b, "n2")))
-    assert (state.generation, state.node("n2").free) == before
+    assert (state.generation, present(state.node("n2")).free) == before
 
 
 # ---- the annotation's JSON -----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """A gang that did not fit is not planned again until capacity comes back, its nodes
 change, or the gang itself does (phalanx.core.unfit)."""
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -8,19 +9,21 @@ import pytest
 from builders import gang, gpu_node, pod, podgroup
 from phalanx.core import planner as planner_module
 from phalanx.core.cache import ClusterState
-from phalanx.core.model import PodPhase
+from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
+from phalanx.core.model import Pod, PodPhase
 from phalanx.core.planner import GangPlanner
+from phalanx.core.snapshot import Snapshot
 
 NODES = ["n1", "n2"]
 
 
 @pytest.fixture
-def plans(monkeypatch):
+def plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """How many times the planner placed a gang on a snapshot (the real place_gang runs)."""
-    calls = []
-    real = planner_module.place_gang
+    calls: list[str] = []
+    real = place_gang
 
-    def counted(snapshot, spec):
+    def counted(snapshot: Snapshot, spec: GangSpec) -> Placed | Unfit:
         calls.append(spec.key)
         return real(snapshot, spec)
 
@@ -28,7 +31,7 @@ def plans(monkeypatch):
     return calls
 
 
-def full_cluster(*extra):
+def full_cluster(*extra: Pod) -> tuple[ClusterState, GangPlanner, list[Pod], list[Pod]]:
     """Two 8-GPU nodes with 6 GPUs used on each, and a 2 x 4-GPU gang that cannot fit."""
     state = ClusterState()
     for n in NODES:
@@ -43,7 +46,9 @@ def full_cluster(*extra):
     return state, GangPlanner(state), members, busy
 
 
-def test_a_retried_member_of_a_gang_that_does_not_fit_gets_the_same_refusal_unplanned(plans):
+def test_a_retried_member_of_a_gang_that_does_not_fit_gets_the_same_refusal_unplanned(
+    plans: list[str],
+) -> None:
     _, planner, members, _ = full_cluster()
     first = planner.filter(members[0], NODES, now=0).result
     again = planner.filter(members[1], NODES, now=1).result
@@ -54,7 +59,7 @@ def test_a_retried_member_of_a_gang_that_does_not_fit_gets_the_same_refusal_unpl
     assert "cannot place 2 member(s) of gang default/g" in again.unresolvable["n1"]
 
 
-def test_capacity_taken_elsewhere_keeps_the_verdict(plans):
+def test_capacity_taken_elsewhere_keeps_the_verdict(plans: list[str]) -> None:
     state, planner, members, _ = full_cluster()
     planner.filter(members[0], NODES, now=0)
     state.upsert_pod(pod("other", 1, node="n1"))
@@ -62,7 +67,7 @@ def test_capacity_taken_elsewhere_keeps_the_verdict(plans):
     assert plans == ["default/g"]
 
 
-def test_capacity_given_back_plans_the_gang_again_and_it_is_reserved(plans):
+def test_capacity_given_back_plans_the_gang_again_and_it_is_reserved(plans: list[str]) -> None:
     state, planner, members, busy = full_cluster()
     planner.filter(members[0], NODES, now=0)
     state.remove_pod(busy[0].uid)
@@ -72,7 +77,7 @@ def test_capacity_given_back_plans_the_gang_again_and_it_is_reserved(plans):
     assert decision.result.feasible
 
 
-def test_a_pod_that_finishes_gives_its_capacity_back(plans):
+def test_a_pod_that_finishes_gives_its_capacity_back(plans: list[str]) -> None:
     state, planner, members, busy = full_cluster()
     planner.filter(members[0], NODES, now=0)
     state.upsert_pod(replace(busy[1], phase=PodPhase.SUCCEEDED))
@@ -80,7 +85,7 @@ def test_a_pod_that_finishes_gives_its_capacity_back(plans):
     assert len(plans) == 2
 
 
-def test_a_released_reservation_gives_its_capacity_back(plans):
+def test_a_released_reservation_gives_its_capacity_back(plans: list[str]) -> None:
     state, planner, members, busy = full_cluster()
     for p in busy:
         state.remove_pod(p.uid)
@@ -106,7 +111,9 @@ def test_a_released_reservation_gives_its_capacity_back(plans):
         ),
     ],
 )
-def test_a_node_that_appears_or_changes_voids_the_verdict(plans, change):
+def test_a_node_that_appears_or_changes_voids_the_verdict(
+    plans: list[str], change: Callable[[ClusterState], object]
+) -> None:
     state, planner, members, _ = full_cluster()
     planner.filter(members[0], NODES, now=0)
     change(state)
@@ -114,7 +121,7 @@ def test_a_node_that_appears_or_changes_voids_the_verdict(plans, change):
     assert plans == ["default/g", "default/g"]
 
 
-def test_a_node_heartbeat_keeps_the_verdict(plans):
+def test_a_node_heartbeat_keeps_the_verdict(plans: list[str]) -> None:
     state, planner, members, _ = full_cluster()
     planner.filter(members[0], NODES, now=0)
     state.upsert_node(gpu_node("n1"))  # the same node, reported again
@@ -122,7 +129,7 @@ def test_a_node_heartbeat_keeps_the_verdict(plans):
     assert plans == ["default/g"]
 
 
-def test_a_changed_gang_is_planned_again(plans):
+def test_a_changed_gang_is_planned_again(plans: list[str]) -> None:
     state, planner, members, _ = full_cluster()
     planner.filter(members[0], NODES, now=0)
     planned = len(plans)
@@ -135,7 +142,7 @@ def test_a_changed_gang_is_planned_again(plans):
     assert len(plans) > planned
 
 
-def test_a_template_verdict_holds_until_the_gang_grows(plans):
+def test_a_template_verdict_holds_until_the_gang_grows(plans: list[str]) -> None:
     state = ClusterState()
     for n in NODES:
         state.upsert_node(gpu_node(n))
@@ -152,7 +159,7 @@ def test_a_template_verdict_holds_until_the_gang_grows(plans):
     assert plans == ["default/t", "default/t"]
 
 
-def test_a_gang_that_left_the_model_is_forgotten():
+def test_a_gang_that_left_the_model_is_forgotten() -> None:
     state, planner, members, _ = full_cluster()
     planner.filter(members[0], NODES, now=0)
     assert len(planner.unfit) == 1

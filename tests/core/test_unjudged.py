@@ -22,7 +22,7 @@ def ported(port: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def test_a_plain_training_member_asks_for_nothing_phalanx_does_not_judge():
+def test_a_plain_training_member_asks_for_nothing_phalanx_does_not_judge() -> None:
     obj = with_spec(
         hostNetwork=True,  # NCCL over the host network, no ports declared
         nodeSelector={"gpu": "h100"},
@@ -86,20 +86,20 @@ def test_a_plain_training_member_asks_for_nothing_phalanx_does_not_judge():
         ),
     ],
 )
-def test_what_only_kube_scheduler_judges_is_named(obj, named):
+def test_what_only_kube_scheduler_judges_is_named(obj: dict[str, Any], named: str) -> None:
     assert parse_pod(obj).unjudged == named
 
 
-def test_every_such_ask_is_named_together():
+def test_every_such_ask_is_named_together() -> None:
     obj = ported({"containerPort": 80, "hostPort": 80})
     obj["spec"]["schedulingGates"] = [{"name": "wait"}]
     assert parse_pod(obj).unjudged == "scheduling gates; host ports"
 
 
-def test_a_container_port_without_a_host_port_is_no_ask():
+def test_a_container_port_without_a_host_port_is_no_ask() -> None:
     assert parse_pod(ported({"containerPort": 29500})).unjudged == ""
 
 
-def test_a_malformed_field_it_reads_is_a_clear_error_naming_the_field():
+def test_a_malformed_field_it_reads_is_a_clear_error_naming_the_field() -> None:
     with pytest.raises(InvalidObjectError, match=r"spec\.topologySpreadConstraints"):
         parse_pod(with_spec(topologySpreadConstraints="spread"))

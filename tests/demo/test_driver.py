@@ -220,7 +220,9 @@ def test_created_objects_get_what_the_api_server_fills_in() -> None:
     ],
     ids=["scheduler-plugins", "annotations", "volcano", "upstream", "single"],
 )
-def test_a_pod_s_gang_is_named_in_every_dialect_as_phalanx_keys_it(obj, key) -> None:
+def test_a_pod_s_gang_is_named_in_every_dialect_as_phalanx_keys_it(
+    obj: dict[str, Any], key: str | None
+) -> None:
     # simulate's tables and progress lines group members by this key: Volcano and upstream
     # members were once listed as single pods.
     assert group_of(obj) == key

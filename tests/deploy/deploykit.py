@@ -13,13 +13,14 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controlplane"))
 
-import launcher  # tests/controlplane/launcher.py: where build-tools.sh puts the binaries
+# tests/controlplane/launcher.py; conftest.py takes it from here (`as`: an explicit re-export)
+import launcher as launcher  # noqa: PLC0414
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "phalanx"
@@ -113,7 +114,7 @@ def container(docs: list[Doc], name: str) -> Doc:
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     found = [c for c in pod["containers"] if c["name"] == name]
     assert len(found) == 1, f"no container {name}"
-    return found[0]
+    return cast(Doc, found[0])
 
 
 def env_of(c: Doc) -> dict[str, str]:

@@ -155,7 +155,8 @@ def test_a_member_switch_reaches_phalanx_as_the_setting_it_parses(
     values = {"phalanx": {value: False}} if off else {}
     env = env_of(container(chart.render(values), "phalanx"))
     assert env[variable] == str(expected).lower()
-    assert getattr(Settings(**{field: env[variable]}), field) is expected
+    parsed: dict[str, Any] = {field: env[variable]}  # the env string, as pydantic parses it
+    assert getattr(Settings(**parsed), field) is expected
 
 
 def gates(*args: str) -> dict[str, Any]:
@@ -220,7 +221,9 @@ def test_phalanx_is_told_whether_the_charts_kube_scheduler_serves_extended_resou
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     value = env_of(container(docs, "phalanx"))["PHALANX_DRA_EXTENDED_RESOURCES"]
     assert value == str(expected).lower()
-    assert Settings(dra_extended_resources=value).dra_extended_resources is expected
+    # the env string, as pydantic parses it
+    parsed = Settings(dra_extended_resources=value)  # type: ignore[arg-type]
+    assert parsed.dra_extended_resources is expected
 
 
 def test_the_profile_disables_kube_schedulers_gang_plugins_and_phalanx_reads_it(
@@ -619,7 +622,8 @@ def test_numbers_of_a_million_or_more_render_as_written_and_phalanx_parses_them(
         "api_burst": ("PHALANX_API_BURST", "2000000"),
     }
     assert {var: env[var] for var, _ in settings.values()} == dict(settings.values())
-    parsed = Settings(**{field: env[var] for field, (var, _) in settings.items()})
+    from_env: dict[str, Any] = {field: env[var] for field, (var, _) in settings.items()}
+    parsed = Settings(**from_env)  # the env strings, as pydantic parses them
     assert parsed.reservation_ttl_seconds == 2_000_000
     assert parsed.api_burst == 2_000_000
 
@@ -945,7 +949,15 @@ def render_notes(chart: Chart, tmp_path: Path, *flags: str) -> str:
     shutil.copytree(CHART, copy)
     (copy / "templates" / "NOTES.txt").rename(copy / "notes.txt")
     (copy / "templates" / "notes.yaml").write_text(NOTES_AS_CONFIGMAP)
-    argv = [chart.helm, "template", RELEASE, copy, "--namespace", NAMESPACE, *flags]
+    argv: list[str | Path] = [
+        chart.helm,
+        "template",
+        RELEASE,
+        copy,
+        "--namespace",
+        NAMESPACE,
+        *flags,
+    ]
     proc = run([*argv, "--show-only", "templates/notes.yaml"])
     assert proc.returncode == 0, proc.stderr
     return str(yaml.safe_load(proc.stdout)["data"]["notes"])

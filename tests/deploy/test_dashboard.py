@@ -26,6 +26,7 @@ from grafana_foundation_sdk.cog import runtime
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models import units
+from grafana_foundation_sdk.models.common import DataSourceRef
 from grafana_foundation_sdk.models.dashboard import (
     Dashboard,
     Panel,
@@ -263,10 +264,16 @@ def test_every_panel_and_query_reads_from_the_datasource_variable(shipped: dict[
     variables = {v.name: v for v in model.templating.list_val}
     chooser = variables["datasource"]
     assert (chooser.type_val, chooser.query) == (VariableType.DATASOURCE, "prometheus")
-    refs = [("variable " + v.name, v.datasource) for v in variables.values() if v.datasource]
+    refs: list[tuple[str, DataSourceRef | None]] = [
+        ("variable " + v.name, v.datasource) for v in variables.values() if v.datasource
+    ]
     for panel in panels(model):
         refs.append((f"panel {panel.title!r}", panel.datasource))
-        refs += [(f"query of {panel.title!r}", t.datasource) for t in panel.targets or []]
+        refs += [
+            # the loaded queries are Prometheus ones, which have it; their base type does not
+            (f"query of {panel.title!r}", t.datasource)  # type: ignore[attr-defined]
+            for t in panel.targets or []
+        ]
     assert len(refs) > len(panels(model))
     for where, ref in refs:
         assert ref is not None, where

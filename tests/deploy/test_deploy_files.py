@@ -236,5 +236,5 @@ def test_the_values_table_in_the_docs_lists_every_value() -> None:
             value = value[part]
         if isinstance(value, bool):
             assert default == str(value).lower(), key
-        elif isinstance(value, int | float | str) and not isinstance(value, dict):
+        elif isinstance(value, int | float | str):
             assert default == (str(value) if value != "" else '""'), key

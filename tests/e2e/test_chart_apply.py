@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
@@ -430,8 +430,12 @@ def test_the_chart_pod_schedules_the_example_gangs_with_its_own_service_account(
         core = cp.core_v1()
 
         def placements() -> dict[str, str] | None:
-            found = {p: core.read_namespaced_pod(p, namespace).spec.node_name for p in pods}
-            return found if all(found.values()) else None
+            found = {
+                # a pod read back from the API server always has a spec
+                p: core.read_namespaced_pod(p, namespace).spec.node_name  # type: ignore[union-attr]
+                for p in pods
+            }
+            return cast(dict[str, str], found) if all(found.values()) else None  # all bound
 
         placed = launcher.wait_for(
             "every example pod bound",

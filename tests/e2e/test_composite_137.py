@@ -148,7 +148,8 @@ def test_a_composite_whose_workers_do_not_fit_binds_nothing_until_there_is_room(
     ):
         placed = sc.wait(
             f"{kind} {path} initially scheduled",
-            lambda path=path, kind=kind: (
+            # mypy cannot infer a lambda's type from its default arguments
+            lambda path=path, kind=kind: (  # type: ignore[misc]
                 (c := condition(sc, path, f"{kind}InitiallyScheduled")) is not None
                 and c["status"] == "True"
                 and c

@@ -12,6 +12,7 @@ This module runs on ``control_plane_137`` (see test_composite_137.py for its gat
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
@@ -118,7 +119,7 @@ def test_the_composite_example_starts_the_head_and_both_workers_together(
     ):
         sc.wait(
             f"{path} initially scheduled",
-            lambda path=path, kind=kind: condition_true(sc, path, kind),
+            partial(condition_true, sc, path, kind),
         )
 
 

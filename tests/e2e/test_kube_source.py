@@ -9,16 +9,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 from podgroup_crd import PG_API, ensure_pod_group_crd, remove_pod_group_crd
 
+from builders import present
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups.status import GroupPhase, GroupStatus
+from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, GroupRef, PodRef
-from phalanx.core.planner import Outcome
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.metrics import Metrics
@@ -300,7 +302,8 @@ def test_other_schedulers_pods_count_when_bound_and_are_never_pending_work(
     make_pod(cp, namespace, "ours-pending", gpus=2)
     live.wait("ours", lambda st: st.pod_by_key(namespace, "ours-pending"))
     live.wait(
-        "their bound pod counted", lambda st: st.node("kube-src-usage-0").requested.gpus() == 3
+        "their bound pod counted",
+        lambda st: present(st.node("kube-src-usage-0")).requested.gpus() == 3,
     )
     assert live.look(lambda st: st.pod_by_key(namespace, "theirs-pending")) is None
 
@@ -320,7 +323,8 @@ def test_bind_creates_a_real_binding_and_maps_refusals(
         get(cp, f"/api/v1/namespaces/{namespace}/pods/p")["spec"]["nodeName"] == "kube-src-bind-0"
     )
     live.wait(
-        "binding seen", lambda st: st.pod_by_key(namespace, "p").node_name == "kube-src-bind-0"
+        "binding seen",
+        lambda st: present(st.pod_by_key(namespace, "p")).node_name == "kube-src-bind-0",
     )
 
     with pytest.raises(BindError) as conflict:
@@ -381,13 +385,11 @@ def test_commit_records_are_written_read_back_and_cleared(
             in get(cp, f"/api/v1/namespaces/{namespace}/pods/{name}")["metadata"]["annotations"]
         )
 
-    records = launcher.wait_for(
-        "records read back",
-        lambda: (
-            (r := live.look(lambda _: dict(live.source.commit_records()))) and len(r) == 2 and r
-        ),
-        timeout=20,
-    )
+    def read_back() -> dict[str, CommitRecord] | None:
+        found = live.look(lambda _: dict(live.source.commit_records()))
+        return found if len(found) == 2 else None
+
+    records = launcher.wait_for("records read back", read_back, timeout=20)
     assert records[key].placements == record.placements
     assert records[ann].placements == placements
 
@@ -580,7 +582,7 @@ def test_garbage_objects_are_skipped_once_and_others_keep_flowing(
     )
     live.wait(
         "patched pod seen",
-        lambda st: st.pod_by_key(namespace, "bad-pod").labels.get("touched") == "1",
+        lambda st: present(st.pod_by_key(namespace, "bad-pod")).labels.get("touched") == "1",
     )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("invalid ")]
     for what in (
@@ -595,7 +597,7 @@ def test_garbage_objects_are_skipped_once_and_others_keep_flowing(
         ("default", "kube-src-bad-node"),
     ):
         found = launcher.wait_for(
-            f"event on {name}", lambda ns=ns, name=name: events_about(cp, ns, name), timeout=20
+            f"event on {name}", partial(events_about, cp, ns, name), timeout=20
         )
         assert [e["reason"] for e in found] == ["InvalidObject"]
         assert found[0]["type"] == "Warning"
@@ -658,7 +660,8 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
     live.wait(
         "record and binding seen",
         lambda st: (
-            key in live.source.commit_records() and st.pod_by_key(namespace, "rf-0").node_name
+            key in live.source.commit_records()
+            and present(st.pod_by_key(namespace, "rf-0")).node_name
         ),
     )
     launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)

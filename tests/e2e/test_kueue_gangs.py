@@ -49,7 +49,7 @@ def admit(sc: Scenario, names: list[str]) -> None:
 def kueue_group(sc: Scenario, group: str, count: int, gpus: int, **notes: str) -> list[str]:
     names = [f"{group}-{i}" for i in range(count)]
     for name in names:
-        kueue_pod(sc, name, group, count, gpus, **notes)
+        kueue_pod(sc, name, group, count, gpus, gated=True, **notes)
     return names
 
 

@@ -12,6 +12,7 @@ tests sharing the control plane never share a domain.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
@@ -73,7 +74,9 @@ def status_message(cluster: Scenario, name: str) -> str:  # noqa: F811
     return str(conditions[0].get("message", ""))
 
 
-def domains(where: Mapping[str, str], labels: Mapping[str, Mapping[str, str]], key: str) -> set:
+def domains(
+    where: Mapping[str, str], labels: Mapping[str, Mapping[str, str]], key: str
+) -> set[str]:
     return {labels[node][key] for node in where.values()}
 
 
@@ -180,7 +183,7 @@ def test_a_node_with_inconsistent_labels_is_said_once_on_the_node_and_kept_apart
     names = members(cluster, "rack", 4)  # only clique 0 "has" four nodes, one of them stray
     cluster.assert_unbound_for(names, 2.0)
 
-    def node_event() -> dict | None:
+    def node_event() -> dict[str, Any] | None:
         events = cluster.api.items("/api/v1/namespaces/default/events")
         return next(
             (

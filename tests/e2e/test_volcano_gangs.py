@@ -157,6 +157,7 @@ def test_an_mpi_job_s_workers_wait_for_their_master_then_the_whole_job_binds(
 
     def told() -> Obj | None:
         status: Obj = sc.api.get(volcano_path(sc, "mpi")).get("status") or {}
+        condition: Obj
         for condition in status.get("conditions") or []:
             if condition.get("type") == "Unschedulable":
                 return condition

@@ -97,7 +97,7 @@ def test_home_kube_config_is_the_last_resort(tmp_path: Path) -> None:
     assert resolve_target(None, None, None, environ={}, home=tmp_path).context == "home"
 
 
-BAD = [
+BAD: list[tuple[str, Any, str | None, str | None, str]] = [
     ("no-file-anywhere", None, None, None, "no kubeconfig found"),
     ("flag-names-a-missing-file", "missing", None, None, "does not exist"),
     ("no-current-context", kubeconfig({"a": None, "b": None}), None, None, "contexts: a, b"),

@@ -10,12 +10,13 @@ tests/e2e.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, cast, overload
 
 from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.core.model import Binding, PodRef
+from phalanx.core.model import Binding, Pod, PodRef
 from phalanx.core.rollforward import CommitRecord
+from phalanx.service.barrier import Timers
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
 from phalanx.sources.clusterfile import ClusterFileSource
@@ -125,6 +126,9 @@ class ScriptedSource(ClusterFileSource):
         await super().update_group_status(status)
 
 
+S = TypeVar("S", bound=ScriptedSource)
+
+
 class RecordingSource(ScriptedSource):
     """A scripted source that also keeps commit records for roll-forward (a `CommitLog`)."""
 
@@ -145,27 +149,66 @@ class RecordingSource(ScriptedSource):
         self.records.pop(group_key, None)
 
 
-def gang_objects(name="g", size=3, gpus=8, min_member=None, timeout=None):
+def gang_objects(
+    name: str = "g",
+    size: int = 3,
+    gpus: int = 8,
+    min_member: int | None = None,
+    timeout: int | None = None,
+) -> list[dict[str, Any]]:
     return [
         podgroup_obj(name, min_member or size, timeout=timeout),
         *(pod_obj(f"{name}-{i}", gpus, group=name) for i in range(size)),
     ]
 
 
+@overload
 async def started(
-    objects,
+    objects: list[dict[str, Any]],
     *,
-    failures=None,
-    barrier=5.0,
-    clock=None,
-    source_class=ScriptedSource,
-    yielding=False,
-    retries=3,
-    roll_forward=None,
-    timers=None,
-    nominate_members=True,
-    complete_members=True,
-):
+    failures: Mapping[str, list[Exception]] | None = None,
+    barrier: float = 5.0,
+    clock: Callable[[], float] | None = None,
+    yielding: bool = False,
+    retries: int = 3,
+    roll_forward: RollForwardSettings | None = None,
+    timers: Timers | None = None,
+    nominate_members: bool = True,
+    complete_members: bool = True,
+) -> tuple[Extender, ScriptedSource]: ...
+
+
+@overload
+async def started(
+    objects: list[dict[str, Any]],
+    *,
+    failures: Mapping[str, list[Exception]] | None = None,
+    barrier: float = 5.0,
+    clock: Callable[[], float] | None = None,
+    source_class: type[S],
+    yielding: bool = False,
+    retries: int = 3,
+    roll_forward: RollForwardSettings | None = None,
+    timers: Timers | None = None,
+    nominate_members: bool = True,
+    complete_members: bool = True,
+) -> tuple[Extender, S]: ...
+
+
+async def started(
+    objects: list[dict[str, Any]],
+    *,
+    failures: Mapping[str, list[Exception]] | None = None,
+    barrier: float = 5.0,
+    clock: Callable[[], float] | None = None,
+    source_class: type[ScriptedSource] = ScriptedSource,
+    yielding: bool = False,
+    retries: int = 3,
+    roll_forward: RollForwardSettings | None = None,
+    timers: Timers | None = None,
+    nominate_members: bool = True,
+    complete_members: bool = True,
+) -> tuple[Extender, ScriptedSource]:
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
         source,
@@ -184,11 +227,25 @@ async def started(
     return ext, source
 
 
-def pod_of(ext, name, namespace="default"):
-    return ext.state.pod_by_key(namespace, name)
+def pod_of(ext: Extender, name: str, namespace: str = "default") -> Pod:
+    pod = ext.state.pod_by_key(namespace, name)
+    assert pod is not None, f"no pod {namespace}/{name} in the model"
+    return pod
 
 
-def reserve_all(ext, names):
+def group_view(ext: Extender, name: str, namespace: str = "default") -> dict[str, Any]:
+    """The gang's /debug view, which the test expects to exist, as the JSON it is served as."""
+    view = ext.debug_group(namespace, name)
+    assert view is not None, f"no gang {namespace}/{name} in the model"
+    return cast(dict[str, Any], view)
+
+
+def topology_view(ext: Extender) -> dict[str, Any]:
+    """The /debug topology view, as the JSON it is served as."""
+    return cast(dict[str, Any], ext.debug_topology())
+
+
+def reserve_all(ext: Extender, names: Iterable[str]) -> dict[str, str]:
     nodes = {}
     for n in names:
         result = ext.filter(pod_of(ext, n), NODES)
@@ -197,9 +254,9 @@ def reserve_all(ext, names):
     return nodes
 
 
-async def bind(ext, name, node):
+async def bind(ext: Extender, name: str, node: str) -> str:
     return await ext.bind(Binding(pod_of(ext, name).ref, node))
 
 
-def binding(name, node, uid="", namespace="default"):
+def binding(name: str, node: str, uid: str = "", namespace: str = "default") -> Binding:
     return Binding(PodRef(namespace, name, uid), node)

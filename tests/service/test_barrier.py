@@ -8,6 +8,7 @@ are; completing the rest of a gang is specified in test_completion.py."""
 
 import asyncio
 import functools
+from collections.abc import Callable, Iterable, Mapping
 
 import pytest
 import support
@@ -16,6 +17,7 @@ from support import (
     Clock,
     FakeTimers,
     RecordingSource,
+    ScriptedSource,
     bind,
     binding,
     gang_objects,
@@ -23,7 +25,9 @@ from support import (
     reserve_all,
 )
 
+from phalanx.core.model import Pod
 from phalanx.service.binder import Binder
+from phalanx.service.extender import Extender
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
@@ -31,15 +35,17 @@ pytestmark = pytest.mark.anyio
 started = functools.partial(support.started, complete_members=False)
 
 
-def sample(ext, name, labels=None):
+def sample(ext: Extender, name: str, labels: dict[str, str] | None = None) -> float | None:
     return ext.metrics.registry.get_sample_value(name, labels or {})
 
 
-def assumed(ext):
+def assumed(ext: Extender) -> list[str]:
     return [p.key for p in ext.state.pods() if ext.state.assumed_node(p.uid)]
 
 
-async def held(ext, names, nodes):
+async def held(
+    ext: Extender, names: Iterable[str], nodes: Mapping[str, str]
+) -> list[asyncio.Task[str]]:
     """Binds of `names` sent and held at the barrier (not yet answered)."""
     tasks = [asyncio.create_task(bind(ext, n, nodes[n])) for n in names]
     await asyncio.sleep(0.01)
@@ -50,7 +56,7 @@ async def held(ext, names, nodes):
 # ---- defect 1: every release fails the gate, and only its own reservation ----------------
 
 
-async def test_a_filter_that_expires_the_reservation_answers_the_held_binds_at_once():
+async def test_a_filter_that_expires_the_reservation_answers_the_held_binds_at_once() -> None:
     clock = Clock()
     ext, source = await started(gang_objects(size=3, timeout=5), clock=clock, barrier=30)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
@@ -63,7 +69,7 @@ async def test_a_filter_that_expires_the_reservation_answers_the_held_binds_at_o
     await ext.stop()
 
 
-async def test_a_gate_that_times_out_never_releases_a_newer_reservation_of_its_gang():
+async def test_a_gate_that_times_out_never_releases_a_newer_reservation_of_its_gang() -> None:
     clock = Clock()
     ext, _ = await started(gang_objects(size=3, timeout=5), clock=clock, barrier=0.2)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
@@ -86,7 +92,9 @@ async def test_a_gate_that_times_out_never_releases_a_newer_reservation_of_its_g
     ],
     ids=["node-removed", "podgroup-deleted"],
 )
-async def test_a_release_from_the_cluster_answers_held_binds_with_its_cause(release, cause):
+async def test_a_release_from_the_cluster_answers_held_binds_with_its_cause(
+    release: Callable[[Extender, ScriptedSource], object], cause: str
+) -> None:
     ext, source = await started(gang_objects(size=3, gpus=8))
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     [waiting] = await held(ext, ["g-0"], nodes)
@@ -98,7 +106,7 @@ async def test_a_release_from_the_cluster_answers_held_binds_with_its_cause(rele
     await ext.stop()
 
 
-async def test_a_re_plan_answers_the_binds_held_for_the_reservation_it_replaced():
+async def test_a_re_plan_answers_the_binds_held_for_the_reservation_it_replaced() -> None:
     ext, _ = await started(gang_objects(size=2, gpus=4))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     [waiting] = await held(ext, ["g-0"], nodes)
@@ -112,8 +120,9 @@ async def test_a_re_plan_answers_the_binds_held_for_the_reservation_it_replaced(
 # ---- defect 2: the commit-record window ------------------------------------------------
 
 
-async def test_a_member_deleted_during_the_commit_record_write_binds_and_assumes_nothing():
+async def test_a_member_deleted_during_the_commit_record_write_binds_and_assumes_nothing() -> None:
     ext, source = await started(gang_objects(size=2), source_class=RecordingSource)
+    assert isinstance(source, RecordingSource)  # (a partial of `started` loses its overloads)
     nodes = reserve_all(ext, ["g-0", "g-1"])
     source.on("commit", lambda: source.delete_pod(pod_of(ext, "g-1").uid))
     results = await asyncio.wait_for(
@@ -129,13 +138,15 @@ async def test_a_member_deleted_during_the_commit_record_write_binds_and_assumes
     await ext.stop()
 
 
-async def test_a_reservation_expiring_while_the_commit_record_is_written_never_overcommits():
+async def test_a_reservation_expiring_while_the_commit_record_is_written_never_overcommits() -> (
+    None
+):
     clock = Clock()
     objects = gang_objects(size=2, gpus=8, timeout=30) + gang_objects(name="h", size=3, gpus=8)
     ext, source = await started(objects, clock=clock)
     nodes = reserve_all(ext, ["g-0", "g-1"])
 
-    def expire_and_let_another_gang_in():
+    def expire_and_let_another_gang_in() -> None:
         clock.now += 31
         ext.expire()
         assert ext.filter(pod_of(ext, "h-0"), NODES).feasible  # h takes the freed GPUs
@@ -152,12 +163,14 @@ async def test_a_reservation_expiring_while_the_commit_record_is_written_never_o
     await ext.stop()
 
 
-async def test_an_exception_inside_the_barrier_answers_every_waiter_and_leaves_nothing_assumed():
+async def test_an_exception_inside_the_barrier_answers_every_waiter_and_leaves_nothing_assumed() -> (  # noqa: E501
+    None
+):
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
 
     class BrokenBinder(Binder):  # a collaborator with a bug: the barrier must survive it
-        async def bind_assumed(self, pod, node):
+        async def bind_assumed(self, pod: Pod, node: str) -> str:
             raise RuntimeError("bug in the binder")
 
     ext.barrier.binder = BrokenBinder(ext.state, source, ext.metrics)
@@ -174,7 +187,9 @@ async def test_an_exception_inside_the_barrier_answers_every_waiter_and_leaves_n
 # ---- the branches, one by one ----------------------------------------------------------
 
 
-async def test_a_member_re_sent_after_its_timeout_replaces_the_old_waiter_and_the_gang_binds_once():
+async def test_a_member_re_sent_after_its_timeout_replaces_the_old_waiter_and_the_gang_binds_once() -> (  # noqa: E501
+    None
+):
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     [old] = await held(ext, ["g-0"], nodes)
@@ -186,7 +201,7 @@ async def test_a_member_re_sent_after_its_timeout_replaces_the_old_waiter_and_th
     await ext.stop()
 
 
-async def test_the_same_pod_bound_twice_is_success_on_its_node_and_refused_elsewhere():
+async def test_the_same_pod_bound_twice_is_success_on_its_node_and_refused_elsewhere() -> None:
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
@@ -197,7 +212,7 @@ async def test_the_same_pod_bound_twice_is_success_on_its_node_and_refused_elsew
     await ext.stop()
 
 
-async def test_a_bind_to_another_node_than_the_reserved_one_is_refused():
+async def test_a_bind_to_another_node_than_the_reserved_one_is_refused() -> None:
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     other = next(n for n in NODES if n != nodes["g-0"])
@@ -208,7 +223,7 @@ async def test_a_bind_to_another_node_than_the_reserved_one_is_refused():
     await ext.stop()
 
 
-async def test_two_gangs_interleaving_at_the_barrier_each_bind_whole():
+async def test_two_gangs_interleaving_at_the_barrier_each_bind_whole() -> None:
     objects = gang_objects(name="a", size=2, gpus=4) + gang_objects(name="b", size=2, gpus=4)
     ext, source = await started(objects, yielding=True)
     nodes = reserve_all(ext, ["a-0", "a-1", "b-0", "b-1"])
@@ -221,7 +236,7 @@ async def test_two_gangs_interleaving_at_the_barrier_each_bind_whole():
     await ext.stop()
 
 
-async def test_a_late_member_joins_after_the_gate_opened_and_binds_at_once():
+async def test_a_late_member_joins_after_the_gate_opened_and_binds_at_once() -> None:
     ext, source = await started(gang_objects(size=3, gpus=4, min_member=2))
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     late = []
@@ -234,7 +249,9 @@ async def test_a_late_member_joins_after_the_gate_opened_and_binds_at_once():
     await ext.stop()
 
 
-async def test_a_permanent_conflict_is_not_retried_is_forgotten_reported_and_counted_partial():
+async def test_a_permanent_conflict_is_not_retried_is_forgotten_reported_and_counted_partial() -> (
+    None
+):
     conflict = BindError("pod is already assigned to node n9", conflict=True)
     ext, source = await started(gang_objects(size=2, gpus=4), failures={"g-1": [conflict]})
     nodes = reserve_all(ext, ["g-0", "g-1"])
@@ -250,7 +267,7 @@ async def test_a_permanent_conflict_is_not_retried_is_forgotten_reported_and_cou
     await ext.stop()
 
 
-async def test_retries_exhausted_answer_the_error_and_forget_the_pod():
+async def test_retries_exhausted_answer_the_error_and_forget_the_pod() -> None:
     flaky = [BindError("etcd timeout")] * 3
     ext, _ = await started(gang_objects(size=2, gpus=4), failures={"g-1": flaky}, retries=2)
     nodes = reserve_all(ext, ["g-0", "g-1"])
@@ -261,7 +278,7 @@ async def test_retries_exhausted_answer_the_error_and_forget_the_pod():
     await ext.stop()
 
 
-async def test_a_failed_commit_record_write_binds_nothing_and_says_so():
+async def test_a_failed_commit_record_write_binds_nothing_and_says_so() -> None:
     ext, source = await started(gang_objects(size=2))
     source.commit_failures.append(RuntimeError("the API server is gone"))
     nodes = reserve_all(ext, ["g-0", "g-1"])
@@ -274,7 +291,7 @@ async def test_a_failed_commit_record_write_binds_nothing_and_says_so():
     await ext.stop()
 
 
-async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings():
+async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings() -> None:
     clock = Clock()
     ext, source = await started(gang_objects(size=2), clock=clock)
     source.on("commit", lambda: setattr(clock, "now", clock.now + 0.25))
@@ -288,7 +305,7 @@ async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings():
     await ext.stop()
 
 
-async def test_a_bind_for_an_unknown_uid_or_pod_is_refused_before_any_gate():
+async def test_a_bind_for_an_unknown_uid_or_pod_is_refused_before_any_gate() -> None:
     ext, _ = await started(gang_objects(size=2))
     reserve_all(ext, ["g-0", "g-1"])
     assert "is unknown to Phalanx" in await ext.bind(binding("ghost", "n1"))
@@ -300,7 +317,7 @@ async def test_a_bind_for_an_unknown_uid_or_pod_is_refused_before_any_gate():
 # ---- configuration guard ---------------------------------------------------------------
 
 
-async def test_a_schedule_timeout_below_the_barrier_timeout_is_warned_about_once():
+async def test_a_schedule_timeout_below_the_barrier_timeout_is_warned_about_once() -> None:
     ext, source = await started(gang_objects(size=2, timeout=5), barrier=10)
     for _ in range(2):
         reserve_all(ext, ["g-0", "g-1"])
@@ -315,7 +332,14 @@ async def test_a_schedule_timeout_below_the_barrier_timeout_is_warned_about_once
 # ---- a gang that takes longer to reach bind than one /bind may be held ----------------------
 
 
-async def arrive(ext, timers, clock, name, nodes, seconds):
+async def arrive(
+    ext: Extender,
+    timers: FakeTimers,
+    clock: Clock,
+    name: str,
+    nodes: Mapping[str, str],
+    seconds: float,
+) -> asyncio.Task[str]:
     """`name`'s bind sent, then `seconds` pass on the test's clock (timers due fire)."""
     task = asyncio.create_task(bind(ext, name, nodes[name]))
     await asyncio.sleep(0)
@@ -325,7 +349,9 @@ async def arrive(ext, timers, clock, name, nodes, seconds):
     return task
 
 
-async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_with_the_gang():
+async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_with_the_gang() -> (
+    None
+):
     clock = Clock()
     timers = FakeTimers(clock)
     objects = gang_objects(size=4, gpus=2, timeout=30)
@@ -349,7 +375,7 @@ async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_wi
     await ext.stop()
 
 
-async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_again():
+async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_again() -> None:
     clock = Clock()
     timers = FakeTimers(clock)
     ext, _ = await started(gang_objects(size=3, timeout=30), barrier=20, clock=clock, timers=timers)
@@ -366,7 +392,7 @@ async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_a
     await ext.stop()
 
 
-async def test_a_member_sent_again_is_not_progress_and_the_stalled_gang_is_given_up():
+async def test_a_member_sent_again_is_not_progress_and_the_stalled_gang_is_given_up() -> None:
     clock = Clock()
     timers = FakeTimers(clock)
     ext, source = await started(gang_objects(size=3), barrier=20, clock=clock, timers=timers)

@@ -19,6 +19,7 @@ every step, and once everything has settled:
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from hypothesis import settings
@@ -172,7 +173,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
         if reservation is None:
             return
         for action in during_commit:
-            self.source.on("commit", lambda a=action: self._act(a, gang, 0))
+            self.source.on("commit", partial(self._act, action, gang, 0))
         for member in reservation.members:
             pod = self.ext.state.pod(member.pod_uid)
             if member.state is MemberState.RESERVED and pod is not None:
@@ -240,7 +241,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
         self, verb: str, actions: list[tuple[str, str, int]]
     ) -> None:
         for action, gang, index in actions:
-            self.source.on(verb, lambda a=action, g=gang, i=index: self._act(a, g, i))
+            self.source.on(verb, partial(self._act, action, gang, index))
 
     # ---- invariants ----------------------------------------------------------------------
 
@@ -287,7 +288,13 @@ class BarrierInterleavings(RuleBasedStateMachine):
         for gate in self.ext.barrier.held():
             for waiting in gate.waiting:
                 problem = still_bindable(
-                    state, gate.group_key, gate.serial, waiting.pod, waiting.node
+                    state,
+                    gate.group_key,
+                    gate.serial,
+                    # still_bindable reads only the waiter's uid and key, which the held
+                    # bind's PodRef has as a Pod does
+                    waiting.pod,  # type: ignore[arg-type]
+                    waiting.node,
                 )
                 assert problem == "", problem
 

@@ -7,6 +7,7 @@ A member is completed whether or not kube-scheduler would reach it soon.
 """
 
 import asyncio
+from typing import Any
 
 import pytest
 from support import (
@@ -21,18 +22,19 @@ from support import (
     started,
 )
 
-from builders import pod_obj, podgroup_obj
+from builders import pod_obj, podgroup_obj, present
 from phalanx.service.barrier import ANNOUNCE_AFTER_SECONDS
+from phalanx.service.extender import Extender
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
 
 
-def sample(ext, name):
+def sample(ext: Extender, name: str) -> float:
     return ext.metrics.registry.get_sample_value(name) or 0
 
 
-async def started_on_test_time(size):
+async def started_on_test_time(size: int) -> tuple[Extender, RecordingSource, Clock, FakeTimers]:
     """A reserved gang of `size`, its timers on the test's clock."""
     clock = Clock()
     timers = FakeTimers(clock)
@@ -45,10 +47,10 @@ async def started_on_test_time(size):
     return ext, source, clock, timers
 
 
-async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
+async def test_the_first_member_at_bind_binds_the_whole_reserved_gang() -> None:
     ext, source, clock, timers = await started_on_test_time(4)
     nodes = reserve_all(ext, ["g-0"])  # the first filter reserves every member
-    reservation = ext.state.reservation("default/g")
+    reservation = present(ext.state.reservation("default/g"))
     nodes.update({m.pod_key.split("/")[1]: m.node for m in reservation.members})
 
     assert await asyncio.wait_for(bind(ext, "g-0", nodes["g-0"]), timeout=2) == ""
@@ -76,13 +78,16 @@ async def test_the_first_member_at_bind_binds_the_whole_reserved_gang():
     await ext.stop()
 
 
-async def test_a_completed_member_s_scheduled_event_waits_for_kube_scheduler_s_own_bind():
+async def test_a_completed_member_s_scheduled_event_waits_for_kube_scheduler_s_own_bind() -> None:
     """A cycle under way when its gang was bound still ends at /bind, and on success
     kube-scheduler writes the pod's `Scheduled` Event: one Event per member, never two."""
     ext, source, clock, timers = await started_on_test_time(3)
     nodes = reserve_all(ext, ["g-0"])
     nodes.update(
-        {m.pod_key.split("/")[1]: m.node for m in ext.state.reservation("default/g").members}
+        {
+            m.pod_key.split("/")[1]: m.node
+            for m in present(ext.state.reservation("default/g")).members
+        }
     )
     assert await bind(ext, "g-0", nodes["g-0"]) == ""
     while not any("bound 3 member(s) together" in e[3] for e in source.events):
@@ -110,14 +115,14 @@ async def test_a_completed_member_s_scheduled_event_waits_for_kube_scheduler_s_o
     await ext.stop()
 
 
-async def test_a_bind_for_a_member_being_completed_gets_that_binding_s_own_answer():
+async def test_a_bind_for_a_member_being_completed_gets_that_binding_s_own_answer() -> None:
     ext, source = await started(
         [*gang_objects(size=3, gpus=4)],
         failures={"g-2": [BindError("pod not found", gone=True)]},
         yielding=True,
     )
     nodes = reserve_all(ext, ["g-0"])
-    members = ext.state.reservation("default/g").members
+    members = present(ext.state.reservation("default/g")).members
     nodes.update({m.pod_key.split("/")[1]: m.node for m in members})
     first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
     while not ext.state.assumed_node(pod_of(ext, "g-1").uid):
@@ -134,12 +139,14 @@ async def test_a_bind_for_a_member_being_completed_gets_that_binding_s_own_answe
     await ext.stop()
 
 
-def with_host_port(obj):
+def with_host_port(obj: dict[str, Any]) -> dict[str, Any]:
     obj["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
     return obj
 
 
-async def test_a_member_only_kube_scheduler_can_judge_is_waited_for_and_the_rest_completed():
+async def test_a_member_only_kube_scheduler_can_judge_is_waited_for_and_the_rest_completed() -> (
+    None
+):
     objects = [
         podgroup_obj("g", 3),
         pod_obj("g-0", 4, group="g"),
@@ -148,7 +155,9 @@ async def test_a_member_only_kube_scheduler_can_judge_is_waited_for_and_the_rest
     ]
     ext, source = await started(objects, source_class=RecordingSource)
     nodes = reserve_all(ext, ["g-0", "g-2"])
-    nodes["g-1"] = ext.state.reservation("default/g").node_of(pod_of(ext, "g-1").uid)
+    nodes["g-1"] = present(
+        present(ext.state.reservation("default/g")).node_of(pod_of(ext, "g-1").uid)
+    )
     first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
     await asyncio.sleep(0.05)
     assert not first.done()  # g-2 must pass kube-scheduler's own NodePorts filter first
@@ -161,7 +170,7 @@ async def test_a_member_only_kube_scheduler_can_judge_is_waited_for_and_the_rest
     await ext.stop()
 
 
-async def test_a_member_created_later_completes_the_gang_its_first_member_waits_for():
+async def test_a_member_created_later_completes_the_gang_its_first_member_waits_for() -> None:
     objects = [podgroup_obj("g", 3), pod_obj("g-0", 4, group="g")]
     ext, source = await started(objects, source_class=RecordingSource)
     nodes = reserve_all(ext, ["g-0"])  # g-0 and two template slots
@@ -176,10 +185,10 @@ async def test_a_member_created_later_completes_the_gang_its_first_member_waits_
     await ext.stop()
 
 
-async def test_a_bind_arriving_while_the_record_is_written_joins_and_binds_once():
+async def test_a_bind_arriving_while_the_record_is_written_joins_and_binds_once() -> None:
     ext, source = await started([*gang_objects(size=3, gpus=4)], source_class=RecordingSource)
     nodes = reserve_all(ext, ["g-0"])
-    members = ext.state.reservation("default/g").members
+    members = present(ext.state.reservation("default/g")).members
     nodes.update({m.pod_key.split("/")[1]: m.node for m in members})
     late: list[asyncio.Task[str]] = []
     source.on("commit", lambda: late.append(asyncio.create_task(bind(ext, "g-1", nodes["g-1"]))))
@@ -191,7 +200,7 @@ async def test_a_bind_arriving_while_the_record_is_written_joins_and_binds_once(
     await ext.stop()
 
 
-async def test_switched_off_every_member_waits_for_its_own_bind():
+async def test_switched_off_every_member_waits_for_its_own_bind() -> None:
     ext, source = await started(gang_objects(size=2, gpus=4), complete_members=False)
     nodes = reserve_all(ext, ["g-0"])
     first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
@@ -205,7 +214,7 @@ async def test_switched_off_every_member_waits_for_its_own_bind():
     await ext.stop()
 
 
-async def test_a_cycle_of_a_completed_member_under_way_keeps_it_on_its_node():
+async def test_a_cycle_of_a_completed_member_under_way_keeps_it_on_its_node() -> None:
     ext, _ = await started([*gang_objects(size=2, gpus=4)])
     nodes = reserve_all(ext, ["g-0"])
     member = pod_of(ext, "g-1")  # as kube-scheduler popped it, before the completion
@@ -217,7 +226,7 @@ async def test_a_cycle_of_a_completed_member_under_way_keeps_it_on_its_node():
     await ext.stop()
 
 
-async def test_with_nothing_else_pending_a_parked_member_and_a_new_one_are_completed():
+async def test_with_nothing_else_pending_a_parked_member_and_a_new_one_are_completed() -> None:
     # Two shapes: the gang waits for its quorum, so g-1's first filter refused it and
     # kube-scheduler holds it parked. g-2 is new and next in kube-scheduler's queue, with
     # no other pod pending: completing it is still sooner than its own cycle.
@@ -234,7 +243,7 @@ async def test_with_nothing_else_pending_a_parked_member_and_a_new_one_are_compl
     await ext.stop()
 
 
-async def test_a_chosen_member_retried_during_the_record_write_is_still_completed():
+async def test_a_chosen_member_retried_during_the_record_write_is_still_completed() -> None:
     # The reservation's requeue lets kube-scheduler retry a parked member at any moment: by
     # the time the commit record is written it is no longer parked, and that changes nothing.
     ext, source = await started([], source_class=RecordingSource)
@@ -246,14 +255,14 @@ async def test_a_chosen_member_retried_during_the_record_write_is_still_complete
     retried = []
     source.on("commit", lambda: retried.append(ext.filter(pod_of(ext, "g-1"), NODES).feasible))
     answers = await asyncio.gather(bind(ext, "g-0", nodes["g-0"]), bind(ext, "g-2", nodes["g-2"]))
-    assert answers == ["", ""]
+    assert list(answers) == ["", ""]  # (gather gives a list; its types say tuple)
     assert len(retried[0]) == 1  # its retry followed its reservation
     assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
     assert sample(ext, "phalanx_members_completed_total") == 1
     await ext.stop()
 
 
-async def test_a_completed_member_kube_scheduler_then_says_unscheduled_is_corrected():
+async def test_a_completed_member_kube_scheduler_then_says_unscheduled_is_corrected() -> None:
     # kube-scheduler's own cycle of a completed member can fail after the binding reached its
     # cache ("is in the cache, so can't be assumed"): it then writes PodScheduled False on
     # the bound pod, which would say so for good. Phalanx sets it True again, once.

@@ -2,6 +2,7 @@
 a basic pod group binds one by one, and an edited gang size answers held binds at once."""
 
 import asyncio
+from typing import Any
 
 import pytest
 from support import NODES, bind, gang_objects, pod_of, reserve_all, started
@@ -23,14 +24,14 @@ from phalanx.core.model import Dialect, GroupRef
 pytestmark = pytest.mark.anyio
 
 
-def volcano_gang(size: int, min_member: int | None = None) -> list[dict]:
+def volcano_gang(size: int, min_member: int | None = None) -> list[dict[str, Any]]:
     return [
         volcano_podgroup_obj("job", min_member or size),
         *(pod_obj(f"job-{i}", 8, volcano_group="job") for i in range(size)),
     ]
 
 
-async def test_a_volcano_gangs_events_and_status_go_to_its_pod_group():
+async def test_a_volcano_gangs_events_and_status_go_to_its_pod_group() -> None:
     ext, source = await started(volcano_gang(2))
     reserve_all(ext, ["job-0", "job-1"])
     await asyncio.sleep(0)
@@ -43,7 +44,7 @@ async def test_a_volcano_gangs_events_and_status_go_to_its_pod_group():
     await ext.stop()
 
 
-async def test_a_pod_naming_a_pod_group_its_workload_lacks_is_told_on_the_workload():
+async def test_a_pod_naming_a_pod_group_its_workload_lacks_is_told_on_the_workload() -> None:
     ext, source = await started(
         [
             workload_obj("train", {"worker": 2}),
@@ -64,7 +65,7 @@ async def test_a_pod_naming_a_pod_group_its_workload_lacks_is_told_on_the_worklo
     await ext.stop()
 
 
-async def test_the_members_of_a_basic_pod_group_bind_one_by_one():
+async def test_the_members_of_a_basic_pod_group_bind_one_by_one() -> None:
     ext, source = await started(
         [
             upstream_podgroup_obj("solo", None),
@@ -77,7 +78,7 @@ async def test_the_members_of_a_basic_pod_group_bind_one_by_one():
     await ext.stop()
 
 
-async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan():
+async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan() -> None:
     ext, source = await started(volcano_gang(3, min_member=2), complete_members=False)
     [node] = ext.filter(pod_of(ext, "job-0"), NODES).feasible
     held = asyncio.create_task(bind(ext, "job-0", node))
@@ -95,7 +96,7 @@ async def test_an_edited_gang_size_answers_the_binds_held_for_the_old_plan():
     await ext.stop()
 
 
-def being_deleted(obj: dict) -> dict:
+def being_deleted(obj: dict[str, Any]) -> dict[str, Any]:
     """`obj` after `kubectl delete`, held by an operator's finalizer."""
     metadata = {
         **obj["metadata"],
@@ -105,7 +106,9 @@ def being_deleted(obj: dict) -> dict:
     return {**obj, "metadata": metadata}
 
 
-async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_status_write():
+async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_status_write() -> (
+    None
+):
     ext, source = await started(volcano_gang(3, min_member=2), complete_members=False)
     [node] = ext.filter(pod_of(ext, "job-0"), NODES).feasible
     held = asyncio.create_task(bind(ext, "job-0", node))
@@ -128,7 +131,7 @@ async def test_a_gang_object_being_deleted_answers_the_held_binds_and_gets_no_st
     await ext.stop()
 
 
-async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
+async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted() -> None:
     ext, source = await started(volcano_gang(2))
     ref = GroupRef("default", "job", Dialect.VOLCANO)
     before = ext.views.group(ref)
@@ -143,7 +146,7 @@ async def test_the_debug_views_say_whether_a_gangs_object_is_being_deleted():
     await ext.stop()
 
 
-async def test_the_debug_view_shows_the_disruption_mode_of_an_upstream_gang_only():
+async def test_the_debug_view_shows_the_disruption_mode_of_an_upstream_gang_only() -> None:
     objects = [
         upstream_podgroup_obj("whole", 1, disruption_mode="all"),
         pod_obj("whole-0", 8, scheduling_group="whole"),
@@ -158,7 +161,7 @@ async def test_the_debug_view_shows_the_disruption_mode_of_an_upstream_gang_only
     await ext.stop()
 
 
-async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_opens():
+async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_opens() -> None:
     # Refused as unfit, its members would be asked back on every node change only to be
     # refused again: they can only succeed once the object is gone, which this gang never is.
     ext, source = await started(volcano_gang(2) + gang_objects(size=4))
@@ -174,11 +177,11 @@ async def test_a_gang_whose_object_is_being_deleted_is_not_requeued_when_a_node_
     await ext.stop()
 
 
-def mpi_member(name: str, task: str) -> dict:
+def mpi_member(name: str, task: str) -> dict[str, Any]:
     return pod_obj(name, 4, volcano_group="mpi", annotations={"volcano.sh/task-spec": task})
 
 
-async def test_a_volcano_gang_with_task_minima_binds_only_once_each_task_has_its_minimum():
+async def test_a_volcano_gang_with_task_minima_binds_only_once_each_task_has_its_minimum() -> None:
     # Volcano's MPI example: 3 members, at least the master and 2 workers.
     ext, source = await started(
         [
@@ -209,7 +212,7 @@ async def test_a_volcano_gang_with_task_minima_binds_only_once_each_task_has_its
     await ext.stop()
 
 
-async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing():
+async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing() -> None:
     # The workers alone make the count; the master was reserved but never reached /bind.
     ext, _ = await started(
         [
@@ -232,7 +235,7 @@ async def test_a_gate_that_times_out_short_of_a_task_says_which_task_was_missing
     await ext.stop()
 
 
-async def test_a_kai_gate_that_times_out_short_of_a_subgroup_names_kai_s_field():
+async def test_a_kai_gate_that_times_out_short_of_a_subgroup_names_kai_s_field() -> None:
     ext, _ = await started(
         [
             kai_podgroup_obj("serve", 3, sub_groups={"leader": 1, "workers": 2}),
@@ -257,7 +260,7 @@ async def test_a_kai_gate_that_times_out_short_of_a_subgroup_names_kai_s_field()
 # --- an upstream composite gang (1.37 CompositePodGroup) ---------------------------------
 
 
-def ray_cluster(workers: int) -> list[dict]:
+def ray_cluster(workers: int) -> list[dict[str, Any]]:
     """A KubeRay-shaped composite: a head PodGroup and a worker PodGroup under one root."""
     return [
         composite_obj("ray", 2),
@@ -268,7 +271,7 @@ def ray_cluster(workers: int) -> list[dict]:
     ]
 
 
-async def test_a_composite_whose_workers_cannot_fit_binds_nothing_and_says_so_on_it():
+async def test_a_composite_whose_workers_cannot_fit_binds_nothing_and_says_so_on_it() -> None:
     ext, source = await started(ray_cluster(3))  # four whole-node pods, three nodes
     assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
     assert await bind(ext, "head-0", "n1") != ""
@@ -287,7 +290,7 @@ async def test_a_composite_whose_workers_cannot_fit_binds_nothing_and_says_so_on
     await ext.stop()
 
 
-async def test_a_composite_that_fits_binds_every_child_group_together():
+async def test_a_composite_that_fits_binds_every_child_group_together() -> None:
     ext, source = await started(ray_cluster(2), complete_members=False)
     nodes = reserve_all(ext, ["head-0", "worker-0", "worker-1"])
     held = [asyncio.create_task(bind(ext, n, nodes[n])) for n in ("head-0", "worker-0")]
@@ -306,7 +309,7 @@ async def test_a_composite_that_fits_binds_every_child_group_together():
     await ext.stop()
 
 
-async def test_a_composite_waiting_for_members_names_the_short_child_on_the_composite():
+async def test_a_composite_waiting_for_members_names_the_short_child_on_the_composite() -> None:
     ext, source = await started(ray_cluster(2)[:-1])  # worker-1 not created yet
     assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
     await asyncio.sleep(0)
@@ -318,7 +321,7 @@ async def test_a_composite_waiting_for_members_names_the_short_child_on_the_comp
     await ext.stop()
 
 
-async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_members():
+async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_members() -> None:
     ext, _ = await started(ray_cluster(2))
     view = ext.views.group(GroupRef("default", "ray", Dialect.COMPOSITE))
     assert view is not None
@@ -331,7 +334,9 @@ async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_me
     await ext.stop()
 
 
-async def test_a_composites_status_follows_its_members_after_the_decision_as_a_pod_groups_does():
+async def test_a_composites_status_follows_its_members_after_the_decision_as_a_pod_groups_does() -> (  # noqa: E501
+    None
+):
     ext, source = await started(ray_cluster(2))
     nodes = reserve_all(ext, ["head-0", "worker-0", "worker-1"])
     await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
@@ -348,7 +353,9 @@ async def test_a_composites_status_follows_its_members_after_the_decision_as_a_p
     await ext.stop()
 
 
-async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object_after_a_refresh():
+async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object_after_a_refresh() -> (  # noqa: E501
+    None
+):
     ext, source = await started(ray_cluster(2)[:-1])  # worker-1 not created yet
     assert ext.filter(pod_of(ext, "head-0"), NODES).feasible == ()
     await asyncio.sleep(0)
@@ -367,7 +374,7 @@ async def test_a_waiting_composites_status_keeps_its_wait_reason_on_every_object
     await ext.stop()
 
 
-def kueue_gang(*counts: str) -> list[dict]:
+def kueue_gang(*counts: str) -> list[dict[str, Any]]:
     """Kueue pod group `job`: one member per total count given, each asking a whole node."""
     labels = {"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/pod-group-name": "job"}
     return [
@@ -381,7 +388,7 @@ def kueue_gang(*counts: str) -> list[dict]:
     ]
 
 
-async def test_a_kueue_gangs_events_go_to_its_first_member_and_no_status_is_written():
+async def test_a_kueue_gangs_events_go_to_its_first_member_and_no_status_is_written() -> None:
     ext, source = await started(kueue_gang("2", "2"))
     reserve_all(ext, ["job-0", "job-1"])
     await asyncio.sleep(0)
@@ -398,7 +405,9 @@ async def test_a_kueue_gangs_events_go_to_its_first_member_and_no_status_is_writ
     await ext.stop()
 
 
-async def test_kueue_members_that_disagree_on_the_total_count_are_told_on_the_first_member():
+async def test_kueue_members_that_disagree_on_the_total_count_are_told_on_the_first_member() -> (
+    None
+):
     ext, source = await started(kueue_gang("2", "3"))
     assert ext.filter(pod_of(ext, "job-1"), NODES).feasible == ()
     await asyncio.sleep(0)

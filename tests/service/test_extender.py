@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from support import NODES, Clock, bind, gang_objects, pod_of, reserve_all, started
+from support import NODES, Clock, bind, gang_objects, group_view, pod_of, reserve_all, started
 
 from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.inventory import parse_node, parse_pod
@@ -14,7 +14,7 @@ from phalanx.sources.base import BindError
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_all():
+async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_all() -> None:
     ext, source = await started(gang_objects(size=3), complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     first = [asyncio.create_task(bind(ext, n, nodes[n])) for n in ("g-0", "g-1")]
@@ -32,7 +32,7 @@ async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_a
     await ext.stop()
 
 
-async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_reservation():
+async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_reservation() -> None:
     ext, source = await started(gang_objects(size=3), barrier=0.1, complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     errors = await asyncio.gather(bind(ext, "g-0", nodes["g-0"]), bind(ext, "g-1", nodes["g-1"]))
@@ -46,7 +46,7 @@ async def test_a_barrier_that_times_out_fails_every_waiter_and_releases_the_rese
     await ext.stop()
 
 
-async def test_pods_in_no_group_bind_immediately():
+async def test_pods_in_no_group_bind_immediately() -> None:
     ext, source = await started([pod_obj("solo", 2)])
     assert ext.filter(pod_of(ext, "solo"), NODES).feasible
     assert await bind(ext, "solo", "n1") == ""
@@ -62,20 +62,20 @@ async def test_pods_in_no_group_bind_immediately():
     ],
     ids=["unknown-pod", "wrong-uid"],
 )
-async def test_bind_refuses_unknown_pods_and_wrong_uids(name, uid, expected):
+async def test_bind_refuses_unknown_pods_and_wrong_uids(name: str, uid: str, expected: str) -> None:
     ext, _ = await started([pod_obj("solo", 2)])
     assert expected in await ext.bind(Binding(PodRef("default", name, uid), "n1"))
     await ext.stop()
 
 
-async def test_a_member_without_a_reservation_is_refused_with_a_reason():
+async def test_a_member_without_a_reservation_is_refused_with_a_reason() -> None:
     ext, _ = await started(gang_objects(size=2))
     error = await bind(ext, "g-0", "n1")
     assert "holds no reservation for pod default/g-0" in error
     await ext.stop()
 
 
-async def test_a_transient_bind_failure_is_retried_and_the_gang_still_binds_whole():
+async def test_a_transient_bind_failure_is_retried_and_the_gang_still_binds_whole() -> None:
     ext, source = await started(gang_objects(size=2), failures={"g-1": [BindError("etcd timeout")]})
     nodes = reserve_all(ext, ["g-0", "g-1"])
     results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
@@ -84,7 +84,7 @@ async def test_a_transient_bind_failure_is_retried_and_the_gang_still_binds_whol
     await ext.stop()
 
 
-async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_nothing_binds():
+async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_nothing_binds() -> None:
     ext, source = await started(gang_objects(size=2), complete_members=False)
     nodes = reserve_all(ext, ["g-0", "g-1"])
     first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
@@ -100,7 +100,7 @@ async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_noth
     await ext.stop()
 
 
-async def test_reserved_gpus_return_to_zero_after_expiry():
+async def test_reserved_gpus_return_to_zero_after_expiry() -> None:
     clock = Clock()
     ext, _ = await started(gang_objects(size=2, timeout=30), clock=clock)
     reserve_all(ext, ["g-0", "g-1"])
@@ -120,7 +120,7 @@ async def test_reserved_gpus_return_to_zero_after_expiry():
     await ext.stop()
 
 
-async def test_elastic_members_beyond_a_bound_quorum_bind_immediately():
+async def test_elastic_members_beyond_a_bound_quorum_bind_immediately() -> None:
     ext, source = await started(gang_objects(size=3, gpus=4, min_member=2))
     first = reserve_all(ext, ["g-0", "g-1"])
     results = await asyncio.gather(*(bind(ext, n, first[n]) for n in first))
@@ -132,7 +132,7 @@ async def test_elastic_members_beyond_a_bound_quorum_bind_immediately():
     await ext.stop()
 
 
-async def test_metrics_count_gpus_per_node_by_state():
+async def test_metrics_count_gpus_per_node_by_state() -> None:
     ext, _ = await started(gang_objects(size=2, gpus=4))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     node = nodes["g-0"]
@@ -148,7 +148,7 @@ async def test_metrics_count_gpus_per_node_by_state():
     await ext.stop()
 
 
-async def test_a_pod_first_seen_in_a_request_is_learned():
+async def test_a_pod_first_seen_in_a_request_is_learned() -> None:
     ext, _ = await started([])
     fresh = parse_pod(pod_obj("late", 1))
     assert ext.filter(fresh, NODES).feasible
@@ -156,17 +156,19 @@ async def test_a_pod_first_seen_in_a_request_is_learned():
     await ext.stop()
 
 
-async def test_the_debug_view_shows_the_reservation_and_the_last_decision():
+async def test_the_debug_view_shows_the_reservation_and_the_last_decision() -> None:
     ext, _ = await started(gang_objects(size=2))
     reserve_all(ext, ["g-0", "g-1"])
-    view = ext.debug_group("default", "g")
+    view = group_view(ext, "g")
     assert view["last_decision"] == "committed"
     assert {m["pod"] for m in view["reservation"]["members"]} == {"default/g-0", "default/g-1"}
     assert ext.debug_group("default", "nope") is None
     await ext.stop()
 
 
-async def test_a_fresh_reservation_nominates_the_other_members_to_their_nodes_and_retries_them():
+async def test_a_fresh_reservation_nominates_the_other_members_to_their_nodes_and_retries_them() -> (  # noqa: E501
+    None
+):
     ext, source = await started(gang_objects(size=3))
     ext.filter(pod_of(ext, "g-1"), NODES)
     await asyncio.sleep(0)
@@ -182,7 +184,7 @@ async def test_a_fresh_reservation_nominates_the_other_members_to_their_nodes_an
     await ext.stop()
 
 
-async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination():
+async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination() -> None:
     # Each nominated node costs every other pod's cycle until kube-scheduler reaches the
     # member: behind a backlog longer than the nodes / NOMINATION_COST, it costs more than
     # it saves.
@@ -195,7 +197,7 @@ async def test_behind_a_long_backlog_members_are_requeued_without_a_nomination()
     await ext.stop()
 
 
-async def test_behind_a_backlog_only_the_members_refused_here_are_requeued():
+async def test_behind_a_backlog_only_the_members_refused_here_are_requeued() -> None:
     # A requeue moves a pod out of kube-scheduler's unschedulable queue, where it parks a pod
     # an extender refused. A member never refused is not there (its first cycle is still to
     # come): touching it is an API write, and a watch event everywhere, for nothing.
@@ -217,7 +219,7 @@ async def test_behind_a_backlog_only_the_members_refused_here_are_requeued():
     await ext.stop()
 
 
-async def test_members_pending_before_the_first_sync_are_all_requeued():
+async def test_members_pending_before_the_first_sync_are_all_requeued() -> None:
     # Whom a previous instance refused is not known: every pending member may be parked.
     backlog = [pod_obj(f"solo-{i}", 1) for i in range(len(NODES) // NOMINATION_COST + 1)]
     ext, source = await started(gang_objects(size=3, gpus=4) + backlog)
@@ -235,8 +237,8 @@ async def test_members_pending_before_the_first_sync_are_all_requeued():
     ],
 )
 async def test_nominate_members_decides_between_a_nomination_and_the_plain_requeue(
-    nominate_members, nominated
-):
+    nominate_members: bool, nominated: set[str]
+) -> None:
     # Off, the members are requeued exactly as where RBAC refuses pods/status: each cycle
     # filters every node again, and no other pod's cycle pays for a nominated node.
     ext, source = await started(gang_objects(size=3), nominate_members=nominate_members)
@@ -247,7 +249,7 @@ async def test_nominate_members_decides_between_a_nomination_and_the_plain_reque
     await ext.stop()
 
 
-async def test_with_nominations_off_a_release_writes_no_withdrawal():
+async def test_with_nominations_off_a_release_writes_no_withdrawal() -> None:
     clock = Clock()
     ext, source = await started(
         gang_objects(size=3, timeout=30), clock=clock, barrier=30, nominate_members=False
@@ -261,7 +263,7 @@ async def test_with_nominations_off_a_release_writes_no_withdrawal():
     await ext.stop()
 
 
-async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_members():
+async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_members() -> None:
     # kube-scheduler counts a nominated pod on its node for everyone else: a nomination
     # left behind would hold capacity Phalanx has handed back.
     clock = Clock()
@@ -277,7 +279,7 @@ async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_m
     await ext.stop()
 
 
-async def test_a_bound_gang_leaves_no_nomination_to_withdraw():
+async def test_a_bound_gang_leaves_no_nomination_to_withdraw() -> None:
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
@@ -288,7 +290,7 @@ async def test_a_bound_gang_leaves_no_nomination_to_withdraw():
     await ext.stop()
 
 
-async def test_podgroup_status_follows_members_after_the_gang_decision():
+async def test_podgroup_status_follows_members_after_the_gang_decision() -> None:
     ext, source = await started(gang_objects(size=2))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
@@ -303,7 +305,7 @@ async def test_podgroup_status_follows_members_after_the_gang_decision():
     await ext.stop()
 
 
-async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once():
+async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once() -> None:
     clock = Clock()
     ext, source = await started(
         gang_objects(size=3, timeout=30), clock=clock, barrier=30, complete_members=False
@@ -320,7 +322,7 @@ async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once(
     await ext.stop()
 
 
-async def test_an_annotation_only_gang_reports_its_phase_from_its_members_annotations():
+async def test_an_annotation_only_gang_reports_its_phase_from_its_members_annotations() -> None:
     members = [
         pod_obj(
             f"ann-{i}", 2, annotations={"phalanx.io/pod-group": "ann", "phalanx.io/min-member": "2"}
@@ -330,13 +332,13 @@ async def test_an_annotation_only_gang_reports_its_phase_from_its_members_annota
     ext, _ = await started(members)
     nodes = reserve_all(ext, ["ann-0", "ann-1"])
     assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
-    view = ext.debug_group("default", "ann")
+    view = group_view(ext, "ann")
     assert view["source"] == "annotations"
     assert view["phase"] == "Running"  # minMember 2 of 2 bound (and running in the file)
     await ext.stop()
 
 
-async def test_a_node_that_becomes_schedulable_sends_unfit_gangs_back_to_kube_scheduler():
+async def test_a_node_that_becomes_schedulable_sends_unfit_gangs_back_to_kube_scheduler() -> None:
     # Three 8-GPU nodes cannot hold four 8-GPU members. kube-scheduler may see a new node
     # before Phalanx does and be refused on Phalanx's older view; Phalanx retries them itself.
     ext, source = await started(gang_objects(size=4))

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from support import Clock, ScriptedSource, bind, pod_of
+from support import Clock, ScriptedSource, bind, group_view, pod_of
 
 from builders import (
     GPU_DRIVER,
@@ -19,6 +19,7 @@ from builders import (
     nvidia_class_objs,
     pod_obj,
     podgroup_obj,
+    present,
 )
 from phalanx.service.extender import Extender, ServiceSettings
 
@@ -143,7 +144,7 @@ async def test_the_debug_view_shows_each_member_s_device_claims() -> None:
             member,
         )
     )
-    view = ext.debug_group("default", "g")
+    view = group_view(ext, "g")
     assert view is not None
     exact, approximate = view["devices"]
     assert exact["pod"] == "default/g-0"
@@ -153,7 +154,7 @@ async def test_the_debug_view_shows_each_member_s_device_claims() -> None:
     assert approximate["claims"][0]["requests"][0]["planned"] == "count-only"
     [note] = approximate["notes"]
     assert "is not evaluated by Phalanx" in note
-    assert ext.debug_group("default", "g") == view  # a view changes nothing
+    assert group_view(ext, "g") == view  # a view changes nothing
     await ext.stop()
 
 
@@ -178,7 +179,7 @@ async def test_a_gang_asking_nvidia_gpu_is_reserved_and_bound_whole_on_the_dra_n
     results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in names))
     assert results == ["", "", ""]
     assert sorted(node for _, node in source.bindings) == ["d1", "d2", "p1"]
-    view = ext.debug_group("default", "g")
+    view = group_view(ext, "g")
     assert view is not None
     assert [m["extended"] for m in view["devices"]] == [
         [{"resource": "nvidia.com/gpu", "count": 8, "class": "gpu.nvidia.com", "held": False}]
@@ -197,7 +198,7 @@ async def test_with_the_bridge_off_a_gang_asking_nvidia_gpu_waits_for_device_plu
     assert result.feasible == ()
     assert ext.metrics.registry.get_sample_value("phalanx_reserved_gpus") == 0
     assert {n: gpus(ext, n, "free") for n in EVERY_NODE} == {"d1": 8, "d2": 8, "p1": 8}
-    view = ext.debug_group("default", "g")
+    view = group_view(ext, "g")
     assert view is not None
     assert [(m["extended"], m["unbridged"]) for m in view["devices"]] == [
         ([], [{"resource": "nvidia.com/gpu", "class": "gpu.nvidia.com"}])
@@ -237,7 +238,9 @@ async def test_a_gang_asking_nvidia_gpu_completes_only_its_members_on_device_plu
         )
     )
     reserve_all(ext, ["g-0"])
-    on = {m.node: m.pod_key.split("/")[1] for m in ext.state.reservation("default/g").members}
+    on = {
+        m.node: m.pod_key.split("/")[1] for m in present(ext.state.reservation("default/g")).members
+    }
     assert sorted(on) == EVERY_NODE
     first = asyncio.ensure_future(bind(ext, on["d1"], "d1"))
     await asyncio.sleep(0.05)

@@ -10,13 +10,24 @@ kube-scheduler try the pod queued ahead (`asked`).
 """
 
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
-from support import NODES, Clock, RecordingSource, bind, pod_of, reserve_all, started
+from support import (
+    NODES,
+    Clock,
+    RecordingSource,
+    ScriptedSource,
+    bind,
+    pod_of,
+    reserve_all,
+    started,
+)
 
 from builders import pod_obj, podgroup_obj
 from phalanx.core.rollforward import CommitRecord
-from phalanx.service.extender import ACTS_ALONE_SECONDS
+from phalanx.service.extender import ACTS_ALONE_SECONDS, Extender
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
@@ -24,29 +35,35 @@ pytestmark = pytest.mark.anyio
 QUEUED = pod_obj("queued", 1)  # a pod outside the gang, pending ahead of its members
 
 
-def with_host_port(obj):
+def with_host_port(obj: dict[str, Any]) -> dict[str, Any]:
     obj["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
     return obj
 
 
-async def settle():
+async def settle() -> None:
     """Let the gate's task write the record and the bindings."""
     for _ in range(20):
         await asyncio.sleep(0)
 
 
-def asked(ext):
+def asked(ext: Extender) -> None:
     """kube-scheduler tries the pod queued ahead of the gang (refused or not)."""
     ext.filter(pod_of(ext, "queued"), NODES)
 
 
-def create_gang(source, size=3, gpus=4, *, shapes=None):
+def create_gang(
+    source: ScriptedSource,
+    size: int = 3,
+    gpus: int = 4,
+    *,
+    shapes: Sequence[int] | None = None,
+) -> None:
     source.apply(podgroup_obj("g", size))
     for i in range(size):
         source.apply(pod_obj(f"g-{i}", shapes[i] if shapes else gpus, group="g"))
 
 
-async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_created():
+async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_created() -> None:
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     create_gang(source, shapes=(8, 4, 4))  # mixed shapes: no template, quorum first
@@ -65,7 +82,7 @@ async def test_behind_a_backlog_a_gang_is_bound_whole_as_its_last_member_is_crea
     await ext.stop()
 
 
-async def test_a_gang_whose_pod_group_comes_after_its_members_is_planned_when_it_comes():
+async def test_a_gang_whose_pod_group_comes_after_its_members_is_planned_when_it_comes() -> None:
     # Pods and PodGroups arrive on separate watches, in no common order.
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
@@ -81,7 +98,7 @@ async def test_a_gang_whose_pod_group_comes_after_its_members_is_planned_when_it
     await ext.stop()
 
 
-async def test_with_nothing_else_pending_the_gang_is_planned_and_bound_at_its_first_bind():
+async def test_with_nothing_else_pending_the_gang_is_planned_and_bound_at_its_first_bind() -> None:
     # kube-scheduler reaches a member next: the gang is reserved before that, and the
     # first member's /bind binds it whole. Nothing is bound without a /bind.
     ext, source = await started([QUEUED], source_class=RecordingSource)
@@ -101,7 +118,7 @@ async def test_with_nothing_else_pending_the_gang_is_planned_and_bound_at_its_fi
     await ext.stop()
 
 
-async def test_switched_off_with_completion_nothing_is_planned_ahead():
+async def test_switched_off_with_completion_nothing_is_planned_ahead() -> None:
     ext, source = await started([QUEUED], complete_members=False)
     asked(ext)
     create_gang(source, shapes=(8, 4, 4))
@@ -111,7 +128,7 @@ async def test_switched_off_with_completion_nothing_is_planned_ahead():
     await ext.stop()
 
 
-async def test_a_gang_with_a_member_only_kube_scheduler_judges_is_left_to_kube_scheduler():
+async def test_a_gang_with_a_member_only_kube_scheduler_judges_is_left_to_kube_scheduler() -> None:
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     source.apply(podgroup_obj("g", 2))
@@ -124,7 +141,7 @@ async def test_a_gang_with_a_member_only_kube_scheduler_judges_is_left_to_kube_s
     await ext.stop()
 
 
-async def test_a_gang_that_does_not_fit_is_said_unfit_once_and_nobody_counts_as_refused():
+async def test_a_gang_that_does_not_fit_is_said_unfit_once_and_nobody_counts_as_refused() -> None:
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     create_gang(source, size=len(NODES) + 1, gpus=8)  # one member more than there are nodes
@@ -139,7 +156,7 @@ async def test_a_gang_that_does_not_fit_is_said_unfit_once_and_nobody_counts_as_
     await ext.stop()
 
 
-async def test_a_gang_reserved_at_its_first_filter_binds_when_its_last_slot_is_claimed():
+async def test_a_gang_reserved_at_its_first_filter_binds_when_its_last_slot_is_claimed() -> None:
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     source.apply(podgroup_obj("g", 3))
@@ -157,7 +174,7 @@ async def test_a_gang_reserved_at_its_first_filter_binds_when_its_last_slot_is_c
     await ext.stop()
 
 
-async def test_a_binding_that_fails_is_not_retried_from_watch_events():
+async def test_a_binding_that_fails_is_not_retried_from_watch_events() -> None:
     ext, source = await started(
         [QUEUED],
         source_class=RecordingSource,
@@ -175,7 +192,7 @@ async def test_a_binding_that_fails_is_not_retried_from_watch_events():
     await ext.stop()
 
 
-async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_ahead():
+async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_ahead() -> None:
     # A standby replica: its kube-scheduler does not lead and sends it nothing, while the
     # leader's Phalanx holds reservations this one cannot see.
     clock = Clock()
@@ -195,7 +212,7 @@ async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_a
     await ext.stop()
 
 
-async def test_a_gang_a_commit_record_names_is_left_to_roll_forward():
+async def test_a_gang_a_commit_record_names_is_left_to_roll_forward() -> None:
     ext, source = await started([QUEUED], source_class=RecordingSource)
     asked(ext)
     source.apply(podgroup_obj("g", 2))

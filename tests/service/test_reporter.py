@@ -1,18 +1,20 @@
 """Reporter: /preempt's verdicts as counts and log lines, through the real Extender."""
 
 import logging
+from typing import Any
 
 import pytest
 from support import pod_of, started
 
 from builders import pod_obj, podgroup_obj
+from phalanx.service.extender import Extender
 
 pytestmark = pytest.mark.anyio
 
 REPORTER = "phalanx.service.reporter"
 
 
-def running(name, node, group=None):
+def running(name: str, node: str, group: str | None = None) -> dict[str, Any]:
     return pod_obj(name, 2, node=node, phase="Running", uid=name, group=group)
 
 
@@ -29,11 +31,11 @@ OBJECTS = [
 ]
 
 
-def sample(ext, name, labels=None):
+def sample(ext: Extender, name: str, labels: dict[str, str] | None = None) -> float | None:
     return ext.metrics.registry.get_sample_value(name, labels or {})
 
 
-async def test_every_preemption_outcome_is_exported_at_zero_before_any_preemption():
+async def test_every_preemption_outcome_is_exported_at_zero_before_any_preemption() -> None:
     ext, _ = await started(OBJECTS)
     for outcome in ("kept", "widened", "dropped"):
         assert sample(ext, "phalanx_preemption_nodes_total", {"outcome": outcome}) == 0
@@ -51,7 +53,9 @@ async def test_every_preemption_outcome_is_exported_at_zero_before_any_preemptio
     ],
     ids=["kept", "widened", "widened-with-a-lone-pod", "dropped"],
 )
-async def test_each_node_of_a_preemption_counts_once_under_its_outcome(victims, outcome, added):
+async def test_each_node_of_a_preemption_counts_once_under_its_outcome(
+    victims: list[str], outcome: str, added: int
+) -> None:
     ext, _ = await started(OBJECTS)
     node = "n2" if outcome == "dropped" else "n1"
     ext.preempt(pod_of(ext, "urgent"), {node: victims})
@@ -64,7 +68,7 @@ async def test_each_node_of_a_preemption_counts_once_under_its_outcome(victims, 
     await ext.stop()
 
 
-async def test_a_preemption_answers_the_kept_sets_and_counts_every_node():
+async def test_a_preemption_answers_the_kept_sets_and_counts_every_node() -> None:
     ext, _ = await started(OBJECTS)
     kept = ext.preempt(pod_of(ext, "urgent"), {"n1": ["near-0"], "n2": ["far-0"], "n3": []})
     assert kept == {"n1": ["near-0", "near-1"], "n3": []}
@@ -76,7 +80,9 @@ async def test_a_preemption_answers_the_kept_sets_and_counts_every_node():
     await ext.stop()
 
 
-async def test_a_widened_or_dropped_node_is_logged_once_with_the_preemptor_and_why(caplog):
+async def test_a_widened_or_dropped_node_is_logged_once_with_the_preemptor_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ext, _ = await started(OBJECTS)
     with caplog.at_level(logging.INFO, logger=REPORTER):
         ext.preempt(pod_of(ext, "urgent"), {"n1": ["near-0"], "n2": ["far-0"], "n3": []})

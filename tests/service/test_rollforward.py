@@ -6,7 +6,9 @@ and any bindings it issued); the pass under test then decides and acts on it.
 """
 
 import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from support import (
@@ -22,8 +24,10 @@ from support import (
 )
 
 from builders import node_obj, pod_obj, podgroup_obj
+from phalanx.core.cache import Released
 from phalanx.core.journal import Outcome
-from phalanx.core.rollforward import CommitRecord, Verdict
+from phalanx.core.rollforward import CommitRecord, Decision, Verdict
+from phalanx.service.extender import Extender
 from phalanx.service.rollforward import RollForward, RollForwardSettings
 
 pytestmark = pytest.mark.anyio
@@ -53,13 +57,17 @@ class Clocks:
         return stamp.isoformat().replace("+00:00", "Z")
 
 
-async def extender(objects, clocks, **kw):
+async def extender(
+    objects: list[dict[str, Any]], clocks: Clocks, **kw: Any
+) -> tuple[Extender, RecordingSource]:
     return await started(
         objects, clock=clocks.mono, source_class=RecordingSource, roll_forward=IDLE, **kw
     )
 
 
-def roller(ext, source, clocks, grace=GRACE):
+def roller(
+    ext: Extender, source: RecordingSource, clocks: Clocks, grace: float = GRACE
+) -> RollForward:
     """A roll-forward of the extender's own parts (as `Extender.__init__` builds it)."""
     return RollForward(
         ext.state,
@@ -74,7 +82,9 @@ def roller(ext, source, clocks, grace=GRACE):
     )
 
 
-def write(ext, source, placements, at=""):
+def write(
+    ext: Extender, source: RecordingSource, placements: Mapping[str, str], at: str = ""
+) -> None:
     """The commit record a barrier wrote for gang g: member name -> node."""
     source.records[KEY] = CommitRecord(
         KEY,
@@ -84,19 +94,23 @@ def write(ext, source, placements, at=""):
     )
 
 
-async def bound_by_the_dead_instance(ext, source, name, node):
+async def bound_by_the_dead_instance(
+    ext: Extender, source: RecordingSource, name: str, node: str
+) -> None:
     await source.bind(binding(name, node, uid=pod_of(ext, name).uid))
 
 
-def verdicts(decisions):
+def verdicts(decisions: Iterable[Decision]) -> list[Verdict]:
     return [d.verdict for d in decisions]
 
 
-def last_outcome(ext):
+def last_outcome(ext: Extender) -> Outcome | None:
     return ext.planner.journal.record(KEY).last_outcome
 
 
-async def events_settled(source, reason):
+async def events_settled(
+    source: RecordingSource, reason: str
+) -> list[tuple[str, str, str, str, str, bool]]:
     await asyncio.sleep(0)  # Events are written by background tasks
     return [e for e in source.events if e[2] == reason]
 
@@ -122,8 +136,8 @@ async def events_settled(source, reason):
     ],
 )
 async def test_a_record_is_left_to_its_barrier_until_the_grace_has_passed(
-    written_seconds_ago, due_after
-):
+    written_seconds_ago: float | str | None, due_after: float
+) -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
     if written_seconds_ago is None:
@@ -147,7 +161,7 @@ async def test_a_record_is_left_to_its_barrier_until_the_grace_has_passed(
     await ext.stop()
 
 
-async def test_the_grace_counts_from_first_sight_by_this_instance_not_from_each_pass():
+async def test_the_grace_counts_from_first_sight_by_this_instance_not_from_each_pass() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
     write(ext, source, {"g-0": "n1", "g-1": "n2"})
@@ -163,7 +177,7 @@ async def test_the_grace_counts_from_first_sight_by_this_instance_not_from_each_
 # ---- the record wins -------------------------------------------------------------------
 
 
-async def test_the_record_wins_over_a_reservation_of_the_gang_pointing_elsewhere():
+async def test_the_record_wins_over_a_reservation_of_the_gang_pointing_elsewhere() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
     reserved = reserve_all(ext, ["g-0", "g-1"])
@@ -188,7 +202,7 @@ async def test_the_record_wins_over_a_reservation_of_the_gang_pointing_elsewhere
     await ext.stop()
 
 
-async def test_the_record_wins_even_when_it_swaps_the_nodes_the_gang_reserved():
+async def test_the_record_wins_even_when_it_swaps_the_nodes_the_gang_reserved() -> None:
     """The gang's own reservation is released first, so the record's nodes are free for it."""
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
@@ -205,14 +219,20 @@ async def test_the_record_wins_even_when_it_swaps_the_nodes_the_gang_reserved():
     await ext.stop()
 
 
-async def test_a_reservation_that_agrees_with_the_record_is_bound_through_not_released():
+async def test_a_reservation_that_agrees_with_the_record_is_bound_through_not_released() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
     reserved = reserve_all(ext, ["g-0", "g-1"])
     write(ext, source, reserved)
-    releases = []
+    releases: list[Released] = []
     listener = ext.state.on_release
-    ext.state.on_release = lambda r: (releases.append(r), listener(r))
+    assert listener is not None
+
+    def kept_and_told(released: Released) -> None:
+        releases.append(released)
+        listener(released)
+
+    ext.state.on_release = kept_and_told
 
     (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
 
@@ -226,15 +246,15 @@ async def test_a_reservation_that_agrees_with_the_record_is_bound_through_not_re
 # ---- a record that cannot be carried out -------------------------------------------------
 
 
-def remove_node(source, node):
+def remove_node(source: RecordingSource, node: str) -> None:
     source.delete_node(node)
 
 
-def fill_node(source, node):
+def fill_node(source: RecordingSource, node: str) -> None:
     source.apply(pod_obj("squatter", 8, node=node, phase="Running", group=None))
 
 
-def cordon_node(source, node):
+def cordon_node(source: RecordingSource, node: str) -> None:
     source.apply(node_obj(node, unschedulable=True))
 
 
@@ -248,8 +268,8 @@ def cordon_node(source, node):
     ids=["node-gone", "node-full", "node-cordoned"],
 )
 async def test_a_recorded_node_that_cannot_take_its_member_releases_the_gang_and_binds_nothing(
-    spoil, why
-):
+    spoil: Callable[[RecordingSource, str], None], why: str
+) -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
     reserved = reserve_all(ext, ["g-0", "g-1"])
@@ -275,7 +295,7 @@ async def test_a_recorded_node_that_cannot_take_its_member_releases_the_gang_and
     await ext.stop()
 
 
-async def test_a_record_of_a_gang_being_deleted_before_any_binding_binds_nothing():
+async def test_a_record_of_a_gang_being_deleted_before_any_binding_binds_nothing() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
     write(ext, source, {"g-0": "n1", "g-1": "n2"})
@@ -292,7 +312,7 @@ async def test_a_record_of_a_gang_being_deleted_before_any_binding_binds_nothing
     await ext.stop()
 
 
-async def test_after_a_release_the_gang_plans_afresh():
+async def test_after_a_release_the_gang_plans_afresh() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=4), clocks)
     write(ext, source, {"g-0": "n1", "g-1": "n9"})
@@ -307,7 +327,7 @@ async def test_after_a_release_the_gang_plans_afresh():
 # ---- the lease --------------------------------------------------------------------------
 
 
-async def test_an_instance_without_the_lease_leaves_every_record_alone():
+async def test_an_instance_without_the_lease_leaves_every_record_alone() -> None:
     clocks = Clocks()
     objects = gang_objects(size=2, gpus=8) + gang_objects(name="done", size=1, gpus=1)
     ext, source = await extender(objects, clocks)
@@ -334,7 +354,7 @@ async def test_an_instance_without_the_lease_leaves_every_record_alone():
 # ---- complete, and vanished members ------------------------------------------------------
 
 
-async def test_a_gang_whose_recorded_members_are_all_bound_has_its_record_cleared():
+async def test_a_gang_whose_recorded_members_are_all_bound_has_its_record_cleared() -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=2, gpus=8), clocks)
     write(ext, source, {"g-0": "n1", "g-1": "n2"})
@@ -354,17 +374,19 @@ async def test_a_gang_whose_recorded_members_are_all_bound_has_its_record_cleare
     await ext.stop()
 
 
-def delete(ext, source, name):
+def delete(ext: Extender, source: RecordingSource, name: str) -> None:
     source.delete_pod(pod_of(ext, name).uid)
 
 
-def recreate(ext, source, name):
+def recreate(ext: Extender, source: RecordingSource, name: str) -> None:
     delete(ext, source, name)
     source.apply(pod_obj(name, 8, group="g", uid=f"{name}-again"))
 
 
 @pytest.mark.parametrize("vanish", [delete, recreate], ids=["deleted", "recreated-with-a-new-uid"])
-async def test_a_vanished_member_is_skipped_and_the_rest_roll_forward(vanish):
+async def test_a_vanished_member_is_skipped_and_the_rest_roll_forward(
+    vanish: Callable[[Extender, RecordingSource, str], None],
+) -> None:
     clocks = Clocks()
     ext, source = await extender(gang_objects(size=3, gpus=8, min_member=2), clocks)
     write(ext, source, {"g-0": "n1", "g-1": "n2", "g-2": "n3"})

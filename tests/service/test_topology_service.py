@@ -2,11 +2,19 @@
 bad intent as an Event on its group; inconsistent node labels said once, on the Node."""
 
 import asyncio
+from typing import Any, cast
 
 import pytest
-from support import Clock, ScriptedSource
+from support import Clock, ScriptedSource, group_view, pod_of, topology_view
 
-from builders import node_obj, pod_obj, podgroup_obj, upstream_podgroup_obj, volcano_podgroup_obj
+from builders import (
+    node_obj,
+    pod_obj,
+    podgroup_obj,
+    present,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+)
 from phalanx.core.inventory import parse_node
 from phalanx.core.model import Binding, Dialect, GroupRef
 from phalanx.demo.report import render_group_view
@@ -21,7 +29,7 @@ REQUIRED = "phalanx.io/topology-required"
 PREFERRED = "phalanx.io/topology-preferred"
 
 
-def rack(cliques: int, per_clique: int = 4, *, stray: bool = False) -> list[dict]:
+def rack(cliques: int, per_clique: int = 4, *, stray: bool = False) -> list[dict[str, Any]]:
     """`cliques` cliques of four-GPU nodes, two cliques per leaf, one spine; with `stray`, a
     node claiming clique c0 under another leaf."""
     nodes = [
@@ -39,14 +47,14 @@ def rack(cliques: int, per_clique: int = 4, *, stray: bool = False) -> list[dict
     return nodes
 
 
-def gang(name: str, size: int, annotations: dict[str, str]) -> list[dict]:
+def gang(name: str, size: int, annotations: dict[str, str]) -> list[dict[str, Any]]:
     return [
         podgroup_obj(name, size, annotations=annotations),
         *(pod_obj(f"{name}-{i}", 4, group=name) for i in range(size)),
     ]
 
 
-async def start(objects: list[dict]) -> tuple[Extender, ScriptedSource]:
+async def start(objects: list[dict[str, Any]]) -> tuple[Extender, ScriptedSource]:
     source = ScriptedSource(objects)
     ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=Clock())
     await ext.start()
@@ -61,25 +69,22 @@ async def place(ext: Extender, names: list[str]) -> dict[str, str]:
     """Filter every member, then bind them all (the barrier releases them together)."""
     nodes = {}
     for name in names:
-        result = ext.filter(ext.state.pod_by_key("default", name), offered(ext))
+        result = ext.filter(pod_of(ext, name), offered(ext))
         assert len(result.feasible) == 1, result
         nodes[name] = result.feasible[0]
     errors = await asyncio.gather(
-        *(
-            ext.bind(Binding(ext.state.pod_by_key("default", n).ref, node))
-            for n, node in nodes.items()
-        )
+        *(ext.bind(Binding(pod_of(ext, n).ref, node)) for n, node in nodes.items())
     )
     assert errors == [""] * len(names)
     await asyncio.sleep(0)
     return nodes
 
 
-def events(source: ScriptedSource, reason: str) -> list[tuple]:
+def events(source: ScriptedSource, reason: str) -> list[tuple[str, str, str, str, str, bool]]:
     return [e for e in source.events if e[2] == reason]
 
 
-async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_metric():
+async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_metric() -> None:
     ext, source = await start([*rack(4), *gang("g", 6, {PREFERRED: CLIQUE, REQUIRED: LEAF})])
     nodes = await place(ext, [f"g-{i}" for i in range(6)])
     assert {n.split("-")[0] for n in nodes.values()} <= {"c0", "c1"}  # one leaf
@@ -92,10 +97,10 @@ async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_m
     status = source.statuses["default/g"]
     assert status.message.startswith("bound 6 member(s) together; ")
     assert explanation in status.message
-    plan = ext.debug_group("default", "g")["plan"]
+    plan = group_view(ext, "g")["plan"]
     assert plan["level"] == LEAF
     assert explanation in plan["explanation"]
-    shown = render_group_view(ext.debug_group("default", "g"))
+    shown = render_group_view(group_view(ext, "g"))
     assert f"  level:          {LEAF}" in shown
     assert f"  topology:       preferred {CLIQUE}" in shown
     sample = ext.metrics.registry.get_sample_value
@@ -103,7 +108,9 @@ async def test_a_placed_gang_says_where_it_landed_in_its_event_status_view_and_m
     await ext.stop()
 
 
-async def test_a_gang_placed_by_an_upstream_label_key_is_counted_as_node_label_not_by_its_key():
+async def test_a_gang_placed_by_an_upstream_label_key_is_counted_as_node_label_not_by_its_key() -> (
+    None
+):
     """The key comes from users' objects: as a metric label it would be unbounded."""
     zone = "topology.kubernetes.io/zone"
     nodes = [node_obj(f"{z}{i}", 4, labels={zone: z}) for z in "ab" for i in range(2)]
@@ -114,16 +121,16 @@ async def test_a_gang_placed_by_an_upstream_label_key_is_counted_as_node_label_n
     sample = ext.metrics.registry.get_sample_value
     assert sample("phalanx_gang_placements_total", {"level": "node-label"}) == 1
     assert sample("phalanx_gang_placements_total", {"level": zone}) is None
-    view = ext.views.group(GroupRef("default", "g", Dialect.UPSTREAM))
+    view = cast(dict[str, Any], ext.views.group(GroupRef("default", "g", Dialect.UPSTREAM)))
     assert view is not None
     assert view["plan"]["level"] == zone  # the gang's own view names it
     # Only configured topologies are exported: ad-hoc ones are not in /debug/topology.
-    assert [t["name"] for t in ext.debug_topology()["topologies"]] == ["default"]
+    assert [t["name"] for t in topology_view(ext)["topologies"]] == ["default"]
     assert sample("phalanx_topology_domains", {"topology": zone, "level": zone}) is None
     await ext.stop()
 
 
-async def test_whole_free_domains_are_counted_per_level_in_debug_and_metrics():
+async def test_whole_free_domains_are_counted_per_level_in_debug_and_metrics() -> None:
     ext, _ = await start([*rack(4), *gang("g", 4, {REQUIRED: CLIQUE})])
     sample = ext.metrics.registry.get_sample_value
     labels = {"topology": "default", "level": CLIQUE}
@@ -132,7 +139,7 @@ async def test_whole_free_domains_are_counted_per_level_in_debug_and_metrics():
     assert sample("phalanx_topology_free_domains", labels) == 3
     assert sample("phalanx_topology_domains", labels) == 4
     assert sample("phalanx_topology_free_domains", {**labels, "level": LEAF}) == 1
-    view = ext.debug_topology()
+    view = topology_view(ext)
     assert view["default"] == "default"
     (topology,) = view["topologies"]
     by_level = {row["level"]: row for row in topology["levels"]}
@@ -165,12 +172,12 @@ async def test_whole_free_domains_are_counted_per_level_in_debug_and_metrics():
     ids=["unknown-level", "slice-does-not-divide", "required-narrower-than-preferred"],
 )
 async def test_bad_topology_intent_is_a_warning_event_on_the_group_and_others_still_place(
-    annotations, size, message
-):
+    annotations: dict[str, str], size: int, message: str
+) -> None:
     ext, source = await start(
         [*rack(2), *gang("bad", size, annotations), *gang("good", 2, {REQUIRED: CLIQUE})]
     )
-    result = ext.filter(ext.state.pod_by_key("default", "bad-0"), offered(ext))
+    result = ext.filter(pod_of(ext, "bad-0"), offered(ext))
     assert result.feasible == ()
     assert all(message in r for r in result.unresolvable.values())
     await asyncio.sleep(0)
@@ -183,9 +190,9 @@ async def test_bad_topology_intent_is_a_warning_event_on_the_group_and_others_st
     await ext.stop()
 
 
-async def test_an_inconsistent_node_is_said_once_as_a_warning_event_on_the_node():
+async def test_an_inconsistent_node_is_said_once_as_a_warning_event_on_the_node() -> None:
     ext, source = await start([*rack(2, stray=True), *gang("g", 2, {REQUIRED: CLIQUE})])
-    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    ext.filter(pod_of(ext, "g-0"), offered(ext))
     ext.refresh_statuses()
     ext.refresh_statuses()
     await asyncio.sleep(0)
@@ -195,12 +202,12 @@ async def test_an_inconsistent_node_is_said_once_as_a_warning_event_on_the_node(
     assert event[5] is True
     sample = ext.metrics.registry.get_sample_value
     assert sample("phalanx_topology_inconsistent_nodes", {"topology": "default"}) == 1
-    (finding,) = ext.debug_topology()["topologies"][0]["findings"]
+    (finding,) = topology_view(ext)["topologies"][0]["findings"]
     assert finding["node"] == "stray"
     await ext.stop()
 
 
-async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones():
+async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones() -> None:
     kueue = {"kueue.x-k8s.io/podset-required-topology": CLIQUE}
     objects = [
         *rack(2, per_clique=3),
@@ -208,21 +215,18 @@ async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones():
         *(pod_obj(f"k-{i}", 4, group="k", annotations=kueue) for i in range(4)),
     ]
     ext, _ = await start(objects)
-    result = ext.filter(ext.state.pod_by_key("default", "k-0"), offered(ext))
+    result = ext.filter(pod_of(ext, "k-0"), offered(ext))
     assert result.feasible == ()  # no clique of three nodes holds four members
-    assert (
-        "no single nvidia.com/gpu.clique domain fits"
-        in ext.debug_group("default", "k")["last_reason"]
-    )
+    assert "no single nvidia.com/gpu.clique domain fits" in group_view(ext, "k")["last_reason"]
     await ext.stop()
 
 
-async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed():
+async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed() -> None:
     clock = Clock()
     source = ScriptedSource([*rack(2), *gang("g", 2, {REQUIRED: CLIQUE})])
     ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=clock)
     await ext.start()
-    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    ext.filter(pod_of(ext, "g-0"), offered(ext))
     assert "placed within" in ext.reporter.group_status(GroupRef.parse("default/g")).message
     clock.now += 120
     ext.expire()
@@ -231,7 +235,7 @@ async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed():
     await ext.stop()
 
 
-async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_domain():
+async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_domain() -> None:
     group = volcano_podgroup_obj("v", 4)
     group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
     objects = [
@@ -240,7 +244,7 @@ async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_doma
         *(pod_obj(f"v-{i}", 4, volcano_group="v") for i in range(4)),
     ]
     ext, _ = await start(objects)
-    result = ext.filter(ext.state.pod_by_key("default", "v-0"), offered(ext))
+    result = ext.filter(pod_of(ext, "v-0"), offered(ext))
     assert result.feasible == ()  # tier 1 is the clique: no clique of three holds four
     (reason,) = set(result.unresolvable.values())
     assert f"required {CLIQUE}" in reason
@@ -248,7 +252,7 @@ async def test_a_volcano_hard_network_topology_keeps_the_gang_in_one_tier_1_doma
     await ext.stop()
 
 
-async def test_a_volcano_hard_network_topology_tries_tier_1_before_its_highest_tier():
+async def test_a_volcano_hard_network_topology_tries_tier_1_before_its_highest_tier() -> None:
     """Volcano searches HyperNodes from tier 1 up to highestTierAllowed: a gang one clique
     holds stays in it, though the leaf (tier 2) would allow a spread over two cliques."""
     group = volcano_podgroup_obj("v", 3)
@@ -265,14 +269,14 @@ async def test_a_volcano_hard_network_topology_tries_tier_1_before_its_highest_t
     await ext.stop()
 
 
-async def test_a_relabel_that_splits_a_reserved_gang_across_cliques_releases_it():
+async def test_a_relabel_that_splits_a_reserved_gang_across_cliques_releases_it() -> None:
     """The gang required one clique; a reserved node now says it is in another. Bound as
     reserved it would span two NVLink domains: the reservation goes, the gang is planned
     again inside one clique."""
     ext, _ = await start([*rack(2, per_clique=3), *gang("g", 2, {REQUIRED: CLIQUE})])
-    first = ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
+    first = ext.filter(pod_of(ext, "g-0"), offered(ext))
     (node,) = first.feasible
-    reserved = {m.node for m in ext.state.reservation("default/g").members}
+    reserved = {m.node for m in present(ext.state.reservation("default/g")).members}
     moved = next(n for n in sorted(reserved) if n != node) if len(reserved) > 1 else node
     clique = moved.split("-")[0]
     other = "c1" if clique == "c0" else "c0"
@@ -281,17 +285,17 @@ async def test_a_relabel_that_splits_a_reserved_gang_across_cliques_releases_it(
     ext.apply(lambda state: state.upsert_node(parse_node(relabelled)))
 
     assert ext.state.reservation("default/g") is None
-    assert "now lie in 2" in ext.debug_group("default", "g")["last_reason"]
+    assert "now lie in 2" in group_view(ext, "g")["last_reason"]
     nodes = await place(ext, ["g-0", "g-1"])
-    cliques = {ext.state.node(n).node.labels[CLIQUE] for n in nodes.values()}
+    cliques = {present(ext.state.node(n)).node.labels[CLIQUE] for n in nodes.values()}
     assert len(cliques) == 1
     await ext.stop()
 
 
-async def test_a_relabel_that_keeps_a_reserved_gang_in_one_clique_keeps_its_reservation():
+async def test_a_relabel_that_keeps_a_reserved_gang_in_one_clique_keeps_its_reservation() -> None:
     ext, _ = await start([*rack(2, per_clique=3), *gang("g", 2, {REQUIRED: CLIQUE})])
-    ext.filter(ext.state.pod_by_key("default", "g-0"), offered(ext))
-    before = ext.state.reservation("default/g")
+    ext.filter(pod_of(ext, "g-0"), offered(ext))
+    before = present(ext.state.reservation("default/g"))
     spare = next(
         n.name
         for n in ext.state.nodes()

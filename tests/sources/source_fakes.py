@@ -94,7 +94,9 @@ class FakeApi:
             return self.discovery[path]
         raise ApiError(404, "NotFound", f"{method} {path}")
 
-    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def patch(
+        self, path: str, body: Mapping[str, Any], *, content_type: str = MERGE_PATCH
+    ) -> dict[str, Any]:
         raise AssertionError("writes go through the RecordingWriter")
 
     def bind(self, binding: Binding) -> None:

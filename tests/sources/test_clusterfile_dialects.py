@@ -25,7 +25,7 @@ from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.sources.clusterfile import ClusterFileSource
 
 
-def loaded(*objects: dict) -> tuple[ClusterFileSource, ClusterState]:
+def loaded(*objects: dict[str, Any]) -> tuple[ClusterFileSource, ClusterState]:
     state = ClusterState()
     source = ClusterFileSource([node_obj("n1"), *objects])
     asyncio.run(source.start(lambda update: update(state)))

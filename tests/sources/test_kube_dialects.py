@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -80,7 +80,7 @@ class Running:
         self.state = ClusterState()
         self.writer = RecordingWriter()
         self.source = KubeSource(
-            api,  # type: ignore[arg-type]  # the fake implements what the source calls
+            api,
             settings=FAST,
             writer=self.writer,
             wall_clock=lambda: T0,
@@ -101,14 +101,14 @@ async def running(
     discovery: dict[str, Any],
     scheduler_config: dict[str, Any] | None = None,
     forbidden: frozenset[str] = frozenset(),
-    **objects: list[dict[str, Any]],
+    objects: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> AsyncIterator[Running]:
     """A started source; `objects` by collection path (see `collection`), `forbidden`
     collections refused by RBAC."""
     api = FakeApi(discovery)
     api.forbidden.update(forbidden)
     api.add("/api/v1/nodes", node_obj("n1"))
-    for path, items in objects.items():
+    for path, items in (objects or {}).items():
         api.add(path, *items)
     live = Running(api, scheduler_config)
     await live.source.start(live.sink)
@@ -130,7 +130,7 @@ def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
     async def scenario() -> None:
         async with running(
             SERVED_137,
-            **{
+            objects={
                 collection(SP): [podgroup_obj("train", 2, namespace="ml")],
                 collection(VOLCANO): [volcano_podgroup_obj("train", 3, namespace="ml")],
                 collection(UPSTREAM): [upstream_podgroup_obj("train", 4, namespace="ml")],
@@ -165,7 +165,7 @@ def test_composite_pod_groups_are_followed_and_their_pod_groups_pods_are_their_m
     async def scenario() -> None:
         async with running(
             SERVED_137_COMPOSITE,
-            **{
+            objects={
                 collection(UPSTREAM_ALPHA3, "compositepodgroups"): [
                     at_version(composite_obj("ray", 2, namespace="ml"), "7")
                 ],
@@ -203,7 +203,7 @@ def test_an_invalid_composite_deleted_and_created_again_invalid_is_said_again(
     async def scenario() -> None:
         path = collection(UPSTREAM_ALPHA3, "compositepodgroups")
         bad = composite_obj("ray", 2, namespace="ml", parent="Not_A_Name")
-        async with running(SERVED_137_COMPOSITE, **{path: [bad]}) as live:
+        async with running(SERVED_137_COMPOSITE, objects={path: [bad]}) as live:
             await until("said", lambda: times() == 1)
             live.api.remove(path, "ray")
             await until("gone", lambda: live.state.group_error(RAY.key) is None)
@@ -220,7 +220,7 @@ def test_a_gang_kind_rbac_refuses_is_said_loudly_the_rest_is_served_and_a_grant_
         async with running(
             SERVED_137,
             forbidden=frozenset({collection(VOLCANO)}),
-            **{collection(SP): [podgroup_obj("train", 2, namespace="ml")]},
+            objects={collection(SP): [podgroup_obj("train", 2, namespace="ml")]},
         ) as live:  # ready: the source synced without the Volcano list
             assert live.state.group("ml/train") is not None
             live.api.forbidden.clear()
@@ -242,7 +242,9 @@ def test_a_1_35_workload_is_followed_and_the_scheduler_plugins_crd_is_missed_onc
 
     async def scenario() -> None:
         workload = workload_obj("train", {"workers": 3}, namespace="ml")
-        async with running(SERVED_135, **{collection(WORKLOADS, "workloads"): [workload]}) as live:
+        async with running(
+            SERVED_135, objects={collection(WORKLOADS, "workloads"): [workload]}
+        ) as live:
             await asyncio.sleep(0.2)  # several re-checks
             found = live.state.workload("upstream:ml/train")
             assert found is not None
@@ -257,7 +259,7 @@ def test_a_1_35_workload_is_followed_and_the_scheduler_plugins_crd_is_missed_onc
 def test_a_kind_no_longer_served_is_forgotten_with_its_objects() -> None:
     async def scenario() -> None:
         async with running(
-            SERVED_137, **{collection(VOLCANO): [volcano_podgroup_obj("train", 3)]}
+            SERVED_137, objects={collection(VOLCANO): [volcano_podgroup_obj("train", 3)]}
         ) as live:
             assert live.state.group("volcano:default/train") is not None
             live.api.discovery["/apis"] = group_list("scheduling.x-k8s.io/v1alpha1")
@@ -275,7 +277,7 @@ def test_a_kind_no_longer_served_is_forgotten_with_its_objects() -> None:
 def test_an_unknown_volcano_queue_is_said_once_on_the_pod_group() -> None:
     async def scenario() -> None:
         pg = volcano_podgroup_obj("train", 3, queue="research")
-        async with running(SERVED_137, **{collection(VOLCANO): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(VOLCANO): [pg]}) as live:
             live.api.modify(collection(VOLCANO), {**pg, "status": {"phase": "Inqueue"}})
             statuses = live.source.reports._statuses  # noqa: SLF001  # what the watch showed
             await until(
@@ -303,7 +305,7 @@ def test_an_unknown_volcano_queue_is_said_once_on_the_pod_group() -> None:
 def test_a_phalanx_annotation_phalanx_does_not_read_is_said_once_on_the_pod_group() -> None:
     async def scenario() -> None:
         pg = podgroup_obj("train", 2, annotations={"phalanx.io/placment": "spread"})
-        async with running(SERVED_137, **{collection(SP): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(SP): [pg]}) as live:
             live.api.modify(collection(SP), {**pg, "status": {"phase": "Pending"}})
             await until(
                 "the event",
@@ -347,7 +349,7 @@ def test_a_gang_composites_child_carrying_phalanx_settings_is_told_once_they_are
         head = upstream_podgroup_obj("ray-head", 1, namespace="ml", parent="ray", annotations=PACK)
         async with running(
             SERVED_137_COMPOSITE,
-            **{
+            objects={
                 collection(UPSTREAM_ALPHA3, "compositepodgroups"): [
                     composite_obj("ray", 2, namespace="ml"),
                     composite_obj("solo", None, namespace="ml"),
@@ -385,7 +387,7 @@ def test_a_childs_ignored_setting_is_said_again_only_once_the_tree_changed_back(
         head = upstream_podgroup_obj("ray-head", 1, namespace="ml", parent="ray", annotations=PACK)
         async with running(
             SERVED_137_COMPOSITE,
-            **{path: [composite_obj("ray", 2, namespace="ml")], collection(UPSTREAM): [head]},
+            objects={path: [composite_obj("ray", 2, namespace="ml")], collection(UPSTREAM): [head]},
         ) as live:
             await until("said", lambda: said() == 1)
             live.api.modify(path, composite_obj("ray", None, namespace="ml"))  # basic: read
@@ -401,7 +403,7 @@ def test_a_childs_ignored_setting_is_said_again_only_once_the_tree_changed_back(
 def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None:
     async def scenario() -> None:
         pod = pod_obj("w-0", volcano_group="train", scheduling_group="job")
-        async with running(SERVED_137, **{PODS: [pod]}) as live:
+        async with running(SERVED_137, objects={PODS: [pod]}) as live:
             live.api.modify(PODS, {**pod, "metadata": {**pod["metadata"], "labels": {"x": "y"}}})
             await until("pod updated", lambda: live.state.pod_by_key("default", "w-0").labels)  # type: ignore[union-attr]
             await live.settle()
@@ -420,7 +422,7 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
 def test_an_invalid_gang_object_is_reported_on_itself_and_its_gang_is_invalid() -> None:
     async def scenario() -> None:
         bad = volcano_podgroup_obj("train", 0)
-        async with running(SERVED_137, **{collection(VOLCANO): [bad]}) as live:
+        async with running(SERVED_137, objects={collection(VOLCANO): [bad]}) as live:
             await live.settle()
             error = live.state.group_error("volcano:default/train")
             assert error is not None
@@ -476,7 +478,7 @@ def test_status_is_written_in_each_dialects_terms_on_its_own_path() -> None:
     async def scenario() -> None:
         async with running(
             SERVED_137,
-            **{
+            objects={
                 collection(VOLCANO): [at_version(volcano_podgroup_obj("train", 4), "11")],
                 collection(UPSTREAM): [at_version(upstream_podgroup_obj("train", 4), "12")],
             },
@@ -527,7 +529,7 @@ def test_kai_pod_groups_are_followed_their_pods_are_members_and_status_goes_to_s
     async def scenario() -> None:
         async with running(
             SERVED_KAI,
-            **{
+            objects={
                 collection(KAI): [at_version(kai_podgroup_obj("train", 4), "21")],
                 PODS: [kai_pod_obj("train-0", "train")],
             },
@@ -557,7 +559,7 @@ def test_only_phalanxs_condition_is_sent_and_the_others_are_left_to_their_writer
     async def scenario() -> None:
         shown = {"conditions": [DISRUPTION, initially_scheduled("False", "earlier words")]}
         pg = at_version(upstream_podgroup_obj("train", 4, status=shown), "30")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
             [(path, body)] = live.writer.patches
             assert path == UPSTREAM_STATUS
@@ -575,7 +577,7 @@ def test_a_condition_kube_scheduler_set_true_is_never_turned_back() -> None:
     async def scenario() -> None:
         placed = {"conditions": [initially_scheduled("True")]}
         pg = at_version(upstream_podgroup_obj("train", 4, status=placed), "5")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
             assert live.writer.patches == []
 
@@ -589,7 +591,7 @@ def test_a_write_refused_as_a_conflict_is_rebuilt_on_the_object_read_again() -> 
     async def scenario() -> None:
         shown = {"conditions": [initially_scheduled("False", "earlier words")]}
         pg = at_version(upstream_podgroup_obj("train", 4, status=shown), "7")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             live.writer.conflicts[UPSTREAM_STATUS] = 1
             live.writer.objects[UPSTREAM_OBJECT] = at_version(
                 upstream_podgroup_obj(
@@ -609,7 +611,7 @@ def test_a_write_refused_as_a_conflict_is_rebuilt_on_the_object_read_again() -> 
 def test_after_a_conflict_the_write_carries_the_version_read_and_keeps_what_others_wrote() -> None:
     async def scenario() -> None:
         pg = at_version(upstream_podgroup_obj("train", 4), "7")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             live.writer.conflicts[UPSTREAM_STATUS] = 1
             live.writer.objects[UPSTREAM_OBJECT] = at_version(
                 upstream_podgroup_obj("train", 4, status={"conditions": [DISRUPTION]}), "9"
@@ -632,7 +634,7 @@ def test_a_status_others_keep_writing_is_given_up_after_a_few_conflicts_and_said
 ) -> None:
     async def scenario() -> None:
         pg = at_version(upstream_podgroup_obj("train", 4), "7")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             live.writer.conflicts[UPSTREAM_STATUS] = 100
             live.writer.objects[UPSTREAM_OBJECT] = pg
             with caplog.at_level(logging.WARNING, logger="phalanx.sources.kube_reports"):
@@ -648,7 +650,7 @@ def test_a_status_others_keep_writing_is_given_up_after_a_few_conflicts_and_said
 def test_the_next_write_builds_on_the_version_the_last_one_was_answered_with() -> None:
     async def scenario() -> None:
         pg = at_version(upstream_podgroup_obj("train", 4), "7")
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             written = {"conditions": [initially_scheduled("False", "1/4")]}
             live.writer.answers[UPSTREAM_STATUS] = at_version(
                 upstream_podgroup_obj("train", 4, status=written), "8"
@@ -667,7 +669,7 @@ def test_the_next_write_builds_on_the_version_the_last_one_was_answered_with() -
 def test_without_a_known_version_the_object_is_read_before_the_write() -> None:
     async def scenario() -> None:
         pg = upstream_podgroup_obj("train", 4)  # listed without a resourceVersion
-        async with running(SERVED_137, **{collection(UPSTREAM): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(UPSTREAM): [pg]}) as live:
             live.writer.objects[UPSTREAM_OBJECT] = at_version(pg, "21")
             await live.source.update_group_status(waiting(UPSTREAM_TRAIN))
             assert live.writer.gets == [UPSTREAM_OBJECT]
@@ -680,7 +682,7 @@ def test_without_a_known_version_the_object_is_read_before_the_write() -> None:
 def test_a_scheduler_plugins_status_phalanx_alone_writes_carries_no_precondition() -> None:
     async def scenario() -> None:
         pg = at_version(podgroup_obj("train", 4), "3")
-        async with running(SERVED_137, **{collection(SP): [pg]}) as live:
+        async with running(SERVED_137, objects={collection(SP): [pg]}) as live:
             await live.source.update_group_status(waiting(GroupRef("default", "train")))
             [(_, body)] = live.writer.patches
             assert set(body) == {"status"}
@@ -692,7 +694,8 @@ def test_a_scheduler_plugins_status_phalanx_alone_writes_carries_no_precondition
 def test_a_repeated_status_is_not_sent_again_and_a_failed_write_is_tried_again() -> None:
     async def scenario() -> None:
         async with running(
-            SERVED_137, **{collection(UPSTREAM): [at_version(upstream_podgroup_obj("t", 4), "4")]}
+            SERVED_137,
+            objects={collection(UPSTREAM): [at_version(upstream_podgroup_obj("t", 4), "4")]},
         ) as live:
             ref = GroupRef("default", "t", Dialect.UPSTREAM)
             path = f"{UPSTREAM}/namespaces/default/podgroups/t/status"
@@ -732,7 +735,7 @@ def test_a_gang_objects_commit_record_goes_on_it_and_a_workloads_on_its_pods() -
         }
         async with running(
             discovery,
-            **{
+            objects={
                 collection(VOLCANO): [volcano_podgroup_obj("job", 2)],
                 collection(WORKLOADS, "workloads"): [workload_obj("train", {"workers": 2})],
                 PODS: members,
@@ -762,7 +765,7 @@ def test_a_commit_record_is_written_in_the_bind_lane_and_cleared_in_the_report_l
             VOLCANO: resource_list("podgroups"),
         }
         job = volcano_podgroup_obj("job", 2, annotations=annotations)  # as the watch shows it
-        async with running(discovery, **{collection(VOLCANO): [job]}) as live:
+        async with running(discovery, objects={collection(VOLCANO): [job]}) as live:
             path = f"{VOLCANO}/namespaces/default/podgroups/job"
             await until("the record is seen", lambda: bool(live.source.commits.records()))
             await live.source.write_commit_record(written)
@@ -775,7 +778,8 @@ def test_a_commit_record_is_written_in_the_bind_lane_and_cleared_in_the_report_l
 def test_an_event_about_a_workloads_gang_goes_to_the_workload() -> None:
     async def scenario() -> None:
         async with running(
-            SERVED_135, **{collection(WORKLOADS, "workloads"): [workload_obj("train", {"ps": 1})]}
+            SERVED_135,
+            objects={collection(WORKLOADS, "workloads"): [workload_obj("train", {"ps": 1})]},
         ) as live:
             gang = GroupRef("default", "train", Dialect.UPSTREAM, "workers")
             await live.source.emit_group_event(gang, "InvalidGang", "no pod group", warning=True)
@@ -794,7 +798,7 @@ def test_an_event_about_a_workloads_gang_goes_to_the_workload() -> None:
 def test_waiting_members_are_requeued_when_their_volcano_pod_group_appears() -> None:
     async def scenario() -> None:
         members = [pod_obj(f"j-{i}", volcano_group="job") for i in range(2)]
-        async with running(SERVED_137, **{PODS: members}) as live:
+        async with running(SERVED_137, objects={PODS: members}) as live:
             live.api.add(collection(VOLCANO), volcano_podgroup_obj("job", 2))
             await until("PodGroup seen", lambda: live.state.group("volcano:default/job"))
             await live.settle()
@@ -811,7 +815,8 @@ def test_an_edited_min_count_requeues_the_members_too() -> None:
     async def scenario() -> None:
         members = [pod_obj(f"j-{i}", scheduling_group="job") for i in range(2)]
         async with running(
-            SERVED_137, **{PODS: members, collection(UPSTREAM): [upstream_podgroup_obj("job", 3)]}
+            SERVED_137,
+            objects={PODS: members, collection(UPSTREAM): [upstream_podgroup_obj("job", 3)]},
         ) as live:
             live.api.modify(collection(UPSTREAM), upstream_podgroup_obj("job", 2))
             await until(
@@ -847,7 +852,7 @@ def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on
 
     async def scenario() -> None:
         gangs = [upstream_podgroup_obj("a", 2), upstream_podgroup_obj("b", 2)]
-        async with running(SERVED_137, config, **{collection(UPSTREAM): gangs}) as live:
+        async with running(SERVED_137, config, objects={collection(UPSTREAM): gangs}) as live:
             await asyncio.sleep(0.2)  # several re-discoveries: the start-up line stays one
             await live.settle()
             events = live.writer.events("NativeGangScheduling")

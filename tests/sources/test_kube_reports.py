@@ -73,7 +73,9 @@ class SlowFirstWriter(RecordingWriter):
         return await super().patch(path, body, content_type=content_type, lane=lane)
 
 
-async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_requeue_touch():
+async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_requeue_touch() -> (
+    None
+):
     writer = RecordingWriter()
     await reports(writer).nominate([Nomination(POD, "node-a")], "gang team/g reserved")
     [(path, body)] = writer.patches
@@ -84,7 +86,7 @@ async def test_a_nomination_is_one_status_patch_with_the_node_the_uid_and_the_re
     assert writer.content_types == [MERGE_PATCH]
 
 
-async def test_a_withdrawal_clears_the_node_without_requeueing():
+async def test_a_withdrawal_clears_the_node_without_requeueing() -> None:
     writer = RecordingWriter()
     await reports(writer).nominate([Nomination(POD, "")], "released")
     [(path, body)] = writer.patches
@@ -92,7 +94,7 @@ async def test_a_withdrawal_clears_the_node_without_requeueing():
     assert body == {"metadata": {"uid": "uid-0"}, "status": {"nominatedNodeName": None}}
 
 
-async def test_writes_for_one_pod_land_in_the_order_they_were_decided():
+async def test_writes_for_one_pod_land_in_the_order_they_were_decided() -> None:
     # A release's withdrawal and the next reservation's nomination, the first one slow: the
     # nomination must not be overtaken and then cleared.
     writer = SlowFirstWriter()
@@ -109,7 +111,7 @@ async def test_writes_for_one_pod_land_in_the_order_they_were_decided():
     ]
 
 
-async def test_a_pod_gone_or_recreated_meanwhile_is_no_error():
+async def test_a_pod_gone_or_recreated_meanwhile_is_no_error() -> None:
     writer = RecordingWriter()
     writer.failing[STATUS] = ApiError(404, "NotFound", "pods worker-0 not found")
     await reports(writer).nominate([Nomination(POD, "node-a")], "reserved")
@@ -155,7 +157,7 @@ async def test_a_bound_pod_s_pod_scheduled_condition_is_set_true_by_one_strategi
     assert "cannot set a bound pod's PodScheduled condition" in caplog.text
 
 
-async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():
+async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided() -> None:
     # The bindings done (all members scheduled, the decision still "committed"), then the
     # gang noted bound; the first write slow. The object must end up saying "bound".
     writer = SlowFirstWriter()
@@ -167,7 +169,7 @@ async def test_status_writes_for_one_gang_land_in_the_order_they_were_decided():
     assert reasons == ["Committed", "Bound"]
 
 
-async def test_a_status_superseded_while_it_waits_its_turn_is_never_written():
+async def test_a_status_superseded_while_it_waits_its_turn_is_never_written() -> None:
     # Reserved, committed and bound decided while the first write is slow: the object goes
     # from the first straight to the newest, which says all the one in between would.
     writer = SlowFirstWriter()
@@ -185,7 +187,7 @@ async def test_a_status_superseded_while_it_waits_its_turn_is_never_written():
     assert writer.patches[-1][1]["status"]["phase"] == "Running"
 
 
-async def test_every_report_yields_to_bindings_in_the_clients_report_lane():
+async def test_every_report_yields_to_bindings_in_the_clients_report_lane() -> None:
     # Nominations, requeues, gang status and Events are best effort: none may hold up a
     # gang's bindings for an in-flight slot.
     writer = RecordingWriter()

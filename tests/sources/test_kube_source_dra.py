@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -48,7 +48,7 @@ class Live:
         self.state = ClusterState()
         self.writer = RecordingWriter()
         self.source = KubeSource(
-            api,  # type: ignore[arg-type]  # the fake implements what the source calls
+            api,
             settings=FAST,
             writer=self.writer,
         )
@@ -71,12 +71,12 @@ class Live:
 async def running(
     discovery: dict[str, Any],
     forbidden: frozenset[str] = frozenset(),
-    **objects: list[dict[str, Any]],
+    objects: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> AsyncIterator[Live]:
     api = FakeApi(discovery)
     api.forbidden.update(forbidden)
     api.add("/api/v1/nodes", node_obj("d1", 0))
-    for path, items in objects.items():
+    for path, items in (objects or {}).items():
         api.add(path, *items)
     live = Live(api)
     await live.source.start(live.sink)
@@ -105,7 +105,7 @@ def dra_objects() -> dict[str, list[dict[str, Any]]]:
 
 def test_with_dra_served_the_model_holds_each_node_s_devices_and_each_pod_s_claims() -> None:
     async def scenario() -> None:
-        async with running(SERVED, **dra_objects()) as live:
+        async with running(SERVED, objects=dra_objects()) as live:
             assert live.source.dra.served is True
             await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
             await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
@@ -115,7 +115,7 @@ def test_with_dra_served_the_model_holds_each_node_s_devices_and_each_pod_s_clai
 
 def test_an_allocation_seen_on_the_claim_watch_moves_its_devices_off_the_node() -> None:
     async def scenario() -> None:
-        async with running(SERVED, **dra_objects()) as live:
+        async with running(SERVED, objects=dra_objects()) as live:
             await until("the pod derived", lambda: live.pod("w").requests.get(DRA_GPU) == 4)
             held = [(GPU_DRIVER, "d1", f"gpu-{i}") for i in range(4)]
             allocated = claim_obj(
@@ -135,7 +135,7 @@ def test_an_allocation_seen_on_the_claim_watch_moves_its_devices_off_the_node() 
 def test_without_the_dra_api_the_source_syncs_and_pods_with_claims_cannot_be_placed() -> None:
     async def scenario() -> None:
         objects = dra_objects()
-        async with running(NOT_SERVED, **{"/api/v1/pods": objects["/api/v1/pods"]}) as live:
+        async with running(NOT_SERVED, objects={"/api/v1/pods": objects["/api/v1/pods"]}) as live:
             assert live.source.dra.served is False
             listed = {path for _, path in live.api.requests}
             assert SLICES not in listed
@@ -150,7 +150,7 @@ def test_a_slice_phalanx_cannot_read_is_an_event_on_it_naming_its_api_version() 
     async def scenario() -> None:
         bad = gpu_slice_obj("d1")
         del bad["spec"]["driver"]
-        async with running(SERVED, **{SLICES: [bad], CLASSES: nvidia_class_objs()}) as live:
+        async with running(SERVED, objects={SLICES: [bad], CLASSES: nvidia_class_objs()}) as live:
             await until("the event", lambda: live.writer.events("InvalidObject"))
             [event] = live.writer.events("InvalidObject")
             assert event["involvedObject"]["kind"] == "ResourceSlice"
@@ -167,7 +167,7 @@ def test_a_claim_with_a_toleration_phalanx_cannot_read_is_an_event_and_its_pod_i
         request = device_request("gpu", "gpu.nvidia.com", 4)
         request["exactly"]["tolerations"] = [{"key": "gpu.nvidia.com/xid", "operator": "In"}]
         objects[CLAIMS] = [claim_obj("w-gpus", request)]
-        async with running(SERVED, **objects) as live:
+        async with running(SERVED, objects=objects) as live:
             await until("the event", lambda: live.writer.events("InvalidObject"))
             [event] = live.writer.events("InvalidObject")
             assert event["involvedObject"]["kind"] == "ResourceClaim"
@@ -216,7 +216,7 @@ def test_device_taint_rules_are_followed_where_served_and_their_taints_counted(
     async def scenario() -> None:
         discovery, rules = rules_served(version)
         one = taint_rule_obj("xid-0", pool="d1", device="gpu-0", api_version=version)
-        async with running(discovery, **dra_objects(), **{rules: [one]}) as live:
+        async with running(discovery, objects={**dra_objects(), rules: [one]}) as live:
             assert live.source.dra.rules_version == version
             await until("the listed rule counted", lambda: live.free_dra_gpus("d1") == 7)
             await until("watching the rules", lambda: rules in live.api.watches)
@@ -228,7 +228,7 @@ def test_device_taint_rules_are_followed_where_served_and_their_taints_counted(
 
 def test_without_device_taint_rules_served_nothing_else_changes() -> None:
     async def scenario() -> None:
-        async with running(SERVED, **dra_objects()) as live:
+        async with running(SERVED, objects=dra_objects()) as live:
             await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
             assert live.source.dra.rules_version == ""
             listed = {path for _, path in live.api.requests}
@@ -244,7 +244,7 @@ def test_a_device_taint_rule_phalanx_cannot_read_is_an_event_naming_its_api_vers
         discovery, rules = rules_served(version)
         bad = taint_rule_obj("xid", pool="d1", api_version=version)
         del bad["spec"]["taint"]["effect"]
-        async with running(discovery, **dra_objects(), **{rules: [bad]}) as live:
+        async with running(discovery, objects={**dra_objects(), rules: [bad]}) as live:
             await until("the event", lambda: live.writer.events("InvalidObject"))
             [event] = live.writer.events("InvalidObject")
             assert event["involvedObject"]["kind"] == "DeviceTaintRule"
@@ -261,7 +261,7 @@ def test_device_taint_rules_rbac_refuses_are_said_loudly_and_the_source_is_ready
 ) -> None:
     async def scenario() -> None:
         discovery, rules = rules_served(DRA_GROUP_VERSION)
-        async with running(discovery, forbidden=frozenset({rules}), **dra_objects()) as live:
+        async with running(discovery, forbidden=frozenset({rules}), objects=dra_objects()) as live:
             assert live.source.synced
             await until("the node bridged", lambda: live.free_dra_gpus("d1") == 8)
 
@@ -292,7 +292,7 @@ def test_a_podgroups_claims_seen_on_its_watch_serve_its_members_template_entries
         return [c.key for c in devices.demand.claims] if devices is not None else []
 
     async def scenario() -> None:
-        async with running(SERVED_WITH_PODGROUPS, **objects) as live:
+        async with running(SERVED_WITH_PODGROUPS, objects=objects) as live:
             # The gang's one claim, not made yet: counted from the template as the gang's.
             await until("the gang's entry", lambda: claim_keys(live) == ["default/team#gpus"])
             made = claim_obj(

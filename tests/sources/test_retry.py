@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -29,7 +30,7 @@ class RecordingStop(threading.Event):
         return self.is_set()
 
 
-def failing(times: int, answer: object) -> object:
+def failing(times: int, answer: object) -> Callable[[], object]:
     calls = iter(range(times + 1))
 
     def ask() -> object:

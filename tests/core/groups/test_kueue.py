@@ -131,7 +131,7 @@ def test_members_may_set_the_gangs_timeout_as_annotation_only_members_do() -> No
     timeout = {"phalanx.io/schedule-timeout-seconds": "30"}
     members = [kueue_pod("w-0", annotations=timeout), kueue_pod("w-1")]
     assert [m.invalid for m in members] == ["", ""]
-    found = registry.resolve(REF, {}.get, members, default_timeout=90)
+    found = registry.resolve(REF, lambda _: None, members, default_timeout=90)
     assert isinstance(found, PodGroup)
     assert found.timeout_seconds == 30
 
@@ -183,7 +183,7 @@ def test_a_member_missing_the_count_says_why_the_gang_cannot_form() -> None:
 
 def test_the_registry_resolves_a_kueue_gang_from_its_members_never_an_object() -> None:
     members = [kueue_pod(f"w-{i}") for i in range(2)]
-    found = registry.resolve(REF, {}.get, members, default_timeout=90)
+    found = registry.resolve(REF, lambda _: None, members, default_timeout=90)
     assert found == PodGroup(
         "ml", "sweep", 3, timeout_seconds=90, from_crd=False, dialect=Dialect.KUEUE
     )
@@ -191,7 +191,7 @@ def test_the_registry_resolves_a_kueue_gang_from_its_members_never_an_object() -
 
 def test_members_that_disagree_are_invalid_not_waiting() -> None:
     members = [kueue_pod("w-0", count="3"), kueue_pod("w-1", count="4")]
-    assert registry.resolve(REF, {}.get, members) == Unresolved(
+    assert registry.resolve(REF, lambda _: None, members) == Unresolved(
         "members of gang kueue:ml/sweep disagree on kueue.x-k8s.io/pod-group-total-count: 3, 4",
         waiting=False,
     )

@@ -162,7 +162,7 @@ def test_the_opt_in_on_a_pod_no_leaderworkerset_made_is_refused() -> None:
 def test_members_may_set_the_gangs_timeout() -> None:
     members = group(annotations={"phalanx.io/schedule-timeout-seconds": "30"})
     assert [m.invalid for m in members] == ["", "", ""]
-    found = registry.resolve(REF, {}.get, members, default_timeout=90)
+    found = registry.resolve(REF, lambda _: None, members, default_timeout=90)
     assert isinstance(found, PodGroup)
     assert found.timeout_seconds == 30
 
@@ -171,7 +171,7 @@ def test_members_may_set_the_gangs_timeout() -> None:
 
 
 def test_the_registry_resolves_an_lws_gang_of_its_size_from_its_members() -> None:
-    found = registry.resolve(REF, {}.get, group()[:2], default_timeout=90)
+    found = registry.resolve(REF, lambda _: None, group()[:2], default_timeout=90)
     assert found == PodGroup(
         "ml", "vllm-1", 3, timeout_seconds=90, from_crd=False, dialect=Dialect.LWS
     )
@@ -179,7 +179,7 @@ def test_the_registry_resolves_an_lws_gang_of_its_size_from_its_members() -> Non
 
 def test_members_that_disagree_on_the_size_are_invalid_not_waiting() -> None:
     members = [lws_pod("vllm-1", size="3"), lws_pod("vllm-1-1", worker=1, size="4")]
-    assert registry.resolve(REF, {}.get, members) == Unresolved(
+    assert registry.resolve(REF, lambda _: None, members) == Unresolved(
         "members of gang lws:ml/vllm-1 disagree on leaderworkerset.sigs.k8s.io/size: 3, 4",
         waiting=False,
     )

@@ -22,8 +22,8 @@ from phalanx.core.groups.registry import GroupObject, Unresolved
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object, parse_pod
+from phalanx.core.journal import Outcome
 from phalanx.core.model import Dialect, GroupRef, PodGroup
-from phalanx.core.planner import Outcome
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 

@@ -353,6 +353,6 @@ def test_the_status_body_is_what_the_kube_source_sent_before_dialects_and_the_fi
 @pytest.mark.parametrize("phase", ["Finished", "Failed"])
 def test_a_gang_that_ran_to_its_end_keeps_its_placed_condition(phase: str) -> None:
     ended = status(phase, "bound", "bound 4 member(s) together", 4, 0, succeeded=4)
-    body = scheduler_plugins.build_status(ended, None, T0, "v1alpha1")
+    body: dict[str, Any] = scheduler_plugins.build_status(ended, None, T0, "v1alpha1")  # JSON
     assert body["phase"] == phase
     assert body["conditions"][0]["status"] == "True"

@@ -296,7 +296,7 @@ def test_a_malformed_declaration_makes_the_pod_invalid_naming_the_annotation(
 
 def test_the_gangs_quorum_is_each_task_groups_min_member_and_its_size_their_sum() -> None:
     members = [yk_pod("driver", "driver"), yk_pod("exec-1", groups=None)]
-    assert registry.resolve(REF, {}.get, members, default_timeout=90) == PodGroup(
+    assert registry.resolve(REF, lambda _: None, members, default_timeout=90) == PodGroup(
         "ml",
         "spark-pi",
         3,
@@ -309,14 +309,14 @@ def test_the_gangs_quorum_is_each_task_groups_min_member_and_its_size_their_sum(
 
 def test_the_placeholder_timeout_of_a_member_sets_the_gangs() -> None:
     members = [yk_pod("exec-1", annotations={POLICY: "placeholderTimeoutInSeconds=60"})]
-    found = registry.resolve(REF, {}.get, members, default_timeout=90)
+    found = registry.resolve(REF, lambda _: None, members, default_timeout=90)
     assert isinstance(found, PodGroup)
     assert found.timeout_seconds == 60
 
 
 def test_until_a_member_carries_the_definition_the_gang_waits() -> None:
     members = [yk_pod("exec-1", groups=None)]
-    assert registry.resolve(REF, {}.get, members) == Unresolved(
+    assert registry.resolve(REF, lambda _: None, members) == Unresolved(
         "waiting for a member of gang yunikorn:ml/spark-pi with annotation "
         "yunikorn.apache.org/task-groups (the application's task groups)",
         waiting=True,
@@ -326,7 +326,7 @@ def test_until_a_member_carries_the_definition_the_gang_waits() -> None:
 def test_members_whose_definitions_disagree_are_invalid_not_waiting() -> None:
     other = definition(driver=1, executor=4)
     members = [yk_pod("driver", "driver"), yk_pod("exec-1", groups=other)]
-    assert registry.resolve(REF, {}.get, members) == Unresolved(
+    assert registry.resolve(REF, lambda _: None, members) == Unresolved(
         "members of gang yunikorn:ml/spark-pi disagree on annotation "
         "yunikorn.apache.org/task-groups: pod driver declares driver: 1, executor: 2, pod "
         "exec-1 driver: 1, executor: 4",
@@ -337,12 +337,12 @@ def test_members_whose_definitions_disagree_are_invalid_not_waiting() -> None:
 def test_the_definitions_order_is_not_a_disagreement() -> None:
     reordered = json.dumps(list(reversed(json.loads(SPARK))))
     members = [yk_pod("driver", "driver"), yk_pod("exec-1", groups=reordered)]
-    assert isinstance(registry.resolve(REF, {}.get, members), PodGroup)
+    assert isinstance(registry.resolve(REF, lambda _: None, members), PodGroup)
 
 
 def test_a_member_naming_a_task_group_another_members_definition_lacks_is_refused() -> None:
     members = [yk_pod("driver", "driver"), yk_pod("exec-1", "executors", groups=None)]
-    assert registry.resolve(REF, {}.get, members) == Unresolved(
+    assert registry.resolve(REF, lambda _: None, members) == Unresolved(
         "gang yunikorn:ml/spark-pi: pod exec-1: annotation yunikorn.apache.org/task-group-name: "
         '"executors" is not a task group of annotation yunikorn.apache.org/task-groups '
         "(driver: 1, executor: 2)",

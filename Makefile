@@ -18,10 +18,13 @@ dev: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/phalanx demo
 
+# Strict types: `mypy` checks src/ and tests/ (pyproject.toml's [tool.mypy]); the conftest.py
+# files outside test packages are each imported as `conftest`, so they get a run each.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench deploy/grafana
 	$(BIN)/ruff format --check src tests bench deploy/grafana
 	$(BIN)/mypy
+	for f in tests/api/conftest.py tests/deploy/conftest.py tests/e2e/conftest.py; do $(BIN)/mypy $$f || exit 1; done
 	$(BIN)/mypy --strict deploy/grafana/dashboard.py
 	MYPYPATH=src:tests:tests/controlplane $(BIN)/mypy --strict bench
 	$(BIN)/lint-imports

@@ -13,6 +13,7 @@ from phalanx.core.barrier import BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.groups import registry
 from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Binding, ChildGroups, Dialect, GroupRef, Node, Pod
 from phalanx.core.planner import GangPlanner
@@ -53,7 +54,7 @@ class Cluster:
         if isinstance(value, CompositePodGroup):
             self.state.upsert_composite(value)
         else:
-            assert not isinstance(value, registry.Workload)
+            assert not isinstance(value, Workload)
             self.state.upsert_group(value)
 
     def pod(self, name: str) -> Pod:
@@ -405,7 +406,8 @@ def test_the_barrier_holds_a_members_bind_until_the_composite_quorum_has_reached
     head = cluster.pod("head-0")
     admission = admit(cluster.state, Binding(head.ref, where[head.key]), GroupDefaults())
     assert isinstance(admission, Join)
-    assert not isinstance(admission, BindAlone)
+    # (kept as written before the types, which already tell a Join from a BindAlone)
+    assert not isinstance(admission, BindAlone)  # type: ignore[unreachable]
     assert admission.group.key == RAY.key
     assert admission.group.min_member == 3
 

@@ -17,6 +17,7 @@ from builders import (
     kai_podgroup_obj,
     pod_obj,
     podgroup_obj,
+    present,
     rack_node,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
@@ -25,13 +26,21 @@ from builders import (
 from phalanx.core.barrier import Answer, BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.groups import registry
+from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.discovery import Served
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, Dialect, GroupRef, Node, Pod, PodGroup
 from phalanx.core.planner import GangPlanner
-from phalanx.core.resolution import GroupDefaults, Invalid, Resolved, Waiting, resolve_group
+from phalanx.core.resolution import (
+    Deleting,
+    GroupDefaults,
+    Invalid,
+    Resolved,
+    Waiting,
+    resolve_group,
+)
 
 NODES = ["n1", "n2", "n3"]
 
@@ -39,6 +48,7 @@ NODES = ["n1", "n2", "n3"]
 def group_object(obj: dict[str, Any]) -> PodGroup | Workload:
     parsed = registry.parse_group_object(obj)
     assert parsed is not None
+    assert not isinstance(parsed.value, CompositePodGroup)
     return parsed.value
 
 
@@ -69,7 +79,7 @@ class Cluster:
         assert found is not None
         return found
 
-    def resolve(self, ref: GroupRef) -> Resolved | Waiting | Invalid:
+    def resolve(self, ref: GroupRef) -> Resolved | Waiting | Invalid | Deleting:
         return resolve_group(self.state, ref, GroupDefaults())
 
 
@@ -259,7 +269,7 @@ def test_a_gang_whose_size_changes_is_released_with_its_cause_and_re_planned(
 ) -> None:
     cluster = Cluster(before, *members)  # 4 members of 8 GPUs, 3 nodes of 8: the quorum only
     reserved_gang(cluster, "job-0")
-    assert len(cluster.state.reservation(ref.key).members) == 2  # type: ignore[union-attr]
+    assert len(present(cluster.state.reservation(ref.key)).members) == 2
 
     cluster.add(after)
 
@@ -337,7 +347,7 @@ def test_a_held_bind_of_a_changed_gang_is_no_longer_admitted_to_its_old_gate() -
     cluster = Cluster(upstream_podgroup_obj("job", 2), *members)
     reserved_gang(cluster, "job-0")
     member = cluster.pod("job-0")
-    node = cluster.state.reservation(UPSTREAM.key).node_of(member.uid)  # type: ignore[union-attr]
+    node = present(present(cluster.state.reservation(UPSTREAM.key)).node_of(member.uid))
     assert isinstance(admit(cluster.state, Binding(member.ref, node), GroupDefaults()), Join)
     cluster.add(upstream_podgroup_obj("job", 3))
     assert not isinstance(admit(cluster.state, Binding(member.ref, node), GroupDefaults()), Join)
@@ -481,7 +491,7 @@ def test_a_bind_for_a_member_of_a_gang_being_deleted_is_answered_with_an_error(
     cluster = Cluster(gang_object, *(pod_obj(f"m-{i}", 8, **member) for i in range(2)))
     reserved_gang(cluster, "m-0")
     pod = cluster.pod("m-0")
-    node = cluster.state.reservation(ref.key).node_of(pod.uid)  # type: ignore[union-attr]
+    node = present(present(cluster.state.reservation(ref.key)).node_of(pod.uid))
 
     cluster.add(being_deleted(gang_object))
 

@@ -1,18 +1,22 @@
 """The gang transaction by topology: required and preferred levels, slices, tightest fit, texts."""
 
+from collections.abc import Iterable
+from typing import Any
+
 import pytest
 
-from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, rack_node
+from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, present, rack_node
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
+from phalanx.core.model import Node, Pod
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, build_index
 from phalanx.core.topology_usage import free_domains
 
 DEFAULT = DEFAULT_TOPOLOGIES.default
 
 
-def cluster(nodes, busy=()):
+def cluster(nodes: Iterable[Node], busy: Iterable[tuple[str, int]] = ()) -> ClusterState:
     state = ClusterState()
     for n in nodes:
         state.upsert_node(n)
@@ -21,7 +25,11 @@ def cluster(nodes, busy=()):
     return state
 
 
-def topology(required=None, preferred=None, slices=None):
+def topology(
+    required: str | None = None,
+    preferred: str | None = None,
+    slices: tuple[int, str] | None = None,
+) -> GangTopology:
     size, level = slices or (0, None)
     return GangTopology(
         DEFAULT,
@@ -32,7 +40,14 @@ def topology(required=None, preferred=None, slices=None):
     )
 
 
-def place(state, members, policy="pack", *, index=True, **kw):
+def place(
+    state: ClusterState,
+    members: Iterable[Pod],
+    policy: str = "pack",
+    *,
+    index: bool = True,
+    **kw: Any,
+) -> Placed | Unfit:
     snapshot = state.snapshot()
     spec = GangSpec(
         key="default/g",
@@ -46,16 +61,16 @@ def place(state, members, policy="pack", *, index=True, **kw):
     return place_gang(snapshot, spec)
 
 
-def nodes_of(result):
+def nodes_of(result: Placed | Unfit) -> list[str]:
     assert isinstance(result, Placed), result
     return [result.assignment[p.uid] for p in result.members]
 
 
-def label_values(state, result, key):
-    return {state.node(n).node.labels.get(key) for n in nodes_of(result)}
+def label_values(state: ClusterState, result: Placed | Unfit, key: str) -> set[str | None]:
+    return {present(state.node(n)).node.labels.get(key) for n in nodes_of(result)}
 
 
-def broken_clique_cluster():
+def broken_clique_cluster() -> ClusterState:
     """16 NVL72 cliques; clique c05 (leaf l1) has 6 of its 18 nodes in use (48 GPUs free)."""
     return cluster(nvl72(), busy=[(f"c05-n{i:02d}", 4) for i in range(6)])
 
@@ -63,15 +78,16 @@ def broken_clique_cluster():
 # ---- required ------------------------------------------------------------------------------
 
 
-def test_a_required_level_keeps_the_whole_gang_inside_one_domain_of_it():
+def test_a_required_level_keeps_the_whole_gang_inside_one_domain_of_it() -> None:
     state = cluster(nvl72(4, per_clique=4, per_leaf=2))  # 2 leaves of 32 GPUs
     result = place(state, gang("g", 6, 4), required=LEAF)
     assert len(label_values(state, result, LEAF)) == 1
+    assert isinstance(result, Placed)
     assert result.level == LEAF
     assert result.domain == f"{LEAF}=l0"
 
 
-def test_a_required_level_that_no_domain_can_hold_reserves_nothing_and_names_the_best():
+def test_a_required_level_that_no_domain_can_hold_reserves_nothing_and_names_the_best() -> None:
     state = cluster(nvl72(4, per_clique=4, per_leaf=2))
     before = state.snapshot().nodes
     result = place(state, gang("g", 9, 4), required=LEAF)
@@ -84,7 +100,7 @@ def test_a_required_level_that_no_domain_can_hold_reserves_nothing_and_names_the
     assert state.snapshot().nodes == before
 
 
-def test_a_required_level_with_no_room_anywhere_names_the_closest_node():
+def test_a_required_level_with_no_room_anywhere_names_the_closest_node() -> None:
     nodes = nvl72(2, per_clique=2, per_leaf=1)
     state = cluster(nodes, busy=[(n.name, 4) for n in nodes])
     result = place(state, gang("g", 2, 4), required=CLIQUE)
@@ -96,20 +112,20 @@ def test_a_required_level_with_no_room_anywhere_names_the_closest_node():
     )
 
 
-def test_a_gang_with_no_eligible_node_says_so_with_the_reasons():
+def test_a_gang_with_no_eligible_node_says_so_with_the_reasons() -> None:
     nodes = [rack_node(f"n{i}", 4, clique="A", unschedulable=True) for i in range(2)]
     result = place(cluster(nodes), gang("g", 2, 4), preferred=CLIQUE)
     assert isinstance(result, Unfit)
     assert result.reason.endswith(": no node is eligible; 2 node(s) were cordoned (unschedulable)")
 
 
-def test_a_small_gang_with_a_required_level_lands_in_the_tightest_domain_that_fits():
+def test_a_small_gang_with_a_required_level_lands_in_the_tightest_domain_that_fits() -> None:
     state = broken_clique_cluster()
     result = place(state, gang("g", 4, 4), required=CLIQUE)
     assert label_values(state, result, CLIQUE) == {"c05"}
 
 
-def test_a_required_clique_with_a_lone_node_treats_it_as_its_own_domain():
+def test_a_required_clique_with_a_lone_node_treats_it_as_its_own_domain() -> None:
     state = cluster(
         [rack_node("solo", 8), rack_node("a1", 4, clique="A"), rack_node("a2", 4, clique="A")]
     )
@@ -119,8 +135,8 @@ def test_a_required_clique_with_a_lone_node_treats_it_as_its_own_domain():
 
 @pytest.mark.parametrize("required", [CLIQUE, LEAF], ids=["clique", "leaf"])
 def test_a_gang_fits_a_required_domain_by_leaving_its_gpu_best_fit_node_to_the_cpu_heavy(
-    required,
-):
+    required: str,
+) -> None:
     # Inside c1, largest first and best fit by GPUs puts two-gpu on a (no GPU left); the
     # one-GPU members then need 6 CPUs of b's 4. Only two-gpu -> b places the gang; the
     # lone node c (clique c2, leaf l1) has CPUs for none of it.
@@ -147,18 +163,20 @@ def test_a_gang_fits_a_required_domain_by_leaving_its_gpu_best_fit_node_to_the_c
 # ---- preferred and the fallback order ------------------------------------------------------
 
 
-def test_a_preferred_level_is_honoured_when_a_domain_of_it_fits():
+def test_a_preferred_level_is_honoured_when_a_domain_of_it_fits() -> None:
     state = broken_clique_cluster()
     result = place(state, gang("g", 12, 4), preferred=CLIQUE)
     assert label_values(state, result, CLIQUE) == {"c05"}  # the broken clique has 12 nodes
+    assert isinstance(result, Placed)
     assert result.level == CLIQUE
     assert result.explanation == f"preferred {CLIQUE}: placed within {CLIQUE}=c05"
 
 
-def test_a_preferred_level_falls_back_one_level_wider_and_says_why():
+def test_a_preferred_level_falls_back_one_level_wider_and_says_why() -> None:
     state = broken_clique_cluster()
     result = place(state, gang("g", 20, 4), preferred=CLIQUE)
     assert len(label_values(state, result, LEAF)) == 1
+    assert isinstance(result, Placed)
     assert result.level == LEAF
     assert result.explanation == (
         f"preferred {CLIQUE}: no clique has 80 free GPUs; best: {CLIQUE}=c00 with 72 free; "
@@ -166,11 +184,12 @@ def test_a_preferred_level_falls_back_one_level_wider_and_says_why():
     )
 
 
-def test_the_fallback_goes_up_every_level_to_the_whole_cluster():
+def test_the_fallback_goes_up_every_level_to_the_whole_cluster() -> None:
     # Cliques of 8 GPUs, leaves of 16, one spine of 32 with 4 in use: 7 four-GPU members fit
     # in the spine only.
     state = cluster(nvl72(4, per_clique=2, per_leaf=2), busy=[("c00-n00", 4)])
     result = place(state, gang("g", 7, 4), preferred=HOSTNAME)
+    assert isinstance(result, Placed)
     assert result.level == SPINE
     assert result.explanation == (
         f"preferred {HOSTNAME}: no hostname has 28 free GPUs; best: {HOSTNAME}=c00-n01 with "
@@ -178,7 +197,7 @@ def test_the_fallback_goes_up_every_level_to_the_whole_cluster():
     )
 
 
-def test_a_preferred_gang_beyond_any_spine_spreads_across_the_cluster():
+def test_a_preferred_gang_beyond_any_spine_spreads_across_the_cluster() -> None:
     nodes = [*nvl72(1, per_clique=2, spine="s0"), *nvl72(1, per_clique=2, spine="s1")]
     nodes = [
         rack_node(f"{n.name}-{i}", 4, spine=f"s{i}", leaf=f"l{i}", clique=f"c{i}")
@@ -186,11 +205,12 @@ def test_a_preferred_gang_beyond_any_spine_spreads_across_the_cluster():
     ]
     state = cluster(nodes)
     result = place(state, gang("g", 4, 4), preferred=CLIQUE)
+    assert isinstance(result, Placed)
     assert result.level == ""
     assert "placed within the cluster, across 4 spine domain(s)" in result.explanation
 
 
-def test_a_preferred_level_never_falls_back_past_the_required_one():
+def test_a_preferred_level_never_falls_back_past_the_required_one() -> None:
     state = cluster(nvl72(4, per_clique=2, per_leaf=2))
     result = place(state, gang("g", 3, 4), preferred=CLIQUE, required=LEAF)
     assert isinstance(result, Placed)
@@ -200,7 +220,7 @@ def test_a_preferred_level_never_falls_back_past_the_required_one():
     assert f"no single {LEAF} domain fits" in too_big.reason
 
 
-def test_a_domain_with_the_gpus_in_all_but_not_per_node_is_named_as_the_best_try():
+def test_a_domain_with_the_gpus_in_all_but_not_per_node_is_named_as_the_best_try() -> None:
     # Clique A has 8 free GPUs, 2 on each node; lone clique B has one node with 4 free.
     nodes = [rack_node(f"a{i}", 4, leaf="l", clique="A") for i in range(4)]
     state = cluster(
@@ -208,6 +228,7 @@ def test_a_domain_with_the_gpus_in_all_but_not_per_node_is_named_as_the_best_try
     )
     members = [pod("g-0", 4, group="g"), pod("g-1", 2, group="g"), pod("g-2", 2, group="g")]
     result = place(state, members, preferred=CLIQUE)
+    assert isinstance(result, Placed)
     assert result.level == LEAF
     assert result.explanation == (
         f"preferred {CLIQUE}: no clique could hold every member; best: {CLIQUE}=A (no node has "
@@ -219,11 +240,12 @@ def test_a_domain_with_the_gpus_in_all_but_not_per_node_is_named_as_the_best_try
 # ---- tightest fit keeps whole domains free ------------------------------------------------
 
 
-def test_small_gangs_fill_a_broken_clique_before_breaking_a_whole_one():
+def test_small_gangs_fill_a_broken_clique_before_breaking_a_whole_one() -> None:
     state = broken_clique_cluster()
     for i in range(3):  # 3 gangs x 4 nodes = the 12 free nodes of c05
         result = place(state, gang(f"g{i}", 4, 4), preferred=CLIQUE)
         assert label_values(state, result, CLIQUE) == {"c05"}
+        assert isinstance(result, Placed)
         for p in result.members:
             state.upsert_pod(pod(f"{p.name}-bound", 4, node=result.assignment[p.uid]))
     snapshot = state.snapshot()
@@ -231,7 +253,7 @@ def test_small_gangs_fill_a_broken_clique_before_breaking_a_whole_one():
     assert free_domains(snapshot, index)[2].free == 15  # only c05 was ever broken
 
 
-def test_an_unconstrained_gang_given_an_index_prefers_nodes_in_broken_cliques():
+def test_an_unconstrained_gang_given_an_index_prefers_nodes_in_broken_cliques() -> None:
     state = cluster(
         [rack_node(name, 4, clique=name[0].upper()) for name in ("a1", "a2", "b1", "b2")],
         busy=[("b1", 4)],
@@ -242,9 +264,10 @@ def test_an_unconstrained_gang_given_an_index_prefers_nodes_in_broken_cliques():
     assert nodes_of(place_gang(state.snapshot(), spec)) == ["a1"]
 
 
-def test_a_legacy_policy_still_reports_the_level_it_achieved_given_an_index():
+def test_a_legacy_policy_still_reports_the_level_it_achieved_given_an_index() -> None:
     state = cluster(nvl72(2, per_clique=2, per_leaf=1))
     result = place(state, gang("g", 2, 4), "interconnect-local")
+    assert isinstance(result, Placed)
     assert result.domain == f"{CLIQUE}=c00"
     assert result.level == CLIQUE
     assert result.explanation == ""
@@ -253,66 +276,71 @@ def test_a_legacy_policy_still_reports_the_level_it_achieved_given_an_index():
 # ---- slices -------------------------------------------------------------------------------
 
 
-def ranked_gang(size, gpus=4):
+def ranked_gang(size: int, gpus: int = 4) -> list[Pod]:
     return [
         pod(f"w-{i}", gpus, group="g", labels={"batch.kubernetes.io/job-completion-index": str(i)})
         for i in range(size)
     ]
 
 
-def slices_of(state, result, size):
+def slices_of(state: ClusterState, result: Placed | Unfit, size: int) -> list[set[str]]:
+    assert isinstance(result, Placed), result
     by_rank = sorted(result.members, key=lambda p: int(p.name.split("-")[1]))
-    cliques = [state.node(result.assignment[p.uid]).node.labels[CLIQUE] for p in by_rank]
+    cliques = [present(state.node(result.assignment[p.uid])).node.labels[CLIQUE] for p in by_rank]
     return [set(cliques[i : i + size]) for i in range(0, len(cliques), size)]
 
 
-def test_every_slice_of_consecutive_members_lands_inside_one_domain_of_the_slice_level():
+def test_every_slice_of_consecutive_members_lands_inside_one_domain_of_the_slice_level() -> None:
     # Cliques of 3 nodes: slices of 2 four-GPU members can never share a clique with a third.
     state = cluster(nvl72(4, per_clique=3, per_leaf=2))
     result = place(state, ranked_gang(6), slices=(2, CLIQUE))
     assert all(len(s) == 1 for s in slices_of(state, result, 2))
+    assert isinstance(result, Placed)
     assert result.explanation.endswith("every 2 consecutive members within one clique")
 
 
-def test_slices_keep_to_the_domains_the_gang_already_uses():
+def test_slices_keep_to_the_domains_the_gang_already_uses() -> None:
     state = cluster(nvl72(4, per_clique=2, per_leaf=2))
     result = place(state, ranked_gang(4), slices=(2, CLIQUE))
     assert len(label_values(state, result, LEAF)) == 1
 
 
-def test_slices_fill_the_tightest_cliques_first():
+def test_slices_fill_the_tightest_cliques_first() -> None:
     state = cluster(nvl72(3, per_clique=4, per_leaf=3), busy=[("c01-n00", 4), ("c01-n01", 4)])
     result = place(state, ranked_gang(2), slices=(2, CLIQUE))
     assert label_values(state, result, CLIQUE) == {"c01"}
 
 
-def test_slices_follow_the_operators_ranks_not_the_pod_names():
+def test_slices_follow_the_operators_ranks_not_the_pod_names() -> None:
     state = cluster(nvl72(2, per_clique=2, per_leaf=2))
     members = [
         pod(name, 4, group="g", labels={"apps.kubernetes.io/pod-index": str(rank)})
         for name, rank in (("a", 0), ("b", 2), ("c", 1), ("d", 3))
     ]
     result = place(state, members, slices=(2, CLIQUE))
-    where = {p.name: state.node(result.assignment[p.uid]).node.labels[CLIQUE] for p in members}
+    assert isinstance(result, Placed)
+    where = {
+        p.name: present(state.node(result.assignment[p.uid])).node.labels[CLIQUE] for p in members
+    }
     assert where["a"] == where["c"]
     assert where["b"] == where["d"]
 
 
-def test_a_slice_that_fits_no_domain_of_its_level_is_named():
+def test_a_slice_that_fits_no_domain_of_its_level_is_named() -> None:
     state = cluster(nvl72(2, per_clique=3, per_leaf=2))
     result = place(state, ranked_gang(8), slices=(4, CLIQUE))
     assert isinstance(result, Unfit)
     assert "slice 1 of 2 (w-0..w-3) fits in no clique" in result.reason
 
 
-def test_slices_inside_a_required_domain():
+def test_slices_inside_a_required_domain() -> None:
     state = cluster(nvl72(4, per_clique=2, per_leaf=2))
     result = place(state, ranked_gang(4), required=LEAF, slices=(2, CLIQUE))
     assert len(label_values(state, result, LEAF)) == 1
     assert all(len(s) == 1 for s in slices_of(state, result, 2))
 
 
-def test_a_slice_with_a_bound_member_joins_its_clique():
+def test_a_slice_with_a_bound_member_joins_its_clique() -> None:
     state = cluster(nvl72(2, per_clique=3, per_leaf=2))
     members = ranked_gang(4)
     bound = members[2]
@@ -324,20 +352,21 @@ def test_a_slice_with_a_bound_member_joins_its_clique():
         anchor_pods=(bound,),
         slices=(2, CLIQUE),
     )
-    assert state.node(result.assignment[members[3].uid]).node.labels[CLIQUE] == "c01"
+    assert isinstance(result, Placed)
+    assert present(state.node(result.assignment[members[3].uid])).node.labels[CLIQUE] == "c01"
 
 
 # ---- anchors and odd labels -----------------------------------------------------------------
 
 
-def test_an_extra_member_joins_the_required_domain_of_the_bound_ones():
+def test_an_extra_member_joins_the_required_domain_of_the_bound_ones() -> None:
     state = cluster(nvl72(2, per_clique=2, per_leaf=1), busy=[("c01-n00", 4)])
     extra = pod("g-2", 4, group="g")
     result = place(state, [extra], anchors={"b0": "c01-n00"}, required=CLIQUE)
     assert nodes_of(result) == ["c01-n01"]
 
 
-def test_bound_members_spanning_two_domains_of_the_required_level_are_named():
+def test_bound_members_spanning_two_domains_of_the_required_level_are_named() -> None:
     state = cluster(nvl72(2, per_clique=2, per_leaf=1))
     result = place(
         state,
@@ -349,7 +378,7 @@ def test_bound_members_spanning_two_domains_of_the_required_level_are_named():
     assert f"bound members already span more than one {CLIQUE} domain" in result.reason
 
 
-def test_a_node_with_inconsistent_labels_is_its_own_domain_when_placing():
+def test_a_node_with_inconsistent_labels_is_its_own_domain_when_placing() -> None:
     nodes = [rack_node(f"n{i}", 4, spine="s", leaf="l1", clique="c7") for i in range(2)]
     nodes.append(rack_node("odd", 8, spine="s", leaf="l2", clique="c7"))
     state = cluster(nodes)
@@ -359,7 +388,7 @@ def test_a_node_with_inconsistent_labels_is_its_own_domain_when_placing():
     assert set(nodes_of(result)) in ({"odd"}, {"n0", "n1"})
 
 
-def test_the_index_is_built_from_the_snapshot_when_none_is_given():
+def test_the_index_is_built_from_the_snapshot_when_none_is_given() -> None:
     state = cluster(nvl72(2, per_clique=2, per_leaf=1))
     with_index = place(state, gang("g", 2, 4), required=CLIQUE)
     without = place(state, gang("g", 2, 4), required=CLIQUE, index=False)
@@ -367,7 +396,7 @@ def test_the_index_is_built_from_the_snapshot_when_none_is_given():
 
 
 @pytest.mark.parametrize("policy", ["spread", "same-node"], ids=["spread", "same-node"])
-def test_topology_combines_with_spread_and_same_node(policy):
+def test_topology_combines_with_spread_and_same_node(policy: str) -> None:
     state = cluster(nvl72(2, per_clique=3, per_leaf=1))
     result = place(state, gang("g", 2, 2), policy, required=CLIQUE)
     nodes = nodes_of(result)
@@ -375,14 +404,14 @@ def test_topology_combines_with_spread_and_same_node(policy):
     assert len(set(nodes)) == (2 if policy == "spread" else 1)
 
 
-def test_ineligible_nodes_are_counted_in_a_topology_unfit_reason():
+def test_ineligible_nodes_are_counted_in_a_topology_unfit_reason() -> None:
     nodes = [gpu_node("cordoned", 4, clique="A", unschedulable=True), rack_node("a", 4, clique="A")]
     result = place(cluster(nodes), gang("g", 2, 4), required=CLIQUE)
     assert isinstance(result, Unfit)
     assert "1 node(s) were cordoned (unschedulable)" in result.reason
 
 
-def shaped_gang(*gpus):
+def shaped_gang(*gpus: int) -> list[Pod]:
     """Members w-0.. ranked in order, with these GPU requests."""
     return [
         pod(f"w-{i}", g, group="g", labels={"batch.kubernetes.io/job-completion-index": str(i)})
@@ -390,7 +419,7 @@ def shaped_gang(*gpus):
     ]
 
 
-def one_clique(*free):
+def one_clique(*free: int) -> ClusterState:
     """One clique c00 (leaf l0) of eight-GPU nodes c00-n00.. with these GPUs free."""
     nodes = [
         rack_node(f"c00-n{i:02d}", 8, spine="s0", leaf="l0", clique="c00") for i in range(len(free))
@@ -399,24 +428,28 @@ def one_clique(*free):
     return cluster(nodes, busy)
 
 
-def test_slices_that_fit_their_clique_only_packed_together_are_placed():
+def test_slices_that_fit_their_clique_only_packed_together_are_placed() -> None:
     # Slice 1 alone would put its 1-GPU member beside its 4-GPU one on c00-n00, leaving no
     # node for slice 2's 4-GPU member; both slices together fit exactly.
     state = one_clique(8, 2)
     members = shaped_gang(1, 4, 1, 4)
     result = place(state, members, required=LEAF, slices=(2, CLIQUE))
+    assert isinstance(result, Placed)
     where = {p.name: result.assignment[p.uid] for p in members}
     assert where == {"w-0": "c00-n01", "w-1": "c00-n00", "w-2": "c00-n01", "w-3": "c00-n00"}
 
 
-def test_slices_of_one_member_constrain_nothing():
+def test_slices_of_one_member_constrain_nothing() -> None:
     state = one_clique(6, 4)
     members = shaped_gang(2, 4, 4)
     sliced = place(state, members, required=LEAF, slices=(1, HOSTNAME))
-    assert sliced.assignment == place(state, members, required=LEAF).assignment
+    assert isinstance(sliced, Placed)
+    plain = place(state, members, required=LEAF)
+    assert isinstance(plain, Placed)
+    assert sliced.assignment == plain.assignment
 
 
-def test_the_largest_slice_goes_first_so_a_smaller_one_cannot_take_its_only_domain():
+def test_the_largest_slice_goes_first_so_a_smaller_one_cannot_take_its_only_domain() -> None:
     # Slice 1 alone fits c00-n00 tighter, but slice 2 needs that node's CPUs.
     nodes = [
         rack_node("c00-n00", 4, spine="s0", leaf="l0", clique="c00", cpu=64),

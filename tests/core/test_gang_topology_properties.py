@@ -10,15 +10,24 @@ from hypothesis import strategies as st
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, rack_node
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
-from phalanx.core.model import Placement
-from phalanx.core.topology import CLUSTER, DEFAULT_TOPOLOGIES, GangTopology, build_index
+from phalanx.core.model import Placement, Pod
+from phalanx.core.snapshot import Snapshot
+from phalanx.core.topology import (
+    CLUSTER,
+    DEFAULT_TOPOLOGIES,
+    Domain,
+    GangTopology,
+    TopologyIndex,
+    build_index,
+)
 
 DEFAULT = DEFAULT_TOPOLOGIES.default
+Gang = tuple[GangTopology, tuple[Pod, ...]]  # a topology and the members it constrains
 LEVELS = [SPINE, LEAF, CLIQUE, HOSTNAME]
 
 
 @st.composite
-def clusters(draw, *, labelled=False):
+def clusters(draw: st.DrawFn, *, labelled: bool = False) -> ClusterState:
     """Spines of leaves of cliques of 1-4 GPU nodes; a few nodes lack a label (unless
     `labelled`); some GPUs busy."""
     state = ClusterState()
@@ -51,7 +60,7 @@ def clusters(draw, *, labelled=False):
 
 
 @st.composite
-def constraints(draw):
+def constraints(draw: st.DrawFn) -> Gang:
     required = draw(st.sampled_from([None, 0, 1, 2]))
     lowest = 0 if required is None else required
     preferred = draw(st.sampled_from([None, *range(lowest, 4)]))
@@ -62,13 +71,20 @@ def constraints(draw):
     return GangTopology(DEFAULT, required=required, preferred=preferred), members
 
 
-def spec(members, topology=None, index=None, exclude=frozenset()):
+def spec(
+    members: tuple[Pod, ...],
+    topology: GangTopology | None = None,
+    index: TopologyIndex | None = None,
+    exclude: frozenset[str] = frozenset(),
+) -> GangSpec:
     return GangSpec(
         "default/g", Placement(), members, exclude=exclude, topology=topology, index=index
     )
 
 
-def fits_in_one(snapshot, index, level, members):
+def fits_in_one(
+    snapshot: Snapshot, index: TopologyIndex, level: int, members: tuple[Pod, ...]
+) -> bool:
     """Whether some domain of `level` holds the gang, by the topology-free transaction."""
     for domain in index.domains[level]:
         outside = frozenset(n for n in snapshot.names if n not in set(domain.nodes))
@@ -77,7 +93,8 @@ def fits_in_one(snapshot, index, level, members):
     return False
 
 
-def domains_of(index, level, result):
+def domains_of(index: TopologyIndex, level: int, result: Placed | Unfit) -> set[int]:
+    assert isinstance(result, Placed), result
     return {index.of_node[n][level] for n in result.assignment.values()}
 
 
@@ -86,7 +103,9 @@ common = settings(max_examples=120, deadline=None, suppress_health_check=[Health
 
 @common
 @given(clusters(), constraints())
-def test_a_gang_with_a_required_level_is_always_inside_one_domain_of_it(state, gang):
+def test_a_gang_with_a_required_level_is_always_inside_one_domain_of_it(
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     snapshot = state.snapshot()
     index = build_index(DEFAULT, (i.node for i in snapshot))
@@ -97,7 +116,9 @@ def test_a_gang_with_a_required_level_is_always_inside_one_domain_of_it(state, g
 
 @common
 @given(clusters(), constraints())
-def test_if_a_preferred_domain_could_hold_the_gang_the_placement_is_inside_one(state, gang):
+def test_if_a_preferred_domain_could_hold_the_gang_the_placement_is_inside_one(
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     snapshot = state.snapshot()
     index = build_index(DEFAULT, (i.node for i in snapshot))
@@ -110,7 +131,9 @@ def test_if_a_preferred_domain_could_hold_the_gang_the_placement_is_inside_one(s
 
 @common
 @given(clusters(), constraints())
-def test_a_required_gang_is_unfit_only_when_no_domain_of_the_level_could_hold_it(state, gang):
+def test_a_required_gang_is_unfit_only_when_no_domain_of_the_level_could_hold_it(
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     snapshot = state.snapshot()
     index = build_index(DEFAULT, (i.node for i in snapshot))
@@ -124,7 +147,9 @@ def test_a_required_gang_is_unfit_only_when_no_domain_of_the_level_could_hold_it
 
 @common
 @given(clusters(), constraints())
-def test_planning_by_topology_commits_whole_or_not_at_all_and_is_deterministic(state, gang):
+def test_planning_by_topology_commits_whole_or_not_at_all_and_is_deterministic(
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     for p in members:
         state.upsert_pod(p)
@@ -150,7 +175,9 @@ def test_planning_by_topology_commits_whole_or_not_at_all_and_is_deterministic(s
 
 @common
 @given(clusters(), st.integers(1, 4), st.integers(1, 3), st.sampled_from([1, 2, 3]))
-def test_every_slice_lands_inside_one_domain_of_the_slice_level(state, slices, size, level):
+def test_every_slice_lands_inside_one_domain_of_the_slice_level(
+    state: ClusterState, slices: int, size: int, level: int
+) -> None:
     members = tuple(
         pod(f"w-{i}", 1, group="g", labels={"apps.kubernetes.io/pod-index": str(i)})
         for i in range(slices * size)
@@ -212,12 +239,14 @@ def test_every_task_lands_inside_one_domain_of_its_own_level_and_no_node_is_over
 
 @common
 @given(clusters(labelled=True), st.integers(1, 6), st.sampled_from([1, 2, 4]))
-def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, size, gpus):
+def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(
+    state: ClusterState, size: int, gpus: int
+) -> None:
     members = tuple(pod(f"m-{i}", gpus, group="g", memory_gib=1) for i in range(size))
     snapshot = state.snapshot()
     index = build_index(DEFAULT, (i.node for i in snapshot))
 
-    def whole(domain):
+    def whole(domain: Domain) -> bool:
         return all(snapshot.nodes[n].requested.gpus() == 0 for n in domain.nodes)
 
     broken = [d for d in index.domains[2] if not whole(d)]
@@ -240,8 +269,8 @@ def test_a_gang_that_fits_in_a_broken_clique_never_breaks_a_whole_one(state, siz
 @common
 @given(clusters(), constraints())
 def test_a_gang_climbs_no_higher_than_the_narrowest_level_one_of_whose_domains_holds_it(
-    state, gang
-):
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     snapshot = state.snapshot()
     index = build_index(DEFAULT, (i.node for i in snapshot))
@@ -257,7 +286,9 @@ def test_a_gang_climbs_no_higher_than_the_narrowest_level_one_of_whose_domains_h
 
 @common
 @given(clusters(), constraints())
-def test_of_the_domains_that_could_hold_a_required_gang_the_tightest_wins(state, gang):
+def test_of_the_domains_that_could_hold_a_required_gang_the_tightest_wins(
+    state: ClusterState, gang: Gang
+) -> None:
     topology, members = gang
     if topology.required is None or topology.preferred not in (None, topology.required):
         return
@@ -266,7 +297,7 @@ def test_of_the_domains_that_could_hold_a_required_gang_the_tightest_wins(state,
     result = place_gang(snapshot, spec(members, topology, index))
     level = topology.required
 
-    def free(domain):
+    def free(domain: Domain) -> tuple[int, int, int]:
         infos = [snapshot.nodes[n] for n in domain.nodes]
         return (
             sum(max(0, i.free.gpus()) for i in infos),

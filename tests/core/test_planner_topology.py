@@ -1,19 +1,38 @@
 """GangPlanner with topologies: constraints resolved per gang, bad intent refused on the group
 alone, the index kept per node-topology generation, explanations in the decision."""
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
 
-from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, podgroup, rack_node
-from phalanx.core.cache import ClusterState, ReleaseCause
+from builders import (
+    CLIQUE,
+    HOSTNAME,
+    LEAF,
+    SPINE,
+    gang,
+    gpu_node,
+    nvl72,
+    pod,
+    podgroup,
+    present,
+    rack_node,
+)
+from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.journal import Outcome
-from phalanx.core.model import TopologyConstraint
+from phalanx.core.model import Node, Pod, PodGroup, TopologyConstraint
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.topology import parse_topologies
 
 
-def setup(nodes, *, groups=(), pods=(), settings=None):
+def setup(
+    nodes: Iterable[Node],
+    *,
+    groups: Iterable[PodGroup] = (),
+    pods: Iterable[Pod] = (),
+    settings: PlannerSettings | None = None,
+) -> tuple[ClusterState, GangPlanner]:
     state = ClusterState()
     for n in nodes:
         state.upsert_node(n)
@@ -28,13 +47,13 @@ def clique_of(node: str) -> str:
     return node.split("-", maxsplit=1)[0]
 
 
-def reserved_nodes(state, key="default/g"):
+def reserved_nodes(state: ClusterState, key: str = "default/g") -> set[str]:
     reservation = state.reservation(key)
     assert reservation is not None
     return {m.node for m in reservation.members}
 
 
-def test_a_required_clique_keeps_the_whole_gang_in_one_clique():
+def test_a_required_clique_keeps_the_whole_gang_in_one_clique() -> None:
     nodes = nvl72(4)
     # Clique c00 is half used: a 10-node gang cannot fit there, c01 can.
     members = gang("g", 10, 4)
@@ -49,7 +68,7 @@ def test_a_required_clique_keeps_the_whole_gang_in_one_clique():
     assert f"placed within {CLIQUE}=c01" in committed[0].reason
 
 
-def test_the_committed_reason_says_why_not_the_preferred_level():
+def test_the_committed_reason_says_why_not_the_preferred_level() -> None:
     nodes = nvl72(4)
     members = gang("g", 20, 4)  # 80 GPUs: more than one clique's 72
     group = podgroup("g", 20, topology=TopologyConstraint(required=LEAF, preferred=CLIQUE))
@@ -58,7 +77,7 @@ def test_the_committed_reason_says_why_not_the_preferred_level():
     (committed,) = [e for e in decision.events if e.outcome is Outcome.COMMITTED]
     assert f"preferred {CLIQUE}" in committed.reason
     assert f"placed within {LEAF}=l0" in committed.reason
-    proposal = planner.records["default/g"].proposal
+    proposal = present(planner.records["default/g"].proposal)
     assert proposal is not None
     assert proposal.level == LEAF
     assert proposal.explanation in committed.reason
@@ -91,8 +110,8 @@ def test_the_committed_reason_says_why_not_the_preferred_level():
     ids=["unknown-level", "slice-does-not-divide", "required-narrower-than-preferred", "bad-tier"],
 )
 def test_bad_topology_intent_refuses_the_gang_alone_with_a_clear_reason(
-    constraint, min_member, message
-):
+    constraint: TopologyConstraint, min_member: int, message: str
+) -> None:
     nodes = nvl72(2)
     offered = [n.name for n in nodes]
     bad = gang("bad", min_member, 4)
@@ -113,7 +132,7 @@ def test_bad_topology_intent_refuses_the_gang_alone_with_a_clear_reason(
     assert state.reservation("default/good") is not None
 
 
-def test_members_that_disagree_on_their_topology_make_the_gang_invalid():
+def test_members_that_disagree_on_their_topology_make_the_gang_invalid() -> None:
     nodes = nvl72(1)
     members = [
         replace(p, topology=TopologyConstraint(required=c))
@@ -125,17 +144,17 @@ def test_members_that_disagree_on_their_topology_make_the_gang_invalid():
     assert "disagree on their topology" in decision.events[0].reason
 
 
-def test_a_volcano_tier_names_the_level_counted_up_from_the_node():
+def test_a_volcano_tier_names_the_level_counted_up_from_the_node() -> None:
     nodes = nvl72(4)
     members = gang("g", 4, 4)
     group = podgroup("g", 4, topology=TopologyConstraint(required="tier:1"))
     state, planner = setup(nodes, groups=[group], pods=members)
     planner.filter(members[0], [n.name for n in nodes], now=0)
     assert len({clique_of(n) for n in reserved_nodes(state)}) == 1
-    assert planner.records["default/g"].proposal.level in (CLIQUE, HOSTNAME)
+    assert present(planner.records["default/g"].proposal).level in (CLIQUE, HOSTNAME)
 
 
-def test_a_named_topology_from_the_settings_is_used():
+def test_a_named_topology_from_the_settings_is_used() -> None:
     topologies = parse_topologies("default=x.io/row,x.io/rack;cpu=x.io/zone")
     nodes = [
         rack_node(f"r{r}-n{n}", labels={"x.io/row": "row0", "x.io/rack": f"rack{r}"})
@@ -149,10 +168,10 @@ def test_a_named_topology_from_the_settings_is_used():
     )
     planner.filter(members[0], [n.name for n in nodes], now=0)
     assert len({n.split("-")[0] for n in reserved_nodes(state)}) == 1
-    assert planner.records["default/g"].proposal.level == "x.io/rack"
+    assert present(planner.records["default/g"].proposal).level == "x.io/rack"
 
 
-def test_the_default_topology_levels_are_unknown_to_a_custom_configuration():
+def test_the_default_topology_levels_are_unknown_to_a_custom_configuration() -> None:
     topologies = parse_topologies("default=x.io/row,x.io/rack")
     nodes = nvl72(1)
     members = gang("g", 2, 4)
@@ -165,17 +184,17 @@ def test_the_default_topology_levels_are_unknown_to_a_custom_configuration():
     assert "not a level of topology default (x.io/row > x.io/rack)" in decision.events[0].reason
 
 
-def test_a_gang_without_intent_is_placed_unconstrained_but_records_its_level():
+def test_a_gang_without_intent_is_placed_unconstrained_but_records_its_level() -> None:
     nodes = nvl72(2)
     members = gang("g", 2, 4)
     _state, planner = setup(nodes, groups=[podgroup("g", 2)], pods=members)
     planner.filter(members[0], [n.name for n in nodes], now=0)
-    proposal = planner.records["default/g"].proposal
+    proposal = present(planner.records["default/g"].proposal)
     assert proposal.explanation == ""
     assert proposal.level in (CLIQUE, HOSTNAME)
 
 
-def test_the_topology_index_is_kept_until_a_node_changes_its_labels():
+def test_the_topology_index_is_kept_until_a_node_changes_its_labels() -> None:
     nodes = nvl72(2)
     state, planner = setup(nodes)
     topology = planner.settings.topologies.default
@@ -186,7 +205,7 @@ def test_the_topology_index_is_kept_until_a_node_changes_its_labels():
     assert planner.index(topology) is not first
 
 
-def test_an_inconsistent_node_is_a_finding_handed_out_once():
+def test_an_inconsistent_node_is_a_finding_handed_out_once() -> None:
     nodes = [
         *nvl72(2, per_leaf=1),
         rack_node("stray", spine="s0", leaf="l1", clique="c00"),
@@ -200,20 +219,20 @@ def test_an_inconsistent_node_is_a_finding_handed_out_once():
     assert planner.topology_findings() == []
 
 
-def test_an_elastic_gang_with_slices_reserves_whole_slices_of_the_lowest_ranks():
+def test_an_elastic_gang_with_slices_reserves_whole_slices_of_the_lowest_ranks() -> None:
     nodes = nvl72(2, per_clique=2)
     members = gang("g", 6, 4)  # 6 members, only 4 nodes: the quorum of 4 fits
     group = podgroup("g", 4, topology=TopologyConstraint(slice_size=2, slice_required=CLIQUE))
     state, planner = setup(nodes, groups=[group], pods=members)
     planner.filter(members[5], [n.name for n in nodes], now=0)
-    reservation = state.reservation("default/g")
+    reservation = present(state.reservation("default/g"))
     assert {m.pod_key for m in reservation.members} == {f"default/g-{i}" for i in range(4)}
     clique = {m.pod_key: clique_of(m.node) for m in reservation.members}
     assert clique["default/g-0"] == clique["default/g-1"]
     assert clique["default/g-2"] == clique["default/g-3"]
 
 
-def test_a_gang_that_must_share_one_node_but_cannot_is_unfit_not_split():
+def test_a_gang_that_must_share_one_node_but_cannot_is_unfit_not_split() -> None:
     nodes = nvl72(1)
     members = gang("g", 2, 4)  # two whole four-GPU nodes' worth: no one node holds both
     group = podgroup("g", 2, topology=TopologyConstraint(required=HOSTNAME, preferred=HOSTNAME))
@@ -224,7 +243,7 @@ def test_a_gang_that_must_share_one_node_but_cannot_is_unfit_not_split():
     assert state.reservation("default/g") is None
 
 
-def test_a_gang_required_under_one_spine_is_placed_there():
+def test_a_gang_required_under_one_spine_is_placed_there() -> None:
     other = [rack_node(f"x-n{i:02d}", spine="s1", leaf="l9", clique="c99") for i in range(18)]
     nodes = [*nvl72(1, spine="s0"), *other]
     members = gang("g", 2, 4)
@@ -237,7 +256,7 @@ def test_a_gang_required_under_one_spine_is_placed_there():
 # ---- prioritize: single pods fill broken domains first ----------------------------------------
 
 
-def test_a_single_gpu_pod_prefers_a_node_of_a_broken_clique_over_a_whole_one():
+def test_a_single_gpu_pod_prefers_a_node_of_a_broken_clique_over_a_whole_one() -> None:
     nodes = nvl72(2, per_leaf=1)
     busy = pod("busy", 4, node="c00-n00")
     _state, planner = setup(nodes, pods=[busy])
@@ -246,7 +265,7 @@ def test_a_single_gpu_pod_prefers_a_node_of_a_broken_clique_over_a_whole_one():
     assert scores["c00-n01"] > scores["c01-n01"]
 
 
-def test_without_broken_domains_the_best_fit_stands_at_full_resolution():
+def test_without_broken_domains_the_best_fit_stands_at_full_resolution() -> None:
     nodes = [rack_node(f"n{i}", 8) for i in range(3)]  # no clique, leaf or spine labels
     busy = [pod("b1", 3, node="n1"), pod("b2", 4, node="n2")]
     _state, planner = setup(nodes, pods=busy)
@@ -254,14 +273,14 @@ def test_without_broken_domains_the_best_fit_stands_at_full_resolution():
     assert scores == {"n0": 1, "n1": 5, "n2": 6}
 
 
-def test_a_pod_without_gpus_ignores_the_topology():
+def test_a_pod_without_gpus_ignores_the_topology() -> None:
     nodes = nvl72(2, per_leaf=1)
     _state, planner = setup(nodes, pods=[pod("busy", 4, node="c00-n00")])
     scores = planner.prioritize(pod("cpu-only", 0), ["c00-n01", "c01-n01"])
     assert scores == {"c00-n01": 0, "c01-n01": 0}
 
 
-def test_fragmentation_is_worked_out_once_per_model_generation():
+def test_fragmentation_is_worked_out_once_per_model_generation() -> None:
     nodes = nvl72(2, per_leaf=1)
     state, planner = setup(nodes)
     first = planner.fragmentation()
@@ -271,20 +290,20 @@ def test_fragmentation_is_worked_out_once_per_model_generation():
     assert planner.fragmentation()["c00-n01"] > planner.fragmentation()["c01-n01"]
 
 
-def test_a_reserved_member_still_scores_only_its_node():
+def test_a_reserved_member_still_scores_only_its_node() -> None:
     nodes = nvl72(2, per_leaf=1)
     members = gang("g", 2, 4)
     state, planner = setup(
         nodes, groups=[podgroup("g", 2)], pods=[*members, pod("b", 4, node="c00-n00")]
     )
     planner.filter(members[0], [n.name for n in nodes], now=0)
-    node = state.reservation("default/g").node_of(members[0].uid)
+    node = present(present(state.reservation("default/g")).node_of(members[0].uid))
     scores = planner.prioritize(members[0], [n.name for n in nodes])
     assert scores[node] == 10
     assert sum(scores.values()) == 10
 
 
-def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique():
+def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique() -> None:
     nodes = nvl72(2, per_leaf=1)
     busy = pod("busy", 4, node="c01-n00")
     _state, planner = setup(nodes, pods=[busy], settings=PlannerSettings(single_pod_nodes=1))
@@ -295,14 +314,14 @@ def test_the_single_best_node_a_filter_answers_is_in_a_broken_clique():
     assert node.startswith("c01-")
 
 
-def relabelled(state, node: str) -> None:
+def relabelled(state: ClusterState, node: str) -> None:
     """`node` now says it is in the other of the two cliques (same leaf and spine)."""
-    old = state.node(node).node
+    old = present(state.node(node)).node
     other = "c01" if clique_of(node) == "c00" else "c00"
     state.upsert_node(replace(old, labels={**old.labels, CLIQUE: other}))
 
 
-def reserved_pair(topology: TopologyConstraint | None):
+def reserved_pair(topology: TopologyConstraint | None) -> tuple[ClusterState, GangPlanner]:
     """A two-member gang reserved on two cliques of four nodes: (state, planner)."""
     nodes = nvl72(2, per_clique=4)
     members = gang("g", 2, 4)
@@ -312,7 +331,7 @@ def reserved_pair(topology: TopologyConstraint | None):
     return state, planner
 
 
-def test_a_reservation_split_across_required_cliques_by_a_relabel_is_released():
+def test_a_reservation_split_across_required_cliques_by_a_relabel_is_released() -> None:
     state, planner = reserved_pair(TopologyConstraint(required=CLIQUE))
     relabelled(state, sorted(reserved_nodes(state))[0])
 
@@ -321,10 +340,10 @@ def test_a_reservation_split_across_required_cliques_by_a_relabel_is_released():
     assert state.reservation("default/g") is None
 
 
-def test_a_reservation_being_bound_is_never_released_for_a_relabel():
+def test_a_reservation_being_bound_is_never_released_for_a_relabel() -> None:
     """Once a member is assumed its gate is binding: releasing would leave a partial gang."""
     state, planner = reserved_pair(TopologyConstraint(required=CLIQUE))
-    first = state.reservation("default/g").members[0]
+    first = present(state.reservation("default/g")).members[0]
     state.assume(first.pod_uid, first.node)
     relabelled(state, first.node)
 
@@ -333,7 +352,7 @@ def test_a_reservation_being_bound_is_never_released_for_a_relabel():
     assert state.reservation("default/g") is not None
 
 
-def test_a_gang_that_requires_no_level_keeps_its_reservation_through_a_relabel():
+def test_a_gang_that_requires_no_level_keeps_its_reservation_through_a_relabel() -> None:
     state, planner = reserved_pair(None)
     before = state.reservation("default/g")
     relabelled(state, sorted(reserved_nodes(state))[0])
@@ -343,7 +362,7 @@ def test_a_gang_that_requires_no_level_keeps_its_reservation_through_a_relabel()
     assert state.reservation("default/g") == before
 
 
-def reserved_slices():
+def reserved_slices() -> tuple[ClusterState, GangPlanner, list[str]]:
     """A four-member gang in slices of two, each slice inside one clique: (state, planner,
     the nodes of its first slice, g-0 and g-1)."""
     nodes = nvl72(2, per_clique=4)
@@ -351,11 +370,11 @@ def reserved_slices():
     topology = TopologyConstraint(slice_size=2, slice_required=CLIQUE)
     state, planner = setup(nodes, groups=[podgroup("g", 4, topology=topology)], pods=members)
     planner.filter(members[0], [n.name for n in nodes], now=0)
-    reservation = state.reservation("default/g")
-    return state, planner, [reservation.node_of(m.uid) for m in members[:2]]
+    reservation = present(state.reservation("default/g"))
+    return state, planner, [present(reservation.node_of(m.uid)) for m in members[:2]]
 
 
-def test_a_reservation_whose_slice_a_relabel_splits_across_cliques_is_released():
+def test_a_reservation_whose_slice_a_relabel_splits_across_cliques_is_released() -> None:
     state, planner, first_slice = reserved_slices()
     relabelled(state, first_slice[0])
 
@@ -364,7 +383,7 @@ def test_a_reservation_whose_slice_a_relabel_splits_across_cliques_is_released()
     assert state.reservation("default/g") is None
 
 
-def test_a_relabel_that_moves_a_whole_slice_keeps_the_reservation():
+def test_a_relabel_that_moves_a_whole_slice_keeps_the_reservation() -> None:
     state, planner, first_slice = reserved_slices()
     before = state.reservation("default/g")
     for node in first_slice:
@@ -385,12 +404,12 @@ def upstream_key(key: str) -> TopologyConstraint:
     return TopologyConstraint(required=key, any_label=True)
 
 
-def zone_node(name: str, zone: str | None, gpus: int = 4):
+def zone_node(name: str, zone: str | None, gpus: int = 4) -> Node:
     labels = {HOSTNAME: name} if zone is None else {HOSTNAME: name, ZONE: zone}
     return gpu_node(name, gpus, labels=labels)
 
 
-def zoned_cluster():
+def zoned_cluster() -> tuple[list[Node], list[Pod]]:
     """Zone a: two idle four-GPU nodes. Zone b: three four-GPU nodes with two GPUs in use
     on each. Zone c: three idle four-GPU nodes. An eight-GPU gang fits in a (exactly) and
     in c, or over b's broken nodes and a node of another zone."""
@@ -403,7 +422,7 @@ def zoned_cluster():
     return nodes, busy
 
 
-def test_an_upstream_zone_key_plans_the_gang_inside_the_tightest_zone_that_holds_it():
+def test_an_upstream_zone_key_plans_the_gang_inside_the_tightest_zone_that_holds_it() -> None:
     nodes, busy = zoned_cluster()
     members = gang("g", 4, 2)
     group = podgroup("g", 4, topology=upstream_key(ZONE))
@@ -415,7 +434,7 @@ def test_an_upstream_zone_key_plans_the_gang_inside_the_tightest_zone_that_holds
     assert f"placed within {ZONE}=a" in committed.reason
 
 
-def test_an_upstream_hostname_key_puts_every_member_on_one_node():
+def test_an_upstream_hostname_key_puts_every_member_on_one_node() -> None:
     nodes = [zone_node("n1", None, 4), zone_node("n2", None, 4), zone_node("n3", None, 8)]
     members = gang("g", 2, 2)
     busy = pod("busy", 2, node="n1")
@@ -426,7 +445,7 @@ def test_an_upstream_hostname_key_puts_every_member_on_one_node():
     assert reserved_nodes(state) == {"n2"}
 
 
-def test_nodes_without_the_label_never_host_a_member():
+def test_nodes_without_the_label_never_host_a_member() -> None:
     nodes = [zone_node("a0", "a"), zone_node("x0", None, 8), zone_node("x1", None, 8)]
     members = gang("g", 2, 2)
     group = podgroup("g", 2, topology=upstream_key(ZONE))
@@ -435,7 +454,7 @@ def test_nodes_without_the_label_never_host_a_member():
     assert reserved_nodes(state) == {"a0"}
 
 
-def test_a_gang_no_zone_holds_waits_with_a_reason_naming_the_key_and_the_unlabelled_nodes():
+def test_a_gang_no_zone_holds_waits_with_a_reason_naming_the_key_and_the_unlabelled_nodes() -> None:
     nodes = [zone_node("a0", "a"), zone_node("b0", "b"), zone_node("x0", None, 8)]
     members = gang("g", 3, 2)  # six GPUs: four per zone, eight only off any zone
     group = podgroup("g", 3, topology=upstream_key(ZONE))
@@ -449,7 +468,7 @@ def test_a_gang_no_zone_holds_waits_with_a_reason_naming_the_key_and_the_unlabel
     assert f"1 eligible node(s) without label {ZONE} cannot host a member" in unfit.reason
 
 
-def test_an_upstream_key_that_is_a_configured_level_keeps_todays_placement():
+def test_an_upstream_key_that_is_a_configured_level_keeps_todays_placement() -> None:
     """A configured level's domains stand as they are: a node without the leaf label is in
     its clique's domain (skipped level), not kept out as by an ad-hoc label."""
     nodes = [rack_node(f"n{i}", clique="c1") for i in range(2)]  # no leaf labels
@@ -464,7 +483,7 @@ def test_an_upstream_key_that_is_a_configured_level_keeps_todays_placement():
     assert placed[0][0] == {"n0", "n1"}
 
 
-def reserved_in_zone():
+def reserved_in_zone() -> tuple[ClusterState, GangPlanner]:
     """A two-member gang reserved in zone a, its tightest fit; zone b idle: (state, planner)."""
     nodes = [zone_node("a0", "a"), zone_node("a1", "a"), zone_node("b0", "b", 12)]
     members = gang("g", 2, 4)
@@ -483,11 +502,13 @@ def reserved_in_zone():
     ],
     ids=["moved-to-another-zone", "label-removed"],
 )
-def test_a_relabel_taking_a_reserved_node_out_of_the_zone_releases_the_reservation(labels, now_in):
-    released = []
+def test_a_relabel_taking_a_reserved_node_out_of_the_zone_releases_the_reservation(
+    labels: dict[str, str], now_in: str
+) -> None:
+    released: list[Released] = []
     state, planner = reserved_in_zone()
     state.on_release = released.append
-    old = state.node("a1").node
+    old = present(state.node("a1")).node
     state.upsert_node(replace(old, labels=labels))
 
     planner.recheck_topology()
@@ -498,10 +519,10 @@ def test_a_relabel_taking_a_reserved_node_out_of_the_zone_releases_the_reservati
     assert f"{now_in}; reservation released" in released[0].why
 
 
-def test_a_relabel_elsewhere_keeps_the_zone_reservation():
+def test_a_relabel_elsewhere_keeps_the_zone_reservation() -> None:
     state, planner = reserved_in_zone()
     before = state.reservation("default/g")
-    old = state.node("b0").node
+    old = present(state.node("b0")).node
     state.upsert_node(replace(old, labels={HOSTNAME: "b0", ZONE: "c"}))
 
     planner.recheck_topology()

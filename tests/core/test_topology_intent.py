@@ -1,14 +1,18 @@
 """A gang's topology intent: read from annotations (Phalanx's and Kueue's), then resolved."""
 
+from collections.abc import Iterable
+from typing import Any
+
 import pytest
 
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, pod_obj, podgroup, podgroup_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_pod, parse_pod_group
-from phalanx.core.model import TopologyConstraint
+from phalanx.core.model import Pod, PodGroup, TopologyConstraint
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
+    Topologies,
     parse_topologies,
     resolve_topology,
 )
@@ -17,7 +21,7 @@ K = "kueue.x-k8s.io/"
 P = "phalanx.io/"
 
 
-def intent_of(annotations):
+def intent_of(annotations: dict[str, str]) -> tuple[TopologyConstraint | None, str]:
     parsed = parse_pod(pod_obj("m-0", group="g", annotations=annotations))
     return parsed.topology, parsed.invalid
 
@@ -75,7 +79,9 @@ def intent_of(annotations):
         "both-families-agree",
     ],
 )
-def test_a_pod_declares_its_topology_intent_in_annotations(annotations, expected):
+def test_a_pod_declares_its_topology_intent_in_annotations(
+    annotations: dict[str, str], expected: TopologyConstraint | None
+) -> None:
     intent, invalid = intent_of(annotations)
     assert invalid == ""
     assert intent == expected
@@ -124,14 +130,16 @@ def test_a_pod_declares_its_topology_intent_in_annotations(annotations, expected
         "families-disagree",
     ],
 )
-def test_a_malformed_topology_annotation_makes_the_pod_invalid_and_says_which(annotations, message):
+def test_a_malformed_topology_annotation_makes_the_pod_invalid_and_says_which(
+    annotations: dict[str, str], message: str
+) -> None:
     intent, invalid = intent_of(annotations)
     assert intent is None
     assert message in invalid
     assert invalid.startswith("annotation ")
 
 
-def test_a_podgroup_declares_its_topology_in_phalanx_annotations():
+def test_a_podgroup_declares_its_topology_in_phalanx_annotations() -> None:
     obj = podgroup_obj(
         "g",
         8,
@@ -140,12 +148,12 @@ def test_a_podgroup_declares_its_topology_in_phalanx_annotations():
     assert parse_pod_group(obj).topology == TopologyConstraint(required=LEAF, preferred=CLIQUE)
 
 
-def test_kueue_annotations_on_a_podgroup_are_not_read():
+def test_kueue_annotations_on_a_podgroup_are_not_read() -> None:
     obj = podgroup_obj("g", 8, annotations={K + "podset-required-topology": LEAF})
     assert parse_pod_group(obj).topology is None
 
 
-def test_a_malformed_podgroup_annotation_names_the_object_and_field():
+def test_a_malformed_podgroup_annotation_names_the_object_and_field() -> None:
     obj = podgroup_obj("g", 8, annotations={P + "topology-slice-size": "four"})
     with pytest.raises(InvalidObjectError) as error:
         parse_pod_group(obj)
@@ -159,17 +167,21 @@ def test_a_malformed_podgroup_annotation_names_the_object_and_field():
 DEFAULT = DEFAULT_TOPOLOGIES.default
 
 
-def resolve(group=None, members=(), topologies=DEFAULT_TOPOLOGIES):
+def resolve(
+    group: PodGroup | None = None,
+    members: Iterable[Pod] = (),
+    topologies: Topologies = DEFAULT_TOPOLOGIES,
+) -> GangTopology | str:
     return resolve_topology(group or podgroup("g", 8), list(members), topologies)
 
 
-def test_a_gang_that_declares_nothing_is_unconstrained_on_the_default_topology():
+def test_a_gang_that_declares_nothing_is_unconstrained_on_the_default_topology() -> None:
     resolved = resolve(members=[pod("m-0", group="g")])
     assert resolved == GangTopology(DEFAULT)
     assert not resolved.constrained
 
 
-def test_the_podgroup_intent_resolves_to_level_positions():
+def test_the_podgroup_intent_resolves_to_level_positions() -> None:
     group = podgroup("g", 8, topology=TopologyConstraint(required=LEAF, preferred=CLIQUE))
     resolved = resolve(group)
     assert resolved == GangTopology(DEFAULT, required=1, preferred=2)
@@ -177,7 +189,7 @@ def test_the_podgroup_intent_resolves_to_level_positions():
     assert str(resolved) == f"required {LEAF}, preferred {CLIQUE}"
 
 
-def test_members_intent_applies_when_the_podgroup_says_nothing():
+def test_members_intent_applies_when_the_podgroup_says_nothing() -> None:
     members = [
         pod("m-0", group="g", topology=TopologyConstraint(required=SPINE)),
         pod("m-1", group="g", topology=TopologyConstraint(required=SPINE)),
@@ -186,10 +198,11 @@ def test_members_intent_applies_when_the_podgroup_says_nothing():
     assert resolve(members=members) == GangTopology(DEFAULT, required=0)
 
 
-def test_a_named_topology_is_used():
+def test_a_named_topology_is_used() -> None:
     topologies = parse_topologies(f"default={','.join((SPINE, LEAF))};rack=x.io/row,x.io/rack")
     group = podgroup("g", 4, topology=TopologyConstraint(topology="rack", required="x.io/rack"))
     resolved = resolve(group, topologies=topologies)
+    assert isinstance(resolved, GangTopology)
     assert resolved.topology.name == "rack"
     assert resolved.required == 1
     assert str(resolved) == "required x.io/rack (topology rack)"
@@ -205,8 +218,12 @@ def test_a_named_topology_is_used():
     ],
     ids=["preferred-up-to-the-cluster", "required-only", "preferred-up-to-required", "slices"],
 )
-def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(walk, constraint):
-    assert resolve(podgroup("g", 8, topology=constraint)).walk() == walk
+def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(
+    walk: tuple[int, ...], constraint: TopologyConstraint
+) -> None:
+    resolved = resolve(podgroup("g", 8, topology=constraint))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.walk() == walk
 
 
 @pytest.mark.parametrize(
@@ -276,7 +293,9 @@ def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(walk, constr
         "group-and-members-disagree",
     ],
 )
-def test_bad_intent_is_a_clear_error_naming_the_group(group, members, message):
+def test_bad_intent_is_a_clear_error_naming_the_group(
+    group: PodGroup, members: list[Pod], message: str
+) -> None:
     resolved = resolve(group, members)
     assert isinstance(resolved, str)
     assert message in resolved
@@ -304,11 +323,13 @@ def test_bad_intent_is_a_clear_error_naming_the_group(group, members, message):
     ],
     ids=["default-by-name-or-not", "tier-or-label-key", "members-spell-it-three-ways"],
 )
-def test_intents_that_mean_the_same_levels_agree_however_they_are_spelled(group, members):
+def test_intents_that_mean_the_same_levels_agree_however_they_are_spelled(
+    group: PodGroup, members: list[Pod]
+) -> None:
     assert resolve(group, members) == GangTopology(DEFAULT, required=2)
 
 
-def test_the_configured_topologies_must_name_the_level_not_a_short_noun():
+def test_the_configured_topologies_must_name_the_level_not_a_short_noun() -> None:
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required="clique")))
     assert isinstance(resolved, str)
     assert "not a level of topology default" in resolved
@@ -329,7 +350,9 @@ def test_the_configured_topologies_must_name_the_level_not_a_short_noun():
     ids=["tier1-is-the-clique", "tier2-is-the-leaf", "tier3-is-the-spine", "no-host-level",
          "no-host-level-wider"],
 )  # fmt: skip
-def test_a_volcano_tier_counts_up_from_the_narrowest_level_above_a_node(text, tier, level):
+def test_a_volcano_tier_counts_up_from_the_narrowest_level_above_a_node(
+    text: str, tier: str, level: int
+) -> None:
     topologies = parse_topologies(text)
     group = podgroup("g", 8, topology=TopologyConstraint(required=tier))
     resolved = resolve(group, topologies=topologies)
@@ -338,7 +361,7 @@ def test_a_volcano_tier_counts_up_from_the_narrowest_level_above_a_node(text, ti
     assert topologies.default.level(tier) == level
 
 
-def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster():
+def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster() -> None:
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(preferred="tier:1")))
     assert isinstance(resolved, GangTopology)
     assert resolved.walk() == (2, 1, 0, -1)
@@ -360,7 +383,7 @@ def test_a_soft_volcano_tier_is_preferred_and_climbs_to_the_cluster():
     ],
     ids=["above-the-widest", "zero", "huge", "int64-max", "longer-than-int-parses"],
 )
-def test_a_tier_beyond_the_topology_is_a_clear_error(tier, message):
+def test_a_tier_beyond_the_topology_is_a_clear_error(tier: str, message: str) -> None:
     resolved = resolve(podgroup("g", 8, topology=TopologyConstraint(required=tier)))
     assert isinstance(resolved, str)
     assert message in resolved
@@ -375,7 +398,9 @@ def test_a_tier_beyond_the_topology_is_a_clear_error(tier, message):
     ],
     ids=["required", "preferred", "slice"],
 )
-def test_a_phalanx_annotation_may_name_a_level_by_its_volcano_tier(annotations, level):
+def test_a_phalanx_annotation_may_name_a_level_by_its_volcano_tier(
+    annotations: dict[str, str], level: str
+) -> None:
     intent, invalid = intent_of(annotations)
     assert invalid == ""
     resolved = resolve(members=[pod("m-0", group="g", topology=intent)])
@@ -385,7 +410,7 @@ def test_a_phalanx_annotation_may_name_a_level_by_its_volcano_tier(annotations, 
     assert positions[level] == {"required": 2, "preferred": 1, "slice": 2}[level]
 
 
-def test_a_podgroup_annotation_may_name_a_level_by_its_volcano_tier():
+def test_a_podgroup_annotation_may_name_a_level_by_its_volcano_tier() -> None:
     obj = podgroup_obj("g", 8, annotations={P + "topology-required": "tier:2"})
     assert parse_pod_group(obj).topology == TopologyConstraint(required="tier:2")
 
@@ -400,13 +425,15 @@ def test_a_podgroup_annotation_may_name_a_level_by_its_volcano_tier():
     ],
     ids=["kueue-takes-label-keys-only", "no-number", "negative", "too-many-digits"],
 )
-def test_a_malformed_tier_in_an_annotation_makes_the_pod_invalid(annotations, message):
+def test_a_malformed_tier_in_an_annotation_makes_the_pod_invalid(
+    annotations: dict[str, str], message: str
+) -> None:
     intent, invalid = intent_of(annotations)
     assert intent is None
     assert message in invalid
 
 
-def test_a_topology_of_hosts_only_has_no_tiers():
+def test_a_topology_of_hosts_only_has_no_tiers() -> None:
     topologies = parse_topologies(HOSTNAME)
     resolved = resolve(
         podgroup("g", 8, topology=TopologyConstraint(required="tier:1")), topologies=topologies
@@ -415,7 +442,7 @@ def test_a_topology_of_hosts_only_has_no_tiers():
     assert "none: its only level is the node itself" in resolved
 
 
-def test_a_tier_in_an_ordering_error_names_its_level():
+def test_a_tier_in_an_ordering_error_names_its_level() -> None:
     group = podgroup("g", 8, topology=TopologyConstraint(required="tier:1", preferred="tier:2"))
     resolved = resolve(group)
     assert isinstance(resolved, str)
@@ -434,20 +461,20 @@ def upstream_key(key: str) -> TopologyConstraint:
     return TopologyConstraint(required=key, any_label=True)
 
 
-def test_an_upstream_key_that_is_a_configured_level_resolves_as_the_annotation_would():
+def test_an_upstream_key_that_is_a_configured_level_resolves_as_the_annotation_would() -> None:
     by_field = resolve(podgroup("g", 8, topology=upstream_key(LEAF)))
     by_annotation = resolve(podgroup("g", 8, topology=TopologyConstraint(required=LEAF)))
     assert by_field == by_annotation == GangTopology(DEFAULT, required=1)
 
 
-def test_an_upstream_key_of_another_configured_topology_resolves_in_that_topology():
+def test_an_upstream_key_of_another_configured_topology_resolves_in_that_topology() -> None:
     topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
     resolved = resolve(podgroup("g", 4, topology=upstream_key("x.io/rack")), topologies=topologies)
     assert isinstance(resolved, GangTopology)
     assert (resolved.topology.name, resolved.required) == ("rack", 1)
 
 
-def test_an_upstream_key_no_topology_has_is_a_topology_of_that_label_alone():
+def test_an_upstream_key_no_topology_has_is_a_topology_of_that_label_alone() -> None:
     resolved = resolve(podgroup("g", 4, topology=upstream_key(ZONE)))
     assert isinstance(resolved, GangTopology)
     assert resolved.topology.levels == (ZONE,)
@@ -456,14 +483,14 @@ def test_an_upstream_key_no_topology_has_is_a_topology_of_that_label_alone():
     assert str(resolved) == f"required {ZONE} (a node label, in no configured topology)"
 
 
-def test_upstream_hostname_key_without_a_hostname_level_is_a_topology_of_hosts():
+def test_upstream_hostname_key_without_a_hostname_level_is_a_topology_of_hosts() -> None:
     topologies = parse_topologies(f"{SPINE},{LEAF}")
     resolved = resolve(podgroup("g", 4, topology=upstream_key(HOSTNAME)), topologies=topologies)
     assert isinstance(resolved, GangTopology)
     assert (resolved.topology.levels, resolved.required) == ((HOSTNAME,), 0)
 
 
-def test_an_upstream_key_with_a_preferred_level_and_slices_resolves_them_in_its_topology():
+def test_an_upstream_key_with_a_preferred_level_and_slices_resolves_them_in_its_topology() -> None:
     intent = TopologyConstraint(
         required=LEAF, preferred=CLIQUE, slice_size=2, slice_required=CLIQUE, any_label=True
     )
@@ -488,14 +515,16 @@ def test_an_upstream_key_with_a_preferred_level_and_slices_resolves_them_in_its_
     ],
     ids=["preferred-wider", "slice-wider", "slice-size", "preferred-unknown"],
 )
-def test_annotations_added_to_an_upstream_key_are_checked_as_any_intent(added, refusal):
+def test_annotations_added_to_an_upstream_key_are_checked_as_any_intent(
+    added: dict[str, Any], refusal: str
+) -> None:
     intent = TopologyConstraint(required=LEAF, any_label=True, **added)
     resolved = resolve(podgroup("g", 4, topology=intent))
     assert isinstance(resolved, str)
     assert refusal in resolved
 
 
-def test_an_upstream_key_of_another_topology_takes_its_preferred_level_from_that_topology():
+def test_an_upstream_key_of_another_topology_takes_its_preferred_level_from_that_topology() -> None:
     topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
     intent = TopologyConstraint(required="x.io/row", preferred="x.io/rack", any_label=True)
     resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
@@ -508,7 +537,9 @@ def test_an_upstream_key_of_another_topology_takes_its_preferred_level_from_that
     [{"preferred": CLIQUE}, {"slice_size": 2, "slice_required": HOSTNAME}],
     ids=["preferred", "slice"],
 )
-def test_an_ad_hoc_upstream_key_has_no_other_level_to_prefer_or_slice_in(added):
+def test_an_ad_hoc_upstream_key_has_no_other_level_to_prefer_or_slice_in(
+    added: dict[str, Any],
+) -> None:
     intent = TopologyConstraint(required=ZONE, any_label=True, **added)
     resolved = resolve(podgroup("g", 4, topology=intent))
     assert isinstance(resolved, str)
@@ -528,7 +559,9 @@ def test_an_ad_hoc_upstream_key_has_no_other_level_to_prefer_or_slice_in(added):
     ],
     ids=["podgroup-annotation", "member-annotation", "member-annotation-beside-the-field"],
 )
-def test_an_annotation_naming_an_unknown_level_is_still_refused(group, members):
+def test_an_annotation_naming_an_unknown_level_is_still_refused(
+    group: PodGroup, members: list[Pod]
+) -> None:
     """Phalanx's and Kueue's annotations name configured levels: a typo there is caught."""
     resolved = resolve(group, members)
     assert isinstance(resolved, str)
@@ -538,12 +571,12 @@ def test_an_annotation_naming_an_unknown_level_is_still_refused(group, members):
 # ---- KAI's topologyConstraint: node label keys, required and preferred ---------------------
 
 
-def test_a_kai_preferred_level_alone_picks_the_topology_that_has_it():
+def test_a_kai_preferred_level_alone_picks_the_topology_that_has_it() -> None:
     intent = TopologyConstraint(preferred=CLIQUE, any_label=True)
     assert resolve(podgroup("g", 4, topology=intent)) == GangTopology(DEFAULT, preferred=2)
 
 
-def test_a_kai_preferred_level_no_topology_has_is_a_topology_of_that_label_alone():
+def test_a_kai_preferred_level_no_topology_has_is_a_topology_of_that_label_alone() -> None:
     resolved = resolve(
         podgroup("g", 4, topology=TopologyConstraint(preferred=ZONE, any_label=True))
     )
@@ -567,7 +600,7 @@ def kai_subgroups(**levels: str) -> TopologyConstraint:
     )
 
 
-def test_kai_subgroups_level_holds_beside_the_pod_groups_required_and_preferred_levels():
+def test_kai_subgroups_level_holds_beside_the_pod_groups_required_and_preferred_levels() -> None:
     resolved = resolve(
         podgroup("g", 4, topology=kai_subgroups(required=SPINE, preferred=LEAF, slice=CLIQUE))
     )
@@ -584,13 +617,13 @@ def test_kai_subgroups_level_holds_beside_the_pod_groups_required_and_preferred_
     )
 
 
-def test_kai_subgroups_level_holds_beside_the_pod_groups_preferred_level_alone():
+def test_kai_subgroups_level_holds_beside_the_pod_groups_preferred_level_alone() -> None:
     resolved = resolve(podgroup("g", 4, topology=kai_subgroups(preferred=LEAF, slice=CLIQUE)))
     assert isinstance(resolved, GangTopology)
     assert (resolved.required, resolved.preferred, resolved.slice_level) == (None, 1, 2)
 
 
-def test_a_kai_preferred_level_outside_the_required_levels_topology_is_refused():
+def test_a_kai_preferred_level_outside_the_required_levels_topology_is_refused() -> None:
     resolved = resolve(
         podgroup("g", 4, topology=kai_subgroups(required=LEAF, preferred=ZONE, slice=CLIQUE))
     )
@@ -600,7 +633,7 @@ def test_a_kai_preferred_level_outside_the_required_levels_topology_is_refused()
     )
 
 
-def test_kai_subgroups_level_wider_than_the_pod_groups_is_refused_naming_the_subgroups():
+def test_kai_subgroups_level_wider_than_the_pod_groups_is_refused_naming_the_subgroups() -> None:
     resolved = resolve(podgroup("g", 4, topology=kai_subgroups(required=LEAF, slice=SPINE)))
     assert isinstance(resolved, str)
     assert f"subgroup(s) decode, prefill require one {SPINE} each" in resolved

@@ -181,7 +181,7 @@ def test_the_gang_above_a_pod_group_is_the_topmost_gang_composite() -> None:
 
 def test_no_gang_is_above_a_pod_group_under_basic_composites_only() -> None:
     assert gang_above(HEAD, composites(composite_obj("ray", None)).get) is None
-    assert gang_above(parse_pod_group(upstream_podgroup_obj("solo", 1)), {}.get) is None
+    assert gang_above(parse_pod_group(upstream_podgroup_obj("solo", 1)), lambda _: None) is None
 
 
 def test_a_missing_parent_up_the_tree_is_named_with_who_names_it() -> None:

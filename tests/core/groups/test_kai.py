@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from builders import kai_pod_obj, kai_podgroup_obj, pod_obj
+from builders import kai_pod_obj, kai_podgroup_obj, pod_obj, present
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import kai, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
@@ -30,7 +30,7 @@ def test_a_pod_marked_by_kais_podgrouper_is_a_member_of_its_kai_gang() -> None:
         Dialect.KAI,
         "",
     )
-    assert pod.group.key == "kai:ml/train"
+    assert present(pod.group).key == "kai:ml/train"
 
 
 def test_a_malformed_group_name_marks_the_pod_invalid() -> None:

@@ -466,18 +466,22 @@ def test_the_largest_slice_goes_first_so_a_smaller_one_cannot_take_its_only_doma
 # ---- slices by task, each task at a level of its own ----------------------------------------
 
 
-def by_task(required=None, **levels):
+def by_task(required: str | None = None, **levels: str) -> GangTopology:
     """Tasks (KAI subgroups) each inside one domain of its level: `prefill=CLIQUE`."""
     return GangTopology(
         DEFAULT,
         required=DEFAULT.level(required) if required else None,
         slice_tasks=frozenset(levels),
         slice_noun="subgroup",
-        task_levels=tuple(sorted((task, DEFAULT.level(key)) for task, key in levels.items())),
+        task_levels=tuple(
+            sorted((task, present(DEFAULT.level(key))) for task, key in levels.items())
+        ),
     )
 
 
-def place_tasks(state, members, topology, **kw):
+def place_tasks(
+    state: ClusterState, members: Iterable[Pod], topology: GangTopology, **kw: Any
+) -> Placed | Unfit:
     snapshot = state.snapshot()
     spec = GangSpec(
         key="default/g",
@@ -490,22 +494,26 @@ def place_tasks(state, members, topology, **kw):
     return place_gang(snapshot, spec)
 
 
-def roles(**sizes):
+def roles(**sizes: int) -> list[Pod]:
     """Members <task>-0.. of each task, 4 GPUs each (one whole 4-GPU node)."""
     return [
         pod(f"{task}-{i}", 4, group="g", task=task) for task, n in sizes.items() for i in range(n)
     ]
 
 
-def where_by_task(state, result, key):
+def where_by_task(state: ClusterState, result: Placed | Unfit, key: str) -> dict[str, set[str]]:
     """Per task, the values of label `key` its members landed on."""
+    assert isinstance(result, Placed), result
     found: dict[str, set[str]] = {}
     for p in result.members:
-        found.setdefault(p.task, set()).add(state.node(result.assignment[p.uid]).node.labels[key])
+        found.setdefault(p.task, set()).add(
+            present(state.node(result.assignment[p.uid])).node.labels[key]
+        )
     return found
 
 
-def assert_no_node_over_committed(state, result):
+def assert_no_node_over_committed(state: ClusterState, result: Placed | Unfit) -> None:
+    assert isinstance(result, Placed), result
     snapshot = state.snapshot()
     used: dict[str, int] = {}
     for p in result.members:
@@ -515,7 +523,7 @@ def assert_no_node_over_committed(state, result):
         assert gpus <= snapshot.nodes[node].free.gpus(), node
 
 
-def test_each_task_lands_inside_one_domain_of_its_own_level_inside_the_required_one():
+def test_each_task_lands_inside_one_domain_of_its_own_level_inside_the_required_one() -> None:
     # Spine s0: leaf l0 of cliques c0 (1 node) and c1 (2 nodes), leaf l1 of c2 (3 nodes);
     # spine s1 the same shape. Prefill in one clique, decode in one leaf, all in one spine.
     nodes = [
@@ -531,12 +539,13 @@ def test_each_task_lands_inside_one_domain_of_its_own_level_inside_the_required_
     cliques, leaves = where_by_task(state, result, CLIQUE), where_by_task(state, result, LEAF)
     assert len(cliques["prefill"]) == 1
     assert len(leaves["decode"]) == 1
+    assert isinstance(result, Placed)
     assert result.explanation.endswith(
         "each of subgroup(s) decode within one leaf, prefill within one clique"
     )
 
 
-def test_the_narrower_task_is_placed_first_so_a_wider_one_cannot_take_its_only_domain():
+def test_the_narrower_task_is_placed_first_so_a_wider_one_cannot_take_its_only_domain() -> None:
     # One leaf: clique c0 of two 4-GPU nodes, c1 and c2 of one 6-GPU node each. Decode
     # (leaf) fits c0's nodes best; prefill (clique) needs both of them.
     nodes = [
@@ -546,10 +555,11 @@ def test_the_narrower_task_is_placed_first_so_a_wider_one_cannot_take_its_only_d
     state = cluster(nodes)
     result = place_tasks(state, roles(decode=2, prefill=2), by_task(decode=LEAF, prefill=CLIQUE))
     assert where_by_task(state, result, CLIQUE)["prefill"] == {"c0"}
+    assert isinstance(result, Placed)
     assert {result.assignment[p.uid] for p in result.members if p.task == "decode"} == {"b0", "d0"}
 
 
-def test_failing_narrowest_first_the_wider_task_is_placed_first_for_its_only_domain():
+def test_failing_narrowest_first_the_wider_task_is_placed_first_for_its_only_domain() -> None:
     # Leaf l0: cliques c0 and c1 of two nodes; leaf l1: clique c2 of two. Prefill (clique)
     # first would take c0, the tightest by name, leaving no leaf three nodes for decode;
     # decode first takes three of l0 and prefill then has c2.
@@ -564,7 +574,7 @@ def test_failing_narrowest_first_the_wider_task_is_placed_first_for_its_only_dom
     assert where_by_task(state, result, CLIQUE)["prefill"] == {"c2"}
 
 
-def test_levels_of_different_tasks_share_nodes_without_over_committing_one():
+def test_levels_of_different_tasks_share_nodes_without_over_committing_one() -> None:
     # Leaf l0: clique c0 of one 8-GPU node, c1 of one 8-GPU node and one 4-GPU node (20
     # GPUs). Prefill's 8 in a clique and decode's 12 in the leaf fit exactly, and only if
     # decode sees what prefill took.
@@ -581,7 +591,7 @@ def test_levels_of_different_tasks_share_nodes_without_over_committing_one():
     assert isinstance(place_tasks(state, roles(prefill=2, decode=4), topology), Unfit)
 
 
-def test_a_task_that_fits_no_domain_of_its_level_is_named_with_its_level():
+def test_a_task_that_fits_no_domain_of_its_level_is_named_with_its_level() -> None:
     nodes = [
         rack_node(f"{c}-n{n}", 4, spine="s0", leaf="l0", clique=c)
         for c in ("c0", "c1")
@@ -594,7 +604,7 @@ def test_a_task_that_fits_no_domain_of_its_level_is_named_with_its_level():
     assert f"subgroup(s) decode each in one {LEAF}, prefill in one {CLIQUE}" in result.reason
 
 
-def test_a_task_with_a_bound_member_stays_in_the_domain_of_its_level_that_holds_it():
+def test_a_task_with_a_bound_member_stays_in_the_domain_of_its_level_that_holds_it() -> None:
     # Two leaves of one clique of two nodes each; decode's bound member sits in l1.
     nodes = [
         rack_node(f"{c}-n{n}", 4, spine="s0", leaf=leaf, clique=c)
@@ -614,7 +624,7 @@ def test_a_task_with_a_bound_member_stays_in_the_domain_of_its_level_that_holds_
     assert where_by_task(state, result, LEAF) == {"decode": {"l1"}, "prefill": {"l0"}}
 
 
-def test_a_task_whose_level_is_no_narrower_than_the_gangs_domain_constrains_nothing_more():
+def test_a_task_whose_level_is_no_narrower_than_the_gangs_domain_constrains_nothing_more() -> None:
     # Required leaf: decode's leaf holds it anyway, prefill still needs one clique.
     nodes = [
         rack_node(f"{c}-n{n}", 4, spine="s0", leaf="l0", clique=c)

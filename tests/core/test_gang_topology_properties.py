@@ -203,8 +203,8 @@ def test_every_slice_lands_inside_one_domain_of_the_slice_level(
     st.sampled_from([None, 0, 1]),
 )
 def test_every_task_lands_inside_one_domain_of_its_own_level_and_no_node_is_over_committed(
-    state, tasks, required
-):
+    state: ClusterState, tasks: list[tuple[int, int, int]], required: int | None
+) -> None:
     """Tasks t0.. of (members, level, GPUs each), levels drawn apart or alike."""
     members = tuple(
         pod(f"t{t}-{i}", gpus, group="g", task=f"t{t}", memory_gib=1)

@@ -658,7 +658,7 @@ def own_levels(required: str = "", topology: str = "", **levels: str) -> Topolog
     )
 
 
-def test_subgroups_levels_of_one_topology_resolve_each_inside_the_required_level():
+def test_subgroups_levels_of_one_topology_resolve_each_inside_the_required_level() -> None:
     resolved = resolve(
         podgroup("g", 4, topology=own_levels(required=SPINE, prefill=CLIQUE, decode=LEAF))
     )
@@ -676,7 +676,7 @@ def test_subgroups_levels_of_one_topology_resolve_each_inside_the_required_level
     )
 
 
-def test_subgroups_levels_without_a_required_one_pick_the_topology_that_has_them_all():
+def test_subgroups_levels_without_a_required_one_pick_the_topology_that_has_them_all() -> None:
     topologies = parse_topologies(f"default={SPINE},{LEAF};rack=x.io/row,x.io/rack")
     resolved = resolve(
         podgroup("g", 4, topology=own_levels(prefill="x.io/rack", decode="x.io/row")),
@@ -687,7 +687,7 @@ def test_subgroups_levels_without_a_required_one_pick_the_topology_that_has_them
     assert resolved.task_levels == (("decode", 0), ("prefill", 1))
 
 
-def test_levels_spelled_apart_that_are_one_level_resolve_as_one_shared_level():
+def test_levels_spelled_apart_that_are_one_level_resolve_as_one_shared_level() -> None:
     intent = own_levels(topology="default", prefill=CLIQUE, decode="tier:1")
     resolved = resolve(podgroup("g", 4, topology=intent))
     assert isinstance(resolved, GangTopology)
@@ -736,7 +736,9 @@ def test_levels_spelled_apart_that_are_one_level_resolve_as_one_shared_level():
         "named-topology-unknown-level",
     ],
 )
-def test_subgroups_levels_that_cannot_nest_are_refused_naming_each_subgroup(intent, refusal):
+def test_subgroups_levels_that_cannot_nest_are_refused_naming_each_subgroup(
+    intent: TopologyConstraint, refusal: str
+) -> None:
     topologies = parse_topologies(f"default={SPINE},{LEAF},{CLIQUE};rows=x.io/row,x.io/rack")
     resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
     assert isinstance(resolved, str)

@@ -431,6 +431,53 @@ def kai_pod_obj(name: str, group: str, subgroup: str = "", **more: Any) -> dict[
     return pod_obj(name, annotations=annotations, labels=labels, **more)
 
 
+def grove_podgang_obj(
+    name: str,
+    podgroups: dict[str, int],
+    *,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A `scheduler.grove.io/v1alpha1` PodGang as Grove's operator creates it (priority
+    class included); `podgroups` maps each podgroup (a PodClique's name) to its
+    minReplicas, each naming that many pods `<podgroup>-<i>` in `podReferences`."""
+    return {
+        "apiVersion": "scheduler.grove.io/v1alpha1",
+        "kind": "PodGang",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"grove-{namespace}-{name}",
+            "annotations": dict(annotations or {}),
+            "labels": {"app.kubernetes.io/managed-by": "grove-operator"},
+        },
+        "spec": {
+            "priorityClassName": "serve",
+            "podgroups": [
+                {
+                    "name": group,
+                    "minReplicas": minimum,
+                    "podReferences": [
+                        {"namespace": namespace, "name": f"{group}-{i}"} for i in range(minimum)
+                    ],
+                }
+                for group, minimum in podgroups.items()
+            ],
+        },
+        "status": dict(status or {}),
+    }
+
+
+def grove_pod_obj(name: str, gang: str, podgroup: str = "", **more: Any) -> dict[str, Any]:
+    """A pod as Grove's operator creates it: label `grove.io/podgang`, and its PodClique's
+    label `grove.io/podclique` (its podgroup) when given."""
+    labels = {"grove.io/podgang": gang, **more.pop("labels", {})}
+    if podgroup:
+        labels["grove.io/podclique"] = podgroup
+    return pod_obj(name, labels=labels, **more)
+
+
 def upstream_podgroup_obj(
     name: str,
     min_count: int | None,

@@ -13,6 +13,8 @@ from builders import (
     LEAF,
     SPINE,
     gpu_node,
+    grove_pod_obj,
+    grove_podgang_obj,
     kai_pod_obj,
     kai_podgroup_obj,
     pod_obj,
@@ -1067,3 +1069,133 @@ def test_a_relabel_within_the_domain_of_a_kai_subgroups_own_level_keeps_the_gang
     cluster.planner.recheck_topology()
 
     assert cluster.state.reservation("kai:default/serve") is not None
+
+
+# --- Grove's PodGangs -------------------------------------------------------------------------
+
+GROVE = GroupRef("default", "serve-0", Dialect.GROVE)
+
+
+def grove_gang(**podgroups: int) -> list[dict[str, Any]]:
+    """PodGang `serve-0` whose podgroups each need `podgroups[name]` members, and those
+    members (`<podgroup>-<i>`), each asking a whole 8-GPU node."""
+    members = [
+        grove_pod_obj(f"{name}-{i}", "serve-0", name, gpus=8)
+        for name, size in podgroups.items()
+        for i in range(size)
+    ]
+    return [grove_podgang_obj("serve-0", podgroups), *members]
+
+
+def test_a_podgang_of_two_podgroups_is_reserved_whole_as_one_gang() -> None:
+    cluster = Cluster(*grove_gang(prefill=2, decode=1))
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "grove:default/serve-0"
+    assert sorted(m.node for m in decision.reserved.members) == NODES
+
+
+def test_a_podgang_one_node_short_reserves_nobody() -> None:
+    cluster = Cluster(*grove_gang(prefill=2, decode=2))
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert (decision.reserved, decision.result.feasible) == (None, ())
+    assert cluster.state.reservations() == {}
+
+
+def test_a_podgang_waits_for_each_podgroup_s_minimum() -> None:
+    gang = grove_gang(prefill=1, decode=1)
+    # Two prefill members, no decode one: the sum of minReplicas alone would be a quorum.
+    cluster = Cluster(gang[0], gang[1], grove_pod_obj("prefill-9", "serve-0", "prefill", gpus=8))
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert decision.reserved is None
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 2/2 exist, but task decode has 0 of 1 member(s) (spec.podgroups)"
+    }
+    cluster.add(gang[2])
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 3
+
+
+def test_a_member_beyond_its_podgroup_s_minimum_is_a_best_effort_extra() -> None:
+    # minReplicas 1 of prefill, but two prefill pods: both fit, both are reserved.
+    cluster = Cluster(*grove_gang(prefill=1, decode=1))
+    cluster.add(grove_pod_obj("prefill-1", "serve-0", "prefill", gpus=8))
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 3
+
+
+def test_a_grove_member_naming_a_podgroup_its_podgang_lacks_makes_the_gang_invalid() -> None:
+    cluster = Cluster(*grove_gang(prefill=1, decode=1))
+    cluster.add(grove_pod_obj("router-0", "serve-0", "router", gpus=8))
+    assert cluster.resolve(GROVE) == Invalid(
+        "gang grove:default/serve-0: member(s) name podgroup(s) router (label "
+        "grove.io/podclique) that its PodGang's spec.podgroups lacks (it has: decode, prefill)"
+    )
+    assert cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0).reserved is None
+
+
+def test_a_podgang_waits_for_its_object_and_says_which() -> None:
+    cluster = Cluster(*grove_gang(prefill=1, decode=1)[1:])
+    assert cluster.resolve(GROVE) == Waiting(
+        "waiting for Grove PodGang default/serve-0 (scheduler.grove.io/v1alpha1) to exist "
+        "(pods name it with label grove.io/podgang)"
+    )
+
+
+def grove_serving(**keys: str) -> list[dict[str, Any]]:
+    """PodGang `serve` of prefill×2 and decode×2 (each member a whole 8-GPU node); a
+    podgroup named in `keys` requires that node label key (`packConstraint.required`)."""
+    objects = grove_gang(prefill=2, decode=2)
+    for entry in objects[0]["spec"]["podgroups"]:
+        if entry["name"] in keys:
+            entry["topologyConstraint"] = {"packConstraint": {"required": keys[entry["name"]]}}
+    return objects
+
+
+def test_each_grove_podgroup_required_in_one_rack_lands_in_one_rack() -> None:
+    cluster = racked_cluster(("a1",), ("b1", "b2"), ("c1", "c2"))
+    for obj in grove_serving(prefill=RACK, decode=RACK):
+        cluster.add(obj)
+    decision = cluster.planner.filter(
+        cluster.pod("prefill-0"), ["a1", "b1", "c1", "b2", "c2"], now=0
+    )
+    assert decision.reserved is not None
+    where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
+    for role in ("prefill", "decode"):
+        assert rack_of(cluster, where[f"{role}-0"]) == rack_of(cluster, where[f"{role}-1"])
+    assert sorted(where.values()) == ["b1", "b2", "c1", "c2"]
+
+
+def test_grove_prefill_in_one_clique_and_decode_in_one_leaf_of_the_same_spine() -> None:
+    cluster = spined_cluster(*two_spines())
+    objects = grove_serving(prefill=CLIQUE, decode=LEAF)
+    objects[0]["spec"]["topologyConstraint"] = {"packConstraint": {"required": SPINE}}
+    for obj in objects:
+        cluster.add(obj)
+    names = [n.name for n in two_spines()]
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), names, now=0)
+    assert decision.reserved is not None
+    where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
+    assert {where["prefill-0"], where["prefill-1"]} == {"b1", "b2"}
+    assert {where["decode-0"], where["decode-1"]} == {"b3", "b4"}
+    record = cluster.planner.journal.get("grove:default/serve-0")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation == (
+        f"required {SPINE}: placed within {SPINE}=s1; "
+        "each of podgroup(s) decode within one leaf, prefill within one clique"
+    )
+
+
+def test_a_grove_podgroup_no_domain_of_its_level_can_hold_leaves_the_gang_unfit() -> None:
+    cluster = spined_cluster(*(n for n in two_spines() if n.name != "b2"))
+    objects = grove_serving(prefill=CLIQUE, decode=LEAF)
+    for obj in objects:
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "a3", "b1"], now=0)
+    assert decision.reserved is None
+    reason = decision.result.unresolvable["a1"]
+    assert f"podgroup(s) decode each in one {LEAF}, prefill in one {CLIQUE}" in reason
+    assert "podgroup prefill fits in no clique" in reason

@@ -848,6 +848,9 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         # KAI's CRD has a status subresource: the counts and scheduling condition go there.
         ("scheduling.run.ai", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.run.ai", "podgroups/status"): ["patch"],
+        # Grove's PodGangs: followed; the commit record; phase and condition on /status.
+        ("scheduler.grove.io", "podgangs"): ["get", "list", "patch", "watch"],
+        ("scheduler.grove.io", "podgangs/status"): ["patch"],
         ("scheduling.k8s.io", "podgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "podgroups/status"): ["patch"],
         ("scheduling.k8s.io", "workloads"): ["get", "list", "watch"],

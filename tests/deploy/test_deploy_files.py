@@ -27,6 +27,7 @@ LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 YUNIKORN_APP_LABEL = "applicationId"
 KAI_ANNOTATION = "pod-group-name"
+GROVE_LABEL = "grove.io/podgang"
 
 
 def test_plain_manifests_are_a_fresh_render_of_the_chart(helm: Path) -> None:
@@ -89,6 +90,7 @@ def group_of(pod: Obj) -> str:
     notes = meta.get("annotations", {})
     labels = meta.get("labels", {})
     named = labels.get(GROUP_LABEL) or notes.get(GROUP_ANNOTATION) or labels.get(KUEUE_LABEL)
+    named = named or labels.get(GROVE_LABEL)
     if not named and YUNIKORN_APP_LABEL in labels:
         named = f"yunikorn:{labels[YUNIKORN_APP_LABEL]}"
     if not named and LWS_LABEL in labels:
@@ -176,6 +178,15 @@ def test_kai_example_places_prefill_and_both_decoders_together() -> None:
     assert "disagg-serve-prefill-0" in placements
     # The decode subgroup's level: both decoders in one NVLink clique (nvl0 or nvl1).
     decoders = {placements[f"disagg-serve-decode-{i}"].split("-")[0] for i in range(2)}
+    assert len(decoders) == 1, placements
+
+
+def test_grove_example_places_prefill_and_both_decoders_together() -> None:
+    placements = asyncio.run(_schedule(DEPLOY / "examples" / "grove-podgang.yaml"))
+    assert len(set(placements.values())) == 3  # 8 GPUs each: one member per node
+    assert "serve-0-prefill-0" in placements
+    # The decode podgroup's key: both decoders in one NVLink clique (nvl0 or nvl1).
+    decoders = {placements[f"serve-0-decode-{i}"].split("-")[0] for i in range(2)}
     assert len(decoders) == 1, placements
 
 

@@ -10,6 +10,8 @@ import pytest
 from builders import (
     composite_obj,
     event_obj,
+    grove_pod_obj,
+    grove_podgang_obj,
     kai_pod_obj,
     kai_podgroup_obj,
     lease_obj,
@@ -191,6 +193,14 @@ DIALECTS = [
         None,
     ),
     ([kai_podgroup_obj("t", 3)], [kai_pod_obj("t-0", "t")], "kai:default/t", "kai", "PodGroup", 3),
+    (
+        [grove_podgang_obj("s-0", {"prefill": 1, "decode": 2})],
+        [grove_pod_obj("prefill-0", "s-0", "prefill")],
+        "grove:default/s-0",
+        "grove",
+        "PodGang",
+        3,
+    ),
     ([], [pod_obj("k-0", labels=KUEUE_LABELS, annotations=KUEUE_COUNT)], *KUEUE_GANG),
     ([], [pod_obj("serve-0", labels=LWS_LABELS, annotations=LWS_ANNOTATIONS)], *LWS_GANG),
     (
@@ -215,6 +225,7 @@ DIALECTS = [
         "workload",
         "workload-missing",
         "kai",
+        "grove",
         "kueue",
         "lws",
         "yunikorn",
@@ -425,6 +436,24 @@ STATUSES = [
         False,
         WAITING,
     ),
+    (
+        grove_podgang_obj(
+            "g",
+            {"w": 2},
+            status={"conditions": [condition("Scheduled", "False", "Unfit", WAITING)]},
+        ),
+        [grove_pod_obj("w-0", "g", "w")],
+        False,
+        WAITING,
+    ),
+    (
+        grove_podgang_obj(
+            "g", {"w": 2}, status={"conditions": [condition("Scheduled", "True", "Scheduled")]}
+        ),
+        [grove_pod_obj(f"w-{i}", "g", "w", node="n1") for i in range(2)],
+        True,
+        "",
+    ),
 ]
 
 
@@ -438,6 +467,8 @@ STATUSES = [
         "upstream-unschedulable",
         "upstream-v1alpha2-scheduled",
         "kai-unschedulable-on-node-pool",
+        "grove-not-scheduled",
+        "grove-scheduled",
     ],
 )
 def test_the_condition_that_says_placed_is_read_in_each_dialects_terms(

@@ -17,6 +17,8 @@ from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, un
 
 from builders import (
     composite_obj,
+    grove_pod_obj,
+    grove_podgang_obj,
     kai_pod_obj,
     kai_podgroup_obj,
     node_obj,
@@ -412,7 +414,7 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
             assert event["message"] == (
                 "pod default/w-0 is claimed by more than one gang dialect: volcano group "
                 "volcano:default/train wins (precedence annotations > scheduler-plugins > "
-                "volcano > kai > kueue > yunikorn > lws > upstream) over upstream group "
+                "volcano > kai > grove > kueue > yunikorn > lws > upstream) over upstream group "
                 "upstream:default/job"
             )
 
@@ -550,6 +552,53 @@ def test_kai_pod_groups_are_followed_their_pods_are_members_and_status_goes_to_s
                 "UnschedulableOnNodePool",
                 [{"reason": "Unfit", "message": "waiting for gang members: 1/4 exist"}],
             )
+            assert live.writer.content_types == [MERGE]
+
+    run(scenario())
+
+
+GROVE = "/apis/scheduler.grove.io/v1alpha1"
+# A 1.35 API server with Grove's PodGang CRD installed (its PodGangs have /status).
+SERVED_GROVE = {
+    "/apis": group_list("scheduler.grove.io/v1alpha1"),
+    GROVE: resource_list("podgangs", "podgangs/status"),
+}
+
+
+def test_grove_pod_gangs_are_followed_their_pods_are_members_and_status_goes_to_status() -> None:
+    ready = {"type": "Ready", "status": "False", "reason": "X", "message": ""}
+    gang = grove_podgang_obj("serve-0", {"prefill": 1, "decode": 2}, status={"conditions": [ready]})
+
+    async def scenario() -> None:
+        async with running(
+            SERVED_GROVE,
+            **{
+                collection(GROVE, "podgangs"): [at_version(gang, "31")],
+                PODS: [grove_pod_obj("prefill-0", "serve-0", "prefill")],
+            },
+        ) as live:
+            assert live.state.group("grove:default/serve-0").min_member == 3  # type: ignore[union-attr]
+            await until("member", lambda: live.state.pod_by_key("default", "prefill-0"))
+            member = live.state.pod_by_key("default", "prefill-0")
+            assert member is not None
+            assert (member.group, member.task) == (
+                GroupRef("default", "serve-0", Dialect.GROVE),
+                "prefill",
+            )
+            await live.source.update_group_status(
+                replace(waiting(GroupRef("default", "serve-0", Dialect.GROVE)), reason="unfit")
+            )
+            [(path, body)] = live.writer.patches
+            assert path == f"{GROVE}/namespaces/default/podgangs/serve-0/status"
+            assert body["metadata"] == {"resourceVersion": "31"}
+            kept, condition = body["status"]["conditions"]
+            assert kept == ready
+            assert (body["status"]["phase"], condition["type"], condition["status"]) == (
+                "Pending",
+                "Scheduled",
+                "False",
+            )
+            assert condition["reason"] == "Unfit"
             assert live.writer.content_types == [MERGE]
 
     run(scenario())

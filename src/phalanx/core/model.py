@@ -272,6 +272,7 @@ class Dialect(StrEnum):
     UPSTREAM = "upstream"  # scheduling.k8s.io Workload / PodGroup + the pod's spec field
     VOLCANO = "volcano"  # scheduling.volcano.sh PodGroup + scheduling.k8s.io/group-name
     KAI = "kai"  # scheduling.run.ai PodGroup (NVIDIA KAI Scheduler) + pod-group-name
+    GROVE = "grove"  # scheduler.grove.io PodGang (NVIDIA Grove) + label grove.io/podgang
     # Kueue's plain pod groups: kueue.x-k8s.io/pod-group-name + pod-group-total-count on the
     # pods, no gang object (Kueue admits the group; Phalanx places it whole).
     KUEUE = "kueue"
@@ -316,8 +317,8 @@ class GroupRef:
 
     @property
     def key(self) -> str:
-        """Unique and readable: `ns/name`, `volcano:ns/name`, `kai:ns/name`, `kueue:ns/name`,
-        `yunikorn:ns/name`, `lws:ns/name`, `upstream:ns/name`, or
+        """Unique and readable: `ns/name`, `volcano:ns/name`, `kai:ns/name`, `grove:ns/name`,
+        `kueue:ns/name`, `yunikorn:ns/name`, `lws:ns/name`, `upstream:ns/name`, or
         `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
         parts = "/".join(part for part in (self.pod_group, self.replica) if part)
         path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
@@ -533,7 +534,7 @@ class TopologyConstraint:
     # domain of `slice_required` (their own `spec.schedulingConstraints.topology` key).
     slice_tasks: tuple[str, ...] = ()
     # What `slice_tasks` name, in messages: a composite's child PodGroups, KAI's subgroups,
-    # or a LeaderWorkerSet group's subgroups (by index).
+    # Grove's podgroups, or a LeaderWorkerSet group's subgroups (by index).
     slice_noun: str = "PodGroup"
     # Slice tasks that do not share one level: (task, level) for each of `slice_tasks`,
     # sorted by task, and `slice_required` is "". Empty when they share `slice_required`.
@@ -628,8 +629,9 @@ class PodGroup:
     # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
     # A composite gang's tree of child groups instead (`ChildGroups`; tasks are PodGroups).
     min_task_member: tuple[tuple[str, int], ...] | ChildGroups = ()
-    # KAI `spec.subGroups`: every subgroup's name (a minimum of 0 too); a member naming
-    # another makes the gang invalid (`groups.kai.stray_members`). Empty for other dialects.
+    # KAI `spec.subGroups`, Grove `spec.podgroups`: every task's name (a minimum of 0 too); a
+    # member naming another makes the gang invalid (`stray_members` of `groups.kai`,
+    # `groups.grove`). Empty for other dialects.
     task_names: frozenset[str] = frozenset()
     # `metadata.deletionTimestamp` is set: finalizers hold the object while its workload is
     # torn down. Nothing of the gang is planned, reserved or bound any more (resolve_group).

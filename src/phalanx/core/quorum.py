@@ -62,6 +62,8 @@ def task_minima_field(dialect: str) -> str:
     """The API field that sets a gang's per-task minima in `dialect`, for messages."""
     if dialect == Dialect.KAI:
         return "spec.subGroups"
+    if dialect == Dialect.GROVE:
+        return "spec.podgroups"
     if dialect == Dialect.YUNIKORN:
         return f"annotation {TASK_GROUPS_ANNOTATION}"
     return "spec.minTaskMember"

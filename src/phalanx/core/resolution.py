@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import composite, kai, lws, registry
+from phalanx.core.groups import composite, grove, kai, lws, registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -97,6 +97,8 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
         if missing:
             return Invalid(missing)
     if ref.dialect is Dialect.KAI and (stray := kai.stray_members(found, members)):
+        return Invalid(stray)
+    if ref.dialect is Dialect.GROVE and (stray := grove.stray_members(found, members)):
         return Invalid(stray)
     return _with_placement(ref, found, members, defaults)
 

@@ -10,8 +10,8 @@ Every command reads the current kubeconfig context as kubectl does (`--kubeconfi
 
 A gang is named by its key, as Phalanx keys it and `status` lists it: `NAMESPACE/NAME`
 (scheduler-plugins and annotation-only gangs), `volcano:NAMESPACE/NAME`,
-`kai:NAMESPACE/NAME`, `kueue:NAMESPACE/NAME`, `yunikorn:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`,
-`upstream:NAMESPACE/NAME`,
+`kai:NAMESPACE/NAME`, `grove:NAMESPACE/NAME`, `kueue:NAMESPACE/NAME`,
+`yunikorn:NAMESPACE/NAME`, `lws:NAMESPACE/NAME`, `upstream:NAMESPACE/NAME`,
 `upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA]` or `composite:NAMESPACE/NAME`. A key
 without `/` (`NAME`, `volcano:NAME`) is in the namespace `-n` picks.
 
@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "gang",
         metavar="GANG",
         help="the gang's key, as `status` lists it: [DIALECT:]NAMESPACE/NAME, e.g. "
-        "team-a/train, volcano:team-a/train, kai:team-a/train, kueue:team-a/train, "
+        "team-a/train, volcano:team-a/train, kai:team-a/train, grove:team-a/serve-0, "
+        "kueue:team-a/train, "
         "yunikorn:team-a/spark-pi, lws:team-a/vllm-0, upstream:team-a/train; a key without "
         "'/' is in the namespace -n picks",
     )

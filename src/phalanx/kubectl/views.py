@@ -8,10 +8,11 @@ dialect and what declares it (`registry.gang_dialect`, `registry.gang_source`), 
 `/debug/groups` names it. Per gang the views hold:
 
 * the **members** and where each is bound (`spec.nodeName`), gated or being deleted;
-* the **status** in the gang's dialect: `status.phase` (scheduler-plugins, Volcano) and
-  the condition that says whether it is placed (`PodGroupScheduled`; upstream's
+* the **status** in the gang's dialect: `status.phase` (scheduler-plugins, Volcano,
+  Grove) and the condition that says whether it is placed (`PodGroupScheduled`; upstream's
   `PodGroupInitiallyScheduled`; Volcano's `Unschedulable` / `Scheduled`; KAI's
-  `status.schedulingConditions` `UnschedulableOnNodePool`, none once placed); an
+  `status.schedulingConditions` `UnschedulableOnNodePool`, none once placed; Grove's
+  `Scheduled`); an
   annotation-only gang or a Workload's pod group has none;
 * the **commit record** `phalanx.io/commit` (on the gang's object, or on every member of an
   annotation-only or Workload gang): there only while a gang's bindings are in flight, or
@@ -47,7 +48,15 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import composite, kai, registry, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import (
+    composite,
+    grove,
+    kai,
+    registry,
+    scheduler_plugins,
+    upstream,
+    volcano,
+)
 from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_above
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
@@ -270,6 +279,8 @@ def _placing_conditions(dialect: Dialect, api_version: str) -> Mapping[str, bool
         return {volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}
     if dialect is Dialect.KAI:
         return {kai.UNSCHEDULABLE_ON_NODE_POOL: False}
+    if dialect is Dialect.GROVE:
+        return {grove.SCHEDULED: True}
     if dialect is Dialect.UPSTREAM:
         return {upstream.condition_type(api_version.rpartition("/")[2]): True}
     if dialect is Dialect.COMPOSITE:

@@ -19,12 +19,12 @@ informers); this module wires them and keeps the loop-side tables they share.
 * **DRA** (`kube_dra`): ResourceSlices, DeviceClasses, ResourceClaims and templates, when
   `resource.k8s.io/v1` is served; every node and pod enters the model through its bridge.
 * **Gang dialects.** Every gang API the API server serves is followed (discovery at start
-  and every `crd_recheck_seconds`: scheduler-plugins, Volcano and KAI PodGroups, upstream
-  `scheduling.k8s.io` PodGroups in the newest served version and 1.35's Workloads). Without
-  the scheduler-plugins CRD, its gangs are declared by pod annotations only; that is logged
-  once. The source is synced once Nodes and Pods are listed, discovery has answered, and
-  every gang kind served then is listed. Objects are found through their `GroupRef`
-  (`object_ref`, the kind they are served as): no key is split.
+  and every `crd_recheck_seconds`: scheduler-plugins, Volcano and KAI PodGroups, Grove's
+  PodGangs, upstream `scheduling.k8s.io` PodGroups in the newest served version and 1.35's
+  Workloads). Without the scheduler-plugins CRD, its gangs are declared by pod annotations
+  only; that is logged once. The source is synced once Nodes and Pods are listed,
+  discovery has answered, and every gang kind served then is listed. Objects are found
+  through their `GroupRef` (`object_ref`, the kind they are served as): no key is split.
 * **Bad input.** An object the inventory refuses is skipped (a gang object's members get
   its reason through `ClusterState.set_group_error`; a pod with a malformed `phalanx.io/*`
   annotation stays for usage with `Pod.invalid`): one log line and one Event per object

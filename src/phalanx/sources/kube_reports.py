@@ -7,17 +7,17 @@
   scheduler-plugins status as before (phase, counts, `scheduleStartTime`, a
   `PodGroupScheduled` condition), upstream's `PodGroupInitiallyScheduled` condition,
   Volcano's phase, counts and conditions (on the object: no status subresource), KAI's
-  counts and `UnschedulableOnNodePool` scheduling condition (on `/status`). Each is
-  built on the previous status: for scheduler-plugins the body last written (as before;
-  Phalanx alone writes it). The others' status is shared (kube-scheduler, Volcano's
-  controllers and KAI's scheduler write theirs too): each write builds on the status
-  observed at a known `resourceVersion` (the watch's, or the answer to Phalanx's own last
-  write) and carries it as a precondition. A 409 Conflict means someone wrote in between:
-  the object is read again (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS`
-  times; rebuilt, it may have nothing left to say (a True condition kube-scheduler wrote
-  meanwhile is never turned back). Nothing new: nothing sent. Writes to one object go one
-  at a time, in the order decided; a status decided while another waits replaces it (only
-  the newest is written).
+  counts and `UnschedulableOnNodePool` scheduling condition (on `/status`), Grove's phase
+  and `Scheduled` condition (on `/status`). Each is built on the previous status: for
+  scheduler-plugins the body last written (as before; Phalanx alone writes it). The others'
+  status is shared (kube-scheduler, Volcano's controllers, KAI's scheduler and Grove's
+  operator write theirs too): each write builds on the status observed at a known
+  `resourceVersion` (the watch's, or the answer to Phalanx's own last write) and carries it
+  as a precondition. A 409 Conflict means someone wrote in between: the object is read again
+  (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS` times; rebuilt, it may have
+  nothing left to say (a True condition kube-scheduler wrote meanwhile is never turned
+  back). Nothing new: nothing sent. Writes to one object go one at a time, in the order
+  decided; a status decided while another waits replaces it (only the newest is written).
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 * **Nominations** set a reserved member's `status.nominatedNodeName` and touch the same

@@ -241,8 +241,8 @@ def test_the_contest_event_names_the_kueue_group_that_lost() -> None:
     found = kueue_pod("w-0", labels={"scheduling.x-k8s.io/pod-group": "sp"})
     assert registry.contest_message(found) == (
         "pod ml/w-0 is claimed by more than one gang dialect: scheduler-plugins group ml/sp "
-        "wins (precedence annotations > scheduler-plugins > volcano > kai > kueue > yunikorn > "
-        "lws > upstream) over kueue group kueue:ml/sweep"
+        "wins (precedence annotations > scheduler-plugins > volcano > kai > grove > kueue > "
+        "yunikorn > lws > upstream) over kueue group kueue:ml/sweep"
     )
 
 

@@ -266,8 +266,8 @@ def test_the_contest_event_names_lws_in_the_precedence() -> None:
     found = lws_pod(scheduling_group="up")
     assert registry.contest_message(found) == (
         "pod ml/vllm-1 is claimed by more than one gang dialect: lws group lws:ml/vllm-1 "
-        "wins (precedence annotations > scheduler-plugins > volcano > kai > kueue > yunikorn > "
-        "lws > upstream) over upstream group upstream:ml/up"
+        "wins (precedence annotations > scheduler-plugins > volcano > kai > grove > kueue > "
+        "yunikorn > lws > upstream) over upstream group upstream:ml/up"
     )
 
 

@@ -65,6 +65,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "upstream:ml/lws/group/3",
         "kueue:ml/job",
         "kai:ml/job",
+        "grove:ml/serve-0",
     ],
     ids=[
         "scheduler-plugins",
@@ -74,6 +75,7 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
         "workload-replica",
         "kueue",
         "kai",
+        "grove",
     ],
 )
 def test_a_key_of_every_dialect_reads_back_as_the_gang_it_names(key: str) -> None:
@@ -136,6 +138,8 @@ def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
         ),
         (GroupRef("ml", "t", Dialect.UPSTREAM, "w"), False, set(), "upstream", "Workload missing"),
         (GroupRef("ml", "job", Dialect.KUEUE), False, {Dialect.KUEUE}, "kueue", "annotations"),
+        (GroupRef("ml", "s-0", Dialect.GROVE), True, {Dialect.GROVE}, "grove", "PodGang"),
+        (GroupRef("ml", "s-0", Dialect.GROVE), False, set(), "grove", "PodGang missing"),
     ],
     ids=[
         "pod-group",
@@ -148,6 +152,8 @@ def test_a_text_that_names_no_gang_is_no_key(text: str) -> None:
         "workload",
         "workload-missing",
         "kueue",
+        "grove",
+        "grove-missing",
     ],
 )
 def test_a_gang_is_named_by_its_dialect_and_what_declares_it(
@@ -165,6 +171,7 @@ def test_every_gang_kind_knows_its_dialect() -> None:
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
         Dialect.KAI,
+        Dialect.GROVE,
         Dialect.UPSTREAM,
         Dialect.COMPOSITE,
     }
@@ -230,11 +237,55 @@ def test_the_precedence_is_the_documented_one() -> None:
         Dialect.SCHEDULER_PLUGINS,
         Dialect.VOLCANO,
         Dialect.KAI,
+        Dialect.GROVE,
         Dialect.KUEUE,
         Dialect.YUNIKORN,
         Dialect.LWS,
         Dialect.UPSTREAM,
     )
+
+
+GROVE_LABEL = {"grove.io/podgang": "gr"}
+KAI_NOTE = {"pod-group-name": "kai"}
+KUEUE_LABEL = {"kueue.x-k8s.io/pod-group-name": "kq"}
+KUEUE_COUNT = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "spec", "winner", "overruled"),
+    [
+        # KAI's podgrouper, scheduling Grove's workloads, names its own PodGroup on the pods.
+        (GROVE_LABEL, KAI_NOTE, {}, "kai:default/kai", [Dialect.GROVE]),
+        (GROVE_LABEL, VOLCANO, {}, "volcano:default/vc", [Dialect.GROVE]),
+        (
+            {**GROVE_LABEL, **KUEUE_LABEL},
+            KUEUE_COUNT,
+            {},
+            "grove:default/gr",
+            [Dialect.KUEUE],
+        ),
+        (GROVE_LABEL, {}, {"scheduling_group": "up"}, "grove:default/gr", [Dialect.UPSTREAM]),
+        (GROVE_LABEL, {}, {}, "grove:default/gr", []),
+    ],
+    ids=[
+        "kai-over-grove",
+        "volcano-over-grove",
+        "grove-over-kueue",
+        "grove-over-upstream",
+        "grove-alone",
+    ],
+)
+def test_grove_s_podgang_wins_after_kai_s_and_before_kueue_s(
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    spec: dict[str, Any],
+    winner: str,
+    overruled: list[Dialect],
+) -> None:
+    found = parse_pod(pod_obj("p", labels=labels, annotations=annotations, **spec))
+    assert found.group is not None
+    assert found.group.key == winner
+    assert [claim.dialect for claim in found.overruled] == overruled
 
 
 def test_claims_that_agree_are_not_a_contest() -> None:
@@ -250,7 +301,7 @@ def test_a_contest_is_said_in_one_sentence() -> None:
     found = parse_pod(pod_obj("trainer-0", namespace="ml", group="job", volcano_group="job"))
     assert registry.contest_message(found) == (
         "pod ml/trainer-0 is claimed by more than one gang dialect: scheduler-plugins group "
-        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kai > kueue > "
+        "ml/job wins (precedence annotations > scheduler-plugins > volcano > kai > grove > kueue > "
         "yunikorn > lws > upstream) over volcano group volcano:ml/job"
     )
 

@@ -419,6 +419,6 @@ def test_the_contest_event_names_yunikorn_in_the_precedence() -> None:
     found = yk_pod("exec-1", annotations={"scheduling.k8s.io/group-name": "vc"})
     assert registry.contest_message(found) == (
         "pod ml/exec-1 is claimed by more than one gang dialect: volcano group volcano:ml/vc "
-        "wins (precedence annotations > scheduler-plugins > volcano > kai > kueue > yunikorn > "
-        "lws > upstream) over yunikorn group yunikorn:ml/spark-pi"
+        "wins (precedence annotations > scheduler-plugins > volcano > kai > grove > kueue > "
+        "yunikorn > lws > upstream) over yunikorn group yunikorn:ml/spark-pi"
     )

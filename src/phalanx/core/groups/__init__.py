@@ -3,8 +3,8 @@
 
 * `registry` — the dialects in precedence order, a pod's membership, any gang object,
   resolving a `GroupRef`, status writes and Events' objects;
-* `scheduler_plugins`, `annotations`, `upstream`, `volcano`, `kai`, `kueue`, `yunikorn`, `lws` —
-  one module per dialect;
+* `scheduler_plugins`, `annotations`, `upstream`, `volcano`, `kai`, `grove`, `kueue`,
+  `yunikorn`, `lws` — one module per dialect;
 * `status` — `GroupStatus` and `GroupPhase`, what Phalanx reports before a dialect spells it;
 * `discovery` — which dialect kinds and versions the API server serves, and their paths;
 * `coexistence` — which kube-scheduler profiles leave its own gang scheduling on;

@@ -197,6 +197,48 @@ class ObjectSettings:
         )
 
 
+def with_task_levels(
+    src: Source,
+    own: TopologyConstraint | None,
+    levels: Mapping[str, list[tuple[str, str]]],
+    *,
+    kind: str,
+    noun: str,
+    levels_field: str,
+) -> TopologyConstraint | None:
+    """A gang's topology intent from its object's own constraint (`own`, for the whole
+    gang) and each task's required level (`levels`: level -> (task, the field that set
+    it), in the object's order): its members inside one value of it, one level shared or
+    each task's own (`task_levels`). Refused, naming the first such field, when the
+    object's annotations already cut the gang into slices. Whether different levels nest
+    in one topology is known only against the configured topologies (`resolve_topology`).
+    `kind` names the object, `noun` its tasks (KAI's subgroups, Grove's podgroups), and
+    `levels_field` the field of every task's level, in messages."""
+    if not levels:
+        return own
+    named = [entry for tasks in levels.values() for entry in tasks]
+    base = own or TopologyConstraint(any_label=True)
+    if base.slice_size or base.slice_required:
+        raise src.invalid(
+            next(iter(levels.values()))[0][1],
+            f"cannot be combined with the {kind}'s slices ({base}, from the "
+            "phalanx.io/topology-* annotations); use one or the other",
+        )
+    tasks = tuple(sorted(name for name, _ in named))
+    if len(levels) == 1:
+        return replace(base, slice_required=next(iter(levels)), slice_tasks=tasks, slice_noun=noun)
+    return replace(
+        base,
+        slice_tasks=tasks,
+        slice_noun=noun,
+        task_levels=tuple(
+            sorted((name, level) for level, entries in levels.items() for name, _ in entries)
+        ),
+        # Named where levels that do not nest are refused (`resolve_topology`).
+        declared_by=levels_field,
+    )
+
+
 INT32_MAX: Final = 2**31 - 1
 
 
@@ -293,4 +335,5 @@ __all__ = [
     "read_identity",
     "read_min_count",
     "read_positive_int32",
+    "with_task_levels",
 ]

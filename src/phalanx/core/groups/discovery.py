@@ -8,6 +8,7 @@ turned on at an upgrade); `Served` values compare equal while nothing changed.
 * scheduler-plugins: `scheduling.x-k8s.io/v1alpha1` `podgroups`.
 * Volcano: `scheduling.volcano.sh/v1beta1` `podgroups`.
 * KAI: `scheduling.run.ai/v2alpha2` `podgroups`.
+* Grove: `scheduler.grove.io/v1alpha1` `podgangs`.
 * upstream: the newest of `scheduling.k8s.io` `v1beta1`, `v1alpha3`, `v1alpha2` that lists
   `podgroups`, `v1alpha1` `workloads` (1.35) and `v1alpha3` `compositepodgroups` (1.37,
   the `CompositePodGroup` gate) when served.
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from phalanx.core.groups import composite, kai, scheduler_plugins, upstream, volcano
+from phalanx.core.groups import composite, grove, kai, scheduler_plugins, upstream, volcano
 from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.rawdict import JsonObject, Source, read_objects, read_string
 
@@ -66,6 +67,7 @@ _WANTED: Final = (
     ),
     ServedKind(Dialect.VOLCANO, volcano.GROUP, volcano.VERSION, volcano.KIND, volcano.RESOURCE),
     ServedKind(Dialect.KAI, kai.GROUP, kai.VERSION, kai.KIND, kai.RESOURCE),
+    ServedKind(Dialect.GROVE, grove.GROUP, grove.VERSION, grove.KIND, grove.RESOURCE),
     *(
         ServedKind(
             Dialect.UPSTREAM,

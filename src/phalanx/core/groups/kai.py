@@ -33,7 +33,7 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -47,6 +47,7 @@ from phalanx.core.groups.common import (
     is_qualified_name,
     read_identity,
     read_min_count,
+    with_task_levels,
 )
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupStatus, camel, rfc3339, set_condition
 from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup, TopologyConstraint
@@ -134,7 +135,14 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.KAI,
-        topology=_with_subgroups(src, topology, subgroups.levels),
+        topology=with_task_levels(
+            src,
+            topology,
+            subgroups.levels,
+            kind=KIND,
+            noun="subgroup",
+            levels_field=SUBGROUP_LEVELS_FIELD,
+        ),
         min_task_member=minima,
         task_names=names,
         deleting=is_deleting(metadata),
@@ -146,7 +154,8 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
 class _Subgroups:
     """`spec.subGroups` as read: every name; (name, minMember) pairs sorted by name without
     the zeros (they ask for nothing); each required topology level with the subgroups
-    (and the field) that set it; warnings for what is read but not used."""
+    (and the field) that set it (`with_task_levels`); warnings for what is read but not
+    used."""
 
     names: frozenset[str]
     minima: tuple[tuple[str, int], ...]
@@ -201,45 +210,8 @@ def _subgroups(src: Source, spec: JsonObject) -> _Subgroups:
                 "is honoured for the whole gang)"
             )
         if intent.required:
-            levels.setdefault(intent.required, []).append((name, where))
+            levels.setdefault(intent.required, []).append((name, f"{where}.requiredTopologyLevel"))
     return _Subgroups(frozenset(names), tuple(sorted(minima)), levels, tuple(warnings))
-
-
-def _with_subgroups(
-    src: Source, own: TopologyConstraint | None, levels: Mapping[str, list[tuple[str, str]]]
-) -> TopologyConstraint | None:
-    """The gang's topology intent: the PodGroup's own (`own`, for the whole gang) and each
-    subgroup's required level (its members inside one value of it: one level shared, or
-    each subgroup's own, `task_levels`); or refused, naming the field, when the PodGroup's
-    annotations already cut the gang into slices. Whether different levels nest in one
-    topology is known only against the configured topologies (`resolve_topology`)."""
-    if not levels:
-        return own
-    named = [entry for subgroups in levels.values() for entry in subgroups]
-    base = own or TopologyConstraint(any_label=True)
-    if base.slice_size or base.slice_required:
-        # The first subgroup with a level, in the order of spec.subGroups.
-        first = next(iter(levels.values()))[0][1]
-        raise src.invalid(
-            first + ".requiredTopologyLevel",
-            f"cannot be combined with the PodGroup's slices ({base}, from the "
-            "phalanx.io/topology-* annotations); use one or the other",
-        )
-    tasks = tuple(sorted(name for name, _ in named))
-    if len(levels) == 1:
-        return replace(
-            base, slice_required=next(iter(levels)), slice_tasks=tasks, slice_noun="subgroup"
-        )
-    return replace(
-        base,
-        slice_tasks=tasks,
-        slice_noun="subgroup",
-        task_levels=tuple(
-            sorted((name, level) for level, subgroups in levels.items() for name, _ in subgroups)
-        ),
-        # Named where levels that do not nest are refused (`resolve_topology`).
-        declared_by=SUBGROUP_LEVELS_FIELD,
-    )
 
 
 def _topology(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:

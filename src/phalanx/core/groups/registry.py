@@ -13,18 +13,22 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
    set up for it.
 4. `kai` (annotation `pod-group-name`, NVIDIA KAI Scheduler's PodGroups): likewise an
    object written for a gang scheduler, by an operator set up for it (KAI's podgrouper).
-5. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
+5. `grove` (label `grove.io/podgang`, NVIDIA Grove's PodGangs): an object its operator
+   writes for a gang scheduler, like KAI's, but after KAI's: KAI's podgrouper turns a
+   PodGang into a KAI PodGroup and names it on the pods (`pod-group-name`) when KAI
+   schedules Grove's workloads, and then that PodGroup is the gang KAI's users expect.
+6. `kueue` (label `kueue.x-k8s.io/pod-group-name`): a group Kueue admits as one unit; its
    gang is Phalanx's reading of it, so a dialect written for a gang scheduler wins. It
    still wins over upstream's, for the reason below.
-6. `yunikorn` (annotation `yunikorn.apache.org/task-group-name` with an application id):
+7. `yunikorn` (annotation `yunikorn.apache.org/task-group-name` with an application id):
    written on purpose for a gang scheduler, but with no object; an application YuniKorn
    users also queue through Kueue is admitted as Kueue's unit, so Kueue's wins.
-7. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
+8. `lws` (LeaderWorkerSet's labels with the opt-in `phalanx.io/leaderworkerset-gang`): the
    user asked for it, but LWS groups are commonly admitted by Kueue too, whose pod group
    (when Kueue writes one) is the unit Kueue admits, so Kueue's wins; a YuniKorn
    application's task groups name every pod of it on purpose, so they win too; written on
    purpose, it wins over upstream's.
-8. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
+9. `upstream` (`spec.schedulingGroup` / `spec.workloadRef`): last, because built-in
    controllers stamp it without the workload author asking (the Job controller, with
    the WorkloadWithJob gate, gives every Job its own PodGroup). A pod also claimed by a
    third-party gang is most likely in a *wider* gang its operator declared on purpose
@@ -38,7 +42,7 @@ object Phalanx wants to see; how it is sent depends on who else writes it:
 
 * scheduler-plugins: Phalanx alone. A JSON merge patch of the whole status, built on what
   Phalanx last wrote (as before dialects, plus the finished members' counts).
-* Volcano, KAI: their controllers write conditions and counts too. A JSON merge patch of the
+* Volcano, KAI, Grove: their controllers write conditions and counts too. A JSON merge patch of the
   whole status (a CRD: no strategic merge), built on the status last observed and sent
   with that object's `resourceVersion` as a precondition: a write in between makes it a
   409 Conflict, and the source reads the object again and rebuilds, never clobbering.
@@ -63,6 +67,7 @@ from typing import Final, Protocol
 from phalanx.core.groups import annotations as annotation_only
 from phalanx.core.groups import (
     composite,
+    grove,
     kai,
     kueue,
     lws,
@@ -149,6 +154,14 @@ DIALECTS: Final = (
     GroupDialect(
         Dialect.KAI, kai.claim, kai.KINDS, kai.waiting_reason, kai.build_status, status_shared=True
     ),
+    GroupDialect(
+        Dialect.GROVE,
+        grove.claim,
+        grove.KINDS,
+        grove.waiting_reason,
+        grove.build_status,
+        status_shared=True,
+    ),
     # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
     GroupDialect(Dialect.KUEUE, kueue.claim, {}),
     # Members declare these too (`yunikorn.gang_from_members`, `lws.gang_from_members`).
@@ -211,11 +224,14 @@ def membership(pod: PodView) -> Membership:
 
 def member_task(winner: Dialect | None, labels: Mapping[str, str], notes: Mapping[str, str]) -> str:
     """The task (`Pod.task`) of a pod whose gang is in dialect `winner`: a KAI subgroup's
-    name from KAI's label, a YuniKorn task group's from its annotation, a LeaderWorkerSet
-    subgroup's index from LWS's label (for its slices; an LWS gang has no task minima),
-    else Volcano's task (read for any dialect, counted only where the gang has task minima)."""
+    name from KAI's label, a Grove podgroup's (its PodClique's) from Grove's, a YuniKorn
+    task group's from its annotation, a LeaderWorkerSet subgroup's index from LWS's label
+    (for its slices; an LWS gang has no task minima), else Volcano's task (read for any
+    dialect, counted only where the gang has task minima)."""
     if winner is Dialect.KAI:
         return kai.subgroup_of(labels)
+    if winner is Dialect.GROVE:
+        return grove.podgroup_of(labels)
     if winner is Dialect.LWS:
         return lws.subgroup_of(labels)
     if winner is Dialect.YUNIKORN:
@@ -247,7 +263,8 @@ def _described(claim: Claim) -> str:
 
 KEY_FORMS: Final = (
     "NAMESPACE/NAME (scheduler-plugins or annotations), volcano:NAMESPACE/NAME, "
-    "kai:NAMESPACE/NAME, kueue:NAMESPACE/NAME, yunikorn:NAMESPACE/NAME, lws:NAMESPACE/NAME, "
+    "kai:NAMESPACE/NAME, grove:NAMESPACE/NAME, kueue:NAMESPACE/NAME, yunikorn:NAMESPACE/NAME, "
+    "lws:NAMESPACE/NAME, "
     "upstream:NAMESPACE/NAME, "
     "upstream:NAMESPACE/WORKLOAD/PODGROUP[/REPLICA] or composite:NAMESPACE/NAME"
 )

@@ -33,6 +33,7 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import quoted
+from phalanx.core.groups import grove
 from phalanx.core.groups.common import (
     ObjectSettings,
     Parsed,
@@ -337,9 +338,12 @@ KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[PodGroup | W
 
 def object_kind(ref: GroupRef) -> str:
     """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
-    the CompositePodGroup of a composite gang, else a PodGroup (every dialect has one)."""
+    the CompositePodGroup of a composite gang, Grove's PodGang, else a PodGroup (every
+    other dialect has one)."""
     if ref.dialect is Dialect.COMPOSITE:
         return COMPOSITE_KIND
+    if ref.dialect is Dialect.GROVE:
+        return grove.KIND
     return WORKLOAD_KIND if ref.pod_group else POD_GROUP_KIND
 
 

@@ -1,0 +1,333 @@
+"""The Grove dialect: NVIDIA Grove's `scheduler.grove.io/v1alpha1` PodGangs, one per
+PodCliqueSet replica, as Grove's operator creates them.
+
+* A pod names its PodGang with label `grove.io/podgang` (Grove sets it when it creates the
+  pod, and holds the pod behind a scheduling gate until the PodGang exists). Key
+  `grove:ns/name`.
+* `spec.podgroups` (one per PodClique, named after it) give each podgroup's
+  `minReplicas`, enforced as KAI's subgroup minima are (`PodGroup.min_task_member`,
+  `phalanx.core.quorum`); the gang's minMember is their sum (Grove has no gang-wide
+  minimum), and members beyond a podgroup's minimum are best-effort extras. A pod's
+  podgroup is its label `grove.io/podclique`. A member naming a podgroup the PodGang lacks,
+  or naming none, makes the gang invalid (`stray_members`): the label is read, not
+  `podReferences`.
+* `spec.topologyConstraint.packConstraint`: `required` and `preferred` are node label keys
+  (Grove's operator translates its level names to them), read as KAI's levels are
+  (`any_label`). A podgroup's `packConstraint.required` keeps its members inside one value
+  of that label (`TopologyConstraint.slice_tasks`; podgroups may require different levels
+  of one topology, `task_levels`). A podgroup's `preferred` is not used (a warning):
+  Phalanx has no per-task preference.
+* `spec.topologyConstraintGroupConfigs` constrain several podgroups together inside one
+  domain; Phalanx has no such constraint, so an entry with a `required` key is refused
+  naming it (one with only `preferred` is a warning, one with neither says nothing).
+* `spec.priorityClassName` is not placement: not read. `spec.reuseReservationRef` asks to
+  reuse an earlier PodGang's reservation: Phalanx places every gang anew (a warning).
+* Status, on `/status` (Grove's CRD has the subresource): `phase` and a `Scheduled`
+  condition, False with Phalanx's reason while the gang waits and True once its quorum
+  is placed; other conditions and `placementScore` are kept. Grove's operator writes
+  conditions too, so the write is built on the observed status and sent under its
+  `resourceVersion` (`registry.status_write`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from phalanx.core.errors import quoted
+from phalanx.core.groups.common import (
+    INT32_MAX,
+    ObjectSettings,
+    Parsed,
+    PodView,
+    group_name_problem,
+    is_deleting,
+    is_qualified_name,
+    read_identity,
+    with_task_levels,
+)
+from phalanx.core.groups.status import (
+    MESSAGE_LIMIT,
+    GroupPhase,
+    GroupStatus,
+    camel,
+    conditions_of,
+    rfc3339,
+    set_condition,
+)
+from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup, TopologyConstraint
+from phalanx.core.rawdict import (
+    JsonObject,
+    Source,
+    read_integer,
+    read_object,
+    read_objects,
+    read_string,
+    read_string_map,
+)
+
+GROUP: Final = "scheduler.grove.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "PodGang"
+RESOURCE: Final = "podgangs"
+PODGANG_LABEL: Final = "grove.io/podgang"
+PODCLIQUE_LABEL: Final = "grove.io/podclique"
+PODGROUP_LEVELS_FIELD: Final = "spec.podgroups[].topologyConstraint.packConstraint.required"
+
+# Grove's condition for a placed gang, and the reason Phalanx gives it once placed.
+SCHEDULED: Final = "Scheduled"
+# Grove's phases: waiting, being bound, placed.
+PENDING: Final = "Pending"
+STARTING: Final = "Starting"
+RUNNING: Final = "Running"
+# Grove has no phase after Running: a gang whose members finished or failed ran.
+_PHASES: Final = {
+    GroupPhase.PENDING: PENDING,
+    GroupPhase.PRE_SCHEDULING: PENDING,
+    GroupPhase.SCHEDULING: STARTING,
+    GroupPhase.SCHEDULED: STARTING,
+    GroupPhase.RUNNING: RUNNING,
+    GroupPhase.FINISHED: RUNNING,
+    GroupPhase.FAILED: RUNNING,
+}
+
+
+def claim(pod: PodView) -> Claim | None:
+    name = pod.labels.get(PODGANG_LABEL, "")
+    if not name:
+        return None
+    problem = group_name_problem(f"label {PODGANG_LABEL}", name, KIND)
+    if problem:
+        return Claim(Dialect.GROVE, None, (problem,))
+    return Claim(Dialect.GROVE, GroupRef(pod.namespace, name, Dialect.GROVE))
+
+
+def podgroup_of(labels: Mapping[str, str]) -> str:
+    """The Grove podgroup (PodClique) a pod belongs to; "" for none."""
+    return labels.get(PODCLIQUE_LABEL, "")
+
+
+def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
+    src, metadata, namespace, name = read_identity(KIND, obj)
+    spec = read_object(src, obj.get("spec"), "spec")
+    podgroups = _podgroups(src, spec)
+    total = sum(minimum for _, minimum in podgroups.minima)
+    if total < 1:
+        raise src.invalid(
+            "spec.podgroups",
+            "needs a podgroup with minReplicas of at least 1 (the gang's size is the sum of "
+            f"its podgroups' minReplicas, here {total})",
+        )
+    if total > INT32_MAX:
+        raise src.invalid(
+            "spec.podgroups",
+            f"the podgroups' minReplicas sum to {total}, more than {INT32_MAX} (an int32)",
+        )
+    warnings = [*podgroups.warnings, *_group_configs(src, spec, podgroups.names)]
+    if read_object(src, spec.get("reuseReservationRef"), "spec.reuseReservationRef"):
+        warnings.append(
+            "spec.reuseReservationRef is ignored: Phalanx keeps no reservation for a later "
+            "PodGang to reuse (every gang is placed anew)"
+        )
+    where = "spec.topologyConstraint"
+    constraint = _pack_constraint(src, spec, where)
+    annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
+    settings = ObjectSettings.read(src, annotations, timeout=True)
+    topology = settings.topology_with(
+        src, _topology(src, constraint, f"{where}.packConstraint"), where
+    )
+    group = PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=total,
+        **settings.group_fields(),
+        uid=read_string(src, metadata.get("uid"), "metadata.uid"),
+        dialect=Dialect.GROVE,
+        topology=with_task_levels(
+            src,
+            topology,
+            podgroups.levels,
+            kind=KIND,
+            noun="podgroup",
+            levels_field=PODGROUP_LEVELS_FIELD,
+        ),
+        min_task_member=podgroups.minima,
+        task_names=podgroups.names,
+        deleting=is_deleting(metadata),
+    )
+    return Parsed(group, tuple(warnings))
+
+
+@dataclass(frozen=True, slots=True)
+class _PodGroups:
+    """`spec.podgroups` as read: every name; (name, minReplicas) pairs sorted by name
+    without the zeros (they ask for nothing); each required level with the podgroups (and
+    the field) that set it (`with_task_levels`); warnings for what is read but not used."""
+
+    names: frozenset[str]
+    minima: tuple[tuple[str, int], ...]
+    levels: dict[str, list[tuple[str, str]]]
+    warnings: tuple[str, ...]
+
+
+def _podgroups(src: Source, spec: JsonObject) -> _PodGroups:
+    names: set[str] = set()
+    minima = []
+    levels: dict[str, list[tuple[str, str]]] = {}
+    warnings = []
+    if spec.get("podgroups") is None:
+        raise src.invalid("spec.podgroups", "is required (a list of podgroups)")
+    for path, entry in read_objects(src, spec.get("podgroups"), "spec.podgroups"):
+        name = read_string(src, entry.get("name"), f"{path}.name")
+        if not name:
+            raise src.invalid(f"{path}.name", "is required (the podgroup's name)")
+        if name in names:
+            raise src.invalid(f"{path}.name", f"{quoted(name)} names a podgroup twice")
+        names.add(name)
+        where = f"{path}.minReplicas"
+        minimum = read_integer(src, entry.get("minReplicas"), where)
+        if minimum is None:
+            raise src.invalid(where, "is required (a non-negative integer)")
+        if minimum < 0:
+            raise src.invalid(where, f"must be a non-negative integer, not {minimum}")
+        if minimum > INT32_MAX:
+            raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
+        if minimum:
+            minima.append((name, minimum))
+        # Read for its form only: a member's podgroup is its label (see the docstring).
+        for ref_path, ref in read_objects(src, entry.get("podReferences"), f"{path}.podReferences"):
+            for field in ("namespace", "name"):
+                read_string(src, ref.get(field), f"{ref_path}.{field}")
+        where = f"{path}.topologyConstraint"
+        intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
+        if intent is None:
+            continue
+        if intent.preferred:
+            warnings.append(
+                f"{where}.packConstraint.preferred is ignored: Phalanx has no per-podgroup "
+                "preference (the PodGang's spec.topologyConstraint.packConstraint.preferred "
+                "is honoured for the whole gang)"
+            )
+        if intent.required:
+            levels.setdefault(intent.required, []).append(
+                (name, f"{where}.packConstraint.required")
+            )
+    return _PodGroups(frozenset(names), tuple(sorted(minima)), levels, tuple(warnings))
+
+
+def _group_configs(src: Source, spec: JsonObject, names: frozenset[str]) -> list[str]:
+    """Warnings for `spec.topologyConstraintGroupConfigs` Phalanx can leave unread; an
+    entry that requires its podgroups together in one domain is refused (no counterpart)."""
+    warnings = []
+    configs = spec.get("topologyConstraintGroupConfigs")
+    for path, entry in read_objects(src, configs, "spec.topologyConstraintGroupConfigs"):
+        listed = entry.get("podGroupNames")
+        if listed is not None and not isinstance(listed, list):
+            raise src.invalid(f"{path}.podGroupNames", "must be a list of podgroup names")
+        for index, item in enumerate(listed or ()):
+            named = read_string(src, item, f"{path}.podGroupNames[{index}]")
+            if named not in names:
+                raise src.invalid(
+                    f"{path}.podGroupNames[{index}]",
+                    f"{quoted(named)} names no podgroup of spec.podgroups",
+                )
+        where = f"{path}.topologyConstraint"
+        intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
+        if intent is None:
+            continue
+        if intent.required:
+            raise src.invalid(
+                f"{where}.packConstraint.required",
+                "is not supported: Phalanx has no constraint that keeps several podgroups "
+                "together in one domain (use the PodGang's spec.topologyConstraint for the "
+                "whole gang, or each podgroup's own)",
+            )
+        warnings.append(
+            f"{where}.packConstraint.preferred is ignored: Phalanx has no preference for "
+            "several podgroups together"
+        )
+    return warnings
+
+
+def _pack_constraint(src: Source, holder: JsonObject, where: str) -> JsonObject:
+    """`<where>.packConstraint` of `holder`'s `topologyConstraint` ({} when unset)."""
+    constraint = read_object(src, holder.get("topologyConstraint"), where)
+    return read_object(src, constraint.get("packConstraint"), f"{where}.packConstraint")
+
+
+def _topology(src: Source, pack: JsonObject, path: str) -> TopologyConstraint | None:
+    keys = {}
+    for role in ("required", "preferred"):
+        where = f"{path}.{role}"
+        key = read_string(src, pack.get(role), where)
+        if key and not is_qualified_name(key):
+            raise src.invalid(where, f"{quoted(key)} is not a node label key")
+        keys[role] = key
+    if not keys["required"] and not keys["preferred"]:
+        return None
+    return TopologyConstraint(
+        required=keys["required"], preferred=keys["preferred"], any_label=True
+    )
+
+
+def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:
+    """Why members naming no podgroup of `group`, or none at all, keep the gang from
+    scheduling; "" when every member names one of its podgroups."""
+    members = list(members)
+    stray = sorted({p.task for p in members if p.task and p.task not in group.task_names})
+    unnamed = sorted(p.name for p in members if not p.task)
+    problems = []
+    if stray:
+        have = ", ".join(sorted(group.task_names)) or "none"
+        problems.append(
+            f"member(s) name podgroup(s) {', '.join(stray)} (label {PODCLIQUE_LABEL}) that "
+            f"its PodGang's spec.podgroups lacks (it has: {have})"
+        )
+    if unnamed:
+        more = f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else ""
+        shown = ", ".join(unnamed[:5]) + more
+        problems.append(
+            f"member(s) {shown} have no label {PODCLIQUE_LABEL} (Grove labels each pod with "
+            "its PodClique, the podgroup it is in)"
+        )
+    return f"gang {group.key}: {'; '.join(problems)}" if problems else ""
+
+
+KINDS: Final = {(API_VERSION, KIND): parse_pod_gang}
+
+
+def waiting_reason(ref: GroupRef) -> str:
+    return (
+        f"waiting for Grove PodGang {ref.namespace}/{ref.name} ({API_VERSION}) to exist "
+        f"(pods name it with label {PODGANG_LABEL})"
+    )
+
+
+def build_status(
+    status: GroupStatus, previous: JsonObject | None, now: float, version: str = VERSION
+) -> dict[str, object]:
+    """The `status` to merge-patch onto the PodGang's `/status` (one shape: `version` is
+    moot).
+
+    `previous` is the status as observed; conditions of other types are kept, since the
+    patch replaces the list (sent under the observed resourceVersion), and fields not
+    written here (`placementScore`) are left as they are by the merge patch. `phase` is
+    Grove's name for the gang's phase. While the gang waits and Phalanx has decided about
+    it, `Scheduled` is False with its reason; once placed, True.
+    """
+    before = conditions_of(previous)
+    kept = [c for c in before if c.get("type") != SCHEDULED]
+    old = [c for c in before if c.get("type") == SCHEDULED][:1]
+    if not status.placed and not status.reason:
+        ours: list[Mapping[str, object]] = old  # nothing decided yet: say nothing new
+    else:
+        condition: dict[str, object] = {
+            "type": SCHEDULED,
+            "status": "True" if status.placed else "False",
+            "reason": SCHEDULED if status.placed else camel(status.reason),
+            "message": status.message[:MESSAGE_LIMIT],
+        }
+        ours = set_condition(old, condition, rfc3339(now))
+    return {"phase": _PHASES[status.phase], "conditions": [*kept, *ours]}

@@ -5,8 +5,8 @@ silently, which a dry run alone would not show).
 
 The rule: ``deploy/examples/*.yaml`` are for the default release (``KUBE_VERSION``),
 ``deploy/examples/1.37/*.yaml`` for Kubernetes 1.37 (``control_plane_137``). An example
-naming Volcano's or KAI Scheduler's API needs that API's CRD, which the chart does not
-install.
+naming Volcano's, KAI Scheduler's or Grove's API needs that API's CRD, which the chart
+does not install.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ EXAMPLES = REPO / "deploy" / "examples"
 EXAMPLES_137 = EXAMPLES / "1.37"
 VOLCANO_GROUP = "scheduling.volcano.sh/"
 KAI_GROUP = "scheduling.run.ai/"
+GROVE_GROUP = "scheduler.grove.io/"
 Obj = dict[str, Any]
 
 
@@ -43,9 +44,18 @@ def needs_kai(path: Path) -> bool:
     return any(d["apiVersion"].startswith(KAI_GROUP) for d in documents(path))
 
 
+def needs_grove(path: Path) -> bool:
+    return any(d["apiVersion"].startswith(GROVE_GROUP) for d in documents(path))
+
+
 def chart_validated_examples() -> list[Path]:
-    """The examples the chart's own API (the PodGroup CRD, no Volcano or KAI) validates."""
-    return [p for p in default_release_examples() if not needs_volcano(p) and not needs_kai(p)]
+    """The examples the chart's own API (the PodGroup CRD, no Volcano, KAI or Grove)
+    validates."""
+    return [
+        p
+        for p in default_release_examples()
+        if not needs_volcano(p) and not needs_kai(p) and not needs_grove(p)
+    ]
 
 
 def in_pool(doc: Obj, pool: str) -> Obj:

@@ -69,6 +69,8 @@ A_COMMIT = "phalanx.io/commit"
 A_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 A_KAI_GROUP = "pod-group-name"  # KAI Scheduler's podgrouper
 KAI_SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+GROVE_PODGANG_LABEL = "grove.io/podgang"  # Grove's operator
+GROVE_PODCLIQUE_LABEL = "grove.io/podclique"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 A_KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -268,8 +270,9 @@ def gpu_request(pod: Obj) -> int:
 
 def group_of(pod: Obj) -> str | None:
     """The pod's gang, as Phalanx keys it (without the namespace): a scheduler-plugins or
-    annotation-only name, ``volcano:<name>``, ``kai:<name>``, ``kueue:<name>``,
-    ``yunikorn:<application>`` (a pod naming a task group), ``lws:<leader>`` (opted in), or
+    annotation-only name, ``volcano:<name>``, ``kai:<name>``, ``grove:<name>``,
+    ``kueue:<name>``, ``yunikorn:<application>`` (a pod naming a task group), ``lws:<leader>``
+    (opted in), or
     ``upstream:<name>`` /
     ``upstream:<workload>/<pod group>``."""
     meta = pod.get("metadata", {})
@@ -281,6 +284,9 @@ def group_of(pod: Obj) -> str | None:
         return f"volcano:{notes[A_VOLCANO_GROUP]}"
     if notes.get(A_KAI_GROUP):
         return f"kai:{notes[A_KAI_GROUP]}"
+    grove = (meta.get("labels") or {}).get(GROVE_PODGANG_LABEL)
+    if grove:
+        return f"grove:{grove}"
     kueue = (meta.get("labels") or {}).get(KUEUE_GROUP_LABEL)
     if kueue:
         return f"kueue:{kueue}"

@@ -4,8 +4,8 @@ field it writes, and each gang dialect's example (Volcano's task minima, DRA cla
 template, an NVL72 clique in slices) is applied as a user applies it and ends whole, placed
 as its comments promise. The examples' pods are only given the test's node pool.
 
-Volcano's and KAI Scheduler's PodGroup CRDs are served for this module (as where they are
-installed), and for
+Volcano's and KAI Scheduler's PodGroup CRDs and Grove's PodGang CRD are served for this
+module (as where they are installed), and for
 the DRA example the resourceclaim controller runs with NVIDIA's DeviceClasses installed
 (tests/e2e/test_dra.py). The 1.37 examples: test_examples_137.py.
 """
@@ -19,6 +19,7 @@ import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.p
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from examples import EXAMPLES, Obj, apply_example, assert_valid, default_release_examples
+from grove import GROVE_CRD_NAME, ensure_grove_crd, grove_path, grove_sizes
 from kai import KAI_CRD_NAME, ensure_kai_crd, kai_path, kai_sizes
 from podgroup_crd import CRDS, ensure_pod_group_crd
 from scheduling import CLIQUE_LABEL, Scenario
@@ -30,13 +31,15 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def control_plane(control_plane: launcher.ControlPlane) -> Iterator[launcher.ControlPlane]:
-    """The session's control plane with Volcano's and KAI's PodGroup CRDs served before this
-    module's Phalanx starts; removed afterwards."""
+    """The session's control plane with Volcano's and KAI's PodGroup CRDs and Grove's
+    PodGang CRD served before this module's Phalanx starts; removed afterwards."""
     ensure_volcano_crd(control_plane)
     ensure_kai_crd(control_plane)
+    ensure_grove_crd(control_plane)
     yield control_plane
     control_plane.request("DELETE", f"{CRDS}/{VOLCANO_CRD_NAME}")
     control_plane.request("DELETE", f"{CRDS}/{KAI_CRD_NAME}")
+    control_plane.request("DELETE", f"{CRDS}/{GROVE_CRD_NAME}")
 
 
 @pytest.mark.parametrize("path", default_release_examples(), ids=lambda p: p.stem)
@@ -150,6 +153,33 @@ def test_the_kai_example_starts_prefill_and_decode_together_a_node_each(
 
     status = sc.wait("the PodGroup's running count", counted, timeout=15)
     assert not status.get("schedulingConditions"), status
+
+
+def test_the_grove_example_starts_prefill_and_decode_together_a_node_each(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Grove's operator is not installed: the example's PodGang and pods are as it writes
+    them. Three 8-GPU nodes of one NVLink clique (the decode podgroup requires one): each
+    member takes a whole one."""
+    sc = cluster
+    sc.monitor.gang_sizes.append(grove_sizes)
+    nodes = {sc.node(f"h{i}", 8, clique=f"{sc.namespace}-c0") for i in range(3)}
+    sc.nodes_ready()
+
+    applied = apply_example(sc.cp, EXAMPLES / "grove-podgang.yaml", sc.namespace, pool=sc.pool)
+
+    where = sc.wait_bound(pod_names(applied), timeout=45)
+    assert set(where.values()) == nodes, where
+    view = sc.phalanx.get(f"/debug/groups/grove:{sc.namespace}/serve-0").json()
+    assert (view["dialect"], view["min_member"], view["bound"]) == ("grove", 3, 3)
+
+    def scheduled() -> Obj | None:
+        status: Obj = sc.api.get(grove_path(sc, "serve-0")).get("status") or {}
+        found = [c for c in status.get("conditions") or [] if c.get("type") == "Scheduled"]
+        return status if found and found[0].get("status") == "True" else None
+
+    status = sc.wait("the PodGang's Scheduled condition", scheduled, timeout=15)
+    assert status["phase"] in ("Starting", "Running"), status
 
 
 def test_the_kueue_example_binds_its_pod_group_whole_a_worker_per_node(

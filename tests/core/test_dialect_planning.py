@@ -1136,6 +1136,39 @@ def test_a_grove_member_naming_a_podgroup_its_podgang_lacks_makes_the_gang_inval
     assert cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0).reserved is None
 
 
+def unlabelled(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Grove member without its `grove.io/podclique` label."""
+    del obj["metadata"]["labels"]["grove.io/podclique"]
+    return obj
+
+
+@pytest.mark.parametrize("gang_first", [True, False], ids=["podgang-first", "pods-first"])
+def test_a_member_without_its_podclique_label_is_in_the_podgroup_that_lists_it(
+    gang_first: bool,
+) -> None:
+    gang, prefill, decode = grove_gang(prefill=1, decode=1)
+    pods = [prefill, unlabelled(decode)]
+    cluster = Cluster(*([gang, *pods] if gang_first else [*pods, gang]))
+    assert cluster.pod("decode-0").task == "decode"
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), NODES, now=0)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 2
+
+
+def test_a_member_the_podgang_stops_listing_is_in_no_podgroup_and_the_gang_is_invalid() -> None:
+    gang, prefill, decode = grove_gang(prefill=1, decode=1)
+    cluster = Cluster(gang, prefill, unlabelled(decode))
+    assert cluster.pod("decode-0").task == "decode"
+    gang["spec"]["podgroups"][1]["podReferences"] = []
+    cluster.add(gang)
+    assert cluster.pod("decode-0").task == ""
+    assert cluster.resolve(GROVE) == Invalid(
+        "gang grove:default/serve-0: member(s) decode-0 have no label grove.io/podclique and "
+        "no podgroup's podReferences list them (Grove labels each pod with its PodClique, the "
+        "podgroup it is in)"
+    )
+
+
 def test_a_podgang_waits_for_its_object_and_says_which() -> None:
     cluster = Cluster(*grove_gang(prefill=1, decode=1)[1:])
     assert cluster.resolve(GROVE) == Waiting(

@@ -35,7 +35,9 @@ A pod whose PodGroup has a `gang` composite above it is kept as a member of the 
 one (its `group` is the composite's, its `task` its PodGroup's name: `_as_member`), and
 re-filed whenever a composite or a PodGroup in a tree changes (`_tree_changed`), so every
 reader of `members` sees the composite as the one gang; `declared_group` says the
-PodGroup the pod itself names.
+PodGroup the pod itself names. Likewise a Grove member without its podgroup's label takes
+the podgroup whose `podReferences` list it (`PodGroup.task_by_pod`), re-filed whenever its
+PodGang's lists change (`_refile_referenced`).
 """
 
 from __future__ import annotations
@@ -224,7 +226,8 @@ class ClusterState:
         self._composites: dict[str, CompositePodGroup] = {}  # upstream, `composite:ns/name`
         # What is derived from the gang objects alone (a composite's tree), until one changes.
         self._tree_memo: dict[str, object] = {}
-        # Pods filed under a composite gang: uid -> the (group, task) they declare.
+        # Pods filed under a composite gang, or in the Grove podgroup whose podReferences
+        # list them: uid -> the (group, task) they declare.
         self._declared: dict[str, tuple[GroupRef | None, str]] = {}
         self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
         self._members: dict[str, set[str]] = {}  # group key -> pod uids
@@ -457,8 +460,16 @@ class ClusterState:
     def _as_member(self, pod: Pod) -> Pod:
         """`pod` as its gang's member: filed under the topmost `gang` composite above its
         PodGroup, if any (see the module docstring); a broken tree leaves it on its
-        PodGroup, whose resolution then says why it waits."""
+        PodGroup, whose resolution then says why it waits. A Grove member naming no
+        podgroup takes the one its PodGang's `podReferences` list it in, if any."""
         ref = pod.group
+        if ref is not None and ref.dialect is Dialect.GROVE and not pod.task:
+            gang = self._groups.get(ref.key)
+            task = dict(gang.task_by_pod).get(pod.name, "") if gang is not None else ""
+            if not task:
+                return pod
+            self._declared[pod.uid] = (pod.group, pod.task)
+            return replace(pod, task=task)
         if ref is None or ref.dialect is not Dialect.UPSTREAM or ref.pod_group:
             return pod
         group = self._groups.get(ref.key)
@@ -627,6 +638,22 @@ class ClusterState:
             self._tree_changed(group.namespace, [above, self._gang_key_above(group)], group.key)
         if old != group:
             self._rejoin(group.key)
+        if group.dialect is Dialect.GROVE and (old is None or old.task_by_pod != group.task_by_pod):
+            self._refile_referenced(group.key)
+
+    def _refile_referenced(self, key: str) -> None:
+        """Re-file the members of Grove gang `key` that name no podgroup themselves, after
+        its PodGang's `podReferences` changed (or it appeared)."""
+        for uid in sorted(self._members.get(key, set())):
+            pod = self._pods[uid]
+            group, task = self._declared.get(uid, (pod.group, pod.task))
+            if task:
+                continue  # labelled: the label stands
+            declared = replace(pod, group=group, task=task)
+            if self._as_member(declared) != pod:
+                self.upsert_pod(declared)
+            elif uid in self._declared and pod.task == task:
+                del self._declared[uid]
 
     def _gang_key_above(self, group: PodGroup | None) -> str:
         """The key of the composite gang `group` is part of; "" when none."""

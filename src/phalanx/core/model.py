@@ -633,6 +633,11 @@ class PodGroup:
     # member naming another makes the gang invalid (`stray_members` of `groups.kai`,
     # `groups.grove`). Empty for other dialects.
     task_names: frozenset[str] = frozenset()
+    # Grove `spec.podgroups[].podReferences`: (pod name, podgroup) sorted, so that a member
+    # without the `grove.io/podclique` label is filed in the podgroup that lists it
+    # (`ClusterState._as_member`). Not compared: Grove rewrites the lists as it creates
+    # the pods, which changes no plan.
+    task_by_pod: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # `metadata.deletionTimestamp` is set: finalizers hold the object while its workload is
     # torn down. Nothing of the gang is planned, reserved or bound any more (resolve_group).
     deleting: bool = False

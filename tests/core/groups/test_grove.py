@@ -117,6 +117,24 @@ def test_a_podgang_as_grove_creates_it_is_a_gang_of_its_podgroups_minima() -> No
     assert parsed.value.key == "grove:ml/serve-0"
 
 
+def test_the_pods_each_podgroup_lists_in_the_podgang_s_namespace_are_kept_by_name() -> None:
+    obj = grove_podgang_obj("serve-0", {"prefill": 1, "decode": 2}, namespace="ml")
+    obj["spec"]["podgroups"][1]["podReferences"].append({"namespace": "other", "name": "x-0"})
+    group = grove.parse_pod_gang(obj).value
+    assert group.task_by_pod == (
+        ("decode-0", "decode"),
+        ("decode-1", "decode"),
+        ("prefill-0", "prefill"),
+    )
+    # Grove rewrites the lists as it creates pods: that is no other gang.
+    assert (
+        group
+        == grove.parse_pod_gang(
+            grove_podgang_obj("serve-0", {"prefill": 1, "decode": 2}, namespace="ml")
+        ).value
+    )
+
+
 def test_a_podgroup_of_no_minimum_is_a_name_but_no_task_minimum() -> None:
     obj = grove_podgang_obj("serve-0", {"router": 0, "worker": 2})
     group = grove.parse_pod_gang(obj).value
@@ -339,6 +357,15 @@ TOO_BIG = 2**31
         (
             {
                 "podgroups": [
+                    {"name": "a", "minReplicas": 1, "podReferences": [{"name": "p-0"}]},
+                    {"name": "b", "minReplicas": 1, "podReferences": [{"name": "p-0"}]},
+                ]
+            },
+            'spec.podgroups[1].podReferences[0].name: "p-0" is listed in podgroups a and b',
+        ),
+        (
+            {
+                "podgroups": [
                     {
                         "name": "w",
                         "minReplicas": 2,
@@ -399,6 +426,7 @@ TOO_BIG = 2**31
         "min-replicas-beyond-int32",
         "sum-beyond-int32",
         "pod-reference-type",
+        "pod-listed-twice",
         "podgroup-key-not-a-label",
         "podgroup-topology-type",
         "gang-key-not-a-label",
@@ -436,8 +464,8 @@ def test_a_member_naming_no_podgroup_is_named_too() -> None:
     members = [parse_pod(grove_pod_obj(f"n-{i}", "serve-0")) for i in range(7)]
     assert grove.stray_members(group, members) == (
         "gang grove:default/serve-0: member(s) n-0, n-1, n-2, n-3, n-4 and 2 more have no "
-        "label grove.io/podclique (Grove labels each pod with its PodClique, the podgroup it "
-        "is in)"
+        "label grove.io/podclique and no podgroup's podReferences list them (Grove labels "
+        "each pod with its PodClique, the podgroup it is in)"
     )
 
 

@@ -8,9 +8,10 @@ PodCliqueSet replica, as Grove's operator creates them.
   `minReplicas`, enforced as KAI's subgroup minima are (`PodGroup.min_task_member`,
   `phalanx.core.quorum`); the gang's minMember is their sum (Grove has no gang-wide
   minimum), and members beyond a podgroup's minimum are best-effort extras. A pod's
-  podgroup is its label `grove.io/podclique`. A member naming a podgroup the PodGang lacks,
-  or naming none, makes the gang invalid (`stray_members`): the label is read, not
-  `podReferences`.
+  podgroup is its label `grove.io/podclique`; a member without it takes the podgroup whose
+  `podReferences` list it (`PodGroup.task_by_pod`, filed by the cache). A member naming a
+  podgroup the PodGang lacks, or in none by either, makes the gang invalid
+  (`stray_members`).
 * `spec.topologyConstraint.packConstraint`: `required` and `preferred` are node label keys
   (Grove's operator translates its level names to them), read as KAI's levels are
   (`any_label`). A podgroup's `packConstraint.required` keeps its members inside one value
@@ -112,7 +113,7 @@ def podgroup_of(labels: Mapping[str, str]) -> str:
 def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
     src, metadata, namespace, name = read_identity(KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
-    podgroups = _podgroups(src, spec)
+    podgroups = _podgroups(src, spec, namespace)
     total = sum(minimum for _, minimum in podgroups.minima)
     if total < 1:
         raise src.invalid(
@@ -155,6 +156,7 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
         ),
         min_task_member=podgroups.minima,
         task_names=podgroups.names,
+        task_by_pod=podgroups.by_pod,
         deleting=is_deleting(metadata),
     )
     return Parsed(group, tuple(warnings))
@@ -164,16 +166,19 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
 class _PodGroups:
     """`spec.podgroups` as read: every name; (name, minReplicas) pairs sorted by name
     without the zeros (they ask for nothing); each required level with the podgroups (and
-    the field) that set it (`with_task_levels`); warnings for what is read but not used."""
+    the field) that set it (`with_task_levels`); (pod, podgroup) for the pods of the
+    PodGang's namespace the podgroups list; warnings for what is read but not used."""
 
     names: frozenset[str]
     minima: tuple[tuple[str, int], ...]
     levels: dict[str, list[tuple[str, str]]]
+    by_pod: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
 
 
-def _podgroups(src: Source, spec: JsonObject) -> _PodGroups:
+def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
     names: set[str] = set()
+    by_pod: dict[str, str] = {}
     minima = []
     levels: dict[str, list[tuple[str, str]]] = {}
     warnings = []
@@ -196,10 +201,17 @@ def _podgroups(src: Source, spec: JsonObject) -> _PodGroups:
             raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
         if minimum:
             minima.append((name, minimum))
-        # Read for its form only: a member's podgroup is its label (see the docstring).
-        for ref_path, ref in read_objects(src, entry.get("podReferences"), f"{path}.podReferences"):
-            for field in ("namespace", "name"):
-                read_string(src, ref.get(field), f"{ref_path}.{field}")
+        refs = read_objects(src, entry.get("podReferences"), f"{path}.podReferences")
+        for ref_path, ref in refs:
+            pod = read_string(src, ref.get("name"), f"{ref_path}.name")
+            where = read_string(src, ref.get("namespace"), f"{ref_path}.namespace")
+            if not pod or where not in ("", namespace):
+                continue  # no pod of this gang: its members are in its namespace
+            if by_pod.setdefault(pod, name) != name:
+                raise src.invalid(
+                    f"{ref_path}.name",
+                    f"{quoted(pod)} is listed in podgroups {by_pod[pod]} and {name}",
+                )
         where = f"{path}.topologyConstraint"
         intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
         if intent is None:
@@ -214,7 +226,13 @@ def _podgroups(src: Source, spec: JsonObject) -> _PodGroups:
             levels.setdefault(intent.required, []).append(
                 (name, f"{where}.packConstraint.required")
             )
-    return _PodGroups(frozenset(names), tuple(sorted(minima)), levels, tuple(warnings))
+    return _PodGroups(
+        frozenset(names),
+        tuple(sorted(minima)),
+        levels,
+        tuple(sorted(by_pod.items())),
+        tuple(warnings),
+    )
 
 
 def _group_configs(src: Source, spec: JsonObject, names: frozenset[str]) -> list[str]:
@@ -273,8 +291,9 @@ def _topology(src: Source, pack: JsonObject, path: str) -> TopologyConstraint | 
 
 
 def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:
-    """Why members naming no podgroup of `group`, or none at all, keep the gang from
-    scheduling; "" when every member names one of its podgroups."""
+    """Why members naming no podgroup of `group`, or in none at all (no label, and no
+    podgroup's `podReferences` list them), keep the gang from scheduling; "" when every
+    member is in one of its podgroups."""
     members = list(members)
     stray = sorted({p.task for p in members if p.task and p.task not in group.task_names})
     unnamed = sorted(p.name for p in members if not p.task)
@@ -289,8 +308,9 @@ def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:
         more = f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else ""
         shown = ", ".join(unnamed[:5]) + more
         problems.append(
-            f"member(s) {shown} have no label {PODCLIQUE_LABEL} (Grove labels each pod with "
-            "its PodClique, the podgroup it is in)"
+            f"member(s) {shown} have no label {PODCLIQUE_LABEL} and no podgroup's "
+            "podReferences list them (Grove labels each pod with its PodClique, the podgroup "
+            "it is in)"
         )
     return f"gang {group.key}: {'; '.join(problems)}" if problems else ""
 

@@ -24,6 +24,7 @@ from builders import (
     node_obj,
     pod_obj,
     podgroup_obj,
+    present,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
     workload_obj,
@@ -139,7 +140,7 @@ def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
             },
         ) as live:
             sizes = {
-                key: live.state.group(key).min_member  # type: ignore[union-attr]
+                key: present(live.state.group(key)).min_member
                 for key in ("ml/train", "volcano:ml/train", "upstream:ml/train")
             }
             assert sizes == {"ml/train": 2, "volcano:ml/train": 3, "upstream:ml/train": 4}
@@ -393,7 +394,11 @@ def test_a_childs_ignored_setting_is_said_again_only_once_the_tree_changed_back(
         ) as live:
             await until("said", lambda: said() == 1)
             live.api.modify(path, composite_obj("ray", None, namespace="ml"))  # basic: read
-            await until("basic", lambda: live.state.composite(RAY.key).min_group_count is None)  # type: ignore[union-attr]
+
+            def basic() -> bool:
+                return present(live.state.composite(RAY.key)).min_group_count is None
+
+            await until("basic", basic)
             await redelivered(live, head)
             assert said() == 1
             live.api.modify(path, composite_obj("ray", 2, namespace="ml"))  # a gang again
@@ -407,7 +412,11 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
         pod = pod_obj("w-0", volcano_group="train", scheduling_group="job")
         async with running(SERVED_137, objects={PODS: [pod]}) as live:
             live.api.modify(PODS, {**pod, "metadata": {**pod["metadata"], "labels": {"x": "y"}}})
-            await until("pod updated", lambda: live.state.pod_by_key("default", "w-0").labels)  # type: ignore[union-attr]
+
+            def relabelled() -> Mapping[str, str]:
+                return present(live.state.pod_by_key("default", "w-0")).labels
+
+            await until("pod updated", relabelled)
             await live.settle()
             [event] = live.writer.events("GangDialectConflict")
             assert event["involvedObject"]["kind"] == "Pod"
@@ -536,7 +545,7 @@ def test_kai_pod_groups_are_followed_their_pods_are_members_and_status_goes_to_s
                 PODS: [kai_pod_obj("train-0", "train")],
             },
         ) as live:
-            assert live.state.group("kai:default/train").min_member == 4  # type: ignore[union-attr]
+            assert present(live.state.group("kai:default/train")).min_member == 4
             await until("member", lambda: live.state.pod_by_key("default", "train-0"))
             member = live.state.pod_by_key("default", "train-0")
             assert member is not None
@@ -572,12 +581,12 @@ def test_grove_pod_gangs_are_followed_their_pods_are_members_and_status_goes_to_
     async def scenario() -> None:
         async with running(
             SERVED_GROVE,
-            **{
+            objects={
                 collection(GROVE, "podgangs"): [at_version(gang, "31")],
                 PODS: [grove_pod_obj("prefill-0", "serve-0", "prefill")],
             },
         ) as live:
-            assert live.state.group("grove:default/serve-0").min_member == 3  # type: ignore[union-attr]
+            assert present(live.state.group("grove:default/serve-0")).min_member == 3
             await until("member", lambda: live.state.pod_by_key("default", "prefill-0"))
             member = live.state.pod_by_key("default", "prefill-0")
             assert member is not None
@@ -870,7 +879,7 @@ def test_an_edited_min_count_requeues_the_members_too() -> None:
             live.api.modify(collection(UPSTREAM), upstream_podgroup_obj("job", 2))
             await until(
                 "size seen",
-                lambda: live.state.group("upstream:default/job").min_member == 2,  # type: ignore[union-attr]
+                lambda: present(live.state.group("upstream:default/job")).min_member == 2,
             )
             await live.settle()
             assert len([p for p, _ in live.writer.patches if p.startswith("/api/v1/")]) == 2

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from builders import grove_pod_obj, grove_podgang_obj, kai_pod_obj, pod_obj
+from builders import grove_pod_obj, grove_podgang_obj, kai_pod_obj, pod_obj, present
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import grove, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
@@ -33,7 +33,7 @@ def test_a_pod_labelled_by_grove_is_a_member_of_its_podgang() -> None:
         Dialect.GROVE,
         "",
     )
-    assert pod.group.key == "grove:ml/serve-0"
+    assert present(pod.group).key == "grove:ml/serve-0"
 
 
 def test_a_grove_member_s_task_is_its_podclique_label_not_volcano_s_task() -> None:

@@ -116,7 +116,9 @@ def workload_file(tmp_path: Path) -> Path:
 
 def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     assert main(["simulate", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+    answer = json.loads(capsys.readouterr().out)
+    assert isinstance(answer, dict)
+    return answer
 
 
 def group(report: dict[str, Any], key: str) -> dict[str, Any]:

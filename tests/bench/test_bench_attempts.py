@@ -73,6 +73,7 @@ def test_queue_waits_run_from_joining_the_queue_to_the_first_attempt_longest_fir
     out = attempts.parse(log)
     # pytest.approx compares equal to the floats it stands for
     expected = [(pytest.approx(4.0), "ns/b"), (pytest.approx(1.0), "ns/a")]
+    # pytest.approx compares equal to the float it stands for; its type does not say so
     assert out.queue_waits == expected  # type: ignore[comparison-overlap]
     text = attempts.report(out, longest=1)
     assert "4.00 s  ns/b" in text

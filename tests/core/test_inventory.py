@@ -823,6 +823,7 @@ def test_an_unknown_selector_operator_is_an_error() -> None:
 
 def test_a_non_string_annotation_is_an_error() -> None:
     with pytest.raises(InvalidObjectError) as raised:
+        # an annotation value that is no string, as a malformed object carries it
         parse_pod(pod_obj("p", annotations={"phalanx.io/min-member": 3}))  # type: ignore[dict-item]
     assert str(raised.value) == (
         'Pod default/p: metadata.annotations["phalanx.io/min-member"]: '

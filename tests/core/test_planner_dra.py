@@ -14,6 +14,7 @@ from builders import (
     gpu_node,
     gpu_slice_obj,
     podgroup,
+    present,
 )
 from dra_builders import (
     GPU_CLASS,
@@ -383,7 +384,7 @@ def test_a_member_tolerating_the_taint_is_planned_on_the_tainted_gpu() -> None:
     reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
     assert reservation is not None
     assert reservation.node_of(member.uid) == "d1"
-    (request,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
+    (request,) = present(member.devices).demand.claims[0].requests
     assert request.exactness is Exactness.PER_NODE
     assert "tolerates device taints" in request.note
 
@@ -449,7 +450,7 @@ def test_first_available_falls_through_to_the_choice_that_tolerates_the_taint(by
     }
     world.template_of(claim_template_obj("choice", request))
     member = one_member(world, "choice")
-    (planned,) = member.devices.demand.claims[0].requests  # type: ignore[union-attr]
+    (planned,) = present(member.devices).demand.claims[0].requests
     assert planned.request == "gpu/any"
     reservation = planner.filter(member, ["d1", "d2"], now=0).reserved
     assert reservation is not None

@@ -30,7 +30,7 @@ from support import Clock, FakeTimers, RecordingSource, gang_objects
 from builders import node_obj, pod_obj
 from phalanx.core.barrier import still_bindable
 from phalanx.core.cache import MemberState
-from phalanx.core.model import EMPTY, Binding
+from phalanx.core.model import EMPTY, Binding, Pod
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
 from phalanx.sources.base import BindError
@@ -105,7 +105,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
 
         self._run(spin())
 
-    def _member(self, gang: str, index: int):  # type: ignore[no-untyped-def]
+    def _member(self, gang: str, index: int) -> Pod | None:
         live = self.ext.state.members(f"default/{gang}")
         return live[index % len(live)] if live else None
 

@@ -44,6 +44,7 @@ def test_an_invalid_object_is_told_once_per_reason(
     for reason in ("bad minMember", "bad minMember", "no name", "no name"):
         notices.invalid("PodGroup", "ml/job", reason, message="invalid", event=told.event(reason))
     assert told.events == ["bad minMember", "no name"]
+    # `reason` is the log call's `extra`, which LogRecord's type does not declare
     assert [r.reason for r in caplog.records] == ["bad minMember", "no name"]  # type: ignore[attr-defined]
 
 
@@ -89,4 +90,5 @@ def test_a_notice_logs_at_its_level_with_its_fields(
     )
     [record] = caplog.records
     assert (record.levelno, record.getMessage()) == (logging.INFO, "pod device claims")
+    # `pod` and `detail` are the log call's `extra`, which LogRecord's type does not declare
     assert (record.pod, record.detail) == ("ml/a", "count only")  # type: ignore[attr-defined]

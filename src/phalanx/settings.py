@@ -153,7 +153,8 @@ class Settings(BaseSettings):
         "one node. false: members are only requeued, and each cycle filters every node "
         "again. Turn it off where a long queue of other pods pays for the nominations (every "
         "other pod's cycle filters a node holding nominations twice); Phalanx already skips "
-        "them behind a backlog of more than nodes/4 pending pods.",
+        "them behind a backlog of more than nodes/4 pending pods, and for a member that "
+        "claims a slot on arrival and is bound with its gang anyway (complete_members).",
     )
     complete_members: bool = Field(
         default=True,

@@ -1,7 +1,7 @@
 """The bind barrier's decisions, without an event loop: may this bind join, is the quorum
 present, is a held member still bindable."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import pytest
@@ -14,6 +14,7 @@ from phalanx.core.barrier import (
     Completion,
     Join,
     admit,
+    completable,
     completions,
     fits_alone,
     quorum_present,
@@ -207,6 +208,24 @@ def test_a_member_that_asks_for_what_only_kube_scheduler_judges_is_never_a_compl
     state = cluster(a, b, c, groups=[podgroup("g", 3)])
     published = reserve(state, "default/g", (a, "n1"), (b, "n1"), (c, "n2"))
     assert completions(state, "default/g", published.serial, held={a.uid}) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda p: p, True),
+        (lambda p: replace(p, unjudged="host ports"), False),
+        (lambda p: replace(p, invalid="phalanx.io/placement: unknown policy"), False),
+        (lambda p: replace(p, deleting=True), False),
+    ],
+    ids=["plain", "unjudged", "invalid", "deleting"],
+)
+def test_a_pod_says_whether_the_gate_may_bind_it_without_its_own_cycle(
+    change: Callable[[Pod], Pod], expected: bool
+) -> None:
+    # What the pod alone says; the reservation and eligibility are judged at the gate.
+    (member,) = gang("g", 1, 4)
+    assert completable(change(member), gpu_node("n1")) is expected
 
 
 def test_members_being_bound_deleting_or_no_longer_eligible_are_not_completions() -> None:

@@ -66,13 +66,45 @@ async def test_the_plan_names_the_member_that_claimed_each_slot_once_the_gang_is
     await ext.stop()
 
 
-async def test_a_member_created_after_the_reservation_is_nominated_to_its_slot_on_arrival() -> None:
-    # kube-scheduler tries a nominated node first and alone: the member's first cycle
-    # filters one node, not all of them.
+async def test_a_member_created_later_claims_its_slot_unnominated_when_the_gate_binds_it() -> None:
+    # The gang's first /bind binds it (completion): a nomination would only hasten its own
+    # cycle, which is not needed, for a write and an update event.
     ext, source = await started(first_two_of_three(), source_class=RecordingSource)
     reserve_all(ext, ["g-0"])
     slot = present(ext.state.reservation("default/g")).slots()[0]
     source.apply(pod_obj("g-2", 4, group="g"))
+    await asyncio.sleep(0)
+    assert "default/g-2" not in source.nominated
+    assert present(ext.state.reservation("default/g")).node_of(pod_of(ext, "g-2").uid) == slot.node
+    assert ext.filter(pod_of(ext, "g-2"), NODES).feasible == (slot.node,)
+    await ext.stop()
+
+
+def with_host_port(obj: dict[str, Any]) -> dict[str, Any]:
+    """A member only kube-scheduler may judge (a host port): never completed."""
+    obj["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("member", "complete_members"),
+    [
+        (with_host_port(pod_obj("g-2", 4, group="g")), True),
+        (pod_obj("g-2", 4, group="g"), False),
+    ],
+    ids=["it-needs-its-own-cycle", "completion-off"],
+)
+async def test_a_member_the_gate_cannot_bind_is_nominated_to_its_slot_on_arrival(
+    member: dict[str, Any], complete_members: bool
+) -> None:
+    # kube-scheduler tries a nominated node first and alone: the member's own cycle, which
+    # it needs, filters one node, not all of them.
+    ext, source = await started(
+        first_two_of_three(), source_class=RecordingSource, complete_members=complete_members
+    )
+    reserve_all(ext, ["g-0"])
+    slot = present(ext.state.reservation("default/g")).slots()[0]
+    source.apply(member)
     await asyncio.sleep(0)
     assert source.nominated["default/g-2"] == slot.node
     assert present(ext.state.reservation("default/g")).node_of(pod_of(ext, "g-2").uid) == slot.node

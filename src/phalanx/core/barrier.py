@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState
-from phalanx.core.model import Binding, Pod, PodGroup
+from phalanx.core.model import Binding, Node, Pod, PodGroup
 from phalanx.core.quorum import TaskMinima, task_shortfall
 from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
 
@@ -187,15 +187,22 @@ def completions(
     for member in reservation.members:
         if member.is_slot or member.state is not MemberState.RESERVED or member.pod_uid in held:
             continue
-        pod = state.pod(member.pod_uid)
-        if pod is None or pod.deleting or pod.unjudged or pod.invalid:
+        pod, info = state.pod(member.pod_uid), state.node(member.node)
+        if pod is None or info is None or not completable(pod, info.node):
             continue
         if still_bindable(state, key, serial, pod, member.node):
             continue
-        info = state.node(member.node)
-        if info is None or eligibility.ineligibility(pod, info.node) is not None:
-            continue
-        if pod.devices is not None and pod.devices.allocates_on(info.node):
+        if eligibility.ineligibility(pod, info.node) is not None:
             continue
         found.append(Completion(pod, member.node))
     return found
+
+
+def completable(pod: Pod, node: Node) -> bool:
+    """Whether a gate may bind `pod` on `node` without the pod's own cycle, as far as the
+    pod itself says: nothing only kube-scheduler judges (`Pod.unjudged`), no devices its
+    own PreBind allocates there, not deleted or invalid. The rest of `completions`' checks
+    (the reservation, eligibility) change with the cluster and are made at the gate."""
+    if pod.deleting or pod.unjudged or pod.invalid:
+        return False
+    return pod.devices is None or not pod.devices.allocates_on(node)

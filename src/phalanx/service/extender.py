@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from phalanx.core.barrier import completable
 from phalanx.core.cache import ClusterState, ReleaseCause, Released, Reservation
 from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
@@ -214,12 +215,16 @@ class Extender:
 
     def _claim_arrivals(self, arrivals: Sequence[Pod]) -> None:
         """Members that arrived while their gang held a template reservation claim a slot
-        now and are nominated to its node: their first cycle filters that node alone."""
+        now. One the gate cannot complete is nominated to its node: its own cycle, which
+        it needs, then filters that node alone. One it can complete is not: the gang's
+        first `/bind` binds it, and a nomination would only hasten a cycle of it that is
+        not needed, for a write and an update event each
+        (bench/results/2026-12-06-claim-nominations.md)."""
         claimed = []
         worth: dict[str, bool] = {}  # by gang: nominating pays only while the backlog is short
         for pod in arrivals:
             member = self.planner.claim_arrival(pod)
-            if member is None or pod.group is None:
+            if member is None or pod.group is None or self._completed_anyway(pod, member.node):
                 continue
             key = pod.group.key
             if key not in worth:
@@ -228,6 +233,14 @@ class Extender:
                 claimed.append(Nomination(pod.ref, member.node))
         if claimed:
             self.reporter.nominate(claimed, "a slot of the gang's reservation was claimed")
+
+    def _completed_anyway(self, pod: Pod, node: str) -> bool:
+        """Whether the gate will bind `pod` on `node` with its gang, whatever its own cycle
+        does (`completable`; completion not turned off)."""
+        if not self.settings.complete_members:
+            return False
+        info = self.state.node(node)
+        return info is not None and completable(pod, info.node)
 
     def _acts_alone(self) -> bool:
         """Whether this instance may plan and bind what no verb asked for: its kube-scheduler

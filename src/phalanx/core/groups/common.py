@@ -30,6 +30,7 @@ from phalanx.core.rawdict import (
     namespace_and_name,
     read_integer,
     read_metadata,
+    read_string,
 )
 from phalanx.core.topology_annotations import group_topology
 
@@ -195,6 +196,25 @@ class ObjectSettings:
             plan_json=self.plan_json,
             differentiable=self.differentiable,
         )
+
+
+def label_levels(
+    src: Source, holder: JsonObject, path: str, required: str, preferred: str
+) -> TopologyConstraint | None:
+    """A topology intent of node label keys, as KAI's and Grove's objects write their levels:
+    fields `required` and `preferred` of `holder` (at `path`), each read as any node label
+    (`any_label`); None when neither is set. A value that is no label key is refused
+    naming the field."""
+    keys = {}
+    for field in (required, preferred):
+        where = f"{path}.{field}"
+        key = read_string(src, holder.get(field), where)
+        if key and not is_qualified_name(key):
+            raise src.invalid(where, f"{quoted(key)} is not a node label key")
+        keys[field] = key
+    if not keys[required] and not keys[preferred]:
+        return None
+    return TopologyConstraint(required=keys[required], preferred=keys[preferred], any_label=True)
 
 
 def with_task_levels(

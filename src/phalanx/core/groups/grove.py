@@ -44,7 +44,7 @@ from phalanx.core.groups.common import (
     PodView,
     group_name_problem,
     is_deleting,
-    is_qualified_name,
+    label_levels,
     read_identity,
     with_task_levels,
 )
@@ -276,18 +276,7 @@ def _pack_constraint(src: Source, holder: JsonObject, where: str) -> JsonObject:
 
 
 def _topology(src: Source, pack: JsonObject, path: str) -> TopologyConstraint | None:
-    keys = {}
-    for role in ("required", "preferred"):
-        where = f"{path}.{role}"
-        key = read_string(src, pack.get(role), where)
-        if key and not is_qualified_name(key):
-            raise src.invalid(where, f"{quoted(key)} is not a node label key")
-        keys[role] = key
-    if not keys["required"] and not keys["preferred"]:
-        return None
-    return TopologyConstraint(
-        required=keys["required"], preferred=keys["preferred"], any_label=True
-    )
+    return label_levels(src, pack, path, "required", "preferred")
 
 
 def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:

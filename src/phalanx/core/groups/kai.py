@@ -44,7 +44,7 @@ from phalanx.core.groups.common import (
     PodView,
     group_name_problem,
     is_deleting,
-    is_qualified_name,
+    label_levels,
     read_identity,
     read_min_count,
     with_task_levels,
@@ -215,21 +215,7 @@ def _subgroups(src: Source, spec: JsonObject) -> _Subgroups:
 
 
 def _topology(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:
-    levels = {}
-    for role, field in (
-        ("required", "requiredTopologyLevel"),
-        ("preferred", "preferredTopologyLevel"),
-    ):
-        where = f"{path}.{field}"
-        level = read_string(src, constraint.get(field), where)
-        if level and not is_qualified_name(level):
-            raise src.invalid(where, f"{quoted(level)} is not a node label key")
-        levels[role] = level
-    if not levels["required"] and not levels["preferred"]:
-        return None
-    return TopologyConstraint(
-        required=levels["required"], preferred=levels["preferred"], any_label=True
-    )
+    return label_levels(src, constraint, path, "requiredTopologyLevel", "preferredTopologyLevel")
 
 
 def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from builders import (
     composite_obj,
@@ -828,3 +830,89 @@ def test_a_workloads_gangs_are_being_deleted_with_it() -> None:
         "Workload default/train is being deleted (gang upstream:default/train/workers): "
         "its members are not scheduled any more"
     )
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+# Field names every dialect reads, so that garbage reaches the parsers' inner fields.
+_FIELDS = (
+    "minMember",
+    "minReplicas",
+    "minCount",
+    "minTaskMember",
+    "minSubGroup",
+    "minResources",
+    "scheduleTimeoutSeconds",
+    "podgroups",
+    "podGroups",
+    "subGroups",
+    "podReferences",
+    "podGroupNames",
+    "topologyConstraintGroupConfigs",
+    "topologyConstraint",
+    "packConstraint",
+    "requiredTopologyLevel",
+    "preferredTopologyLevel",
+    "required",
+    "preferred",
+    "topology",
+    "networkTopology",
+    "highestTierAllowed",
+    "schedulingPolicy",
+    "schedulingConstraints",
+    "gang",
+    "basic",
+    "policy",
+    "disruptionMode",
+    "single",
+    "all",
+    "key",
+    "name",
+    "namespace",
+    "parent",
+    "queue",
+    "priorityClassName",
+    "reuseReservationRef",
+    "podGroupTemplates",
+    "templateRef",
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**40),
+    st.floats(allow_nan=True),
+    st.sampled_from(["", "a", "-1", "3", "x/y", "topology.kubernetes.io/zone", "prefill"]),
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+# A spec is an object of those fields, as every dialect's is, with garbage below them.
+_SPEC = st.dictionaries(st.sampled_from(_FIELDS), _JSON, min_size=2, max_size=8)
+
+
+@pytest.mark.parametrize("kind", registry.group_kinds(), ids="/".join)
+@settings(max_examples=150)
+@given(spec=st.one_of(_SPEC, _JSON), status=_JSON)
+def test_every_gang_object_parser_answers_garbage_with_a_parse_or_an_error_naming_it(
+    kind: tuple[str, str], spec: object, status: object
+) -> None:
+    obj = {
+        "apiVersion": kind[0],
+        "kind": kind[1],
+        "metadata": {"name": "g", "namespace": "ml", "uid": "u1", "resourceVersion": "1"},
+        "spec": spec,
+        "status": status,
+    }
+    try:
+        registry.parse_group_object(obj)
+    except InvalidObjectError as exc:
+        told = str(exc)
+    else:
+        told = "parsed"
+    assert told  # a refusal says what was wrong; anything but InvalidObjectError fails here

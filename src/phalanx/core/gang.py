@@ -430,9 +430,7 @@ class _Placer:
             matched = self._one_node_each(constrained, options)
             if matched is not None:
                 for u in order:
-                    node = matched[u.index]
-                    trial.overlay.add(node, u.requests)
-                    trial.used[node] = trial.used.get(node, 0) + 1
+                    trial.take(matched[u.index], u)
                 return matched
         found = search(
             order,

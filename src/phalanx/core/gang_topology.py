@@ -273,8 +273,7 @@ class TopologySearch:
         """A fresh trial holding the units already placed on other levels' domains."""
         trial = self.placer.trial()
         for unit, node in taken:
-            trial.overlay.add(node, unit.requests)
-            trial.used[node] = trial.used.get(node, 0) + 1
+            trial.take(node, unit)
         return trial
 
     def _place_slices(

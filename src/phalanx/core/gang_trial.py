@@ -45,6 +45,11 @@ class Trial:
     overlay: Overlay
     used: dict[str, int]
 
+    def take(self, node: str, unit: Unit) -> None:
+        """`unit` placed on `node`: its requests used there, one more unit on it."""
+        self.overlay.add(node, unit.requests)
+        self.used[node] = self.used.get(node, 0) + 1
+
 
 def amounts(r: Resources) -> tuple[int, int, int]:
     """GPUs, CPU (millicores) and memory (bytes): what domains are ranked by."""

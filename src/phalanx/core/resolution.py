@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import composite, grove, kai, lws, registry
+from phalanx.core.groups import composite, lws, registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -96,9 +96,8 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
         missing = lws.opt_in_missing(ref, members, found.min_member, state.pod_by_key)
         if missing:
             return Invalid(missing)
-    if ref.dialect is Dialect.KAI and (stray := kai.stray_members(found, members)):
-        return Invalid(stray)
-    if ref.dialect is Dialect.GROVE and (stray := grove.stray_members(found, members)):
+    stray_members = registry.dialect(ref.dialect).stray_members
+    if stray_members is not None and (stray := stray_members(found, members)):
         return Invalid(stray)
     return _with_placement(ref, found, members, defaults)
 

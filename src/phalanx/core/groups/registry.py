@@ -132,6 +132,9 @@ class GroupDialect:
     status_patch: StatusPatch = StatusPatch.MERGE
     # Others write the status too: built on the observed one, sent under its resourceVersion.
     status_shared: bool = False
+    # Why members in no task the gang object names keep it from scheduling ("" when every
+    # member is in one); None: the dialect's tasks need no such check.
+    stray_members: Callable[[PodGroup, Iterable[Pod]], str] | None = None
 
 
 DIALECTS: Final = (
@@ -152,7 +155,13 @@ DIALECTS: Final = (
         status_shared=True,
     ),
     GroupDialect(
-        Dialect.KAI, kai.claim, kai.KINDS, kai.waiting_reason, kai.build_status, status_shared=True
+        Dialect.KAI,
+        kai.claim,
+        kai.KINDS,
+        kai.waiting_reason,
+        kai.build_status,
+        status_shared=True,
+        stray_members=kai.stray_members,
     ),
     GroupDialect(
         Dialect.GROVE,
@@ -161,6 +170,7 @@ DIALECTS: Final = (
         grove.waiting_reason,
         grove.build_status,
         status_shared=True,
+        stray_members=grove.stray_members,
     ),
     # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
     GroupDialect(Dialect.KUEUE, kueue.claim, {}),

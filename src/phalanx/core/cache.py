@@ -465,7 +465,7 @@ class ClusterState:
         ref = pod.group
         if ref is not None and ref.dialect is Dialect.GROVE and not pod.task:
             gang = self._groups.get(ref.key)
-            task = dict(gang.task_by_pod).get(pod.name, "") if gang is not None else ""
+            task = gang.referenced_task(pod.name) if gang is not None else ""
             if not task:
                 return pod
             self._declared[pod.uid] = (pod.group, pod.task)

@@ -7,6 +7,7 @@ resource in whole units (Kubernetes extended resources are integers).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -655,6 +656,14 @@ class PodGroup:
     @property
     def ref(self) -> GroupRef:
         return GroupRef(self.namespace, self.name, self.dialect, self.pod_group, self.replica)
+
+    def referenced_task(self, pod_name: str) -> str:
+        """The task whose references list pod `pod_name` (`task_by_pod`, sorted and one
+        entry a pod); "" for none. A search, not a scan: asked once a member is filed."""
+        i = bisect_left(self.task_by_pod, (pod_name,))
+        if i < len(self.task_by_pod) and self.task_by_pod[i][0] == pod_name:
+            return self.task_by_pod[i][1]
+        return ""
 
     @property
     def key(self) -> str:

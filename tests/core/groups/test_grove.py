@@ -135,6 +135,13 @@ def test_the_pods_each_podgroup_lists_in_the_podgang_s_namespace_are_kept_by_nam
     )
 
 
+def test_a_pod_s_podgroup_is_found_by_its_exact_name_in_the_lists() -> None:
+    group = grove.parse_pod_gang(grove_podgang_obj("serve-0", {"prefill": 1, "decode": 2})).value
+    found = {name: group.referenced_task(name) for name in ("decode-1", "prefill-0", "decode-")}
+    assert found == {"decode-1": "decode", "prefill-0": "prefill", "decode-": ""}
+    assert group.referenced_task("x-0") == ""
+
+
 def test_a_podgroup_of_no_minimum_is_a_name_but_no_task_minimum() -> None:
     obj = grove_podgang_obj("serve-0", {"router": 0, "worker": 2})
     group = grove.parse_pod_gang(obj).value

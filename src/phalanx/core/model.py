@@ -572,7 +572,7 @@ class TaskGroupMinima(tuple[tuple[str, int], ...]):
     """(task group, minMember) pairs read from a YuniKorn application's
     `yunikorn.apache.org/task-groups`: enforced exactly as Volcano's `spec.minTaskMember`
     (equal to the plain tuple of the same pairs); the type only names their source in
-    messages (`quorum.minima_field`)."""
+    messages (`registry.minima_field`)."""
 
     __slots__ = ()
 

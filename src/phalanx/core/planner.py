@@ -45,6 +45,7 @@ from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
 from phalanx.core.dra_demand import shared_out
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.gang_explain import describe_request
+from phalanx.core.groups.registry import minima_field
 from phalanx.core.journal import (
     GangEvent,
     GangJournal,
@@ -64,7 +65,7 @@ from phalanx.core.model import (
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import Preemption, preempt
 from phalanx.core.prioritize import prioritize
-from phalanx.core.quorum import has_quorum, minima_field, quorum_of, task_shortfall
+from phalanx.core.quorum import has_quorum, quorum_of, task_shortfall
 from phalanx.core.resolution import (
     Deleting,
     GroupDefaults,

@@ -21,8 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from phalanx.core.groups.yunikorn import TASK_GROUPS_ANNOTATION
-from phalanx.core.model import ChildGroups, Dialect, Pod, PodGroup, TaskGroupMinima
+from phalanx.core.model import ChildGroups, Pod, PodGroup
 
 TaskMinima = tuple[tuple[str, int], ...] | ChildGroups  # as `PodGroup.min_task_member`
 
@@ -47,26 +46,6 @@ def task_shortfall(minima: TaskMinima, pods: Iterable[Tasked]) -> str:
         for task, minimum in minima
         if have[task] < minimum
     )
-
-
-def minima_field(minima: TaskMinima, dialect: str = "") -> str:
-    """The API field that sets `minima` (of a gang in `dialect`), for messages."""
-    if isinstance(minima, ChildGroups):
-        return "spec.schedulingPolicy.gang.minGroupCount"
-    if isinstance(minima, TaskGroupMinima):
-        return task_minima_field(Dialect.YUNIKORN)
-    return task_minima_field(dialect)
-
-
-def task_minima_field(dialect: str) -> str:
-    """The API field that sets a gang's per-task minima in `dialect`, for messages."""
-    if dialect == Dialect.KAI:
-        return "spec.subGroups"
-    if dialect == Dialect.GROVE:
-        return "spec.podgroups"
-    if dialect == Dialect.YUNIKORN:
-        return f"annotation {TASK_GROUPS_ANNOTATION}"
-    return "spec.minTaskMember"
 
 
 def _satisfied(child: tuple[str, int] | ChildGroups, have: Counter[str]) -> bool:

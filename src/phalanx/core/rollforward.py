@@ -37,8 +37,9 @@ from typing import Any
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState, Reservation
+from phalanx.core.groups.registry import minima_field
 from phalanx.core.model import EMPTY, Binding, GroupRef, Pod, PodRef, Resources
-from phalanx.core.quorum import TaskMinima, minima_field, task_shortfall
+from phalanx.core.quorum import TaskMinima, task_shortfall
 
 # Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
 # Not `phalanx.io/placement`: that name is the placement policy (DESIGN §3).

@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 
 from phalanx.core import eligibility
 from phalanx.core.cache import SLOT_PREFIX, ClusterState, MemberReservation, Reservation
+from phalanx.core.groups.registry import task_minima_field
 from phalanx.core.model import ChildGroups, GroupRef, Pod, PodGroup, Resources
-from phalanx.core.quorum import task_minima_field
 from phalanx.core.snapshot import Snapshot
 
 

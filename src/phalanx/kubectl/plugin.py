@@ -34,7 +34,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from phalanx.core.groups import registry
-from phalanx.core.groups.upstream import object_kind
 from phalanx.core.model import Dialect, GroupRef
 from phalanx.kubectl import render
 from phalanx.kubectl.cluster import (
@@ -279,8 +278,8 @@ def _cmd_explain(args: argparse.Namespace, reader: ClusterReader, clock: Clock) 
         what = "" if ref.dialect is Dialect.SCHEDULER_PLUGINS else f"{ref.dialect.value} "
         print(
             f"gang {ref.key} not found (context {reader.target.context}): no {what}"
-            f"{object_kind(ref)} {ref.object_ref.name} in namespace {ref.namespace}, and no "
-            "pod there names it as its gang",
+            f"{registry.object_kind(ref)} {ref.object_ref.name} in namespace {ref.namespace}, "
+            "and no pod there names it as its gang",
             file=sys.stderr,
         )
         return 1

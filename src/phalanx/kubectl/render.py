@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from phalanx.core.groups.registry import minima_field
 from phalanx.core.model import ChildGroups
-from phalanx.core.quorum import TaskMinima, minima_field
+from phalanx.core.quorum import TaskMinima
 from phalanx.demo.report import render_group_view, table
 from phalanx.kubectl.views import (
     EventView,

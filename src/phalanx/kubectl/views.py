@@ -48,21 +48,13 @@ from enum import StrEnum
 from typing import Any
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import (
-    composite,
-    grove,
-    kai,
-    registry,
-    scheduler_plugins,
-    upstream,
-    volcano,
-)
+from phalanx.core.groups import registry, upstream
 from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_above
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
 from phalanx.core.model import Dialect, GroupRef, Pod, PodGroup, TaskGroupMinima
-from phalanx.core.quorum import TaskMinima, fewest_members, minima_field, task_shortfall
+from phalanx.core.quorum import TaskMinima, fewest_members, task_shortfall
 from phalanx.core.rollforward import COMMIT_ANNOTATION, decode_commit_record
 
 Obj = Mapping[str, Any]
@@ -272,29 +264,13 @@ def _annotations(obj: Obj) -> Mapping[str, Any]:
     return _map(_meta(obj).get("annotations"))
 
 
-def _placing_conditions(dialect: Dialect, api_version: str) -> Mapping[str, bool]:
-    """The condition types that say whether a gang of `dialect` is placed, and the meaning
-    of status True for each (placed, or waiting: Volcano's `Unschedulable`)."""
-    if dialect is Dialect.VOLCANO:
-        return {volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}
-    if dialect is Dialect.KAI:
-        return {kai.UNSCHEDULABLE_ON_NODE_POOL: False}
-    if dialect is Dialect.GROVE:
-        return {grove.SCHEDULED: True}
-    if dialect is Dialect.UPSTREAM:
-        return {upstream.condition_type(api_version.rpartition("/")[2]): True}
-    if dialect is Dialect.COMPOSITE:
-        return {composite.INITIALLY_SCHEDULED: True}
-    return {scheduler_plugins.CONDITION_TYPE: True}
-
-
 def _condition(raw: Obj, dialect: Dialect) -> ConditionView | None:
-    """The gang's placing condition; of two (Volcano's), the one that is True."""
-    meanings = _placing_conditions(dialect, _text(raw.get("apiVersion")))
+    """The gang's placing condition (`GroupDialect.placing_conditions`, by the object's
+    version); of two (Volcano's), the one that is True."""
+    entry = registry.dialect(dialect)
+    meanings = entry.placing_conditions(_text(raw.get("apiVersion")).rpartition("/")[2])
     found: list[ConditionView] = []
-    # KAI keeps its scheduling verdicts apart from its other conditions.
-    field = "schedulingConditions" if dialect is Dialect.KAI else "conditions"
-    items = _map(raw.get("status")).get(field)
+    items = _map(raw.get("status")).get(entry.conditions_field)
     for item in items if isinstance(items, list) else []:
         cond = _map(item)
         kind = _text(cond.get("type"))
@@ -563,7 +539,7 @@ def gang_events(gang: GangView, events: Iterable[Obj]) -> list[EventView]:
     first."""
     members = {m.name for m in gang.members}
     target = GroupRef.parse(gang.key).object_ref
-    kind = upstream.object_kind(GroupRef.parse(gang.key))
+    kind = registry.object_kind(GroupRef.parse(gang.key))
     group = gang.api_version.rpartition("/")[0]
     found = []
     for raw in events:
@@ -598,7 +574,7 @@ def wait_of(gang: GangView, events: Sequence[EventView]) -> WaitView | None:
         # The count alone would read as whole: say which task the scheduler still waits for.
         reason = (
             f"{gang.bound} of {need} member(s) bound, but {gang.tasks_short} "
-            f"({minima_field(gang.min_task_member, gang.dialect)})"
+            f"({registry.minima_field(gang.min_task_member, gang.dialect)})"
         )
         return WaitView(gang.key, gang.state, gang.created, reason, "phalanx")
     if cond is not None and not cond.placed and cond.message:

@@ -60,10 +60,11 @@ from phalanx.core.barrier import (
     tasks_short,
 )
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
+from phalanx.core.groups.registry import minima_field
 from phalanx.core.journal import Outcome
 from phalanx.core.model import Binding, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
-from phalanx.core.quorum import TaskMinima, minima_field
+from phalanx.core.quorum import TaskMinima
 from phalanx.core.resolution import Resolved
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder

@@ -162,7 +162,11 @@ class GangViews:
         has_object = found is not None
         claims = {p.group_dialect for p in members if p.group_dialect is not None}
         dialect = registry.gang_dialect(ref, has_object=has_object, claims=claims)
-        served = self.state.served.holding(ref) if self.state.served is not None else None
+        served = (
+            registry.served_holding(self.state.served, ref)
+            if self.state.served is not None
+            else None
+        )
         return {
             "group": key,
             "dialect": dialect.value,

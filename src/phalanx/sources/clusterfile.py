@@ -32,7 +32,7 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_model import DraModel
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups import registry, upstream
+from phalanx.core.groups import registry
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
@@ -350,7 +350,7 @@ class ClusterFileSource:
     async def emit_group_event(
         self, group: GroupRef, reason: str, message: str, *, warning: bool = False
     ) -> None:
-        kind = upstream.object_kind(group)
+        kind = registry.object_kind(group)
         self.events.append((kind, group.object_ref.key, reason, message, "", warning))
 
     async def update_group_status(self, status: GroupStatus) -> None:

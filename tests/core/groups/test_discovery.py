@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups.discovery import ServedKind, probes, served
+from phalanx.core.groups.registry import served_holding
 from phalanx.core.model import Dialect, GroupRef
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -177,7 +179,7 @@ def test_kai_pod_groups_are_followed_when_served_and_their_status_goes_to_status
         kind(Dialect.KAI, "scheduling.run.ai/v2alpha2", "PodGroup", "podgroups"),
     )
     (kai,) = found.of(Dialect.KAI)
-    assert found.holding(GroupRef("ml", "train", Dialect.KAI)) == kai
+    assert served_holding(found, GroupRef("ml", "train", Dialect.KAI)) == kai
     assert kai.status_path("ml", "train") == (
         "/apis/scheduling.run.ai/v2alpha2/namespaces/ml/podgroups/train/status"
     )
@@ -192,7 +194,7 @@ def test_a_gang_finds_the_kind_that_holds_it() -> None:
             "scheduling.x-k8s.io/v1alpha1": SP_RESOURCES,
         },
     )
-    holding = found.holding
+    holding = partial(served_holding, found)
     assert holding(GroupRef("ml", "job")) == SP
     pod_group = holding(GroupRef("ml", "g", Dialect.UPSTREAM))
     assert pod_group is not None

@@ -25,7 +25,7 @@ from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object, parse_pod
 from phalanx.core.journal import Outcome
-from phalanx.core.model import Dialect, GroupRef, PodGroup
+from phalanx.core.model import ChildGroups, Dialect, GroupRef, PodGroup, TaskGroupMinima
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -183,6 +183,154 @@ def test_every_gang_kind_knows_its_dialect() -> None:
 def test_a_gang_has_an_object_exactly_when_its_dialect_has_a_kind() -> None:
     with_kinds = {registry.dialect_of_kind(*kind) for kind in registry.group_kinds()}
     assert {d for d in Dialect if registry.has_gang_object(d)} == with_kinds
+
+
+# --- what each dialect's entry says ------------------------------------------------------
+
+ENTRIES = pytest.mark.parametrize(
+    "entry", registry.DIALECTS, ids=[entry.dialect.value for entry in registry.DIALECTS]
+)
+
+
+@ENTRIES
+def test_a_gangs_object_is_named_by_the_kinds_its_dialect_reads(
+    entry: registry.GroupDialect,
+) -> None:
+    refs = [GroupRef("ml", "g", entry.dialect)]
+    if entry.dialect is Dialect.UPSTREAM:
+        refs.append(GroupRef("ml", "train", Dialect.UPSTREAM, "workers"))
+    # A dialect without objects is named as annotation-only gangs are: scheduler-plugins'.
+    kinds = {kind for _, kind in entry.kinds} or {"PodGroup"}
+    assert {registry.object_kind(ref) for ref in refs} == kinds
+
+
+# One pod carrying every dialect's task label and annotation, each naming another task.
+TASK_LABELS = {
+    "kai.scheduler/subgroup-name": "kai-subgroup",
+    "grove.io/podclique": "grove-podclique",
+    "leaderworkerset.sigs.k8s.io/subgroup-index": "2",
+    "volcano.sh/task-spec": "volcano-label",
+}
+TASK_NOTES = {
+    "yunikorn.apache.org/task-group-name": "yunikorn-task-group",
+    "volcano.sh/task-spec": "volcano-annotation",  # read before Volcano's label
+}
+VOLCANO_TASK = "volcano-annotation"
+MEMBER_TASKS = {
+    Dialect.ANNOTATIONS: VOLCANO_TASK,
+    Dialect.SCHEDULER_PLUGINS: VOLCANO_TASK,
+    Dialect.VOLCANO: VOLCANO_TASK,
+    Dialect.KAI: "kai-subgroup",
+    Dialect.GROVE: "grove-podclique",
+    Dialect.KUEUE: VOLCANO_TASK,
+    Dialect.YUNIKORN: "yunikorn-task-group",
+    Dialect.LWS: "2",
+    Dialect.UPSTREAM: VOLCANO_TASK,
+    Dialect.COMPOSITE: VOLCANO_TASK,
+}
+
+
+@ENTRIES
+def test_a_members_task_is_read_from_its_dialects_label_or_annotation(
+    entry: registry.GroupDialect,
+) -> None:
+    assert (
+        registry.member_task(entry.dialect, TASK_LABELS, TASK_NOTES)
+        == (MEMBER_TASKS[entry.dialect])
+    )
+
+
+@ENTRIES
+def test_a_member_without_its_dialects_own_task_key_is_in_no_task_whatever_volcano_says(
+    entry: registry.GroupDialect,
+) -> None:
+    volcano_only = {"volcano.sh/task-spec": VOLCANO_TASK}
+    expected = VOLCANO_TASK if MEMBER_TASKS[entry.dialect] == VOLCANO_TASK else ""
+    assert registry.member_task(entry.dialect, {}, volcano_only) == expected
+
+
+def test_a_pod_in_no_gang_reads_volcanos_task() -> None:
+    assert registry.member_task(None, TASK_LABELS, TASK_NOTES) == VOLCANO_TASK
+
+
+TASK_MINIMA_FIELDS = {
+    Dialect.VOLCANO: "spec.minTaskMember",
+    Dialect.KAI: "spec.subGroups",
+    Dialect.GROVE: "spec.podgroups",
+    Dialect.YUNIKORN: "annotation yunikorn.apache.org/task-groups",
+}
+
+
+@ENTRIES
+def test_per_task_minima_are_named_by_the_field_their_dialect_sets_them_in(
+    entry: registry.GroupDialect,
+) -> None:
+    # The other dialects set no per-task minima; messages name Volcano's field, as their
+    # members' tasks are Volcano's.
+    expected = TASK_MINIMA_FIELDS.get(entry.dialect, "spec.minTaskMember")
+    assert registry.task_minima_field(entry.dialect) == expected
+    assert registry.task_minima_field(entry.dialect.value) == expected  # as views hold it
+    assert registry.minima_field((("worker", 2),), entry.dialect) == expected
+
+
+@ENTRIES
+def test_a_composite_tree_and_yunikorn_task_groups_name_their_own_field_in_any_dialect(
+    entry: registry.GroupDialect,
+) -> None:
+    tree = ChildGroups("serve", 1, (("prefill", 1), ("decode", 2)))
+    groups = TaskGroupMinima((("worker", 2),))
+    assert registry.minima_field(tree, entry.dialect) == "spec.schedulingPolicy.gang.minGroupCount"
+    assert registry.minima_field(groups, entry.dialect) == (
+        "annotation yunikorn.apache.org/task-groups"
+    )
+
+
+def test_minima_of_no_known_dialect_are_named_by_volcanos_field() -> None:
+    assert registry.task_minima_field("") == "spec.minTaskMember"
+    assert registry.minima_field((("worker", 2),)) == "spec.minTaskMember"
+
+
+# (dialect, version) -> the status field and condition types (True: placed) saying whether
+# a gang is placed; Volcano's `Unschedulable` True says it waits.
+PLACING_CONDITIONS = {
+    (Dialect.SCHEDULER_PLUGINS, "v1alpha1"): ("conditions", {"PodGroupScheduled": True}),
+    (Dialect.VOLCANO, "v1beta1"): ("conditions", {"Unschedulable": False, "Scheduled": True}),
+    (Dialect.KAI, "v2alpha2"): ("schedulingConditions", {"UnschedulableOnNodePool": False}),
+    (Dialect.GROVE, "v1alpha1"): ("conditions", {"Scheduled": True}),
+    (Dialect.UPSTREAM, "v1beta1"): ("conditions", {"PodGroupInitiallyScheduled": True}),
+    (Dialect.UPSTREAM, "v1alpha3"): ("conditions", {"PodGroupInitiallyScheduled": True}),
+    (Dialect.UPSTREAM, "v1alpha2"): ("conditions", {"PodGroupScheduled": True}),
+    (Dialect.COMPOSITE, "v1alpha3"): (
+        "conditions",
+        {"CompositePodGroupInitiallyScheduled": True},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "version"), PLACING_CONDITIONS, ids=[f"{d}-{v}" for d, v in PLACING_CONDITIONS]
+)
+def test_each_dialects_status_says_whether_its_gang_is_placed_in_its_own_conditions(
+    dialect: Dialect, version: str
+) -> None:
+    entry = registry.dialect(dialect)
+    assert (entry.conditions_field, entry.placing_conditions(version)) == (
+        PLACING_CONDITIONS[dialect, version]
+    )
+
+
+@ENTRIES
+def test_every_version_of_a_gang_object_has_conditions_saying_whether_it_is_placed(
+    entry: registry.GroupDialect,
+) -> None:
+    versions = {
+        api_version.rpartition("/")[2]
+        for api_version, kind in entry.kinds
+        if kind != "Workload"  # a v1alpha1 Workload has no status
+    }
+    assert all(entry.placing_conditions(version) for version in versions)
+    if not entry.kinds:
+        assert not entry.placing_conditions("v1")  # no object, no status
 
 
 # --- precedence ------------------------------------------------------------------------

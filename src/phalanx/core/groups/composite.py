@@ -40,7 +40,6 @@ from phalanx.core.groups.common import (
 from phalanx.core.groups.disruption import read_disruption_mode
 from phalanx.core.groups.status import GroupStatus
 from phalanx.core.groups.upstream import (
-    COMPOSITE_KIND,
     GROUP,
     PARENT_FIELD,
     POD_GROUP_KIND,
@@ -68,7 +67,7 @@ from phalanx.core.rawdict import (
 )
 
 VERSION: Final = "v1alpha3"
-KIND: Final = COMPOSITE_KIND
+KIND: Final = "CompositePodGroup"
 RESOURCE: Final = "compositepodgroups"
 INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
 # Upstream refuses a tree of more composite levels than this (kube-scheduler's "Invalid").

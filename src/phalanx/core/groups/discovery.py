@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from phalanx.core.groups import composite, grove, kai, scheduler_plugins, upstream, volcano
-from phalanx.core.model import Dialect, GroupRef
+from phalanx.core.model import Dialect
 from phalanx.core.rawdict import JsonObject, Source, read_objects, read_string
 
 
@@ -93,21 +93,14 @@ _WANTED: Final = (
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """The gang kinds to follow (at most one version of each kind)."""
+    """The gang kinds to follow (at most one version of each kind). Which one holds a
+    given gang is `registry.served_holding`'s to say: the kind of a gang's object is its
+    registry entry's, and the registry imports this module."""
 
     kinds: tuple[ServedKind, ...] = ()
 
     def of(self, dialect: Dialect) -> tuple[ServedKind, ...]:
         return tuple(kind for kind in self.kinds if kind.dialect is dialect)
-
-    def holding(self, ref: GroupRef) -> ServedKind | None:
-        """The kind of the object that holds `ref`'s gang; None when it is not served
-        (then members wait, and nothing can be written)."""
-        kind = upstream.object_kind(ref)
-        for served in self.kinds:
-            if served.dialect is ref.dialect and served.kind == kind:
-                return served
-        return None
 
 
 def probes(apis: JsonObject) -> tuple[str, ...]:

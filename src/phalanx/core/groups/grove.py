@@ -105,8 +105,9 @@ def claim(pod: PodView) -> Claim | None:
     return Claim(Dialect.GROVE, GroupRef(pod.namespace, name, Dialect.GROVE))
 
 
-def podgroup_of(labels: Mapping[str, str]) -> str:
-    """The Grove podgroup (PodClique) a pod belongs to; "" for none."""
+def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The Grove podgroup (PodClique) a pod belongs to (its `Pod.task`), from its label;
+    "" for none."""
     return labels.get(PODCLIQUE_LABEL, "")
 
 

@@ -87,8 +87,8 @@ def claim(pod: PodView) -> Claim | None:
     return Claim(Dialect.KAI, GroupRef(pod.namespace, name, Dialect.KAI))
 
 
-def subgroup_of(labels: Mapping[str, str]) -> str:
-    """The KAI subgroup a pod belongs to; "" for none."""
+def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The KAI subgroup a pod belongs to (its `Pod.task`), from its label; "" for none."""
     return labels.get(SUBGROUP_LABEL, "")
 
 

@@ -36,7 +36,7 @@ exclusivity stays kube-scheduler's, which checks the anti-affinity LWS injected.
 subgroup `w / subGroupSize`, or `(w - 1) / subGroupSize` when `size - 1` is a multiple of it
 and `size` is not (the leader is then the extra pod of subgroup 0). The leader is in
 subgroup 0, except with `subGroupPolicyType: LeaderExcluded`, where it has no index and
-is in no subgroup. A member's subgroup is its task (`subgroup_of`), for the slices only:
+is in no subgroup. A member's subgroup is its task (`task_of`), for the slices only:
 the gang's quorum stays its size. `leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology:
 <node label>` makes LWS's webhook pin each subgroup to one value of that label (affinity)
 and keep other subgroups out of it (anti-affinity); Phalanx plans the first half as one
@@ -127,7 +127,7 @@ def claim(pod: PodView) -> Claim | None:
     return Claim(Dialect.LWS, ref, (problem,) if problem else ())
 
 
-def subgroup_of(labels: Mapping[str, str]) -> str:
+def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
     """The member's subgroup (its `Pod.task`): the index LWS labels it with, "" for none
     (no subgroups, or the leader under `LeaderExcluded`)."""
     return labels.get(SUBGROUP_INDEX_LABEL, "")

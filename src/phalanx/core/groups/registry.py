@@ -35,7 +35,8 @@ as `Pod.overruled`, so the service can say once, in an Event, which one won):
    (a whole TrainJob, not one of its Jobs).
 
 Adding a dialect: one module (a `claim`, its `KINDS` parsers, a `waiting_reason` and a
-`build_status`) and one line in `DIALECTS`.
+`build_status`) and one line in `DIALECTS`; what else differs between dialects (the kind
+of a gang's object, a member's task, ...) is a field of that line, not a branch elsewhere.
 
 **Status writes** (`status_write`). Each dialect's `build_status` gives the whole status
 object Phalanx wants to see; how it is sent depends on who else writes it:
@@ -93,12 +94,15 @@ from phalanx.core.groups.upstream import Workload
 from phalanx.core.model import (
     ANNOTATION_PREFIX,
     DEFAULT_TIMEOUT_SECONDS,
+    ChildGroups,
     Claim,
     Dialect,
     GroupRef,
     Pod,
     PodGroup,
+    TaskGroupMinima,
 )
+from phalanx.core.quorum import TaskMinima
 from phalanx.core.rawdict import JsonObject, key_path
 from phalanx.core.topology_annotations import (
     TOPOLOGY_ANNOTATION,
@@ -111,6 +115,25 @@ from phalanx.core.topology_annotations import (
 GroupObject = PodGroup | Workload | CompositePodGroup
 Parser = Callable[[JsonObject], Parsed[GroupObject]]
 StatusBuilder = Callable[[GroupStatus, JsonObject | None, float, str], dict[str, object] | None]
+TaskReader = Callable[[Mapping[str, str], Mapping[str, str]], str]  # (labels, annotations)
+# Condition type -> whether its status True means placed (False: waiting), for a version.
+PlacingConditions = Callable[[str], Mapping[str, bool]]
+
+
+def _one_kind(kind: str) -> Callable[[GroupRef], str]:
+    """An `object_kind` for a dialect whose gangs are all held by objects of `kind`."""
+    return lambda _ref: kind
+
+
+def _every_version(meanings: Mapping[str, bool]) -> PlacingConditions:
+    """`placing_conditions` the same in every version of a dialect's API."""
+    return lambda _version: meanings
+
+
+# The defaults of an object-less dialect: named as annotation-only gangs are (by
+# scheduler-plugins' kind), and no condition to read.
+_AS_A_POD_GROUP: Final = _one_kind(scheduler_plugins.KIND)
+_NO_CONDITIONS: Final = _every_version({})
 
 
 class StatusPatch(StrEnum):
@@ -135,6 +158,18 @@ class GroupDialect:
     # Why members in no task the gang object names keep it from scheduling ("" when every
     # member is in one); None: the dialect's tasks need no such check.
     stray_members: Callable[[PodGroup, Iterable[Pod]], str] | None = None
+    # The kind of the object holding a gang (one of `kinds`' kinds), for Events and messages.
+    object_kind: Callable[[GroupRef], str] = _AS_A_POD_GROUP
+    # A member's task (`Pod.task`), from its labels and annotations; Volcano's is read for
+    # any dialect without its own (counted only where the gang has task minima).
+    member_task: TaskReader = volcano.task_of
+    # The API field that sets a gang's per-task minima, for messages (Volcano's by default,
+    # as `member_task`).
+    task_minima_field: str = "spec.minTaskMember"
+    # The status conditions that say whether a gang is placed, for the object's version,
+    # listed in `status.<conditions_field>` (read by `kubectl phalanx`).
+    placing_conditions: PlacingConditions = _NO_CONDITIONS
+    conditions_field: str = "conditions"
 
 
 DIALECTS: Final = (
@@ -145,6 +180,8 @@ DIALECTS: Final = (
         scheduler_plugins.KINDS,
         scheduler_plugins.waiting_reason,
         scheduler_plugins.build_status,
+        object_kind=_one_kind(scheduler_plugins.KIND),
+        placing_conditions=_every_version({scheduler_plugins.CONDITION_TYPE: True}),
     ),
     GroupDialect(
         Dialect.VOLCANO,
@@ -153,6 +190,9 @@ DIALECTS: Final = (
         volcano.waiting_reason,
         volcano.build_status,
         status_shared=True,
+        object_kind=_one_kind(volcano.KIND),
+        # `Unschedulable` True: still waiting.
+        placing_conditions=_every_version({volcano.UNSCHEDULABLE: False, volcano.SCHEDULED: True}),
     ),
     GroupDialect(
         Dialect.KAI,
@@ -162,6 +202,12 @@ DIALECTS: Final = (
         kai.build_status,
         status_shared=True,
         stray_members=kai.stray_members,
+        object_kind=_one_kind(kai.KIND),
+        member_task=kai.task_of,
+        task_minima_field="spec.subGroups",
+        # None once placed; KAI keeps its scheduling verdicts apart from other conditions.
+        placing_conditions=_every_version({kai.UNSCHEDULABLE_ON_NODE_POOL: False}),
+        conditions_field="schedulingConditions",
     ),
     GroupDialect(
         Dialect.GROVE,
@@ -171,12 +217,23 @@ DIALECTS: Final = (
         grove.build_status,
         status_shared=True,
         stray_members=grove.stray_members,
+        object_kind=_one_kind(grove.KIND),
+        member_task=grove.task_of,
+        task_minima_field="spec.podgroups",
+        placing_conditions=_every_version({grove.SCHEDULED: True}),
     ),
     # No object: the members declare the gang (`kueue.gang_from_members`), like annotations.
     GroupDialect(Dialect.KUEUE, kueue.claim, {}),
     # Members declare these too (`yunikorn.gang_from_members`, `lws.gang_from_members`).
-    GroupDialect(Dialect.YUNIKORN, yunikorn.claim, {}),
-    GroupDialect(Dialect.LWS, lws.claim, {}),
+    GroupDialect(
+        Dialect.YUNIKORN,
+        yunikorn.claim,
+        {},
+        member_task=yunikorn.task_of,
+        task_minima_field=f"annotation {yunikorn.TASK_GROUPS_ANNOTATION}",
+    ),
+    # An LWS subgroup is a task for its slices only: an LWS gang has no task minima.
+    GroupDialect(Dialect.LWS, lws.claim, {}, member_task=lws.task_of),
     GroupDialect(
         Dialect.UPSTREAM,
         upstream.claim,
@@ -185,6 +242,8 @@ DIALECTS: Final = (
         upstream.build_status,
         StatusPatch.STRATEGIC,
         status_shared=True,
+        object_kind=upstream.object_kind,
+        placing_conditions=upstream.placing_conditions,
     ),
     # No pod claims a composite; the cache makes it its PodGroups' gang (`composite`).
     GroupDialect(
@@ -195,10 +254,13 @@ DIALECTS: Final = (
         composite.build_status,
         StatusPatch.STRATEGIC,
         status_shared=True,
+        object_kind=_one_kind(composite.KIND),
+        placing_conditions=_every_version({composite.INITIALLY_SCHEDULED: True}),
     ),
 )
 PRECEDENCE: Final = tuple(e.dialect for e in DIALECTS if e.dialect is not Dialect.COMPOSITE)
 _BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
+_BY_NAME: Final = {entry.dialect.value: entry for entry in DIALECTS}
 _PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
 _KIND_DIALECTS: Final = {kind: entry.dialect for entry in DIALECTS for kind in entry.kinds}
 
@@ -233,20 +295,10 @@ def membership(pod: PodView) -> Membership:
 
 
 def member_task(winner: Dialect | None, labels: Mapping[str, str], notes: Mapping[str, str]) -> str:
-    """The task (`Pod.task`) of a pod whose gang is in dialect `winner`: a KAI subgroup's
-    name from KAI's label, a Grove podgroup's (its PodClique's) from Grove's, a YuniKorn
-    task group's from its annotation, a LeaderWorkerSet subgroup's index from LWS's label
-    (for its slices; an LWS gang has no task minima), else Volcano's task (read for any
-    dialect, counted only where the gang has task minima)."""
-    if winner is Dialect.KAI:
-        return kai.subgroup_of(labels)
-    if winner is Dialect.GROVE:
-        return grove.podgroup_of(labels)
-    if winner is Dialect.LWS:
-        return lws.subgroup_of(labels)
-    if winner is Dialect.YUNIKORN:
-        return notes.get(yunikorn.TASK_GROUP_NAME_ANNOTATION, "")
-    return volcano.task_of(labels, notes)
+    """The task (`Pod.task`) of a pod whose gang is in dialect `winner`, by its dialect's
+    `member_task` (Volcano's for a pod in no gang)."""
+    read = dialect(winner).member_task if winner is not None else volcano.task_of
+    return read(labels, notes)
 
 
 def contest_message(pod: Pod) -> str:
@@ -319,8 +371,31 @@ def gang_source(ref: GroupRef, dialect: Dialect, *, has_object: bool) -> str:
     while members name an object that does not exist."""
     if not has_gang_object(dialect):
         return "annotations"
-    kind = upstream.object_kind(ref)
+    kind = object_kind(ref)
     return kind if has_object else f"{kind} missing"
+
+
+def object_kind(ref: GroupRef) -> str:
+    """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
+    the CompositePodGroup of a composite gang, Grove's PodGang, else a PodGroup (every
+    other dialect has one, or is named as if it had)."""
+    return dialect(ref.dialect).object_kind(ref)
+
+
+def minima_field(minima: TaskMinima, dialect_name: str = "") -> str:
+    """The API field that sets `minima` (of a gang in dialect `dialect_name`), for
+    messages: a composite's tree and a YuniKorn application's task groups say their own."""
+    if isinstance(minima, ChildGroups):
+        return "spec.schedulingPolicy.gang.minGroupCount"
+    if isinstance(minima, TaskGroupMinima):
+        return task_minima_field(Dialect.YUNIKORN)
+    return task_minima_field(dialect_name)
+
+
+def task_minima_field(dialect_name: str) -> str:
+    """The API field that sets a gang's per-task minima in dialect `dialect_name` (a
+    `Dialect` or its value, as views hold it), for messages; Volcano's for no dialect."""
+    return _BY_NAME.get(dialect_name, _BY_DIALECT[Dialect.VOLCANO]).task_minima_field
 
 
 # --- Objects ----------------------------------------------------------------------------
@@ -471,7 +546,7 @@ def resolve(
         return Unresolved(gang, waiting=may_wait and gang.startswith("waiting"))
     reason = dialect(ref.dialect).waiting_reason
     text = reason(ref) if reason else f"waiting for {ref.key}"
-    if served is not None and served.holding(ref) is None:
+    if served is not None and served_holding(served, ref) is None:
         text += f"; this API server does not serve it yet ({ref.dialect.value} objects)"
     return Unresolved(text, waiting=True)
 
@@ -481,7 +556,7 @@ def deleting_reason(ref: GroupRef) -> str:
     (`PodGroup.deleting`)."""
     target = ref.object_ref
     return (
-        f"{upstream.object_kind(ref)} {target.namespace}/{target.name} is being deleted "
+        f"{object_kind(ref)} {target.namespace}/{target.name} is being deleted "
         f"(gang {ref.key}): its members are not scheduled any more"
     )
 
@@ -500,6 +575,16 @@ class StatusWrite:
     status: dict[str, object]
     patch: StatusPatch = StatusPatch.MERGE
     resource_version: str = ""
+
+
+def served_holding(served: Served, ref: GroupRef) -> ServedKind | None:
+    """The served kind of the object that holds `ref`'s gang; None when it is not served
+    (then members wait, and nothing can be written)."""
+    kind = object_kind(ref)
+    for found in served.kinds:
+        if found.dialect is ref.dialect and found.kind == kind:
+            return found
+    return None
 
 
 def shares_status(kind: ServedKind) -> bool:

@@ -33,7 +33,6 @@ from typing import Final
 
 from phalanx.core.claim_refs import read_claim_refs
 from phalanx.core.errors import quoted
-from phalanx.core.groups import grove
 from phalanx.core.groups.common import (
     ObjectSettings,
     Parsed,
@@ -78,7 +77,6 @@ WORKLOAD_VERSION: Final = "v1alpha1"  # the only version whose Workload names th
 POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha3", "v1alpha2")
 WORKLOAD_KIND: Final = "Workload"
 POD_GROUP_KIND: Final = "PodGroup"
-COMPOSITE_KIND: Final = "CompositePodGroup"  # `phalanx.core.groups.composite`
 WORKLOAD_RESOURCE: Final = "workloads"
 POD_GROUP_RESOURCE: Final = "podgroups"
 
@@ -338,12 +336,7 @@ KINDS: Final[Mapping[tuple[str, str], Callable[[JsonObject], Parsed[PodGroup | W
 
 def object_kind(ref: GroupRef) -> str:
     """The kind of the object holding `ref`'s gang: the Workload of a v1alpha1 pod group,
-    the CompositePodGroup of a composite gang, Grove's PodGang, else a PodGroup (every
-    other dialect has one)."""
-    if ref.dialect is Dialect.COMPOSITE:
-        return COMPOSITE_KIND
-    if ref.dialect is Dialect.GROVE:
-        return grove.KIND
+    else a PodGroup."""
     return WORKLOAD_KIND if ref.pod_group else POD_GROUP_KIND
 
 
@@ -364,6 +357,11 @@ def waiting_reason(ref: GroupRef) -> str:
 
 def condition_type(version: str) -> str:
     return SCHEDULED_V1ALPHA2 if version == "v1alpha2" else INITIALLY_SCHEDULED
+
+
+def placing_conditions(version: str) -> Mapping[str, bool]:
+    """The condition that says a PodGroup of `version` is placed (when True)."""
+    return {condition_type(version): True}
 
 
 def build_status(

@@ -83,6 +83,11 @@ def application_id(
     return None
 
 
+def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The task group a pod is in (its `Pod.task`), from its annotation; "" for none."""
+    return annotations.get(TASK_GROUP_NAME_ANNOTATION, "")
+
+
 def claim(pod: PodView) -> Claim | None:
     """The pod's application when it names a task group; None when it names none (YuniKorn
     schedules such a pod outside the gang)."""

@@ -873,6 +873,73 @@ def test_a_kai_member_of_another_subgroup_than_the_slots_is_refused_them_naming_
     ]
 
 
+def nested_kai(*members: str, **spec: Any) -> list[dict[str, Any]]:
+    """KAI PodGroup `train` of nested subgroups, decode and prefill, each a leader (1) and
+    workers (1) beneath; a member of each leaf in `members` (4 GPUs: six fit)."""
+    group = kai_podgroup_obj("train", None)
+    group["spec"].update(spec)
+    group["spec"]["subGroups"] = [{"name": "decode"}, {"name": "prefill"}] + [
+        {"name": f"{parent}-{leaf}", "parent": parent, "minMember": 1}
+        for parent in ("decode", "prefill")
+        for leaf in ("leaders", "workers")
+    ]
+    return [group] + [kai_pod_obj(f"train-{leaf}", "train", leaf, gpus=4) for leaf in members]
+
+
+def test_a_nested_kai_gang_waits_for_every_leaf_beneath_each_parent_then_reserves_whole() -> None:
+    cluster = Cluster(*nested_kai("decode-leaders", "decode-workers", "prefill-leaders"))
+    decision = cluster.planner.filter(cluster.pod("train-decode-leaders"), NODES, now=0)
+    assert decision.reserved is None
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 3/4 exist, but PodGroup has 1 of 2 child group(s) ready: "
+        "(subgroup prefill has 1 of 2 child group(s) ready: subgroup prefill-workers has 0 "
+        "of 1 member(s)) (spec.subGroups)"
+    }
+    cluster.add(kai_pod_obj("train-prefill-workers", "train", "prefill-workers", gpus=4))
+    decision = cluster.planner.filter(cluster.pod("train-decode-leaders"), NODES, now=0)
+    assert decision.reserved is not None
+    assert len(decision.reserved.members) == 4
+
+
+def test_a_nested_kai_gang_with_its_members_but_not_its_subgroups_waits_naming_them() -> None:
+    objects = nested_kai("decode-leaders", "decode-workers", "prefill-leaders")
+    objects.append(kai_pod_obj("train-decode-workers-2", "train", "decode-workers", gpus=4))
+    cluster = Cluster(*objects)
+    decision = cluster.planner.filter(cluster.pod("train-decode-leaders"), NODES, now=0)
+    assert decision.reserved is None
+    assert set(decision.result.unresolvable.values()) == {
+        "waiting for gang members: 4/4 exist, but PodGroup has 1 of 2 child group(s) ready: "
+        "(subgroup prefill has 1 of 2 child group(s) ready: subgroup prefill-workers has 0 "
+        "of 1 member(s)) (spec.subGroups)"
+    }
+
+
+def test_an_elastic_kai_gang_is_reserved_once_min_sub_group_of_its_subgroups_are_ready() -> None:
+    cluster = Cluster(
+        *nested_kai("decode-leaders", "decode-workers", "prefill-leaders", minSubGroup=1)
+    )
+    decision = cluster.planner.filter(cluster.pod("train-decode-leaders"), NODES, now=0)
+    assert decision.reserved is not None
+    assert decision.reserved.group_key == "kai:default/train"
+
+
+def test_a_kai_member_naming_a_parent_subgroup_makes_the_gang_invalid() -> None:
+    cluster = Cluster(
+        *nested_kai(
+            "decode-leaders", "decode-workers", "prefill-leaders", "prefill-workers", "prefill"
+        )
+    )
+    resolved = cluster.resolve(KAI)
+    assert isinstance(resolved, Invalid)
+    assert (
+        "member(s) name subgroup(s) prefill (label kai.scheduler/subgroup-name) that "
+        "have child subgroups" in resolved.reason
+    )
+    assert (
+        cluster.planner.filter(cluster.pod("train-decode-leaders"), NODES, now=0).reserved is None
+    )
+
+
 def test_a_kai_pod_group_waits_for_its_object_and_says_which() -> None:
     cluster = Cluster(*kai_gang(2)[1:])
     assert cluster.resolve(KAI) == Waiting(

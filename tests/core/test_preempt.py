@@ -21,7 +21,7 @@ from phalanx.core.groups import registry
 from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Pod, PodGroup, PodPhase
+from phalanx.core.model import Pod, PodGroup, PodPhase, SubGroupTree
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import PreemptOutcome, PreemptVerdict, Widening
 
@@ -369,3 +369,26 @@ def test_the_kept_sets_are_those_of_the_nodes_not_dropped_in_the_order_proposed(
         ("n2", PreemptOutcome.DROPPED),
     ]
     assert preemption.kept == {"n3": ["lone"]}
+
+
+def test_a_kai_leaf_subgroup_stays_at_its_min_member_or_goes_whole() -> None:
+    """Any one of two replicas of two (KAI's minSubGroup 1): the gang keeps its quorum
+    without either, but a replica left with one member is a partial subgroup."""
+    tree = SubGroupTree("", 1, (("r0", 2), ("r1", 2)))
+    group = replace(podgroup("g", 2), min_task_member=tree)
+
+    def running(name: str, node: str) -> Pod:
+        task = name.partition("-")[0]
+        return pod(name, 4, node=node, group="g", uid=name, task=task, phase=PodPhase.RUNNING)
+
+    r0 = [running(f"r0-{i}", "n1") for i in range(2)]
+    r1 = [running(f"r1-{i}", f"n{i + 1}") for i in range(2)]
+    _, planner = setup(groups=[group], pods=[*r0, *r1])
+    found = verdict(planner, "n1", ["r1-0"])
+    assert (found.outcome, found.reason) == (
+        PreemptOutcome.DROPPED,
+        "the victims would leave subgroup r1 of gang default/g with 1 bound member(s), below "
+        "its minMember of 2, but 1 of its 1 other pod(s) that would have to go too are not "
+        "on n1 (n2)",
+    )
+    assert planner.preempt({"n1": ["r0-0"]}).kept == {"n1": ["r0-0", "r0-1"]}

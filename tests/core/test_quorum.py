@@ -1,4 +1,5 @@
-"""The quorum: minMember members, and each Volcano task's minimum among them."""
+"""The quorum: minMember members, and each Volcano task's minimum among them; a composite's
+or KAI's tree of groups."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ from dataclasses import replace
 import pytest
 
 from builders import pod, podgroup
-from phalanx.core.model import ChildGroups, Pod, PodGroup
-from phalanx.core.quorum import fewest_members, has_quorum, quorum_of, task_shortfall
+from phalanx.core.model import ChildGroups, Pod, PodGroup, SubGroupTree
+from phalanx.core.quorum import (
+    fewest_members,
+    has_quorum,
+    quorum_of,
+    task_shortfall,
+)
 
 # An MPI job: one master and four elastic workers; 3 members, at least a master and 2 workers.
 MPI = replace(podgroup("mpi", 3), min_task_member=(("master", 1), ("worker", 2)))
@@ -133,3 +139,67 @@ def test_an_elastic_composite_quorum_takes_the_children_that_need_fewest_more() 
     assert quorum_of(RAY, [*CPU, *GPU, HEAD], 3) == (GPU[0], GPU[1], HEAD)
     # Two cpu workers already bound: the head alone completes the quorum.
     assert quorum_of(RAY, [*GPU, HEAD], 1, counted=CPU) == (HEAD,)
+
+
+# --- KAI's nested subgroups: minSubGroup (else all) of each parent's children ---------------
+
+# Disaggregated inference: decode and prefill, each a leader (1) and workers (2); decode
+# needs both, prefill either (minSubGroup 1), and the PodGroup both (no minSubGroup).
+DECODE = SubGroupTree("decode", 2, (("decode-leaders", 1), ("decode-workers", 2)))
+PREFILL = SubGroupTree("prefill", 1, (("prefill-leaders", 1), ("prefill-workers", 2)))
+SERVE_TREE = SubGroupTree("", 2, (DECODE, PREFILL))
+SERVE = replace(podgroup("serve", fewest_members(SERVE_TREE)), min_task_member=SERVE_TREE)
+
+
+def kai(name: str, task: str) -> Pod:
+    return pod(name, group="serve", task=task)
+
+
+D_LEAD = kai("d-lead", "decode-leaders")
+D_WORK = [kai(f"d-work-{i}", "decode-workers") for i in range(2)]
+P_LEAD = kai("p-lead", "prefill-leaders")
+P_WORK = [kai(f"p-work-{i}", "prefill-workers") for i in range(2)]
+
+
+def test_a_kai_tree_needs_the_cheapest_children_of_each_parent_at_least() -> None:
+    assert SERVE.min_member == 4  # decode's 3 and prefill's leader
+
+
+@pytest.mark.parametrize(
+    ("pods", "quorum"),
+    [
+        ([D_LEAD, *D_WORK, P_LEAD], True),
+        ([D_LEAD, *D_WORK, *P_WORK], True),
+        ([D_LEAD, *D_WORK, P_LEAD, *P_WORK], True),
+        ([D_LEAD, D_WORK[0], P_LEAD, *P_WORK], False),
+        ([*D_WORK, P_LEAD, *P_WORK], False),
+        ([D_LEAD, *D_WORK, P_WORK[0]], False),
+    ],
+    ids=[
+        "decode-and-prefill-leader",
+        "decode-and-prefill-workers",
+        "all",
+        "decode-workers-short",
+        "decode-leader-missing",
+        "prefill-short-on-both",
+    ],
+)
+def test_a_kai_tree_quorum_is_min_sub_group_children_of_each_parent(
+    pods: list[Pod], quorum: bool
+) -> None:
+    assert has_quorum(SERVE, pods) is quorum
+
+
+def test_the_kai_shortfall_names_the_pod_group_and_each_short_subgroup() -> None:
+    assert task_shortfall(SERVE_TREE, [D_LEAD, D_WORK[0], P_LEAD]) == (
+        "PodGroup has 1 of 2 child group(s) ready: (subgroup decode has 1 of 2 child "
+        "group(s) ready: subgroup decode-workers has 1 of 2 member(s))"
+    )
+    assert task_shortfall(SERVE_TREE, [D_LEAD, *D_WORK, P_LEAD]) == ""
+
+
+def test_an_elastic_kai_quorum_takes_the_subgroups_that_need_fewest_more() -> None:
+    ranked = [*P_WORK, P_LEAD, *D_WORK, D_LEAD]
+    assert quorum_of(SERVE, ranked, 4) == (P_LEAD, D_WORK[0], D_WORK[1], D_LEAD)
+    # The decode subgroups already bound: the prefill leader alone completes it.
+    assert quorum_of(SERVE, [*P_WORK, P_LEAD], 1, counted=[D_LEAD, *D_WORK]) == (P_LEAD,)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from builders import event_obj, lease_obj, pod_obj, podgroup_obj, volcano_podgroup_obj
+from builders import (
+    event_obj,
+    kai_pod_obj,
+    kai_podgroup_obj,
+    lease_obj,
+    pod_obj,
+    podgroup_obj,
+    volcano_podgroup_obj,
+)
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.kubectl.render import (
     explanation_json,
@@ -306,4 +314,34 @@ def test_explain_says_which_volcano_task_its_bound_members_lack() -> None:
     assert (answer["min_task_member"], answer["tasks_short"]) == (
         {"master": 1, "worker": 1},
         "task master has 0 of 1 member(s)",
+    )
+
+
+def test_explain_shows_kai_s_nested_subgroups_as_a_tree_and_the_one_short() -> None:
+    group = kai_podgroup_obj("serve", None)
+    group["spec"].update(
+        minSubGroup=2,
+        subGroups=[
+            {"name": "decode"},
+            {"name": "decode-workers", "parent": "decode", "minMember": 2},
+            {"name": "prefill", "minMember": 1},
+        ],
+    )
+    pods = [kai_pod_obj(f"d-{i}", "serve", "decode-workers", node=f"gpu-{i}") for i in range(2)]
+    [gang], _ = collect_gangs([group], pods)
+    answer = gang_json(gang)
+    assert (answer["min_task_member"], answer["tasks_short"]) == (
+        {
+            "subgroup": "",
+            "min_groups": 2,
+            "children": [
+                {
+                    "subgroup": "decode",
+                    "min_groups": 1,
+                    "children": [{"subgroup": "decode-workers", "min": 2}],
+                },
+                {"subgroup": "prefill", "min": 1},
+            ],
+        },
+        "PodGroup has 1 of 2 child group(s) ready: subgroup prefill has 0 of 1 member(s)",
     )

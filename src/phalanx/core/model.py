@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # DRA values ride on nodes and pods; their modules build on this one
     from phalanx.core.dra_demand import DeviceNeeds
@@ -588,13 +588,36 @@ class ChildGroups:
     min_groups: int
     children: tuple[tuple[str, int] | ChildGroups, ...]
 
+    # In messages: what a leaf is and what its minimum is called (KAI's in `SubGroupTree`).
+    LEAF: ClassVar[str] = "PodGroup"
+    LEAF_MINIMUM: ClassVar[str] = "minCount"
+
+    def label(self) -> str:
+        """This node, for people."""
+        return f"CompositePodGroup {self.name}"
+
     def pod_groups(self) -> Iterator[tuple[str, int]]:
-        """Every PodGroup beneath, with the members it needs, depth first."""
+        """Every leaf beneath (a PodGroup, or KAI's leaf subgroup), with the members it
+        needs, depth first."""
         for child in self.children:
             if isinstance(child, ChildGroups):
                 yield from child.pod_groups()
             else:
                 yield child
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupTree(ChildGroups):
+    """KAI's nested subgroups (`spec.subGroups` with `parent` or `minSubGroup`), quorum as
+    a composite's: a node is the PodGroup (name "") or a subgroup with child subgroups,
+    satisfied by `min_groups` of them (its `minSubGroup`, else all); a leaf is a subgroup
+    holding pods, (its name, its `minMember`). A member's `Pod.task` is its leaf's name."""
+
+    LEAF = "subgroup"
+    LEAF_MINIMUM = "minMember"
+
+    def label(self) -> str:
+        return f"subgroup {self.name}" if self.name else "PodGroup"
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,11 +651,12 @@ class PodGroup:
     basic: bool = False
     # Volcano `spec.minTaskMember`, as enforced: (task, minimum) pairs sorted by task, none
     # of them 0; every quorum holds at least that many members of each (`phalanx.core.quorum`).
-    # A composite gang's tree of child groups instead (`ChildGroups`; tasks are PodGroups).
+    # A composite gang's tree of child groups instead (`ChildGroups`; tasks are PodGroups),
+    # or KAI's nested subgroups (`SubGroupTree`; tasks are leaf subgroups).
     min_task_member: tuple[tuple[str, int], ...] | ChildGroups = ()
-    # KAI `spec.subGroups`, Grove `spec.podgroups`: every task's name (a minimum of 0 too); a
-    # member naming another makes the gang invalid (`stray_members` of `groups.kai`,
-    # `groups.grove`). Empty for other dialects.
+    # KAI `spec.subGroups` (its leaves: a parent holds no pods), Grove `spec.podgroups`:
+    # every task's name (a minimum of 0 too); a member naming another makes the gang
+    # invalid (`stray_members` of `groups.kai`, `groups.grove`). Empty for other dialects.
     task_names: frozenset[str] = frozenset()
     # Grove `spec.podgroups[].podReferences`: (pod name, podgroup) sorted, so that a member
     # without the `grove.io/podclique` label is filed in the podgroup that lists it

@@ -10,11 +10,12 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    it, or not at all; so one spread over nodes is never preempted through Phalanx: a
    node's victims must all be on that node (`_elsewhere`), as kube-scheduler can only
    take back those;
-2. a child PodGroup of a composite gang stays at its own `minCount` or goes entirely;
+2. a child PodGroup of a composite gang stays at its own `minCount` or goes entirely, and
+   so does a leaf of KAI's nested subgroups at its `minMember`;
 3. every gang (any dialect) stays at its quorum (`minMember`, Volcano's task minima, a
-   composite's `minGroupCount` of child groups) or goes entirely. Upstream's `single`
-   would let a gang go below its quorum member by member; Phalanx does not, since a gang
-   below its quorum is a partial gang.
+   composite's `minGroupCount` of child groups, KAI's `minSubGroup`) or goes entirely.
+   Upstream's `single` would let a gang go below its quorum member by member; Phalanx
+   does not, since a gang below its quorum is a partial gang.
 
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
@@ -180,8 +181,8 @@ def _short(
     state: ClusterState, key: str, bound: int, remaining: list[Pod], resolve: Resolve
 ) -> _Partial | None:
     """Which of a gang's `remaining` bound members (of `bound`) must go with the victims: a
-    child PodGroup left below its own quorum, else all of them when the gang is below its
-    own; None when what remains is whole."""
+    child PodGroup (or KAI leaf subgroup) left below its own quorum, else all of them when
+    the gang is below its own; None when what remains is whole."""
     resolution = resolve(GroupRef.parse(key))
     if not isinstance(resolution, Resolved):
         # Not resolvable now (its object is gone or invalid): as the members declare it.
@@ -193,13 +194,14 @@ def _short(
             return None
         return _Partial(key, _gang_left(key, bound, remaining, need, shortfall), remaining)
     group = resolution.group
-    if isinstance(group.min_task_member, ChildGroups):
-        for name, need in group.min_task_member.pod_groups():
+    tree = group.min_task_member
+    if isinstance(tree, ChildGroups):
+        for name, need in tree.pod_groups():
             child = [p for p in remaining if p.task == name]
             if 0 < len(child) < need:
                 what = (
-                    f"the victims would leave PodGroup {name} of gang {key} with "
-                    f"{len(child)} bound member(s), below its minCount of {need}"
+                    f"the victims would leave {tree.LEAF} {name} of gang {key} with "
+                    f"{len(child)} bound member(s), below its {tree.LEAF_MINIMUM} of {need}"
                 )
                 return _Partial(key, what, child)
     if has_quorum(group, remaining):

@@ -3,7 +3,8 @@
 for an upstream composite gang (a CompositePodGroup with `gang` policy), at least
 `minGroupCount` of its child groups satisfied, a child PodGroup by its own `minCount`
 members and a nested `gang` composite by its own quorum (`ChildGroups`; a member's task is
-its PodGroup).
+its PodGroup); KAI's nested subgroups the same way (`SubGroupTree`: `minSubGroup`, else
+every child, of each parent; a leaf subgroup's `minMember`; a member's task is its leaf).
 
 A member's task is `Pod.task` (Volcano's `volcano.sh/task-spec`); a member naming no task,
 or a task with no minimum, counts toward `minMember` only. Every place that decides whether
@@ -65,10 +66,9 @@ def _groups_short(tree: ChildGroups, have: Counter[str]) -> str:
             if why := _groups_short(child, have):
                 short.append(f"({why})")
         elif have[child[0]] < child[1]:
-            short.append(f"PodGroup {child[0]} has {have[child[0]]} of {child[1]} member(s)")
+            short.append(f"{tree.LEAF} {child[0]} has {have[child[0]]} of {child[1]} member(s)")
     return (
-        f"CompositePodGroup {tree.name} has {ready} of {tree.min_groups} child group(s) "
-        f"ready: {', '.join(short)}"
+        f"{tree.label()} has {ready} of {tree.min_groups} child group(s) ready: {', '.join(short)}"
     )
 
 

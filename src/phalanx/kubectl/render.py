@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from phalanx.core.groups.registry import minima_field
-from phalanx.core.model import ChildGroups
+from phalanx.core.model import ChildGroups, SubGroupTree
 from phalanx.core.quorum import TaskMinima
 from phalanx.demo.report import render_group_view, table
 from phalanx.kubectl.views import (
@@ -306,13 +306,22 @@ def explanation_json(expl: Explanation, leases: Sequence[LeaseView]) -> dict[str
 
 
 def _minima(minima: TaskMinima) -> dict[str, Any] | None:
-    """Volcano's task minima as a map; a composite's child groups as a tree of them."""
+    """Volcano's task minima as a map; a composite's child groups (or KAI's nested
+    subgroups) as a tree of them."""
     if isinstance(minima, ChildGroups):
+        node, leaf = (
+            ("subgroup", "subgroup")
+            if isinstance(minima, SubGroupTree)
+            else (
+                "composite",
+                "pod_group",
+            )
+        )
         return {
-            "composite": minima.name,
+            node: minima.name,
             "min_groups": minima.min_groups,
             "children": [
-                _minima(c) if isinstance(c, ChildGroups) else {"pod_group": c[0], "min": c[1]}
+                _minima(c) if isinstance(c, ChildGroups) else {leaf: c[0], "min": c[1]}
                 for c in minima.children
             ],
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import kai, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.model import Dialect, GroupRef, PodGroup, SubGroupTree, TopologyConstraint
+from phalanx.core.quorum import fewest_members
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 NOW = "2026-01-01T00:00:00Z"
@@ -118,6 +120,134 @@ def test_an_edited_subgroup_minimum_makes_a_different_gang() -> None:
     before = kai_podgroup_obj("train", 4, sub_groups={"leader": 1, "workers": 3})
     after = kai_podgroup_obj("train", 4, sub_groups={"leader": 1, "workers": 2})
     assert kai.parse_pod_group(before).value != kai.parse_pod_group(after).value
+
+
+# --- nested subgroups (`parent`) and `minSubGroup` --------------------------------------
+
+
+def disaggregated(**decode: Any) -> list[dict[str, Any]]:
+    """KAI's design example: decode and prefill, each a leader and four workers beneath."""
+    return [
+        {"name": "decode", **decode},
+        {"name": "decode-leaders", "parent": "decode", "minMember": 1},
+        {"name": "decode-workers", "parent": "decode", "minMember": 4},
+        {"name": "prefill"},
+        {"name": "prefill-leaders", "parent": "prefill", "minMember": 1},
+        {"name": "prefill-workers", "parent": "prefill", "minMember": 4},
+    ]
+
+
+def with_subgroups(min_member: int | None, subgroups: list[dict[str, Any]], **spec: Any) -> Any:
+    obj = kai_podgroup_obj("serve", min_member)
+    obj["spec"].update(subGroups=subgroups, **spec)
+    return obj
+
+
+DECODE_TREE = SubGroupTree("decode", 2, (("decode-leaders", 1), ("decode-workers", 4)))
+PREFILL_TREE = SubGroupTree("prefill", 2, (("prefill-leaders", 1), ("prefill-workers", 4)))
+LEAVES = frozenset({"decode-leaders", "decode-workers", "prefill-leaders", "prefill-workers"})
+
+
+def test_nested_subgroups_make_a_tree_whose_leaves_are_the_members_tasks() -> None:
+    parsed = kai.parse_pod_group(with_subgroups(10, disaggregated()))
+    assert parsed.warnings == ()
+    group = parsed.value
+    assert group.min_member == 10
+    assert group.min_task_member == SubGroupTree("", 2, (DECODE_TREE, PREFILL_TREE))
+    assert group.task_names == LEAVES
+
+
+def test_without_min_sub_group_every_parent_needs_all_its_children() -> None:
+    tree = kai.parse_pod_group(with_subgroups(10, disaggregated())).value.min_task_member
+    assert isinstance(tree, SubGroupTree)
+    assert fewest_members(tree) == 10
+
+
+def test_min_sub_group_on_the_pod_group_needs_that_many_top_level_subgroups() -> None:
+    """KAI's elastic example: any 3 of 4 prefill replicas of 8; minMember unset."""
+    replicas = [{"name": f"prefill-{i}", "minMember": 8} for i in range(4)]
+    parsed = kai.parse_pod_group(with_subgroups(None, replicas, minSubGroup=3))
+    assert parsed.warnings == ()
+    assert parsed.value.min_member == 24
+    assert parsed.value.min_task_member == SubGroupTree(
+        "", 3, tuple((f"prefill-{i}", 8) for i in range(4))
+    )
+
+
+def test_min_sub_group_on_a_parent_needs_that_many_of_its_children() -> None:
+    group = kai.parse_pod_group(
+        with_subgroups(None, disaggregated(minSubGroup=1), minSubGroup=2)
+    ).value
+    assert group.min_task_member == SubGroupTree(
+        "", 2, (replace(DECODE_TREE, min_groups=1), PREFILL_TREE)
+    )
+    assert group.min_member == 6  # the decode leader alone, and all of prefill
+
+
+def test_subgroups_without_min_member_make_the_gang_their_quorum_s_size() -> None:
+    group = kai.parse_pod_group(with_subgroups(None, disaggregated())).value
+    assert group.min_member == 10
+
+
+def test_min_member_beyond_an_elastic_quorum_is_held_and_said_to_be_kai_s_difference() -> None:
+    parsed = kai.parse_pod_group(with_subgroups(10, disaggregated(minSubGroup=1)))
+    assert parsed.value.min_member == 10
+    assert parsed.warnings == (
+        "spec.minMember (10) is more than the fewest members the subgroups' minSubGroup "
+        "quorum needs (6): Phalanx holds both, so the gang waits for 10 (KAI's scheduler "
+        "counts only the subgroups)",
+    )
+
+
+def test_a_leaf_asking_for_no_members_is_a_child_that_is_always_ready() -> None:
+    subgroups = [
+        {"name": "decode", "minSubGroup": 1},
+        {"name": "spare", "parent": "decode", "minMember": 0},
+        {"name": "workers", "parent": "decode", "minMember": 2},
+    ]
+    group = kai.parse_pod_group(with_subgroups(2, subgroups)).value
+    assert group.min_task_member == SubGroupTree(
+        "", 1, (SubGroupTree("decode", 1, (("spare", 0), ("workers", 2))),)
+    )
+    assert group.task_names == frozenset({"spare", "workers"})
+
+
+def test_flat_subgroups_with_min_sub_group_are_a_tree_of_leaves() -> None:
+    group = kai.parse_pod_group(
+        with_subgroups(
+            None, [{"name": "b", "minMember": 2}, {"name": "a", "minMember": 1}], minSubGroup=1
+        )
+    ).value
+    assert group.min_task_member == SubGroupTree("", 1, (("a", 1), ("b", 2)))
+    assert group.min_member == 1
+
+
+def test_messages_name_spec_sub_groups_as_what_sets_a_nested_quorum() -> None:
+    group = kai.parse_pod_group(with_subgroups(10, disaggregated())).value
+    assert registry.minima_field(group.min_task_member, group.dialect) == "spec.subGroups"
+
+
+def test_an_edited_parent_makes_a_different_gang() -> None:
+    before = kai.parse_pod_group(with_subgroups(10, disaggregated())).value
+    after = kai.parse_pod_group(with_subgroups(None, disaggregated(minSubGroup=1))).value
+    assert before != after
+
+
+def test_leaves_keep_their_levels_beneath_a_parent() -> None:
+    subgroups = disaggregated()
+    subgroups[2]["topologyConstraint"] = {"requiredTopologyLevel": RACK}
+    topology = kai.parse_pod_group(with_subgroups(10, subgroups)).value.topology
+    assert topology == TopologyConstraint(
+        any_label=True, slice_required=RACK, slice_tasks=("decode-workers",), slice_noun="subgroup"
+    )
+
+
+def test_a_parent_s_level_is_accepted_where_the_gang_s_own_level_already_holds_it() -> None:
+    subgroups = disaggregated(topologyConstraint={"requiredTopologyLevel": ZONE})
+    obj = with_subgroups(10, subgroups, topologyConstraint={"requiredTopologyLevel": ZONE})
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.warnings == ()
+    assert parsed.value.topology == TopologyConstraint(required=ZONE, any_label=True)
 
 
 @pytest.mark.parametrize(
@@ -310,6 +440,13 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
     assert parsed.value == kai.parse_pod_group(kai_podgroup_obj("train", 4)).value
 
 
+LEAF_A = {"name": "a", "minMember": 1}
+LEAF_B = {"name": "b", "minMember": 1}
+DECODE = {"name": "decode"}
+D0 = {"name": "d0", "parent": "decode", "minMember": 2}
+D1 = {"name": "d1", "parent": "decode", "minMember": 2}
+
+
 @pytest.mark.parametrize(
     ("spec", "error"),
     [
@@ -326,8 +463,21 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
         ),
         (
             {"minMember": None, "minSubGroup": 1},
-            "spec.minSubGroup: is not supported: Phalanx gangs need spec.minMember members "
-            "(with each subgroup's minMember), not any N of the subgroups",
+            "spec.minSubGroup: asks for 1 subgroup(s), more than the 0 top-level one(s) "
+            "(subgroups without a parent) in spec.subGroups",
+        ),
+        (
+            {"minMember": None, "minSubGroup": 3, "subGroups": [LEAF_A, LEAF_B]},
+            "spec.minSubGroup: asks for 3 subgroup(s), more than the 2 top-level one(s) "
+            "(subgroups without a parent) in spec.subGroups",
+        ),
+        (
+            {"minMember": None, "minSubGroup": 0, "subGroups": [LEAF_A]},
+            "spec.minSubGroup: must be a positive integer, not 0",
+        ),
+        (
+            {"minMember": None, "minSubGroup": "2", "subGroups": [LEAF_A]},
+            "spec.minSubGroup: must be an integer, not a string",
         ),
         ({"subGroups": {"workers": 2}}, "spec.subGroups: must be a list, not an object"),
         (
@@ -360,19 +510,69 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
             "no gang of spec.minMember members can hold them",
         ),
         (
-            {
-                "subGroups": [
-                    {"name": "decode", "minSubGroup": 1},
-                    {"name": "d0", "parent": "decode", "minMember": 2},
-                ]
-            },
-            "spec.subGroups[0].minSubGroup: is not supported: a subgroup needs its minMember "
-            "members",
+            {"subGroups": [{"name": "d0", "parent": "decode", "minMember": 2}]},
+            'spec.subGroups[0].parent: "decode" names no subgroup of spec.subGroups',
         ),
         (
-            {"subGroups": [{"name": "d0", "parent": "decode", "minMember": 2}]},
-            "spec.subGroups[0].parent: nested subgroups are not supported: Phalanx enforces "
-            "flat ones",
+            {"subGroups": [{"name": "d0", "parent": "Decode", "minMember": 2}, DECODE]},
+            'spec.subGroups[0].parent: "Decode" names no subgroup of spec.subGroups',
+        ),
+        (
+            {"subGroups": [{"name": "d0", "parent": 7, "minMember": 2}]},
+            "spec.subGroups[0].parent: must be a string, not a number",
+        ),
+        (
+            {
+                "subGroups": [
+                    {"name": "a", "parent": "b"},
+                    {"name": "b", "parent": "a"},
+                    {"name": "c", "parent": "a", "minMember": 1},
+                ]
+            },
+            "spec.subGroups[0].parent: subgroups form a cycle (a -> b -> a)",
+        ),
+        (
+            {"subGroups": [{"name": "a", "parent": "a", "minMember": 1}]},
+            "spec.subGroups[0].parent: subgroups form a cycle (a -> a)",
+        ),
+        (
+            {
+                "subGroups": [
+                    {"name": f"s{i}", "parent": f"s{i - 1}" if i else None} for i in range(9)
+                ]
+            },
+            'spec.subGroups[8].parent: nests "s8" more than 8 subgroups deep',
+        ),
+        (
+            {"subGroups": [{**DECODE, "minMember": 2}, D0]},
+            "spec.subGroups[0].minMember: must not be set on a subgroup with child subgroups "
+            "(d0): KAI counts its ready children, by minSubGroup (all of them when unset)",
+        ),
+        (
+            {"subGroups": [{"name": "w", "minMember": 1, "minSubGroup": 1}]},
+            "spec.subGroups[0].minSubGroup: is set on a subgroup without child subgroups (a "
+            "leaf needs minMember)",
+        ),
+        (
+            {"subGroups": [{**DECODE, "minSubGroup": 3}, D0, D1]},
+            "spec.subGroups[0].minSubGroup: asks for 3 child subgroup(s), more than the 2 it "
+            "has (d0, d1)",
+        ),
+        (
+            {"subGroups": [{**DECODE, "minSubGroup": -1}, D0]},
+            "spec.subGroups[0].minSubGroup: must be a positive integer, not -1",
+        ),
+        (
+            {"subGroups": [DECODE, {**D0, "minMember": 3}, D1]},
+            "spec.subGroups: the subgroups' quorum needs 5 members, more than spec.minMember "
+            "(4): no gang of spec.minMember members can hold them",
+        ),
+        (
+            {"subGroups": [{**DECODE, "topologyConstraint": {"requiredTopologyLevel": RACK}}, D0]},
+            'spec.subGroups[0].topologyConstraint.requiredTopologyLevel: "example.com/rack" on '
+            "a subgroup with child subgroups is not supported: Phalanx keeps one leaf "
+            "subgroup's members, or the whole gang, in one domain, not several subgroups "
+            "together; set it on the leaves or as spec.topologyConstraint.requiredTopologyLevel",
         ),
         (
             {
@@ -406,7 +606,10 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
         "missing",
         "beyond-int32",
         "min-sub-group-and-min-member",
-        "min-sub-group",
+        "min-sub-group-without-subgroups",
+        "min-sub-group-over-top-level",
+        "min-sub-group-zero",
+        "min-sub-group-type",
         "subgroups-type",
         "subgroup-name-missing",
         "subgroup-name-twice",
@@ -415,8 +618,18 @@ def test_kai_s_queue_priority_and_retry_policy_are_not_placement() -> None:
         "subgroup-minimum-type",
         "subgroup-minimum-beyond-int32",
         "subgroup-minima-over-min-member",
-        "subgroup-min-sub-group",
-        "nested-subgroup",
+        "parent-unknown",
+        "parent-differs-in-case",
+        "parent-type",
+        "parent-cycle",
+        "parent-itself",
+        "parents-too-deep",
+        "parent-min-member",
+        "leaf-min-sub-group",
+        "min-sub-group-over-children",
+        "min-sub-group-negative",
+        "tree-quorum-over-min-member",
+        "parent-level-beside-no-gang-level",
         "subgroup-level-not-a-label",
         "subgroup-topology-type",
         "topology-level-not-a-label",
@@ -445,6 +658,24 @@ def test_a_member_naming_a_subgroup_the_pod_group_lacks_is_named() -> None:
         "kai.scheduler/subgroup-name) that its PodGroup's spec.subGroups lacks (it has: workers)"
     )
     assert kai.stray_members(group, members[::2]) == ""
+
+
+def test_a_member_naming_a_parent_subgroup_is_named_as_pods_belong_to_leaves() -> None:
+    group = kai.parse_pod_group(with_subgroups(10, disaggregated())).value
+    members = [
+        parse_pod(kai_pod_obj("l-0", "serve", "decode-leaders")),
+        parse_pod(kai_pod_obj("d-0", "serve", "decode")),
+        parse_pod(kai_pod_obj("x-0", "serve", "decoder")),
+    ]
+    assert kai.stray_members(group, members) == (
+        "gang kai:default/serve: member(s) name subgroup(s) decoder (label "
+        "kai.scheduler/subgroup-name) that its PodGroup's spec.subGroups lacks (it has: "
+        "decode-leaders, decode-workers, prefill-leaders, prefill-workers); member(s) name "
+        "subgroup(s) decode (label kai.scheduler/subgroup-name) that have child subgroups in "
+        "its PodGroup's spec.subGroups: pods belong to the leaves (decode-leaders, "
+        "decode-workers, prefill-leaders, prefill-workers)"
+    )
+    assert kai.stray_members(group, members[:1]) == ""
 
 
 def test_waiting_for_the_pod_group_names_the_api_and_the_annotation() -> None:

@@ -3,20 +3,30 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
 
 * A pod names its PodGroup with annotation `pod-group-name` (the key KAI's podgrouper
   writes and its scheduler reads). Key `kai:ns/name`.
-* The PodGroup gives `spec.minMember`. `spec.subGroups` (flat: no `parent`) give each
-  subgroup's `minMember`, enforced as Volcano's task minima are (`PodGroup.min_task_member`,
-  `phalanx.core.quorum`); a pod's subgroup is its label `kai.scheduler/subgroup-name`. A
-  pod naming a subgroup the PodGroup lacks makes the gang invalid (`stray_members`).
-  What has no counterpart in Phalanx is refused naming the field, never skipped:
-  `spec.minSubGroup` (any N of the subgroups) and nested subgroups (`parent`).
-* A subgroup's `topologyConstraint.requiredTopologyLevel` keeps its members inside one
-  value of that label (`TopologyConstraint.slice_tasks`, as a composite's child
-  PodGroups), beside the PodGroup's own constraint on the whole gang. Subgroups may
-  require different levels (`task_levels`: prefill in one rack, decode in one spine),
-  as KAI's multi-level topology has it; they must be levels of one topology, no wider
-  than the PodGroup's required level, or the gang is refused when it is resolved. A
-  subgroup's `preferredTopologyLevel` and `topology` are not used (a warning each):
-  Phalanx has no per-subgroup preference.
+* The PodGroup gives `spec.minMember`, the members the gang needs in all. Its
+  `spec.subGroups` (`kai_subgroups`) hold the pods by their label
+  `kai.scheduler/subgroup-name`, in leaves only (a subgroup no other names as `parent`).
+  Flat subgroups give each subgroup's `minMember`, enforced as Volcano's task minima are
+  (`PodGroup.min_task_member`, `phalanx.core.quorum`). Nested ones (`parent`), or any
+  `minSubGroup`, are a tree quorum as a composite gang's (`SubGroupTree`): a parent is
+  ready with `minSubGroup` of its direct children (all of them when unset), the PodGroup
+  likewise with `spec.minSubGroup` over the top-level subgroups, a leaf with its
+  `minMember` members. With `spec.minSubGroup` (exclusive with `spec.minMember`, as KAI
+  has it), or subgroups without `spec.minMember`, the gang's `min_member` is the fewest
+  members that tree needs. A `spec.minMember` the subgroups' quorum cannot fit in is
+  refused; one above an elastic (`minSubGroup`) quorum is held as well, with a warning:
+  KAI's scheduler counts only the subgroups there. A pod naming a subgroup the PodGroup
+  lacks, or a parent, makes the gang invalid (`stray_members`).
+* A leaf subgroup's `topologyConstraint.requiredTopologyLevel` keeps its members inside
+  one value of that label (`TopologyConstraint.slice_tasks`, as a composite's child
+  PodGroups), beside the PodGroup's own constraint on the whole gang. Leaves may require
+  different levels (`task_levels`: prefill in one rack, decode in one spine), as KAI's
+  multi-level topology has it; they must be levels of one topology, no wider than the
+  PodGroup's required level, or the gang is refused when it is resolved. A parent's
+  required level (its descendants together in one domain) has no counterpart in the
+  slices: accepted only when it is the PodGroup's own required level, which already
+  holds it, refused naming the field otherwise. A subgroup's `preferredTopologyLevel`
+  and `topology` are not used (a warning each): Phalanx has no per-subgroup preference.
 * `spec.topologyConstraint`: `requiredTopologyLevel` and `preferredTopologyLevel` are node
   label keys, read as upstream's PodGroup topology key is (`any_label`: a level of a
   configured topology is that level, any other label a topology of that label alone).
@@ -33,12 +43,10 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
-    INT32_MAX,
     ObjectSettings,
     Parsed,
     PodView,
@@ -49,6 +57,7 @@ from phalanx.core.groups.common import (
     read_min_count,
     with_task_levels,
 )
+from phalanx.core.groups.kai_subgroups import Subgroups, parents, read_subgroups
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupStatus, camel, rfc3339, set_condition
 from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup, TopologyConstraint
 from phalanx.core.rawdict import (
@@ -56,7 +65,6 @@ from phalanx.core.rawdict import (
     Source,
     read_integer,
     read_object,
-    read_objects,
     read_string,
     read_string_map,
 )
@@ -95,28 +103,22 @@ def task_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
 def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
     src, metadata, namespace, name = read_identity(KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
-    if spec.get("minSubGroup") is not None:
-        if spec.get("minMember") is not None:
-            raise src.invalid(
-                "spec.minSubGroup",
-                "must not be set with spec.minMember (they are mutually exclusive)",
-            )
+    if spec.get("minSubGroup") is not None and read_integer(
+        src, spec.get("minMember"), "spec.minMember"
+    ):
         raise src.invalid(
             "spec.minSubGroup",
-            "is not supported: Phalanx gangs need spec.minMember members (with each "
-            "subgroup's minMember), not any N of the subgroups",
+            "must not be set with spec.minMember (they are mutually exclusive)",
         )
-    min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
-    subgroups = _subgroups(src, spec)
-    names, minima = subgroups.names, subgroups.minima
-    total = sum(minimum for _, minimum in minima)
-    if total > min_member:
-        raise src.invalid(
-            "spec.subGroups",
-            f"the subgroups' minMember sum to {total}, more than spec.minMember "
-            f"({min_member}): no gang of spec.minMember members can hold them",
-        )
+    subgroups = read_subgroups(src, spec)
+    min_member = _min_member(src, spec, subgroups)
     warnings = list(subgroups.warnings)
+    if subgroups.elastic and min_member > max(subgroups.fewest, 1):
+        warnings.append(
+            f"spec.minMember ({min_member}) is more than the fewest members the subgroups' "
+            f"minSubGroup quorum needs ({subgroups.fewest}): Phalanx holds both, so the gang "
+            f"waits for {min_member} (KAI's scheduler counts only the subgroups)"
+        )
     constraint = read_object(src, spec.get("topologyConstraint"), "spec.topologyConstraint")
     if read_string(src, constraint.get("topology"), "spec.topologyConstraint.topology"):
         warnings.append(
@@ -128,6 +130,15 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
     topology = settings.topology_with(
         src, _topology(src, constraint, "spec.topologyConstraint"), "spec.topologyConstraint"
     )
+    for level, where in subgroups.parent_levels:
+        if topology is None or level != topology.required:
+            raise src.invalid(
+                where,
+                f"{quoted(level)} on a subgroup with child subgroups is not supported: "
+                "Phalanx keeps one leaf subgroup's members, or the whole gang, in one "
+                "domain, not several subgroups together; set it on the leaves or as "
+                "spec.topologyConstraint.requiredTopologyLevel",
+            )
     group = PodGroup(
         namespace=namespace,
         name=name,
@@ -143,75 +154,32 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             noun="subgroup",
             levels_field=SUBGROUP_LEVELS_FIELD,
         ),
-        min_task_member=minima,
-        task_names=names,
+        min_task_member=subgroups.minima,
+        task_names=subgroups.names,
         deleting=is_deleting(metadata),
     )
     return Parsed(group, tuple(warnings))
 
 
-@dataclass(frozen=True, slots=True)
-class _Subgroups:
-    """`spec.subGroups` as read: every name; (name, minMember) pairs sorted by name without
-    the zeros (they ask for nothing); each required topology level with the subgroups
-    (and the field) that set it (`with_task_levels`); warnings for what is read but not
-    used."""
-
-    names: frozenset[str]
-    minima: tuple[tuple[str, int], ...]
-    levels: dict[str, list[tuple[str, str]]]
-    warnings: tuple[str, ...]
-
-
-def _subgroups(src: Source, spec: JsonObject) -> _Subgroups:
-    """`spec.subGroups`. KAI's webhook rules are kept (a name, once; a leaf's minMember)
-    and what Phalanx cannot enforce is refused naming the entry."""
-    names: set[str] = set()
-    minima = []
-    levels: dict[str, list[tuple[str, str]]] = {}
-    warnings = []
-    for path, entry in read_objects(src, spec.get("subGroups"), "spec.subGroups"):
-        name = read_string(src, entry.get("name"), f"{path}.name")
-        if not name:
-            raise src.invalid(f"{path}.name", "is required (the subgroup's name)")
-        if name in names:
-            raise src.invalid(f"{path}.name", f"{quoted(name)} names a subgroup twice")
-        names.add(name)
-        for field, why in (
-            ("parent", "nested subgroups are not supported: Phalanx enforces flat ones"),
-            ("minSubGroup", "is not supported: a subgroup needs its minMember members"),
-        ):
-            if entry.get(field) not in (None, "", {}):
-                raise src.invalid(f"{path}.{field}", why)
-        where = f"{path}.minMember"
-        minimum = read_integer(src, entry.get("minMember"), where)
-        if minimum is None:
-            raise src.invalid(where, "is required (a non-negative integer)")
-        if minimum < 0:
-            raise src.invalid(where, f"must be a non-negative integer, not {minimum}")
-        if minimum > INT32_MAX:
-            raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
-        if minimum:
-            minima.append((name, minimum))
-        where = f"{path}.topologyConstraint"
-        constraint = read_object(src, entry.get("topologyConstraint"), where)
-        intent = _topology(src, constraint, where)
-        if read_string(src, constraint.get("topology"), f"{where}.topology"):
-            warnings.append(
-                f"{where}.topology is ignored: it names KAI's Topology object, which Phalanx "
-                "does not read (its levels are read as node label keys)"
-            )
-        if intent is None:
-            continue
-        if intent.preferred:
-            warnings.append(
-                f"{where}.preferredTopologyLevel is ignored: Phalanx has no per-subgroup "
-                "preference (the PodGroup's spec.topologyConstraint.preferredTopologyLevel "
-                "is honoured for the whole gang)"
-            )
-        if intent.required:
-            levels.setdefault(intent.required, []).append((name, f"{where}.requiredTopologyLevel"))
-    return _Subgroups(frozenset(names), tuple(sorted(minima)), levels, tuple(warnings))
+def _min_member(src: Source, spec: JsonObject, subgroups: Subgroups) -> int:
+    """The gang's `min_member`: `spec.minMember`, which must leave room for the subgroups'
+    quorum; else, with `spec.minSubGroup` (KAI makes the two exclusive) or with subgroups
+    alone, the fewest members that quorum needs."""
+    if spec.get("minSubGroup") is not None or (spec.get("minMember") is None and subgroups.names):
+        return max(subgroups.fewest, 1)
+    min_member = read_min_count(src, spec.get("minMember"), "spec.minMember")
+    if subgroups.fewest > min_member:
+        what = (
+            f"the subgroups' minMember sum to {subgroups.fewest}"
+            if isinstance(subgroups.minima, tuple)
+            else f"the subgroups' quorum needs {subgroups.fewest} members"
+        )
+        raise src.invalid(
+            "spec.subGroups",
+            f"{what}, more than spec.minMember ({min_member}): no gang of spec.minMember "
+            "members can hold them",
+        )
+    return min_member
 
 
 def _topology(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:
@@ -219,16 +187,27 @@ def _topology(src: Source, constraint: JsonObject, path: str) -> TopologyConstra
 
 
 def stray_members(group: PodGroup, members: Iterable[Pod]) -> str:
-    """Why members naming a subgroup `group` lacks keep the gang from scheduling; ""
-    when none does (KAI's scheduler would never count them toward any subgroup)."""
+    """Why members naming a subgroup that holds no pods keep the gang from scheduling: one
+    `group` lacks, or a parent of other subgroups; "" when none does (KAI's scheduler
+    would never count them toward any subgroup)."""
     stray = sorted({p.task for p in members if p.task and p.task not in group.task_names})
     if not stray:
         return ""
+    held = parents(group.min_task_member)
     have = ", ".join(sorted(group.task_names)) or "none"
-    return (
-        f"gang {group.key}: member(s) name subgroup(s) {', '.join(stray)} (label "
-        f"{SUBGROUP_LABEL}) that its PodGroup's spec.subGroups lacks (it has: {have})"
-    )
+    why = []
+    if lacking := [t for t in stray if t not in held]:
+        why.append(
+            f"member(s) name subgroup(s) {', '.join(lacking)} (label {SUBGROUP_LABEL}) that "
+            f"its PodGroup's spec.subGroups lacks (it has: {have})"
+        )
+    if parent := [t for t in stray if t in held]:
+        why.append(
+            f"member(s) name subgroup(s) {', '.join(parent)} (label {SUBGROUP_LABEL}) that "
+            f"have child subgroups in its PodGroup's spec.subGroups: pods belong to the "
+            f"leaves ({have})"
+        )
+    return f"gang {group.key}: {'; '.join(why)}"
 
 
 KINDS: Final = {(API_VERSION, KIND): parse_pod_group}

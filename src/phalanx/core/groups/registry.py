@@ -100,6 +100,7 @@ from phalanx.core.model import (
     GroupRef,
     Pod,
     PodGroup,
+    SubGroupTree,
     TaskGroupMinima,
 )
 from phalanx.core.quorum import TaskMinima
@@ -384,7 +385,10 @@ def object_kind(ref: GroupRef) -> str:
 
 def minima_field(minima: TaskMinima, dialect_name: str = "") -> str:
     """The API field that sets `minima` (of a gang in dialect `dialect_name`), for
-    messages: a composite's tree and a YuniKorn application's task groups say their own."""
+    messages: a composite's tree (or KAI's nested subgroups) and a YuniKorn application's
+    task groups say their own."""
+    if isinstance(minima, SubGroupTree):
+        return task_minima_field(Dialect.KAI)
     if isinstance(minima, ChildGroups):
         return "spec.schedulingPolicy.gang.minGroupCount"
     if isinstance(minima, TaskGroupMinima):

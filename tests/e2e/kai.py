@@ -4,13 +4,16 @@ monitor judges."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 from podgroup_crd import ensure_crd_file
 from scheduling import Api, Obj, Scenario
+
+from phalanx.core.errors import InvalidObjectError
+from phalanx.core.groups import kai
 
 KAI_CRD = Path(__file__).resolve().parent / "crds" / "kai-podgroup.yaml"
 KAI_CRD_NAME = "podgroups.scheduling.run.ai"
@@ -25,15 +28,25 @@ def ensure_kai_crd(cp: launcher.ControlPlane) -> None:
 def kai_pod_group(
     sc: Scenario,
     name: str,
-    min_member: int,
+    min_member: int | None,
     *,
     sub_groups: Mapping[str, int] | None = None,
     topology: Mapping[str, Any] | None = None,
     sub_group_levels: Mapping[str, str] | None = None,
+    nested: Sequence[Obj] = (),
+    min_sub_group: int | None = None,
 ) -> Obj:
     """A PodGroup as KAI's podgrouper writes it (a queue, which Phalanx does not read);
-    `sub_group_levels` gives subgroups a `topologyConstraint.requiredTopologyLevel`."""
-    spec: Obj = {"minMember": min_member, "queue": "default-queue"}
+    `sub_group_levels` gives subgroups a `topologyConstraint.requiredTopologyLevel`;
+    `nested` are `spec.subGroups` as written (with `parent`, `minSubGroup`), and
+    `min_sub_group` the PodGroup's `spec.minSubGroup` (`min_member` None then)."""
+    spec: Obj = {"queue": "default-queue"}
+    if min_member is not None:
+        spec["minMember"] = min_member
+    if min_sub_group is not None:
+        spec["minSubGroup"] = min_sub_group
+    if nested:
+        spec["subGroups"] = [dict(entry) for entry in nested]
     if sub_groups is not None:
         spec["subGroups"] = [{"name": n, "minMember": m} for n, m in sub_groups.items()]
         for entry in spec["subGroups"]:
@@ -58,8 +71,15 @@ def kai_path(sc: Scenario, name: str) -> str:
 
 
 def kai_sizes(api: Api, namespace: str) -> dict[str, int]:
-    """The invariant monitor's gang sizes of KAI gangs (``scheduling.group_of`` keys)."""
-    return {
-        f"kai:{g['metadata']['name']}": int(g["spec"].get("minMember") or 0)
-        for g in api.items(f"{KAI_API}/namespaces/{namespace}/podgroups")
-    }
+    """The invariant monitor's gang sizes of KAI gangs (``scheduling.group_of`` keys), read
+    by Phalanx's own parser: with `spec.minSubGroup` there is no `minMember`, and the
+    fewest members the subgroups' quorum needs is the size; an object Phalanx refuses
+    is not judged (0)."""
+    sizes = {}
+    for obj in api.items(f"{KAI_API}/namespaces/{namespace}/podgroups"):
+        try:
+            size = kai.parse_pod_group(obj).value.min_member
+        except InvalidObjectError:
+            size = 0
+        sizes[f"kai:{obj['metadata']['name']}"] = size
+    return sizes

@@ -2,8 +2,10 @@
 kube-scheduler (docs/gang-dialects.md, "KAI Scheduler's PodGroups"): pods marked as KAI's
 podgrouper marks them bind whole or not at all, the PodGroup's status says why a gang
 waits (``UnschedulableOnNodePool``) and stops saying it once placed, subgroup minima
-hold in the quorum, and a subgroup's required topology level keeps it in one rack (or,
-levels differing, prefill in one clique and decode in one leaf of one spine). KAI's
+hold in the quorum (nested subgroups too: every leaf beneath each parent, or
+``minSubGroup`` of them, never a partial gang), and a subgroup's required topology level
+keeps it in one rack (or, levels differing, prefill in one clique and decode in one leaf
+of one spine). KAI's
 own scheduler does not run: its CRD is served (written from its types,
 ``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
 """
@@ -196,3 +198,92 @@ def test_kai_subgroups_at_levels_of_their_own_bind_prefill_in_a_clique_decode_in
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
     assert {placed_in[where[p]][1] for p in names["prefill"]} == {"c1"}, where
     assert {placed_in[where[p]][0] for p in names["decode"]} == {"l2"}, where
+
+
+def leaf(name: str, parent: str, min_member: int) -> dict[str, object]:
+    return {"name": name, "parent": parent, "minMember": min_member}
+
+
+def test_a_nested_kai_gang_waits_for_each_parent_s_leaves_then_binds_whole(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """KAI's hierarchical shape: decode and prefill, each a leader and workers beneath, no
+    minMember (the subgroups' quorum is 4). Four members, two of them decode workers, are
+    as many as the quorum but leave prefill without a worker: nobody is placed until one
+    comes, then all five bind."""
+    sc = judged(cluster)
+    for node in ("a", "b", "c", "d", "e"):
+        sc.node(node, GPUS)
+    sc.nodes_ready()
+    kai_pod_group(
+        sc,
+        "disagg",
+        None,
+        nested=[
+            {"name": "decode"},
+            leaf("decode-leaders", "decode", 1),
+            leaf("decode-workers", "decode", 1),
+            {"name": "prefill"},
+            leaf("prefill-leaders", "prefill", 1),
+            leaf("prefill-workers", "prefill", 1),
+        ],
+    )
+    early = [
+        member(sc, "decode-leader", "disagg", "decode-leaders"),
+        member(sc, "decode-worker-0", "disagg", "decode-workers"),
+        member(sc, "decode-worker-1", "disagg", "decode-workers"),
+        member(sc, "prefill-leader", "disagg", "prefill-leaders"),
+    ]
+    sc.wait_unschedulable(early[-1], "subgroup prefill-workers has 0 of 1 member(s)")
+    sc.assert_unbound_for(early, 2.0)
+
+    worker = member(sc, "prefill-worker-0", "disagg", "prefill-workers")
+    where = sc.wait_bound([*early, worker])
+    assert len(set(where.values())) == 5, where
+
+
+def test_an_elastic_kai_gang_short_of_its_min_sub_group_binds_nobody_then_whole_replicas(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """spec.minSubGroup 2 of three replicas of two: three nodes hold one replica and a
+    half, which is no quorum, so nobody binds; a fourth node makes room for two whole
+    replicas, and they bind (never a replica's lone member)."""
+    sc = judged(cluster)
+    for node in ("a", "b", "c"):
+        sc.node(node, GPUS)
+    sc.nodes_ready()
+    kai_pod_group(
+        sc,
+        "elastic",
+        None,
+        min_sub_group=2,
+        nested=[{"name": f"replica-{r}", "minMember": 2} for r in range(3)],
+    )
+    names = {
+        f"replica-{r}": [
+            member(sc, f"elastic-{r}-{i}", "elastic", f"replica-{r}", gated=True) for i in range(2)
+        ]
+        for r in range(3)
+    }
+    every = [name for pods in names.values() for name in pods]
+    for each in every:
+        sc.ungate(each)
+    sc.wait_unschedulable(every[0], f"gang kai:{sc.namespace}/elastic")
+    sc.assert_unbound_for(every, 3.0)
+
+    sc.node("d", GPUS)
+    sc.nodes_ready()
+    bound = sc.wait("a quorum of whole replicas bound", lambda: _bound_replicas(sc, names))
+    assert len(bound) == 2, bound
+
+
+def _bound_replicas(sc: Scenario, names: dict[str, list[str]]) -> list[str] | None:
+    """The replicas whose members are all bound once four are, else None (still waiting);
+    a replica with a lone bound member fails the test."""
+    where = sc.placement([p for pods in names.values() for p in pods])
+    bound = {p for p, node in where.items() if node}
+    if len(bound) < 4:
+        return None
+    for replica, pods in names.items():
+        assert len(bound & set(pods)) in (0, 2), (replica, bound)
+    return [r for r, pods in names.items() if set(pods) <= bound]

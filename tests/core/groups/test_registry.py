@@ -258,6 +258,9 @@ TASK_MINIMA_FIELDS = {
     Dialect.KAI: "spec.subGroups",
     Dialect.GROVE: "spec.podgroups",
     Dialect.YUNIKORN: "annotation yunikorn.apache.org/task-groups",
+    # A composite's tasks are its PodGroups: a member arriving for another PodGroup's
+    # template slot is told of the composite's own field (`template.pick_slot`).
+    Dialect.COMPOSITE: "spec.schedulingPolicy.gang.minGroupCount",
 }
 
 

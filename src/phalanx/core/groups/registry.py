@@ -257,6 +257,7 @@ DIALECTS: Final = (
         status_shared=True,
         object_kind=_one_kind(composite.KIND),
         placing_conditions=_every_version({composite.INITIALLY_SCHEDULED: True}),
+        task_minima_field="spec.schedulingPolicy.gang.minGroupCount",
     ),
 )
 PRECEDENCE: Final = tuple(e.dialect for e in DIALECTS if e.dialect is not Dialect.COMPOSITE)
@@ -390,7 +391,7 @@ def minima_field(minima: TaskMinima, dialect_name: str = "") -> str:
     if isinstance(minima, SubGroupTree):
         return task_minima_field(Dialect.KAI)
     if isinstance(minima, ChildGroups):
-        return "spec.schedulingPolicy.gang.minGroupCount"
+        return task_minima_field(Dialect.COMPOSITE)
     if isinstance(minima, TaskGroupMinima):
         return task_minima_field(Dialect.YUNIKORN)
     return task_minima_field(dialect_name)

@@ -1,6 +1,7 @@
 """The gang transaction by topology: required and preferred levels, slices, tightest fit, texts."""
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,10 +11,11 @@ from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import Node, Pod
-from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, build_index
+from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, TaskSetLevel, build_index
 from phalanx.core.topology_usage import free_domains
 
 DEFAULT = DEFAULT_TOPOLOGIES.default
+SPINE_LEVEL, LEAF_LEVEL = DEFAULT.levels.index(SPINE), DEFAULT.levels.index(LEAF)
 
 
 def cluster(nodes: Iterable[Node], busy: Iterable[tuple[str, int]] = ()) -> ClusterState:
@@ -635,3 +637,115 @@ def test_a_task_whose_level_is_no_narrower_than_the_gangs_domain_constrains_noth
     topology = by_task(required=LEAF, prefill=CLIQUE, decode=LEAF)
     result = place_tasks(state, roles(prefill=2, decode=2), topology)
     assert len(where_by_task(state, result, CLIQUE)["prefill"]) == 1
+
+
+# ---- sets of tasks held together, narrower than the gang ------------------------------------
+
+
+def with_sets(topology: GangTopology, *sets: tuple[str, str, tuple[str, ...]]) -> GangTopology:
+    """`topology` with task sets (label, level, tasks): each set's tasks in one domain."""
+    held = tuple(
+        TaskSetLevel(label, frozenset(tasks), present(DEFAULT.level(level)))
+        for label, level, tasks in sets
+    )
+    return replace(topology, task_sets=held)
+
+
+PREFILL = ("subgroup prefill", LEAF, ("prefill-leader", "prefill-workers"))
+
+
+def two_leaves() -> ClusterState:
+    """Spine s0: leaf l0 of clique c0 (2 nodes); leaf l1 of c1 (1 node) and c2 (2 nodes)."""
+    return cluster(
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf=leaf, clique=c)
+        for leaf, c, count in (("l0", "c0", 2), ("l1", "c1", 1), ("l1", "c2", 2))
+        for n in range(count)
+    )
+
+
+def test_a_set_of_tasks_is_held_in_one_domain_of_its_level_inside_the_gangs_wider_one() -> None:
+    # Each prefill task alone would take clique c0 (workers) and then c1 (leader), two
+    # leaves; held together they go where one leaf has both cliques.
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 2, "decode": 1})
+    alone = by_task(required=SPINE, **{"prefill-leader": CLIQUE, "prefill-workers": CLIQUE})
+    apart = where_by_task(state, place_tasks(state, members, alone), LEAF)
+    assert apart["prefill-leader"] != apart["prefill-workers"]
+    result = place_tasks(state, members, with_sets(alone, PREFILL))
+    leaves, cliques = where_by_task(state, result, LEAF), where_by_task(state, result, CLIQUE)
+    assert leaves["prefill-leader"] == leaves["prefill-workers"] == {"l1"}
+    assert cliques["prefill-leader"] == {"c1"}
+    assert cliques["prefill-workers"] == {"c2"}
+    assert_no_node_over_committed(state, result)
+    assert isinstance(result, Placed)
+    assert result.explanation.endswith("subgroup prefill within one leaf")
+
+
+def test_a_set_that_no_domain_of_its_level_holds_makes_the_gang_unfit_naming_it() -> None:
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 3})
+    topology = with_sets(by_task(required=SPINE), PREFILL)
+    result = place_tasks(state, members, topology)
+    assert isinstance(result, Unfit)
+    assert (
+        "subgroup prefill (prefill-leader, prefill-workers together) fits in no leaf"
+        in result.reason
+    )
+    assert (
+        f"subgroup prefill (prefill-leader, prefill-workers) together in one {LEAF}"
+        in result.reason
+    )
+
+
+def test_tasks_of_a_set_without_levels_of_their_own_are_only_held_together() -> None:
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 2})
+    result = place_tasks(state, members, with_sets(GangTopology(DEFAULT), PREFILL))
+    leaves = where_by_task(state, result, LEAF)
+    assert leaves["prefill-leader"] == leaves["prefill-workers"] == {"l1"}
+
+
+def test_a_set_inside_a_set_is_held_in_its_narrower_domain_inside_the_wider_one() -> None:
+    # Leaf l0: cliques of 1 and 1 node; leaf l1: a clique of 2 and one of 1. The replica
+    # (3 nodes) needs one leaf, l1; its prefill pair (2 nodes) one clique inside it.
+    state = cluster(
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf=leaf, clique=c)
+        for leaf, c, count in (("l0", "c0", 1), ("l0", "c1", 1), ("l1", "c2", 2), ("l1", "c3", 1))
+        for n in range(count)
+    )
+    members = roles(leader=1, workers=1, decode=1)
+    topology = with_sets(
+        GangTopology(DEFAULT),
+        ("subgroup replica", LEAF, ("decode", "leader", "workers")),
+        ("subgroup prefill", CLIQUE, ("leader", "workers")),
+    )
+    result = place_tasks(state, members, topology)
+    assert where_by_task(state, result, LEAF) == {
+        "leader": {"l1"},
+        "workers": {"l1"},
+        "decode": {"l1"},
+    }
+    cliques = where_by_task(state, result, CLIQUE)
+    assert cliques["leader"] == cliques["workers"] == {"c2"}
+
+
+def test_a_set_with_a_bound_member_stays_in_the_domain_that_holds_it() -> None:
+    state = two_leaves()
+    bound = pod("prefill-leader-bound", 4, group="g", task="prefill-leader")
+    state.upsert_pod(pod("bound-here", 4, node="c0-n0"))
+    result = place_tasks(
+        state,
+        roles(**{"prefill-workers": 1, "decode": 2}),
+        with_sets(GangTopology(DEFAULT, required=SPINE_LEVEL), PREFILL),
+        anchors={bound.uid: "c0-n0"},
+        anchor_pods=(bound,),
+    )
+    assert where_by_task(state, result, LEAF)["prefill-workers"] == {"l0"}
+
+
+def test_a_set_at_the_gangs_own_level_is_held_by_the_gangs_domain() -> None:
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 2})
+    topology = with_sets(GangTopology(DEFAULT, required=LEAF_LEVEL), PREFILL)
+    result = place_tasks(state, members, topology)
+    assert len(label_values(state, result, LEAF)) == 1

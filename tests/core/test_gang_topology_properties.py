@@ -17,6 +17,7 @@ from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     Domain,
     GangTopology,
+    TaskSetLevel,
     TopologyIndex,
     build_index,
 )
@@ -230,6 +231,67 @@ def test_every_task_lands_inside_one_domain_of_its_own_level_and_no_node_is_over
         assert len({index.of_node[n][level] for n in nodes}) == 1, task
     if required is not None:
         assert len(domains_of(index, required, result)) == 1
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
+@st.composite
+def set_gangs(draw: st.DrawFn) -> Gang:
+    """Tasks t0..t3 (1-3 members of 1 or 2 GPUs); an outer set of the first k tasks at one
+    level, perhaps an inner set of its first j at the same or a narrower one; each task at
+    no level or one at or below every set holding it; the gang required at most as wide."""
+    count = draw(st.integers(2, 4))
+    outer_size = draw(st.integers(1, count))
+    outer = draw(st.sampled_from([0, 1, 2]))
+    inner_size = draw(st.integers(0, outer_size))
+    inner = draw(st.integers(outer, 2))
+    sets = [TaskSetLevel("outer", frozenset(f"t{t}" for t in range(outer_size)), outer)]
+    if inner_size:
+        sets.append(TaskSetLevel("inner", frozenset(f"t{t}" for t in range(inner_size)), inner))
+    members, levels = [], []
+    for t in range(count):
+        floor = max((s.level for s in sets if f"t{t}" in s.tasks), default=0)
+        level = draw(st.sampled_from([None, *range(floor, 4)]))
+        if level is not None:
+            levels.append((f"t{t}", level))
+        gpus = draw(st.sampled_from([1, 2]))
+        members += [
+            pod(f"t{t}-{i}", gpus, group="g", task=f"t{t}", memory_gib=1)
+            for i in range(draw(st.integers(1, 3)))
+        ]
+    topology = GangTopology(
+        DEFAULT,
+        required=draw(st.sampled_from([None, *range(outer + 1)])),
+        slice_tasks=frozenset(task for task, _ in levels),
+        task_levels=tuple(levels),
+        task_sets=tuple(sets),
+    )
+    return topology, tuple(members)
+
+
+@common
+@given(clusters(), set_gangs())
+def test_every_set_and_every_task_lands_inside_one_domain_of_its_level(
+    state: ClusterState, gang: Gang
+) -> None:
+    topology, members = gang
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if not isinstance(result, Placed):
+        assert isinstance(result, Unfit)
+        return
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    held = [(s.tasks, s.level) for s in topology.task_sets]
+    held += [(frozenset({task}), level) for task, level in topology.task_levels]
+    for tasks, level in held:
+        nodes = {result.assignment[p.uid] for p in members if p.task in tasks}
+        assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
+    if topology.required is not None:
+        assert len(domains_of(index, topology.required, result)) == 1
     used: dict[str, int] = {}
     for p in members:
         node = result.assignment[p.uid]

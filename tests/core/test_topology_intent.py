@@ -8,10 +8,11 @@ import pytest
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, pod_obj, podgroup, podgroup_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_pod, parse_pod_group
-from phalanx.core.model import Pod, PodGroup, TopologyConstraint
+from phalanx.core.model import Pod, PodGroup, TaskSet, TopologyConstraint
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
+    TaskSetLevel,
     Topologies,
     parse_topologies,
     resolve_topology,
@@ -743,3 +744,111 @@ def test_subgroups_levels_that_cannot_nest_are_refused_naming_each_subgroup(
     resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
     assert isinstance(resolved, str)
     assert resolved.startswith(refusal), resolved
+
+
+# ---- sets of tasks held together ---------------------------------------------------------
+
+
+def task_set(label: str, level: str, *tasks: str) -> TaskSet:
+    return TaskSet(label, tasks, level, f"field of {label}")
+
+
+def with_task_sets(*sets: TaskSet, **kw: Any) -> TopologyConstraint:
+    """KAI-like: levels as node label keys, subgroups as tasks."""
+    return TopologyConstraint(any_label=True, slice_noun="subgroup", task_sets=sets, **kw)
+
+
+def test_task_sets_resolve_to_their_levels_positions_inside_the_gangs_topology() -> None:
+    intent = with_task_sets(
+        task_set("subgroup prefill", LEAF, "leader", "workers"),
+        required=SPINE,
+        slice_tasks=("leader", "workers"),
+        slice_required=CLIQUE,
+    )
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.task_sets == (
+        TaskSetLevel("subgroup prefill", frozenset({"leader", "workers"}), 1),
+    )
+    assert resolved.required == 0
+    assert str(resolved) == (
+        f"required {SPINE}, subgroup(s) leader, workers each in one {CLIQUE}, "
+        f"subgroup prefill (leader, workers) together in one {LEAF}"
+    )
+
+
+def test_a_task_set_alone_picks_the_topology_its_level_is_in() -> None:
+    topologies = parse_topologies(f"default={SPINE},{LEAF};rows=x.io/row,x.io/rack")
+    intent = with_task_sets(task_set("subgroup prefill", "x.io/rack", "a", "b"))
+    resolved = resolve(podgroup("g", 2, topology=intent), topologies=topologies)
+    assert isinstance(resolved, GangTopology)
+    assert resolved.topology.name == "rows"
+    assert resolved.required is None
+    assert resolved.task_sets == (TaskSetLevel("subgroup prefill", frozenset({"a", "b"}), 1),)
+
+
+@pytest.mark.parametrize(
+    ("intent", "refusal"),
+    [
+        (
+            with_task_sets(task_set("subgroup prefill", SPINE, "a", "b"), required=LEAF),
+            f"gang default/g: subgroup prefill (field of subgroup prefill) requires one {SPINE}, "
+            f"wider than required level {LEAF}; a set of subgroups must fit inside the required "
+            "domain",
+        ),
+        (
+            with_task_sets(
+                task_set("subgroup prefill", CLIQUE, "a", "b"),
+                slice_tasks=("a",),
+                slice_required=LEAF,
+            ),
+            f"gang default/g: subgroup a requires one {LEAF}, wider than the one {CLIQUE} "
+            "subgroup prefill (field of subgroup prefill) holds it in; a subgroup's level must "
+            "be at or below that of every set holding it",
+        ),
+        (
+            with_task_sets(
+                task_set("subgroup x", LEAF, "a", "b"), task_set("subgroup y", LEAF, "b", "c")
+            ),
+            "gang default/g: subgroup x (field of subgroup x) and subgroup y (field of "
+            "subgroup y) share subgroup(s) b but neither holds the other; sets must nest or be "
+            "disjoint",
+        ),
+        (
+            with_task_sets(
+                task_set("subgroup outer", CLIQUE, "a", "b", "c"),
+                task_set("subgroup inner", LEAF, "a", "b"),
+            ),
+            f"gang default/g: subgroup inner (field of subgroup inner) requires one {LEAF}, "
+            f"wider than the one {CLIQUE} subgroup outer (field of subgroup outer) holds it "
+            "in; a set inside another must be at or below its level",
+        ),
+        (
+            with_task_sets(task_set("subgroup prefill", "x.io/rack", "a", "b"), required=LEAF),
+            "gang default/g: its subgroup prefill requires its subgroup(s) a, b in one "
+            f"x.io/rack together (field of subgroup prefill), which is no level of the gang's "
+            f"topology at or below {LEAF}",
+        ),
+    ],
+    ids=[
+        "set-wider-than-the-gang",
+        "task-wider-than-its-set",
+        "sets-overlapping-not-nested",
+        "inner-set-wider-than-outer",
+        "set-level-in-another-topology",
+    ],
+)
+def test_task_sets_that_do_not_nest_are_refused_naming_the_set_and_its_field(
+    intent: TopologyConstraint, refusal: str
+) -> None:
+    topologies = parse_topologies(f"default={SPINE},{LEAF},{CLIQUE};rows=x.io/row,x.io/rack")
+    resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
+    assert isinstance(resolved, str)
+    assert resolved.startswith(refusal), resolved
+
+
+def test_equal_sets_at_two_levels_nest_either_way() -> None:
+    intent = with_task_sets(
+        task_set("subgroup outer", LEAF, "a", "b"), task_set("subgroup inner", CLIQUE, "a", "b")
+    )
+    assert isinstance(resolve(podgroup("g", 2, topology=intent)), GangTopology)

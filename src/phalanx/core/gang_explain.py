@@ -175,6 +175,9 @@ def landing_text(
     tasks = tasks_in_levels(topology.slice_noun, levels, each="within one", then="within one")
     if tasks:
         parts.append(f"each of {tasks}")
+    parts.extend(
+        f"{s.label} within one {short_name(topology.key(s.level))}" for s in topology.task_sets
+    )
     return "; ".join(parts)
 
 

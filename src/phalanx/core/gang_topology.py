@@ -18,6 +18,13 @@ being one slice (`GangTopology.slice_tasks`; the members' task is their PodGroup
 at levels of their own (KAI's prefill in one clique, decode in one leaf) one level at a
 time, narrowest first, each level's trials starting from what the levels before it took.
 
+Sets of tasks held together (`GangTopology.task_sets`: a KAI parent subgroup's leaves, a
+Grove constraint group's podgroups) nest, so they are placed as a tree: inside the gang's
+domain, each outermost set goes into one domain of its level (every one with room tried,
+nearest the members so far, then tightest), and what it holds (narrower sets, tasks with
+levels, loose members) is placed inside that domain the same way; then the members in no
+set, or those first when that fails. Without sets nothing of this runs.
+
 Placing units inside one domain is the gang transaction's own (`Placer.place_in`); this
 module only chooses domains and says what it found, as values.
 """
@@ -30,9 +37,16 @@ from typing import Protocol
 
 from phalanx.core.gang_explain import LevelMiss, topology_unfit_detail
 from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, amounts
-from phalanx.core.model import EMPTY, Pod
+from phalanx.core.model import EMPTY, Pod, task_names
 from phalanx.core.snapshot import Snapshot
-from phalanx.core.topology import CLUSTER, GangTopology, TopologyIndex, member_order, short_name
+from phalanx.core.topology import (
+    CLUSTER,
+    GangTopology,
+    TaskSetLevel,
+    TopologyIndex,
+    member_order,
+    short_name,
+)
 from phalanx.core.topology_usage import DomainFree
 
 
@@ -71,6 +85,24 @@ class _SliceGroup:
     anchors: set[str]  # nodes of the group's bound members
     first: int  # position of its first slice
     level: int | None  # the level one domain of which holds it; None: any (a lone unit)
+    task: str = ""  # the task of its units, for slices by task
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldSet:
+    """A task set to hold in one domain, with what it holds; sorts bound ones first, then
+    the largest (GPUs, CPU, memory), then by label."""
+
+    of: TaskSetLevel
+    units: list[Unit]  # in placing order
+    anchors: frozenset[str]  # nodes of its bound members
+    need: tuple[int, int, int]
+
+    def __lt__(self, other: _HeldSet) -> bool:
+        return self._key() < other._key()
+
+    def _key(self) -> tuple[object, ...]:
+        return (not self.anchors, *(-x for x in self.need), self.of.label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +153,7 @@ class TopologySearch:
         self._position = {u.index: i for i, u in enumerate(order)}
         # A slice of one member lies inside one domain of every level: no constraint.
         slices = self._slice_groups(units, order) if topology.slice_size > 1 else None
-        if topology.slice_tasks:
+        if topology.slice_tasks or topology.task_sets:
             slices = self._task_groups(order)
         walk = topology.walk()
         misses: list[LevelMiss] = []
@@ -221,17 +253,173 @@ class TopologySearch:
         nodes = self._nodes(level, cand, usable)
         if slices is None:
             return self.placer.place_in(order, nodes)
+        if self.topology.task_sets:
+            # A set at the domain's level or wider is held by the domain itself.
+            sets = [s for s in self.topology.task_sets if level == CLUSTER or s.level > level]
+            if sets:
+                return self._place_sets(order, slices, sets, nodes, level, taken=())
+        return self._place_within(
+            order, slices, nodes, level, taken=(), slice_level=self.topology.slice_level
+        )
+
+    def _place_within(
+        self,
+        order: Sequence[Unit],
+        slices: Sequence[_SliceGroup],
+        nodes: Sequence[str],
+        level: int,
+        *,
+        taken: Sequence[tuple[Unit, str]],
+        slice_level: int | None = None,
+    ) -> dict[int, str] | Failure:
+        """The units on `nodes`, a domain of `level`, each slice group in one domain of its
+        own level; `taken`: units placed already, whose room is not there to take."""
         # A domain at a group's level or narrower lies inside one domain of that level.
-        levels = {g.level for g in slices} | {self.topology.slice_level}
+        levels = {g.level for g in slices} | {slice_level}
         narrower = sorted(
             (lv for lv in levels if lv is not None and (level == CLUSTER or lv > level)),
             reverse=True,
         )
         if not narrower:
-            return self.placer.place_in(order, nodes)
+            return self.placer.place_in(order, nodes, self._trial(taken) if taken else None)
         if len(narrower) == 1 and all(g.level in (None, narrower[0]) for g in slices):
-            return self._place_slices(slices, narrower[0], nodes)
-        return self._place_by_level(order, slices, narrower, nodes)
+            return self._place_slices(slices, narrower[0], nodes, taken)
+        return self._place_by_level(order, slices, narrower, nodes, taken)
+
+    def _place_sets(
+        self,
+        order: Sequence[Unit],
+        slices: Sequence[_SliceGroup],
+        sets: Sequence[TaskSetLevel],
+        nodes: Sequence[str],
+        level: int,
+        *,
+        taken: Sequence[tuple[Unit, str]],
+    ) -> dict[int, str] | Failure:
+        """The units on `nodes`, a domain of `level`, with `sets` (each narrower than
+        `level`) held: the outermost sets first, each in one domain of its level with what
+        it holds placed inside that domain the same way (`_hold_sets`), then the units in
+        no set around them; failing that, those units first, so that a narrow slice outside
+        every set is not left without its only domain. Greedy across sets, as across
+        slices; the first order's failure is told."""
+        ranked = sorted(sets, key=lambda s: (-len(s.tasks), s.level, s.label))
+        outermost: list[TaskSetLevel] = []
+        for s in ranked:
+            if not any(s.tasks <= t.tasks for t in outermost):
+                outermost.append(s)
+        held = frozenset().union(*(s.tasks for s in outermost))
+        rest = [u for u in order if u.members[0].task not in held]
+        rest_slices = [g for g in slices if g.task not in held]
+        first: Failure | None = None
+        for sets_first in (True, False) if rest else (True,):
+            chosen: dict[int, str] = {}
+            done = list(taken)
+            result: dict[int, str] | Failure = chosen
+            for step in (True, False) if sets_first else (False, True):
+                if step:
+                    result = self._hold_sets(
+                        order, slices, ranked, nodes, outermost=outermost, taken=done
+                    )
+                else:
+                    result = self._place_within(rest, rest_slices, nodes, level, taken=done)
+                if isinstance(result, Failure):
+                    break
+                chosen.update(result)
+                done += [(u, result[u.index]) for u in order if u.index in result]
+            if isinstance(result, dict):
+                return chosen
+            result.placed_units += len(chosen)
+            first = first or result
+        assert first is not None  # at least one order was tried
+        return first
+
+    def _hold_sets(
+        self,
+        order: Sequence[Unit],
+        slices: Sequence[_SliceGroup],
+        sets: Sequence[TaskSetLevel],
+        nodes: Sequence[str],
+        *,
+        outermost: Sequence[TaskSetLevel],
+        taken: Sequence[tuple[Unit, str]],
+    ) -> dict[int, str] | Failure:
+        """Each of `outermost` (disjoint) in one domain of its level among `nodes`, in turn,
+        bound ones first, then the largest: each domain that has room for it is tried, where
+        it shares the most wider domains with the members so far first, then the tightest,
+        until what the set holds (its units, its narrower sets and slices) is placed inside
+        (`_place_sets` again, or `_place_within`)."""
+        of_node = self.index.of_node
+        done = list(taken)
+        chosen: dict[int, str] = {}
+        near: set[tuple[int, int]] = set()  # wider domains holding members so far
+        for a in (*self.anchor_nodes, *(n for _, n in taken)):
+            if a in of_node:
+                near |= set(enumerate(of_node[a]))
+        for held in sorted(h for h in (self._held(s, order) for s in outermost) if h.units):
+            level, noun = held.of.level, short_name(self.topology.key(held.of.level))
+            label = f"{held.of.label} ({task_names(held.of.tasks)} together)"
+            by_domain, room = self._rooms(nodes, level, done)
+            allowed: Iterable[int] = by_domain
+            if held.anchors:
+                ids = {of_node[a][level] if a in of_node else -1 for a in held.anchors}
+                if len(ids) != 1 or -1 in ids:
+                    return Failure(
+                        len(chosen), f"{label}: its bound members already span more than one {noun}"
+                    )
+                allowed = [d for d in ids if d in by_domain]
+            need = held.need
+            around = {d: set(enumerate(of_node[ns[0]][:level])) for d, ns in by_domain.items()}
+            ranked = sorted(
+                (d for d in allowed if all(h >= w for h, w in zip(room[d], need, strict=True))),
+                key=lambda d: (
+                    -len(around[d] & near),
+                    *(h - w for h, w in zip(room[d], need, strict=True)),
+                    d,
+                ),
+            )
+            inner_slices = [g for g in slices if g.task in held.of.tasks]
+            inner = [t for t in sets if t.tasks <= held.of.tasks and t.level > level]
+            best: Failure | None = None
+            for d in ranked:
+                result = (
+                    self._place_sets(
+                        held.units, inner_slices, inner, by_domain[d], level, taken=done
+                    )
+                    if inner
+                    else self._place_within(
+                        held.units, inner_slices, by_domain[d], level, taken=done
+                    )
+                )
+                if isinstance(result, dict):
+                    chosen.update(result)
+                    done += [(u, result[u.index]) for u in held.units]
+                    near |= around[d]
+                    break
+                if best is None or result.placed_units > best.placed_units:
+                    best = Failure(
+                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
+                    )
+            else:
+                why = f"best: {best.reason}" if best is not None else "none has room for it"
+                return Failure(
+                    len(chosen) + (best.placed_units if best else 0),
+                    f"{label} fits in no {noun} ({why})",
+                )
+        return chosen
+
+    def _held(self, of: TaskSetLevel, order: Sequence[Unit]) -> _HeldSet:
+        """What set `of` holds: its units in placing order, its bound members' nodes, and
+        their total need."""
+        units = [u for u in order if u.members[0].task in of.tasks]
+        anchors = frozenset(
+            self.anchors[p.uid]
+            for p in self.anchor_pods
+            if p.task in of.tasks and p.uid in self.anchors
+        )
+        total = EMPTY
+        for u in units:
+            total = total + u.requests
+        return _HeldSet(of, units, anchors, amounts(total))
 
     def _place_by_level(
         self,
@@ -239,6 +427,7 @@ class TopologySearch:
         slices: Sequence[_SliceGroup],
         levels: Sequence[int],
         nodes: Sequence[str],
+        taken: Sequence[tuple[Unit, str]] = (),
     ) -> dict[int, str] | Failure:
         """Slice groups of several levels (`levels`, narrowest first): one level at a time,
         each over what the levels before it left, then every other unit anywhere in the
@@ -250,18 +439,18 @@ class TopologySearch:
         first: Failure | None = None
         for ordered in (levels, levels[::-1]) if len(levels) > 1 else (levels,):
             chosen: dict[int, str] = {}
-            taken: list[tuple[Unit, str]] = []
+            done = list(taken)
             result: dict[int, str] | Failure = chosen
             for slice_level in ordered:
                 groups = [g for g in slices if g.level == slice_level]
-                result = self._place_slices(groups, slice_level, nodes, taken)
+                result = self._place_slices(groups, slice_level, nodes, done)
                 if isinstance(result, Failure):
                     break
                 chosen.update(result)
-                taken += [(u, result[u.index]) for g in groups for u in g.units]
+                done += [(u, result[u.index]) for g in groups for u in g.units]
             if isinstance(result, dict):
                 rest = [u for u in order if u.index not in chosen]
-                result = self.placer.place_in(rest, nodes, self._trial(taken)) if rest else {}
+                result = self.placer.place_in(rest, nodes, self._trial(done)) if rest else {}
                 if isinstance(result, dict):
                     return {**chosen, **result}
             result.placed_units += len(chosen)
@@ -291,20 +480,7 @@ class TopologySearch:
         first may have spread over the nodes the next needs whole. `taken`: units already
         placed (by another level's slices), whose room is not there to take."""
         placer, of_node = self.placer, self.index.of_node
-        by_domain: dict[int, list[str]] = {}
-        room: dict[int, list[int]] = {}
-        infos = self.snapshot.nodes
-        for n in nodes:
-            d = of_node[n][level]
-            by_domain.setdefault(d, []).append(n)
-            have = room.setdefault(d, [0, 0, 0])
-            for i, amount in enumerate(amounts(infos[n].free)):
-                have[i] += max(0, amount)
-        for unit, n in taken:
-            d = of_node[n][level]
-            if d in room:
-                for i, amount in enumerate(amounts(unit.requests)):
-                    room[d][i] -= amount
+        by_domain, room = self._rooms(nodes, level, taken)
         # One trial per domain: domains share no node, and a domain's slices can be packed
         # again together without undoing the others'.
         trials: dict[int, Trial] = {}
@@ -374,6 +550,27 @@ class TopologySearch:
                 )
         return chosen
 
+    def _rooms(
+        self, nodes: Sequence[str], level: int, taken: Sequence[tuple[Unit, str]]
+    ) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+        """`nodes` by their domain of `level`, and each domain's free GPUs, CPU and memory
+        less what `taken` holds there."""
+        of_node, infos = self.index.of_node, self.snapshot.nodes
+        by_domain: dict[int, list[str]] = {}
+        room: dict[int, list[int]] = {}
+        for n in nodes:
+            d = of_node[n][level]
+            by_domain.setdefault(d, []).append(n)
+            have = room.setdefault(d, [0, 0, 0])
+            for i, amount in enumerate(amounts(infos[n].free)):
+                have[i] += max(0, amount)
+        for unit, n in taken:
+            d = of_node[n][level]
+            if d in room:
+                for i, amount in enumerate(amounts(unit.requests)):
+                    room[d][i] -= amount
+        return by_domain, room
+
     def _task_groups(self, order: Sequence[Unit]) -> list[_SliceGroup]:
         """Slices by task: the units of each task in `slice_tasks` (a composite's child
         PodGroup, an LWS subgroup; by their first member's task), and every other unit
@@ -393,7 +590,7 @@ class TopologySearch:
                     else f"member {u.members[0].name}"
                 )
                 level = self.topology.task_level(task)
-                group = groups[name] = _SliceGroup(label, [], set(), position, level)
+                group = groups[name] = _SliceGroup(label, [], set(), position, level, task)
             group.units.append(u)
         for pod in self.anchor_pods:
             node = self.anchors.get(pod.uid)

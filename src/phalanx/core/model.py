@@ -513,6 +513,22 @@ def tasks_in_levels(
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSet:
+    """Tasks (`Pod.task`) whose members must all lie in one domain of `level` together,
+    narrower than the gang's own domain and at least as wide as each task's own level: a
+    KAI parent subgroup's leaves, a Grove `topologyConstraintGroupConfigs` entry's
+    podgroups. A gang's sets nest or are disjoint."""
+
+    label: str  # what the set is, for people: "subgroup prefill"
+    tasks: tuple[str, ...]  # sorted
+    level: str  # a node label key, or a level name (as `TopologyConstraint`'s levels)
+    field: str = ""  # where it is declared, named when it cannot be honoured
+
+    def __str__(self) -> str:
+        return f"{self.label} ({task_names(self.tasks)}) together in one {self.level}"
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
     (a Volcano HyperNode tier: the n-th level counted up from the narrowest above a node),
@@ -540,6 +556,9 @@ class TopologyConstraint:
     # Slice tasks that do not share one level: (task, level) for each of `slice_tasks`,
     # sorted by task, and `slice_required` is "". Empty when they share `slice_required`.
     task_levels: tuple[tuple[str, str], ...] = ()
+    # Sets of tasks each held in one domain of a level of its own (`TaskSet`), sorted by
+    # label; the tasks need not be in `slice_tasks`.
+    task_sets: tuple[TaskSet, ...] = ()
     # Where the intent is declared, named when members disagree on it or it cannot be
     # honoured ("" when it is the topology annotations' own).
     declared_by: str = ""
@@ -556,6 +575,7 @@ class TopologyConstraint:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
         if self.slice_tasks:
             parts.append(tasks_in_levels(self.slice_noun, self.levels_of_tasks()))
+        parts.extend(str(s) for s in self.task_sets)
         return ", ".join(parts) or "unconstrained"
 
     def levels_of_tasks(self) -> tuple[tuple[str, str], ...]:

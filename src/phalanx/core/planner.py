@@ -61,6 +61,7 @@ from phalanx.core.model import (
     Pod,
     PodGroup,
     PodRef,
+    task_names,
 )
 from phalanx.core.plan import PlanError, PlanIntent, PlanNode, derive_intent, parse_plan
 from phalanx.core.preempt import Preemption, preempt
@@ -260,7 +261,7 @@ class GangPlanner:
                     f"changed and its reserved nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )
-        if topology.slice_tasks:
+        if topology.slice_tasks or topology.task_sets:
             return self._task_split(key, reservation, topology)
         size, level = topology.slice_size, topology.slice_level
         if size <= 1 or level is None or self.state.bound_count(key):
@@ -290,7 +291,7 @@ class GangPlanner:
         nodes: dict[str, list[str]] = {}
         for m in reservation.members:
             pod = self.state.pod(m.pod_uid)
-            if pod is not None and pod.task in topology.slice_tasks:
+            if pod is not None and pod.task:
                 nodes.setdefault(pod.task, []).append(m.node)
         for task, where in sorted(nodes.items()):
             level = topology.task_level(task)
@@ -303,6 +304,15 @@ class GangPlanner:
                     f"{topology.key(level)} domain, but node labels changed and its reserved "
                     f"nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
+                )
+        for held in topology.task_sets:
+            where = [n for task in sorted(held.tasks) for n in nodes.get(task, ())]
+            names = _split(index, held.level, where)
+            if names is not None:
+                return (
+                    f"gang {key}: {held.label} ({task_names(held.tasks)}) must lie in one "
+                    f"{topology.key(held.level)} domain, but node labels changed and its "
+                    f"reserved nodes now lie in {len(names)}: {', '.join(names)}"
                 )
         return ""
 
@@ -550,7 +560,7 @@ class GangPlanner:
         one (phalanx.core.template), else everyone waits. A gang with slices waits: which
         rank (or which subgroup, for slices by task) will claim which slot is not known
         before the members exist."""
-        sliced = topology.slice_size or topology.slice_tasks
+        sliced = topology.slice_size or topology.slice_tasks or topology.task_sets
         template = None if sliced else template_of(self.state, group, members)
         if template is None or not self.settings.template_reservation:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"

@@ -35,6 +35,7 @@ from phalanx.core.model import (
     Pod,
     PodGroup,
     PolicyKind,
+    TaskSet,
     TopologyConstraint,
     task_names,
     tasks_in_levels,
@@ -427,6 +428,15 @@ def _describe_path(keys: Sequence[str], path: _Path) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSetLevel:
+    """A `TaskSet` resolved: its tasks share one domain of `level` (a position)."""
+
+    label: str
+    tasks: frozenset[str]
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
 class GangTopology:
     """A gang's topology constraint, checked against its topology: levels as positions."""
 
@@ -443,6 +453,9 @@ class GangTopology:
     slice_noun: str = "PodGroup"  # what `slice_tasks` name (`TopologyConstraint.slice_noun`)
     # Slice tasks that do not share one level: (task, level) for each, sorted by task.
     task_levels: tuple[tuple[str, int], ...] = ()
+    # Sets of tasks each in one domain of its level, nested or disjoint, each no wider than
+    # `required` and no narrower than its tasks' own levels (`resolve_topology` checks).
+    task_sets: tuple[TaskSetLevel, ...] = ()
 
     @property
     def constrained(self) -> bool:
@@ -451,6 +464,7 @@ class GangTopology:
             or self.preferred is not None
             or bool(self.slice_size)
             or bool(self.slice_tasks)
+            or bool(self.task_sets)
         )
 
     def walk(self) -> tuple[int, ...]:
@@ -489,6 +503,10 @@ class GangTopology:
         tasks = tasks_in_levels(self.slice_noun, levels)
         if tasks:
             parts.append(tasks)
+        parts.extend(
+            f"{s.label} ({task_names(s.tasks)}) together in one {self.key(s.level)}"
+            for s in self.task_sets
+        )
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -540,7 +558,7 @@ def resolve_topology(
 def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
     """The intent's topology and levels as positions, or why it names none of them."""
     if intent.any_label and not intent.topology:
-        if intent.slice_tasks:
+        if intent.slice_tasks or intent.task_sets:
             return _child_levels(key, intent, topologies)
         # KAI's constraint may name only a preferred level: its label picks the topology.
         topology = _label_topology(intent.required or intent.preferred, topologies)
@@ -559,6 +577,7 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     noun = intent.slice_noun
     by_level = _tasks_by_level(intent.task_levels)
     roles += [(f"{noun}(s) {task_names(tasks)}", name) for name, tasks in by_level.items()]
+    roles += [(f"{s.label} ({s.field})" if s.field else s.label, s.level) for s in intent.task_sets]
     for role, name in roles:
         levels[role] = topology.level(name) if name else None
         if name and levels[role] is None:
@@ -594,6 +613,15 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_tasks=frozenset(intent.slice_tasks),
         slice_noun=noun,
         task_levels=task_levels,
+        task_sets=_sets(intent.task_sets, topology),
+    )
+
+
+def _sets(sets: Iterable[TaskSet], topology: Topology) -> tuple[TaskSetLevel, ...]:
+    """Declared task sets at their levels' positions. Precondition: every level is one of
+    `topology`'s."""
+    return tuple(
+        TaskSetLevel(s.label, frozenset(s.tasks), topology.levels.index(s.level)) for s in sets
     )
 
 
@@ -630,26 +658,33 @@ def _child_levels(
     by_level = _tasks_by_level(intent.levels_of_tasks())
     declared = f" ({intent.declared_by})" if intent.declared_by else ""
     base = intent.required or intent.preferred
+    sets = intent.task_sets
     if not base:
-        if len(by_level) == 1:
-            found = _label_levels(next(iter(by_level)), topologies)
+        named = [*by_level, *(s.level for s in sets if s.level not in by_level)]
+        if len(named) == 1:
+            found = _label_levels(named[0], topologies)
             return GangTopology(
-                found.topology, slice_level=found.required, slice_tasks=tasks, slice_noun=noun
+                found.topology,
+                slice_level=found.required if tasks else None,
+                slice_tasks=tasks,
+                slice_noun=noun,
+                task_sets=_sets(sets, found.topology),
             )
         topology = next(
             (
                 t
                 for t in (topologies.default, *topologies.all)
-                if all(level in t.levels for level in by_level)
+                if all(level in t.levels for level in named)
             ),
             None,
         )
         if topology is None:
-            said = tasks_in_levels(noun, intent.levels_of_tasks(), each="require one", then="one")
+            said = [tasks_in_levels(noun, intent.levels_of_tasks(), each="require one", then="one")]
+            said += [f"{s.label} requires one {s.level} ({s.field})" for s in sets]
             return (
-                f"gang {key}: its {said}{declared}, but no configured topology has all "
-                "these levels, so they cannot be ordered one inside the other; configure a "
-                "topology with them to combine them"
+                f"gang {key}: its {', '.join(w for w in said if w)}{declared}, but no "
+                "configured topology has all these levels, so they cannot be ordered one "
+                "inside the other; configure a topology with them to combine them"
             )
         slice_level, task_levels = _by_task(
             (task, topology.levels.index(level)) for task, level in intent.levels_of_tasks()
@@ -660,6 +695,7 @@ def _child_levels(
             slice_tasks=tasks,
             slice_noun=noun,
             task_levels=task_levels,
+            task_sets=_sets(sets, topology),
         )
     topology = _label_topology(base, topologies)
     levels = topology.levels
@@ -680,6 +716,14 @@ def _child_levels(
                 f"({' > '.join(levels)}); their level must be a narrower level of the same "
                 "topology"
             )
+    for s in sets:
+        if s.level not in levels:
+            where = f"at or below {intent.required}" if intent.required else f"with {base}"
+            return (
+                f"gang {key}: its {s.label} requires its {noun}(s) {task_names(s.tasks)} in one "
+                f"{s.level} together ({s.field}), which is no level of the gang's topology "
+                f"{where} ({' > '.join(levels)}); it must be a level of the same topology"
+            )
     slice_level, task_levels = _by_task(
         (task, levels.index(level)) for task, level in intent.levels_of_tasks()
     )
@@ -691,6 +735,7 @@ def _child_levels(
         slice_tasks=tasks,
         slice_noun=noun,
         task_levels=task_levels,
+        task_sets=_sets(sets, topology),
     )
 
 
@@ -741,6 +786,9 @@ def _check(
                 f"{shown(intent.required, required)}; slices must fit inside the required "
                 "domain"
             )
+    problem = _set_problem(resolved, intent)
+    if problem:
+        return f"gang {key}: {problem}"
     if intent.slice_size and group.min_member % intent.slice_size:
         return (
             f"gang {key}: topology slice size {intent.slice_size} does not divide the gang's "
@@ -756,6 +804,56 @@ def _check(
             f"combined with {resolved}; use one or the other"
         )
     return resolved
+
+
+def _set_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:
+    """Why the gang's task sets cannot be honoured as declared ("" if they can): a set wider
+    than the required level, a task whose own level is wider than a set holding it, sets
+    that overlap without one holding the other, or a set inside another at a wider level.
+    Precondition: `resolved.task_sets` are `intent.task_sets` in order."""
+    sets = list(zip(intent.task_sets, resolved.task_sets, strict=True))
+    required, noun = resolved.required, resolved.slice_noun
+
+    def named(declared: TaskSet) -> str:
+        return f"{declared.label} ({declared.field})" if declared.field else declared.label
+
+    for declared, held in sets:
+        if required is not None and held.level < required:
+            return (
+                f"{named(declared)} requires one {resolved.key(held.level)}, wider than "
+                f"required level {resolved.key(required)}; a set of {noun}s must fit inside "
+                "the required domain"
+            )
+        for task in sorted(held.tasks):
+            level = resolved.task_level(task)
+            if level is not None and level < held.level:
+                return (
+                    f"{noun} {task} requires one {resolved.key(level)}, wider than the one "
+                    f"{resolved.key(held.level)} {named(declared)} holds it in; a {noun}'s "
+                    "level must be at or below that of every set holding it"
+                )
+    for i, (a, held_a) in enumerate(sets):
+        for b, held_b in sets[i + 1 :]:
+            common = held_a.tasks & held_b.tasks
+            if not common or held_a.tasks == held_b.tasks:
+                continue
+            if not (held_a.tasks < held_b.tasks or held_b.tasks < held_a.tasks):
+                return (
+                    f"{named(a)} and {named(b)} share {noun}(s) {task_names(common)} but "
+                    "neither holds the other; sets must nest or be disjoint"
+                )
+            (inner, held_in), (outer, held_out) = (
+                ((a, held_a), (b, held_b))
+                if held_a.tasks < held_b.tasks
+                else ((b, held_b), (a, held_a))
+            )
+            if held_in.level < held_out.level:
+                return (
+                    f"{named(inner)} requires one {resolved.key(held_in.level)}, wider than "
+                    f"the one {resolved.key(held_out.level)} {named(outer)} holds it in; a set "
+                    "inside another must be at or below its level"
+                )
+    return ""
 
 
 # --- Member order, for slices ---------------------------------------------------------------

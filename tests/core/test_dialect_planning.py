@@ -1138,6 +1138,64 @@ def test_a_relabel_within_the_domain_of_a_kai_subgroups_own_level_keeps_the_gang
     assert cluster.state.reservation("kai:default/serve") is not None
 
 
+def dynamo() -> list[dict[str, Any]]:
+    """`serve` in one spine; parent subgroup prefill (leader and workers, a member each) in
+    one leaf; decode (two members) anywhere in the spine. Each member a whole 8-GPU node."""
+    group = kai_podgroup_obj("serve", None)
+    group["spec"]["topologyConstraint"] = {"requiredTopologyLevel": SPINE}
+    group["spec"]["subGroups"] = [
+        {"name": "prefill", "topologyConstraint": {"requiredTopologyLevel": LEAF}},
+        {"name": "prefill-leader", "parent": "prefill", "minMember": 1},
+        {"name": "prefill-workers", "parent": "prefill", "minMember": 1},
+        {"name": "decode", "minMember": 2},
+    ]
+    roles = {"prefill-leader": 1, "prefill-workers": 1, "decode": 2}
+    members = [
+        kai_pod_obj(f"{role}-{i}", "serve", role, gpus=8)
+        for role, count in roles.items()
+        for i in range(count)
+    ]
+    return [group, *members]
+
+
+def test_a_kai_parent_subgroup_s_leaves_are_held_in_one_domain_of_its_level() -> None:
+    cluster = spined_cluster(*two_spines())
+    for obj in dynamo():
+        cluster.add(obj)
+    names = [n.name for n in two_spines()]
+    assert cluster.planner.filter(cluster.pod("decode-0"), names, now=0).reserved is not None
+    where = reserved_where(cluster)
+    leaf = {n.name: n.labels[LEAF] for n in two_spines()}
+    assert leaf[where["prefill-leader-0"]] == leaf[where["prefill-workers-0"]]
+    record = cluster.planner.journal.get("kai:default/serve")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation.endswith("; subgroup prefill within one leaf")
+
+    moved = where["prefill-workers-0"]
+    node = next(n for n in two_spines() if n.name == moved)
+    cluster.state.upsert_node(relabelled(node, **{LEAF: "elsewhere"}))
+    cluster.planner.recheck_topology()
+
+    assert cluster.state.reservation("kai:default/serve") is None
+    assert (
+        f"subgroup prefill (prefill-leader, prefill-workers) must lie in one {LEAF} domain"
+        in cluster.released[-1].why
+    )
+
+
+def test_a_kai_parent_subgroup_no_domain_of_its_level_holds_leaves_the_gang_unfit() -> None:
+    # One spine of four leaves of a node each: the spine holds the gang, no leaf prefill.
+    nodes = [rack_node(f"n{i}", 8, spine="s0", leaf=f"l{i}", clique=f"c{i}") for i in range(4)]
+    cluster = spined_cluster(*nodes)
+    for obj in dynamo():
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("decode-0"), [n.name for n in nodes], now=0)
+    assert decision.reserved is None
+    reason = decision.result.unresolvable[nodes[0].name]
+    assert "subgroup prefill (prefill-leader, prefill-workers together) fits in no leaf" in reason
+
+
 # --- Grove's PodGangs -------------------------------------------------------------------------
 
 GROVE = GroupRef("default", "serve-0", Dialect.GROVE)

@@ -11,13 +11,15 @@ from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import grove, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.model import Dialect, GroupRef, PodGroup, TaskSet, TopologyConstraint
+from phalanx.core.topology import parse_topologies, resolve_topology
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 NOW = "2026-01-01T00:00:00Z"
 EARLIER = "2025-12-31T00:00:00Z"
 ZONE = "topology.kubernetes.io/zone"
 RACK = "example.com/rack"
+BLOCK = "example.com/block"
 LEVELS_FIELD = "spec.podgroups[].topologyConstraint.packConstraint.required"
 
 
@@ -302,6 +304,103 @@ def test_a_group_config_without_a_constraint_says_nothing_and_one_preferring_is_
     )
 
 
+def configs_field(index: int) -> str:
+    return f"spec.topologyConstraintGroupConfigs[{index}].topologyConstraint.packConstraint"
+
+
+def test_a_group_config_requiring_a_level_holds_its_podgroups_together_as_a_task_set() -> None:
+    # Dynamo on Grove: the gang in one zone, prefill's leader and workers together in one
+    # block (their PodCliqueScalingGroup's constraint group), each in one rack.
+    obj = grove_podgang_obj(
+        "serve-0", {"prefill-leader": 1, "prefill-workers": 2, "decode": 2}, namespace="ml"
+    )
+    obj["spec"]["topologyConstraint"] = {"packConstraint": {"required": ZONE}}
+    with_podgroup_packs(obj, **{"prefill-leader": {"required": RACK}})
+    with_podgroup_packs(obj, **{"prefill-workers": {"required": RACK}})
+    obj["spec"]["topologyConstraintGroupConfigs"] = [
+        group_config(["prefill-workers", "prefill-leader"], {"required": BLOCK})
+    ]
+    parsed = grove.parse_pod_gang(obj)
+    assert parsed.warnings == ()
+    topology = present(parsed.value.topology)
+    assert topology.task_sets == (
+        TaskSet(
+            "constraint group sg",
+            ("prefill-leader", "prefill-workers"),
+            BLOCK,
+            f"{configs_field(0)}.required",
+        ),
+    )
+    assert str(topology) == (
+        f"required {ZONE}, podgroup(s) prefill-leader, prefill-workers each in one {RACK}, "
+        f"constraint group sg (prefill-leader, prefill-workers) together in one {BLOCK}"
+    )
+
+
+def test_a_group_config_requiring_and_preferring_holds_its_podgroups_and_says_the_rest() -> None:
+    obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2})
+    obj["spec"]["topologyConstraintGroupConfigs"] = [
+        group_config(["prefill", "decode"], {"required": BLOCK, "preferred": RACK})
+    ]
+    parsed = grove.parse_pod_gang(obj)
+    assert parsed.value.topology == TopologyConstraint(
+        any_label=True,
+        slice_noun="podgroup",
+        task_sets=(
+            TaskSet(
+                "constraint group sg", ("decode", "prefill"), BLOCK, f"{configs_field(0)}.required"
+            ),
+        ),
+    )
+    assert parsed.warnings == (
+        f"{configs_field(0)}.preferred is ignored: Phalanx has no preference for several "
+        "podgroups together",
+    )
+
+
+def test_group_configs_sharing_podgroups_without_one_holding_the_other_are_refused() -> None:
+    obj = grove_podgang_obj("serve-0", {"a": 1, "b": 1, "c": 1}, namespace="ml")
+    obj["spec"]["topologyConstraintGroupConfigs"] = [
+        group_config(["a", "b"], {"required": BLOCK}),
+        group_config(["b", "c"], {"required": RACK}),
+    ]
+    with pytest.raises(InvalidObjectError) as raised:
+        grove.parse_pod_gang(obj)
+    assert str(raised.value) == (
+        f"PodGang ml/serve-0: {configs_field(1)}.required: holds b with constraint group sg "
+        f"({configs_field(0)}.required) but neither set holds the other: sets of tasks kept "
+        "together must nest or be disjoint"
+    )
+
+
+def test_nested_group_configs_are_nested_task_sets() -> None:
+    obj = grove_podgang_obj("serve-0", {"a": 1, "b": 1, "c": 1})
+    obj["spec"]["topologyConstraintGroupConfigs"] = [
+        group_config(["a", "b", "c"], {"required": BLOCK}),
+        {**group_config(["b", "c"], {"required": RACK}), "name": "inner"},
+    ]
+    topology = present(grove.parse_pod_gang(obj).value.topology)
+    assert [(s.label, s.tasks, s.level) for s in topology.task_sets] == [
+        ("constraint group inner", ("b", "c"), RACK),
+        ("constraint group sg", ("a", "b", "c"), BLOCK),
+    ]
+
+
+def test_a_group_config_wider_than_the_podgang_s_own_level_is_refused_when_resolved() -> None:
+    topologies = parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}")
+    obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2}, namespace="ml")
+    obj["spec"]["topologyConstraint"] = {"packConstraint": {"required": BLOCK}}
+    obj["spec"]["topologyConstraintGroupConfigs"] = [
+        group_config(["prefill", "decode"], {"required": ZONE})
+    ]
+    group = grove.parse_pod_gang(obj).value
+    assert resolve_topology(group, [], topologies) == (
+        f"gang grove:ml/serve-0: constraint group sg ({configs_field(0)}.required) requires "
+        f"one {ZONE}, wider than required level {BLOCK}; a set of podgroups must fit inside "
+        "the required domain"
+    )
+
+
 # --- refusals --------------------------------------------------------------------------
 
 TOO_BIG = 2**31
@@ -400,13 +499,6 @@ TOO_BIG = 2**31
             "spec.topologyConstraint.packConstraint: must be an object, not a string",
         ),
         (
-            {"topologyConstraintGroupConfigs": [group_config(["w"], {"required": RACK})]},
-            "spec.topologyConstraintGroupConfigs[0].topologyConstraint.packConstraint.required: "
-            "is not supported: Phalanx has no constraint that keeps several podgroups together "
-            "in one domain (use the PodGang's spec.topologyConstraint for the whole gang, or "
-            "each podgroup's own)",
-        ),
-        (
             {"topologyConstraintGroupConfigs": [group_config(["w", "x"], None)]},
             'spec.topologyConstraintGroupConfigs[0].podGroupNames[1]: "x" names no podgroup '
             "of spec.podgroups",
@@ -439,7 +531,6 @@ TOO_BIG = 2**31
         "gang-key-not-a-label",
         "gang-key-type",
         "pack-constraint-type",
-        "group-config-required",
         "group-config-unknown-podgroup",
         "group-configs-type",
         "reuse-reservation-type",

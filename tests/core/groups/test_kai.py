@@ -12,14 +12,23 @@ from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import kai, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Dialect, GroupRef, PodGroup, SubGroupTree, TopologyConstraint
+from phalanx.core.model import (
+    Dialect,
+    GroupRef,
+    PodGroup,
+    SubGroupTree,
+    TaskSet,
+    TopologyConstraint,
+)
 from phalanx.core.quorum import fewest_members
+from phalanx.core.topology import parse_topologies, resolve_topology
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 NOW = "2026-01-01T00:00:00Z"
 EARLIER = "2025-12-31T00:00:00Z"
 ZONE = "topology.kubernetes.io/zone"
 RACK = "example.com/rack"
+BLOCK = "example.com/block"
 
 
 # --- membership ------------------------------------------------------------------------
@@ -248,6 +257,114 @@ def test_a_parent_s_level_is_accepted_where_the_gang_s_own_level_already_holds_i
     parsed = kai.parse_pod_group(obj)
     assert parsed.warnings == ()
     assert parsed.value.topology == TopologyConstraint(required=ZONE, any_label=True)
+
+
+PREFILL_LEVEL = "spec.subGroups[3].topologyConstraint.requiredTopologyLevel"
+
+
+def test_a_parent_s_level_holds_its_leaves_together_as_a_task_set() -> None:
+    # NVIDIA Dynamo's disaggregated serving: the gang in one zone, prefill's leader and
+    # workers together in one block, each of them in one rack.
+    subgroups = disaggregated()
+    subgroups[3]["topologyConstraint"] = {"requiredTopologyLevel": BLOCK}
+    for leaf in (4, 5):
+        subgroups[leaf]["topologyConstraint"] = {"requiredTopologyLevel": RACK}
+    obj = with_subgroups(10, subgroups, topologyConstraint={"requiredTopologyLevel": ZONE})
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.warnings == ()
+    topology = parsed.value.topology
+    assert topology is not None
+    assert topology.task_sets == (
+        TaskSet("subgroup prefill", ("prefill-leaders", "prefill-workers"), BLOCK, PREFILL_LEVEL),
+    )
+    assert str(topology) == (
+        f"required {ZONE}, subgroup(s) prefill-leaders, prefill-workers each in one {RACK}, "
+        f"subgroup prefill (prefill-leaders, prefill-workers) together in one {BLOCK}"
+    )
+
+
+def test_a_parent_s_level_without_the_pod_group_s_own_is_a_task_set_alone() -> None:
+    subgroups = disaggregated(topologyConstraint={"requiredTopologyLevel": RACK})
+    topology = kai.parse_pod_group(with_subgroups(10, subgroups)).value.topology
+    assert topology == TopologyConstraint(
+        any_label=True,
+        slice_noun="subgroup",
+        task_sets=(
+            TaskSet(
+                "subgroup decode",
+                ("decode-leaders", "decode-workers"),
+                RACK,
+                "spec.subGroups[0].topologyConstraint.requiredTopologyLevel",
+            ),
+        ),
+    )
+
+
+def test_nested_parents_give_nested_task_sets_of_the_leaves_beneath_each() -> None:
+    subgroups: list[dict[str, Any]] = [
+        {"name": "replica", "topologyConstraint": {"requiredTopologyLevel": ZONE}},
+        {
+            "name": "prefill",
+            "parent": "replica",
+            "topologyConstraint": {"requiredTopologyLevel": BLOCK},
+        },
+        {"name": "leader", "parent": "prefill", "minMember": 1},
+        {"name": "workers", "parent": "prefill", "minMember": 2},
+        {"name": "decode", "parent": "replica", "minMember": 2},
+    ]
+    topology = kai.parse_pod_group(with_subgroups(5, subgroups)).value.topology
+    assert topology is not None
+    assert [(s.label, s.tasks, s.level) for s in topology.task_sets] == [
+        ("subgroup prefill", ("leader", "workers"), BLOCK),
+        ("subgroup replica", ("decode", "leader", "workers"), ZONE),
+    ]
+
+
+def test_a_parent_s_level_beside_the_annotations_slices_is_refused_naming_it() -> None:
+    obj = with_subgroups(10, disaggregated(topologyConstraint={"requiredTopologyLevel": RACK}))
+    obj["metadata"]["annotations"] = {
+        "phalanx.io/topology-slice-size": "2",
+        "phalanx.io/topology-slice-required": RACK,
+    }
+    with pytest.raises(InvalidObjectError) as raised:
+        kai.parse_pod_group(obj)
+    assert str(raised.value).endswith(
+        "spec.subGroups[0].topologyConstraint.requiredTopologyLevel: cannot be combined with "
+        f"the PodGroup's slices (slices of 2 in {RACK}, from the phalanx.io/topology-* "
+        "annotations); use one or the other"
+    )
+
+
+@pytest.mark.parametrize(
+    ("parent", "leaf", "error"),
+    [
+        (
+            ZONE,
+            None,
+            f"subgroup prefill ({PREFILL_LEVEL}) requires one {ZONE}, wider than required "
+            f"level {BLOCK}; a set of subgroups must fit inside the required domain",
+        ),
+        (
+            RACK,
+            BLOCK,
+            f"subgroup prefill-workers requires one {BLOCK}, wider than the one {RACK} "
+            f"subgroup prefill ({PREFILL_LEVEL}) holds it in; a subgroup's level must be at "
+            "or below that of every set holding it",
+        ),
+    ],
+    ids=["parent-wider-than-the-gang", "leaf-wider-than-its-parent"],
+)
+def test_parent_levels_that_do_not_nest_are_refused_when_resolved_naming_the_field(
+    parent: str, leaf: str | None, error: str
+) -> None:
+    topologies = parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}")
+    subgroups = disaggregated()
+    subgroups[3]["topologyConstraint"] = {"requiredTopologyLevel": parent}
+    if leaf:
+        subgroups[5]["topologyConstraint"] = {"requiredTopologyLevel": leaf}
+    obj = with_subgroups(10, subgroups, topologyConstraint={"requiredTopologyLevel": BLOCK})
+    group = kai.parse_pod_group(obj).value
+    assert resolve_topology(group, [], topologies) == f"gang kai:default/serve: {error}"
 
 
 @pytest.mark.parametrize(
@@ -568,13 +685,6 @@ D1 = {"name": "d1", "parent": "decode", "minMember": 2}
             "(4): no gang of spec.minMember members can hold them",
         ),
         (
-            {"subGroups": [{**DECODE, "topologyConstraint": {"requiredTopologyLevel": RACK}}, D0]},
-            'spec.subGroups[0].topologyConstraint.requiredTopologyLevel: "example.com/rack" on '
-            "a subgroup with child subgroups is not supported: Phalanx keeps one leaf "
-            "subgroup's members, or the whole gang, in one domain, not several subgroups "
-            "together; set it on the leaves or as spec.topologyConstraint.requiredTopologyLevel",
-        ),
-        (
             {
                 "subGroups": [
                     {
@@ -629,7 +739,6 @@ D1 = {"name": "d1", "parent": "decode", "minMember": 2}
         "min-sub-group-over-children",
         "min-sub-group-negative",
         "tree-quorum-over-min-member",
-        "parent-level-beside-no-gang-level",
         "subgroup-level-not-a-label",
         "subgroup-topology-type",
         "topology-level-not-a-label",

@@ -10,7 +10,7 @@ on a pod they never raise (see `phalanx.core.inventory`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Generic, TypedDict, TypeVar
 
@@ -20,7 +20,9 @@ from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
     Placement,
     PolicyKind,
+    TaskSet,
     TopologyConstraint,
+    task_names,
 )
 from phalanx.core.names import annotation_int, is_dns_label, is_object_name, is_qualified_name
 from phalanx.core.rawdict import (
@@ -259,6 +261,37 @@ def with_task_levels(
     )
 
 
+def with_task_sets(
+    src: Source, own: TopologyConstraint | None, sets: Sequence[TaskSet], *, kind: str, noun: str
+) -> TopologyConstraint | None:
+    """A gang's topology intent (`own`, with its tasks' levels already) with sets of its
+    tasks each held in one domain of a level (`TopologyConstraint.task_sets`: KAI's parent
+    subgroups, Grove's constraint groups). Refused, naming a set's field: sets that share
+    tasks without one holding the other (they could not be placed one inside the other),
+    or sets beside the object's annotations' slices by rank. Whether the levels nest is
+    known only against the configured topologies (`resolve_topology`). `kind` names the
+    object, `noun` its tasks, in messages."""
+    if not sets:
+        return own
+    base = own or TopologyConstraint(any_label=True)
+    if base.slice_size:
+        raise src.invalid(
+            sets[0].field,
+            f"cannot be combined with the {kind}'s slices ({base}, from the "
+            "phalanx.io/topology-* annotations); use one or the other",
+        )
+    for i, a in enumerate(sets):
+        for b in sets[:i]:
+            common = set(a.tasks) & set(b.tasks)
+            if common and not (common == set(a.tasks) or common == set(b.tasks)):
+                raise src.invalid(
+                    a.field,
+                    f"holds {task_names(common)} with {b.label} ({b.field}) but neither set "
+                    "holds the other: sets of tasks kept together must nest or be disjoint",
+                )
+    return replace(base, slice_noun=noun, task_sets=tuple(sorted(sets, key=lambda s: s.label)))
+
+
 INT32_MAX: Final = 2**31 - 1
 
 
@@ -356,4 +389,5 @@ __all__ = [
     "read_min_count",
     "read_positive_int32",
     "with_task_levels",
+    "with_task_sets",
 ]

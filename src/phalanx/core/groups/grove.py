@@ -18,9 +18,13 @@ PodCliqueSet replica, as Grove's operator creates them.
   of that label (`TopologyConstraint.slice_tasks`; podgroups may require different levels
   of one topology, `task_levels`). A podgroup's `preferred` is not used (a warning):
   Phalanx has no per-task preference.
-* `spec.topologyConstraintGroupConfigs` constrain several podgroups together inside one
-  domain; Phalanx has no such constraint, so an entry with a `required` key is refused
-  naming it (one with only `preferred` is a warning, one with neither says nothing).
+* `spec.topologyConstraintGroupConfigs` keep several podgroups together inside one
+  domain: an entry's `required` key is a task set of its `podGroupNames`
+  (`TopologyConstraint.task_sets`, "constraint group <name>"), inside the PodGang's domain
+  and around each podgroup's own. Entries that share podgroups without one holding the
+  other are refused naming the field; levels that do not nest (an entry wider than the
+  PodGang's `required`, a podgroup's wider than its entry's) are refused when the gang is
+  resolved. An entry's `preferred` is not used (a warning), one with neither says nothing.
 * `spec.priorityClassName` is not placement: not read. `spec.reuseReservationRef` asks to
   reuse an earlier PodGang's reservation: Phalanx places every gang anew (a warning).
 * Status, on `/status` (Grove's CRD has the subresource): `phase` and a `Scheduled`
@@ -47,6 +51,7 @@ from phalanx.core.groups.common import (
     label_levels,
     read_identity,
     with_task_levels,
+    with_task_sets,
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
@@ -57,7 +62,15 @@ from phalanx.core.groups.status import (
     rfc3339,
     set_condition,
 )
-from phalanx.core.model import Claim, Dialect, GroupRef, Pod, PodGroup, TopologyConstraint
+from phalanx.core.model import (
+    Claim,
+    Dialect,
+    GroupRef,
+    Pod,
+    PodGroup,
+    TaskSet,
+    TopologyConstraint,
+)
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
@@ -127,7 +140,8 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
             "spec.podgroups",
             f"the podgroups' minReplicas sum to {total}, more than {INT32_MAX} (an int32)",
         )
-    warnings = [*podgroups.warnings, *_group_configs(src, spec, podgroups.names)]
+    sets, unused = _group_configs(src, spec, podgroups.names)
+    warnings = [*podgroups.warnings, *unused]
     if read_object(src, spec.get("reuseReservationRef"), "spec.reuseReservationRef"):
         warnings.append(
             "spec.reuseReservationRef is ignored: Phalanx keeps no reservation for a later "
@@ -147,13 +161,19 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.GROVE,
-        topology=with_task_levels(
+        topology=with_task_sets(
             src,
-            topology,
-            podgroups.levels,
+            with_task_levels(
+                src,
+                topology,
+                podgroups.levels,
+                kind=KIND,
+                noun="podgroup",
+                levels_field=PODGROUP_LEVELS_FIELD,
+            ),
+            sets,
             kind=KIND,
             noun="podgroup",
-            levels_field=PODGROUP_LEVELS_FIELD,
         ),
         min_task_member=podgroups.minima,
         task_names=podgroups.names,
@@ -236,15 +256,19 @@ def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
     )
 
 
-def _group_configs(src: Source, spec: JsonObject, names: frozenset[str]) -> list[str]:
-    """Warnings for `spec.topologyConstraintGroupConfigs` Phalanx can leave unread; an
-    entry that requires its podgroups together in one domain is refused (no counterpart)."""
-    warnings = []
+def _group_configs(
+    src: Source, spec: JsonObject, names: frozenset[str]
+) -> tuple[list[TaskSet], list[str]]:
+    """`spec.topologyConstraintGroupConfigs`: a task set for each entry with a `required`
+    key (its podgroups together in one domain of it), and warnings for what is not used
+    (a `preferred` key: no preference for several podgroups together)."""
+    sets, warnings = [], []
     configs = spec.get("topologyConstraintGroupConfigs")
     for path, entry in read_objects(src, configs, "spec.topologyConstraintGroupConfigs"):
         listed = entry.get("podGroupNames")
         if listed is not None and not isinstance(listed, list):
             raise src.invalid(f"{path}.podGroupNames", "must be a list of podgroup names")
+        tasks = set()
         for index, item in enumerate(listed or ()):
             named = read_string(src, item, f"{path}.podGroupNames[{index}]")
             if named not in names:
@@ -252,22 +276,27 @@ def _group_configs(src: Source, spec: JsonObject, names: frozenset[str]) -> list
                     f"{path}.podGroupNames[{index}]",
                     f"{quoted(named)} names no podgroup of spec.podgroups",
                 )
+            tasks.add(named)
         where = f"{path}.topologyConstraint"
         intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
         if intent is None:
             continue
-        if intent.required:
-            raise src.invalid(
-                f"{where}.packConstraint.required",
-                "is not supported: Phalanx has no constraint that keeps several podgroups "
-                "together in one domain (use the PodGang's spec.topologyConstraint for the "
-                "whole gang, or each podgroup's own)",
+        if intent.required and tasks:
+            label = read_string(src, entry.get("name"), f"{path}.name") or path
+            sets.append(
+                TaskSet(
+                    f"constraint group {label}",
+                    tuple(sorted(tasks)),
+                    intent.required,
+                    f"{where}.packConstraint.required",
+                )
             )
-        warnings.append(
-            f"{where}.packConstraint.preferred is ignored: Phalanx has no preference for "
-            "several podgroups together"
-        )
-    return warnings
+        if intent.preferred:
+            warnings.append(
+                f"{where}.packConstraint.preferred is ignored: Phalanx has no preference for "
+                "several podgroups together"
+            )
+    return sets, warnings
 
 
 def _pack_constraint(src: Source, holder: JsonObject, where: str) -> JsonObject:

@@ -23,9 +23,11 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
   different levels (`task_levels`: prefill in one rack, decode in one spine), as KAI's
   multi-level topology has it; they must be levels of one topology, no wider than the
   PodGroup's required level, or the gang is refused when it is resolved. A parent's
-  required level (its descendants together in one domain) has no counterpart in the
-  slices: accepted only when it is the PodGroup's own required level, which already
-  holds it, refused naming the field otherwise. A subgroup's `preferredTopologyLevel`
+  required level keeps its leaves together in one domain of it (a task set,
+  `TopologyConstraint.task_sets`: Dynamo's prefill leader and workers in one block, each
+  in one rack), nested as the subgroups are; it must be no wider than the PodGroup's level
+  and no narrower than its leaves' (checked when resolved, naming the field); the
+  PodGroup's own level is already held. A subgroup's `preferredTopologyLevel`
   and `topology` are not used (a warning each): Phalanx has no per-subgroup preference.
 * `spec.topologyConstraint`: `requiredTopologyLevel` and `preferredTopologyLevel` are node
   label keys, read as upstream's PodGroup topology key is (`any_label`: a level of a
@@ -45,7 +47,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from phalanx.core.errors import quoted
 from phalanx.core.groups.common import (
     ObjectSettings,
     Parsed,
@@ -56,6 +57,7 @@ from phalanx.core.groups.common import (
     read_identity,
     read_min_count,
     with_task_levels,
+    with_task_sets,
 )
 from phalanx.core.groups.kai_subgroups import Subgroups, parents, read_subgroups
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupStatus, camel, rfc3339, set_condition
@@ -130,15 +132,8 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
     topology = settings.topology_with(
         src, _topology(src, constraint, "spec.topologyConstraint"), "spec.topologyConstraint"
     )
-    for level, where in subgroups.parent_levels:
-        if topology is None or level != topology.required:
-            raise src.invalid(
-                where,
-                f"{quoted(level)} on a subgroup with child subgroups is not supported: "
-                "Phalanx keeps one leaf subgroup's members, or the whole gang, in one "
-                "domain, not several subgroups together; set it on the leaves or as "
-                "spec.topologyConstraint.requiredTopologyLevel",
-            )
+    # A parent at the PodGroup's own level is held by the gang's domain already.
+    sets = [s for s in subgroups.sets if topology is None or s.level != topology.required]
     group = PodGroup(
         namespace=namespace,
         name=name,
@@ -146,13 +141,19 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.KAI,
-        topology=with_task_levels(
+        topology=with_task_sets(
             src,
-            topology,
-            subgroups.levels,
+            with_task_levels(
+                src,
+                topology,
+                subgroups.levels,
+                kind=KIND,
+                noun="subgroup",
+                levels_field=SUBGROUP_LEVELS_FIELD,
+            ),
+            sets,
             kind=KIND,
             noun="subgroup",
-            levels_field=SUBGROUP_LEVELS_FIELD,
         ),
         min_task_member=subgroups.minima,
         task_names=subgroups.names,

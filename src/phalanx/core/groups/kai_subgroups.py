@@ -13,10 +13,9 @@ KAI's rules (its PodGroup webhook and scheduler, `scheduling.run.ai/v2alpha2`), 
 
 Flat subgroups without any `minSubGroup` stay Volcano-style task minima, sorted pairs
 without the zeros; anything else is a `SubGroupTree`, the quorum shape of a composite
-gang (`phalanx.core.quorum`). A parent's `requiredTopologyLevel` would keep all its
-descendants' members in one domain together, a slice of several tasks that the topology
-search has no counterpart for: it is accepted only where the PodGroup's own required
-level already holds it (the same level), refused naming the field otherwise.
+gang (`phalanx.core.quorum`). A parent's `requiredTopologyLevel` keeps all its
+descendants' members in one domain together: a task set of its leaves (`TaskSet`), which
+nests inside its parent's as the subgroups do.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import INT32_MAX, label_levels
-from phalanx.core.model import ChildGroups, SubGroupTree, TopologyConstraint
+from phalanx.core.model import ChildGroups, SubGroupTree, TaskSet, TopologyConstraint
 from phalanx.core.quorum import fewest_members
 from phalanx.core.rawdict import (
     JsonObject,
@@ -51,8 +50,8 @@ class Subgroups:
     (pairs sorted by name, no zeros) or the tree. `fewest`: the fewest members that make
     the subgroups' quorum. `elastic`: some `minSubGroup` lets a quorum leave subgroups out.
     `levels`: each leaf's required level with the leaves (and field) that set it
-    (`with_task_levels`); `parent_levels`: a parent's, with its field, which only the
-    PodGroup's own level can hold. `warnings`: what is read but not used.
+    (`with_task_levels`); `sets`: each parent with a required level, the set of its leaves
+    held in one domain of it (`with_task_sets`). `warnings`: what is read but not used.
     """
 
     names: frozenset[str] = frozenset()
@@ -60,7 +59,7 @@ class Subgroups:
     fewest: int = 0
     elastic: bool = False
     levels: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    parent_levels: tuple[tuple[str, str], ...] = ()
+    sets: tuple[TaskSet, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -100,8 +99,13 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
         if leaf.required:
             where = f"{leaf.path}.topologyConstraint.requiredTopologyLevel"
             levels.setdefault(leaf.required, []).append((leaf.name, where))
-    parent_levels = tuple(
-        (e.required, f"{e.path}.topologyConstraint.requiredTopologyLevel")
+    sets = tuple(
+        TaskSet(
+            f"subgroup {e.name}",
+            _leaves_under(e.name, children),
+            e.required,
+            f"{e.path}.topologyConstraint.requiredTopologyLevel",
+        )
         for e in entries.values()
         if e.name in children and e.required
     )
@@ -110,7 +114,7 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
     if not elastic and len(top) == len(entries):
         minima = tuple(sorted((e.name, e.min_member or 0) for e in leaves if e.min_member))
         fewest = sum(minimum for _, minimum in minima)
-        return Subgroups(names, minima, fewest, False, levels, parent_levels, tuple(warnings))
+        return Subgroups(names, minima, fewest, False, levels, sets, tuple(warnings))
 
     def node(name: str) -> tuple[str, int] | SubGroupTree:
         below = children.get(name)
@@ -122,9 +126,20 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
 
     tree = node("")
     assert isinstance(tree, SubGroupTree)  # the PodGroup has children: entries exist
-    return Subgroups(
-        names, tree, fewest_members(tree), elastic, levels, parent_levels, tuple(warnings)
-    )
+    return Subgroups(names, tree, fewest_members(tree), elastic, levels, sets, tuple(warnings))
+
+
+def _leaves_under(name: str, children: Mapping[str, list[str]]) -> tuple[str, ...]:
+    """The leaves beneath subgroup `name`, sorted. Precondition: the tree has no cycle."""
+    leaves, stack = [], list(children.get(name, ()))
+    while stack:
+        child = stack.pop()
+        below = children.get(child)
+        if below is None:
+            leaves.append(child)
+        else:
+            stack.extend(below)
+    return tuple(sorted(leaves))
 
 
 def _entry(src: Source, path: str, raw: JsonObject, warnings: list[str]) -> _Entry:

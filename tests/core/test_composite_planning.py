@@ -296,6 +296,37 @@ def test_a_child_groups_own_key_keeps_its_members_in_one_value_of_it() -> None:
     assert where["head-0"] == "n1"
 
 
+def nested_workers(key: str | None) -> list[dict[str, Any]]:
+    """`ray` over a head and a nested composite `workers` (key `key`) of two worker
+    PodGroups, a pod each; every pod a whole 8-GPU node."""
+    return [
+        composite_obj("ray", 2),
+        composite_obj("workers", 2, parent="ray", topology_key=key),
+        upstream_podgroup_obj("ray-head", 1, parent="ray"),
+        upstream_podgroup_obj("gpu-a", 1, parent="workers"),
+        upstream_podgroup_obj("gpu-b", 1, parent="workers"),
+        member("head-0", "ray-head"),
+        member("a-0", "gpu-a"),
+        member("b-0", "gpu-b"),
+    ]
+
+
+@pytest.mark.parametrize("key", [ZONE, None], ids=["nested-key", "no-nested-key"])
+def test_a_nested_composites_key_keeps_every_pod_group_beneath_it_in_one_value(
+    key: str | None,
+) -> None:
+    # Zone z1 has two nodes and sorts first, z2 one: the worker groups share z1 only when
+    # the nested composite says so; otherwise the first zone takes any two pods.
+    cluster = Cluster(*nested_workers(key), nodes=0)
+    for node in (zoned("n1", "z1"), zoned("n2", "z2"), zoned("n3", "z1")):
+        cluster.state.upsert_node(node)
+    decision = cluster.planner.filter(cluster.pod("head-0"), ["n1", "n2", "n3"], now=0)
+    assert decision.reserved is not None
+    where = placed(cluster)
+    together = {where["a-0"], where["b-0"]} == {"n1", "n3"}
+    assert together if key else not together, where
+
+
 def test_a_relabel_that_splits_a_childs_members_across_its_key_releases_the_gang() -> None:
     cluster = Cluster(*with_worker_key(ZONE), nodes=0)
     for node in (zoned("n1", "z1"), zoned("n2", "z2"), zoned("n3", "z2")):

@@ -181,4 +181,5 @@ def _composite_tree(
     namespace = [c for c in state.composites().values() if c.namespace == root.namespace]
     tree = composite.child_tree(root, namespace, groups.values())
     children = {g.name: g for g in groups.values() if g.namespace == root.namespace}
-    return tree, composite.child_topology(root, tree, children)
+    nested = {c.name: c for c in namespace}
+    return tree, composite.child_topology(root, tree, children, nested)

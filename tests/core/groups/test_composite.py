@@ -20,7 +20,14 @@ from phalanx.core.groups.composite import (
     unread_on_child,
 )
 from phalanx.core.groups.upstream import parse_pod_group
-from phalanx.core.model import ChildGroups, Dialect, DisruptionMode, GroupRef, TopologyConstraint
+from phalanx.core.model import (
+    ChildGroups,
+    Dialect,
+    DisruptionMode,
+    GroupRef,
+    TaskSet,
+    TopologyConstraint,
+)
 
 ZONE = "topology.kubernetes.io/zone"
 RACK = "example.com/rack"
@@ -275,6 +282,50 @@ def test_a_child_declaring_more_than_a_key_is_refused_naming_it() -> None:
     assert isinstance(problem, str)
     assert "PodGroup default/w under CompositePodGroup default/ray declares topology" in problem
     assert "spec.schedulingConstraints.topology" in problem
+
+
+def test_a_nested_composite_s_key_holds_every_pod_group_beneath_it_together() -> None:
+    # A RayCluster in one zone whose GPU worker groups (one composite) share one rack.
+    root = parse_composite(composite_obj("ray", 2, topology_key=ZONE))
+    nested = parse_composite(composite_obj("workers", 2, parent="ray", topology_key=RACK))
+    groups = [
+        HEAD,
+        parse_pod_group(upstream_podgroup_obj("gpu-a", 2, parent="workers")),
+        parse_pod_group(upstream_podgroup_obj("gpu-b", 2, parent="workers")),
+    ]
+    tree = child_tree(root, [root, nested], groups)
+    topology = child_topology(
+        root, tree, {g.name: g for g in groups}, {"ray": root, "workers": nested}
+    )
+    assert topology == TopologyConstraint(
+        required=ZONE,
+        any_label=True,
+        task_sets=(
+            TaskSet(
+                "CompositePodGroup workers",
+                ("gpu-a", "gpu-b"),
+                RACK,
+                "CompositePodGroup default/workers: spec.schedulingConstraints.topology",
+            ),
+        ),
+    )
+
+
+def test_a_nested_composite_declaring_more_than_a_key_is_refused_naming_it() -> None:
+    root = parse_composite(composite_obj("ray", 2))
+    nested = parse_composite(
+        composite_obj(
+            "workers", 1, parent="ray", annotations={"phalanx.io/topology-preferred": RACK}
+        )
+    )
+    workers = parse_pod_group(upstream_podgroup_obj("gpu-a", 2, parent="workers"))
+    tree = child_tree(root, [root, nested], [workers])
+    problem = child_topology(root, tree, {"gpu-a": workers}, {"workers": nested})
+    assert isinstance(problem, str)
+    assert problem.startswith(
+        "CompositePodGroup default/workers under CompositePodGroup default/ray declares topology"
+    )
+    assert "a nested CompositePodGroup's own topology is its key only" in problem
 
 
 # --- what a child's annotations are told --------------------------------------------------

@@ -15,6 +15,8 @@ composites above it is its own gang, as without a parent. A parent that does not
 cycle or a tree deeper than upstream allows makes the gang wait, naming the object.
 A child PodGroup's own topology key keeps its members inside one value of it, inside the
 composite's (`child_topology`); children may set keys of different levels of one topology.
+A nested composite's own key keeps every PodGroup beneath it together in one value of it
+(a task set, `TopologyConstraint.task_sets`).
 `spec.disruptionMode` (`single` or `all`, `phalanx.core.groups.disruption`) matters to
 preemption only (`phalanx.core.preempt`).
 """
@@ -55,6 +57,7 @@ from phalanx.core.model import (
     DisruptionMode,
     GroupRef,
     PodGroup,
+    TaskSet,
     TopologyConstraint,
 )
 from phalanx.core.quorum import fewest_members
@@ -293,14 +296,22 @@ def unread_on_child(group: PodGroup, top: CompositePodGroup) -> tuple[str, ...]:
 
 
 def child_topology(
-    root: CompositePodGroup, tree: ChildGroups, pod_groups: Mapping[str, PodGroup]
+    root: CompositePodGroup,
+    tree: ChildGroups,
+    pod_groups: Mapping[str, PodGroup],
+    composites: Mapping[str, CompositePodGroup] | None = None,
 ) -> TopologyConstraint | str | None:
     """The composite gang's topology intent: the composite's own (every member inside one
-    value of its key) and its child PodGroups' keys (each child's members inside one value
-    of its own key, `slice_tasks`); or why it cannot be honoured, naming the child and the
-    field (a hard constraint is never dropped silently). Children may set different keys
-    (`task_levels`; whether they nest in one topology is checked when the gang is resolved,
+    value of its key), its child PodGroups' keys (each child's members inside one value
+    of its own key, `slice_tasks`) and its nested composites' keys (every PodGroup beneath
+    one inside one value of its key together, `task_sets`; `composites` by name, those of
+    the tree); or why it cannot be honoured, naming the child and the field (a hard
+    constraint is never dropped silently). Children may set different keys (`task_levels`;
+    whether they nest in one topology is checked when the gang is resolved,
     `resolve_topology`), and nothing but the key (upstream's field)."""
+    sets = _nested_sets(root, tree, composites or {})
+    if isinstance(sets, str):
+        return sets
     keys: dict[str, list[str]] = {}
     for name, _ in tree.pod_groups():
         group = pod_groups.get(name)
@@ -314,10 +325,17 @@ def child_topology(
                 "PodGroup's own topology is its key only (spec.schedulingConstraints.topology)"
             )
         keys.setdefault(intent.required, []).append(name)
-    if not keys:
-        return root.topology
-    pairs = tuple(sorted((name, key) for key, names in keys.items() for name in names))
     own = root.topology or TopologyConstraint(any_label=True)
+    if sets:
+        if own.slice_size:
+            return (
+                f"{KIND} {root.namespace}/{root.name} declares slices ({own}) and a nested "
+                f"{KIND} a topology key of its own ({sets[0]}); use one or the other"
+            )
+        own = replace(own, task_sets=sets)
+    if not keys:
+        return own if sets else root.topology
+    pairs = tuple(sorted((name, key) for key, names in keys.items() for name in names))
     if own.slice_size or own.slice_required:
         shown = "; ".join(f"{name}: {key}" for name, key in pairs)
         return (
@@ -329,3 +347,31 @@ def child_topology(
     if len(keys) > 1:
         return replace(own, slice_tasks=tasks, task_levels=pairs, declared_by=declared_by)
     return replace(own, slice_required=pairs[0][1], slice_tasks=tasks, declared_by=declared_by)
+
+
+def _nested_sets(
+    root: CompositePodGroup, tree: ChildGroups, composites: Mapping[str, CompositePodGroup]
+) -> tuple[TaskSet, ...] | str:
+    """A task set for each composite nested beneath `root` with a topology key: the
+    PodGroups beneath it, together in one value of its key; or why one cannot be honoured
+    (a nested composite's topology is its key only, as a child PodGroup's)."""
+    sets: list[TaskSet] = []
+    stack = [c for c in tree.children if isinstance(c, ChildGroups)]
+    while stack:
+        node = stack.pop()
+        stack.extend(c for c in node.children if isinstance(c, ChildGroups))
+        nested = composites.get(node.name)
+        if nested is None or nested.topology is None:
+            continue
+        intent = nested.topology
+        if intent != TopologyConstraint(required=intent.required, any_label=intent.any_label):
+            return (
+                f"{KIND} {nested.namespace}/{nested.name} under {KIND} {root.namespace}/"
+                f"{root.name} declares topology {intent}: inside a composite a nested "
+                f"{KIND}'s own topology is its key only (spec.schedulingConstraints.topology)"
+            )
+        tasks = tuple(sorted(name for name, _ in node.pod_groups()))
+        if tasks:
+            where = f"{KIND} {nested.namespace}/{nested.name}: spec.schedulingConstraints.topology"
+            sets.append(TaskSet(f"{KIND} {nested.name}", tasks, intent.required, where))
+    return tuple(sorted(sets, key=lambda s: s.label))

@@ -5,9 +5,10 @@ waits (``UnschedulableOnNodePool``) and stops saying it once placed, subgroup mi
 hold in the quorum (nested subgroups too: every leaf beneath each parent, or
 ``minSubGroup`` of them, never a partial gang), and a subgroup's required topology level
 keeps it in one rack (or, levels differing, prefill in one clique and decode in one leaf
-of one spine). KAI's
-own scheduler does not run: its CRD is served (written from its types,
-``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
+of one spine), while a parent subgroup's level keeps its leaves together (prefill's leader
+and workers in one leaf, each in one clique). KAI's own scheduler does not run: its CRD
+is served (written from its types, ``crds/kai-podgroup.yaml``) before this module's
+Phalanx starts.
 """
 
 from __future__ import annotations
@@ -240,6 +241,54 @@ def test_a_nested_kai_gang_waits_for_each_parent_s_leaves_then_binds_whole(
     worker = member(sc, "prefill-worker-0", "disagg", "prefill-workers")
     where = sc.wait_bound([*early, worker])
     assert len(set(where.values())) == 5, where
+
+
+def test_a_kai_parent_subgroup_s_level_binds_its_leaves_together_in_one_domain_of_it(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """NVIDIA Dynamo's shape: the gang in one spine; parent prefill (a leader, two
+    workers) in one leaf, each leaf in one clique; decode (one member) anywhere. Leaf l0
+    has one clique of two nodes (the workers alone), leaf l2 one node: only leaf l1, with
+    cliques of one and two nodes, holds prefill whole."""
+    sc = judged(cluster)
+    shape = {
+        "a1": ("l0", "c0"),
+        "a2": ("l0", "c0"),
+        "b1": ("l1", "c1"),
+        "b2": ("l1", "c2"),
+        "b3": ("l1", "c2"),
+        "d1": ("l2", "c3"),
+    }
+    placed_in = {}
+    for suffix, (leaf_name, clique) in shape.items():
+        values = {SPINE: "s0", LEAF: leaf_name, CLIQUE: clique}
+        name = sc.node(suffix, GPUS, labels={k: f"{sc.namespace}-{v}" for k, v in values.items()})
+        placed_in[name] = (leaf_name, clique)
+    sc.nodes_ready()
+    in_clique = {"requiredTopologyLevel": CLIQUE}
+    kai_pod_group(
+        sc,
+        "dynamo",
+        None,
+        topology={"requiredTopologyLevel": SPINE},
+        nested=[
+            {"name": "prefill", "topologyConstraint": {"requiredTopologyLevel": LEAF}},
+            {**leaf("prefill-leader", "prefill", 1), "topologyConstraint": in_clique},
+            {**leaf("prefill-workers", "prefill", 2), "topologyConstraint": in_clique},
+            {"name": "decode", "minMember": 1},
+        ],
+    )
+    roles = {"prefill-leader": 1, "prefill-workers": 2, "decode": 1}
+    names = {
+        role: [member(sc, f"{role}-{i}", "dynamo", role, gated=True) for i in range(count)]
+        for role, count in roles.items()
+    }
+    every = [name for pods in names.values() for name in pods]
+    for each in every:
+        sc.ungate(each)
+    where = sc.wait_bound(every)
+    assert {placed_in[where[p]] for p in names["prefill-leader"]} == {("l1", "c1")}, where
+    assert {placed_in[where[p]] for p in names["prefill-workers"]} == {("l1", "c2")}, where
 
 
 def test_an_elastic_kai_gang_short_of_its_min_sub_group_binds_nobody_then_whole_replicas(

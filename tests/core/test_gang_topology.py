@@ -11,7 +11,14 @@ from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import Node, Pod
-from phalanx.core.topology import DEFAULT_TOPOLOGIES, GangTopology, TaskSetLevel, build_index
+from phalanx.core.topology import (
+    CLUSTER,
+    DEFAULT_TOPOLOGIES,
+    GangTopology,
+    TaskPreferenceLevel,
+    TaskSetLevel,
+    build_index,
+)
 from phalanx.core.topology_usage import free_domains
 
 DEFAULT = DEFAULT_TOPOLOGIES.default
@@ -749,3 +756,154 @@ def test_a_set_at_the_gangs_own_level_is_held_by_the_gangs_domain() -> None:
     topology = with_sets(GangTopology(DEFAULT, required=LEAF_LEVEL), PREFILL)
     result = place_tasks(state, members, topology)
     assert len(label_values(state, result, LEAF)) == 1
+
+
+# ---- tasks' and sets' preferred levels, best effort -----------------------------------------
+
+
+def preferring(
+    topology: GangTopology, *prefs: tuple[str, str, tuple[str, ...]], together: bool = False
+) -> GangTopology:
+    """`topology` with preferences (label, level, tasks), each with its own required level
+    as `topology` has it: one task's (`together` False) or a set's of the same label."""
+    held = {s.label: s.level for s in topology.task_sets}
+    return replace(
+        topology,
+        preferences=tuple(
+            TaskPreferenceLevel(
+                label,
+                frozenset(tasks),
+                present(DEFAULT.level(level)),
+                held.get(label) if together else topology.task_level(tasks[0]),
+                together,
+            )
+            for label, level, tasks in prefs
+        ),
+    )
+
+
+def three_cliques() -> ClusterState:
+    """Spine s0, leaf l0: cliques c0 and c1 of one 4-GPU node each, c2 of two."""
+    return cluster(
+        rack_node(f"{c}-n{n}", 4, spine="s0", leaf="l0", clique=c)
+        for c, count in (("c0", 1), ("c1", 1), ("c2", 2))
+        for n in range(count)
+    )
+
+
+DECODE_IN_A_CLIQUE = ("subgroup decode", CLIQUE, ("decode",))
+
+
+def test_a_tasks_preferred_level_is_held_when_a_domain_of_it_has_room() -> None:
+    # Without it, decode fills the two one-node cliques (the tightest) and spans two.
+    state = three_cliques()
+    plain = place_tasks(state, roles(decode=2), by_task(required=SPINE))
+    assert where_by_task(state, plain, CLIQUE) == {"decode": {"c0", "c1"}}
+    topology = preferring(by_task(required=SPINE), DECODE_IN_A_CLIQUE)
+    result = place_tasks(state, roles(decode=2), topology)
+    assert where_by_task(state, result, CLIQUE) == {"decode": {"c2"}}
+    assert isinstance(result, Placed)
+    assert result.explanation.endswith("subgroup decode within one clique as preferred")
+
+
+def test_a_tasks_preference_no_domain_holds_is_widened_and_the_gang_still_placed() -> None:
+    state = three_cliques()
+    topology = preferring(by_task(required=SPINE), DECODE_IN_A_CLIQUE)
+    result = place_tasks(state, roles(decode=3), topology)
+    assert isinstance(result, Placed)
+    assert len(result.assignment) == 3
+    assert result.explanation.endswith(
+        "subgroup decode preferred one clique: widened to one leaf; not every preference "
+        "held (subgroup decode fits in no clique (none has room for it))"
+    )
+
+
+def test_a_preference_is_widened_one_level_at_a_time() -> None:
+    # One node cannot hold decode's two members: the next level, one clique, can.
+    state = three_cliques()
+    topology = preferring(by_task(required=SPINE), ("subgroup decode", HOSTNAME, ("decode",)))
+    result = place_tasks(state, roles(decode=2), topology)
+    assert where_by_task(state, result, CLIQUE) == {"decode": {"c2"}}
+    assert isinstance(result, Placed)
+    assert "subgroup decode preferred one hostname: widened to one clique" in result.explanation
+
+
+def test_a_preference_never_goes_wider_than_the_tasks_own_required_level() -> None:
+    # Decode requires one clique and prefers one node: widened to the clique, never past it.
+    state = three_cliques()
+    topology = preferring(
+        by_task(required=SPINE, decode=CLIQUE), ("subgroup decode", HOSTNAME, ("decode",))
+    )
+    assert topology.preferring(SPINE_LEVEL)[-1].task_level("decode") == DEFAULT.level(HOSTNAME)
+    assert len(topology.preferring(SPINE_LEVEL)) == 1
+    assert where_by_task(state, place_tasks(state, roles(decode=2), topology), CLIQUE) == {
+        "decode": {"c2"}
+    }
+    assert isinstance(place_tasks(state, roles(decode=3), topology), Unfit)
+
+
+def test_preferences_are_relaxed_together_one_level_at_a_time() -> None:
+    # Prefill's three members fit in no clique: both preferences go to one leaf together.
+    state = three_cliques()
+    topology = preferring(
+        by_task(required=SPINE), DECODE_IN_A_CLIQUE, ("subgroup prefill", CLIQUE, ("prefill",))
+    )
+    steps = topology.preferring(SPINE_LEVEL)
+    assert [s.levels_of_tasks() for s in steps] == [
+        (("decode", 2), ("prefill", 2)),
+        (("decode", 1), ("prefill", 1)),
+    ]
+    result = place_tasks(state, roles(decode=1, prefill=3), topology)
+    assert isinstance(result, Placed)
+    assert "subgroup prefill preferred one clique: widened to one leaf" in result.explanation
+    assert "not every preference held (subgroup prefill fits in no clique" in result.explanation
+
+
+def test_a_preference_costs_at_most_one_try_per_level_between_it_and_the_gangs_domain() -> None:
+    topology = preferring(GangTopology(DEFAULT), DECODE_IN_A_CLIQUE)
+    assert [s.slice_level for s in topology.preferring(CLUSTER)] == [2, 1, 0]
+    assert [s.slice_level for s in topology.preferring(SPINE_LEVEL)] == [2, 1]
+    assert topology.preferring(present(DEFAULT.level(CLIQUE))) == ()
+    # One leaf under the one spine: holding decode in one leaf (or spine) asks what the
+    # whole cluster does; only the clique is left to try.
+    index = build_index(DEFAULT, (i.node for i in three_cliques().snapshot()))
+    assert [s.slice_level for s in topology.preferring(CLUSTER, index.same_as_narrower)] == [2]
+    assert [s.slice_level for s in topology.preferring(SPINE_LEVEL, index.same_as_narrower)] == [2]
+
+
+def test_a_sets_preferred_level_holds_its_tasks_together_when_there_is_room() -> None:
+    # Each prefill task in a clique of its own would span two leaves (as in the sets'
+    # test above); preferring one leaf together, they go where one leaf has both cliques.
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 2, "decode": 1})
+    alone = by_task(required=SPINE, **{"prefill-leader": CLIQUE, "prefill-workers": CLIQUE})
+    result = place_tasks(state, members, preferring(alone, PREFILL, together=True))
+    leaves = where_by_task(state, result, LEAF)
+    assert leaves["prefill-leader"] == leaves["prefill-workers"] == {"l1"}
+    assert isinstance(result, Placed)
+    assert result.explanation.endswith("subgroup prefill within one leaf as preferred")
+
+
+def test_a_sets_preference_no_domain_holds_is_widened_and_said() -> None:
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 3})
+    result = place_tasks(
+        state, members, preferring(by_task(required=SPINE), PREFILL, together=True)
+    )
+    assert isinstance(result, Placed)
+    assert "subgroup prefill preferred one leaf: widened to one spine" in result.explanation
+
+
+def test_a_set_required_at_one_level_and_preferred_at_a_narrower_one_tries_the_narrower() -> None:
+    state = two_leaves()
+    members = roles(**{"prefill-leader": 1, "prefill-workers": 1})
+    held = with_sets(by_task(), ("subgroup prefill", LEAF, ("prefill-leader", "prefill-workers")))
+    topology = preferring(
+        held, ("subgroup prefill", CLIQUE, ("prefill-leader", "prefill-workers")), together=True
+    )
+    assert [s.task_sets for s in topology.preferring(CLUSTER)] == [
+        (TaskSetLevel("subgroup prefill", frozenset(PREFILL[2]), DEFAULT.level(CLIQUE) or 0),)
+    ]
+    result = place_tasks(state, members, topology)
+    cliques = where_by_task(state, result, CLIQUE)
+    assert cliques["prefill-leader"] == cliques["prefill-workers"]

@@ -4,6 +4,8 @@ The oracle for "a domain could hold the gang" is the plain `pack` transaction re
 that domain's nodes (every other node excluded), which knows nothing of topologies.
 """
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +19,7 @@ from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     Domain,
     GangTopology,
+    TaskPreferenceLevel,
     TaskSetLevel,
     TopologyIndex,
     build_index,
@@ -292,6 +295,55 @@ def test_every_set_and_every_task_lands_inside_one_domain_of_its_level(
         assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
     if topology.required is not None:
         assert len(domains_of(index, topology.required, result)) == 1
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
+@st.composite
+def preferring_gangs(draw: st.DrawFn) -> tuple[GangTopology, GangTopology, tuple[Pod, ...]]:
+    """A `set_gangs()` gang, and the same with preferences: some tasks and sets preferring a
+    level narrower than their own (and the gang's) required one."""
+    topology, members = draw(set_gangs())
+    floor = topology.required if topology.required is not None else CLUSTER
+    preferences = []
+    for task in sorted({p.task for p in members}):
+        own = topology.task_level(task)
+        lowest = max(floor, own if own is not None else CLUSTER) + 1
+        if lowest < 4 and draw(st.booleans()):
+            level = draw(st.integers(lowest, 3))
+            preferences.append(
+                TaskPreferenceLevel(f"task {task}", frozenset({task}), level, own, False)
+            )
+    for held in topology.task_sets:
+        if held.level < 3 and draw(st.booleans()):
+            level = draw(st.integers(held.level + 1, 3))
+            preferences.append(TaskPreferenceLevel(held.label, held.tasks, level, held.level, True))
+    return topology, replace(topology, preferences=tuple(preferences)), members
+
+
+@common
+@given(clusters(), preferring_gangs())
+def test_a_gang_that_fits_with_preferences_ignored_still_fits_with_them_as_required(
+    state: ClusterState, gangs: tuple[GangTopology, GangTopology, tuple[Pod, ...]]
+) -> None:
+    plain, preferring, members = gangs
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    if not isinstance(place_gang(snapshot, spec(members, plain, index)), Placed):
+        return
+    result = place_gang(snapshot, spec(members, preferring, index))
+    assert isinstance(result, Placed), result
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    held = [(s.tasks, s.level) for s in plain.task_sets]
+    held += [(frozenset({task}), level) for task, level in plain.task_levels]
+    for tasks, level in held:
+        nodes = {result.assignment[p.uid] for p in members if p.task in tasks}
+        assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
+    if plain.required is not None:
+        assert len(domains_of(index, plain.required, result)) == 1
     used: dict[str, int] = {}
     for p in members:
         node = result.assignment[p.uid]

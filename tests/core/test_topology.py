@@ -6,6 +6,7 @@ from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gpu_node, nvl72, pod, presen
 from phalanx.core.errors import TopologyConfigError
 from phalanx.core.model import Node, Pod
 from phalanx.core.topology import (
+    CLUSTER,
     DEFAULT_LEVELS,
     DEFAULT_TOPOLOGIES,
     IndexCache,
@@ -135,6 +136,12 @@ def test_a_level_a_node_lacks_is_skipped_for_it() -> None:
     assert present(index.domain(1, "n0")).nodes == ("n0", "n1", "n2")
     assert index.same_as_narrower(0)
     assert index.same_as_narrower(1)
+    assert not index.same_as_narrower(CLUSTER)  # two spines: the x node's and c1's
+
+
+def test_the_whole_cluster_is_the_same_as_a_widest_level_of_one_domain() -> None:
+    index = index_of(*(rack_node(f"n{i}", spine="s0", clique=f"c{i}") for i in range(2)))
+    assert index.same_as_narrower(CLUSTER)
 
 
 def test_a_node_outside_any_clique_is_its_own_nvlink_domain() -> None:

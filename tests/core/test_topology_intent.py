@@ -1,6 +1,7 @@
 """A gang's topology intent: read from annotations (Phalanx's and Kueue's), then resolved."""
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -8,10 +9,11 @@ import pytest
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, pod_obj, podgroup, podgroup_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_pod, parse_pod_group
-from phalanx.core.model import Pod, PodGroup, TaskSet, TopologyConstraint
+from phalanx.core.model import Pod, PodGroup, TaskPreference, TaskSet, TopologyConstraint
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
+    TaskPreferenceLevel,
     TaskSetLevel,
     Topologies,
     parse_topologies,
@@ -852,3 +854,109 @@ def test_equal_sets_at_two_levels_nest_either_way() -> None:
         task_set("subgroup outer", LEAF, "a", "b"), task_set("subgroup inner", CLIQUE, "a", "b")
     )
     assert isinstance(resolve(podgroup("g", 2, topology=intent)), GangTopology)
+
+
+# ---- tasks' and sets' preferred levels -------------------------------------------------------
+
+
+def prefers(label: str, level: str, *tasks: str, together: bool = False) -> TaskPreference:
+    return TaskPreference(label, tasks, level, f"preferred field of {label}", together)
+
+
+def test_preferences_resolve_with_the_level_their_task_or_set_requires_of_its_own() -> None:
+    intent = replace(
+        own_levels(required=SPINE, decode=LEAF, prefill=CLIQUE),
+        task_sets=(task_set("subgroup pair", LEAF, "decode", "prefill"),),
+        preferences=(
+            prefers("subgroup decode", CLIQUE, "decode"),
+            prefers("subgroup pair", CLIQUE, "decode", "prefill", together=True),
+            prefers("subgroup router", LEAF, "router"),
+        ),
+    )
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.preferences == (
+        TaskPreferenceLevel("subgroup decode", frozenset({"decode"}), 2, 1, False),
+        TaskPreferenceLevel("subgroup pair", frozenset({"decode", "prefill"}), 2, 1, True),
+        TaskPreferenceLevel("subgroup router", frozenset({"router"}), 1, None, False),
+    )
+    assert str(resolved).endswith(
+        f"subgroup decode preferably in one {CLIQUE}, subgroup pair preferably in one "
+        f"{CLIQUE}, subgroup router preferably in one {LEAF}"
+    )
+
+
+def test_a_preference_at_its_own_required_level_or_the_gangs_asks_nothing_and_is_dropped() -> None:
+    intent = replace(
+        own_levels(required=LEAF, decode=CLIQUE),
+        preferences=(
+            prefers("subgroup decode", CLIQUE, "decode"),
+            prefers("subgroup router", LEAF, "router"),
+        ),
+    )
+    resolved = resolve(podgroup("g", 4, topology=intent))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.preferences == ()
+
+
+@pytest.mark.parametrize(
+    ("intent", "refusal"),
+    [
+        (
+            replace(
+                own_levels(required=SPINE, decode=CLIQUE),
+                preferences=(prefers("subgroup decode", LEAF, "decode"),),
+            ),
+            "gang default/g: subgroup decode (preferred field of subgroup decode) prefers one "
+            f"{LEAF}, wider than the one {CLIQUE} it requires; prefer the required level or a "
+            "narrower one",
+        ),
+        (
+            replace(
+                own_levels(required=LEAF, decode=CLIQUE),
+                preferences=(prefers("subgroup router", SPINE, "router"),),
+            ),
+            "gang default/g: subgroup router (preferred field of subgroup router) prefers one "
+            f"{SPINE}, wider than required level {LEAF}; prefer the required level or a "
+            "narrower one",
+        ),
+        (
+            with_task_sets(
+                task_set("subgroup pair", CLIQUE, "a", "b"),
+                preferences=(prefers("subgroup pair", LEAF, "a", "b", together=True),),
+            ),
+            "gang default/g: subgroup pair (preferred field of subgroup pair) prefers one "
+            f"{LEAF}, wider than the one {CLIQUE} it requires; prefer the required level or a "
+            "narrower one",
+        ),
+        (
+            replace(
+                own_levels(required=LEAF, decode=CLIQUE),
+                preferences=(prefers("subgroup decode", "x.io/rack", "decode"),),
+            ),
+            "gang default/g: its subgroup decode prefers one x.io/rack (preferred field of "
+            "subgroup decode), which is no level of the gang's topology at or below "
+            f"{LEAF}",
+        ),
+    ],
+    ids=[
+        "task-preferring-wider-than-it-requires",
+        "task-preferring-wider-than-the-gang",
+        "set-preferring-wider-than-it-requires",
+        "preferred-level-in-another-topology",
+    ],
+)
+def test_inconsistent_preferences_are_refused_naming_the_field(
+    intent: TopologyConstraint, refusal: str
+) -> None:
+    topologies = parse_topologies(f"default={SPINE},{LEAF},{CLIQUE};rows=x.io/row,x.io/rack")
+    resolved = resolve(podgroup("g", 4, topology=intent), topologies=topologies)
+    assert isinstance(resolved, str)
+    assert resolved.startswith(refusal), resolved
+
+
+def test_a_gang_without_preferences_resolves_as_before_and_has_no_preference_steps() -> None:
+    resolved = resolve(podgroup("g", 4, topology=own_levels(required=SPINE, decode=CLIQUE)))
+    assert isinstance(resolved, GangTopology)
+    assert resolved.preferences == ()
+    assert resolved.preferring(0) == ()

@@ -16,7 +16,8 @@ How members are placed:
    Domains are tried best-fit first (least spare GPUs), ties by name.
    A gang with a topology constraint walks its levels instead (`phalanx.core.gang_topology`):
    the domains of the preferred level, tightest fit first, then one level wider at a time
-   up to the required level (or the whole cluster), slices inside the slice level.
+   up to the required level (or the whole cluster), slices inside the slice level; tasks'
+   and sets' preferred levels are then tried inside the domain found, best effort.
 3. In a domain, units are placed largest-first; if that fails for a gang whose units
    differ, most constrained first (fewest nodes a unit fits on) is tried once more, so a
    unit that could go anywhere does not take the only node another fits. Interchangeable
@@ -56,6 +57,7 @@ from phalanx.core.topology import (
     CLIQUE_LABEL,
     CLUSTER,
     GangTopology,
+    TaskPreferenceLevel,
     TopologyIndex,
     build_index,
     short_name,
@@ -339,7 +341,7 @@ class _Placer:
                     return self.unfit(
                         units, found.detail, policy=f"{spec.placement}, {spec.topology}"
                     )
-                return self.placed(units, found.chosen, misses=found.misses)
+                return self.placed(units, found.chosen, misses=found.misses, unmet=found.unmet)
         best: tuple[int, str, str] | None = None  # (units placed, domain, reason)
         domains = self.domains(units)
         hopeless = 0
@@ -363,6 +365,7 @@ class _Placer:
         *,
         domain: str = "",
         misses: Sequence[LevelMiss] = (),
+        unmet: str = "",
     ) -> Placed:
         """The proposal for `chosen` (unit index -> node), with where it landed."""
         spec = self.spec
@@ -377,7 +380,14 @@ class _Placer:
                 total = EMPTY
                 for u in units:
                     total = total + u.requests
-                explanation = landing_text(spec.topology, misses, landed, total)
+                explanation = landing_text(
+                    spec.topology,
+                    misses,
+                    landed,
+                    total,
+                    preferences=self._preferred_landings(spec.topology, assignment),
+                    unmet=unmet,
+                )
         return Placed(
             assignment=assignment,
             members=spec.members,
@@ -386,6 +396,24 @@ class _Placer:
             level=level,
             explanation=explanation,
         )
+
+    def _preferred_landings(
+        self, topology: GangTopology, assignment: Mapping[str, str]
+    ) -> tuple[tuple[TaskPreferenceLevel, int], ...]:
+        """Each preference with the narrowest level whose one domain holds its members
+        (bound ones too); those with no member are left out."""
+        if self.index is None or not topology.preferences:
+            return ()
+        spec = self.spec
+        nodes_of = {p.uid: assignment[p.uid] for p in spec.members if p.uid in assignment}
+        nodes_of.update(spec.anchors)
+        pods = (*spec.members, *spec.anchor_pods)
+        found = []
+        for pref in topology.preferences:
+            nodes = {nodes_of[p.uid] for p in pods if p.task in pref.tasks and p.uid in nodes_of}
+            if nodes:
+                found.append((pref, _landing(self.index, nodes)[0]))
+        return tuple(found)
 
     def _outcome(self, assignment: Mapping[str, str]) -> PlanOutcome | None:
         spec = self.spec

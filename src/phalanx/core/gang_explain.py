@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from phalanx.core import eligibility
 from phalanx.core.model import CPU, MEMORY, PODS, Resources, tasks_in_levels
 from phalanx.core.quantity import format_amount
-from phalanx.core.topology import CLUSTER, GangTopology, short_name
+from phalanx.core.topology import CLUSTER, GangTopology, TaskPreferenceLevel, short_name
 
 
 def describe_request(r: Resources) -> str:
@@ -143,11 +143,19 @@ def miss_text(miss: LevelMiss, total: Resources) -> str:
 
 
 def landing_text(
-    topology: GangTopology, misses: Sequence[LevelMiss], landed: str, total: Resources
+    topology: GangTopology,
+    misses: Sequence[LevelMiss],
+    landed: str,
+    total: Resources,
+    *,
+    preferences: Sequence[tuple[TaskPreferenceLevel, int]] = (),
+    unmet: str = "",
 ) -> str:
     """One line: where a constrained gang landed and, if wider than preferred, why not
     narrower (`preferred nvidia.com/gpu.clique: no clique has 16 free GPUs; best: ...;
-    placed within network.topology.nvidia.com/leaf=l-2`)."""
+    placed within network.topology.nvidia.com/leaf=l-2`); then its tasks and sets, and
+    where each task's or set's preference landed (`preferences`: with the narrowest level
+    holding its members), with why not every one held when one did not (`unmet`)."""
     if not topology.constrained:
         return ""
     parts: list[str] = []
@@ -178,6 +186,17 @@ def landing_text(
     parts.extend(
         f"{s.label} within one {short_name(topology.key(s.level))}" for s in topology.task_sets
     )
+    widened = False
+    for pref, level in preferences:
+        noun = short_name(topology.key(pref.level))
+        if level >= pref.level:
+            parts.append(f"{pref.label} within one {noun} as preferred")
+            continue
+        widened = True
+        where = f"one {short_name(topology.key(level))}" if level != CLUSTER else "the cluster"
+        parts.append(f"{pref.label} preferred one {noun}: widened to {where}")
+    if widened and unmet:
+        parts.append(f"not every preference held ({unmet})")
     return "; ".join(parts)
 
 

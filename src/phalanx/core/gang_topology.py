@@ -25,6 +25,12 @@ nearest the members so far, then tightest), and what it holds (narrower sets, ta
 levels, loose members) is placed inside that domain the same way; then the members in no
 set, or those first when that fails. Without sets nothing of this runs.
 
+Tasks' and sets' preferred levels (`GangTopology.preferences`) stay out of the walk: once a
+domain holds the gang, it is placed again there with every preference held as if required,
+each at its own level, then all of them one level wider at a time (`_prefer`), the first
+placement kept, else the one without them. A gang that does not fit is never tried with
+them, so it costs what it did; one that fits costs at most one more try per level.
+
 Placing units inside one domain is the gang transaction's own (`Placer.place_in`); this
 module only chooses domains and says what it found, as values.
 """
@@ -62,10 +68,13 @@ class Placer(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """Unit index -> node, and why no narrower level held the gang (one miss per level)."""
+    """Unit index -> node, and why no narrower level held the gang (one miss per level);
+    `unmet`: why its tasks' and sets' preferences could not all be held at their own levels
+    ("" when they were, or there are none)."""
 
     chosen: Mapping[int, str]
     misses: tuple[LevelMiss, ...]
+    unmet: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +183,8 @@ class TopologySearch:
                     hopeless += 1
                 result = self._place_in(order, level, cand, usable, slices)
                 if isinstance(result, dict):
-                    return Found(result, tuple(misses))
+                    chosen, unmet = self._prefer(order, level, cand, usable, result)
+                    return Found(chosen, tuple(misses), unmet)
                 if tried is None or result.placed_units > tried[0]:
                     tried = (result.placed_units, cand.name, result.reason)
             largest = max(candidates, key=lambda c: (c.free, -c.domain), default=None)
@@ -235,6 +245,41 @@ class TopologySearch:
             ranked.append((key, _Candidate(d, self.index.domains[level][d].name, room, fits)))
         ranked.sort(key=lambda kc: kc[0])
         return [c for _, c in ranked], False
+
+    def _prefer(
+        self,
+        order: Sequence[Unit],
+        level: int,
+        cand: _Candidate,
+        usable: frozenset[str],
+        placed: dict[int, str],
+    ) -> tuple[dict[int, str], str]:
+        """The gang placed in `cand` (a domain of `level` that holds it: `placed`) with its
+        tasks' and sets' preferences held as far as they can be: every one at its own level,
+        then all of them one level wider at a time (`GangTopology.preferring`), the first
+        placement found kept, else `placed`; and why the first try failed ("" if it did
+        not). Tried only once a domain holds the gang without them, so a gang they cannot
+        help costs no more, and in that domain only: at most one try per level."""
+        if not self.topology.preferences:
+            return placed, ""
+        why = ""
+        for held in self.topology.preferring(level, self.index.same_as_narrower):
+            search = TopologySearch(
+                self.placer,
+                self.snapshot,
+                held,
+                self.index,
+                self.free,
+                members=self.members,
+                anchors=self.anchors,
+                anchor_pods=self.anchor_pods,
+            )
+            search._position = self._position
+            result = search._place_in(order, level, cand, usable, search._task_groups(order))
+            if isinstance(result, dict):
+                return result, why
+            why = why or result.reason
+        return placed, why
 
     def _nodes(self, level: int, cand: _Candidate, usable: frozenset[str]) -> tuple[str, ...]:
         if level == CLUSTER:

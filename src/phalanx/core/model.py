@@ -529,6 +529,24 @@ class TaskSet:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskPreference:
+    """A task's or a set of tasks' preferred level, best effort: its members in one domain of
+    `level` if the gang can be placed so, else one level wider at a time, up to its own
+    required level (or the gang's domain): a KAI subgroup's `preferredTopologyLevel`, a
+    Grove podgroup's or constraint group's `preferred` key. `together`: a set of tasks held
+    as one (`TaskSet`), else one task's own level (`tasks` is then that task alone)."""
+
+    label: str  # what it is, for people: "subgroup decode"
+    tasks: tuple[str, ...]  # sorted
+    level: str  # a node label key, or a level name (as `TopologyConstraint`'s levels)
+    field: str = ""  # where it is declared, named when it cannot be honoured
+    together: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.label} preferably in one {self.level}"
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
     (a Volcano HyperNode tier: the n-th level counted up from the narrowest above a node),
@@ -559,6 +577,9 @@ class TopologyConstraint:
     # Sets of tasks each held in one domain of a level of its own (`TaskSet`), sorted by
     # label; the tasks need not be in `slice_tasks`.
     task_sets: tuple[TaskSet, ...] = ()
+    # Tasks' and sets' preferred levels (`TaskPreference`), sorted by label; tried inside
+    # the gang's domain, never making a gang that fits without them unfit.
+    preferences: tuple[TaskPreference, ...] = ()
     # Where the intent is declared, named when members disagree on it or it cannot be
     # honoured ("" when it is the topology annotations' own).
     declared_by: str = ""
@@ -576,6 +597,7 @@ class TopologyConstraint:
         if self.slice_tasks:
             parts.append(tasks_in_levels(self.slice_noun, self.levels_of_tasks()))
         parts.extend(str(s) for s in self.task_sets)
+        parts.extend(str(p) for p in self.preferences)
         return ", ".join(parts) or "unconstrained"
 
     def levels_of_tasks(self) -> tuple[tuple[str, str], ...]:

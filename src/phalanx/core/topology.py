@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from phalanx.core.errors import TopologyConfigError, quoted
 from phalanx.core.model import (
@@ -252,7 +252,10 @@ class TopologyIndex:
 
     def same_as_narrower(self, level: int) -> bool:
         """Whether no node has this level's label where it differs from the narrower one:
-        the two levels then have the same domains (domains nest, so equal counts suffice)."""
+        the two levels then have the same domains (domains nest, so equal counts suffice).
+        For `CLUSTER`: whether the widest level has one domain, the cluster's."""
+        if level == CLUSTER:
+            return len(self.domains) > 0 and len(self.domains[0]) == 1
         return level + 1 < len(self.domains) and len(self.domains[level]) == len(
             self.domains[level + 1]
         )
@@ -437,6 +440,19 @@ class TaskSetLevel:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskPreferenceLevel:
+    """A `TaskPreference` resolved: its tasks in one domain of `level` if the gang can be
+    placed so. `required`: the level its task or set must keep anyway (None: none of its
+    own), always wider than `level`."""
+
+    label: str
+    tasks: frozenset[str]
+    level: int
+    required: int | None
+    together: bool  # a set of tasks (a `TaskSetLevel`), else one task's own level
+
+
+@dataclass(frozen=True, slots=True)
 class GangTopology:
     """A gang's topology constraint, checked against its topology: levels as positions."""
 
@@ -456,6 +472,9 @@ class GangTopology:
     # Sets of tasks each in one domain of its level, nested or disjoint, each no wider than
     # `required` and no narrower than its tasks' own levels (`resolve_topology` checks).
     task_sets: tuple[TaskSetLevel, ...] = ()
+    # Tasks' and sets' preferred levels, each narrower than its own required level and the
+    # gang's (`resolve_topology` checks); best effort (`preferring`).
+    preferences: tuple[TaskPreferenceLevel, ...] = ()
 
     @property
     def constrained(self) -> bool:
@@ -465,6 +484,67 @@ class GangTopology:
             or bool(self.slice_size)
             or bool(self.slice_tasks)
             or bool(self.task_sets)
+            or bool(self.preferences)
+        )
+
+    def preferring(
+        self, domain: int, same_as_narrower: Callable[[int], bool] = lambda _: False
+    ) -> tuple[GangTopology, ...]:
+        """This constraint with its preferences held as requirements, in a domain of level
+        `domain` (`CLUSTER`: the whole cluster): first every preference at its own level,
+        then all of them one level wider at a time, each stopping at its required level or
+        the domain's (where the domain, or its requirement, holds it already). Steps that
+        would ask what the one before asked (the levels moved onto have the same domains as
+        the narrower ones, `same_as_narrower`; asked of `CLUSTER`: the widest level has one
+        domain) are left out; the constraint itself, every preference relaxed, is not among
+        them. At most one step per level."""
+
+        def narrowest(level: int) -> int:
+            while level < len(self.topology.levels) - 1 and same_as_narrower(level):
+                level += 1
+            return level
+
+        floors = [
+            max(domain, p.required if p.required is not None else CLUSTER) for p in self.preferences
+        ]
+        span = max((p.level - f for p, f in zip(self.preferences, floors, strict=True)), default=0)
+        steps: list[GangTopology] = []
+        asked: set[tuple[tuple[str, int], ...]] = set()
+        for wider in range(span):
+            held = [
+                (p, p.level - wider)
+                for p, f in zip(self.preferences, floors, strict=True)
+                if p.level - wider > f and narrowest(f) < p.level - wider
+            ]
+            said = tuple((p.label, narrowest(level)) for p, level in held)
+            if not held or said in asked:
+                continue
+            asked.add(said)
+            steps.append(self._holding(held))
+        return tuple(steps)
+
+    def _holding(self, held: Sequence[tuple[TaskPreferenceLevel, int]]) -> GangTopology:
+        """This constraint with each of `held` required at its level, and no preferences."""
+        levels = dict(self.levels_of_tasks())
+        sets = list(self.task_sets)
+        for pref, level in held:
+            if not pref.together:
+                levels.update(dict.fromkeys(pref.tasks, level))
+                continue
+            same = next((i for i, s in enumerate(sets) if s.label == pref.label), None)
+            if same is None:
+                sets.append(TaskSetLevel(pref.label, pref.tasks, level))
+            else:
+                sets[same] = TaskSetLevel(pref.label, pref.tasks, level)
+        held_tasks = replace(self, task_sets=tuple(sets), preferences=())
+        if all(p.together for p, _ in held):
+            return held_tasks
+        slice_level, task_levels = _by_task(levels.items())
+        return replace(
+            held_tasks,
+            slice_level=slice_level,
+            slice_tasks=frozenset(levels),
+            task_levels=task_levels,
         )
 
     def walk(self) -> tuple[int, ...]:
@@ -507,6 +587,7 @@ class GangTopology:
             f"{s.label} ({task_names(s.tasks)}) together in one {self.key(s.level)}"
             for s in self.task_sets
         )
+        parts.extend(f"{p.label} preferably in one {self.key(p.level)}" for p in self.preferences)
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -558,8 +639,9 @@ def resolve_topology(
 def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> GangTopology | str:
     """The intent's topology and levels as positions, or why it names none of them."""
     if intent.any_label and not intent.topology:
-        if intent.slice_tasks or intent.task_sets:
-            return _child_levels(key, intent, topologies)
+        if intent.slice_tasks or intent.task_sets or intent.preferences:
+            found = _child_levels(key, intent, topologies)
+            return found if isinstance(found, str) else _with_preferences(found, intent)
         # KAI's constraint may name only a preferred level: its label picks the topology.
         topology = _label_topology(intent.required or intent.preferred, topologies)
     else:
@@ -578,6 +660,10 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     by_level = _tasks_by_level(intent.task_levels)
     roles += [(f"{noun}(s) {task_names(tasks)}", name) for name, tasks in by_level.items()]
     roles += [(f"{s.label} ({s.field})" if s.field else s.label, s.level) for s in intent.task_sets]
+    roles += [
+        (f"{p.label} preferred ({p.field})" if p.field else f"{p.label} preferred", p.level)
+        for p in intent.preferences
+    ]
     for role, name in roles:
         levels[role] = topology.level(name) if name else None
         if name and levels[role] is None:
@@ -604,7 +690,7 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_level, task_levels = _by_task(
             (task, topology.level(name)) for task, name in intent.task_levels
         )
-    return GangTopology(
+    resolved = GangTopology(
         topology,
         required=levels["required"],
         preferred=levels["preferred"],
@@ -615,6 +701,26 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         task_levels=task_levels,
         task_sets=_sets(intent.task_sets, topology),
     )
+    return _with_preferences(resolved, intent)
+
+
+def _with_preferences(resolved: GangTopology, intent: TopologyConstraint) -> GangTopology:
+    """`resolved` with the intent's preferences at their levels' positions, each with the
+    level its task or set requires of its own (a set's: the set of the same label).
+    Precondition: every level is one of `resolved.topology`'s."""
+    if not intent.preferences:
+        return resolved
+    found = []
+    for p in intent.preferences:
+        level = resolved.topology.level(p.level)
+        assert level is not None  # checked where the levels were read
+        tasks = frozenset(p.tasks)
+        if p.together:
+            own = next((s.level for s in resolved.task_sets if s.label == p.label), None)
+        else:
+            own = resolved.task_level(p.tasks[0]) if p.tasks else None
+        found.append(TaskPreferenceLevel(p.label, tasks, level, own, p.together))
+    return replace(resolved, preferences=tuple(found))
 
 
 def _sets(sets: Iterable[TaskSet], topology: Topology) -> tuple[TaskSetLevel, ...]:
@@ -661,6 +767,7 @@ def _child_levels(
     sets = intent.task_sets
     if not base:
         named = [*by_level, *(s.level for s in sets if s.level not in by_level)]
+        named += sorted({p.level for p in intent.preferences} - set(named))
         if len(named) == 1:
             found = _label_levels(named[0], topologies)
             return GangTopology(
@@ -681,6 +788,7 @@ def _child_levels(
         if topology is None:
             said = [tasks_in_levels(noun, intent.levels_of_tasks(), each="require one", then="one")]
             said += [f"{s.label} requires one {s.level} ({s.field})" for s in sets]
+            said += [f"{p.label} prefers one {p.level} ({p.field})" for p in intent.preferences]
             return (
                 f"gang {key}: its {', '.join(w for w in said if w)}{declared}, but no "
                 "configured topology has all these levels, so they cannot be ordered one "
@@ -723,6 +831,14 @@ def _child_levels(
                 f"gang {key}: its {s.label} requires its {noun}(s) {task_names(s.tasks)} in one "
                 f"{s.level} together ({s.field}), which is no level of the gang's topology "
                 f"{where} ({' > '.join(levels)}); it must be a level of the same topology"
+            )
+    for p in intent.preferences:
+        if p.level not in levels:
+            where = f"at or below {intent.required}" if intent.required else f"with {base}"
+            return (
+                f"gang {key}: its {p.label} prefers one {p.level} ({p.field}), which is no "
+                f"level of the gang's topology {where} ({' > '.join(levels)}); it must be a "
+                "level of the same topology"
             )
     slice_level, task_levels = _by_task(
         (task, levels.index(level)) for task, level in intent.levels_of_tasks()
@@ -786,7 +902,7 @@ def _check(
                 f"{shown(intent.required, required)}; slices must fit inside the required "
                 "domain"
             )
-    problem = _set_problem(resolved, intent)
+    problem = _set_problem(resolved, intent) or _preference_problem(resolved, intent)
     if problem:
         return f"gang {key}: {problem}"
     if intent.slice_size and group.min_member % intent.slice_size:
@@ -803,7 +919,35 @@ def _check(
             f"gang {key}: placement {placement} is itself a topology constraint and cannot be "
             f"combined with {resolved}; use one or the other"
         )
-    return resolved
+    # A preference at its own required level, or at the gang's, asks for nothing more.
+    kept = tuple(
+        p
+        for p in resolved.preferences
+        if p.level != p.required and (required is None or p.level > required)
+    )
+    return replace(resolved, preferences=kept) if kept != resolved.preferences else resolved
+
+
+def _preference_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:
+    """Why a task's or a set's preferred level cannot be honoured as declared ("" if it
+    can): one wider than its own required level, or than the gang's, as a gang's preferred
+    level wider than its required one is refused. Precondition: `resolved.preferences` are
+    `intent.preferences` in order."""
+    required = resolved.required
+    for declared, pref in zip(intent.preferences, resolved.preferences, strict=True):
+        named = f"{declared.label} ({declared.field})" if declared.field else declared.label
+        if pref.required is not None and pref.level < pref.required:
+            return (
+                f"{named} prefers one {resolved.key(pref.level)}, wider than the one "
+                f"{resolved.key(pref.required)} it requires; prefer the required level or a "
+                "narrower one"
+            )
+        if required is not None and pref.level < required:
+            return (
+                f"{named} prefers one {resolved.key(pref.level)}, wider than required level "
+                f"{resolved.key(required)}; prefer the required level or a narrower one"
+            )
+    return ""
 
 
 def _set_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:

@@ -1028,6 +1028,69 @@ def test_a_kai_subgroup_without_a_level_goes_anywhere_beside_one_with_it() -> No
     assert {where["decode-0"], where["decode-1"]} == {"c1", "c2"}
 
 
+def preferring_racks(*roles: str) -> list[dict[str, Any]]:
+    """`serving()` with each subgroup of `roles` preferring one rack (no required level)."""
+    objects = serving()
+    for entry in objects[0]["spec"]["subGroups"]:
+        if entry["name"] in roles:
+            entry["topologyConstraint"] = {"preferredTopologyLevel": RACK}
+    return objects
+
+
+def test_a_kai_subgroup_preferring_a_rack_lands_in_one_when_a_rack_has_room() -> None:
+    # Racks of one, two and two nodes: without a preference the gang fills the one-node
+    # rack first and splits a subgroup; preferring, each subgroup takes a rack of two.
+    cluster = racked_cluster(("a1",), ("b1", "b2"), ("c1", "c2"))
+    for obj in preferring_racks("prefill", "decode"):
+        cluster.add(obj)
+    decision = cluster.planner.filter(
+        cluster.pod("prefill-0"), ["a1", "b1", "c1", "b2", "c2"], now=0
+    )
+    assert decision.reserved is not None
+    where = {m.pod_key.split("/")[1]: m.node for m in decision.reserved.members}
+    for role in ("prefill", "decode"):
+        assert rack_of(cluster, where[f"{role}-0"]) == rack_of(cluster, where[f"{role}-1"])
+    record = cluster.planner.journal.get("kai:default/serve")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation.endswith(
+        "subgroup decode within one rack as preferred; "
+        "subgroup prefill within one rack as preferred"
+    )
+
+
+def test_a_kai_subgroup_preferring_a_rack_none_can_hold_is_still_placed_and_says_so() -> None:
+    # Required, this gang is unfit (test above); preferred, it is placed across racks.
+    cluster = racked_cluster(("a1", "a2"), ("b1",), ("c1",))
+    for obj in preferring_racks("prefill", "decode"):
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "b1", "c1"], now=0)
+    assert decision.reserved is not None
+    record = cluster.planner.journal.get("kai:default/serve")
+    assert record is not None
+    assert record.proposal is not None
+    assert "preferred one rack: widened to the cluster" in record.proposal.explanation
+    assert "not every preference held (subgroup " in record.proposal.explanation
+
+
+def test_a_kai_subgroup_preferring_wider_than_it_requires_is_invalid_naming_the_field() -> None:
+    cluster = racked_cluster(("a1", "a2"), ("b1", "b2"))
+    objects = serving()
+    objects[0]["spec"]["subGroups"][1]["topologyConstraint"] = {
+        "requiredTopologyLevel": CLIQUE,
+        "preferredTopologyLevel": LEAF,
+    }
+    for obj in objects:
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "a2", "b1", "b2"], now=0)
+    assert set(decision.result.unresolvable.values()) == {
+        "gang kai:default/serve: subgroup decode "
+        "(spec.subGroups[1].topologyConstraint.preferredTopologyLevel) prefers one "
+        f"{LEAF}, wider than the one {CLIQUE} it requires; prefer the required level or a "
+        "narrower one"
+    }
+
+
 # --- KAI subgroups each at a level of their own (disaggregated serving) ----------------------
 
 
@@ -1324,6 +1387,33 @@ def test_each_grove_podgroup_required_in_one_rack_lands_in_one_rack() -> None:
     for role in ("prefill", "decode"):
         assert rack_of(cluster, where[f"{role}-0"]) == rack_of(cluster, where[f"{role}-1"])
     assert sorted(where.values()) == ["b1", "b2", "c1", "c2"]
+
+
+def test_a_grove_constraint_group_preferring_a_rack_holds_its_podgroups_in_one_when_it_can() -> (
+    None
+):
+    # Prefill and decode (a node each) preferring one rack together: the rack of two, not
+    # the two one-node racks the gang alone would fill first.
+    cluster = racked_cluster(("a1",), ("b1",), ("c1", "c2"))
+    objects = grove_gang(prefill=1, decode=1)
+    objects[0]["spec"]["topologyConstraintGroupConfigs"] = [
+        {
+            "name": "pair",
+            "podGroupNames": ["prefill", "decode"],
+            "topologyConstraint": {"packConstraint": {"preferred": RACK}},
+        }
+    ]
+    for obj in objects:
+        cluster.add(obj)
+    decision = cluster.planner.filter(cluster.pod("prefill-0"), ["a1", "b1", "c1", "c2"], now=0)
+    assert decision.reserved is not None
+    assert sorted(m.node for m in decision.reserved.members) == ["c1", "c2"]
+    record = cluster.planner.journal.get("grove:default/serve-0")
+    assert record is not None
+    assert record.proposal is not None
+    assert record.proposal.explanation.endswith(
+        "constraint group pair within one rack as preferred"
+    )
 
 
 def test_grove_prefill_in_one_clique_and_decode_in_one_leaf_of_the_same_spine() -> None:

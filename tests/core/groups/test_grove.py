@@ -11,7 +11,14 @@ from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import grove, registry
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Dialect, GroupRef, PodGroup, TaskSet, TopologyConstraint
+from phalanx.core.model import (
+    Dialect,
+    GroupRef,
+    PodGroup,
+    TaskPreference,
+    TaskSet,
+    TopologyConstraint,
+)
 from phalanx.core.topology import parse_topologies, resolve_topology
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -249,17 +256,31 @@ def test_podgroups_may_each_require_their_own_level_beside_the_gang_s() -> None:
     )
 
 
-def test_a_podgroup_s_preference_is_accepted_and_said_to_be_unused() -> None:
+DECODE_PREFERRED = "spec.podgroups[1].topologyConstraint.packConstraint.preferred"
+
+
+def test_a_podgroup_s_preference_is_kept_beside_its_required_key() -> None:
     obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2})
     with_podgroup_packs(obj, decode={"required": ZONE, "preferred": RACK})
     parsed = grove.parse_pod_gang(obj)
     assert parsed.value.topology == TopologyConstraint(
-        slice_required=ZONE, any_label=True, slice_tasks=("decode",), slice_noun="podgroup"
+        slice_required=ZONE,
+        any_label=True,
+        slice_tasks=("decode",),
+        slice_noun="podgroup",
+        preferences=(TaskPreference("podgroup decode", ("decode",), RACK, DECODE_PREFERRED),),
     )
-    assert parsed.warnings == (
-        "spec.podgroups[1].topologyConstraint.packConstraint.preferred is ignored: Phalanx "
-        "has no per-podgroup preference (the PodGang's "
-        "spec.topologyConstraint.packConstraint.preferred is honoured for the whole gang)",
+    assert parsed.warnings == ()
+
+
+def test_a_podgroup_preferring_wider_than_its_required_key_is_refused_when_resolved() -> None:
+    topologies = parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}")
+    obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2}, namespace="ml")
+    with_podgroup_packs(obj, decode={"required": RACK, "preferred": BLOCK})
+    group = grove.parse_pod_gang(obj).value
+    assert resolve_topology(group, [], topologies) == (
+        f"gang grove:ml/serve-0: podgroup decode ({DECODE_PREFERRED}) prefers one {BLOCK}, "
+        f"wider than the one {RACK} it requires; prefer the required level or a narrower one"
     )
 
 
@@ -290,17 +311,26 @@ def group_config(names: list[str], pack: dict[str, str] | None) -> dict[str, Any
     return config
 
 
-def test_a_group_config_without_a_constraint_says_nothing_and_one_preferring_is_unused() -> None:
+def test_a_group_config_without_a_constraint_says_nothing_and_one_preferring_is_kept() -> None:
     obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2, "router": 1})
     obj["spec"]["topologyConstraintGroupConfigs"] = [
         group_config(["prefill", "decode"], None),
         group_config(["prefill", "decode"], {"preferred": RACK}),
     ]
     parsed = grove.parse_pod_gang(obj)
-    assert parsed.value.topology is None
-    assert parsed.warnings == (
-        "spec.topologyConstraintGroupConfigs[1].topologyConstraint.packConstraint.preferred "
-        "is ignored: Phalanx has no preference for several podgroups together",
+    assert parsed.warnings == ()
+    assert parsed.value.topology == TopologyConstraint(
+        any_label=True,
+        slice_noun="podgroup",
+        preferences=(
+            TaskPreference(
+                "constraint group sg",
+                ("decode", "prefill"),
+                RACK,
+                f"{configs_field(1)}.preferred",
+                together=True,
+            ),
+        ),
     )
 
 
@@ -337,25 +367,25 @@ def test_a_group_config_requiring_a_level_holds_its_podgroups_together_as_a_task
     )
 
 
-def test_a_group_config_requiring_and_preferring_holds_its_podgroups_and_says_the_rest() -> None:
+def test_a_group_config_requiring_and_preferring_holds_its_podgroups_and_prefers_narrower() -> None:
     obj = grove_podgang_obj("serve-0", {"prefill": 2, "decode": 2})
     obj["spec"]["topologyConstraintGroupConfigs"] = [
         group_config(["prefill", "decode"], {"required": BLOCK, "preferred": RACK})
     ]
     parsed = grove.parse_pod_gang(obj)
-    assert parsed.value.topology == TopologyConstraint(
-        any_label=True,
-        slice_noun="podgroup",
-        task_sets=(
-            TaskSet(
-                "constraint group sg", ("decode", "prefill"), BLOCK, f"{configs_field(0)}.required"
-            ),
+    assert present(parsed.value.topology).task_sets == (
+        TaskSet(
+            "constraint group sg", ("decode", "prefill"), BLOCK, f"{configs_field(0)}.required"
         ),
     )
-    assert parsed.warnings == (
-        f"{configs_field(0)}.preferred is ignored: Phalanx has no preference for several "
-        "podgroups together",
-    )
+    assert parsed.warnings == ()
+    preferences = present(parsed.value.topology).preferences
+    assert [(p.label, p.level, p.together) for p in preferences] == [
+        ("constraint group sg", RACK, True)
+    ]
+    resolved = resolve_topology(parsed.value, [], parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}"))
+    assert not isinstance(resolved, str)
+    assert [(p.level, p.required) for p in resolved.preferences] == [(2, 1)]
 
 
 def test_group_configs_sharing_podgroups_without_one_holding_the_other_are_refused() -> None:

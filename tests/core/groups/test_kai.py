@@ -17,6 +17,7 @@ from phalanx.core.model import (
     GroupRef,
     PodGroup,
     SubGroupTree,
+    TaskPreference,
     TaskSet,
     TopologyConstraint,
 )
@@ -439,7 +440,10 @@ def test_the_pod_group_s_constraint_still_holds_for_the_whole_gang_beside_its_su
     )
 
 
-def test_a_subgroup_s_preference_and_topology_name_are_accepted_and_said_to_be_unused() -> None:
+DECODE_PREFERRED = "spec.subGroups[1].topologyConstraint.preferredTopologyLevel"
+
+
+def test_a_subgroup_s_preference_is_kept_beside_its_required_level() -> None:
     obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
     with_subgroup_levels(
         obj,
@@ -451,23 +455,100 @@ def test_a_subgroup_s_preference_and_topology_name_are_accepted_and_said_to_be_u
     )
     parsed = kai.parse_pod_group(obj)
     assert parsed.value.topology == TopologyConstraint(
-        slice_required=ZONE, any_label=True, slice_tasks=("decode",), slice_noun="subgroup"
+        slice_required=ZONE,
+        any_label=True,
+        slice_tasks=("decode",),
+        slice_noun="subgroup",
+        preferences=(TaskPreference("subgroup decode", ("decode",), RACK, DECODE_PREFERRED),),
     )
     assert parsed.warnings == (
         "spec.subGroups[1].topologyConstraint.topology is ignored: it names KAI's Topology "
         "object, which Phalanx does not read (its levels are read as node label keys)",
-        "spec.subGroups[1].topologyConstraint.preferredTopologyLevel is ignored: Phalanx has "
-        "no per-subgroup preference (the PodGroup's "
-        "spec.topologyConstraint.preferredTopologyLevel is honoured for the whole gang)",
     )
 
 
-def test_a_subgroup_s_preference_alone_constrains_nothing() -> None:
+def test_a_subgroup_s_preference_alone_is_a_preference_without_a_required_level() -> None:
     obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
     with_subgroup_levels(obj, decode={"preferredTopologyLevel": RACK})
     parsed = kai.parse_pod_group(obj)
-    assert parsed.value.topology is None
-    assert len(parsed.warnings) == 1
+    assert parsed.warnings == ()
+    topology = present(parsed.value.topology)
+    assert (topology.slice_tasks, topology.preferences) == (
+        (),
+        (TaskPreference("subgroup decode", ("decode",), RACK, DECODE_PREFERRED),),
+    )
+    resolved = resolve_topology(parsed.value, [], parse_topologies(f"dc={ZONE},{RACK}"))
+    assert str(resolved) == f"subgroup decode preferably in one {RACK} (topology dc)"
+
+
+def test_a_parent_s_preference_holds_its_leaves_together_best_effort() -> None:
+    subgroups = disaggregated()
+    subgroups[3]["topologyConstraint"] = {
+        "requiredTopologyLevel": BLOCK,
+        "preferredTopologyLevel": RACK,
+    }
+    obj = with_subgroups(10, subgroups, topologyConstraint={"requiredTopologyLevel": ZONE})
+    parsed = kai.parse_pod_group(obj)
+    assert parsed.warnings == ()
+    topology = present(parsed.value.topology)
+    assert topology.preferences == (
+        TaskPreference(
+            "subgroup prefill",
+            ("prefill-leaders", "prefill-workers"),
+            RACK,
+            "spec.subGroups[3].topologyConstraint.preferredTopologyLevel",
+            together=True,
+        ),
+    )
+    resolved = resolve_topology(parsed.value, [], parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}"))
+    assert not isinstance(resolved, str)
+    assert [(p.label, p.level, p.required, p.together) for p in resolved.preferences] == [
+        ("subgroup prefill", 2, 1, True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("subgroup", "constraint", "error"),
+    [
+        (
+            1,
+            {"requiredTopologyLevel": RACK, "preferredTopologyLevel": BLOCK},
+            f"subgroup decode ({DECODE_PREFERRED}) prefers one {BLOCK}, wider than the one "
+            f"{RACK} it requires; prefer the required level or a narrower one",
+        ),
+        (
+            1,
+            {"preferredTopologyLevel": ZONE},
+            f"subgroup decode ({DECODE_PREFERRED}) prefers one {ZONE}, wider than required "
+            f"level {BLOCK}; prefer the required level or a narrower one",
+        ),
+    ],
+    ids=["wider-than-its-own-required-level", "wider-than-the-pod-group-s"],
+)
+def test_a_subgroup_preferring_wider_than_it_may_be_is_refused_naming_the_field(
+    subgroup: int, constraint: dict[str, str], error: str
+) -> None:
+    obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    obj["spec"]["topologyConstraint"] = {"requiredTopologyLevel": BLOCK}
+    obj["spec"]["subGroups"][subgroup]["topologyConstraint"] = constraint
+    group = kai.parse_pod_group(obj).value
+    topologies = parse_topologies(f"dynamo={ZONE},{BLOCK},{RACK}")
+    assert resolve_topology(group, [], topologies) == f"gang kai:default/serve: {error}"
+
+
+def test_a_subgroup_s_preference_beside_the_annotations_slices_is_refused_naming_it() -> None:
+    obj = kai_podgroup_obj("serve", 4, sub_groups={"prefill": 2, "decode": 2})
+    with_subgroup_levels(obj, decode={"preferredTopologyLevel": RACK})
+    obj["metadata"]["annotations"] = {
+        "phalanx.io/topology-slice-size": "2",
+        "phalanx.io/topology-slice-required": RACK,
+    }
+    with pytest.raises(InvalidObjectError) as raised:
+        kai.parse_pod_group(obj)
+    assert str(raised.value).endswith(
+        f"{DECODE_PREFERRED}: cannot be combined with the PodGroup's slices (slices of 2 in "
+        f"{RACK}, from the phalanx.io/topology-* annotations); use one or the other"
+    )
 
 
 def test_a_subgroup_s_level_beside_the_annotations_slices_is_refused_naming_both() -> None:

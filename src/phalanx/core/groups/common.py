@@ -20,6 +20,7 @@ from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
     Placement,
     PolicyKind,
+    TaskPreference,
     TaskSet,
     TopologyConstraint,
     task_names,
@@ -292,6 +293,33 @@ def with_task_sets(
     return replace(base, slice_noun=noun, task_sets=tuple(sorted(sets, key=lambda s: s.label)))
 
 
+def with_task_preferences(
+    src: Source,
+    own: TopologyConstraint | None,
+    prefs: Sequence[TaskPreference],
+    *,
+    kind: str,
+    noun: str,
+) -> TopologyConstraint | None:
+    """A gang's topology intent (`own`, with its tasks' levels and sets already) with its
+    tasks' and sets' preferred levels (`TopologyConstraint.preferences`: KAI's subgroups'
+    `preferredTopologyLevel`, Grove's podgroups' and constraint groups' `preferred`).
+    Refused, naming the first preference's field, beside the object's annotations' slices by
+    rank. Whether each is narrower than its own required level and the gang's is known only
+    against the configured topologies (`resolve_topology`). `kind` names the object, `noun`
+    its tasks, in messages."""
+    if not prefs:
+        return own
+    base = own or TopologyConstraint(any_label=True)
+    if base.slice_size:
+        raise src.invalid(
+            prefs[0].field,
+            f"cannot be combined with the {kind}'s slices ({base}, from the "
+            "phalanx.io/topology-* annotations); use one or the other",
+        )
+    return replace(base, slice_noun=noun, preferences=tuple(sorted(prefs, key=lambda p: p.label)))
+
+
 INT32_MAX: Final = 2**31 - 1
 
 
@@ -389,5 +417,6 @@ __all__ = [
     "read_min_count",
     "read_positive_int32",
     "with_task_levels",
+    "with_task_preferences",
     "with_task_sets",
 ]

@@ -16,15 +16,19 @@ PodCliqueSet replica, as Grove's operator creates them.
   (Grove's operator translates its level names to them), read as KAI's levels are
   (`any_label`). A podgroup's `packConstraint.required` keeps its members inside one value
   of that label (`TopologyConstraint.slice_tasks`; podgroups may require different levels
-  of one topology, `task_levels`). A podgroup's `preferred` is not used (a warning):
-  Phalanx has no per-task preference.
+  of one topology, `task_levels`); its `preferred` key is tried best effort
+  (`TopologyConstraint.preferences`): its members in one value of it if the gang can be
+  placed so, else one level wider at a time, up to its `required` (or the PodGang's
+  domain).
 * `spec.topologyConstraintGroupConfigs` keep several podgroups together inside one
   domain: an entry's `required` key is a task set of its `podGroupNames`
   (`TopologyConstraint.task_sets`, "constraint group <name>"), inside the PodGang's domain
   and around each podgroup's own. Entries that share podgroups without one holding the
   other are refused naming the field; levels that do not nest (an entry wider than the
   PodGang's `required`, a podgroup's wider than its entry's) are refused when the gang is
-  resolved. An entry's `preferred` is not used (a warning), one with neither says nothing.
+  resolved. An entry's `preferred` key holds its podgroups together best effort, as a
+  podgroup's does its members; a `preferred` wider than the entry's own `required`, a
+  podgroup's, or the PodGang's is refused when resolved, naming the field.
 * `spec.priorityClassName` is not placement: not read. `spec.reuseReservationRef` asks to
   reuse an earlier PodGang's reservation: Phalanx places every gang anew (a warning).
 * Status, on `/status` (Grove's CRD has the subresource): `phase` and a `Scheduled`
@@ -51,6 +55,7 @@ from phalanx.core.groups.common import (
     label_levels,
     read_identity,
     with_task_levels,
+    with_task_preferences,
     with_task_sets,
 )
 from phalanx.core.groups.status import (
@@ -68,6 +73,7 @@ from phalanx.core.model import (
     GroupRef,
     Pod,
     PodGroup,
+    TaskPreference,
     TaskSet,
     TopologyConstraint,
 )
@@ -140,8 +146,8 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
             "spec.podgroups",
             f"the podgroups' minReplicas sum to {total}, more than {INT32_MAX} (an int32)",
         )
-    sets, unused = _group_configs(src, spec, podgroups.names)
-    warnings = [*podgroups.warnings, *unused]
+    sets, preferences = _group_configs(src, spec, podgroups.names)
+    warnings = []
     if read_object(src, spec.get("reuseReservationRef"), "spec.reuseReservationRef"):
         warnings.append(
             "spec.reuseReservationRef is ignored: Phalanx keeps no reservation for a later "
@@ -161,17 +167,23 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.GROVE,
-        topology=with_task_sets(
+        topology=with_task_preferences(
             src,
-            with_task_levels(
+            with_task_sets(
                 src,
-                topology,
-                podgroups.levels,
+                with_task_levels(
+                    src,
+                    topology,
+                    podgroups.levels,
+                    kind=KIND,
+                    noun="podgroup",
+                    levels_field=PODGROUP_LEVELS_FIELD,
+                ),
+                sets,
                 kind=KIND,
                 noun="podgroup",
-                levels_field=PODGROUP_LEVELS_FIELD,
             ),
-            sets,
+            [*podgroups.preferences, *preferences],
             kind=KIND,
             noun="podgroup",
         ),
@@ -188,13 +200,14 @@ class _PodGroups:
     """`spec.podgroups` as read: every name; (name, minReplicas) pairs sorted by name
     without the zeros (they ask for nothing); each required level with the podgroups (and
     the field) that set it (`with_task_levels`); (pod, podgroup) for the pods of the
-    PodGang's namespace the podgroups list; warnings for what is read but not used."""
+    PodGang's namespace the podgroups list; each podgroup's preferred level
+    (`with_task_preferences`)."""
 
     names: frozenset[str]
     minima: tuple[tuple[str, int], ...]
     levels: dict[str, list[tuple[str, str]]]
     by_pod: tuple[tuple[str, str], ...]
-    warnings: tuple[str, ...]
+    preferences: tuple[TaskPreference, ...]
 
 
 def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
@@ -202,7 +215,7 @@ def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
     by_pod: dict[str, str] = {}
     minima = []
     levels: dict[str, list[tuple[str, str]]] = {}
-    warnings = []
+    preferences = []
     if spec.get("podgroups") is None:
         raise src.invalid("spec.podgroups", "is required (a list of podgroups)")
     for path, entry in read_objects(src, spec.get("podgroups"), "spec.podgroups"):
@@ -238,10 +251,13 @@ def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
         if intent is None:
             continue
         if intent.preferred:
-            warnings.append(
-                f"{where}.packConstraint.preferred is ignored: Phalanx has no per-podgroup "
-                "preference (the PodGang's spec.topologyConstraint.packConstraint.preferred "
-                "is honoured for the whole gang)"
+            preferences.append(
+                TaskPreference(
+                    f"podgroup {name}",
+                    (name,),
+                    intent.preferred,
+                    f"{where}.packConstraint.preferred",
+                )
             )
         if intent.required:
             levels.setdefault(intent.required, []).append(
@@ -252,17 +268,18 @@ def _podgroups(src: Source, spec: JsonObject, namespace: str) -> _PodGroups:
         tuple(sorted(minima)),
         levels,
         tuple(sorted(by_pod.items())),
-        tuple(warnings),
+        tuple(preferences),
     )
 
 
 def _group_configs(
     src: Source, spec: JsonObject, names: frozenset[str]
-) -> tuple[list[TaskSet], list[str]]:
+) -> tuple[list[TaskSet], list[TaskPreference]]:
     """`spec.topologyConstraintGroupConfigs`: a task set for each entry with a `required`
-    key (its podgroups together in one domain of it), and warnings for what is not used
-    (a `preferred` key: no preference for several podgroups together)."""
-    sets, warnings = [], []
+    key (its podgroups together in one domain of it), and a preference for each with a
+    `preferred` key (its podgroups together in one domain of it, best effort)."""
+    sets: list[TaskSet] = []
+    preferences: list[TaskPreference] = []
     configs = spec.get("topologyConstraintGroupConfigs")
     for path, entry in read_objects(src, configs, "spec.topologyConstraintGroupConfigs"):
         listed = entry.get("podGroupNames")
@@ -281,8 +298,8 @@ def _group_configs(
         intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
         if intent is None:
             continue
+        label = read_string(src, entry.get("name"), f"{path}.name") or path
         if intent.required and tasks:
-            label = read_string(src, entry.get("name"), f"{path}.name") or path
             sets.append(
                 TaskSet(
                     f"constraint group {label}",
@@ -291,12 +308,17 @@ def _group_configs(
                     f"{where}.packConstraint.required",
                 )
             )
-        if intent.preferred:
-            warnings.append(
-                f"{where}.packConstraint.preferred is ignored: Phalanx has no preference for "
-                "several podgroups together"
+        if intent.preferred and tasks:
+            preferences.append(
+                TaskPreference(
+                    f"constraint group {label}",
+                    tuple(sorted(tasks)),
+                    intent.preferred,
+                    f"{where}.packConstraint.preferred",
+                    together=True,
+                )
             )
-    return sets, warnings
+    return sets, preferences
 
 
 def _pack_constraint(src: Source, holder: JsonObject, where: str) -> JsonObject:

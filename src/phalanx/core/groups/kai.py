@@ -27,8 +27,12 @@ podgrouper creates them (one per workload) or a platform's tooling writes them.
   `TopologyConstraint.task_sets`: Dynamo's prefill leader and workers in one block, each
   in one rack), nested as the subgroups are; it must be no wider than the PodGroup's level
   and no narrower than its leaves' (checked when resolved, naming the field); the
-  PodGroup's own level is already held. A subgroup's `preferredTopologyLevel`
-  and `topology` are not used (a warning each): Phalanx has no per-subgroup preference.
+  PodGroup's own level is already held. A subgroup's `preferredTopologyLevel` is tried
+  best effort (`TopologyConstraint.preferences`): a leaf's members, or a parent's leaves
+  together, in one domain of it if the gang can be placed so, else one level wider at a
+  time up to its required level (or the PodGroup's domain); one wider than its own
+  required level or the PodGroup's is refused when resolved, naming the field. A
+  subgroup's `topology` is not used (a warning).
 * `spec.topologyConstraint`: `requiredTopologyLevel` and `preferredTopologyLevel` are node
   label keys, read as upstream's PodGroup topology key is (`any_label`: a level of a
   configured topology is that level, any other label a topology of that label alone).
@@ -57,6 +61,7 @@ from phalanx.core.groups.common import (
     read_identity,
     read_min_count,
     with_task_levels,
+    with_task_preferences,
     with_task_sets,
 )
 from phalanx.core.groups.kai_subgroups import Subgroups, parents, read_subgroups
@@ -141,17 +146,23 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.KAI,
-        topology=with_task_sets(
+        topology=with_task_preferences(
             src,
-            with_task_levels(
+            with_task_sets(
                 src,
-                topology,
-                subgroups.levels,
+                with_task_levels(
+                    src,
+                    topology,
+                    subgroups.levels,
+                    kind=KIND,
+                    noun="subgroup",
+                    levels_field=SUBGROUP_LEVELS_FIELD,
+                ),
+                sets,
                 kind=KIND,
                 noun="subgroup",
-                levels_field=SUBGROUP_LEVELS_FIELD,
             ),
-            sets,
+            subgroups.preferences,
             kind=KIND,
             noun="subgroup",
         ),

@@ -15,7 +15,9 @@ Flat subgroups without any `minSubGroup` stay Volcano-style task minima, sorted 
 without the zeros; anything else is a `SubGroupTree`, the quorum shape of a composite
 gang (`phalanx.core.quorum`). A parent's `requiredTopologyLevel` keeps all its
 descendants' members in one domain together: a task set of its leaves (`TaskSet`), which
-nests inside its parent's as the subgroups do.
+nests inside its parent's as the subgroups do. A subgroup's `preferredTopologyLevel` is a
+preference (`TaskPreference`): a leaf's for its own members, a parent's for its leaves
+together, tried best effort.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from typing import Final
 
 from phalanx.core.errors import quoted
 from phalanx.core.groups.common import INT32_MAX, label_levels
-from phalanx.core.model import ChildGroups, SubGroupTree, TaskSet, TopologyConstraint
+from phalanx.core.model import (
+    ChildGroups,
+    SubGroupTree,
+    TaskPreference,
+    TaskSet,
+    TopologyConstraint,
+)
 from phalanx.core.quorum import fewest_members
 from phalanx.core.rawdict import (
     JsonObject,
@@ -51,7 +59,9 @@ class Subgroups:
     the subgroups' quorum. `elastic`: some `minSubGroup` lets a quorum leave subgroups out.
     `levels`: each leaf's required level with the leaves (and field) that set it
     (`with_task_levels`); `sets`: each parent with a required level, the set of its leaves
-    held in one domain of it (`with_task_sets`). `warnings`: what is read but not used.
+    held in one domain of it (`with_task_sets`); `preferences`: each subgroup with a
+    preferred level, a leaf's own or a parent's leaves together (`with_task_preferences`).
+    `warnings`: what is read but not used.
     """
 
     names: frozenset[str] = frozenset()
@@ -60,6 +70,7 @@ class Subgroups:
     elastic: bool = False
     levels: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     sets: tuple[TaskSet, ...] = ()
+    preferences: tuple[TaskPreference, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -71,6 +82,7 @@ class _Entry:
     min_member: int | None
     min_sub_group: int | None
     required: str
+    preferred: str
 
 
 def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
@@ -109,12 +121,23 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
         for e in entries.values()
         if e.name in children and e.required
     )
+    preferences = tuple(
+        TaskPreference(
+            f"subgroup {e.name}",
+            _leaves_under(e.name, children) if e.name in children else (e.name,),
+            e.preferred,
+            f"{e.path}.topologyConstraint.preferredTopologyLevel",
+            together=e.name in children,
+        )
+        for e in entries.values()
+        if e.preferred
+    )
     elastic = root_min is not None or any(e.min_sub_group is not None for e in entries.values())
     names = frozenset(leaf.name for leaf in leaves)
     if not elastic and len(top) == len(entries):
         minima = tuple(sorted((e.name, e.min_member or 0) for e in leaves if e.min_member))
         fewest = sum(minimum for _, minimum in minima)
-        return Subgroups(names, minima, fewest, False, levels, sets, tuple(warnings))
+        return Subgroups(names, minima, fewest, False, levels, sets, preferences, tuple(warnings))
 
     def node(name: str) -> tuple[str, int] | SubGroupTree:
         below = children.get(name)
@@ -126,7 +149,9 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
 
     tree = node("")
     assert isinstance(tree, SubGroupTree)  # the PodGroup has children: entries exist
-    return Subgroups(names, tree, fewest_members(tree), elastic, levels, sets, tuple(warnings))
+    return Subgroups(
+        names, tree, fewest_members(tree), elastic, levels, sets, preferences, tuple(warnings)
+    )
 
 
 def _leaves_under(name: str, children: Mapping[str, list[str]]) -> tuple[str, ...]:
@@ -163,14 +188,9 @@ def _entry(src: Source, path: str, raw: JsonObject, warnings: list[str]) -> _Ent
             f"{where}.topology is ignored: it names KAI's Topology object, which Phalanx "
             "does not read (its levels are read as node label keys)"
         )
-    if intent is not None and intent.preferred:
-        warnings.append(
-            f"{where}.preferredTopologyLevel is ignored: Phalanx has no per-subgroup "
-            "preference (the PodGroup's spec.topologyConstraint.preferredTopologyLevel "
-            "is honoured for the whole gang)"
-        )
     required = intent.required if intent is not None else ""
-    return _Entry(path, name, parent, minimum, min_sub_group, required)
+    preferred = intent.preferred if intent is not None else ""
+    return _Entry(path, name, parent, minimum, min_sub_group, required, preferred)
 
 
 def _levels(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:

@@ -33,11 +33,13 @@ def kai_pod_group(
     sub_groups: Mapping[str, int] | None = None,
     topology: Mapping[str, Any] | None = None,
     sub_group_levels: Mapping[str, str] | None = None,
+    sub_group_preferred: Mapping[str, str] | None = None,
     nested: Sequence[Obj] = (),
     min_sub_group: int | None = None,
 ) -> Obj:
     """A PodGroup as KAI's podgrouper writes it (a queue, which Phalanx does not read);
-    `sub_group_levels` gives subgroups a `topologyConstraint.requiredTopologyLevel`;
+    `sub_group_levels` gives subgroups a `topologyConstraint.requiredTopologyLevel`,
+    `sub_group_preferred` a `preferredTopologyLevel`;
     `nested` are `spec.subGroups` as written (with `parent`, `minSubGroup`), and
     `min_sub_group` the PodGroup's `spec.minSubGroup` (`min_member` None then)."""
     spec: Obj = {"queue": "default-queue"}
@@ -50,9 +52,15 @@ def kai_pod_group(
     if sub_groups is not None:
         spec["subGroups"] = [{"name": n, "minMember": m} for n, m in sub_groups.items()]
         for entry in spec["subGroups"]:
+            constraint = {}
             level = (sub_group_levels or {}).get(entry["name"])
             if level:
-                entry["topologyConstraint"] = {"requiredTopologyLevel": level}
+                constraint["requiredTopologyLevel"] = level
+            preferred = (sub_group_preferred or {}).get(entry["name"])
+            if preferred:
+                constraint["preferredTopologyLevel"] = preferred
+            if constraint:
+                entry["topologyConstraint"] = constraint
     if topology is not None:
         spec["topologyConstraint"] = dict(topology)
     return sc.api.create(

@@ -5,10 +5,10 @@ waits (``UnschedulableOnNodePool``) and stops saying it once placed, subgroup mi
 hold in the quorum (nested subgroups too: every leaf beneath each parent, or
 ``minSubGroup`` of them, never a partial gang), and a subgroup's required topology level
 keeps it in one rack (or, levels differing, prefill in one clique and decode in one leaf
-of one spine), while a parent subgroup's level keeps its leaves together (prefill's leader
-and workers in one leaf, each in one clique). KAI's own scheduler does not run: its CRD
-is served (written from its types, ``crds/kai-podgroup.yaml``) before this module's
-Phalanx starts.
+of one spine), a preferred one in one rack where a rack has room, while a parent
+subgroup's level keeps its leaves together (prefill's leader and workers in one leaf, each
+in one clique). KAI's own scheduler does not run: its CRD is served (written from its
+types, ``crds/kai-podgroup.yaml``) before this module's Phalanx starts.
 """
 
 from __future__ import annotations
@@ -154,6 +154,43 @@ def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
     for role, pods in names.items():
         assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
     assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+
+
+def test_each_kai_subgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_room(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """The racks above, prefill and decode each only preferring one rack: without the
+    preference the gang would fill the lone node and split a subgroup; with it each binds in
+    a rack of two, and the Reserved Event says each preference held."""
+    sc = judged(cluster)
+    rack_of = {}
+    for suffix, rack in (("a", "r0"), ("b1", "r1"), ("b2", "r1"), ("c1", "r2"), ("c2", "r2")):
+        name = sc.node(suffix, GPUS, labels={RACK: f"{sc.namespace}-{rack}"})
+        rack_of[name] = rack
+    sc.nodes_ready()
+    kai_pod_group(
+        sc,
+        "liking",
+        4,
+        sub_groups={"prefill": 2, "decode": 2},
+        sub_group_preferred={"prefill": RACK, "decode": RACK},
+    )
+    names = {
+        role: [member(sc, f"{role}-{i}", "liking", role, gated=True) for i in range(2)]
+        for role in ("prefill", "decode")
+    }
+    for each in (*names["prefill"], *names["decode"]):
+        sc.ungate(each)
+    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    for role, pods in names.items():
+        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
+    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    sc.wait_event(
+        "liking",
+        "subgroup decode within one rack as preferred; "
+        "subgroup prefill within one rack as preferred",
+        reason="Reserved",
+    )
 
 
 SPINE = "network.topology.nvidia.com/spine"

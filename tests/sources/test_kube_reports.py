@@ -1,6 +1,7 @@
 """What the live source writes to nominate reserved members: one pods/status patch each,
 in the order decided per pod, and the plain requeue where RBAC refuses pods/status; and a
-gang's status writes, in the order decided per gang object."""
+gang's status writes, in the order decided per gang object, each after a short window in
+which newer statuses of the same object replace it."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ PODGROUP = ServedKind(
 GANG = GroupRef("team", "train")
 
 
-def reports(writer: RecordingWriter) -> Reports:
+def reports(writer: RecordingWriter, window: Window | None = None) -> Reports:
     return Reports(
         writer,
         identity="phalanx-test",
@@ -49,7 +50,29 @@ def reports(writer: RecordingWriter) -> Reports:
         held=lambda key: Held(PODGROUP, "pg-uid") if key == GANG.object_ref.key else None,
         clock=lambda: 0.0,
         wall_clock=lambda: 1_700_000_000.0,
+        status_coalesce_seconds=window.seconds if window is not None else 0.0,
+        sleep=window.sleep if window is not None else asyncio.sleep,
     )
+
+
+class Window:
+    """The status coalescing window, closed by the test instead of by the clock."""
+
+    def __init__(self, seconds: float = 1.0) -> None:
+        self.seconds = seconds
+        self.waits: list[float] = []  # every sleep asked for
+        self._closed = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await self._closed.wait()
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+def reasons(writer: RecordingWriter) -> list[str]:
+    return [body["status"]["conditions"][0]["reason"] for _, body in writer.patches]
 
 
 class SlowFirstWriter(RecordingWriter):
@@ -198,3 +221,78 @@ async def test_every_report_yields_to_bindings_in_the_clients_report_lane() -> N
     await rep.emit_event("Pod", "team", "worker-0", "Reserved", "held", warning=False)
     assert len(writer.lanes) == 4
     assert {lane for _, lane in writer.lanes} == {Lane.REPORT}
+
+
+async def test_a_status_waits_the_coalescing_window_before_it_is_written() -> None:
+    writer, window = RecordingWriter(), Window(seconds=1.0)
+    rep = reports(writer, window)
+    reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
+    pending = asyncio.ensure_future(rep.update_group_status(reserved))
+    await asyncio.sleep(0)
+    assert writer.patches == []
+    assert window.waits == [1.0]
+    window.close()
+    await pending
+    assert reasons(writer) == ["Reserved"]
+
+
+async def test_statuses_decided_within_the_window_are_one_write_of_the_newest() -> None:
+    # A gang reserved, bound and running in quick succession: the object goes straight to
+    # the newest. Only the first decision sleeps; every caller returns once it is written.
+    writer, window = RecordingWriter(), Window()
+    rep = reports(writer, window)
+    reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
+    bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
+    running = GroupStatus(GANG, GroupPhase.RUNNING, 3, 3, "bound", "bound 3 member(s)")
+    calls = []
+    for status in (reserved, bound, running):
+        calls.append(asyncio.ensure_future(rep.update_group_status(status)))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert writer.patches == []
+    assert not any(call.done() for call in calls)
+    window.close()
+    await asyncio.gather(*calls)
+    assert len(writer.patches) == 1
+    assert writer.patches[0][1]["status"]["phase"] == "Running"
+    assert len(window.waits) == 1
+
+
+async def test_a_status_decided_while_a_write_is_in_flight_waits_a_window_of_its_own() -> None:
+    writer, window = SlowFirstWriter(), Window()
+    window.close()  # the first window passes at once
+    rep = reports(writer, window)
+    committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
+    bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
+    first = asyncio.ensure_future(rep.update_group_status(committed))
+    while writer.first:  # the first write is on its way
+        await asyncio.sleep(0)
+    await asyncio.gather(first, rep.update_group_status(bound))
+    assert reasons(writer) == ["Committed", "Bound"]
+    assert len(window.waits) == 2
+
+
+async def test_a_status_cancelled_in_its_window_leaves_later_ones_to_be_written() -> None:
+    # Shutdown cancels the waiting write: a caller whose status it carried is let go, and
+    # nothing is left behind that swallows the object's next status.
+    writer, window = RecordingWriter(), Window()
+    rep = reports(writer, window)
+    reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
+    committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
+    waiting = asyncio.ensure_future(rep.update_group_status(reserved))
+    await asyncio.sleep(0)
+    riding = asyncio.ensure_future(rep.update_group_status(committed))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await riding
+    window.close()
+    bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
+    await rep.update_group_status(bound)
+    assert reasons(writer) == ["Bound"]
+
+
+def test_a_negative_coalescing_window_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="status_coalesce_seconds must be >= 0, got -1"):
+        reports(RecordingWriter(), Window(seconds=-1))

@@ -17,7 +17,10 @@
   (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS` times; rebuilt, it may have
   nothing left to say (a True condition kube-scheduler wrote meanwhile is never turned
   back). Nothing new: nothing sent. Writes to one object go one at a time, in the order
-  decided; a status decided while another waits replaces it (only the newest is written).
+  decided. A status waits `status_coalesce_seconds` (1 s in `KubeSourceSettings`) before
+  it is written, and one decided while it waits replaces it (only the newest is written):
+  a gang's decisions and member counts come in bursts, a write of a custom resource's
+  status is among the API server's dearer requests.
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 * **Nominations** set a reserved member's `status.nominatedNodeName` and touch the same
@@ -191,8 +194,16 @@ class Reports:
         dra_version_of: Callable[[str], str] = lambda kind: DRA_GROUP_VERSION,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
+        status_coalesce_seconds: float = 0.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        if status_coalesce_seconds < 0:
+            raise ValueError(
+                f"status_coalesce_seconds must be >= 0, got {status_coalesce_seconds!r}"
+            )
         self.writer = writer
+        self.status_coalesce_seconds = status_coalesce_seconds
+        self._sleep = sleep
         self.identity = identity
         self.uid_of = uid_of
         self.dra_version_of = dra_version_of
@@ -204,8 +215,9 @@ class Reports:
         # One pod's nominations, and one gang object's status writes, in the order decided.
         self._pod_writes = _InOrder()
         self._status_writes = _InOrder()
-        # Gang object key -> the newest status decided and not yet being written.
-        self._newest_status: dict[str, GroupStatus] = {}
+        # Gang object key -> the newest status decided and not yet being written, and what
+        # every caller whose status it replaced waits on (done once it is written or dropped).
+        self._newest_status: dict[str, tuple[GroupStatus, asyncio.Future[None]]] = {}
         self._may_nominate = True  # False once the API refused pods/status (RBAC)
 
     def forget_group(self, key: str) -> None:
@@ -413,17 +425,33 @@ class Reports:
 
     async def update_group_status(self, status: GroupStatus) -> None:
         """The gang's status in its dialect's terms, on its object; nothing without one.
-        Writes for one object land in the order decided, each built on the one before. A
-        status still waiting its turn when a newer one is decided is never written: each
-        status is whole, so the newest says all it would (fewer writes while the API server
-        is slow, which is when decisions pile up)."""
+        Writes for one object land in the order decided, each built on the one before.
+
+        A status waits `status_coalesce_seconds` before its turn, and one decided while it
+        waits (or while the write before it is in flight) replaces it: each status is
+        whole, so the newest says all the ones before it would. A gang reserved, bound and
+        then running within the window costs one write, not three; a slow API server, when
+        decisions pile up, gets fewer writes still. Every caller returns once the status
+        that replaced its own has been written (or found to say nothing new)."""
         key = status.ref.object_ref.key
-        self._newest_status[key] = status
-        async with self._status_writes.turn(key):
-            if self._newest_status.get(key) is not status:
-                return  # superseded while it waited
-            del self._newest_status[key]
-            await self._write_group_status(key, status)
+        waiting = self._newest_status.get(key)
+        if waiting is not None:  # a write of this object not yet sent: it takes this status
+            self._newest_status[key] = (status, waiting[1])
+            await asyncio.shield(waiting[1])
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._newest_status[key] = (status, done)
+        taken = False
+        try:
+            if self.status_coalesce_seconds > 0:
+                await self._sleep(self.status_coalesce_seconds)
+            async with self._status_writes.turn(key):
+                (newest, _), taken = self._newest_status.pop(key), True
+                await self._write_group_status(key, newest)
+        finally:
+            if not taken:  # cancelled while waiting: later statuses must not wait on it
+                self._newest_status.pop(key, None)
+            done.set_result(None)
 
     async def _write_group_status(self, key: str, status: GroupStatus) -> None:
         held = self.held(key)

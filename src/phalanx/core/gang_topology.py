@@ -124,6 +124,21 @@ class _Candidate:
     fits: bool
 
 
+def _better(best: Failure | None, result: Failure, domain: str) -> Failure:
+    """Of two domains' failures, the one that placed more units, named by its domain."""
+    if best is None or result.placed_units > best.placed_units:
+        return Failure(result.placed_units, f"{domain}: {result.reason}")
+    return best
+
+
+def _fits_nowhere(label: str, noun: str, best: Failure | None, placed: int) -> Failure:
+    """`label` (a set, a slice) fits in no domain (`noun`) of its level; `placed` units of
+    the gang were placed before it, `best` the domain that came closest."""
+    why = f"best: {best.reason}" if best is not None else "none has room for it"
+    placed += best.placed_units if best is not None else 0
+    return Failure(placed, f"{label} fits in no {noun} ({why})")
+
+
 class TopologySearch:
     """One gang's level walk over one snapshot (see module docstring)."""
 
@@ -440,16 +455,9 @@ class TopologySearch:
                     done += [(u, result[u.index]) for u in held.units]
                     near |= around[d]
                     break
-                if best is None or result.placed_units > best.placed_units:
-                    best = Failure(
-                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
-                    )
+                best = _better(best, result, self.index.domains[level][d].name)
             else:
-                why = f"best: {best.reason}" if best is not None else "none has room for it"
-                return Failure(
-                    len(chosen) + (best.placed_units if best else 0),
-                    f"{label} fits in no {noun} ({why})",
-                )
+                return _fits_nowhere(label, noun, best, len(chosen))
         return chosen
 
     def _held(self, of: TaskSetLevel, order: Sequence[Unit]) -> _HeldSet:
@@ -583,16 +591,9 @@ class TopologySearch:
                         room[d][i] -= need[i]
                     near |= around[d]
                     break
-                if best is None or result.placed_units > best.placed_units:
-                    best = Failure(
-                        result.placed_units, f"{self.index.domains[level][d].name}: {result.reason}"
-                    )
+                best = _better(best, result, self.index.domains[level][d].name)
             else:
-                why = f"best: {best.reason}" if best is not None else "none has room for it"
-                return Failure(
-                    len(chosen) + (best.placed_units if best else 0),
-                    f"{group.label} fits in no {noun} ({why})",
-                )
+                return _fits_nowhere(group.label, noun, best, len(chosen))
         return chosen
 
     def _rooms(

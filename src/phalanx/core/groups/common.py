@@ -220,6 +220,22 @@ def label_levels(
     return TopologyConstraint(required=keys[required], preferred=keys[preferred], any_label=True)
 
 
+def _unsliced(
+    src: Source, own: TopologyConstraint | None, field: str, kind: str, *, by_task: bool = False
+) -> TopologyConstraint:
+    """`own` (or an intent with no constraint yet) for `field` to add to; refused, naming
+    `field`, when the object's annotations cut the gang into slices by rank (`by_task`:
+    into slices of any kind, tasks' own levels included)."""
+    base = own or TopologyConstraint(any_label=True)
+    if base.slice_size or (by_task and base.slice_required):
+        raise src.invalid(
+            field,
+            f"cannot be combined with the {kind}'s slices ({base}, from the "
+            "phalanx.io/topology-* annotations); use one or the other",
+        )
+    return base
+
+
 def with_task_levels(
     src: Source,
     own: TopologyConstraint | None,
@@ -240,13 +256,7 @@ def with_task_levels(
     if not levels:
         return own
     named = [entry for tasks in levels.values() for entry in tasks]
-    base = own or TopologyConstraint(any_label=True)
-    if base.slice_size or base.slice_required:
-        raise src.invalid(
-            next(iter(levels.values()))[0][1],
-            f"cannot be combined with the {kind}'s slices ({base}, from the "
-            "phalanx.io/topology-* annotations); use one or the other",
-        )
+    base = _unsliced(src, own, next(iter(levels.values()))[0][1], kind, by_task=True)
     tasks = tuple(sorted(name for name, _ in named))
     if len(levels) == 1:
         return replace(base, slice_required=next(iter(levels)), slice_tasks=tasks, slice_noun=noun)
@@ -274,13 +284,7 @@ def with_task_sets(
     object, `noun` its tasks, in messages."""
     if not sets:
         return own
-    base = own or TopologyConstraint(any_label=True)
-    if base.slice_size:
-        raise src.invalid(
-            sets[0].field,
-            f"cannot be combined with the {kind}'s slices ({base}, from the "
-            "phalanx.io/topology-* annotations); use one or the other",
-        )
+    base = _unsliced(src, own, sets[0].field, kind)
     for i, a in enumerate(sets):
         for b in sets[:i]:
             common = set(a.tasks) & set(b.tasks)
@@ -310,13 +314,7 @@ def with_task_preferences(
     its tasks, in messages."""
     if not prefs:
         return own
-    base = own or TopologyConstraint(any_label=True)
-    if base.slice_size:
-        raise src.invalid(
-            prefs[0].field,
-            f"cannot be combined with the {kind}'s slices ({base}, from the "
-            "phalanx.io/topology-* annotations); use one or the other",
-        )
+    base = _unsliced(src, own, prefs[0].field, kind)
     return replace(base, slice_noun=noun, preferences=tuple(sorted(prefs, key=lambda p: p.label)))
 
 

@@ -280,9 +280,14 @@ def test_a_gang_with_a_plan_waits_for_its_quorum_then_binds_together(
         gang.members[1], "waiting for gang members: 2/3 exist", reason="FailedScheduling"
     )
     assert cluster.bound_count(gang) == 0
-    status = cluster.get_pod_group(gang.name).get("status") or {}
-    assert status.get("phase") == "Pending", status
+    # The status follows the decision within about a second (written once per burst).
+    cluster.wait(
+        f"{gang.name}: phase Pending",
+        lambda: (cluster.get_pod_group(gang.name).get("status") or {}).get("phase") == "Pending",
+        timeout=10,
+    )
     assert cluster.events(gang.name, kind="PodGroup", reason="WaitingForMembers")
+    assert cluster.bound_count(gang) == 0
 
     cluster.add_member(gang, 2)
     where = cluster.wait_gang(gang)

@@ -158,6 +158,12 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
     # Last: its reservation lasts while two members are held at the barrier (20 s).
     held = cluster.gang("held", 3, 2, held=[2])
     phalanx.wait_metric("phalanx_barrier_waiting", lambda v: v == 2, what="held at the barrier")
+    # Its PodGroup says Scheduling within about a second (status written once per burst).
+    cluster.wait(
+        "held: phase Scheduling",
+        lambda: (cluster.get_pod_group(held.name).get("status") or {}).get("phase") == "Scheduling",
+        timeout=10,
+    )
 
     answer = plugin.json(
         "status", "-n", ns, "--server", phalanx.url, *plugin.lease_flags,

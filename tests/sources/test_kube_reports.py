@@ -223,17 +223,33 @@ async def test_every_report_yields_to_bindings_in_the_clients_report_lane() -> N
     assert {lane for _, lane in writer.lanes} == {Lane.REPORT}
 
 
-async def test_a_status_waits_the_coalescing_window_before_it_is_written() -> None:
+async def first_status_sent(rep: Reports, writer: RecordingWriter) -> None:
+    """The gang's first status, which goes at once (no window)."""
+    waiting = GroupStatus(GANG, GroupPhase.PENDING, 0, 0, "waiting-for-members", "1/3 exist")
+    await asyncio.wait_for(rep.update_group_status(waiting), timeout=5)  # no window to close
+    assert reasons(writer) == ["WaitingForMembers"]
+
+
+async def test_an_objects_first_status_is_written_at_once() -> None:
+    # Others may wait for it: Volcano's job controller creates a job's pods only once its
+    # PodGroup has left Pending.
+    writer, window = RecordingWriter(), Window(seconds=1.0)
+    await first_status_sent(reports(writer, window), writer)
+    assert window.waits == []
+
+
+async def test_a_later_status_waits_the_coalescing_window_before_it_is_written() -> None:
     writer, window = RecordingWriter(), Window(seconds=1.0)
     rep = reports(writer, window)
+    await first_status_sent(rep, writer)
     reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
     pending = asyncio.ensure_future(rep.update_group_status(reserved))
     await asyncio.sleep(0)
-    assert writer.patches == []
+    assert len(writer.patches) == 1
     assert window.waits == [1.0]
     window.close()
     await pending
-    assert reasons(writer) == ["Reserved"]
+    assert reasons(writer) == ["WaitingForMembers", "Reserved"]
 
 
 async def test_statuses_decided_within_the_window_are_one_write_of_the_newest() -> None:
@@ -241,6 +257,7 @@ async def test_statuses_decided_within_the_window_are_one_write_of_the_newest() 
     # the newest. Only the first decision sleeps; every caller returns once it is written.
     writer, window = RecordingWriter(), Window()
     rep = reports(writer, window)
+    await first_status_sent(rep, writer)
     reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
     bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
     running = GroupStatus(GANG, GroupPhase.RUNNING, 3, 3, "bound", "bound 3 member(s)")
@@ -249,18 +266,18 @@ async def test_statuses_decided_within_the_window_are_one_write_of_the_newest() 
         calls.append(asyncio.ensure_future(rep.update_group_status(status)))
         await asyncio.sleep(0)
     await asyncio.sleep(0)
-    assert writer.patches == []
+    assert len(writer.patches) == 1
     assert not any(call.done() for call in calls)
     window.close()
     await asyncio.gather(*calls)
-    assert len(writer.patches) == 1
-    assert writer.patches[0][1]["status"]["phase"] == "Running"
+    assert len(writer.patches) == 2
+    assert writer.patches[-1][1]["status"]["phase"] == "Running"
     assert len(window.waits) == 1
 
 
 async def test_a_status_decided_while_a_write_is_in_flight_waits_a_window_of_its_own() -> None:
     writer, window = SlowFirstWriter(), Window()
-    window.close()  # the first window passes at once
+    window.close()  # every window passes at once
     rep = reports(writer, window)
     committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
     bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
@@ -269,7 +286,7 @@ async def test_a_status_decided_while_a_write_is_in_flight_waits_a_window_of_its
         await asyncio.sleep(0)
     await asyncio.gather(first, rep.update_group_status(bound))
     assert reasons(writer) == ["Committed", "Bound"]
-    assert len(window.waits) == 2
+    assert len(window.waits) == 1  # the first went at once
 
 
 async def test_a_status_cancelled_in_its_window_leaves_later_ones_to_be_written() -> None:
@@ -277,6 +294,7 @@ async def test_a_status_cancelled_in_its_window_leaves_later_ones_to_be_written(
     # nothing is left behind that swallows the object's next status.
     writer, window = RecordingWriter(), Window()
     rep = reports(writer, window)
+    await first_status_sent(rep, writer)
     reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
     committed = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "committed", "committed")
     waiting = asyncio.ensure_future(rep.update_group_status(reserved))
@@ -290,7 +308,20 @@ async def test_a_status_cancelled_in_its_window_leaves_later_ones_to_be_written(
     window.close()
     bound = GroupStatus(GANG, GroupPhase.SCHEDULED, 3, 0, "bound", "bound 3 member(s)")
     await rep.update_group_status(bound)
-    assert reasons(writer) == ["Bound"]
+    assert reasons(writer) == ["WaitingForMembers", "Bound"]
+
+
+async def test_a_forgotten_objects_next_status_is_its_first_again() -> None:
+    # A gang object deleted and made again under its name: nobody has seen a status of the
+    # new one yet.
+    writer, window = RecordingWriter(), Window()
+    rep = reports(writer, window)
+    await first_status_sent(rep, writer)
+    rep.forget_group(GANG.object_ref.key)
+    reserved = GroupStatus(GANG, GroupPhase.SCHEDULING, 0, 0, "reserved", "reserved")
+    await asyncio.wait_for(rep.update_group_status(reserved), timeout=5)
+    assert reasons(writer) == ["WaitingForMembers", "Reserved"]
+    assert window.waits == []
 
 
 def test_a_negative_coalescing_window_is_refused_naming_it() -> None:

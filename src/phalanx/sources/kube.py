@@ -130,9 +130,10 @@ class KubeSourceSettings:
     crd_recheck_seconds: float = 60.0
     # At most one Event write per (object, reason) in this window (seconds).
     event_interval_seconds: float = 30.0
-    # How long a gang's status waits before it is written (seconds); every newer status of
-    # the same object decided meanwhile replaces it. Halves the PodGroup status writes of a
-    # burst of gangs that fit (bench/results/2026-12-06-status-coalesce.md).
+    # How long a gang's status waits before it is written (seconds), after the object's
+    # first; every newer status of the same object decided meanwhile replaces it. Halves
+    # the PodGroup status writes of a burst of gangs that fit
+    # (bench/results/2026-12-06-status-coalesce.md).
     status_coalesce_seconds: float = 1.0
     writes: WriteSettings = field(default_factory=WriteSettings)
     informer: InformerSettings = field(default_factory=InformerSettings)

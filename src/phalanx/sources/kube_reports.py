@@ -17,10 +17,11 @@
   (GET) and the write rebuilt on it, up to `CONFLICT_ATTEMPTS` times; rebuilt, it may have
   nothing left to say (a True condition kube-scheduler wrote meanwhile is never turned
   back). Nothing new: nothing sent. Writes to one object go one at a time, in the order
-  decided. A status waits `status_coalesce_seconds` (1 s in `KubeSourceSettings`) before
-  it is written, and one decided while it waits replaces it (only the newest is written):
-  a gang's decisions and member counts come in bursts, a write of a custom resource's
-  status is among the API server's dearer requests.
+  decided. After an object's first status, which goes at once, a status waits
+  `status_coalesce_seconds` (1 s in `KubeSourceSettings`) before it is written, and one
+  decided while it waits replaces it (only the newest is written): a gang's decisions and
+  member counts come in bursts, a write of a custom resource's status is among the API
+  server's dearer requests.
 * **Requeue** touches `phalanx.io/requeued-at` on pending pods: an update moves a pod out of
   kube-scheduler's unschedulable queue.
 * **Nominations** set a reserved member's `status.nominatedNodeName` and touch the same
@@ -218,10 +219,15 @@ class Reports:
         # Gang object key -> the newest status decided and not yet being written, and what
         # every caller whose status it replaced waits on (done once it is written or dropped).
         self._newest_status: dict[str, tuple[GroupStatus, asyncio.Future[None]]] = {}
+        # Gang objects this process has sent (or found nothing new to send) a status for:
+        # the first goes at once (Volcano's job controller creates a job's pods only once
+        # its PodGroup has left Pending), later ones wait the coalescing window.
+        self._status_sent: set[str] = set()
         self._may_nominate = True  # False once the API refused pods/status (RBAC)
 
     def forget_group(self, key: str) -> None:
         self._statuses.pop(key, None)
+        self._status_sent.discard(key)
 
     def saw_status(
         self,
@@ -429,10 +435,12 @@ class Reports:
 
         A status waits `status_coalesce_seconds` before its turn, and one decided while it
         waits (or while the write before it is in flight) replaces it: each status is
-        whole, so the newest says all the ones before it would. A gang reserved, bound and
-        then running within the window costs one write, not three; a slow API server, when
-        decisions pile up, gets fewer writes still. Every caller returns once the status
-        that replaced its own has been written (or found to say nothing new)."""
+        whole, so the newest says all the ones before it would. A gang bound and then
+        running within the window costs one write, not two; a slow API server, when
+        decisions pile up, gets fewer writes still. An object's first status goes at once:
+        others may be waiting for it (Volcano's job controller, to create the job's pods).
+        Every caller returns once the status that replaced its own has been written (or
+        found to say nothing new)."""
         key = status.ref.object_ref.key
         waiting = self._newest_status.get(key)
         if waiting is not None:  # a write of this object not yet sent: it takes this status
@@ -443,10 +451,11 @@ class Reports:
         self._newest_status[key] = (status, done)
         taken = False
         try:
-            if self.status_coalesce_seconds > 0:
+            if self.status_coalesce_seconds > 0 and key in self._status_sent:
                 await self._sleep(self.status_coalesce_seconds)
             async with self._status_writes.turn(key):
                 (newest, _), taken = self._newest_status.pop(key), True
+                self._status_sent.add(key)
                 await self._write_group_status(key, newest)
         finally:
             if not taken:  # cancelled while waiting: later statuses must not wait on it

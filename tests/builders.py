@@ -478,6 +478,10 @@ def grove_pod_obj(name: str, gang: str, podgroup: str = "", **more: Any) -> dict
     return pod_obj(name, labels=labels, **more)
 
 
+#: v1alpha2's `spec.disruptionMode` strings, by the later versions' union member.
+V1ALPHA2_DISRUPTION_MODES = {"single": "Pod", "all": "PodGroup"}
+
+
 def upstream_podgroup_obj(
     name: str,
     min_count: int | None,
@@ -491,12 +495,15 @@ def upstream_podgroup_obj(
     disruption_mode: str | None = "single",
 ) -> dict[str, Any]:
     """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy;
-    `parent` its CompositePodGroup (1.37); `disruption_mode` None leaves the field unset."""
+    `parent` its CompositePodGroup (1.37); `disruption_mode` (`single`, `all`) None leaves the
+    field unset, in v1alpha2 it is that version's string (`Pod`, `PodGroup`)."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     )
     spec: dict[str, Any] = {"schedulingPolicy": policy}
-    if disruption_mode is not None:
+    if disruption_mode is not None and version == "v1alpha2":
+        spec["disruptionMode"] = V1ALPHA2_DISRUPTION_MODES[disruption_mode]
+    elif disruption_mode is not None:
         spec["disruptionMode"] = {disruption_mode: {}}
     if topology_key is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}

@@ -225,6 +225,43 @@ def test_a_malformed_disruption_mode_refuses_the_pod_group_naming_the_field(
     assert str(raised.value).startswith(f"PodGroup ml/gang-0: {error}")
 
 
+@pytest.mark.parametrize(
+    ("mode", "read"),
+    [
+        ("Pod", DisruptionMode.SINGLE),
+        ("PodGroup", DisruptionMode.ALL),
+        (None, DisruptionMode.SINGLE),
+    ],
+    ids=["pod", "pod-group", "unset-is-pod"],
+)
+def test_a_v1alpha2_pod_group_reads_its_disruption_mode_as_a_string(
+    mode: str | None, read: DisruptionMode
+) -> None:
+    """1.36's API server defaults the field to `Pod` on every PodGroup it serves."""
+    obj = upstream_podgroup_obj("gang-0", 4, version="v1alpha2", disruption_mode=None)
+    if mode is not None:
+        obj["spec"]["disruptionMode"] = mode
+    assert upstream.parse_pod_group(obj).disruption_mode is read
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("all", 'spec.disruptionMode: "all" is not a disruption mode (Pod or PodGroup)'),
+        ({"all": {}}, "spec.disruptionMode: must be a string, not an object"),
+    ],
+    ids=["later-versions-word", "later-versions-union"],
+)
+def test_a_v1alpha2_disruption_mode_in_another_shape_refuses_the_pod_group(
+    mode: object, error: str
+) -> None:
+    obj = upstream_podgroup_obj("gang-0", 2, namespace="ml", version="v1alpha2")
+    obj["spec"]["disruptionMode"] = mode
+    with pytest.raises(InvalidObjectError) as raised:
+        upstream.parse_pod_group(obj)
+    assert str(raised.value).startswith(f"PodGroup ml/gang-0: {error}")
+
+
 def test_the_disruption_mode_is_no_plan_setting() -> None:
     """It matters to preemption only: reading another mode re-plans nothing."""
     single = upstream.parse_pod_group(upstream_podgroup_obj("gang-0", 4))

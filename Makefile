@@ -34,7 +34,7 @@ lint: $(STAMP)
 # Without Go the real control-plane tier is skipped locally; CI sets PHALANX_REQUIRE_E2E=1,
 # which turns that skip into a failure.
 TOOLS_CLUSTER := kube etcd kwok
-TOOLS_E2E     := $(TOOLS_CLUSTER) kube-controller-manager kube-next ray-operator helm scheduler-plugins
+TOOLS_E2E     := $(TOOLS_CLUSTER) kube-controller-manager kube-next kube-136 ray-operator helm scheduler-plugins
 TOOLS_TEST    := $(TOOLS_E2E) promtool
 
 define build_tools
@@ -45,7 +45,7 @@ define build_tools
 	fi
 endef
 
-# Everything `make test` runs against: both Kubernetes releases, etcd, kwok, KubeRay's
+# Everything `make test` runs against: the three Kubernetes releases, etcd, kwok, KubeRay's
 # operator, scheduler-plugins' kube-scheduler, helm and promtool.
 tools:
 	$(call build_tools,$(TOOLS_TEST))

@@ -7,16 +7,17 @@
 #                                helm promtool kube-scheduler-plugins      (the default entry)
 #                                kube-controller-manager (family kube-controller-manager)
 #     kube-<KUBE_NEXT_VERSION>/bin/  kube-apiserver kube-scheduler of the newer release
+#     kube-<KUBE_136_VERSION>/bin/   kube-apiserver kube-scheduler of the release between
 #     kuberay-<KUBERAY_VERSION>/bin/ray-operator, crds/ray.io_*.yaml
 #
 # Usage:
 #   tests/controlplane/build-tools.sh                      # the default families (kube etcd kwok)
 #   tests/controlplane/build-tools.sh FAMILY...            # only these families
 #                                                          # (kube etcd kwok kube-controller-manager
-#                                                          #  kube-next ray-operator helm promtool
-#                                                          #  scheduler-plugins)
+#                                                          #  kube-next kube-136 ray-operator helm
+#                                                          #  promtool scheduler-plugins)
 #   tests/controlplane/build-tools.sh --with-e2e-tools     # + kube-controller-manager kube-next
-#                                                          #   ray-operator scheduler-plugins
+#                                                          #   kube-136 ray-operator scheduler-plugins
 #   tests/controlplane/build-tools.sh --with-deploy-tools  # + helm promtool
 #   tests/controlplane/build-tools.sh --print-bin-dir [FAMILY]  # a bin dir; builds nothing
 #   tests/controlplane/build-tools.sh --update-modules [FAMILY...]  # regenerate go/<family>/
@@ -53,6 +54,8 @@ source "${HERE}/versions.env"
 : "${KUBE_STAGING_VERSION:?missing in versions.env}"
 : "${KUBE_NEXT_VERSION:?missing in versions.env}"
 : "${KUBE_NEXT_STAGING_VERSION:?missing in versions.env}"
+: "${KUBE_136_VERSION:?missing in versions.env}"
+: "${KUBE_136_STAGING_VERSION:?missing in versions.env}"
 : "${ETCD_VERSION:?missing in versions.env}"
 : "${KWOK_VERSION:?missing in versions.env}"
 : "${HELM_VERSION:?missing in versions.env}"
@@ -69,11 +72,11 @@ JOBS="${PHALANX_TOOLS_JOBS:-2}"
 # ---------------------------------------------------------------- families
 DEFAULT_FAMILIES=(kube etcd kwok)
 # What only some e2e tests need (--with-e2e-tools): kube-controller-manager of KUBE_VERSION (its
-# resourceclaim controller turns DRA claim templates into claims), the newer control plane, the
-# third-party operator and scheduler-plugins' kube-scheduler (the chart's
+# resourceclaim controller turns DRA claim templates into claims), the newer control planes (1.37
+# and 1.36), the third-party operator and scheduler-plugins' kube-scheduler (the chart's
 # `kubeScheduler.queueSort: Coscheduling`, tests/e2e/test_queue_sort.py; also bench/run.py's
 # coscheduling peer).
-E2E_FAMILIES=(kube-controller-manager kube-next ray-operator scheduler-plugins)
+E2E_FAMILIES=(kube-controller-manager kube-next kube-136 ray-operator scheduler-plugins)
 # Chart and alert-rule tooling for tests/deploy (--with-deploy-tools).
 DEPLOY_FAMILIES=(helm promtool)
 
@@ -81,6 +84,7 @@ DEPLOY_FAMILIES=(helm promtool)
 declare -A FAMILY_BINS=(
   [kube]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
   [kube-next]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
+  [kube-136]="kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
   # A family of its own (not a third binary of `kube`): adding it leaves the apiserver and the
   # scheduler every other test runs untouched, and its larger dependency graph stays apart.
   [kube-controller-manager]="kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
@@ -105,6 +109,7 @@ declare -A FAMILY_ENTRY=(
   [promtool]="${DEFAULT_ENTRY}"
   [scheduler-plugins]="${DEFAULT_ENTRY}"
   [kube-next]="kube-${KUBE_NEXT_VERSION}"
+  [kube-136]="kube-${KUBE_136_VERSION}"
   [ray-operator]="kuberay-${KUBERAY_VERSION}"
 )
 
@@ -133,6 +138,7 @@ SP_KUBE_VERSION="$(sed -n 's#^[[:space:]]*k8s\.io/kubernetes => k8s\.io/kubernet
 declare -A FAMILY_LDFLAGS=(
   [kube]="$(kube_ldflags "${KUBE_VERSION}")"
   [kube-next]="$(kube_ldflags "${KUBE_NEXT_VERSION}")"
+  [kube-136]="$(kube_ldflags "${KUBE_136_VERSION}")"
   [kube-controller-manager]="$(kube_ldflags "${KUBE_VERSION}")"
   [etcd]=""
   [kwok]=""  # kwok carries its version in pkg/consts
@@ -152,6 +158,7 @@ declare -A FAMILY_LDFLAGS=(
 declare -A FAMILY_MODULE=(
   [kube]="k8s.io/kubernetes ${KUBE_VERSION}"
   [kube-next]="k8s.io/kubernetes ${KUBE_NEXT_VERSION}"
+  [kube-136]="k8s.io/kubernetes ${KUBE_136_VERSION}"
   [kube-controller-manager]="k8s.io/kubernetes ${KUBE_VERSION}"
   [etcd]="go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
   [kwok]="sigs.k8s.io/kwok ${KWOK_VERSION}"
@@ -245,6 +252,10 @@ gomod_kube-controller-manager() {
 
 gomod_kube-next() {
   write_kube_gomod "$1" phalanx/tests/controlplane/kube-next "${KUBE_NEXT_VERSION}" "${KUBE_NEXT_STAGING_VERSION}"
+}
+
+gomod_kube-136() {
+  write_kube_gomod "$1" phalanx/tests/controlplane/kube-136 "${KUBE_136_VERSION}" "${KUBE_136_STAGING_VERSION}"
 }
 
 gomod_etcd() {

@@ -33,10 +33,11 @@ started it dies (``PR_SET_PDEATHSIG``; Linux ties that to the starting *thread*,
 control plane from a thread that lives as long as it). :meth:`ControlPlane.stop` terminates the
 groups (SIGTERM, then SIGKILL) and is also registered with ``atexit``.
 
-Two Kubernetes releases are built (versions.env): ``KUBE_VERSION`` (the default) and
-``KUBE_NEXT_VERSION``; ``ControlPlane(kube_version="1.37")`` runs the newer one's kube-apiserver
-and kube-scheduler with the same etcd and kwok. :data:`NATIVE_GANG_API` holds, per release, the
-feature gates and ``--runtime-config`` that turn on the upstream gang API.
+Three Kubernetes releases are built (versions.env): ``KUBE_VERSION`` (the default),
+``KUBE_136_VERSION`` and ``KUBE_NEXT_VERSION``; ``ControlPlane(kube_version="1.36")`` or
+``"1.37"`` runs that release's kube-apiserver and kube-scheduler with the same etcd and kwok.
+:data:`NATIVE_GANG_API` holds, per release, the feature gates and ``--runtime-config`` that
+turn on the upstream gang API.
 
 Library use::
 
@@ -184,15 +185,15 @@ class KubeRelease:
 
 
 def kube_releases() -> dict[str, KubeRelease]:
-    """The pinned releases by minor (``"1.35"``, ``"1.37"``), the default one first."""
+    """The pinned releases by minor (``"1.35"``, ``"1.36"``, ``"1.37"``), the default one
+    first."""
     v = read_versions()
     default = KubeRelease(v["KUBE_VERSION"], "kube", tools_bin_dir())
-    newer = KubeRelease(
-        v["KUBE_NEXT_VERSION"],
-        "kube-next",
-        tools_cache_root() / f"kube-{v['KUBE_NEXT_VERSION']}" / "bin",
+    others = (
+        KubeRelease(v[key], family, tools_cache_root() / f"kube-{v[key]}" / "bin")
+        for key, family in (("KUBE_136_VERSION", "kube-136"), ("KUBE_NEXT_VERSION", "kube-next"))
     )
-    return {r.minor: r for r in (default, newer)}
+    return {r.minor: r for r in (default, *others)}
 
 
 def kube_release(kube_version: str | None = None) -> KubeRelease:
@@ -353,6 +354,18 @@ NATIVE_GANG_API: Mapping[str, NativeGangApi] = {
     # CompositePodGroup (alpha) serves scheduling.k8s.io/v1alpha3 CompositePodGroups and
     # PodGroups' spec.parentCompositePodGroupName (dropped without it); kube-scheduler is
     # left without it too, so its own gang plugin never gates a composite.
+    # 1.36: standalone PodGroup (spec.schedulingPolicy.gang.minCount, immutable) + pod
+    # spec.schedulingGroup.podGroupName, served as scheduling.k8s.io/v1alpha2 only (its
+    # Workload there is a set of PodGroup templates); the status condition is
+    # PodGroupScheduled. GenericWorkload (alpha) turns on the API and the pod-group cycle,
+    # the GangScheduling plugin still has a gate of its own (as in 1.35). As in 1.37,
+    # TopologyAwareWorkloadScheduling (alpha) on kube-apiserver only keeps a PodGroup's
+    # spec.schedulingConstraints without kube-scheduler generating placements of its own.
+    "1.36": NativeGangApi(
+        "scheduling.k8s.io/v1alpha2",
+        {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True},
+        {"GenericWorkload": True, "GangScheduling": True},
+    ),
     "1.37": NativeGangApi(
         "scheduling.k8s.io/v1beta1",
         {

@@ -12,6 +12,7 @@ import pytest
 
 VERSIONS = launcher.read_versions()
 DEFAULT = VERSIONS["KUBE_VERSION"]
+MIDDLE = VERSIONS["KUBE_136_VERSION"]
 NEXT = VERSIONS["KUBE_NEXT_VERSION"]
 
 
@@ -24,12 +25,23 @@ def minor(version: str) -> str:
     [
         (None, DEFAULT),
         (minor(DEFAULT), DEFAULT),
+        (minor(MIDDLE), MIDDLE),
+        (MIDDLE, MIDDLE),
         (minor(NEXT), NEXT),
         (f"v{minor(NEXT)}", NEXT),
         (NEXT, NEXT),
         (NEXT.removeprefix("v"), NEXT),
     ],
-    ids=["default", "default-minor", "next-minor", "next-v-minor", "next-exact", "next-no-v"],
+    ids=[
+        "default",
+        "default-minor",
+        "1.36-minor",
+        "1.36-exact",
+        "next-minor",
+        "next-v-minor",
+        "next-exact",
+        "next-no-v",
+    ],
 )
 def test_a_release_is_named_by_its_minor_or_its_exact_pin(asked: str | None, resolved: str) -> None:
     assert launcher.kube_release(asked).version == resolved
@@ -37,11 +49,11 @@ def test_a_release_is_named_by_its_minor_or_its_exact_pin(asked: str | None, res
 
 @pytest.mark.parametrize(
     "asked",
-    ["1.20", f"{NEXT}9", "latest"],
-    ids=["unpinned-minor", "other-patch", "garbage"],
+    ["1.20", f"{NEXT}9", f"{MIDDLE}9", "latest"],
+    ids=["unpinned-minor", "other-patch", "other-1.36-patch", "garbage"],
 )
 def test_a_release_that_is_not_pinned_is_refused_naming_the_pinned_ones(asked: str) -> None:
-    pinned = f"{re.escape(DEFAULT)}, {re.escape(NEXT)}"
+    pinned = f"{re.escape(DEFAULT)}, {re.escape(MIDDLE)}, {re.escape(NEXT)}"
     with pytest.raises(ValueError, match=f"not built here .*pins {pinned}"):
         launcher.kube_release(asked)
 
@@ -58,17 +70,18 @@ def fake_tools(directory: Path, *names: str) -> None:
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def test_the_newer_release_shares_etcd_and_kwok_with_the_default_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("release", [MIDDLE, NEXT], ids=["1.36", "next"])
+def test_a_newer_release_shares_etcd_and_kwok_with_the_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: str
 ) -> None:
     monkeypatch.setenv("PHALANX_TOOLS_CACHE", str(tmp_path))
     monkeypatch.delenv("PHALANX_TOOLS_BIN", raising=False)
     default_bin = launcher.tools_bin_dir()
-    next_bin = launcher.kube_release(NEXT).bin_dir
+    next_bin = launcher.kube_release(release).bin_dir
     fake_tools(default_bin, *launcher.TOOL_NAMES)
     fake_tools(next_bin, *launcher.KUBE_TOOL_NAMES)
 
-    tools = launcher.find_tools(kube_version=NEXT)
+    tools = launcher.find_tools(kube_version=release)
 
     assert {name: path.parent for name, path in tools.items()} == {
         "etcd": default_bin,
@@ -79,15 +92,18 @@ def test_the_newer_release_shares_etcd_and_kwok_with_the_default_one(
     assert all(p.parent == default_bin for p in launcher.find_tools().values())
 
 
+@pytest.mark.parametrize(
+    ("release", "family"), [(MIDDLE, "kube-136"), (NEXT, "kube-next")], ids=["1.36", "next"]
+)
 def test_a_missing_newer_build_names_the_family_that_builds_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: str, family: str
 ) -> None:
     monkeypatch.setenv("PHALANX_TOOLS_CACHE", str(tmp_path))
     monkeypatch.delenv("PHALANX_TOOLS_BIN", raising=False)
     fake_tools(launcher.tools_bin_dir(), *launcher.TOOL_NAMES)
 
-    with pytest.raises(launcher.ToolsMissingError, match=re.escape("build-tools.sh kube-next")):
-        launcher.find_tools(kube_version=NEXT)
+    with pytest.raises(launcher.ToolsMissingError, match=re.escape(f"build-tools.sh {family}`")):
+        launcher.find_tools(kube_version=release)
 
 
 def test_a_ray_operator_build_without_its_crds_is_missing(

@@ -7,6 +7,10 @@ missing binaries are an error, never a skip.
 
 * ``control_plane``: the default release (``KUBE_VERSION``), with ``namespace`` and
   ``gpu_nodes`` on it.
+* ``control_plane_136``: Kubernetes 1.36 with the upstream gang API on (``GenericWorkload``,
+  ``scheduling.k8s.io/v1alpha2`` served; ``GangScheduling`` too on kube-scheduler), started
+  for each module that asks for it (one does) and stopped after it. No scheduler runs until
+  the test starts one.
 * ``control_plane_137``: Kubernetes 1.37 with the upstream gang API on (``GenericWorkload``,
   ``scheduling.k8s.io/v1beta1`` served, the gate on kube-scheduler too), started only when a
   test asks for it; ``namespace_137`` and ``gpu_nodes_137`` on it. No scheduler runs until the
@@ -69,8 +73,29 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane
         yield cp
 
 
+#: The upstream gang API of Kubernetes 1.36 (GenericWorkload; scheduling.k8s.io/v1alpha2).
+GANG_API_136 = launcher.NATIVE_GANG_API["1.36"]
 #: The upstream gang API of Kubernetes 1.37 (GenericWorkload; scheduling.k8s.io/v1beta1).
 GANG_API_137 = launcher.NATIVE_GANG_API["1.37"]
+
+
+@pytest.fixture(scope="module")
+def control_plane_136(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane]:
+    """A control plane on Kubernetes 1.36 serving the upstream gang API, for the module:
+    one module uses it, so it is not left idle for the rest of the session.
+
+    Its kube-scheduler (when a test starts one) runs with the same gates. Skipped without the
+    1.36 binaries (``build-tools.sh kube-136``), or an error when PHALANX_REQUIRE_E2E=1.
+    """
+    with planes.started(
+        pytestconfig,
+        "control_plane_136",
+        kube_version="1.36",
+        apiserver_feature_gates=GANG_API_136.apiserver_feature_gates,
+        runtime_config=GANG_API_136.runtime_config,
+        scheduler_feature_gates=GANG_API_136.scheduler_feature_gates,
+    ) as cp:
+        yield cp
 
 
 @pytest.fixture(scope="session")

@@ -131,8 +131,8 @@ class KubeSourceSettings:
     # At most one Event write per (object, reason) in this window (seconds).
     event_interval_seconds: float = 30.0
     # How long a gang's status waits before it is written (seconds), after the object's
-    # first; every newer status of the same object decided meanwhile replaces it. Halves
-    # the PodGroup status writes of a burst of gangs that fit
+    # first; every newer status of the same object decided meanwhile replaces it. A third
+    # fewer PodGroup status writes in a burst of gangs that fit
     # (bench/results/2026-12-06-status-coalesce.md).
     status_coalesce_seconds: float = 1.0
     writes: WriteSettings = field(default_factory=WriteSettings)

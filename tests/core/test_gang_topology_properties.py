@@ -102,6 +102,30 @@ def domains_of(index: TopologyIndex, level: int, result: Placed | Unfit) -> set[
     return {index.of_node[n][level] for n in result.assignment.values()}
 
 
+def assert_every_level_held(
+    result: Placed,
+    members: tuple[Pod, ...],
+    topology: GangTopology,
+    index: TopologyIndex,
+    snapshot: Snapshot,
+) -> None:
+    """Every member placed; every set and every task inside one domain of its own level,
+    the gang inside one of its required level; no node given more GPUs than it has free."""
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    held = [(s.tasks, s.level) for s in topology.task_sets]
+    held += [(frozenset({task}), level) for task, level in topology.task_levels]
+    for tasks, level in held:
+        nodes = {result.assignment[p.uid] for p in members if p.task in tasks}
+        assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
+    if topology.required is not None:
+        assert len(domains_of(index, topology.required, result)) == 1
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
 common = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -287,19 +311,7 @@ def test_every_set_and_every_task_lands_inside_one_domain_of_its_level(
     if not isinstance(result, Placed):
         assert isinstance(result, Unfit)
         return
-    assert {p.uid for p in result.members} == {p.uid for p in members}
-    held = [(s.tasks, s.level) for s in topology.task_sets]
-    held += [(frozenset({task}), level) for task, level in topology.task_levels]
-    for tasks, level in held:
-        nodes = {result.assignment[p.uid] for p in members if p.task in tasks}
-        assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
-    if topology.required is not None:
-        assert len(domains_of(index, topology.required, result)) == 1
-    used: dict[str, int] = {}
-    for p in members:
-        node = result.assignment[p.uid]
-        used[node] = used.get(node, 0) + p.requests.gpus()
-    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+    assert_every_level_held(result, members, topology, index, snapshot)
 
 
 @st.composite
@@ -336,19 +348,7 @@ def test_a_gang_that_fits_with_preferences_ignored_still_fits_with_them_as_requi
         return
     result = place_gang(snapshot, spec(members, preferring, index))
     assert isinstance(result, Placed), result
-    assert {p.uid for p in result.members} == {p.uid for p in members}
-    held = [(s.tasks, s.level) for s in plain.task_sets]
-    held += [(frozenset({task}), level) for task, level in plain.task_levels]
-    for tasks, level in held:
-        nodes = {result.assignment[p.uid] for p in members if p.task in tasks}
-        assert len({index.of_node[n][level] for n in nodes}) == 1, (tasks, level)
-    if plain.required is not None:
-        assert len(domains_of(index, plain.required, result)) == 1
-    used: dict[str, int] = {}
-    for p in members:
-        node = result.assignment[p.uid]
-        used[node] = used.get(node, 0) + p.requests.gpus()
-    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+    assert_every_level_held(result, members, plain, index, snapshot)
 
 
 @common

@@ -40,7 +40,7 @@ import yaml
 from chartkit import MANIFESTS, REPO
 from phalanx_process import PhalanxProcess
 from podgroup_crd import ensure_pod_group_crd
-from scheduling import SCHEDULER_NAME, Api, Scenario, Verdict
+from scheduling import SCHEDULER_NAME, Api, Obj, Scenario, Verdict
 
 import tiers
 
@@ -297,3 +297,33 @@ def native_gang_left_on(
     finally:
         other.close()
         scheduler.start()
+
+
+def native_gang_plugin_holds_a_lone_member(
+    control_plane: launcher.ControlPlane,
+    scheduler: Scheduler,
+    sc: Scenario,
+    tmp_path: Path,
+    pod_group: Callable[[Scenario, str, int], Obj],
+    member: Callable[[Scenario, str, str, int], Obj],
+) -> None:
+    """kube-scheduler's own GangScheduling left on in Phalanx's profile (`native_gang_left_on`)
+    holds a gang's lone member at PreEnqueue, unseen by Phalanx, which warns on the
+    PodGroup; the gang binds once complete. `pod_group` and `member` make the objects in the
+    release's own API version (`sc` judged by its gang sizes already)."""
+    sc.node("a", 8)
+    sc.nodes_ready()
+    with native_gang_left_on(control_plane, scheduler, sc, tmp_path):
+        pod_group(sc, "late", 2)
+        member(sc, "late-0", "late", 4)
+        event = sc.wait_event("late", "does not disable its own GangScheduling")
+        assert (event["reason"], event["type"]) == ("NativeGangScheduling", "Warning")
+        sc.assert_unbound_for(["late-0"], 3.0)
+        decisions = [
+            e
+            for e in sc.events("late")
+            if e.get("reportingComponent") == "phalanx" and e["reason"] != "NativeGangScheduling"
+        ]
+        assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
+        member(sc, "late-1", "late", 4)
+        sc.wait_bound(["late-0", "late-1"], timeout=60)

@@ -24,7 +24,7 @@ import pytest
 from conftest_scheduling import (  # noqa: F401  # fixtures
     Scheduler,
     cluster,
-    native_gang_left_on,
+    native_gang_plugin_holds_a_lone_member,
     phalanx,
     scheduler,
 )
@@ -291,20 +291,6 @@ def test_with_the_native_gang_plugin_left_on_phalanx_says_so_and_kube_scheduler_
     """The other side of the test above: kube-scheduler's GangScheduling (its own gate in
     1.36, on here) left on in the profile holds the lone member at PreEnqueue, unseen by
     Phalanx, which warned at start and warns on the PodGroup."""
-    sc = judged(cluster)
-    sc.node("a", 8)
-    sc.nodes_ready()
-    with native_gang_left_on(control_plane, scheduler, sc, tmp_path):
-        pod_group(sc, "late", 2)
-        member(sc, "late-0", "late", 4)
-        event = sc.wait_event("late", "does not disable its own GangScheduling")
-        assert (event["reason"], event["type"]) == ("NativeGangScheduling", "Warning")
-        sc.assert_unbound_for(["late-0"], 3.0)
-        decisions = [
-            e
-            for e in sc.events("late")
-            if e.get("reportingComponent") == "phalanx" and e["reason"] != "NativeGangScheduling"
-        ]
-        assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
-        member(sc, "late-1", "late", 4)
-        sc.wait_bound(["late-0", "late-1"], timeout=60)
+    native_gang_plugin_holds_a_lone_member(
+        control_plane, scheduler, judged(cluster), tmp_path, pod_group, member
+    )

@@ -95,9 +95,14 @@ def test_a_kai_gang_one_node_short_waits_whole_says_why_then_binds_whole(
     sc.nodes_ready()
     names = kai_gang(sc, "wide", 3)
     sc.wait_unschedulable(names[0], f"cannot place 3 member(s) of gang kai:{sc.namespace}/wide")
-    condition = sc.wait("the PodGroup's UnschedulableOnNodePool", lambda: unschedulable(sc, "wide"))
+    why = f"cannot place 3 member(s) of gang kai:{sc.namespace}/wide"
+
+    def told() -> Obj | None:  # the status follows the decision about a second behind
+        condition = unschedulable(sc, "wide")
+        return condition if condition and why in str(condition.get("message")) else None
+
+    condition = sc.wait("the PodGroup's UnschedulableOnNodePool, saying why", told)
     assert condition["status"] == "True", condition
-    assert f"cannot place 3 member(s) of gang kai:{sc.namespace}/wide" in condition["message"]
     sc.assert_unbound_for(names, 3.0)
 
     sc.node("c", GPUS)

@@ -124,6 +124,14 @@ def condition_reason(sc: Scenario, gang: Gang, reason: str) -> Callable[[], bool
     return probe
 
 
+def condition_message(sc: Scenario, gang: Gang, tail: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        conditions = (sc.get_pod_group(gang.name).get("status") or {}).get("conditions") or [{}]
+        return str(conditions[0].get("message")).endswith(tail)
+
+    return probe
+
+
 def _gangs(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["name"]: g for g in answer["gangs"]}
 
@@ -144,6 +152,15 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
     notes = cluster.gang("notes", 2, 1, form="annotations")
     cluster.wait_gang(whole)
     cluster.wait_gang(notes)
+    # Its PodGroup says so about a second after (status written once per burst).
+    cluster.wait(
+        "whole: phase Scheduled or Running",
+        lambda: (
+            (cluster.get_pod_group(whole.name).get("status") or {}).get("phase")
+            in ("Scheduled", "Running")
+        ),
+        timeout=10,
+    )
     # A plan makes its members distinct, so it waits for its quorum rather than being
     # reserved from its first member's shape (template reservation).
     plan = {"sequence": [{"execute": "a"}, {"execute": "b"}, {"execute": "c"}]}
@@ -155,6 +172,8 @@ def test_status_shows_each_gang_the_leases_why_gangs_wait_and_the_reservations(
         cluster.wait(
             f"{gang.name}: {reason} on its PodGroup", condition_reason(cluster, gang, reason)
         )
+    # The second member's decision reaches the status about a second after the first's.
+    cluster.wait("short: 2/3 exist on its PodGroup", condition_message(cluster, short, "2/3 exist"))
     # Last: its reservation lasts while two members are held at the barrier (20 s).
     held = cluster.gang("held", 3, 2, held=[2])
     phalanx.wait_metric("phalanx_barrier_waiting", lambda v: v == 2, what="held at the barrier")

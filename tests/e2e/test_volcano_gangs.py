@@ -156,14 +156,18 @@ def test_an_mpi_job_s_workers_wait_for_their_master_then_the_whole_job_binds(
     sc.wait_unschedulable(workers[-1], short)
 
     def told() -> Obj | None:
+        # The status follows the decisions about a second behind (written once per burst):
+        # wait for the one made once all three workers existed.
         status: Obj = sc.api.get(volcano_path(sc, "mpi")).get("status") or {}
         condition: Obj
         for condition in status.get("conditions") or []:
-            if condition.get("type") == "Unschedulable":
+            if condition.get("type") == "Unschedulable" and "3/3 exist" in str(
+                condition.get("message")
+            ):
                 return condition
         return None
 
-    condition = sc.wait("the PodGroup's Unschedulable condition", told)
+    condition = sc.wait("the PodGroup's Unschedulable condition, all workers there", told)
     assert condition["reason"] == "NotEnoughTasks", condition
     assert condition["message"] == f"waiting for gang members: 3/3 exist, but {short}", condition
     sc.assert_unbound_for(workers, 3.0)

@@ -102,9 +102,10 @@ class PodGroupWatch(PodWatch):
         self.path = f"{API}/namespaces/{namespace}/podgroups"
 
 
-def written_by_phalanx(watch: PodWatch, name: str, state: str) -> Obj | None:
-    """The first condition of PodGroup ``name`` with ``state`` that Phalanx wrote: a version
-    whose status Phalanx manages, with a message (kube-scheduler's True has none)."""
+def written_by_phalanx(watch: PodWatch, name: str, state: str, saying: str = "") -> Obj | None:
+    """The first condition of PodGroup ``name`` with ``state`` (and a message starting with
+    ``saying``) that Phalanx wrote: a version whose status Phalanx manages, with a message
+    (kube-scheduler's True has none)."""
     for version in watch.versions(name):
         fields = version["metadata"].get("managedFields") or []
         managers = {f.get("manager") for f in fields if f.get("subresource") == "status"}
@@ -112,7 +113,7 @@ def written_by_phalanx(watch: PodWatch, name: str, state: str) -> Obj | None:
         condition = found.get(CONDITION) or {}
         message = condition.get("message")
         ours = message and message != KUBE_SCHEDULER_REFUSAL and "phalanx" in managers
-        if ours and condition["status"] == state:
+        if ours and condition["status"] == state and str(message).startswith(saying):
             return condition
     return None
 
@@ -200,7 +201,9 @@ def test_a_gang_that_cannot_fit_is_unschedulable_in_phalanxs_words_then_binds(
         names = members(sc, "wide", 3, 8)
         refused = sc.wait(
             f"{CONDITION} False, written by Phalanx",
-            lambda: written_by_phalanx(watch, "wide", "False"),
+            # Its first decision may have been "waiting for gang members" (written at
+            # once); the refusal follows within about a second.
+            lambda: written_by_phalanx(watch, "wide", "False", "cannot place 3 member(s)"),
         )
     assert refused["reason"] == "Unschedulable", refused
     assert refused["message"].startswith("cannot place 3 member(s)"), refused

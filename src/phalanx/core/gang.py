@@ -41,7 +41,7 @@ from phalanx.core import eligibility
 from phalanx.core.gang_explain import LevelMiss, landing_text, miss_reason, unfit_reason
 from phalanx.core.gang_search import Budget, search
 from phalanx.core.gang_topology import NotFound, TopologySearch
-from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit
+from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, requested
 from phalanx.core.model import (
     CPU,
     EMPTY,
@@ -291,9 +291,7 @@ class _Placer:
             candidates = [("", tuple(n for n in self.snapshot.names if n in usable))]
         if len(candidates) == 1:
             return [(candidates[0][0], candidates[0][1], True)]
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
+        total = requested(units)
         need_gpus = total.gpus()
         ranked = []
         for name, nodes in candidates:
@@ -377,9 +375,7 @@ class _Placer:
             level = self.index.topology.levels[at] if at != CLUSTER else ""
             if spec.topology is not None and spec.topology.constrained:
                 domain = landed
-                total = EMPTY
-                for u in units:
-                    total = total + u.requests
+                total = requested(units)
                 explanation = landing_text(
                     spec.topology,
                     misses,
@@ -796,9 +792,7 @@ class _Placer:
         )
 
     def unfit(self, units: Sequence[Unit], detail: str, policy: str = "") -> Unfit:
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
+        total = requested(units)
         return Unfit(
             unfit_reason(
                 gang=self.spec.key,

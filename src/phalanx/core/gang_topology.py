@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from phalanx.core.gang_explain import LevelMiss, topology_unfit_detail
-from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, amounts
-from phalanx.core.model import EMPTY, Pod, task_names
+from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, amounts, requested
+from phalanx.core.model import Pod, task_names
 from phalanx.core.snapshot import Snapshot
 from phalanx.core.topology import (
     CLUSTER,
@@ -124,6 +124,12 @@ class _Candidate:
     fits: bool
 
 
+def _largest_first(group: _SliceGroup) -> tuple[object, ...]:
+    """Slice groups in placing order: bound ones first, then the largest (GPUs, CPU,
+    memory), then the first in the members' order."""
+    return (not group.anchors, *(-x for x in amounts(requested(group.units))), group.first)
+
+
 def _better(best: Failure | None, result: Failure, domain: str) -> Failure:
     """Of two domains' failures, the one that placed more units, named by its domain."""
     if best is None or result.placed_units > best.placed_units:
@@ -170,9 +176,7 @@ class TopologySearch:
     ) -> Found | NotFound:
         """Where the units (placed in `order`) go on `usable` nodes, or why nowhere."""
         topology = self.topology
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
+        total = requested(units)
         need = amounts(total)
         self._position = {u.index: i for i, u in enumerate(order)}
         # A slice of one member lies inside one domain of every level: no constraint.
@@ -469,10 +473,7 @@ class TopologySearch:
             for p in self.anchor_pods
             if p.task in of.tasks and p.uid in self.anchors
         )
-        total = EMPTY
-        for u in units:
-            total = total + u.requests
-        return _HeldSet(of, units, anchors, amounts(total))
+        return _HeldSet(of, units, anchors, amounts(requested(units)))
 
     def _place_by_level(
         self,
@@ -643,13 +644,7 @@ class TopologySearch:
             if node is not None and pod.task in groups:
                 groups[pod.task].anchors.add(node)
 
-        def largest_first(group: _SliceGroup) -> tuple[object, ...]:
-            total = EMPTY
-            for u in group.units:
-                total = total + u.requests
-            return (not group.anchors, *(-x for x in amounts(total)), group.first)
-
-        return sorted(groups.values(), key=largest_first)
+        return sorted(groups.values(), key=_largest_first)
 
     def _slice_groups(self, units: Sequence[Unit], order: Sequence[Unit]) -> list[_SliceGroup]:
         """Runs of `slice_size` consecutive members (anchors included) by rank, joined where
@@ -689,10 +684,4 @@ class TopologySearch:
             if uid in slice_of:
                 groups[find(slice_of[uid])].anchors.add(node)
 
-        def largest_first(group: _SliceGroup) -> tuple[object, ...]:
-            total = EMPTY
-            for u in group.units:
-                total = total + u.requests
-            return (not group.anchors, *(-x for x in amounts(total)), group.first)
-
-        return sorted((g for g in groups.values() if g.units), key=largest_first)
+        return sorted((g for g in groups.values() if g.units), key=_largest_first)

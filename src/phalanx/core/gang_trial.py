@@ -8,9 +8,10 @@ cannot hold them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from phalanx.core.model import CPU, MEMORY, Pod, Resources
+from phalanx.core.model import CPU, EMPTY, MEMORY, Pod, Resources
 from phalanx.core.snapshot import Overlay
 
 # Domains too small for the whole gang are tried only this often, to name the closest.
@@ -49,6 +50,14 @@ class Trial:
         """`unit` placed on `node`: its requests used there, one more unit on it."""
         self.overlay.add(node, unit.requests)
         self.used[node] = self.used.get(node, 0) + 1
+
+
+def requested(units: Iterable[Unit]) -> Resources:
+    """What `units` ask for together."""
+    total = EMPTY
+    for u in units:
+        total = total + u.requests
+    return total
 
 
 def amounts(r: Resources) -> tuple[int, int, int]:

@@ -815,31 +815,29 @@ def _child_levels(
             "configure a topology with both levels to combine them"
         )
     preferred = levels.index(intent.preferred) if intent.preferred else None
+    where = f"at or below {intent.required}" if intent.required else f"with {base}"
+
+    def off_topology(asked: str, must: str = "it must be a level of the same topology") -> str:
+        return (
+            f"gang {key}: its {asked}, which is no level of the gang's topology {where} "
+            f"({' > '.join(levels)}); {must}"
+        )
+
     for child, named in by_level.items():
         if child not in levels or (required is not None and levels.index(child) < required):
-            where = f"at or below {intent.required}" if intent.required else f"with {base}"
-            return (
-                f"gang {key}: its {noun}(s) {task_names(named)} require one {child} each"
-                f"{declared}, which is no level of the gang's topology {where} "
-                f"({' > '.join(levels)}); their level must be a narrower level of the same "
-                "topology"
+            return off_topology(
+                f"{noun}(s) {task_names(named)} require one {child} each{declared}",
+                "their level must be a narrower level of the same topology",
             )
     for s in sets:
         if s.level not in levels:
-            where = f"at or below {intent.required}" if intent.required else f"with {base}"
-            return (
-                f"gang {key}: its {s.label} requires its {noun}(s) {task_names(s.tasks)} in one "
-                f"{s.level} together ({s.field}), which is no level of the gang's topology "
-                f"{where} ({' > '.join(levels)}); it must be a level of the same topology"
+            return off_topology(
+                f"{s.label} requires its {noun}(s) {task_names(s.tasks)} in one {s.level} "
+                f"together ({s.field})"
             )
     for p in intent.preferences:
         if p.level not in levels:
-            where = f"at or below {intent.required}" if intent.required else f"with {base}"
-            return (
-                f"gang {key}: its {p.label} prefers one {p.level} ({p.field}), which is no "
-                f"level of the gang's topology {where} ({' > '.join(levels)}); it must be a "
-                "level of the same topology"
-            )
+            return off_topology(f"{p.label} prefers one {p.level} ({p.field})")
     slice_level, task_levels = _by_task(
         (task, levels.index(level)) for task, level in intent.levels_of_tasks()
     )

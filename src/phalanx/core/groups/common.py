@@ -318,6 +318,25 @@ def with_task_preferences(
     return replace(base, slice_noun=noun, preferences=tuple(sorted(prefs, key=lambda p: p.label)))
 
 
+def with_task_topology(
+    src: Source,
+    own: TopologyConstraint | None,
+    *,
+    levels: Mapping[str, list[tuple[str, str]]],
+    sets: Sequence[TaskSet],
+    preferences: Sequence[TaskPreference],
+    kind: str,
+    noun: str,
+    levels_field: str,
+) -> TopologyConstraint | None:
+    """A gang's topology intent (`own`) with what its tasks declare, as KAI's subgroups and
+    Grove's podgroups do: each task's level (`with_task_levels`), sets of tasks held
+    together (`with_task_sets`), and preferred levels (`with_task_preferences`)."""
+    own = with_task_levels(src, own, levels, kind=kind, noun=noun, levels_field=levels_field)
+    own = with_task_sets(src, own, sets, kind=kind, noun=noun)
+    return with_task_preferences(src, own, preferences, kind=kind, noun=noun)
+
+
 INT32_MAX: Final = 2**31 - 1
 
 
@@ -417,4 +436,5 @@ __all__ = [
     "with_task_levels",
     "with_task_preferences",
     "with_task_sets",
+    "with_task_topology",
 ]

@@ -54,9 +54,7 @@ from phalanx.core.groups.common import (
     is_deleting,
     label_levels,
     read_identity,
-    with_task_levels,
-    with_task_preferences,
-    with_task_sets,
+    with_task_topology,
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
@@ -167,25 +165,15 @@ def parse_pod_gang(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.GROVE,
-        topology=with_task_preferences(
+        topology=with_task_topology(
             src,
-            with_task_sets(
-                src,
-                with_task_levels(
-                    src,
-                    topology,
-                    podgroups.levels,
-                    kind=KIND,
-                    noun="podgroup",
-                    levels_field=PODGROUP_LEVELS_FIELD,
-                ),
-                sets,
-                kind=KIND,
-                noun="podgroup",
-            ),
-            [*podgroups.preferences, *preferences],
+            topology,
+            levels=podgroups.levels,
+            sets=sets,
+            preferences=[*podgroups.preferences, *preferences],
             kind=KIND,
             noun="podgroup",
+            levels_field=PODGROUP_LEVELS_FIELD,
         ),
         min_task_member=podgroups.minima,
         task_names=podgroups.names,

@@ -60,9 +60,7 @@ from phalanx.core.groups.common import (
     label_levels,
     read_identity,
     read_min_count,
-    with_task_levels,
-    with_task_preferences,
-    with_task_sets,
+    with_task_topology,
 )
 from phalanx.core.groups.kai_subgroups import Subgroups, parents, read_subgroups
 from phalanx.core.groups.status import MESSAGE_LIMIT, GroupStatus, camel, rfc3339, set_condition
@@ -146,25 +144,15 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         **settings.group_fields(),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.KAI,
-        topology=with_task_preferences(
+        topology=with_task_topology(
             src,
-            with_task_sets(
-                src,
-                with_task_levels(
-                    src,
-                    topology,
-                    subgroups.levels,
-                    kind=KIND,
-                    noun="subgroup",
-                    levels_field=SUBGROUP_LEVELS_FIELD,
-                ),
-                sets,
-                kind=KIND,
-                noun="subgroup",
-            ),
-            subgroups.preferences,
+            topology,
+            levels=subgroups.levels,
+            sets=sets,
+            preferences=subgroups.preferences,
             kind=KIND,
             noun="subgroup",
+            levels_field=SUBGROUP_LEVELS_FIELD,
         ),
         min_task_member=subgroups.minima,
         task_names=subgroups.names,

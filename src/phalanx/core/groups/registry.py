@@ -261,8 +261,8 @@ DIALECTS: Final = (
     ),
 )
 PRECEDENCE: Final = tuple(e.dialect for e in DIALECTS if e.dialect is not Dialect.COMPOSITE)
-_BY_DIALECT: Final = {entry.dialect: entry for entry in DIALECTS}
-_BY_NAME: Final = {entry.dialect.value: entry for entry in DIALECTS}
+# By dialect, or by its value as views hold it (a `Dialect` is the string it stands for).
+_BY_DIALECT: Final[Mapping[str, GroupDialect]] = {entry.dialect: entry for entry in DIALECTS}
 _PARSERS: Final = {kind: parse for entry in DIALECTS for kind, parse in entry.kinds.items()}
 _KIND_DIALECTS: Final = {kind: entry.dialect for entry in DIALECTS for kind in entry.kinds}
 
@@ -400,7 +400,7 @@ def minima_field(minima: TaskMinima, dialect_name: str = "") -> str:
 def task_minima_field(dialect_name: str) -> str:
     """The API field that sets a gang's per-task minima in dialect `dialect_name` (a
     `Dialect` or its value, as views hold it), for messages; Volcano's for no dialect."""
-    return _BY_NAME.get(dialect_name, _BY_DIALECT[Dialect.VOLCANO]).task_minima_field
+    return _BY_DIALECT.get(dialect_name, _BY_DIALECT[Dialect.VOLCANO]).task_minima_field
 
 
 # --- Objects ----------------------------------------------------------------------------

@@ -276,11 +276,8 @@ class GangPlanner:
             run = ranked[i * size : (i + 1) * size]
             names = _split(index, level, (node_of[p.uid] for p in run))
             if names is not None:
-                return (
-                    f"gang {key}: slice {i + 1} of {count} ({run[0].name}..{run[-1].name}) "
-                    f"must lie in one {topology.key(level)} domain, but node labels changed "
-                    f"and its reserved nodes now lie in {len(names)}: {', '.join(names)}"
-                )
+                what = f"slice {i + 1} of {count} ({run[0].name}..{run[-1].name})"
+                return _moved(key, what, topology.key(level), names)
         return ""
 
     def _task_split(self, key: str, reservation: Reservation, topology: GangTopology) -> str:
@@ -299,21 +296,13 @@ class GangPlanner:
                 continue
             names = _split(index, level, where)
             if names is not None:
-                return (
-                    f"gang {key}: {topology.slice_noun} {task} must lie in one "
-                    f"{topology.key(level)} domain, but node labels changed and its reserved "
-                    f"nodes now lie in {len(names)}: "
-                    f"{', '.join(names)}"
-                )
+                return _moved(key, f"{topology.slice_noun} {task}", topology.key(level), names)
         for held in topology.task_sets:
             where = [n for task in sorted(held.tasks) for n in nodes.get(task, ())]
             names = _split(index, held.level, where)
             if names is not None:
-                return (
-                    f"gang {key}: {held.label} ({task_names(held.tasks)}) must lie in one "
-                    f"{topology.key(held.level)} domain, but node labels changed and its "
-                    f"reserved nodes now lie in {len(names)}: {', '.join(names)}"
-                )
+                what = f"{held.label} ({task_names(held.tasks)})"
+                return _moved(key, what, topology.key(held.level), names)
         return ""
 
     def topology_findings(self) -> list[TopologyFinding]:
@@ -833,6 +822,15 @@ def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterRes
 
 def _reserved_for(key: str, member: MemberReservation) -> str:
     return f"gang {key} reserved node {member.node} for this pod"
+
+
+def _moved(key: str, what: str, level_key: str, names: Sequence[str]) -> str:
+    """Why gang `key`'s reservation broke: `what` (a slice, a task, a set of tasks) must lie
+    in one domain of `level_key`, and relabelled nodes put it in `names`."""
+    return (
+        f"gang {key}: {what} must lie in one {level_key} domain, but node labels changed and "
+        f"its reserved nodes now lie in {len(names)}: {', '.join(names)}"
+    )
 
 
 def _split(index: TopologyIndex, level: int, nodes: Iterable[str]) -> list[str] | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from phalanx.core.errors import quoted
-from phalanx.core.groups.common import INT32_MAX, label_levels
+from phalanx.core.groups.common import INT32_MAX, label_levels, read_positive_int32
 from phalanx.core.model import (
     ChildGroups,
     SubGroupTree,
@@ -96,7 +96,8 @@ def read_subgroups(src: Source, spec: JsonObject) -> Subgroups:
         entries[entry.name] = entry
     children = _children(src, entries)
     top = children.get("", [])
-    root_min = _count(src, spec.get("minSubGroup"), "spec.minSubGroup")
+    # A `minSubGroup` is a positive int32 when set (KAI's webhook refuses 0).
+    root_min = read_positive_int32(src, spec.get("minSubGroup"), "spec.minSubGroup")
     if root_min is not None and root_min > len(top):
         raise src.invalid(
             "spec.minSubGroup",
@@ -179,7 +180,7 @@ def _entry(src: Source, path: str, raw: JsonObject, warnings: list[str]) -> _Ent
         raise src.invalid(where, f"must be a non-negative integer, not {minimum}")
     if minimum is not None and minimum > INT32_MAX:
         raise src.invalid(where, f"must be at most {INT32_MAX} (an int32), not {minimum}")
-    min_sub_group = _count(src, raw.get("minSubGroup"), f"{path}.minSubGroup")
+    min_sub_group = read_positive_int32(src, raw.get("minSubGroup"), f"{path}.minSubGroup")
     where = f"{path}.topologyConstraint"
     constraint = read_object(src, raw.get("topologyConstraint"), where)
     intent = _levels(src, constraint, where)
@@ -195,18 +196,6 @@ def _entry(src: Source, path: str, raw: JsonObject, warnings: list[str]) -> _Ent
 
 def _levels(src: Source, constraint: JsonObject, path: str) -> TopologyConstraint | None:
     return label_levels(src, constraint, path, "requiredTopologyLevel", "preferredTopologyLevel")
-
-
-def _count(src: Source, value: object, path: str) -> int | None:
-    """A `minSubGroup`: a positive int32 when set (KAI's webhook refuses 0)."""
-    count = read_integer(src, value, path)
-    if count is None:
-        return None
-    if count < 1:
-        raise src.invalid(path, f"must be a positive integer, not {count}")
-    if count > INT32_MAX:
-        raise src.invalid(path, f"must be at most {INT32_MAX} (an int32), not {count}")
-    return count
 
 
 def _children(src: Source, entries: Mapping[str, _Entry]) -> dict[str, list[str]]:

@@ -318,12 +318,9 @@ def child_topology(
         if group is None or group.topology is None:
             continue
         intent = group.topology
-        if intent != TopologyConstraint(required=intent.required, any_label=intent.any_label):
-            return (
-                f"{POD_GROUP_KIND} {group.namespace}/{name} under {KIND} {root.namespace}/"
-                f"{root.name} declares topology {intent}: inside a composite a child "
-                "PodGroup's own topology is its key only (spec.schedulingConstraints.topology)"
-            )
+        what = f"{POD_GROUP_KIND} {group.namespace}/{name}"
+        if beyond := _beyond_key(what, root, intent, "child PodGroup"):
+            return beyond
         keys.setdefault(intent.required, []).append(name)
     own = root.topology or TopologyConstraint(any_label=True)
     if sets:
@@ -349,6 +346,18 @@ def child_topology(
     return replace(own, slice_required=pairs[0][1], slice_tasks=tasks, declared_by=declared_by)
 
 
+def _beyond_key(what: str, root: CompositePodGroup, intent: TopologyConstraint, inner: str) -> str:
+    """Why `what` (an `inner` beneath composite `root`) cannot be honoured: inside a
+    composite its own topology is its key only; "" when it declares no more."""
+    if intent == TopologyConstraint(required=intent.required, any_label=intent.any_label):
+        return ""
+    return (
+        f"{what} under {KIND} {root.namespace}/{root.name} declares topology {intent}: "
+        f"inside a composite a {inner}'s own topology is its key only "
+        "(spec.schedulingConstraints.topology)"
+    )
+
+
 def _nested_sets(
     root: CompositePodGroup, tree: ChildGroups, composites: Mapping[str, CompositePodGroup]
 ) -> tuple[TaskSet, ...] | str:
@@ -364,12 +373,9 @@ def _nested_sets(
         if nested is None or nested.topology is None:
             continue
         intent = nested.topology
-        if intent != TopologyConstraint(required=intent.required, any_label=intent.any_label):
-            return (
-                f"{KIND} {nested.namespace}/{nested.name} under {KIND} {root.namespace}/"
-                f"{root.name} declares topology {intent}: inside a composite a nested "
-                f"{KIND}'s own topology is its key only (spec.schedulingConstraints.topology)"
-            )
+        what = f"{KIND} {nested.namespace}/{nested.name}"
+        if beyond := _beyond_key(what, root, intent, f"nested {KIND}"):
+            return beyond
         tasks = tuple(sorted(name for name, _ in node.pod_groups()))
         if tasks:
             where = f"{KIND} {nested.namespace}/{nested.name}: spec.schedulingConstraints.topology"

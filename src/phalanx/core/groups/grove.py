@@ -286,25 +286,15 @@ def _group_configs(
         intent = _topology(src, _pack_constraint(src, entry, where), f"{where}.packConstraint")
         if intent is None:
             continue
-        label = read_string(src, entry.get("name"), f"{path}.name") or path
-        if intent.required and tasks:
-            sets.append(
-                TaskSet(
-                    f"constraint group {label}",
-                    tuple(sorted(tasks)),
-                    intent.required,
-                    f"{where}.packConstraint.required",
-                )
-            )
-        if intent.preferred and tasks:
+        label = f"constraint group {read_string(src, entry.get('name'), f'{path}.name') or path}"
+        if not tasks:
+            continue
+        grouped, pack = tuple(sorted(tasks)), f"{where}.packConstraint"
+        if intent.required:
+            sets.append(TaskSet(label, grouped, intent.required, f"{pack}.required"))
+        if intent.preferred:
             preferences.append(
-                TaskPreference(
-                    f"constraint group {label}",
-                    tuple(sorted(tasks)),
-                    intent.preferred,
-                    f"{where}.packConstraint.preferred",
-                    together=True,
-                )
+                TaskPreference(label, grouped, intent.preferred, f"{pack}.preferred", together=True)
             )
     return sets, preferences
 

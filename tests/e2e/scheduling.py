@@ -414,11 +414,18 @@ def composite_quorums(api: Api, namespace: str) -> dict[str, Quorum]:
 
 @dataclass
 class Window:
+    """A gang seen partially bound from ``start`` (the sample that saw it) to ``end``.
+
+    ``since`` is when the sample before began: the bindings that opened the window landed
+    after it, so a test asking whether the window could hold a moment (a kill) starts there.
+    """
+
     group: str
     start: float
     end: float | None = None
     bound: int = 0
     min_member: int = 0
+    since: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -500,6 +507,7 @@ class InvariantMonitor:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._started_at = 0.0
+        self._last_began = 0.0
         self.gang_sizes: list[Callable[[Api, str], Mapping[str, Quorum]]] = []
 
     def start(self) -> InvariantMonitor:
@@ -522,6 +530,7 @@ class InvariantMonitor:
 
     def sample(self, api: Api) -> None:
         ns = self.namespace
+        began = time.monotonic()
         try:
             groups: dict[str, Quorum] = {
                 g["metadata"]["name"]: int((g.get("spec") or {}).get("minMember") or 0)
@@ -539,10 +548,13 @@ class InvariantMonitor:
         now = time.monotonic()
         with self._lock:
             self.samples += 1
-            self._judge_gangs(now, groups, pods)
+            since, self._last_began = self._last_began or self._started_at, began
+            self._judge_gangs(now, since, groups, pods)
             self._judge_nodes(now, nodes, pods)
 
-    def _judge_gangs(self, now: float, groups: Mapping[str, Quorum], pods: Sequence[Obj]) -> None:
+    def _judge_gangs(
+        self, now: float, since: float, groups: Mapping[str, Quorum], pods: Sequence[Obj]
+    ) -> None:
         counts = gang_counts(pods, groups)
         for group, seen in counts.items():
             count, minimum = seen.bound, seen.minimum
@@ -553,7 +565,7 @@ class InvariantMonitor:
             partial = count > 0 and not seen.whole and group not in self.whole
             window = self.open.get(group)
             if partial and window is None:
-                self.open[group] = Window(group, now, bound=count, min_member=minimum)
+                self.open[group] = Window(group, now, bound=count, min_member=minimum, since=since)
             elif partial and window is not None:
                 window.bound = count
             elif not partial and window is not None:
@@ -602,7 +614,7 @@ class InvariantMonitor:
                 failed_samples=self.failed_samples,
                 windows=list(self.windows),
                 open_windows=[
-                    Window(w.group, w.start, None, w.bound, w.min_member)
+                    Window(w.group, w.start, None, w.bound, w.min_member, w.since)
                     for w in self.open.values()
                 ],
                 overcommits=list(self.overcommits),

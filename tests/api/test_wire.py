@@ -132,19 +132,27 @@ def names_args(*names: str) -> wire.ExtenderArgs:
 
 def test_a_filter_answer_never_names_a_node_that_was_not_offered() -> None:
     result = FilterResult(
-        feasible=("a", "ghost"), failed={"b": "full", "ghost2": "x"}, unresolvable={"ghost3": "y"}
+        feasible=("ghost",), failed={"b": "full", "ghost2": "x"}, unresolvable={"ghost3": "y"}
     )
     answer = wire.filter_answer(names_args("a", "b"), result)
     assert answer == {
         "Nodes": None,
-        "NodeNames": ["a"],
+        "NodeNames": [],
         "FailedNodes": {"b": "full"},
         "FailedAndUnresolvableNodes": {},
         "Error": "",
     }
 
 
-def test_unresolvable_wins_over_failed_and_a_failed_node_is_never_kept() -> None:
+def test_unresolvable_wins_over_failed() -> None:
+    result = FilterResult(failed={"a": "full", "b": "full"}, unresolvable={"b": "tainted"})
+    answer = wire.filter_answer(names_args("a", "b", "c"), result)
+    assert answer["NodeNames"] == []
+    assert answer["FailedNodes"] == {"a": "full"}
+    assert answer["FailedAndUnresolvableNodes"] == {"b": "tainted"}
+
+
+def test_a_failed_node_is_never_kept_and_a_kept_one_at_most_once() -> None:
     result = FilterResult(
         feasible=("a", "b", "c", "c"),
         failed={"a": "full", "b": "full"},
@@ -152,8 +160,16 @@ def test_unresolvable_wins_over_failed_and_a_failed_node_is_never_kept() -> None
     )
     answer = wire.filter_answer(names_args("a", "b", "c"), result)
     assert answer["NodeNames"] == ["c"]
-    assert answer["FailedNodes"] == {"a": "full"}
-    assert answer["FailedAndUnresolvableNodes"] == {"b": "tainted"}
+
+
+def test_an_answer_that_keeps_a_node_gives_no_reasons_for_the_others() -> None:
+    # kube-scheduler reads the reasons only for a pod no node is left for; it would decode
+    # and store every one in each cycle for nothing.
+    result = FilterResult(feasible=("a",), failed={"b": "full"}, unresolvable={"c": "tainted"})
+    answer = wire.filter_answer(names_args("a", "b", "c"), result)
+    assert answer["NodeNames"] == ["a"]
+    assert answer["FailedNodes"] == {}
+    assert answer["FailedAndUnresolvableNodes"] == {}
 
 
 def test_a_full_nodes_filter_answer_returns_the_kept_node_objects_and_no_names() -> None:

@@ -251,6 +251,10 @@ def filter_answer(args: ExtenderArgs, result: FilterResult) -> FilterAnswer:
     Only offered nodes appear; FailedAndUnresolvableNodes wins over FailedNodes, and a node
     either of them names is never kept (kube-scheduler rejects an answer that keeps a node
     it did not offer, and a node both kept and failed has no defined meaning).
+
+    An answer that keeps a node names no failed one: kube-scheduler reads the reasons only
+    to explain (and preempt for) a pod no node is left for, and it decodes and stores each
+    one it is sent, in every cycle.
     """
     offered = args.offered
     unresolvable = {n: r for n, r in result.unresolvable.items() if n in offered}
@@ -263,6 +267,8 @@ def filter_answer(args: ExtenderArgs, result: FilterResult) -> FilterAnswer:
         kept = [n for n in result.feasible if n in offered]
     if len(set(kept)) != len(kept):
         kept = list(dict.fromkeys(kept))
+    if kept:
+        failed, unresolvable = {}, {}
     if args.nodes is None:
         return {
             "Nodes": None,

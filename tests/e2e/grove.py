@@ -28,11 +28,12 @@ def pod_gang(
     *,
     required: str = "",
     podgroup_keys: Mapping[str, str] | None = None,
+    podgroup_preferred: Mapping[str, str] | None = None,
 ) -> Obj:
     """A PodGang as Grove's operator writes it: a podgroup per PodClique (its
     `minReplicas`, and `podReferences` naming `<podgroup>-<i>`), a priority class, which
     Phalanx does not read; `required` the gang's packConstraint key, `podgroup_keys` each
-    podgroup's own."""
+    podgroup's own, `podgroup_preferred` each podgroup's `preferred` key."""
     entries = []
     for group, minimum in podgroups.items():
         entry: Obj = {
@@ -42,9 +43,16 @@ def pod_gang(
                 {"namespace": sc.namespace, "name": f"{group}-{i}"} for i in range(minimum)
             ],
         }
-        key = (podgroup_keys or {}).get(group)
-        if key:
-            entry["topologyConstraint"] = {"packConstraint": {"required": key}}
+        pack = {
+            field: key
+            for field, key in (
+                ("required", (podgroup_keys or {}).get(group)),
+                ("preferred", (podgroup_preferred or {}).get(group)),
+            )
+            if key
+        }
+        if pack:
+            entry["topologyConstraint"] = {"packConstraint": pack}
         entries.append(entry)
     spec: Obj = {"podgroups": entries, "priorityClassName": ""}
     if required:

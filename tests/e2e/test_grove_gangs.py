@@ -2,7 +2,8 @@
 (docs/gang-dialects.md, "Grove PodGangs"): pods labelled as Grove's operator labels them
 bind whole or not at all, each podgroup's minReplicas holds in the quorum, the PodGang's
 status says why a gang waits (`Scheduled` False, `phase` Pending) and that it is placed
-(`Scheduled` True), and a podgroup's own required key keeps it in one rack. Grove's
+(`Scheduled` True), a podgroup's own required key keeps it in one rack, and a preferred
+one in one rack where a rack has room, else the gang binds across racks. Grove's
 operator does not run: its CRD is served (written from its types,
 ``crds/grove-podgang.yaml``) before this module's Phalanx starts, and each test creates
 the PodGang first and its pods gated, then ungates them, as Grove does.
@@ -10,7 +11,7 @@ the PodGang first and its pods gated, then ungates them, as Grove does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
@@ -55,11 +56,16 @@ def member(sc: Scenario, name: str, gang: str, podgroup: str) -> str:
 
 
 def grove_gang(
-    sc: Scenario, name: str, podgroups: dict[str, int], **keys: str
+    sc: Scenario,
+    name: str,
+    podgroups: dict[str, int],
+    preferred: Mapping[str, str] | None = None,
+    **keys: str,
 ) -> dict[str, list[str]]:
     """A PodGang of `podgroups` (podgroup -> minReplicas; `keys` a podgroup's required
-    key) and its members `<podgroup>-<i>`, released together once it exists."""
-    pod_gang(sc, name, podgroups, podgroup_keys=keys)
+    key, `preferred` its preferred one) and its members `<podgroup>-<i>`, released
+    together once it exists."""
+    pod_gang(sc, name, podgroups, podgroup_keys=keys, podgroup_preferred=preferred)
     names = {
         group: [member(sc, f"{group}-{i}", name, group) for i in range(size)]
         for group, size in podgroups.items()
@@ -142,3 +148,55 @@ def test_each_podgroup_required_in_one_rack_binds_inside_one_rack(
     for role, pods in names.items():
         assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
     assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+
+
+def racks(sc: Scenario, *sizes: int) -> dict[str, str]:
+    """Racks r0, r1, ... of `sizes` nodes (values unique to the test's namespace): each
+    node's rack."""
+    rack_of = {}
+    for r, size in enumerate(sizes):
+        for i in range(size):
+            name = sc.node(f"{r}-{i}", GPUS, labels={RACK: f"{sc.namespace}-r{r}"})
+            rack_of[name] = f"r{r}"
+    sc.nodes_ready()
+    return rack_of
+
+
+def test_each_podgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_room(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Racks of one, two and two nodes, prefill and decode each only preferring one rack:
+    without the preference the gang would fill the lone node and split a podgroup; with it
+    each binds in a rack of two, and the Reserved Event says each preference held."""
+    sc = judged(cluster)
+    rack_of = racks(sc, 1, 2, 2)
+    names = grove_gang(sc, "liking", {"prefill": 2, "decode": 2}, {"prefill": RACK, "decode": RACK})
+    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    for role, pods in names.items():
+        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
+    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    sc.wait_event(
+        "liking",
+        "podgroup decode within one rack as preferred; "
+        "podgroup prefill within one rack as preferred",
+        reason="Reserved",
+    )
+
+
+def test_a_podgang_whose_podgroups_prefer_racks_too_small_binds_whole_across_racks(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Four racks of one node: prefill and decode, two members each, each preferring one
+    rack, fit in none (required, the gang would wait); preferred, it binds whole across
+    racks, and the Reserved Event says both preferences widened."""
+    sc = judged(cluster)
+    racks(sc, 1, 1, 1, 1)
+    names = grove_gang(sc, "spread", {"prefill": 2, "decode": 2}, {"prefill": RACK, "decode": RACK})
+    sc.wait_bound([*names["prefill"], *names["decode"]])
+    event = sc.wait_event(
+        "spread",
+        "podgroup decode preferred one rack: widened to the cluster; "
+        "podgroup prefill preferred one rack: widened to the cluster",
+        reason="Reserved",
+    )
+    assert "not every preference held (podgroup " in event["message"], event

@@ -1070,7 +1070,7 @@ def test_a_kai_subgroup_preferring_a_rack_none_can_hold_is_still_placed_and_says
     assert record is not None
     assert record.proposal is not None
     assert "preferred one rack: widened to the cluster" in record.proposal.explanation
-    assert "not every preference held (subgroup " in record.proposal.explanation
+    assert "not every preference held (all at once: subgroup " in record.proposal.explanation
 
 
 def test_a_kai_subgroup_preferring_wider_than_it_requires_is_invalid_naming_the_field() -> None:

@@ -199,4 +199,4 @@ def test_a_podgang_whose_podgroups_prefer_racks_too_small_binds_whole_across_rac
         "podgroup prefill preferred one rack: widened to the cluster",
         reason="Reserved",
     )
-    assert "not every preference held (podgroup " in event["message"], event
+    assert "not every preference held (all at once: podgroup " in event["message"], event

@@ -196,7 +196,9 @@ def landing_text(
         where = f"one {short_name(topology.key(level))}" if level != CLUSTER else "the cluster"
         parts.append(f"{pref.label} preferred one {noun}: widened to {where}")
     if widened and unmet:
-        parts.append(f"not every preference held ({unmet})")
+        # The first try's failure, with every preference at its own level together: the unit
+        # it names may be one that held its own once others were widened.
+        parts.append(f"not every preference held (all at once: {unmet})")
     return "; ".join(parts)
 
 

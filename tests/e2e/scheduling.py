@@ -256,6 +256,16 @@ def bound_node(pod: Obj) -> str:
     return node
 
 
+def domains_of_roles(
+    roles: Mapping[str, Sequence[str]], where: Mapping[str, str], domain_of: Mapping[str, str]
+) -> set[str]:
+    """The domains `roles`' pods were bound in (`where`: pod to node), each role's pods
+    asserted to lie in one of them."""
+    for role, pods in roles.items():
+        assert len({domain_of[where[p]] for p in pods}) == 1, (role, where)
+    return {domain_of[where[p]] for pods in roles.values() for p in pods}
+
+
 def gpu_request(pod: Obj) -> int:
     """The device-plugin GPUs the pod holds on its node: none when kube-scheduler served
     its ``nvidia.com/gpu`` from DRA devices (KEP-5004; a claim it made holds them)."""

@@ -18,7 +18,14 @@ import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from grove import GROVE_CRD_NAME, ensure_grove_crd, grove_path, grove_sizes, pod_gang
 from podgroup_crd import CRDS
-from scheduling import GROVE_PODCLIQUE_LABEL, GROVE_PODGANG_LABEL, Obj, Scenario, pod_body
+from scheduling import (
+    GROVE_PODCLIQUE_LABEL,
+    GROVE_PODGANG_LABEL,
+    Obj,
+    Scenario,
+    domains_of_roles,
+    pod_body,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -145,9 +152,7 @@ def test_each_podgroup_required_in_one_rack_binds_inside_one_rack(
     sc.nodes_ready()
     names = grove_gang(sc, "disagg", {"prefill": 2, "decode": 2}, prefill=RACK, decode=RACK)
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
-    for role, pods in names.items():
-        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
-    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
 
 
 def racks(sc: Scenario, *sizes: int) -> dict[str, str]:
@@ -172,9 +177,7 @@ def test_each_podgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_ro
     rack_of = racks(sc, 1, 2, 2)
     names = grove_gang(sc, "liking", {"prefill": 2, "decode": 2}, {"prefill": RACK, "decode": RACK})
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
-    for role, pods in names.items():
-        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
-    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
     sc.wait_event(
         "liking",
         "podgroup decode within one rack as preferred; "

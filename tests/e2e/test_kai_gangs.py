@@ -20,7 +20,14 @@ import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from kai import KAI_CRD_NAME, ensure_kai_crd, kai_path, kai_pod_group, kai_sizes
 from podgroup_crd import CRDS
-from scheduling import A_KAI_GROUP, KAI_SUBGROUP_LABEL, Obj, Scenario, pod_body
+from scheduling import (
+    A_KAI_GROUP,
+    KAI_SUBGROUP_LABEL,
+    Obj,
+    Scenario,
+    domains_of_roles,
+    pod_body,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -156,9 +163,7 @@ def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
     for each in (*names["prefill"], *names["decode"]):
         sc.ungate(each)
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
-    for role, pods in names.items():
-        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
-    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
 
 
 def test_each_kai_subgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_room(
@@ -187,9 +192,7 @@ def test_each_kai_subgroup_preferring_a_rack_binds_inside_one_rack_where_there_i
     for each in (*names["prefill"], *names["decode"]):
         sc.ungate(each)
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
-    for role, pods in names.items():
-        assert len({rack_of[where[p]] for p in pods}) == 1, (role, where)
-    assert {rack_of[node] for node in where.values()} == {"r1", "r2"}, where
+    assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
     sc.wait_event(
         "liking",
         "subgroup decode within one rack as preferred; "

@@ -1,7 +1,8 @@
 """What the live source writes to nominate reserved members: one pods/status patch each,
 in the order decided per pod, and the plain requeue where RBAC refuses pods/status; and a
 gang's status writes, in the order decided per gang object, each after a short window in
-which newer statuses of the same object replace it."""
+which newer statuses of the same object replace it; and Events, one write per object and
+reason per interval, a new message held by it written once the interval is up."""
 
 from __future__ import annotations
 
@@ -327,3 +328,118 @@ async def test_a_forgotten_objects_next_status_is_its_first_again() -> None:
 def test_a_negative_coalescing_window_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="status_coalesce_seconds must be >= 0, got -1"):
         reports(RecordingWriter(), Window(seconds=-1))
+
+
+# ---- Events: at most one write per object and reason per interval -----------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def event_reports(writer: RecordingWriter, clock: Clock, window: Window) -> Reports:
+    """Events limited to one write per second, on the test's clock; a held message's wait
+    ends when the test closes `window`."""
+    return Reports(
+        writer,
+        identity="phalanx-test",
+        event_interval_seconds=1.0,
+        uid_of=lambda kind, key: "",
+        held=lambda key: None,
+        clock=clock,
+        wall_clock=lambda: 1_700_000_000.0,
+        sleep=window.sleep,
+    )
+
+
+async def unfit(rep: Reports, message: str) -> None:
+    await rep.emit_event("Pod", "team", "worker-0", "Unfit", message, warning=True)
+
+
+def written(writer: RecordingWriter) -> list[tuple[str, int]]:
+    """Each Event write's message and count, in order (POST first, then PATCHes)."""
+    return [(body["message"], body["count"]) for _, body in writer.posts + writer.patches]
+
+
+async def test_a_repeat_of_the_written_message_within_the_interval_is_counted_not_sent() -> None:
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, "no room")
+    clock.now = 0.5
+    await asyncio.wait_for(unfit(rep, "no room"), timeout=5)
+    assert written(writer) == [("no room", 1)]
+    assert window.waits == []
+
+
+async def test_a_new_message_held_by_the_interval_is_written_once_the_interval_is_up() -> None:
+    # A gang refused first by its template's count, then by the plan of all its members:
+    # the journal reports the second reason once, so it must not be swallowed.
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, "could hold 1 of them")
+    clock.now = 0.25
+    held = asyncio.ensure_future(unfit(rep, "2 node(s) had no nvidia.com/gpu allocatable"))
+    await asyncio.sleep(0)
+    assert written(writer) == [("could hold 1 of them", 1)]
+    assert window.waits == [0.75]
+    clock.now = 1.0
+    window.close()
+    await held
+    assert written(writer) == [
+        ("could hold 1 of them", 1),
+        ("2 node(s) had no nvidia.com/gpu allocatable", 2),
+    ]
+
+
+async def test_of_several_new_messages_within_the_interval_only_the_newest_is_written() -> None:
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, "first")
+    clock.now = 0.25
+    held = asyncio.ensure_future(unfit(rep, "second"))
+    await asyncio.sleep(0)
+    clock.now = 0.5
+    await asyncio.wait_for(unfit(rep, "third"), timeout=5)  # rides on the held write
+    clock.now = 1.0
+    window.close()
+    await held
+    assert written(writer) == [("first", 1), ("third", 3)]
+    assert len(window.waits) == 1
+
+
+async def test_a_held_message_followed_by_the_written_one_again_is_dropped() -> None:
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, "first")
+    clock.now = 0.25
+    held = asyncio.ensure_future(unfit(rep, "second"))
+    await asyncio.sleep(0)
+    await unfit(rep, "first")
+    clock.now = 1.0
+    window.close()
+    await held
+    assert written(writer) == [("first", 1)]
+
+
+async def test_a_held_message_cancelled_in_its_wait_leaves_later_ones_to_be_written() -> None:
+    # Shutdown cancels the waiting write; nothing is left behind that swallows the next.
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, "first")
+    clock.now = 0.25
+    held = asyncio.ensure_future(unfit(rep, "second"))
+    await asyncio.sleep(0)
+    held.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await held
+    clock.now = 0.5
+    later = asyncio.ensure_future(unfit(rep, "third"))
+    await asyncio.sleep(0)
+    clock.now = 1.0
+    window.close()
+    await later
+    assert written(writer)[-1][0] == "third"

@@ -112,12 +112,15 @@ class _Series:
     count: int
     sent_at: float
     held: int = 0  # repeats since the last write, added to `count` by the next one
+    message: str = ""  # as last written
 
 
 class EventLimiter:
     """At most one write per (object, reason) per `interval`; repeats are counted, not sent.
 
-    `admit` answers what to write now: (series, created) or None to stay quiet.
+    `admit` answers what to write now: (series, created) or None to stay quiet. A held
+    message unlike the one last written is not a repeat: `changed` says so, and `wait` how
+    long until the series may be written again.
     Loop-only, no locks.
     """
 
@@ -129,13 +132,13 @@ class EventLimiter:
         self._series: dict[tuple[str, str, str], _Series] = {}
 
     def admit(
-        self, key: tuple[str, str, str], name: str, stamp: str
+        self, key: tuple[str, str, str], name: str, stamp: str, message: str = ""
     ) -> tuple[_Series, bool] | None:
         now = self.clock()
         series = self._series.get(key)
         if series is None:
             self._prune(now)
-            series = self._series[key] = _Series(name, stamp, 1, now)
+            series = self._series[key] = _Series(name, stamp, 1, now, message=message)
             return series, True
         if now - series.sent_at < self.interval:
             series.held += 1
@@ -143,7 +146,22 @@ class EventLimiter:
         series.count += series.held + 1
         series.held = 0
         series.sent_at = now
+        series.message = message
         return series, False
+
+    def unhold(self, key: tuple[str, str, str]) -> None:
+        """One held message is about to be written after all: it is not a repeat to count."""
+        series = self._series.get(key)
+        if series is not None and series.held:
+            series.held -= 1
+
+    def changed(self, key: tuple[str, str, str], message: str) -> bool:
+        series = self._series.get(key)
+        return series is not None and series.message != message
+
+    def wait(self, key: tuple[str, str, str]) -> float:
+        series = self._series.get(key)
+        return 0.0 if series is None else max(0.0, series.sent_at + self.interval - self.clock())
 
     def _prune(self, now: float) -> None:
         if len(self._series) < self.MAX_SERIES:
@@ -219,6 +237,9 @@ class Reports:
         # Gang object key -> the newest status decided and not yet being written, and what
         # every caller whose status it replaced waits on (done once it is written or dropped).
         self._newest_status: dict[str, tuple[GroupStatus, asyncio.Future[None]]] = {}
+        # (kind, object key, reason) -> the newest Event message held by the limiter that
+        # differs from the one written, to be written when the series may be again.
+        self._trailing: dict[tuple[str, str, str], tuple[Mapping[str, str], str, bool]] = {}
         # Gang objects this process has sent (or found nothing new to send) a status for:
         # the first goes at once (Volcano's job controller creates a job's pods only once
         # its PodGroup has left Pending), later ones wait the coalescing window.
@@ -285,13 +306,23 @@ class Reports:
         *,
         warning: bool,
     ) -> None:
-        """An Event on `involved` (an `involvedObject`), rate-limited per `key` and reason."""
+        """An Event on `involved` (an `involvedObject`), rate-limited per `key` and reason.
+
+        A message held back that differs from the one last written is written once the
+        interval is up (the newest such, with the count of all held): a gang's reason that
+        changed within it would otherwise never reach its object, since the journal reports
+        a reason only when it changes."""
         stamp = rfc3339(self.wall_clock())
         name = involved["name"]
+        series_key = (involved["kind"], key, reason)
         admitted = self._events.admit(
-            (involved["kind"], key, reason), f"{name}.{time.time_ns():x}", stamp
+            series_key, f"{name}.{time.time_ns():x}", stamp, message[:MESSAGE_LIMIT]
         )
         if admitted is None:
+            if self._events.changed(series_key, message[:MESSAGE_LIMIT]):
+                await self._trail(series_key, involved, key, message, warning)
+            else:
+                self._trailing.pop(series_key, None)  # the written message is the newest again
             return
         series, created = admitted
         namespace = involved.get("namespace", "")
@@ -323,6 +354,31 @@ class Reports:
             await self.writer.post(path, body, lane=Lane.REPORT)
         except ApiError as exc:
             log.debug("event not written", extra={"object": key, "reason": str(exc)})
+
+    async def _trail(
+        self,
+        series_key: tuple[str, str, str],
+        involved: Mapping[str, str],
+        key: str,
+        message: str,
+        warning: bool,
+    ) -> None:
+        """Hold `message` as the series' newest; the first caller to hold one waits out the
+        interval and writes whatever is newest then, later callers return at once."""
+        waiting = series_key in self._trailing
+        self._trailing[series_key] = (involved, message, warning)
+        if waiting:
+            return
+        try:
+            await self._sleep(self._events.wait(series_key))
+        finally:
+            newest = self._trailing.pop(series_key, None)  # cancelled: nothing left to swallow
+        if newest is not None:
+            held_involved, held_message, held_warning = newest
+            self._events.unhold(series_key)
+            await self.emit_involved(
+                held_involved, key, series_key[2], held_message, warning=held_warning
+            )
 
     # ---- requeue ------------------------------------------------------------------------
 

@@ -212,6 +212,23 @@ def test_removing_a_node_releases_reservations_that_used_it() -> None:
     assert free_gpus(state, "n2") == 8
 
 
+def test_a_member_whose_node_was_removed_mid_binding_is_not_reserved_again_when_it_fails() -> None:
+    # Removing the node released the gang; the failed binding must not bring a piece of it
+    # back onto a node that is gone (a later release then found no such node).
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    state.reserve(reservation("default/g", (a, "n1"), (b, "n2"), ttl=10.0))
+    state.assume(a.uid, "n1")
+    assert state.remove_node("n1") == ["default/g"]
+    state.forget(a.uid)  # its binding failed
+    assert state.reservation("default/g") is None
+    assert state.reserved_gpus() == 0
+    assert state.expire(now=100.0) == []
+    assert free_gpus(state, "n2") == 8
+
+
 def test_a_recreated_pod_with_the_same_name_replaces_the_old_one() -> None:
     state = state_with(gpu_node("n1"))
     state.upsert_pod(pod("a", 3, node="n1", uid="old"))

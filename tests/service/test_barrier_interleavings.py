@@ -82,6 +82,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
         self.loop.run_until_complete(self.ext.start())
         self.requests: list[asyncio.Task[str]] = []
         self.tainted: set[str] = set()  # gangs given a permanent failure or a deleted member
+        self.retried: set[str] = set()  # gangs given a transient failure, retried in time
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -119,6 +120,9 @@ class BarrierInterleavings(RuleBasedStateMachine):
                 self.tainted.add(gang)
                 self.source.delete_pod(pod.uid)
         elif action == "expire":
+            # 31 s is past the binder's deadline too: a transient failure retried across the
+            # jump fails for good, and its member waits for roll-forward (off here).
+            self.tainted.update(self.retried)
             self.clock.now += 31
             self.ext.expire()
         elif action == "filter":
@@ -222,6 +226,8 @@ class BarrierInterleavings(RuleBasedStateMachine):
         # the barrier let its gang go, that member waits for roll-forward (off here).
         if kind != "transient" or len(queued) > BIND_RETRIES:
             self.tainted.add(gang)
+        else:
+            self.retried.add(gang)
 
     @rule()
     def the_next_commit_record_fails(self) -> None:

@@ -933,9 +933,15 @@ class ClusterState:
         if pod is not None and pod.group is not None:
             r = self._reservations.get(pod.group.key)
             m = r.member(pod_uid) if r is not None else None
-            if r is not None and m is not None and m.state is MemberState.ASSUMED:
-                self._add_reserved(m.node, m.requests)
-                self._replace_member(r, replace(m, state=MemberState.RESERVED))
+            if r is None or m is None or m.state is not MemberState.ASSUMED:
+                return
+            if m.node not in self._nodes or m.node in self._phantoms:
+                # Its node was removed while it was being bound (which released the gang):
+                # nothing is left to hold there, and a phantom node holds no reservation.
+                self._drop_member(r.group_key, pod_uid, vanished=False)
+                return
+            self._add_reserved(m.node, m.requests)
+            self._replace_member(r, replace(m, state=MemberState.RESERVED))
 
     def _replace_member(
         self, r: Reservation, member: MemberReservation, *, replacing: str | None = None

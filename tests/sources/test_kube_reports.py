@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -360,6 +361,27 @@ async def unfit(rep: Reports, message: str) -> None:
     await rep.emit_event("Pod", "team", "worker-0", "Unfit", message, warning=True)
 
 
+@dataclass
+class HeldSeries:
+    """An Event series written at 0 s with `first`, and `second` held from 0.25 s."""
+
+    writer: RecordingWriter
+    clock: Clock
+    window: Window
+    rep: Reports
+    second: asyncio.Future[None]
+
+
+async def one_held(first: str, second: str) -> HeldSeries:
+    writer, clock, window = RecordingWriter(), Clock(), Window()
+    rep = event_reports(writer, clock, window)
+    await unfit(rep, first)
+    clock.now = 0.25
+    held = asyncio.ensure_future(unfit(rep, second))
+    await asyncio.sleep(0)
+    return HeldSeries(writer, clock, window, rep, held)
+
+
 def written(writer: RecordingWriter) -> list[tuple[str, int]]:
     """Each Event write's message and count, in order (POST first, then PATCHes)."""
     return [(body["message"], body["count"]) for _, body in writer.posts + writer.patches]
@@ -378,68 +400,48 @@ async def test_a_repeat_of_the_written_message_within_the_interval_is_counted_no
 async def test_a_new_message_held_by_the_interval_is_written_once_the_interval_is_up() -> None:
     # A gang refused first by its template's count, then by the plan of all its members:
     # the journal reports the second reason once, so it must not be swallowed.
-    writer, clock, window = RecordingWriter(), Clock(), Window()
-    rep = event_reports(writer, clock, window)
-    await unfit(rep, "could hold 1 of them")
-    clock.now = 0.25
-    held = asyncio.ensure_future(unfit(rep, "2 node(s) had no nvidia.com/gpu allocatable"))
-    await asyncio.sleep(0)
-    assert written(writer) == [("could hold 1 of them", 1)]
-    assert window.waits == [0.75]
-    clock.now = 1.0
-    window.close()
-    await held
-    assert written(writer) == [
+    h = await one_held("could hold 1 of them", "2 node(s) had no nvidia.com/gpu allocatable")
+    assert written(h.writer) == [("could hold 1 of them", 1)]
+    assert h.window.waits == [0.75]
+    h.clock.now = 1.0
+    h.window.close()
+    await h.second
+    assert written(h.writer) == [
         ("could hold 1 of them", 1),
         ("2 node(s) had no nvidia.com/gpu allocatable", 2),
     ]
 
 
 async def test_of_several_new_messages_within_the_interval_only_the_newest_is_written() -> None:
-    writer, clock, window = RecordingWriter(), Clock(), Window()
-    rep = event_reports(writer, clock, window)
-    await unfit(rep, "first")
-    clock.now = 0.25
-    held = asyncio.ensure_future(unfit(rep, "second"))
-    await asyncio.sleep(0)
-    clock.now = 0.5
-    await asyncio.wait_for(unfit(rep, "third"), timeout=5)  # rides on the held write
-    clock.now = 1.0
-    window.close()
-    await held
-    assert written(writer) == [("first", 1), ("third", 3)]
-    assert len(window.waits) == 1
+    h = await one_held("first", "second")
+    h.clock.now = 0.5
+    await asyncio.wait_for(unfit(h.rep, "third"), timeout=5)  # rides on the held write
+    h.clock.now = 1.0
+    h.window.close()
+    await h.second
+    assert written(h.writer) == [("first", 1), ("third", 3)]
+    assert len(h.window.waits) == 1
 
 
 async def test_a_held_message_followed_by_the_written_one_again_is_dropped() -> None:
-    writer, clock, window = RecordingWriter(), Clock(), Window()
-    rep = event_reports(writer, clock, window)
-    await unfit(rep, "first")
-    clock.now = 0.25
-    held = asyncio.ensure_future(unfit(rep, "second"))
-    await asyncio.sleep(0)
-    await unfit(rep, "first")
-    clock.now = 1.0
-    window.close()
-    await held
-    assert written(writer) == [("first", 1)]
+    h = await one_held("first", "second")
+    await unfit(h.rep, "first")
+    h.clock.now = 1.0
+    h.window.close()
+    await h.second
+    assert written(h.writer) == [("first", 1)]
 
 
 async def test_a_held_message_cancelled_in_its_wait_leaves_later_ones_to_be_written() -> None:
     # Shutdown cancels the waiting write; nothing is left behind that swallows the next.
-    writer, clock, window = RecordingWriter(), Clock(), Window()
-    rep = event_reports(writer, clock, window)
-    await unfit(rep, "first")
-    clock.now = 0.25
-    held = asyncio.ensure_future(unfit(rep, "second"))
-    await asyncio.sleep(0)
-    held.cancel()
+    h = await one_held("first", "second")
+    h.second.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await held
-    clock.now = 0.5
-    later = asyncio.ensure_future(unfit(rep, "third"))
+        await h.second
+    h.clock.now = 0.5
+    later = asyncio.ensure_future(unfit(h.rep, "third"))
     await asyncio.sleep(0)
-    clock.now = 1.0
-    window.close()
+    h.clock.now = 1.0
+    h.window.close()
     await later
-    assert written(writer)[-1][0] == "third"
+    assert written(h.writer)[-1][0] == "third"

@@ -73,10 +73,21 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[launcher.ControlPlane
         yield cp
 
 
-#: The upstream gang API of Kubernetes 1.36 (GenericWorkload; scheduling.k8s.io/v1alpha2).
-GANG_API_136 = launcher.NATIVE_GANG_API["1.36"]
-#: The upstream gang API of Kubernetes 1.37 (GenericWorkload; scheduling.k8s.io/v1beta1).
-GANG_API_137 = launcher.NATIVE_GANG_API["1.37"]
+def serving_gang_api(
+    pytestconfig: pytest.Config, name: str, version: str
+) -> contextlib.AbstractContextManager[launcher.ControlPlane]:
+    """A control plane on Kubernetes `version` with its upstream gang API served
+    (`launcher.NATIVE_GANG_API`: 1.36's scheduling.k8s.io/v1alpha2, 1.37's v1beta1), its
+    kube-scheduler (when a test starts one) with the same gates."""
+    api = launcher.NATIVE_GANG_API[version]
+    return planes.started(
+        pytestconfig,
+        name,
+        kube_version=version,
+        apiserver_feature_gates=api.apiserver_feature_gates,
+        runtime_config=api.runtime_config,
+        scheduler_feature_gates=api.scheduler_feature_gates,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +98,7 @@ def control_plane_136(pytestconfig: pytest.Config) -> Iterator[launcher.ControlP
     Its kube-scheduler (when a test starts one) runs with the same gates. Skipped without the
     1.36 binaries (``build-tools.sh kube-136``), or an error when PHALANX_REQUIRE_E2E=1.
     """
-    with planes.started(
-        pytestconfig,
-        "control_plane_136",
-        kube_version="1.36",
-        apiserver_feature_gates=GANG_API_136.apiserver_feature_gates,
-        runtime_config=GANG_API_136.runtime_config,
-        scheduler_feature_gates=GANG_API_136.scheduler_feature_gates,
-    ) as cp:
+    with serving_gang_api(pytestconfig, "control_plane_136", "1.36") as cp:
         yield cp
 
 
@@ -105,14 +109,7 @@ def control_plane_137(pytestconfig: pytest.Config) -> Iterator[launcher.ControlP
     Its kube-scheduler (when a test starts one) runs with the same gate. Skipped without the
     1.37 binaries (``build-tools.sh kube-next``), or an error when PHALANX_REQUIRE_E2E=1.
     """
-    with planes.started(
-        pytestconfig,
-        "control_plane_137",
-        kube_version="1.37",
-        apiserver_feature_gates=GANG_API_137.apiserver_feature_gates,
-        runtime_config=GANG_API_137.runtime_config,
-        scheduler_feature_gates=GANG_API_137.scheduler_feature_gates,
-    ) as cp:
+    with serving_gang_api(pytestconfig, "control_plane_137", "1.37") as cp:
         yield cp
 
 

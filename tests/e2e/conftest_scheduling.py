@@ -299,6 +299,27 @@ def native_gang_left_on(
         scheduler.start()
 
 
+def phalanx_hears_a_lone_member_and_binds_the_pair(
+    sc: Scenario,
+    pod_group: Callable[[Scenario, str, int], Obj],
+    member: Callable[[Scenario, str, str, int], Obj],
+) -> None:
+    """The chart's profile (kube-scheduler's GangScheduling off): Phalanx decides about a
+    gang's first member while it is alone, and the pair binds when the second arrives.
+    `pod_group` and `member` make the objects in the release's own API version (`sc` judged
+    by its gang sizes already); the caller checks the release's own condition after."""
+    sc.node("a", 8)
+    sc.nodes_ready()
+    pod_group(sc, "pair", 2)
+    member(sc, "pair-0", "pair", 4)
+    sc.wait(
+        "Phalanx's first decision about the gang",
+        lambda: [e for e in sc.events("pair") if e.get("reportingComponent") == "phalanx"],
+    )
+    member(sc, "pair-1", "pair", 4)
+    sc.wait_bound(["pair-0", "pair-1"], timeout=60)
+
+
 def native_gang_plugin_holds_a_lone_member(
     control_plane: launcher.ControlPlane,
     scheduler: Scheduler,

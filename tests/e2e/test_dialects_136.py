@@ -26,6 +26,7 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     cluster,
     native_gang_plugin_holds_a_lone_member,
     phalanx,
+    phalanx_hears_a_lone_member_and_binds_the_pair,
     scheduler,
 )
 from scheduling import Api, ApiError, Obj, PodWatch, Scenario, pod_body
@@ -271,16 +272,7 @@ def test_in_the_supported_setup_phalanx_decides_while_the_gang_is_incomplete(
     """kube-scheduler runs with GangScheduling's gate on and the chart's profile disables the
     plugin: the first member is not held at PreEnqueue, so Phalanx hears of it alone."""
     sc = judged(cluster)
-    sc.node("a", 8)
-    sc.nodes_ready()
-    pod_group(sc, "pair", 2)
-    member(sc, "pair-0", "pair", 4)
-    sc.wait(
-        "Phalanx's first decision about the gang",
-        lambda: [e for e in sc.events("pair") if e.get("reportingComponent") == "phalanx"],
-    )
-    member(sc, "pair-1", "pair", 4)
-    sc.wait_bound(["pair-0", "pair-1"], timeout=60)
+    phalanx_hears_a_lone_member_and_binds_the_pair(sc, pod_group, member)
     sc.wait(f"{CONDITION} True", lambda: scheduled(sc, "pair", "True"))
     assert not sc.events("pair", reason="NativeGangScheduling")
 

@@ -25,6 +25,7 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     cluster,
     native_gang_plugin_holds_a_lone_member,
     phalanx,
+    phalanx_hears_a_lone_member_and_binds_the_pair,
     scheduler,
     scheduler_config,
 )
@@ -298,16 +299,7 @@ def test_in_the_supported_setup_phalanx_gates_the_gang_under_the_pod_group_cycle
     GangScheduling off: Phalanx hears of the first member while it is alone, the gang binds
     whole when the second arrives, and kube-scheduler and Phalanx both write the condition."""
     sc = judged(cluster)
-    sc.node("a", 8)
-    sc.nodes_ready()
-    pod_group(sc, "pair", 2)
-    member(sc, "pair-0", "pair", 4)
-    sc.wait(
-        "Phalanx's first decision about the gang",
-        lambda: [e for e in sc.events("pair") if e.get("reportingComponent") == "phalanx"],
-    )
-    member(sc, "pair-1", "pair", 4)
-    sc.wait_bound(["pair-0", "pair-1"], timeout=60)
+    phalanx_hears_a_lone_member_and_binds_the_pair(sc, pod_group, member)
     sc.wait(
         "PodGroupInitiallyScheduled True",
         lambda: (c := condition(sc, "pair")) is not None and c["status"] == "True",

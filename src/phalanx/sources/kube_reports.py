@@ -315,11 +315,10 @@ class Reports:
         stamp = rfc3339(self.wall_clock())
         name = involved["name"]
         series_key = (involved["kind"], key, reason)
-        admitted = self._events.admit(
-            series_key, f"{name}.{time.time_ns():x}", stamp, message[:MESSAGE_LIMIT]
-        )
+        text = message[:MESSAGE_LIMIT]
+        admitted = self._events.admit(series_key, f"{name}.{time.time_ns():x}", stamp, text)
         if admitted is None:
-            if self._events.changed(series_key, message[:MESSAGE_LIMIT]):
+            if self._events.changed(series_key, text):
                 await self._trail(series_key, involved, key, message, warning)
             else:
                 self._trailing.pop(series_key, None)  # the written message is the newest again
@@ -333,7 +332,7 @@ class Reports:
             "metadata": {"name": series.name, "namespace": where},
             "involvedObject": dict(involved),
             "reason": reason,
-            "message": message[:MESSAGE_LIMIT],
+            "message": text,
             "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,

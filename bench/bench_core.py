@@ -10,6 +10,10 @@ preferring a clique within a required spine (the walk clique > leaf > spine), a 
 leaf, slices of 8 in a clique, and the tie-breaks alone; with the index built once, as the
 service caches it, and the index build, free-domain count and fragmentation scores alone.
 
+Then small gangs (3 members of 1 GPU, the upstream scheduler_perf shape) on 8-GPU nodes, as
+the planner plans every gang (the default topology's tie-breaks, its index kept): on nodes
+with no topology label but the hostname, and in cliques of 16.
+
 Last, a full cluster (7 of every node's 8 GPUs used): the `/filter` of a member whose gang
 cannot fit, the first time (the gang is planned) and when it is retried with nothing given
 back (`phalanx.core.unfit` answers from the last verdict), as kube-scheduler retries refused
@@ -152,6 +156,28 @@ def measure_index(nodes: int, repeat: int) -> list[dict[str, Any]]:
     ]
 
 
+def measure_small(nodes: int, members: int, cliques: bool, repeat: int) -> dict[str, Any]:
+    """A small gang of 1-GPU members on 8-GPU nodes (every third half used), planned with
+    the default topology's tie-breaks as `GangPlanner` plans any gang."""
+    state = ClusterState()
+    for i in range(nodes):
+        clique = f"clique-{i // 16:04d}" if cliques else ""
+        state.upsert_node(gpu_node(f"node-{i:05d}", 8, clique=clique))
+    for i in range(0, nodes, 3):
+        state.upsert_pod(pod(f"busy-{i}", 4, node=f"node-{i:05d}"))
+    index = build_index(DEFAULT, (i.node for i in state.snapshot()))
+    spec = GangSpec(
+        key="bench/g",
+        placement=parse_placement("pack"),
+        members=tuple(gang("g", members, 1, namespace="bench")),
+        topology=GangTopology(DEFAULT),
+        index=index,
+    )
+    figures = timed(lambda: place_gang(state.snapshot(), spec), repeat)
+    labels = "cliques of 16" if cliques else "hostname only"
+    return {"nodes": nodes, "gang": f"{members} x 1 GPU", "labels": labels, **figures}
+
+
 def measure_refusal(nodes: int, members: int, gpus: int, repeat: int) -> dict[str, Any]:
     """A member of a gang that cannot fit on a full cluster, refused first and on retry."""
     state = ClusterState()
@@ -248,6 +274,16 @@ def main() -> int:
     index_rows = measure_index(5000, args.repeat)
     table(index_rows, ("nodes", "what", "min_ms", "p50_ms", "p99_ms"), (6, -34, 8, 8, 8))
     print()
+    small_rows = [
+        measure_small(n, m, cliques, args.repeat)
+        for n, m, cliques in [(1000, 3, False), (1000, 3, True), (5000, 3, False)]
+    ]
+    table(
+        small_rows,
+        ("nodes", "gang", "labels", "min_ms", "p50_ms", "p99_ms"),
+        (6, -12, -14, 8, 8, 8),
+    )
+    print()
     refusal_rows = [
         measure_refusal(n, m, g, args.repeat)
         for n, m, g in [(500, 8, 4), (500, 32, 8), (5000, 16, 2)]
@@ -262,6 +298,7 @@ def main() -> int:
             "pack": rows,
             "topology": topology_rows,
             "index": index_rows,
+            "small": small_rows,
             "refusal": refusal_rows,
         }
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -2,14 +2,14 @@
 
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from builders import gpu_node, pod, present
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, place_gang
 from phalanx.core.inventory import parse_placement
-from phalanx.core.model import Pod
+from phalanx.core.model import CPU, MEMORY, Pod
 
 ZONE = "topology.kubernetes.io/zone"
 POLICIES = ["pack", "same-node", "spread", "interconnect-local", f"domain:{ZONE}"]
@@ -152,6 +152,27 @@ def test_a_pack_gang_that_fits_still_fits_without_one_member(
     if isinstance(result, Placed) and len(members) > 1:
         smaller = place_gang(state.snapshot(), spec_for("pack", members[:-1]))
         assert isinstance(smaller, Placed)
+
+
+@common
+@given(clusters(), st.integers(1, 4), st.integers(1, 4), st.sampled_from([100, 1000, 4000]))
+def test_alike_members_one_node_can_hold_land_together_on_the_best_fitting_such_node(
+    state: ClusterState, size: int, gpus: int, cpu: int
+) -> None:
+    members = tuple(
+        pod(f"m-{i}", gpus, cpu_milli=cpu, memory_gib=1, group="g") for i in range(size)
+    )
+    snapshot = state.snapshot()
+    together = members[0].requests.scaled(size)
+    holders = [
+        info for info in snapshot if not info.node.unschedulable and together.fits_in(info.free)
+    ]
+    assume(holders)
+    # Best fit: the least free GPUs, then CPU, then memory; ties by name.
+    best = min(holders, key=lambda i: (i.free.gpus(), i.free.get(CPU), i.free.get(MEMORY), i.name))
+    result = place_gang(snapshot, spec_for("pack", members))
+    assert isinstance(result, Placed)
+    assert set(result.assignment.values()) == {best.name}
 
 
 def test_a_pending_copy_of_a_bound_pod_is_not_double_counted() -> None:

@@ -13,6 +13,7 @@ from phalanx.core.topology_usage import (
     domain_free,
     fragmentation_scores,
     free_domains,
+    shared_levels,
     tightness,
 )
 
@@ -110,6 +111,13 @@ def test_domains_rank_tightest_first_inside_the_tightest_wider_domain() -> None:
         "c03",
         "c02",
     ]
+
+
+def test_levels_whose_domains_hold_several_nodes_are_counted_widest_first() -> None:
+    _, racks = cluster(nvl72(4, per_clique=2, per_leaf=2))
+    assert shared_levels(racks) == 3  # spine, leaf, clique; every host is its own domain
+    _, hosts = cluster([rack_node("a"), rack_node("b")])
+    assert shared_levels(hosts) == 0  # no labels but the hostname: no tie-break to rank
 
 
 def test_nothing_to_rank_when_every_domain_is_a_single_node() -> None:

@@ -62,7 +62,7 @@ from phalanx.core.topology import (
     build_index,
     short_name,
 )
-from phalanx.core.topology_usage import DomainFree, domain_free, tightness
+from phalanx.core.topology_usage import DomainFree, domain_free, shared_levels, tightness
 
 # Alternatives tried per plan unit, and plan-unit tries in all, before giving up a domain.
 BRANCHING = 4
@@ -320,7 +320,11 @@ class _Placer:
                 u.members[0].name,
             ),
         )
-        if self.index is not None:
+        constrained = spec.topology is not None and spec.topology.constrained
+        # Free capacity per domain ranks the domains for the tie-breaks and bounds the
+        # constrained search; with no domain of several nodes and no constraint, nothing
+        # reads it, and summing it is a pass over every node of every plan.
+        if self.index is not None and (constrained or shared_levels(self.index)):
             usable = self._usable(units)
             self._free = domain_free(self.index, self.snapshot.nodes, usable)
             self._ranks = tightness(self.index, self._free)

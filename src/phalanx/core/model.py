@@ -124,7 +124,10 @@ class Resources(Mapping[str, int]):
                 have = amounts.get(k, 0)
                 if have < v:
                     return 0
-                count = min(count, have // v)
+                copies = have // v
+                # Not min(): a call per resource on every node of every plan.
+                if copies < count:  # noqa: PLR1730
+                    count = copies
         return count
 
     def gpus(self) -> int:

@@ -160,6 +160,16 @@ def domain_free(
     return DomainFree(gpus, cpu, memory)
 
 
+def shared_levels(index: TopologyIndex) -> int:
+    """How many levels, widest first, have a domain of more than one node: 0 on a cluster
+    whose nodes carry none of the topology's labels but the hostname."""
+    indexed = len(index.of_node)
+    levels = 0
+    while levels < len(index.domains) and len(index.domains[levels]) < indexed:
+        levels += 1
+    return levels
+
+
 def tightness(index: TopologyIndex, free: DomainFree) -> tuple[int, list[int]] | None:
     """(level, rank of every domain of that level): domains ordered widest level first by
     free GPUs (the tightest spine, then the tightest leaf in it, ...), down to the narrowest
@@ -167,10 +177,7 @@ def tightness(index: TopologyIndex, free: DomainFree) -> tuple[int, list[int]] |
 
     One int per node then tells equal nodes apart, cheaper than a key per level.
     """
-    indexed = len(index.of_node)
-    levels = 0
-    while levels < len(index.domains) and len(index.domains[levels]) < indexed:
-        levels += 1
+    levels = shared_levels(index)
     if not levels:
         return None
     ranks: list[int] = []

@@ -348,6 +348,33 @@ def test_removals_and_releases_are_touches() -> None:
     assert (touched.pods, touched.groups, touched.nodes) == ({member.uid}, {"default/g"}, {"n2"})
 
 
+def test_a_gang_moves_when_a_member_its_object_or_its_reservation_changes() -> None:
+    # What the status refresh recomputes: nothing else changes a gang's status.
+    state = state_with(gpu_node("n1"))
+    member = pod("m", 4, group="g")
+    state.upsert_group(podgroup("g", 1))
+    assert state.take_moved() == {"default/g"}
+    state.upsert_pod(pod("loner", 1))
+    state.upsert_node(gpu_node("n1"))  # a heartbeat
+    assert state.take_moved() == set()
+    state.upsert_pod(member)
+    assert state.take_moved() == {"default/g"}
+    state.reserve(reservation("default/g", (member, "n1")))
+    assert state.take_moved() == {"default/g"}
+    state.assume(member.uid, "n1")
+    assert state.take_moved() == {"default/g"}
+    state.forget(member.uid)
+    assert state.take_moved() == {"default/g"}
+    state.upsert_pod(replace(member, group=None))  # relabelled out of the gang
+    assert state.take_moved() == {"default/g"}
+    state.upsert_pod(member)
+    state.take_moved()
+    state.remove_pod(member.uid)
+    assert state.take_moved() == {"default/g"}
+    state.remove_group("default/g")
+    assert state.take_moved() == {"default/g"}
+
+
 def test_capacity_given_back_moves_freed_and_capacity_taken_does_not() -> None:
     state = state_with(gpu_node("n1"))
     busy = pod("busy", 4, node="n1")

@@ -1,5 +1,6 @@
 """Reporter: /preempt's verdicts as counts and log lines, through the real Extender."""
 
+import asyncio
 import logging
 from typing import Any
 
@@ -7,7 +8,10 @@ import pytest
 from support import pod_of, started
 
 from builders import pod_obj, podgroup_obj
+from phalanx.core.journal import Outcome
+from phalanx.core.model import GroupRef
 from phalanx.service.extender import Extender
+from phalanx.service.reporter import SWEEP_REFRESHES
 
 pytestmark = pytest.mark.anyio
 
@@ -113,4 +117,29 @@ async def test_a_widened_or_dropped_node_is_logged_once_with_the_preemptor_and_w
         },
     ]
     assert all(r.levelno == logging.INFO for r in caplog.records if r.name == REPORTER)
+    await ext.stop()
+
+
+# ---- the status refresh -----------------------------------------------------------------
+
+
+async def test_a_refresh_writes_what_moved_at_once_and_every_gang_within_its_sweep() -> None:
+    # 60 gangs: each refresh recomputes what moved, and 2 of the others in turn.
+    ext, source = await started([podgroup_obj(f"g{i:02d}", 2) for i in range(60)])
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    assert len(source.statuses) == 60  # each gang object is new: every one moved
+    source.apply(running("g30-0", "n1", "g30"))
+    ext.refresh_statuses()
+    await asyncio.sleep(0)
+    assert source.statuses["default/g30"].scheduled == 1  # a member moved: at once
+    # A decision in the journal that was never reported moves nothing in the model.
+    ext.planner.note(GroupRef.parse("default/g59"), Outcome.UNFIT, "a decision not reported")
+    refreshes = 0
+    while source.statuses["default/g59"].message != "a decision not reported":
+        assert refreshes < SWEEP_REFRESHES, "the sweep never reached gang g59"
+        ext.refresh_statuses()
+        await asyncio.sleep(0)
+        refreshes += 1
+    assert refreshes > 1  # not every gang is recomputed at every refresh
     await ext.stop()

@@ -259,6 +259,9 @@ class ClusterState:
         # For the barrier's sweep: re-checking every held bind after every watch event was
         # the loop's largest cost on a contended cluster (hundreds held, thousands of events).
         self._touched = Touched()
+        # Gangs whose status may now read differently (a member, the gang's object or its
+        # reservation changed), until `take_moved`: the status refresh recomputes only these.
+        self._moved: set[str] = set()
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None
 
@@ -431,6 +434,9 @@ class ClusterState:
         pod = self._as_member(pod)
         old = self._pods.get(pod.uid)
         self._touched.pods.add(pod.uid)
+        for member_of in (old.group if old is not None else None, pod.group):
+            if member_of is not None:
+                self._moved.add(member_of.key)
         joined = old is None or old.group != pod.group
         if old is not None and old.group is not None and old.group != pod.group:
             # Relabelled into another gang: gone from the old one as if deleted.
@@ -499,6 +505,11 @@ class ClusterState:
         touched, self._touched = self._touched, Touched()
         return touched
 
+    def take_moved(self) -> set[str]:
+        """The keys of the gangs that moved since the last call, and start a new record."""
+        moved, self._moved = self._moved, set()
+        return moved
+
     def take_arrivals(self) -> list[Pod]:
         """The pending members that arrived while their gang held a reservation, since the
         last call (still present, still pending)."""
@@ -543,6 +554,7 @@ class ClusterState:
         self._assumed.pop(uid, None)
         self._bound_here.discard(uid)
         if pod.group is not None:
+            self._moved.add(pod.group.key)
             members = self._members.get(pod.group.key)
             if members is not None:
                 members.discard(uid)
@@ -628,6 +640,7 @@ class ClusterState:
         self._groups[group.key] = group
         self._group_errors.pop(group.key, None)
         self.generation += 1
+        self._moved.add(group.key)
         if old != group:
             self._tree_memo.clear()
         if group.deleting:
@@ -686,6 +699,7 @@ class ClusterState:
         self._composites[composite.key] = composite
         self._group_errors.pop(composite.key, None)
         self.generation += 1
+        self._moved.add(composite.key)
         if old != composite:
             self._tree_memo.clear()
         if composite.deleting:
@@ -709,6 +723,7 @@ class ClusterState:
                 self.release(key, ReleaseCause.GROUP_CHANGED, why)
         if old != workload:
             for key in self.gangs_of(workload.key):
+                self._moved.add(key)
                 self._rejoin(key)
 
     def _rejoin(self, key: str) -> None:
@@ -731,6 +746,7 @@ class ClusterState:
         composite = self._composites.pop(key, None)
         self._group_errors[key] = reason
         self.generation += 1
+        self._moved.add(key)
         self._tree_memo.clear()
         why = f"gang object {key} is invalid now ({reason}); its members wait until it is fixed"
         for held in self._held_by(key):
@@ -748,6 +764,7 @@ class ClusterState:
         composite = self._composites.pop(key, None)
         self._group_errors.pop(key, None)
         self.generation += 1
+        self._moved.add(key)
         self._tree_memo.clear()
         if composite is not None:
             why = f"CompositePodGroup {composite.namespace}/{composite.name} was deleted"
@@ -805,6 +822,7 @@ class ClusterState:
         published = replace(reservation, serial=self._serials)
         self._reservations[reservation.group_key] = published
         self._touched.groups.add(reservation.group_key)
+        self._moved.add(reservation.group_key)
         return published
 
     def release(
@@ -825,6 +843,7 @@ class ClusterState:
             return None
         del self._reservations[group_key]
         self._touched.groups.add(group_key)
+        self._moved.add(group_key)
         for m in reservation.members:
             if m.state is MemberState.RESERVED:
                 self._add_reserved(m.node, EMPTY - m.requests)
@@ -922,6 +941,8 @@ class ClusterState:
                 self._replace_member(r, replace(m, state=MemberState.ASSUMED))
         self._assumed[pod_uid] = node
         self._recount(pod_uid)
+        if pod.group is not None:
+            self._moved.add(pod.group.key)
 
     def forget(self, pod_uid: str) -> None:
         """Undo assume() after a failed binding: the member is reserved again if it was one."""
@@ -931,6 +952,7 @@ class ClusterState:
         pod = self._pods.get(pod_uid)
         self._recount(pod_uid)
         if pod is not None and pod.group is not None:
+            self._moved.add(pod.group.key)
             r = self._reservations.get(pod.group.key)
             m = r.member(pod_uid) if r is not None else None
             if r is None or m is None or m.state is not MemberState.ASSUMED:
@@ -950,6 +972,7 @@ class ClusterState:
         members = tuple(member if m.pod_uid == old else m for m in r.members)
         self._reservations[r.group_key] = replace(r, members=members)
         self._touched.groups.add(r.group_key)
+        self._moved.add(r.group_key)
 
     def _drop_member(self, group_key: str | None, pod_uid: str, *, vanished: bool) -> None:
         """The pod bound or vanished: its reservation record has served its purpose (a
@@ -967,6 +990,7 @@ class ClusterState:
             self._add_reserved(m.node, EMPTY - m.requests)
         rest = tuple(x for x in r.members if x.pod_uid != pod_uid)
         self._touched.groups.add(group_key)
+        self._moved.add(group_key)
         if rest:
             self._reservations[group_key] = replace(r, members=rest)
         else:

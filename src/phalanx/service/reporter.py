@@ -56,7 +56,7 @@ NOMINATION_COST = 4
 NODE_LABEL_LEVEL = "node-label"
 
 # The status refresh recomputes the gangs that moved since the last one, and this share of
-# all the others in turn, so that each is recomputed at least once every this many refreshes
+# all the others in turn, so that each is recomputed about once every this many refreshes
 # (seconds, at the service's expiry interval) whatever was missed. Recomputing all of them
 # each time held the loop about 140 ms a second with 5,000 PodGroups.
 SWEEP_REFRESHES = 30

@@ -348,6 +348,25 @@ def test_removals_and_releases_are_touches() -> None:
     assert (touched.pods, touched.groups, touched.nodes) == ({member.uid}, {"default/g"}, {"n2"})
 
 
+def test_extending_a_reservation_moves_only_its_deadline_and_never_in() -> None:
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    held = state.reserve(reservation("default/g", (a, "n1"), (b, "n1"), ttl=60))
+    state.extend("default/g", held.serial, 100.0)
+    later = present(state.reservation("default/g"))
+    assert later.expires_at == 100.0
+    assert (later.members, later.serial, later.pods_reserved) == (held.members, held.serial, 2)
+    assert later.member(b.uid) == held.member(b.uid)
+    assert later.node_of(a.uid) == "n1"
+    state.extend("default/g", held.serial, 50.0)  # never in
+    assert present(state.reservation("default/g")).expires_at == 100.0
+    state.extend("default/g", held.serial + 1, 200.0)  # not this reservation's serial
+    assert present(state.reservation("default/g")).expires_at == 100.0
+    assert free_gpus(state, "n1") == 4
+
+
 def test_a_gang_moves_when_a_member_its_object_or_its_reservation_changes() -> None:
     # What the status refresh recomputes: nothing else changes a gang's status.
     state = state_with(gpu_node("n1"))

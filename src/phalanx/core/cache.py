@@ -43,6 +43,7 @@ PodGang's lists change (`_refile_referenced`).
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -135,6 +136,14 @@ class Reservation:
     def slots(self) -> tuple[MemberReservation, ...]:
         """Template slots no member has claimed yet, in reservation order."""
         return self._slots
+
+    def extended(self, until: float) -> Reservation:
+        """This reservation with its deadline at `until`. The members and what is derived
+        from them are shared, not rebuilt: the barrier extends a gang's deadline at every
+        member's `/bind`, and rebuilding cost O(members) each time."""
+        later = copy.copy(self)
+        object.__setattr__(later, "expires_at", until)
+        return later
 
 
 class ReleaseCause(StrEnum):
@@ -861,7 +870,7 @@ class ClusterState:
         assembling at the bind barrier."""
         r = self._reservations.get(group_key)
         if r is not None and r.serial == serial and until > r.expires_at:
-            self._reservations[group_key] = replace(r, expires_at=until)
+            self._reservations[group_key] = r.extended(until)
 
     def expire(self, now: float) -> list[Released]:
         """Release every reservation whose deadline has passed (kube-scheduler never says)."""

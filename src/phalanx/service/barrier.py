@@ -300,9 +300,15 @@ class BindBarrier:
                 for key in groups - self._gates.keys():
                     self._complete_unasked(key)
         for key, gate in list(self._gates.items()):
-            if key in touched.groups or touched.nodes:
+            reservation = self.state.reservation(key)
+            replaced = reservation is None or reservation.serial != gate.serial
+            if touched.nodes or (key in touched.groups and replaced):
                 suspects = list(gate.waiters.items())
             else:
+                # Within one reservation a held bind goes stale only with its own pod (gone,
+                # bound, dropped from the gang) or a node: a sibling claiming its slot, at
+                # each arrival of a big gang, re-checked every held bind (O(members²)).
+                # The gate re-checks every one of them before it binds anyway.
                 suspects = [(u, w) for u in touched.pods if (w := gate.waiters.get(u)) is not None]
             for uid, waiter in suspects:
                 problem = still_bindable(self.state, key, gate.serial, waiter.pod, waiter.node)

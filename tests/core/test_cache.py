@@ -348,6 +348,29 @@ def test_removals_and_releases_are_touches() -> None:
     assert (touched.pods, touched.groups, touched.nodes) == ({member.uid}, {"default/g"}, {"n2"})
 
 
+def test_a_gangs_bound_count_follows_its_members_bindings_finishes_and_departures() -> None:
+    state = state_with(gpu_node("n1"))
+    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    assert state.bound_count("default/g") == 0
+    state.assume(a.uid, "n1")
+    assert state.bound_count("default/g") == 1
+    state.forget(a.uid)
+    assert state.bound_count("default/g") == 0
+    state.upsert_pod(replace(a, node_name="n1"))
+    state.upsert_pod(replace(b, node_name="n1"))
+    assert state.bound_count("default/g") == 2
+    state.upsert_pod(replace(b, node_name="n1", phase=PodPhase.SUCCEEDED))  # finished
+    assert state.bound_count("default/g") == 1
+    state.upsert_pod(replace(a, node_name="n1", group=None))  # relabelled out of the gang
+    assert state.bound_count("default/g") == 0
+    state.upsert_pod(replace(a, node_name="n1"))
+    assert state.bound_count("default/g") == 1
+    state.remove_pod(a.uid)
+    assert state.bound_count("default/g") == 0
+
+
 def test_extending_a_reservation_moves_only_its_deadline_and_never_in() -> None:
     state = state_with(gpu_node("n1"))
     a, b = pod("a", 2, group="g"), pod("b", 2, group="g")

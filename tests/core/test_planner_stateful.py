@@ -97,6 +97,12 @@ class Scheduling(RuleBasedStateMachine):
             )
 
     @invariant()
+    def the_bound_count_is_what_counting_the_members_says(self) -> None:
+        for name in GANGS:
+            key = f"default/{name}"
+            assert self.state.bound_count(key) == len(self.state.bound_members(key))
+
+    @invariant()
     def reserved_capacity_equals_the_reserved_members(self) -> None:
         per_node: dict[str, Resources] = {}
         for r in self.state.reservations().values():

@@ -256,6 +256,12 @@ class BarrierInterleavings(RuleBasedStateMachine):
         assert self.ext.state.overcommitted_nodes() == []
 
     @invariant()
+    def the_bound_count_is_what_counting_the_members_says(self) -> None:
+        state = self.ext.state
+        for key in state.group_keys():
+            assert state.bound_count(key) == len(state.bound_members(key))
+
+    @invariant()
     def reserved_capacity_is_exactly_the_reserved_members(self) -> None:
         per_node: dict[str, Any] = {}
         for r in self.ext.state.reservations().values():

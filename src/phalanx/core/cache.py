@@ -271,6 +271,11 @@ class ClusterState:
         # Gangs whose status may now read differently (a member, the gang's object or its
         # reservation changed), until `take_moved`: the status refresh recomputes only these.
         self._moved: set[str] = set()
+        # Live bound (or assumed) members per gang, and the gang each such pod counts in:
+        # the barrier asks at every arrival and `/bind`, and counting the members each time
+        # was quadratic over a big gang's assembly.
+        self._bound_counts: dict[str, int] = {}
+        self._bound_in: dict[str, str] = {}
         # Which gang APIs the API server serves (discovery), when the source knows.
         self.served: Served | None = None
 
@@ -577,10 +582,24 @@ class ClusterState:
         current state."""
         pod = self._pods.get(uid)
         where = self.bound_node(pod) if pod is not None else ""
-        if pod is not None and not where and not (pod.terminal or pod.deleting):
+        live = pod is not None and not (pod.terminal or pod.deleting)
+        if live and not where:
             self._pending.add(uid)
         else:
             self._pending.discard(uid)
+        gang = pod.group.key if live and where and pod is not None and pod.group else None
+        counted = self._bound_in.get(uid)
+        if counted != gang:
+            if counted is not None:
+                left = self._bound_counts[counted] - 1
+                if left:
+                    self._bound_counts[counted] = left
+                else:
+                    del self._bound_counts[counted]
+                del self._bound_in[uid]
+            if gang is not None:
+                self._bound_counts[gang] = self._bound_counts.get(gang, 0) + 1
+                self._bound_in[uid] = gang
         node = where if pod is not None and not pod.terminal else None
         want = (node, pod.requests) if node and pod is not None else None
         have = self._counted.get(uid)
@@ -1012,14 +1031,9 @@ class ClusterState:
         return [p for p in self.members(group_key) if self.is_bound(p)]
 
     def bound_count(self, group_key: str) -> int:
-        """`len(bound_members(group_key))` without building and sorting the list: the
-        barrier counts it on every bind of a gang that may have a thousand members."""
-        pods = self._pods
-        return sum(
-            1
-            for u in self._members.get(group_key, ())
-            if not ((p := pods[u]).terminal or p.deleting) and self.is_bound(p)
-        )
+        """`len(bound_members(group_key))`, kept as pods change (`_recount`): the barrier
+        asks at every arrival and bind of a gang that may have a thousand members."""
+        return self._bound_counts.get(group_key, 0)
 
     def overcommitted_nodes(self) -> list[str]:
         """Nodes whose requested + reserved exceeds allocatable in some resource (must be empty

@@ -37,6 +37,16 @@ def reservation(
     )
 
 
+def pending_pair(gpus: int, *nodes: Node) -> tuple[ClusterState, Pod, Pod]:
+    """A state with `nodes` (n1 when none) and members a and b of gang g, pending, asking
+    `gpus` GPUs each."""
+    state = state_with(*(nodes or (gpu_node("n1"),)))
+    a, b = pod("a", gpus, group="g"), pod("b", gpus, group="g")
+    for p in (a, b):
+        state.upsert_pod(p)
+    return state, a, b
+
+
 def free_gpus(state: ClusterState, name: str) -> int:
     info = state.node(name)
     assert info is not None, name
@@ -166,10 +176,7 @@ def test_the_bound_count_counts_live_members_bound_or_being_bound() -> None:
 
 
 def test_confirming_every_member_ends_the_reservation() -> None:
-    state = state_with(gpu_node("n1"))
-    a, b = pod("a", 4, group="g"), pod("b", 4, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(4)
     state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
     for p in (a, b):
         state.assume(p.uid, "n1")
@@ -191,10 +198,7 @@ def test_expiry_releases_only_reservations_past_their_deadline() -> None:
 
 
 def test_a_pending_member_that_is_deleted_gives_back_its_reservation() -> None:
-    state = state_with(gpu_node("n1"))
-    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(2)
     state.reserve(reservation("default/g", (a, "n1"), (b, "n1")))
     state.remove_pod(a.uid)
     assert free_gpus(state, "n1") == 6
@@ -202,10 +206,7 @@ def test_a_pending_member_that_is_deleted_gives_back_its_reservation() -> None:
 
 
 def test_removing_a_node_releases_reservations_that_used_it() -> None:
-    state = state_with(gpu_node("n1"), gpu_node("n2"))
-    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(2, gpu_node("n1"), gpu_node("n2"))
     state.reserve(reservation("default/g", (a, "n1"), (b, "n2")))
     assert state.remove_node("n1") == ["default/g"]
     assert state.reservation("default/g") is None
@@ -215,10 +216,7 @@ def test_removing_a_node_releases_reservations_that_used_it() -> None:
 def test_a_member_whose_node_was_removed_mid_binding_is_not_reserved_again_when_it_fails() -> None:
     # Removing the node released the gang; the failed binding must not bring a piece of it
     # back onto a node that is gone (a later release then found no such node).
-    state = state_with(gpu_node("n1"), gpu_node("n2"))
-    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(2, gpu_node("n1"), gpu_node("n2"))
     state.reserve(reservation("default/g", (a, "n1"), (b, "n2"), ttl=10.0))
     state.assume(a.uid, "n1")
     assert state.remove_node("n1") == ["default/g"]
@@ -349,10 +347,7 @@ def test_removals_and_releases_are_touches() -> None:
 
 
 def test_a_gangs_bound_count_follows_its_members_bindings_finishes_and_departures() -> None:
-    state = state_with(gpu_node("n1"))
-    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(2)
     assert state.bound_count("default/g") == 0
     state.assume(a.uid, "n1")
     assert state.bound_count("default/g") == 1
@@ -372,10 +367,7 @@ def test_a_gangs_bound_count_follows_its_members_bindings_finishes_and_departure
 
 
 def test_extending_a_reservation_moves_only_its_deadline_and_never_in() -> None:
-    state = state_with(gpu_node("n1"))
-    a, b = pod("a", 2, group="g"), pod("b", 2, group="g")
-    for p in (a, b):
-        state.upsert_pod(p)
+    state, a, b = pending_pair(2)
     held = state.reserve(reservation("default/g", (a, "n1"), (b, "n1"), ttl=60))
     state.extend("default/g", held.serial, 100.0)
     later = present(state.reservation("default/g"))

@@ -256,6 +256,22 @@ def bound_node(pod: Obj) -> str:
     return node
 
 
+# A node label standing for racks in the topology specs of several dialects.
+RACK = "example.com/rack"
+
+
+def racks(sc: Scenario, *sizes: int, gpus: int = 8) -> dict[str, str]:
+    """Racks r0, r1, ... of `sizes` nodes of `gpus` GPUs (label values unique to the test's
+    namespace), ready: each node's rack."""
+    rack_of = {}
+    for r, size in enumerate(sizes):
+        for i in range(size):
+            name = sc.node(f"{r}-{i}", gpus, labels={RACK: f"{sc.namespace}-r{r}"})
+            rack_of[name] = f"r{r}"
+    sc.nodes_ready()
+    return rack_of
+
+
 def domains_of_roles(
     roles: Mapping[str, Sequence[str]], where: Mapping[str, str], domain_of: Mapping[str, str]
 ) -> set[str]:

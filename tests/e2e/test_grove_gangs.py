@@ -21,17 +21,18 @@ from podgroup_crd import CRDS
 from scheduling import (
     GROVE_PODCLIQUE_LABEL,
     GROVE_PODGANG_LABEL,
+    RACK,
     Obj,
     Scenario,
     domains_of_roles,
     pod_body,
+    racks,
 )
 
 pytestmark = pytest.mark.e2e
 
 GPUS = 8  # per node, and per member: one member per node
 SCHEDULED = "Scheduled"
-RACK = "example.com/rack"
 
 
 @pytest.fixture(scope="module")
@@ -145,26 +146,10 @@ def test_each_podgroup_required_in_one_rack_binds_inside_one_rack(
     decode, two members each, each podgroup requiring one rack, bind each in a rack of two;
     the gang alone would also fit across the lone node and one of the others."""
     sc = judged(cluster)
-    rack_of = {}
-    for suffix, rack in (("a", "r0"), ("b1", "r1"), ("b2", "r1"), ("c1", "r2"), ("c2", "r2")):
-        name = sc.node(suffix, GPUS, labels={RACK: f"{sc.namespace}-{rack}"})
-        rack_of[name] = rack
-    sc.nodes_ready()
+    rack_of = racks(sc, 1, 2, 2, gpus=GPUS)
     names = grove_gang(sc, "disagg", {"prefill": 2, "decode": 2}, prefill=RACK, decode=RACK)
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
     assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
-
-
-def racks(sc: Scenario, *sizes: int) -> dict[str, str]:
-    """Racks r0, r1, ... of `sizes` nodes (values unique to the test's namespace): each
-    node's rack."""
-    rack_of = {}
-    for r, size in enumerate(sizes):
-        for i in range(size):
-            name = sc.node(f"{r}-{i}", GPUS, labels={RACK: f"{sc.namespace}-r{r}"})
-            rack_of[name] = f"r{r}"
-    sc.nodes_ready()
-    return rack_of
 
 
 def test_each_podgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_room(
@@ -174,7 +159,7 @@ def test_each_podgroup_preferring_a_rack_binds_inside_one_rack_where_there_is_ro
     without the preference the gang would fill the lone node and split a podgroup; with it
     each binds in a rack of two, and the Reserved Event says each preference held."""
     sc = judged(cluster)
-    rack_of = racks(sc, 1, 2, 2)
+    rack_of = racks(sc, 1, 2, 2, gpus=GPUS)
     names = grove_gang(sc, "liking", {"prefill": 2, "decode": 2}, {"prefill": RACK, "decode": RACK})
     where = sc.wait_bound([*names["prefill"], *names["decode"]])
     assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
@@ -193,7 +178,7 @@ def test_a_podgang_whose_podgroups_prefer_racks_too_small_binds_whole_across_rac
     rack, fit in none (required, the gang would wait); preferred, it binds whole across
     racks, and the Reserved Event says both preferences widened."""
     sc = judged(cluster)
-    racks(sc, 1, 1, 1, 1)
+    racks(sc, 1, 1, 1, 1, gpus=GPUS)
     names = grove_gang(sc, "spread", {"prefill": 2, "decode": 2}, {"prefill": RACK, "decode": RACK})
     sc.wait_bound([*names["prefill"], *names["decode"]])
     event = sc.wait_event(

@@ -23,10 +23,12 @@ from podgroup_crd import CRDS
 from scheduling import (
     A_KAI_GROUP,
     KAI_SUBGROUP_LABEL,
+    RACK,
     Obj,
     Scenario,
     domains_of_roles,
     pod_body,
+    racks,
 )
 
 pytestmark = pytest.mark.e2e
@@ -134,7 +136,19 @@ def test_a_kai_gang_waits_for_each_subgroup_s_minimum(cluster: Scenario) -> None
     sc.wait_bound([leader, *workers])
 
 
-RACK = "example.com/rack"
+def prefill_and_decode_bound(
+    sc: Scenario, group: str
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Two members each of subgroups prefill and decode of `group`, created gated and then
+    released together (so the gang is planned with all of them): their names by subgroup,
+    and where each was bound."""
+    names = {
+        role: [member(sc, f"{role}-{i}", group, role, gated=True) for i in range(2)]
+        for role in ("prefill", "decode")
+    }
+    for each in (*names["prefill"], *names["decode"]):
+        sc.ungate(each)
+    return names, sc.wait_bound([*names["prefill"], *names["decode"]])
 
 
 def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
@@ -144,11 +158,7 @@ def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
     and decode, two members each, each required in one rack, bind each in a rack of two;
     the gang alone would also fit across the lone node and one of the others."""
     sc = judged(cluster)
-    rack_of = {}
-    for suffix, rack in (("a", "r0"), ("b1", "r1"), ("b2", "r1"), ("c1", "r2"), ("c2", "r2")):
-        name = sc.node(suffix, GPUS, labels={RACK: f"{sc.namespace}-{rack}"})
-        rack_of[name] = rack
-    sc.nodes_ready()
+    rack_of = racks(sc, 1, 2, 2, gpus=GPUS)
     kai_pod_group(
         sc,
         "disagg",
@@ -156,13 +166,7 @@ def test_each_kai_subgroup_required_in_one_rack_binds_inside_one_rack(
         sub_groups={"prefill": 2, "decode": 2},
         sub_group_levels={"prefill": RACK, "decode": RACK},
     )
-    names = {
-        role: [member(sc, f"{role}-{i}", "disagg", role, gated=True) for i in range(2)]
-        for role in ("prefill", "decode")
-    }
-    for each in (*names["prefill"], *names["decode"]):
-        sc.ungate(each)
-    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    names, where = prefill_and_decode_bound(sc, "disagg")
     assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
 
 
@@ -173,11 +177,7 @@ def test_each_kai_subgroup_preferring_a_rack_binds_inside_one_rack_where_there_i
     preference the gang would fill the lone node and split a subgroup; with it each binds in
     a rack of two, and the Reserved Event says each preference held."""
     sc = judged(cluster)
-    rack_of = {}
-    for suffix, rack in (("a", "r0"), ("b1", "r1"), ("b2", "r1"), ("c1", "r2"), ("c2", "r2")):
-        name = sc.node(suffix, GPUS, labels={RACK: f"{sc.namespace}-{rack}"})
-        rack_of[name] = rack
-    sc.nodes_ready()
+    rack_of = racks(sc, 1, 2, 2, gpus=GPUS)
     kai_pod_group(
         sc,
         "liking",
@@ -185,13 +185,7 @@ def test_each_kai_subgroup_preferring_a_rack_binds_inside_one_rack_where_there_i
         sub_groups={"prefill": 2, "decode": 2},
         sub_group_preferred={"prefill": RACK, "decode": RACK},
     )
-    names = {
-        role: [member(sc, f"{role}-{i}", "liking", role, gated=True) for i in range(2)]
-        for role in ("prefill", "decode")
-    }
-    for each in (*names["prefill"], *names["decode"]):
-        sc.ungate(each)
-    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    names, where = prefill_and_decode_bound(sc, "liking")
     assert domains_of_roles(names, where, rack_of) == {"r1", "r2"}, where
     sc.wait_event(
         "liking",
@@ -235,13 +229,7 @@ def test_kai_subgroups_at_levels_of_their_own_bind_prefill_in_a_clique_decode_in
         sub_group_levels={"prefill": CLIQUE, "decode": LEAF},
         topology={"requiredTopologyLevel": SPINE},
     )
-    names = {
-        role: [member(sc, f"{role}-{i}", "multi", role, gated=True) for i in range(2)]
-        for role in ("prefill", "decode")
-    }
-    for each in (*names["prefill"], *names["decode"]):
-        sc.ungate(each)
-    where = sc.wait_bound([*names["prefill"], *names["decode"]])
+    names, where = prefill_and_decode_bound(sc, "multi")
     assert {placed_in[where[p]][1] for p in names["prefill"]} == {"c1"}, where
     assert {placed_in[where[p]][0] for p in names["decode"]} == {"l2"}, where
 

@@ -20,16 +20,17 @@ from scheduling import (
     A_LWS_SIZE,
     LWS_GROUP_INDEX_LABEL,
     LWS_NAME_LABEL,
+    RACK,
     Obj,
     Scenario,
     pod_body,
+    racks,
 )
 
 pytestmark = pytest.mark.e2e
 
 
 SUBGROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/subgroup-key"
-RACK = "example.com/rack"
 
 
 def lws_pod(
@@ -165,15 +166,10 @@ def test_each_subgroup_of_a_group_binds_inside_one_rack(
     cluster: Scenario,  # noqa: F811
     affinity: bool,
 ) -> None:
-    # Rack r1 holds three whole-node pods, r2 two: filling r1 first would split a subgroup.
+    # Rack r0 holds three whole-node pods, r1 two: filling r0 first would split a subgroup.
     # Without LWS's affinity, where the pods land is Phalanx's plan alone; with it,
     # kube-scheduler agrees with that plan (it would refuse a pod of a split subgroup).
-    racks = {"a1": "r1", "a2": "r1", "a3": "r1", "b1": "r2", "b2": "r2"}
-    rack_of = {}
-    for suffix, rack in racks.items():
-        name = cluster.node(suffix, 8, labels={RACK: f"{cluster.namespace}-{rack}"})
-        rack_of[name] = rack
-    cluster.nodes_ready()
+    rack_of = racks(cluster, 3, 2)
     leader, workers = lws_group(
         cluster, "racked", 4, 8, subgroup_size=2, subgroup_topology=RACK, affinity=affinity
     )

@@ -348,7 +348,7 @@ class Reporter:
         for key, group in groups.items():
             if key in due and key not in filed:  # a filed one's pods are the composite's
                 self._push_status(self.group_status(group.ref))
-        for gone in set(self._shown) - set(self.state.groups()) - set(self.state.composites()):
+        for gone in set(self._shown) - set(groups) - set(self.state.composites()):
             del self._shown[gone]
         live = self.state.group_keys()
         self._warned = {w for w in self._warned if w[0] in live}

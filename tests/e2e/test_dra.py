@@ -213,10 +213,12 @@ class Dra:
         return refused_by_dynamic_resources(self.sc, pods)
 
 
-#: Phalanx's reason while its informer has not yet seen a member's claims (it refuses every
-#: node offered): kube-scheduler's own filters ran first, so such a cycle's message also
-#: names every node DynamicResources refused, whatever Phalanx would have planned.
-CLAIMS_NOT_SEEN_YET = "are not known to Phalanx yet"
+#: Phalanx's reasons while its informer has not yet seen a member's claims (it refuses every
+#: node offered): the claims are unknown, or the pod's status names a claim made from its
+#: template that has not reached the informer. kube-scheduler's own filters ran first, so
+#: such a cycle's message also names every node DynamicResources refused, whatever Phalanx
+#: would have planned.
+CLAIMS_NOT_SEEN_YET = ("are not known to Phalanx yet", "waiting for ResourceClaim")
 
 
 def refused_by_dynamic_resources(sc: Scenario, pods: Sequence[str]) -> list[str]:
@@ -228,7 +230,7 @@ def refused_by_dynamic_resources(sc: Scenario, pods: Sequence[str]) -> list[str]
         for pod in pods
         for e in sc.events(pod, reason="FailedScheduling")
         if "cannot allocate all claims" in (message := e.get("message") or "")
-        and CLAIMS_NOT_SEEN_YET not in message
+        and not any(unseen in message for unseen in CLAIMS_NOT_SEEN_YET)
     ]
 
 

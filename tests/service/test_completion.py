@@ -139,6 +139,22 @@ async def test_a_bind_for_a_member_being_completed_gets_that_binding_s_own_answe
     await ext.stop()
 
 
+async def test_the_members_kube_scheduler_has_not_sent_are_bound_before_the_held_ones() -> None:
+    """kube-scheduler pays a whole cycle for a completed member it pops before the member's
+    binding lands, and nothing for a held `/bind` that waits: completions go out first, in
+    the gang's order, then the held members."""
+    ext, source, _, _ = await started_on_test_time(4)
+    nodes = reserve_all(ext, ["g-0"])
+    reservation = present(ext.state.reservation("default/g"))
+    nodes.update({m.pod_key.split("/")[1]: m.node for m in reservation.members})
+
+    assert await asyncio.wait_for(bind(ext, "g-2", nodes["g-2"]), timeout=2) == ""
+
+    bound = [entry.removeprefix("bind ") for entry in source.order if entry.startswith("bind ")]
+    assert bound == ["g-0", "g-1", "g-3", "g-2"]
+    await ext.stop()
+
+
 def with_host_port(obj: dict[str, Any]) -> dict[str, Any]:
     obj["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
     return obj

@@ -193,6 +193,7 @@ def phalanx_figures(text: str) -> dict[str, Any]:
     counters: dict[str, dict[str, float]] = defaultdict(dict)
     gauges: dict[str, float] = {}
     client: dict[str, float] = {}
+    restarts: dict[str, int] = {}
     for metric, labels, value in samples:
         if metric.startswith(API_CLIENT):
             # Its writes and what held them: its own limits (token, slot) or the API server.
@@ -212,6 +213,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
             "phalanx_watch_restarts_total",
         ):
             gauges[metric] = gauges.get(metric, 0.0) + value
+            if metric == "phalanx_watch_restarts_total" and value:
+                restarts[f"{labels.get('kind', '')}/{labels.get('reason', '')}"] = int(value)
     if "token_wait_seconds_bind" in client:  # by lane since 2026-12-02 night: the total too
         client["token_wait_seconds"] = client["token_wait_seconds_bind"] + client.get(
             "token_wait_seconds_report", 0.0
@@ -231,6 +234,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         # Members the barrier bound with their gang before kube-scheduler sent their /bind.
         "members_completed": int(gauges.pop("phalanx_members_completed_total", 0)),
         "gauges_at_end": gauges,
+        # Which informer's watch restarted, and why (closed, gone, error, forbidden).
+        "watch_restarts": restarts,
         "api_client": client,
     }
 

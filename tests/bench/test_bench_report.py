@@ -312,6 +312,19 @@ def test_members_completed_at_the_first_bind_are_read_from_their_counter() -> No
     assert "phalanx_members_completed_total" not in figures["gauges_at_end"]
 
 
+def test_watch_restarts_are_summed_and_kept_by_kind_and_reason() -> None:
+    text = "\n".join(
+        [
+            'phalanx_watch_restarts_total{kind="Pod",reason="closed"} 2.0',
+            'phalanx_watch_restarts_total{kind="Node",reason="gone"} 1.0',
+            'phalanx_watch_restarts_total{kind="Node",reason="error"} 0.0',
+        ]
+    )
+    figures = report.phalanx_figures(text)
+    assert figures["gauges_at_end"]["phalanx_watch_restarts_total"] == 3
+    assert figures["watch_restarts"] == {"Pod/closed": 2, "Node/gone": 1}
+
+
 def test_every_contender_has_a_place_in_the_run_order_and_the_report_columns() -> None:
     # A contender missing from either list would be accepted by --only, then never run or
     # never shown.

@@ -7,6 +7,7 @@ import pytest
 
 from builders import gpu_node, pod, podgroup, present
 from phalanx.core.cache import (
+    SLOT_PREFIX,
     ClusterState,
     MemberReservation,
     MemberState,
@@ -380,6 +381,86 @@ def test_extending_a_reservation_moves_only_its_deadline_and_never_in() -> None:
     state.extend("default/g", held.serial + 1, 200.0)  # not this reservation's serial
     assert present(state.reservation("default/g")).expires_at == 100.0
     assert free_gpus(state, "n1") == 4
+
+
+def built_afresh(r: Reservation) -> Reservation:
+    return replace(r, members=r.members)  # every derived field computed from the members
+
+
+def assert_derived_as_afresh(r: Reservation) -> None:
+    fresh = built_afresh(r)
+    assert r.slots() == fresh.slots()
+    assert r.pods_reserved == fresh.pods_reserved
+    assert {m.pod_uid: r.member(m.pod_uid) for m in r.members} == {
+        m.pod_uid: fresh.member(m.pod_uid) for m in fresh.members
+    }
+    assert len({m.pod_uid for m in r.members}) == len(r.members)
+
+
+def test_claims_assumes_give_backs_and_bindings_keep_a_reservation_as_if_built_afresh() -> None:
+    # Each of them updates the member index, the slots and the count of reserved pods in
+    # place of rebuilding them; whatever the order, they must say what a rebuild would.
+    state = state_with(gpu_node("n1"), gpu_node("n2"))
+    a, b, c = (pod(n, 2, group="g") for n in "abc")
+    for p in (a, b, c):
+        state.upsert_pod(p)
+    slots = [
+        MemberReservation(f"{SLOT_PREFIX}{i}", "", f"n{1 + i % 2}", a.requests) for i in range(4)
+    ]
+    held = state.reserve(
+        Reservation("default/g", tuple(slots), reserved_at=0.0, expires_at=60.0, template=True)
+    )
+
+    def now() -> Reservation:
+        r = present(state.reservation("default/g"))
+        assert_derived_as_afresh(r)
+        return r
+
+    assert [m.pod_uid for m in now().slots()] == [s.pod_uid for s in slots]
+    state.claim("default/g", f"{SLOT_PREFIX}1", b)  # not the first slot
+    state.claim("default/g", f"{SLOT_PREFIX}0", a)
+    state.claim("default/g", f"{SLOT_PREFIX}3", c)
+    assert [m.pod_uid for m in now().slots()] == [f"{SLOT_PREFIX}2"]
+    assert now().pods_reserved == 3
+    state.unclaim("default/g", b.uid)  # b's slot is back, in its place among the slots
+    assert [m.pod_uid for m in now().slots()] == [f"{SLOT_PREFIX}{b.uid}", f"{SLOT_PREFIX}2"]
+    assert [m.node for m in now().members] == [s.node for s in slots]  # order kept
+    state.assume(a.uid, "n1")
+    assert now().pods_reserved == 1
+    assert present(now().member(a.uid)).state is MemberState.ASSUMED
+    state.upsert_pod(replace(a, node_name="n1"))  # a's binding lands: its member goes
+    assert now().member(a.uid) is None
+    assert [m.pod_uid for m in now().members] == [
+        f"{SLOT_PREFIX}{b.uid}",
+        f"{SLOT_PREFIX}2",
+        c.uid,
+    ]
+    assert now().serial == held.serial
+
+
+def test_a_gang_s_members_follow_every_change_to_its_pods_between_two_reads() -> None:
+    # `members` is kept between reads; each read must still see the pods as they are now.
+    state = state_with(gpu_node("n1"))
+    b, a, c = pod("b", 1, group="g"), pod("a", 1, group="g"), pod("c", 1, group="g")
+    for p in (b, a, c):
+        state.upsert_pod(p)
+
+    def names() -> list[str]:
+        return [p.name for p in state.members("default/g")]
+
+    assert names() == ["a", "b", "c"]
+    state.upsert_pod(replace(a, node_name="n1"))  # a binding: the member read is the new pod
+    assert present(state.members("default/g")[0]).node_name == "n1"
+    state.upsert_pod(replace(b, phase=PodPhase.SUCCEEDED))  # finished: not live any more
+    assert names() == ["a", "c"]
+    assert [p.name for p in state.members("default/g", include_finished=True)] == ["a", "b", "c"]
+    state.upsert_pod(pod("c", 1, group="h"))  # relabelled into another gang
+    assert names() == ["a"]
+    assert [p.name for p in state.members("default/h")] == ["c"]
+    state.remove_pod(a.uid)
+    assert names() == []
+    state.members("default/g").append(c)  # a caller's list is its own
+    assert names() == []
 
 
 def test_a_gang_moves_when_a_member_its_object_or_its_reservation_changes() -> None:

@@ -103,6 +103,18 @@ class Scheduling(RuleBasedStateMachine):
             assert self.state.bound_count(key) == len(self.state.bound_members(key))
 
     @invariant()
+    def a_gang_s_members_are_its_live_pods_by_name(self) -> None:
+        # `members` is kept in step with each change, not sorted again at each read.
+        for name in GANGS:
+            key = f"default/{name}"
+            live = [
+                p
+                for p in self.state.pods()
+                if p.group is not None and p.group.key == key and not (p.terminal or p.deleting)
+            ]
+            assert self.state.members(key) == sorted(live, key=lambda p: p.name)
+
+    @invariant()
     def reserved_capacity_equals_the_reserved_members(self) -> None:
         per_node: dict[str, Resources] = {}
         for r in self.state.reservations().values():

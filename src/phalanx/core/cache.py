@@ -137,6 +137,53 @@ class Reservation:
         """Template slots no member has claimed yet, in reservation order."""
         return self._slots
 
+    def with_member(self, replacing: str, member: MemberReservation) -> Reservation:
+        """This reservation with the member held for `replacing` replaced by `member` (a
+        slot claimed or given back, a member assumed). Each arrival and each binding of a
+        big gang makes one, so what is derived from the members is updated, not rebuilt:
+        the copies are C-level, the Python work O(1) but for a slot given back (rare)."""
+        old = self._by_uid[replacing]
+        at = _position(self.members, old)
+        members = (*self.members[:at], member, *self.members[at + 1 :])
+        by_uid = dict(self._by_uid)
+        del by_uid[replacing]
+        by_uid[member.pod_uid] = member
+        slots = self._slots
+        if member.is_slot and not old.is_slot:  # back among the slots, in member order
+            slots = tuple(m for m in members if m.is_slot)
+        elif old.is_slot:
+            i = _position(slots, old)
+            kept = (member,) if member.is_slot else ()
+            slots = (*slots[:i], *kept, *slots[i + 1 :])
+        return self._derived(members, by_uid, slots, _held(member) - _held(old))
+
+    def without_member(self, pod_uid: str) -> Reservation:
+        """This reservation without the member held for `pod_uid` (bound, or gone)."""
+        old = self._by_uid[pod_uid]
+        at = _position(self.members, old)
+        members = (*self.members[:at], *self.members[at + 1 :])
+        by_uid = dict(self._by_uid)
+        del by_uid[pod_uid]
+        slots = self._slots
+        if old.is_slot:
+            i = _position(slots, old)
+            slots = (*slots[:i], *slots[i + 1 :])
+        return self._derived(members, by_uid, slots, -_held(old))
+
+    def _derived(
+        self,
+        members: tuple[MemberReservation, ...],
+        by_uid: dict[str, MemberReservation],
+        slots: tuple[MemberReservation, ...],
+        held: int,
+    ) -> Reservation:
+        changed = copy.copy(self)
+        object.__setattr__(changed, "members", members)
+        object.__setattr__(changed, "_by_uid", by_uid)
+        object.__setattr__(changed, "_slots", slots)
+        object.__setattr__(changed, "pods_reserved", self.pods_reserved + held)
+        return changed
+
     def extended(self, until: float) -> Reservation:
         """This reservation with its deadline at `until`. The members and what is derived
         from them are shared, not rebuilt: the barrier extends a gang's deadline at every
@@ -144,6 +191,26 @@ class Reservation:
         later = copy.copy(self)
         object.__setattr__(later, "expires_at", until)
         return later
+
+
+def _live(pod: Pod) -> bool:
+    """Whether `pod` counts among its gang's members (`ClusterState.members`)."""
+    return not (pod.terminal or pod.deleting)
+
+
+def _name(pod: Pod) -> str:
+    return pod.name
+
+
+def _position(members: tuple[MemberReservation, ...], member: MemberReservation) -> int:
+    """Where `member` (this very object) is: compared by identity in C, since a field-wise
+    comparison of each member before it would be Python calls."""
+    return list(map(id, members)).index(id(member))
+
+
+def _held(member: MemberReservation) -> int:
+    """1 if `member` counts in `Reservation.pods_reserved` (a pod's, reserved), else 0."""
+    return int(not member.is_slot and member.state is MemberState.RESERVED)
 
 
 class ReleaseCause(StrEnum):
@@ -240,6 +307,10 @@ class ClusterState:
         self._declared: dict[str, tuple[GroupRef | None, str]] = {}
         self._group_errors: dict[str, str] = {}  # invalid gang objects, by object key
         self._members: dict[str, set[str]] = {}  # group key -> pod uids
+        # `members(key)` once sorted, then kept in step with each change to a pod of the
+        # gang (`_refresh_live`): every /filter and /bind resolves its gang from them, and
+        # sorting a big gang's at each one was quadratic over its assembly.
+        self._live_members: dict[str, tuple[Pod, ...]] = {}
         self._reservations: dict[str, Reservation] = {}
         self.generation = 0
         # Bumped only when a node appears, goes, or changes what eligibility reads (labels,
@@ -366,11 +437,38 @@ class ClusterState:
     def members(self, group_key: str, *, include_finished: bool = False) -> list[Pod]:
         """Members of a group sorted by name: live ones (not terminal, not being deleted),
         plus finished ones when asked."""
+        if not include_finished:
+            live = self._live_members.get(group_key)
+            if live is None:
+                live = self._live_members[group_key] = tuple(self._sorted_members(group_key))
+            return list(live)
+        return self._sorted_members(group_key, include_finished=True)
+
+    def _refresh_live(self, key: str, old: Pod | None, new: Pod | None) -> None:
+        """Keep gang `key`'s sorted live members in step with one pod's change: `old` left
+        them (or was replaced), `new` joined. A binary search and C-level copies, not a
+        sort; anything unexpected (a name twice) drops them to be sorted afresh."""
+        live = self._live_members.get(key)
+        if live is None:
+            return
+        items = list(live)
+        if old is not None and _live(old):
+            at = bisect.bisect_left(items, old.name, key=_name)
+            if at == len(items) or items[at].uid != old.uid:
+                del self._live_members[key]
+                return
+            del items[at]
+        if new is not None and _live(new):
+            at = bisect.bisect_left(items, new.name, key=_name)
+            if at < len(items) and items[at].name == new.name:
+                del self._live_members[key]
+                return
+            items.insert(at, new)
+        self._live_members[key] = tuple(items)
+
+    def _sorted_members(self, group_key: str, *, include_finished: bool = False) -> list[Pod]:
         pods = (self._pods[u] for u in self._members.get(group_key, ()))
-        return sorted(
-            (p for p in pods if include_finished or not (p.terminal or p.deleting)),
-            key=lambda p: p.name,
-        )
+        return sorted((p for p in pods if include_finished or _live(p)), key=_name)
 
     def bound_node(self, pod: Pod) -> str:
         """The node `pod` is bound to per the API, or being bound to by Phalanx; "" if none."""
@@ -462,6 +560,12 @@ class ClusterState:
             self.remove_pod(stale_uid)
         self._pods[pod.uid] = pod
         self._uid_by_key[pod.key] = pod.uid
+        was = old.group.key if old is not None and old.group is not None else None
+        now = pod.group.key if pod.group is not None else None
+        if was is not None and was != now:
+            self._refresh_live(was, old, None)
+        if now is not None:
+            self._refresh_live(now, old if was == now else None, pod)
         if pod.group is not None:
             self._members.setdefault(pod.group.key, set()).add(pod.uid)
             if joined and not pod.node_name:
@@ -569,6 +673,7 @@ class ClusterState:
         self._bound_here.discard(uid)
         if pod.group is not None:
             self._moved.add(pod.group.key)
+            self._refresh_live(pod.group.key, pod, None)
             members = self._members.get(pod.group.key)
             if members is not None:
                 members.discard(uid)
@@ -997,8 +1102,7 @@ class ClusterState:
         self, r: Reservation, member: MemberReservation, *, replacing: str | None = None
     ) -> None:
         old = member.pod_uid if replacing is None else replacing
-        members = tuple(member if m.pod_uid == old else m for m in r.members)
-        self._reservations[r.group_key] = replace(r, members=members)
+        self._reservations[r.group_key] = r.with_member(old, member)
         self._touched.groups.add(r.group_key)
         self._moved.add(r.group_key)
 
@@ -1016,11 +1120,10 @@ class ClusterState:
             return
         if m.state is MemberState.RESERVED:
             self._add_reserved(m.node, EMPTY - m.requests)
-        rest = tuple(x for x in r.members if x.pod_uid != pod_uid)
         self._touched.groups.add(group_key)
         self._moved.add(group_key)
-        if rest:
-            self._reservations[group_key] = replace(r, members=rest)
+        if len(r.members) > 1:
+            self._reservations[group_key] = r.without_member(pod_uid)
         else:
             del self._reservations[group_key]
         self.generation += 1

@@ -440,7 +440,9 @@ class ClusterState:
         if not include_finished:
             live = self._live_members.get(group_key)
             if live is None:
-                live = self._live_members[group_key] = tuple(self._sorted_members(group_key))
+                live = tuple(self._sorted_members(group_key))
+                if live:  # kept only while it has members: gone gangs leave nothing behind
+                    self._live_members[group_key] = live
             return list(live)
         return self._sorted_members(group_key, include_finished=True)
 
@@ -464,7 +466,10 @@ class ClusterState:
                 del self._live_members[key]
                 return
             items.insert(at, new)
-        self._live_members[key] = tuple(items)
+        if items:
+            self._live_members[key] = tuple(items)
+        else:
+            del self._live_members[key]
 
     def _sorted_members(self, group_key: str, *, include_finished: bool = False) -> list[Pod]:
         pods = (self._pods[u] for u in self._members.get(group_key, ()))

@@ -692,7 +692,7 @@ class ClusterState:
         current state."""
         pod = self._pods.get(uid)
         where = self.bound_node(pod) if pod is not None else ""
-        live = pod is not None and not (pod.terminal or pod.deleting)
+        live = pod is not None and _live(pod)
         if live and not where:
             self._pending.add(uid)
         else:

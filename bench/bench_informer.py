@@ -415,7 +415,7 @@ class FakeApi:
     ) -> dict[str, Any]:
         return {}
 
-    def bind(self, binding: Binding) -> None:
+    def bind(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None:
         pass
 
     def close(self) -> None:

@@ -12,8 +12,10 @@ from builders import gpu_node, pod, present
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.model import Binding, Pod, PodPhase, PodRef
 from phalanx.core.rollforward import (
+    CARRIED_RECORD_MAX_BYTES,
     CommitRecord,
     Verdict,
+    carried_by_bindings,
     decide,
     decode_commit_record,
     encode_commit_record,
@@ -230,6 +232,32 @@ def test_a_record_survives_encoding_and_decoding() -> None:
         '{"placements":{"ml/a":"n1","ml/b":"n2"},"uids":{"ml/a":"u1","ml/b":"u2"},"at":"2025-01-02T03:04:05Z"}'
     )
     assert decode_commit_record(KEY, text) == replace(original, at="2025-01-02T03:04:05Z")
+
+
+def typical(members: int) -> CommitRecord:
+    """A gang's record with the names its operators give: `team-a/train-worker-N` on
+    `gpu-node-NNN`, with real-length UIDs."""
+    keys = [f"team-a/train-worker-{i}" for i in range(members)]
+    return CommitRecord(
+        "team-a/train",
+        {k: f"gpu-node-{i:03}" for i, k in enumerate(keys)},
+        {k: f"{i:08}-1c2d-4e5f-8a9b-0c1d2e3f4a5b" for i, k in enumerate(keys)},
+    )
+
+
+def test_a_record_of_up_to_16_typical_members_rides_on_the_bindings() -> None:
+    assert carried_by_bindings(typical(1))
+    assert carried_by_bindings(typical(16))
+    assert not carried_by_bindings(typical(32))  # copied to every member: written once instead
+
+
+def test_the_limit_is_on_the_text_the_annotation_holds_with_its_time() -> None:
+    record = typical(8)
+    size = len(encode_commit_record(record, "2026-12-06T19:00:00Z"))
+    assert carried_by_bindings(record, size)
+    assert not carried_by_bindings(record, size - 1)
+    assert not carried_by_bindings(record, 0)  # 0: every record is written first
+    assert size < CARRIED_RECORD_MAX_BYTES
 
 
 @pytest.mark.parametrize(

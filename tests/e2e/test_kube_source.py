@@ -699,6 +699,59 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
     assert live.run(roller.run_once()) == []
 
 
+def test_a_binding_carries_its_gangs_record_onto_the_pod_and_roll_forward_finishes_from_it(
+    control_plane: launcher.ControlPlane,
+    live: Live,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+) -> None:
+    cp = control_plane
+    gpu_nodes("kube-src-cr-0", gpus=8)
+    gpu_nodes("kube-src-cr-1", gpus=8)
+    make_pod_group(cp, namespace, "cr", 2)
+    label = {"scheduling.x-k8s.io/pod-group": "cr"}
+    uids = {
+        n: make_pod(cp, namespace, n, gpus=2, labels=label)["metadata"]["uid"]
+        for n in ("cr-0", "cr-1")
+    }
+    placements = {f"{namespace}/cr-0": "kube-src-cr-0", f"{namespace}/cr-1": "kube-src-cr-1"}
+    key = f"{namespace}/cr"
+    record = CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
+    # What a Phalanx that died mid-gang leaves behind: one member bound, carrying the record.
+    live.run(
+        live.source.bind(
+            Binding(PodRef(namespace, "cr-0", uids["cr-0"]), "kube-src-cr-0"), record=record
+        )
+    )
+    pod = get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-0")
+    assert pod["spec"]["nodeName"] == "kube-src-cr-0"  # in the same write as the record
+    assert '"placements":{' in pod["metadata"]["annotations"][COMMIT_ANNOTATION]
+    assert COMMIT_ANNOTATION not in get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/cr")[
+        "metadata"
+    ].get("annotations", {})  # nothing written apart
+    live.wait("record seen", lambda _: key in live.source.commit_records())
+    assert live.look(lambda _: live.source.commit_records()[key].placements) == placements
+    launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
+
+    roller = roll_forward(live, RollForwardSettings(grace_seconds=0.0))
+    (decision,) = live.run(roller.run_once())
+    assert decision.verdict is Verdict.ROLL_FORWARD
+    assert get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-1")["spec"]["nodeName"] == (
+        "kube-src-cr-1"
+    )
+
+    live.wait("bindings seen", lambda st: all(p.node_name for p in st.members(key)))
+    (done,) = live.run(roller.run_once())
+    assert done.verdict is Verdict.COMPLETE
+    # Settled, not taken back: the copy on cr-0 stays, and is no longer in force.
+    assert (
+        COMMIT_ANNOTATION
+        in get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-0")["metadata"]["annotations"]
+    )
+    assert not live.look(lambda _: key in live.source.commit_records())
+    assert live.run(roller.run_once()) == []
+
+
 def test_roll_forward_releases_a_gang_whose_recorded_node_is_gone(
     control_plane: launcher.ControlPlane,
     live: Live,
@@ -771,17 +824,16 @@ def test_a_new_instance_finishes_the_gang_a_dead_one_left_half_bound(
             timeout=fast.grace_seconds + 20,
         )
         assert bound == "kube-src-crash-0"
+        # Complete: settled, not taken back. The copies stay on the bound members (taking
+        # them back costs a write each) and are no longer in force.
         launcher.wait_for(
-            "records cleared",
-            lambda: all(
-                COMMIT_ANNOTATION
-                not in get(cp, f"/api/v1/namespaces/{namespace}/pods/{n}")["metadata"][
-                    "annotations"
-                ]
-                for n in names
-            ),
+            "record settled",
+            lambda: not second.look(lambda _: key in second.source.commit_records()),
             timeout=20,
         )
+        for n in names:
+            notes_now = get(cp, f"/api/v1/namespaces/{namespace}/pods/{n}")["metadata"]
+            assert COMMIT_ANNOTATION in notes_now["annotations"]
         assert second.look(lambda _: second.extender.partial_gangs()) == []
     finally:
         second.stop()

@@ -104,6 +104,25 @@ def test_an_annotation_only_gang_takes_its_quorum_and_newest_record_from_its_pod
     assert gang.state is GangState.BINDING
 
 
+def test_a_record_its_bindings_carried_is_in_force_only_while_a_member_it_names_is_unbound() -> (
+    None
+):
+    text = record("default/g", {"default/g-0": "n0", "default/g-1": "n1"})
+    binding = [
+        pod_obj("g-0", group="g", node="n0", annotations={COMMIT_ANNOTATION: text}),
+        pod_obj("g-1", group="g"),
+    ]
+    gang = one_gang([podgroup_obj("g", 2)], binding)
+    assert gang.commit is not None
+    assert gang.state is GangState.BINDING  # g-1's binding in flight, or roll-forward due
+
+    # The gang ran whole, then g-1 finished and was deleted: g-0's copy is settled.
+    ran = podgroup_obj("g", 2, status={"phase": "Running"})
+    gang = one_gang([ran], binding[:1])
+    assert gang.commit is None
+    assert gang.state is GangState.WAITING
+
+
 def test_pods_labelled_for_a_pod_group_that_does_not_exist_say_so() -> None:
     gang = one_gang([], [pod_obj("x-0", group="x")])
     assert (gang.source, gang.min_member) == ("PodGroup missing", None)

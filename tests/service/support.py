@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast, overload
 
 from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.model import Binding, Pod, PodRef
-from phalanx.core.rollforward import CommitRecord
+from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord
 from phalanx.service.barrier import Timers
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
@@ -74,6 +74,9 @@ class ScriptedSource(ClusterFileSource):
       such write, after it has yielded to the loop and before it takes effect (what they
       start runs first);
     * `yielding`: every write yields to the loop first (as a real API call does).
+
+    `order` lists the writes (`commit <gang>`, `bind <pod>`) as they took effect, and
+    `carried` the commit record each binding carried, by pod name.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class ScriptedSource(ClusterFileSource):
         self.hooks: dict[str, list[Hook]] = {}
         self.yielding = yielding
         self.order: list[str] = []
+        self.carried: dict[str, CommitRecord] = {}  # by pod name: the record its binding carried
 
     def on(self, verb: str, hook: Hook) -> None:
         self.hooks.setdefault(verb, []).append(hook)
@@ -112,14 +116,22 @@ class ScriptedSource(ClusterFileSource):
             raise self.commit_failures.pop(0)
         await super().write_commit_record(record)
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        record: CommitRecord | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         name = binding.pod.name
         await self._io("bind")
         pending = self.failures.get(name)
         if pending:
             raise pending.pop(0)
         self.order.append(f"bind {name}")
-        await super().bind(binding, timeout_seconds=timeout_seconds)
+        if record is not None:
+            self.carried[name] = record
+        await super().bind(binding, record=record, timeout_seconds=timeout_seconds)
 
     async def update_group_status(self, status: Any) -> None:
         await self._io("status")
@@ -149,6 +161,11 @@ class RecordingSource(ScriptedSource):
         self.records.pop(group_key, None)
 
 
+def carried(source: ScriptedSource) -> dict[str, set[str]]:
+    """By bound pod name: the members named by the commit record its binding carried."""
+    return {name: set(record.placements) for name, record in source.carried.items()}
+
+
 def gang_objects(
     name: str = "g",
     size: int = 3,
@@ -175,6 +192,7 @@ async def started(
     timers: Timers | None = None,
     nominate_members: bool = True,
     complete_members: bool = True,
+    carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
 ) -> tuple[Extender, ScriptedSource]: ...
 
 
@@ -192,6 +210,7 @@ async def started(
     timers: Timers | None = None,
     nominate_members: bool = True,
     complete_members: bool = True,
+    carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
 ) -> tuple[Extender, S]: ...
 
 
@@ -208,6 +227,7 @@ async def started(
     timers: Timers | None = None,
     nominate_members: bool = True,
     complete_members: bool = True,
+    carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
 ) -> tuple[Extender, ScriptedSource]:
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
@@ -219,6 +239,7 @@ async def started(
             roll_forward=roll_forward or RollForwardSettings(),
             nominate_members=nominate_members,
             complete_members=complete_members,
+            carried_record_bytes=carried_record_bytes,
         ),
         clock=clock or Clock(),
         timers=timers,

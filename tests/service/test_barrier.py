@@ -26,6 +26,7 @@ from support import (
 )
 
 from phalanx.core.model import Pod
+from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder
 from phalanx.service.extender import Extender
 from phalanx.sources.base import BindError
@@ -117,11 +118,47 @@ async def test_a_re_plan_answers_the_binds_held_for_the_reservation_it_replaced(
     await ext.stop()
 
 
+# ---- where the commit record goes ---------------------------------------------------------
+
+
+async def test_a_short_record_rides_on_every_binding_and_nothing_is_written_apart() -> None:
+    ext, source = await started(gang_objects(size=3, gpus=8), complete_members=False)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", "", ""]
+    assert sorted(source.order) == ["bind g-0", "bind g-1", "bind g-2"]  # one write each
+    members = {f"default/{n}": node for n, node in nodes.items()}
+    assert {n: dict(r.placements) for n, r in source.carried.items()} == dict.fromkeys(
+        nodes, members
+    )
+    assert {r.pod_uids[f"default/{n}"] for n, r in source.carried.items()} == {
+        pod_of(ext, n).uid for n in nodes
+    }
+    steps = "phalanx_gang_bind_step_seconds"
+    assert sample(ext, f"{steps}_count", {"step": "record"}) is None  # no write to time
+    assert sample(ext, f"{steps}_count", {"step": "bindings"}) == 1
+    await ext.stop()
+
+
+async def test_a_record_too_long_for_the_bindings_is_written_before_the_first_of_them() -> None:
+    ext, source = await started(gang_objects(size=3, gpus=8), carried_record_bytes=100)
+    nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", "", ""]
+    assert source.order[0] == "commit default/g"
+    assert sorted(source.order[1:]) == ["bind g-0", "bind g-1", "bind g-2"]
+    assert source.carried == {}
+    assert set(source.records["default/g"].placements) == {f"default/{n}" for n in nodes}
+    await ext.stop()
+
+
 # ---- defect 2: the commit-record window ------------------------------------------------
+# A record too long for the gang's bindings to carry is written before them, and the await
+# is a window; `carried_record_bytes=0` makes every record such a one.
 
 
 async def test_a_member_deleted_during_the_commit_record_write_binds_and_assumes_nothing() -> None:
-    ext, source = await started(gang_objects(size=2), source_class=RecordingSource)
+    ext, source = await started(
+        gang_objects(size=2), source_class=RecordingSource, carried_record_bytes=0
+    )
     assert isinstance(source, RecordingSource)  # (a partial of `started` loses its overloads)
     nodes = reserve_all(ext, ["g-0", "g-1"])
     source.on("commit", lambda: source.delete_pod(pod_of(ext, "g-1").uid))
@@ -143,7 +180,7 @@ async def test_a_reservation_expiring_while_the_commit_record_is_written_never_o
 ):
     clock = Clock()
     objects = gang_objects(size=2, gpus=8, timeout=30) + gang_objects(name="h", size=3, gpus=8)
-    ext, source = await started(objects, clock=clock)
+    ext, source = await started(objects, clock=clock, carried_record_bytes=0)
     nodes = reserve_all(ext, ["g-0", "g-1"])
 
     def expire_and_let_another_gang_in() -> None:
@@ -170,7 +207,9 @@ async def test_an_exception_inside_the_barrier_answers_every_waiter_and_leaves_n
     nodes = reserve_all(ext, ["g-0", "g-1"])
 
     class BrokenBinder(Binder):  # a collaborator with a bug: the barrier must survive it
-        async def bind_assumed(self, pod: Pod, node: str) -> str:
+        async def bind_assumed(
+            self, pod: Pod, node: str, *, record: CommitRecord | None = None
+        ) -> str:
             raise RuntimeError("bug in the binder")
 
     ext.barrier.binder = BrokenBinder(ext.state, source, ext.metrics)
@@ -279,7 +318,7 @@ async def test_retries_exhausted_answer_the_error_and_forget_the_pod() -> None:
 
 
 async def test_a_failed_commit_record_write_binds_nothing_and_says_so() -> None:
-    ext, source = await started(gang_objects(size=2))
+    ext, source = await started(gang_objects(size=2), carried_record_bytes=0)
     source.commit_failures.append(RuntimeError("the API server is gone"))
     nodes = reserve_all(ext, ["g-0", "g-1"])
     results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
@@ -293,7 +332,7 @@ async def test_a_failed_commit_record_write_binds_nothing_and_says_so() -> None:
 
 async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings() -> None:
     clock = Clock()
-    ext, source = await started(gang_objects(size=2), clock=clock)
+    ext, source = await started(gang_objects(size=2), clock=clock, carried_record_bytes=0)
     source.on("commit", lambda: setattr(clock, "now", clock.now + 0.25))
     source.on("bind", lambda: setattr(clock, "now", clock.now + 0.5))
     nodes = reserve_all(ext, ["g-0", "g-1"])

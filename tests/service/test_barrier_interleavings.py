@@ -31,6 +31,7 @@ from builders import node_obj, pod_obj
 from phalanx.core.barrier import still_bindable
 from phalanx.core.cache import MemberState
 from phalanx.core.model import EMPTY, Binding, Pod
+from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
 from phalanx.sources.base import BindError
@@ -49,6 +50,9 @@ class BarrierInterleavings(RuleBasedStateMachine):
     # The gate completes a gang's other reserved members at its first /bind (the default);
     # the subclass below runs the same interleavings with every member at its own /bind.
     complete_members = True
+    # Every commit record is written before the bindings, so its write is a window the
+    # hooks reach; the last subclass runs with records the bindings carry (the default).
+    carried_record_bytes = 0
 
     def __init__(self) -> None:
         super().__init__()
@@ -74,6 +78,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
                 # Roll-forward is tested on its own (test_rollforward.py): off here.
                 roll_forward=RollForwardSettings(interval_seconds=3600, grace_seconds=3600),
                 complete_members=self.complete_members,
+                carried_record_bytes=self.carried_record_bytes,
             ),
             clock=self.clock,
             timers=self.timers,
@@ -256,6 +261,14 @@ class BarrierInterleavings(RuleBasedStateMachine):
         assert self.ext.state.overcommitted_nodes() == []
 
     @invariant()
+    def a_member_bound_with_its_gang_is_bound_with_the_whole_record_or_after_it(self) -> None:
+        for name, record in self.source.carried.items():
+            assert f"default/{name}" in record.placements
+            assert len(record.placements) >= GANGS[name.split("-")[0]][1]  # its quorum at least
+        if self.carried_record_bytes == 0:
+            assert self.source.carried == {}
+
+    @invariant()
     def the_bound_count_is_what_counting_the_members_says(self) -> None:
         state = self.ext.state
         for key in state.group_keys():
@@ -338,7 +351,13 @@ class EachMemberInterleavings(BarrierInterleavings):
     complete_members = False
 
 
+class CarriedRecordInterleavings(BarrierInterleavings):
+    carried_record_bytes = CARRIED_RECORD_MAX_BYTES
+
+
 TestBarrierInterleavings = BarrierInterleavings.TestCase
 TestBarrierInterleavings.settings = settings(max_examples=400, stateful_step_count=40)
 TestEachMemberInterleavings = EachMemberInterleavings.TestCase
 TestEachMemberInterleavings.settings = settings(max_examples=200, stateful_step_count=40)
+TestCarriedRecordInterleavings = CarriedRecordInterleavings.TestCase
+TestCarriedRecordInterleavings.settings = settings(max_examples=200, stateful_step_count=40)

@@ -16,6 +16,7 @@ from support import (
     FakeTimers,
     RecordingSource,
     bind,
+    carried,
     gang_objects,
     pod_of,
     reserve_all,
@@ -56,8 +57,9 @@ async def test_the_first_member_at_bind_binds_the_whole_reserved_gang() -> None:
     assert await asyncio.wait_for(bind(ext, "g-0", nodes["g-0"]), timeout=2) == ""
 
     assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
-    assert source.order[0] == "commit default/g"  # the record before the first binding
-    assert set(source.records["default/g"].placements) == {f"default/g-{i}" for i in range(4)}
+    # No record is written apart: each binding carries the whole gang's, onto its pod.
+    assert "commit default/g" not in source.order
+    assert carried(source) == {f"g-{i}": {f"default/g-{j}" for j in range(4)} for i in range(4)}
     assert sample(ext, "phalanx_members_completed_total") == 3
     assert ext.state.reservation("default/g") is None
     await asyncio.sleep(0)  # Events are written off the bind path
@@ -202,7 +204,9 @@ async def test_a_member_created_later_completes_the_gang_its_first_member_waits_
 
 
 async def test_a_bind_arriving_while_the_record_is_written_joins_and_binds_once() -> None:
-    ext, source = await started([*gang_objects(size=3, gpus=4)], source_class=RecordingSource)
+    ext, source = await started(
+        [*gang_objects(size=3, gpus=4)], source_class=RecordingSource, carried_record_bytes=0
+    )
     nodes = reserve_all(ext, ["g-0"])
     members = present(ext.state.reservation("default/g")).members
     nodes.update({m.pod_key.split("/")[1]: m.node for m in members})
@@ -246,7 +250,7 @@ async def test_with_nothing_else_pending_a_parked_member_and_a_new_one_are_compl
     # Two shapes: the gang waits for its quorum, so g-1's first filter refused it and
     # kube-scheduler holds it parked. g-2 is new and next in kube-scheduler's queue, with
     # no other pod pending: completing it is still sooner than its own cycle.
-    ext, source = await started([], source_class=RecordingSource)
+    ext, source = await started([], source_class=RecordingSource, carried_record_bytes=0)
     for obj in (podgroup_obj("g", 3), pod_obj("g-0", 4, group="g"), pod_obj("g-1", 2, group="g")):
         source.apply(obj)
     assert ext.filter(pod_of(ext, "g-1"), NODES).feasible == ()
@@ -262,7 +266,7 @@ async def test_with_nothing_else_pending_a_parked_member_and_a_new_one_are_compl
 async def test_a_chosen_member_retried_during_the_record_write_is_still_completed() -> None:
     # The reservation's requeue lets kube-scheduler retry a parked member at any moment: by
     # the time the commit record is written it is no longer parked, and that changes nothing.
-    ext, source = await started([], source_class=RecordingSource)
+    ext, source = await started([], source_class=RecordingSource, carried_record_bytes=0)
     for obj in (podgroup_obj("g", 3), pod_obj("g-0", 4, group="g"), pod_obj("g-1", 2, group="g")):
         source.apply(obj)
     assert ext.filter(pod_of(ext, "g-1"), NODES).feasible == ()  # refused: parked

@@ -3,7 +3,17 @@
 import asyncio
 
 import pytest
-from support import NODES, Clock, bind, gang_objects, group_view, pod_of, reserve_all, started
+from support import (
+    NODES,
+    Clock,
+    bind,
+    carried,
+    gang_objects,
+    group_view,
+    pod_of,
+    reserve_all,
+    started,
+)
 
 from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.inventory import parse_node, parse_pod
@@ -26,7 +36,8 @@ async def test_the_barrier_holds_binds_until_the_whole_gang_arrives_then_binds_a
     assert last == ""
     assert await asyncio.gather(*first) == ["", ""]
     assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
-    assert source.order[0] == "commit default/g"  # the commit record precedes every binding
+    # Every binding carries the gang's commit record: no member is bound without it.
+    assert carried(source) == {n: {f"default/{m}" for m in nodes} for n in nodes}
     assert ext.state.reserved_gpus() == 0
     assert ext.partial_gangs() == []
     await ext.stop()

@@ -29,6 +29,7 @@ from phalanx.core.journal import Outcome
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict
 from phalanx.service.extender import Extender
 from phalanx.service.rollforward import RollForward, RollForwardSettings
+from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
 
@@ -171,6 +172,32 @@ async def test_the_grace_counts_from_first_sight_by_this_instance_not_from_each_
         clocks.advance(GRACE / 3 - 0.01)
     clocks.advance(0.03)
     assert verdicts(await rf.run_once()) == [Verdict.ROLL_FORWARD]
+    await ext.stop()
+
+
+# ---- a record the bindings carried ------------------------------------------------------
+
+
+async def test_a_gang_whose_binding_failed_is_finished_from_the_record_a_bound_member_carries() -> (
+    None
+):
+    clocks = Clocks()
+    refused = BindError("the API server is overloaded")
+    ext, source = await extender(
+        gang_objects(size=2, gpus=8), clocks, failures={"g-1": [refused]}, retries=0
+    )
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    results = await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes))
+    assert results[0] == ""
+    assert "overloaded" in results[1]
+    assert source.bindings == [("default/g-0", nodes["g-0"])]  # partial: g-0 carries the record
+    assert set(source.carried) == {"g-0"}
+
+    (decision,) = await roller(ext, source, clocks, grace=0.0).run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
+    assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
+    assert ext.partial_gangs() == []
     await ext.stop()
 
 

@@ -99,7 +99,7 @@ class FakeApi:
     ) -> dict[str, Any]:
         raise AssertionError("writes go through the RecordingWriter")
 
-    def bind(self, binding: Binding) -> None:
+    def bind(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None:
         raise AssertionError("writes go through the RecordingWriter")
 
     def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
@@ -146,7 +146,13 @@ class RecordingWriter:
     def lanes_of(self, path: str) -> list[Lane]:
         return [lane for p, lane in self.lanes if p == path]
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         raise AssertionError("no binding in these tests")
 
     async def patch(

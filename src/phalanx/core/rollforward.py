@@ -1,9 +1,10 @@
 """Roll-forward: finishing a gang whose commit record says where every member goes (DESIGN §6).
 
-Before the first binding of a gang, Phalanx writes its whole placement (the *commit
-record*). If Phalanx dies part-way, or a binding keeps failing, some members are bound and
-the rest are not. Whoever holds the roll-forward duty reads the record and decides, per
-gang and from the model alone::
+Every member Phalanx binds with its gang is bound with the gang's whole placement (the
+*commit record*): carried on the binding itself onto the pod, or, for a record too long to
+copy onto every member, written once before the first binding. If Phalanx dies part-way,
+or a binding keeps failing, some members are bound and the rest are not. Whoever holds the
+roll-forward duty reads the record and decides, per gang and from the model alone::
 
     record ──▶ any recorded member still being bound (assumed)?  ── yes ─▶ WAIT
                  │ no
@@ -41,14 +42,25 @@ from phalanx.core.groups.registry import minima_field
 from phalanx.core.model import EMPTY, Binding, GroupRef, Pod, PodRef, Resources
 from phalanx.core.quorum import TaskMinima, task_shortfall
 
-# Where the record lives: on the PodGroup, or on every member of an annotation-only gang.
-# Not `phalanx.io/placement`: that name is the placement policy (DESIGN §3).
+# Where the record lives: on each member its binding carried it to, else on the PodGroup or
+# on every member of an annotation-only gang. Not `phalanx.io/placement`: that name is the
+# placement policy (DESIGN §3).
 COMMIT_ANNOTATION = "phalanx.io/commit"
+
+# A record whose text is at most this long rides on each of the gang's bindings: the binding
+# subresource writes its annotations onto the pod in the same write as its node, so a member
+# is never bound without the whole record, and the gang is spared the record's own round
+# trip. A longer one would be copied onto every member (its size times the members, about
+# the square of the gang), so it is written once, before the first binding. 2 KiB holds 16
+# members with typical names.
+CARRIED_RECORD_MAX_BYTES = 2048
+
+_AT_WIDTH = len("2006-01-02T15:04:05Z")
 
 
 @dataclass(frozen=True, slots=True)
 class CommitRecord:
-    """The whole placement of a gang, written before its first binding (DESIGN §6)."""
+    """The whole placement of a gang, written with or before its first binding (DESIGN §6)."""
 
     group_key: str
     placements: Mapping[str, str]  # pod namespace/name -> node
@@ -64,6 +76,11 @@ def encode_commit_record(record: CommitRecord, at: str) -> str:
         "at": at,
     }
     return json.dumps(body, separators=(",", ":"), sort_keys=False)
+
+
+def carried_by_bindings(record: CommitRecord, max_bytes: int = CARRIED_RECORD_MAX_BYTES) -> bool:
+    """Whether the gang's bindings carry `record` (True) or it is written before them."""
+    return len(encode_commit_record(record, "0" * _AT_WIDTH).encode()) <= max_bytes
 
 
 def decode_commit_record(group_key: str, text: str) -> CommitRecord:

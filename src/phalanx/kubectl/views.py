@@ -14,9 +14,10 @@ dialect and what declares it (`registry.gang_dialect`, `registry.gang_source`), 
   `status.schedulingConditions` `UnschedulableOnNodePool`, none once placed; Grove's
   `Scheduled`); an
   annotation-only gang or a Workload's pod group has none;
-* the **commit record** `phalanx.io/commit` (on the gang's object, or on every member of an
-  annotation-only or Workload gang): there only while a gang's bindings are in flight, or
-  after a crash until roll-forward finishes or releases the gang;
+* the **commit record** `phalanx.io/commit` (on each member its binding carried it to; a
+  record too long for that on the gang's object, or on every member of an annotation-only
+  or Workload gang): in force only while a member it names is unbound (a gang's bindings
+  in flight, or after a crash until roll-forward finishes or releases the gang);
 * the **Events** about the gang's object and its members, Phalanx's and kube-scheduler's.
 
 A gang's *state* sums them up for a table::
@@ -337,9 +338,14 @@ class _Draft:
 
     def view(self) -> GangView:
         commit = self.commit
-        if commit is None and self.member_commits:
-            # Every member of an annotation-only gang carries a copy: the newest is the record.
-            commit = max(self.member_commits, key=lambda c: c.at)
+        # Members carry copies: the ones their bindings carried (kept for the pod's life) and,
+        # for a gang without an object, the ones written before its bindings. A copy is in
+        # force while a member it names is unbound; the newest record is the gang's.
+        unbound = {m.name for m in self.members if not m.node}
+        for copy in self.member_commits:
+            in_force = copy.error or any(k.split("/")[-1] in unbound for k in copy.placements)
+            if in_force and (commit is None or copy.at > commit.at):
+                commit = copy
         ref, has_object = self.ref, self.has_object
         dialect = registry.gang_dialect(ref, has_object=has_object, claims=self.claims)
         return GangView(
@@ -411,9 +417,9 @@ def collect_gangs(
             created = _text(_meta(raw).get("creationTimestamp"))
             if created and (not draft.created or created < draft.created):
                 draft.created = created
-            record = _commit(ref.key, _annotations(raw).get(COMMIT_ANNOTATION))
-            if record is not None:
-                draft.member_commits.append(record)
+        record = _commit(ref.key, _annotations(raw).get(COMMIT_ANNOTATION))
+        if record is not None:
+            draft.member_commits.append(record)
     return [drafts[k].view() for k in sorted(drafts)], skipped
 
 

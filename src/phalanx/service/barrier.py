@@ -9,8 +9,9 @@ timers and does the side effects. One gate per gang, for one reservation (its se
        │ arrived + bound (+ completions) >= minMember │ no new member for the timeout
        ▼                                             ▼
     re-check every arrival                           every held bind gets an Error; that
-       ─▶ write the commit record (await)            reservation (and no newer one) is
-       ─▶ re-check again: the await let anything     released; the next filter re-plans
+       ─▶ the commit record: short, each binding     reservation (and no newer one) is
+          carries it; long, write it (await) and     released; the next filter re-plans
+          re-check again: the await let anything
           happen (a pod deleted, a release, ...)
        ─▶ assume the quorum (one step, no await)
        ─▶ bind all concurrently ─▶ answer each waiter as its binding lands
@@ -23,8 +24,9 @@ timers and does the side effects. One gate per gang, for one reservation (its se
     Completing members (`complete_members`, on by default): the gate also counts the gang's
     other reserved members that Phalanx may bind itself (`phalanx.core.barrier.completions`),
     re-counted at each arrival and after every model change that touches the gang, and binds
-    them with the waiters. Their bindings are recorded like any (commit record first, assumed
-    in the same step); a `/bind` kube-scheduler sends for one meanwhile waits for its result.
+    them with the waiters. Their bindings are recorded like any (carrying the commit record,
+    or after it; assumed in the same step); a `/bind` kube-scheduler sends for one meanwhile
+    waits for its result.
     Behind other pending pods, a reserved gang none of whose members is at `/bind` gets a gate
     with no waiter once its completions alone make the quorum (`_complete_unasked`): a gang
     planned ahead of kube-scheduler (`GangPlanner.plan_ahead`) is bound whole that way.
@@ -66,7 +68,7 @@ from phalanx.core.model import Binding, GroupRef, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.quorum import TaskMinima
 from phalanx.core.resolution import Resolved
-from phalanx.core.rollforward import CommitRecord
+from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord, carried_by_bindings
 from phalanx.service.binder import Binder
 from phalanx.service.metrics import Metrics
 from phalanx.service.reporter import Reporter
@@ -142,8 +144,9 @@ class _Gate:
     waiters: dict[str, _Waiter] = field(default_factory=dict)
     timer: Timer | None = None
     last_arrival: float = 0.0  # when a member first reached bind, latest
-    # The quorum is being bound but not yet assumed (the commit record is being written): a
-    # member reaching bind now joins this gate and is bound with the others.
+    # The quorum is being bound but not yet assumed (its task is starting, or a long commit
+    # record is being written): a member reaching bind now joins this gate and is bound
+    # with the others.
     opening: bool = False
     # The gang's Volcano task minima: the quorum also holds each task's minimum.
     min_task_member: TaskMinima = ()
@@ -166,6 +169,7 @@ class BindBarrier:
         timers: Timers | None = None,
         complete_members: bool = True,
         acts_alone: Callable[[], bool] = lambda: True,
+        carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
     ) -> None:
         self.state = state
         self.planner = planner
@@ -177,6 +181,8 @@ class BindBarrier:
         self.clock = clock
         self.timers = timers or LoopTimers()
         self.complete_members = complete_members
+        # The longest commit record a gang's bindings carry; a longer one is written first.
+        self.carried_record_bytes = carried_record_bytes
         # Whether a gate may open with no /bind held (`_complete_unasked`): not on a standby.
         self.acts_alone = acts_alone
         self._gates: dict[str, _Gate] = {}
@@ -516,38 +522,13 @@ class BindBarrier:
                 self._abandon(gate, gate.waiters.values(), short)
                 return
             record = self._commit_record(gate)
-            opened = self.clock()
-            error = await self.binder.commit(record)
-            if error:
-                reason = f"gang {gate.group}: could not write the commit record ({error}); "
-                self._abandon(gate, gate.waiters.values(), reason + "nothing was bound")
-                return
-            # The write yielded to the loop: a member may be gone, the reservation released,
-            # another member's bind joined. Only members the record names are bound (a slot
-            # claimed since is not in it: that member binds after the quorum, on its own).
-            ready = self._bindable(gate)
-            for waiter in [w for w in ready if record.pod_uids.get(w.pod.key) != w.pod.uid]:
-                del gate.waiters[waiter.pod.uid]
-                ready.remove(waiter)
-                _answer(
-                    [waiter],
-                    f"pod {waiter.pod.key} reached bind after gang {gate.group}'s commit record "
-                    "was written without it; it binds on its own once the gang is bound",
-                )
-            # The members chosen before the write, still valid.
-            chosen = {c.pod.uid for c in extra}
-            extra = [
-                c
-                for c in completions(self.state, gate.group.key, gate.serial, gate.waiters.keys())
-                if c.pod.uid in chosen and record.pod_uids.get(c.pod.key) == c.pod.uid
-            ]
-            short = self._short(gate, ready, extra)
-            if short:
-                self._abandon(gate, gate.waiters.values(), short)
-                self.tasks.spawn(self.binder.clear_commit(gate.group.key))
-                return
+            carried = carried_by_bindings(record, self.carried_record_bytes)
+            if not carried:
+                written = await self._write_record(gate, record, extra)
+                if written is None:
+                    return
+                ready, extra = written
             now = self.clock()
-            self.metrics.bind_steps.labels(step="record").observe(now - opened)
             loop = asyncio.get_running_loop()
             completing = [_Waiter(c.pod, c.node, loop.create_future(), now) for c in extra]
             for waiter in ready + completing:  # one step: all assumed before any binding
@@ -564,9 +545,10 @@ class BindBarrier:
             ready = completing + ready
             landed: list[float] = []
             completed: list[_Waiter] = []
+            carry = record if carried else None  # each binding writes it onto its pod
 
             async def bind_one(waiter: _Waiter) -> str:
-                error = await self.binder.bind_assumed(waiter.pod, waiter.node)
+                error = await self.binder.bind_assumed(waiter.pod, waiter.node, record=carry)
                 if not error:
                     landed.append(self.clock())
                     if id(waiter) in others:
@@ -597,6 +579,44 @@ class BindBarrier:
                 self._stop_completing(waiter)
             _answer(assumed, reason)
             self._abandon(gate, gate.waiters.values(), reason)
+
+    async def _write_record(
+        self, gate: _Gate, record: CommitRecord, extra: list[Completion]
+    ) -> tuple[list[_Waiter], list[Completion]] | None:
+        """Write a record too long for the bindings to carry, then re-check: the waiters and
+        completions still to bind, or None when the gate gave up (every waiter answered)."""
+        opened = self.clock()
+        error = await self.binder.commit(record)
+        if error:
+            reason = f"gang {gate.group}: could not write the commit record ({error}); "
+            self._abandon(gate, gate.waiters.values(), reason + "nothing was bound")
+            return None
+        # The write yielded to the loop: a member may be gone, the reservation released,
+        # another member's bind joined. Only members the record names are bound (a slot
+        # claimed since is not in it: that member binds after the quorum, on its own).
+        ready = self._bindable(gate)
+        for waiter in [w for w in ready if record.pod_uids.get(w.pod.key) != w.pod.uid]:
+            del gate.waiters[waiter.pod.uid]
+            ready.remove(waiter)
+            _answer(
+                [waiter],
+                f"pod {waiter.pod.key} reached bind after gang {gate.group}'s commit record "
+                "was written without it; it binds on its own once the gang is bound",
+            )
+        # The members chosen before the write, still valid.
+        chosen = {c.pod.uid for c in extra}
+        extra = [
+            c
+            for c in completions(self.state, gate.group.key, gate.serial, gate.waiters.keys())
+            if c.pod.uid in chosen and record.pod_uids.get(c.pod.key) == c.pod.uid
+        ]
+        short = self._short(gate, ready, extra)
+        if short:
+            self._abandon(gate, gate.waiters.values(), short)
+            self.tasks.spawn(self.binder.clear_commit(gate.group.key))
+            return None
+        self.metrics.bind_steps.labels(step="record").observe(self.clock() - opened)
+        return ready, extra
 
     def _stop_completing(self, waiter: _Waiter) -> None:
         if self._completing.get(waiter.pod.uid) is waiter:

@@ -1,4 +1,5 @@
-"""The one bind path: API bindings with retries, and the commit record before a gang's first.
+"""The one bind path: API bindings with retries, and a gang's commit record (carried by its
+bindings, or written before the first).
 
 Used alike by the bind barrier (a gang's quorum), single pods, elastic members beyond a
 bound quorum, and roll-forward. A pod is *assumed* (counted on its node) before its binding
@@ -67,14 +68,16 @@ class Binder:
         self.state.assume(pod.uid, node)
         return await self.bind_assumed(pod, node)
 
-    async def bind_assumed(self, pod: Pod, node: str) -> str:
-        """Issue the binding of an assumed pod; forget it on failure. "" or the error."""
+    async def bind_assumed(self, pod: Pod, node: str, *, record: CommitRecord | None = None) -> str:
+        """Issue the binding of an assumed pod (carrying its gang's commit record, if given);
+        forget it on failure. "" or the error."""
         binding = Binding(pod.ref, node)
         attempts = 1 + self.settings.retries
         deadline = self.clock() + self.settings.timeout_seconds
         for attempt in range(attempts):
             try:
-                await self.source.bind(binding, timeout_seconds=max(0.0, deadline - self.clock()))
+                left = max(0.0, deadline - self.clock())
+                await self.source.bind(binding, record=record, timeout_seconds=left)
             except BindError as exc:
                 pause = self.settings.backoff_seconds * 2**attempt
                 retry = not (exc.gone or exc.conflict) and attempt + 1 < attempts
@@ -100,7 +103,8 @@ class Binder:
         return f"binding pod {binding.pod.key} to {binding.node} failed: {reason}"
 
     async def commit(self, record: CommitRecord) -> str:
-        """Write the gang's commit record before its first binding; "" or why it failed."""
+        """Write the gang's commit record before its first binding, for a record too long
+        for its bindings to carry; "" or why it failed."""
         try:
             await self.source.write_commit_record(record)
         except Exception as exc:  # noqa: BLE001  # any failure: nothing is bound yet, so back out

@@ -31,6 +31,7 @@ from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome, partial_gangs
 from phalanx.core.model import Binding, GroupRef, Placement, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, Topologies
 from phalanx.service.barrier import BindBarrier, Timers
 from phalanx.service.binder import Binder, BindSettings
@@ -91,6 +92,10 @@ class ServiceSettings:
     # that ask for nothing only kube-scheduler judges, without waiting for their own cycles
     # (phalanx.core.barrier.completions); False: every member waits for its own /bind.
     complete_members: bool = True
+    # The longest commit record (its JSON text, bytes) a gang's bindings carry onto their
+    # pods; a longer one is written on the gang's object before the first binding. 0: every
+    # record is written first (DESIGN §6 to the letter, one more round trip per gang).
+    carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES
 
 
 class Extender:
@@ -154,6 +159,7 @@ class Extender:
             timers=timers,
             complete_members=s.complete_members,
             acts_alone=self._acts_alone,
+            carried_record_bytes=s.carried_record_bytes,
         )
         self.views = GangViews(self.state, self.planner, self.reporter, clock=clock)
         self.roll_forward = (

@@ -7,7 +7,8 @@ for the first full sync, then every `interval_seconds`, while the source says th
 instance holds the duty (its Lease), asks `core.rollforward.decide` about every commit
 record and carries it out:
 
-* COMPLETE — clear the record;
+* COMPLETE — clear the record (the copies a gang's bindings carried onto its bound members
+  stay there, settled: `CommitLog.clear_commit_record`);
 * ROLL_FORWARD — assume every listed member on its recorded node in one step (a
   reservation of the gang pointing elsewhere is released first: the record is the truth
   once written), then bind them concurrently through the service's one bind path

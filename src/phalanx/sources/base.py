@@ -68,12 +68,21 @@ class ClusterSource(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        record: CommitRecord | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         """Create the binding; raise BindError on failure. Overload may be retried within
-        `timeout_seconds` (None: the source's own default); a conflict never is."""
+        `timeout_seconds` (None: the source's own default); a conflict never is. `record`,
+        the gang's commit record, is persisted with the binding, in the same write: a pod
+        bound this way is never bound without it."""
 
     async def write_commit_record(self, record: CommitRecord) -> None:
-        """Persist the gang's placement before any of its bindings is issued."""
+        """Persist the gang's placement before any of its bindings is issued (a record too
+        long for its bindings to carry)."""
 
     async def emit_event(
         self,
@@ -141,4 +150,6 @@ class CommitLog(Protocol):
         ...
 
     async def clear_commit_record(self, group_key: str) -> None:
-        """Remove the record of a gang that is complete or released; best effort."""
+        """Remove the record of a gang that is complete or released; best effort. Copies
+        its bindings carried onto bound members may stay in the cluster (taking them back
+        costs a write per member), but are no longer among `commit_records`."""

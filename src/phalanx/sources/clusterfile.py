@@ -305,8 +305,15 @@ class ClusterFileSource:
         if self._sink is not None:
             self._sink(update)
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
-        del timeout_seconds  # in memory: answered at once
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        record: CommitRecord | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        """In memory, at once; a carried `record` is kept as if written (`records`)."""
+        del timeout_seconds
         if self._sink is None:
             raise BindError("cluster file source is not started")
         outcome: list[BindError] = []
@@ -331,6 +338,8 @@ class ClusterFileSource:
         if outcome:
             raise outcome[0]
         self.bindings.append((ref.key, node))
+        if record is not None:
+            self.records[record.group_key] = record
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         self.records[record.group_key] = record

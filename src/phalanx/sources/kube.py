@@ -700,9 +700,18 @@ class KubeSource:
         informer = self.pods if kind == "Pod" else self.nodes if kind == "Node" else None
         return informer.uid_of(key) if informer is not None else ""
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
-        """Overload is retried within `timeout_seconds` (the writer's); a conflict never is."""
-        await self.writer.bind(binding, timeout_seconds=timeout_seconds)
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        record: CommitRecord | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        """Overload is retried within `timeout_seconds` (the writer's); a conflict never is.
+        A carried `record` is the binding's annotation: the API server writes it onto the
+        pod with its node."""
+        annotations = self.commits.carried(record) if record is not None else None
+        await self.writer.bind(binding, annotations=annotations, timeout_seconds=timeout_seconds)
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         await self.commits.write(record)

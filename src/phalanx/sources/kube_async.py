@@ -394,7 +394,14 @@ class AsyncKubeClient:
         return await self.request("POST", path, body, deadline=deadline, lane=lane)
 
     async def bind(
-        self, namespace: str, name: str, uid: str, node: str, *, deadline: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        deadline: float | None = None,
     ) -> None:
         """POST pods/{name}/binding, retried on overload until `deadline`.
 
@@ -402,7 +409,7 @@ class AsyncKubeClient:
         or neither (still overloaded at the deadline, or another refusal). The answer is
         never decoded (see `kubeclient`).
         """
-        body = binding_body(namespace, name, uid, node)
+        body = binding_body(namespace, name, uid, node, annotations)
         call = self._new(
             "POST", binding_path(namespace, name), body, JSON, deadline, lane=Lane.BIND
         )

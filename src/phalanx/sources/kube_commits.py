@@ -1,13 +1,15 @@
 """Commit records in the live cluster (DESIGN §6): the annotation `phalanx.io/commit`.
 
-A gang's record lives on its PodGroup (of any dialect) when it has one, else on every
-member pod (annotation-only gangs, and the gangs of an upstream Workload, which holds
-several). Records are read back from the same watches that feed the model (`decode_pod`,
-and `kube_groups.decode_group_object` for gang objects, run on informer threads), so a new
-instance sees them after its first sync. `CommitBook`
-keeps what the watches show, writes a record before a gang's first binding (in the
-client's bind lane: the held binds wait on it), and clears it once the gang is complete or
-released (in the report lane: nothing waits on that). Loop only, except the decoders.
+A gang's record rides on its bindings onto each member they bind, when it is short
+(`core.rollforward.carried_by_bindings`). A longer one lives on its PodGroup (of any
+dialect) when it has one, else on every member pod (annotation-only gangs, and the gangs of
+an upstream Workload, which holds several). Records are read back from the same watches
+that feed the model (`decode_pod`, and `kube_groups.decode_group_object` for gang objects,
+run on informer threads), so a new instance sees them after its first sync. `CommitBook`
+keeps what the watches show, gives the annotation a gang's bindings carry (the record, when
+short), writes a longer record before a gang's first binding (in the client's bind lane: the
+held binds wait on it), and clears it once the gang is complete or released (in the report
+lane: nothing waits on that). Loop only, except the decoders.
 """
 
 from __future__ import annotations
@@ -86,11 +88,27 @@ def decode_pod(raw: dict[str, Any]) -> Recorded[Pod]:
 # ---- the book (loop) --------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    """A record as one pod carries it, and whether that pod is bound."""
+
+    record: CommitRecord
+    bound: bool
+
+
 class CommitBook:
     """The commit records the watches show, and their writes.
 
     `group_path(key)` is the API path of the gang's group object, or None when the gang
-    has none (annotation-only): then the record goes on every member.
+    has none (annotation-only): then a record written before the bindings goes on every
+    member. Where a gang has several records (on its object, on its members), the newest
+    is the one in force.
+
+    A record its bindings carried stays on each bound member for the pod's life: taking it
+    back would cost a write per member, and it is true. Clearing such a gang's record
+    *settles* those copies instead: they are no longer among `records()`, unless a newer
+    record of the gang turns up. A new instance settles them again at its first pass (every
+    recorded member is bound: `COMPLETE`), with no write.
     """
 
     def __init__(
@@ -103,45 +121,82 @@ class CommitBook:
         self.group_path = group_path
         self.wall_clock = wall_clock
         self._groups: dict[str, CommitRecord] = {}
-        self._pods: dict[str, CommitRecord] = {}  # by pod key, annotation-only gangs
+        self._pods: dict[str, _Copy] = {}  # by pod key
+        self._pods_of: dict[str, set[str]] = {}  # pod keys carrying a copy, by group key
+        self._settled: dict[str, str] = {}  # by group key: copies written at or before are done
+        self._records: dict[str, CommitRecord] | None = None  # `records()`, until a change
 
     # ---- what the watches show ---------------------------------------------------------
 
     def saw_group(self, key: str, recorded: Recorded[Any]) -> str:
         """A group object's record (or its absence); the reason it is unreadable, or ""."""
         if recorded.commit is not None:
-            self._groups[key] = recorded.commit
-        else:
-            self._groups.pop(key, None)
+            if self._groups.get(key) != recorded.commit:
+                self._groups[key] = recorded.commit
+                self._records = None
+        elif self._groups.pop(key, None) is not None:
+            self._records = None
         return recorded.commit_error
 
     def saw_pod(self, key: str, recorded: Recorded[Pod]) -> str:
         """A pod's record (or its absence); the reason it is unreadable, or ""."""
-        if recorded.commit is not None:
-            self._pods[key] = recorded.commit
-        else:
-            self._pods.pop(key, None)
+        if recorded.commit is None:
+            if key in self._pods:
+                self.forget_pod(key)
+            return recorded.commit_error
+        copy = _Copy(recorded.commit, bool(recorded.obj.node_name))
+        had = self._pods.get(key)
+        if had != copy:
+            if had is not None and had.record.group_key != copy.record.group_key:
+                self.forget_pod(key)
+            self._pods[key] = copy
+            self._pods_of.setdefault(copy.record.group_key, set()).add(key)
+            self._records = None
         return recorded.commit_error
 
     def forget_group(self, key: str) -> None:
-        self._groups.pop(key, None)
+        if self._groups.pop(key, None) is not None:
+            self._records = None
 
     def forget_pod(self, key: str) -> None:
-        self._pods.pop(key, None)
+        copy = self._pods.pop(key, None)
+        if copy is None:
+            return
+        group_key = copy.record.group_key
+        keys = self._pods_of.get(group_key, set())
+        keys.discard(key)
+        if not keys:
+            self._pods_of.pop(group_key, None)
+            self._settled.pop(group_key, None)
+        self._records = None
 
     def records(self) -> Mapping[str, CommitRecord]:
-        """The records the cluster holds now, by group key."""
-        records: dict[str, CommitRecord] = {}
-        for record in self._pods.values():
-            if self.group_path(record.group_key) is not None:
-                continue  # a PodGroup's own record wins over copies on pods
-            have = records.get(record.group_key)
-            if have is None or record.at > have.at:
-                records[record.group_key] = record
-        records.update(self._groups)
-        return records
+        """The records in force now, by group key: each gang's newest, but for settled
+        copies."""
+        if self._records is None:
+            self._records = {}
+            for key in self._groups.keys() | self._pods_of.keys():
+                record = self._newest(key)
+                if record is not None:
+                    self._records[key] = record
+        return self._records
+
+    def _newest(self, group_key: str) -> CommitRecord | None:
+        newest = self._groups.get(group_key)
+        settled = self._settled.get(group_key)
+        for pod_key in self._pods_of.get(group_key, ()):
+            record = self._pods[pod_key].record
+            if settled is not None and record.at <= settled:
+                continue
+            if newest is None or record.at > newest.at:
+                newest = record
+        return newest
 
     # ---- writes ------------------------------------------------------------------------
+
+    def carried(self, record: CommitRecord) -> dict[str, str]:
+        """The annotations a binding carrying `record` writes onto its pod."""
+        return {COMMIT_ANNOTATION: encode_commit_record(record, rfc3339(self.wall_clock()))}
 
     async def write(self, record: CommitRecord) -> None:
         """On the group object if the gang has one, else on every member (concurrently).
@@ -169,19 +224,23 @@ class CommitBook:
             raise failed[0]
 
     async def clear(self, group_key: str) -> None:
-        """Remove the record wherever it is. A copy that could not be removed stays in the
+        """Remove the record from the group object and from unbound pods; settle the copies
+        on bound pods (class docstring). A copy that could not be removed stays in the
         book (and in the API), so a later pass tries again."""
-        paths = {
-            k: pod_path(PodRef.parse(k)) for k, r in self._pods.items() if r.group_key == group_key
-        }
+        copies = {k: self._pods[k] for k in self._pods_of.get(group_key, ())}
+        kept = [c.record.at for c in copies.values() if c.bound]
+        if kept:
+            self._settled[group_key] = max(kept)
+            self._records = None
+        paths = {k: pod_path(PodRef.parse(k)) for k, c in copies.items() if not c.bound}
         path = self.group_path(group_key)
         if group_key in self._groups and path is not None:
             paths[""] = path
         for key in await self._clear(paths):
             if key:
-                self._pods.pop(key, None)
+                self.forget_pod(key)
             else:
-                self._groups.pop(group_key, None)
+                self.forget_group(group_key)
 
     async def _clear(self, paths: Mapping[str, str]) -> Sequence[str]:
         """Drop the annotation at each path, concurrently; the keys where it is gone now."""

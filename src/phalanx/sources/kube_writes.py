@@ -15,7 +15,8 @@ Every patch and POST names its lane (`in_flight.Lane`): `BIND` (the default) for
 `PooledWriter` has one pool and ignores it.
 
 A binding is never retried on a conflict (bound elsewhere) or when the pod is gone; what
-is left to retry after `timeout_seconds`, the service's binder decides.
+is left to retry after `timeout_seconds`, the service's binder decides. Its `annotations`
+(a gang's commit record) are written onto the pod by the API server with its node.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class KubeApi(Transport, Protocol):
         self, path: str, body: Mapping[str, Any], *, content_type: str = ...
     ) -> dict[str, Any]: ...
 
-    def bind(self, binding: Binding) -> None: ...
+    def bind(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -56,7 +57,13 @@ class KubeApi(Transport, Protocol):
 class Writer(Protocol):
     """Writes to the API from the event loop; raises ApiError (BindError for a binding)."""
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None: ...
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None: ...
 
     async def patch(
         self,
@@ -115,9 +122,15 @@ class PooledWriter:
                 await asyncio.sleep(self.settings.backoff_seconds * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         del timeout_seconds  # one attempt, bounded by the client's own request timeout
-        await self._call(self.api.bind, binding)
+        await self._call(self.api.bind, binding, annotations)
 
     async def patch(
         self,
@@ -169,13 +182,20 @@ class AsyncWriter:
     def _deadline(timeout_seconds: float | None) -> float | None:
         return None if timeout_seconds is None else time.monotonic() + timeout_seconds
 
-    async def bind(self, binding: Binding, *, timeout_seconds: float | None = None) -> None:
+    async def bind(
+        self,
+        binding: Binding,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         pod = binding.pod
         await self.client.bind(
             pod.namespace,
             pod.name,
             pod.uid,
             binding.node,
+            annotations=annotations,
             deadline=self._deadline(timeout_seconds),
         )
 

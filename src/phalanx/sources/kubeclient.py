@@ -231,11 +231,11 @@ class KubeClient:
 
     # ---- bindings ------------------------------------------------------------------------
 
-    def bind(self, binding: Binding) -> None:
+    def bind(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None:
         """POST pods/{name}/binding; BindError(gone=...) / (conflict=...) on refusal."""
         pod, node = binding.pod, binding.node
         namespace, name, uid = pod.namespace, pod.name, pod.uid
-        body = binding_body(namespace, name, uid, node)
+        body = binding_body(namespace, name, uid, node, annotations)
         try:
             raw = self._send("POST", binding_path(namespace, name), body=body)
         except ApiError as exc:
@@ -243,12 +243,24 @@ class KubeClient:
         raw.release_conn()  # the answer is never read (see module docstring)
 
 
-def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
-    """The Binding object for `pods/{name}/binding`; the UID makes it a precondition."""
+def binding_body(
+    namespace: str,
+    name: str,
+    uid: str,
+    node: str,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Binding object for `pods/{name}/binding`; the UID makes it a precondition, and
+    the API server writes its `annotations` onto the pod in the same update as its node."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",
-        "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+        "metadata": meta,
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
 

@@ -15,6 +15,7 @@ lane: nothing waits on that). Loop only, except the decoders.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,13 @@ def commit_of(group_key: str | None, raw: Mapping[str, Any]) -> tuple[CommitReco
     text = _annotations(raw).get(COMMIT_ANNOTATION)
     if group_key is None or not isinstance(text, str) or not text:
         return None, ""
+    return _decoded(group_key, text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(group_key: str, text: str) -> tuple[CommitRecord | None, str]:
+    """Decoded once per text: a bound member carries its record for life, so every later
+    event of the pod (its status, say) and every member of its gang repeat the same one."""
     try:
         return decode_commit_record(group_key, text), ""
     except ValueError as exc:

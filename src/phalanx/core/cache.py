@@ -195,7 +195,7 @@ class Reservation:
 
 def _live(pod: Pod) -> bool:
     """Whether `pod` counts among its gang's members (`ClusterState.members`)."""
-    return not (pod.terminal or pod.deleting)
+    return not pod.departing
 
 
 def _name(pod: Pod) -> str:

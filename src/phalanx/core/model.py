@@ -468,6 +468,11 @@ class Pod:
     def terminal(self) -> bool:
         return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
+    @property
+    def departing(self) -> bool:
+        """Finished, or being deleted: no longer one of its gang's members."""
+        return self.terminal or self.deleting
+
 
 class PolicyKind(StrEnum):
     PACK = "pack"

@@ -247,4 +247,4 @@ class _Units:
 
     def _live_bound(self, pods: Iterable[Pod]) -> Iterable[Pod]:
         state = self._state
-        return (p for p in pods if not (p.terminal or p.deleting) and state.is_bound(p))
+        return (p for p in pods if not p.departing and state.is_bound(p))

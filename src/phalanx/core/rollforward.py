@@ -160,7 +160,7 @@ def decide(
             bound += 1  # bound here, or elsewhere by someone else: either way it is placed
         elif state.assumed_node(pod.uid) is not None:
             return Decision(key, Verdict.WAIT, reason=f"pod {pod_key} is being bound")
-        elif pod.terminal or pod.deleting:
+        elif pod.departing:
             vanished.append(pod_key)
         else:
             pending.append((pod, node))

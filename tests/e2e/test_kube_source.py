@@ -635,50 +635,75 @@ def test_one_holder_of_the_roll_forward_lease_at_a_time(
         second.stop()
 
 
+def two_node_gang(
+    cp: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    name: str,
+    size: int,
+) -> dict[str, str]:
+    """Nodes `kube-src-<name>-0` and `-1` (8 GPUs each), a PodGroup `name` of `size`, and its
+    members `<name>-<i>` (2 GPUs each), pending; their UIDs by pod name."""
+    gpu_nodes(f"kube-src-{name}-0", gpus=8)
+    gpu_nodes(f"kube-src-{name}-1", gpus=8)
+    make_pod_group(cp, namespace, name, size)
+    label = {"scheduling.x-k8s.io/pod-group": name}
+    return {
+        n: make_pod(cp, namespace, n, gpus=2, labels=label)["metadata"]["uid"]
+        for n in (f"{name}-{i}" for i in range(size))
+    }
+
+
+@pytest.mark.parametrize("carried", [True, False], ids=["carried-by-its-binding", "written-first"])
 def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
     control_plane: launcher.ControlPlane,
     live: Live,
     namespace: str,
     gpu_nodes: Callable[..., dict[str, Any]],
+    carried: bool,
 ) -> None:
     cp = control_plane
-    gpu_nodes("kube-src-rf-0", gpus=8)
-    gpu_nodes("kube-src-rf-1", gpus=8)
-    make_pod_group(cp, namespace, "rf", 3)
-    label = {"scheduling.x-k8s.io/pod-group": "rf"}
-    uids = {
-        n: make_pod(cp, namespace, n, gpus=2, labels=label)["metadata"]["uid"]
-        for n in ("rf-0", "rf-1", "rf-2")
-    }
-    placements = {
-        f"{namespace}/rf-0": "kube-src-rf-0",
-        f"{namespace}/rf-1": "kube-src-rf-0",
-        f"{namespace}/rf-2": "kube-src-rf-1",
-    }
-    key = f"{namespace}/rf"
-    # What a Phalanx that died mid-gang leaves behind: the record, and one member bound.
-    live.run(
-        live.source.write_commit_record(
-            CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
-        )
-    )
-    live.run(live.source.bind(Binding(PodRef(namespace, "rf-0", uids["rf-0"]), "kube-src-rf-0")))
+    name = "rf-carried" if carried else "rf"
+    uids = two_node_gang(cp, namespace, gpu_nodes, name, 3)
+    nodes = (f"kube-src-{name}-0", f"kube-src-{name}-0", f"kube-src-{name}-1")
+    placements = {f"{namespace}/{name}-{i}": node for i, node in enumerate(nodes)}
+    key = f"{namespace}/{name}"
+    record = CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
+    first = f"{name}-0"
+    group_path = f"{PG_API}/namespaces/{namespace}/podgroups/{name}"
+    # What a Phalanx that died mid-gang leaves behind: one member bound, and the record on
+    # it (its binding carried the record) or on the PodGroup (a record too long to carry).
+    if not carried:
+        live.run(live.source.write_commit_record(record))
+    binding = Binding(PodRef(namespace, first, uids[first]), nodes[0])
+    live.run(live.source.bind(binding, record=record if carried else None))
+    pod = get(cp, f"/api/v1/namespaces/{namespace}/pods/{first}")
+    assert pod["spec"]["nodeName"] == nodes[0]
+    on_pod = (pod["metadata"].get("annotations") or {}).get(COMMIT_ANNOTATION, "")
+    on_group = (get(cp, group_path)["metadata"].get("annotations") or {}).get(COMMIT_ANNOTATION)
+    if carried:  # in the same write as the pod's node, and nothing written apart
+        assert '"placements":{' in on_pod
+        assert on_group is None
+    else:
+        assert on_pod == ""
+        assert on_group is not None
     live.wait(
         "record and binding seen",
         lambda st: (
             key in live.source.commit_records()
-            and present(st.pod_by_key(namespace, "rf-0")).node_name
+            and present(st.pod_by_key(namespace, first)).node_name
         ),
     )
+    assert live.look(lambda _: live.source.commit_records()[key].placements) == placements
     launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
 
     roller = roll_forward(live, RollForwardSettings(grace_seconds=0.0))
     (decision,) = live.run(roller.run_once())
     assert decision.verdict is Verdict.ROLL_FORWARD
-    for name in ("rf-1", "rf-2"):
+    for i in (1, 2):
         assert (
-            get(cp, f"/api/v1/namespaces/{namespace}/pods/{name}")["spec"]["nodeName"]
-            == placements[f"{namespace}/{name}"]
+            get(cp, f"/api/v1/namespaces/{namespace}/pods/{name}-{i}")["spec"]["nodeName"]
+            == nodes[i]
         )
     assert (
         live.look(lambda _: live.extender.planner.journal.record(key).last_outcome)
@@ -688,67 +713,15 @@ def test_roll_forward_binds_the_rest_of_a_gang_from_its_commit_record(
     live.wait("bindings seen", lambda st: all(p.node_name for p in st.members(key)))
     (done,) = live.run(roller.run_once())
     assert done.verdict is Verdict.COMPLETE
-    assert COMMIT_ANNOTATION not in get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/rf")[
-        "metadata"
-    ].get("annotations", {})
+    # Cleared from the PodGroup; a copy its binding carried stays on the pod, settled.
+    assert COMMIT_ANNOTATION not in (get(cp, group_path)["metadata"].get("annotations") or {})
+    pod = get(cp, f"/api/v1/namespaces/{namespace}/pods/{first}")
+    assert (COMMIT_ANNOTATION in (pod["metadata"].get("annotations") or {})) is carried
     launcher.wait_for(
         "record gone",
         lambda: not live.look(lambda _: key in live.source.commit_records()),
         timeout=20,
     )
-    assert live.run(roller.run_once()) == []
-
-
-def test_a_binding_carries_its_gangs_record_onto_the_pod_and_roll_forward_finishes_from_it(
-    control_plane: launcher.ControlPlane,
-    live: Live,
-    namespace: str,
-    gpu_nodes: Callable[..., dict[str, Any]],
-) -> None:
-    cp = control_plane
-    gpu_nodes("kube-src-cr-0", gpus=8)
-    gpu_nodes("kube-src-cr-1", gpus=8)
-    make_pod_group(cp, namespace, "cr", 2)
-    label = {"scheduling.x-k8s.io/pod-group": "cr"}
-    uids = {
-        n: make_pod(cp, namespace, n, gpus=2, labels=label)["metadata"]["uid"]
-        for n in ("cr-0", "cr-1")
-    }
-    placements = {f"{namespace}/cr-0": "kube-src-cr-0", f"{namespace}/cr-1": "kube-src-cr-1"}
-    key = f"{namespace}/cr"
-    record = CommitRecord(key, placements, {f"{namespace}/{n}": u for n, u in uids.items()})
-    # What a Phalanx that died mid-gang leaves behind: one member bound, carrying the record.
-    live.run(
-        live.source.bind(
-            Binding(PodRef(namespace, "cr-0", uids["cr-0"]), "kube-src-cr-0"), record=record
-        )
-    )
-    pod = get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-0")
-    assert pod["spec"]["nodeName"] == "kube-src-cr-0"  # in the same write as the record
-    assert '"placements":{' in pod["metadata"]["annotations"][COMMIT_ANNOTATION]
-    assert COMMIT_ANNOTATION not in get(cp, f"{PG_API}/namespaces/{namespace}/podgroups/cr")[
-        "metadata"
-    ].get("annotations", {})  # nothing written apart
-    live.wait("record seen", lambda _: key in live.source.commit_records())
-    assert live.look(lambda _: live.source.commit_records()[key].placements) == placements
-    launcher.wait_for("lease", lambda: live.source.may_roll_forward, timeout=10)
-
-    roller = roll_forward(live, RollForwardSettings(grace_seconds=0.0))
-    (decision,) = live.run(roller.run_once())
-    assert decision.verdict is Verdict.ROLL_FORWARD
-    assert get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-1")["spec"]["nodeName"] == (
-        "kube-src-cr-1"
-    )
-
-    live.wait("bindings seen", lambda st: all(p.node_name for p in st.members(key)))
-    (done,) = live.run(roller.run_once())
-    assert done.verdict is Verdict.COMPLETE
-    # Settled, not taken back: the copy on cr-0 stays, and is no longer in force.
-    assert (
-        COMMIT_ANNOTATION
-        in get(cp, f"/api/v1/namespaces/{namespace}/pods/cr-0")["metadata"]["annotations"]
-    )
-    assert not live.look(lambda _: key in live.source.commit_records())
     assert live.run(roller.run_once()) == []
 
 

@@ -213,24 +213,29 @@ class Dra:
         return refused_by_dynamic_resources(self.sc, pods)
 
 
-#: Phalanx's reasons while its informer has not yet seen a member's claims (it refuses every
-#: node offered): the claims are unknown, or the pod's status names a claim made from its
-#: template that has not reached the informer. kube-scheduler's own filters ran first, so
+#: Phalanx's reasons while its informers have not yet seen what a member needs (it refuses
+#: every node offered, planning nothing): the claims are unknown, the pod's status names a
+#: claim made from its template that has not reached the informer, or the gang's PodGroup,
+#: created just before its pods, has not either. kube-scheduler's own filters ran first, so
 #: such a cycle's message also names every node DynamicResources refused, whatever Phalanx
 #: would have planned.
-CLAIMS_NOT_SEEN_YET = ("are not known to Phalanx yet", "waiting for ResourceClaim")
+NOT_SEEN_YET = (
+    "are not known to Phalanx yet",
+    "waiting for ResourceClaim",
+    "to exist (pods name it with a label)",
+)
 
 
 def refused_by_dynamic_resources(sc: Scenario, pods: Sequence[str]) -> list[str]:
     """kube-scheduler's messages saying it could not allocate a member's claims on a node,
-    in cycles where Phalanx had seen the claims (a node Phalanx planned that DynamicResources
-    then refused)."""
+    in cycles where Phalanx had seen the claims and the gang (a node Phalanx planned that
+    DynamicResources then refused)."""
     return [
         f"{pod}: {message}"
         for pod in pods
         for e in sc.events(pod, reason="FailedScheduling")
         if "cannot allocate all claims" in (message := e.get("message") or "")
-        and not any(unseen in message for unseen in CLAIMS_NOT_SEEN_YET)
+        and not any(unseen in message for unseen in NOT_SEEN_YET)
     ]
 
 

@@ -64,6 +64,17 @@ def test_the_annotation_a_binding_carries_is_the_record_stamped_now() -> None:
     assert '"placements":{"default/g-0":"n1","default/g-1":"n1"}' in text
 
 
+def test_each_binding_is_stamped_when_it_is_sent_and_carries_its_own_gangs_record() -> None:
+    now = [1_800_000_000.0]
+    book = CommitBook(RecordingWriter(), lambda _: PG_PATH, lambda: now[0])
+    first, other = record("", "g-0", "g-1"), record("", "h-0")
+    assert book.carried(first) == book.carried(first)  # the same gang, the same second
+    now[0] += 1
+    assert '"at":"2027-01-15T08:00:01Z"' in book.carried(first)[COMMIT_ANNOTATION]
+    assert '"placements":{"default/h-0":"n1"}' in book.carried(other)[COMMIT_ANNOTATION]
+    assert '"default/g-1"' in book.carried(first)[COMMIT_ANNOTATION]
+
+
 def test_the_newest_of_a_gangs_records_is_in_force_wherever_each_is_kept() -> None:
     book = book_of(RecordingWriter())
     on_the_podgroup(book, record("2026-12-01T10:00:00Z", "old-0", "old-1"))

@@ -133,6 +133,7 @@ class CommitBook:
         self._pods_of: dict[str, set[str]] = {}  # pod keys carrying a copy, by group key
         self._settled: dict[str, str] = {}  # by group key: copies written at or before are done
         self._records: dict[str, CommitRecord] | None = None  # `records()`, until a change
+        self._carried: tuple[CommitRecord, str, str] | None = None  # record, at, its text
 
     # ---- what the watches show ---------------------------------------------------------
 
@@ -203,8 +204,14 @@ class CommitBook:
     # ---- writes ------------------------------------------------------------------------
 
     def carried(self, record: CommitRecord) -> dict[str, str]:
-        """The annotations a binding carrying `record` writes onto its pod."""
-        return {COMMIT_ANNOTATION: encode_commit_record(record, rfc3339(self.wall_clock()))}
+        """The annotations a binding carrying `record` writes onto its pod. A gang's
+        bindings all ask in the same step of the loop, so the text is encoded once per gang
+        (and stamped second), not once per member."""
+        at = rfc3339(self.wall_clock())
+        last = self._carried
+        if last is None or last[0] is not record or last[1] != at:
+            last = self._carried = (record, at, encode_commit_record(record, at))
+        return {COMMIT_ANNOTATION: last[2]}
 
     async def write(self, record: CommitRecord) -> None:
         """On the group object if the gang has one, else on every member (concurrently).

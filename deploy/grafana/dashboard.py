@@ -531,6 +531,16 @@ def extender_row(m: Exported) -> list[timeseries.Panel]:
             style="bars",
         ),
         timeseries_panel(
+            "Watch delay (p50 / p99)",
+            "From the API server's answer to a binding Phalanx made to its pod watch showing "
+            "the pod bound: how stale the cluster snapshot is. It is mostly the API server's "
+            "own delay in delivering watch events, which every watcher (kube-scheduler's "
+            "too) shares and which grows with its load; seconds mean a saturated API server.",
+            units.Seconds,
+            quantiles(m, "phalanx_watch_delay_seconds", (0.5, 0.99)),
+            width=12,
+        ),
+        timeseries_panel(
             "Cache synced per instance",
             "Per replica: 1 once its cluster model is synced.",
             units.NoUnit,

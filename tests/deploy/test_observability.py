@@ -38,6 +38,7 @@ EXPORTED_FAMILIES = {
     "phalanx_event_loop_lag_seconds",
     "phalanx_bindings_total",
     "phalanx_watch_restarts_total",
+    "phalanx_watch_delay_seconds",
     "phalanx_plan_data_transfers",
     "phalanx_gpus",
     "phalanx_cluster_gpus",

@@ -213,6 +213,10 @@ def restarts(metrics: Metrics) -> float:
     )
 
 
+def watch_delays(metrics: Metrics) -> float:
+    return metrics.registry.get_sample_value("phalanx_watch_delay_seconds_count") or 0.0
+
+
 # ---- tests --------------------------------------------------------------------------------
 
 
@@ -332,6 +336,8 @@ def test_bind_creates_a_real_binding_and_maps_refusals(
         "binding seen",
         lambda st: present(st.pod_by_key(namespace, "p")).node_name == "kube-src-bind-0",
     )
+    # Timed once, from the API server's answer to the pod watch showing it bound.
+    assert watch_delays(live.metrics) == 1
 
     with pytest.raises(BindError) as conflict:
         live.run(live.source.bind(Binding(PodRef(namespace, "p", uid), "kube-src-bind-1")))
@@ -350,6 +356,7 @@ def test_bind_creates_a_real_binding_and_maps_refusals(
             )
         )
     assert recreated.value.gone  # the UID precondition failed: the pod we meant is gone
+    assert watch_delays(live.metrics) == 1  # refused bindings are not timed
 
 
 def test_commit_records_are_written_read_back_and_cleared(

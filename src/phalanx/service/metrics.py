@@ -72,6 +72,13 @@ class Metrics:
             ["kind", "reason"],
             registry=r,
         )
+        self.watch_delay = Histogram(
+            "phalanx_watch_delay_seconds",
+            "From the API server's answer to a binding Phalanx made to its pod watch showing "
+            "the pod bound: how far the cluster snapshot trails the API server.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.gang_placements = Counter(
             "phalanx_gang_placements",
             "Gangs whose quorum bound, by the narrowest topology level one of whose domains "

@@ -91,6 +91,7 @@ from phalanx.sources.kubeclient import (
 )
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 from phalanx.sources.notices import Notices
+from phalanx.sources.sightings import BindingSightings
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +115,24 @@ class _Labelled(Protocol):
     def labels(self, *values: str) -> _Inc: ...
 
 
+class _Observe(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
 class WatchMetrics(Protocol):
     """The part of `phalanx.service.metrics.Metrics` a source updates or exports through."""
 
     @property
     def watch_restarts(self) -> _Labelled: ...
 
+    @property
+    def watch_delay(self) -> _Observe: ...
+
     def watch_api_client(self, counts: Callable[[], AsyncKubeCounts]) -> None: ...
+
+
+def _ignore_delay(seconds: float) -> None:
+    del seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +278,9 @@ class KubeSource:
         self._served: Served | None = None  # the last discovery's answer
         self._unsynced_groups: set[str] = set()  # gang kinds served at start, not yet listed
         self.notices = Notices(log, self._spawn)
+        self.sightings = BindingSightings(
+            metrics.watch_delay.observe if metrics is not None else _ignore_delay, clock
+        )
         # Per child PodGroup of a composite gang, what `_note_children` last found ignored.
         self._child_notes: dict[str, tuple[str, ...]] = {}
 
@@ -426,6 +441,8 @@ class KubeSource:
                         self.commits.forget_pod(change.key)
                         continue
                     self.dra.upsert_pod(state, pod)
+                    if pod.node_name:
+                        self.sightings.seen_bound(pod.uid)
                     error = self.commits.saw_pod(change.key, change.obj)
                     if error:
                         self._report("Pod", change.key, error)
@@ -437,6 +454,7 @@ class KubeSource:
                         self._contested(pod)
                 else:
                     self.dra.remove_pod(state, change.uid)
+                    self.sightings.forget(change.uid)
                     self.commits.forget_pod(change.key)
                     self.notices.forget(change.key)
                     if isinstance(change, Invalid):
@@ -711,7 +729,16 @@ class KubeSource:
         A carried `record` is the binding's annotation: the API server writes it onto the
         pod with its node."""
         annotations = self.commits.carried(record) if record is not None else None
-        await self.writer.bind(binding, annotations=annotations, timeout_seconds=timeout_seconds)
+        uid = binding.pod.uid
+        self.sightings.sent(uid)
+        try:
+            await self.writer.bind(
+                binding, annotations=annotations, timeout_seconds=timeout_seconds
+            )
+        except BaseException:
+            self.sightings.failed(uid)
+            raise
+        self.sightings.answered(uid)
 
     async def write_commit_record(self, record: CommitRecord) -> None:
         await self.commits.write(record)

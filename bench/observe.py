@@ -149,6 +149,12 @@ class PodWatch:
 
     ``conditions[name] = [Condition, ...]``: the pod's ``PodScheduled`` condition each time its
     status, reason or message was seen to change (kube-scheduler rewrites it only then).
+
+    ``seen[name]``: the first moment the pod was seen at all. Against the moment its creation
+    was answered, that is how late the API server's watches deliver: every watcher shares
+    the delay (a separate process doing nothing but reading, the benchmark's watch and
+    Phalanx's informer saw the same pods within milliseconds of each other;
+    ``bench/results/2026-12-06-watch-delay/``).
     """
 
     api: Api
@@ -156,6 +162,7 @@ class PodWatch:
     clock: Callable[[], float] = time.monotonic
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
     conditions: dict[str, list[Condition]] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
     error: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -187,6 +194,10 @@ class PodWatch:
         with self._lock:
             return dict(self.bound)
 
+    def first_seen(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.seen)
+
     def condition_history(self) -> dict[str, list[Condition]]:
         with self._lock:
             return {name: list(seen) for name, seen in self.conditions.items()}
@@ -198,6 +209,7 @@ class PodWatch:
             return
         scheduled = pod_scheduled(pod, now)
         with self._lock:
+            self.seen.setdefault(name, now)
             if node:
                 self.bound.setdefault(name, (now, node))
             if scheduled is not None:

@@ -17,6 +17,10 @@ which only Phalanx can report (its /metrics). Definitions:
 * **GPUs allocated at saturation** — GPUs requested by bound pods when the run ended (all bound,
   or nothing bound for the settle window); *in whole gangs* counts only single pods and
   members of gangs that became whole, i.e. GPUs doing useful work.
+* **the API server's watch delay** — per pod, from its creation being answered to the pod
+  watch's first sight of it; p50 / p90. Every watcher gets an event at about the same moment
+  (the scheduler's, Phalanx's, this one), so it is how late every scheduler learns of a pod,
+  and how late this watch sees a binding. It grows with the load on the machine.
 * **gangs placed vs feasible** — gangs that became whole, against what an offline greedy
   all-or-nothing packer fits on the empty cluster (``workloads.feasible_gangs``).
 * **time to unschedulable** (the impossible-gang workloads) — the gang's members are created
@@ -223,6 +227,8 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         "request_latency": histogram(samples, "phalanx_request_duration_seconds", "verb"),
         # How late its loop ran what was due: the wait before a call is even read.
         "loop_lag": histogram(samples, "phalanx_event_loop_lag_seconds", None).get(""),
+        # From each of its bindings answered to its pod watch showing it: how stale its model ran.
+        "watch_delay": histogram(samples, "phalanx_watch_delay_seconds", None).get(""),
         "gang_time_to_bind": histogram(samples, "phalanx_gang_time_to_bind_seconds", None).get(""),
         # An opened gate's steps (record, bindings) and the gang's partially-bound window.
         "bind_steps": histogram(samples, "phalanx_gang_bind_step_seconds", "step"),
@@ -476,6 +482,17 @@ def unschedulable_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
 # ---- one run ----------------------------------------------------------------------------------
 
 
+def watch_delays(work: workloads.Workload, rec: Any) -> list[float]:
+    """Per pod, from its creation being answered to the benchmark's watch first seeing it
+    (s): how late the API server's watches deliver, to every watcher alike (Phalanx's
+    informer and kube-scheduler's too). It grows with the load on the machine. None for a
+    gated workload, whose `created` is each gate's release, after the pod was first seen."""
+    if work.gated:
+        return []
+    seen = getattr(rec, "seen", None) or {}
+    return [seen[name] - t for name, t in rec.created.items() if name in seen]
+
+
 def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
     t0 = rec.t_first_create
     gpus = {m.name: m.gpus for m in work.pods}
@@ -518,6 +535,7 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
     in_whole = sum(gpus[n] for _, n in binds if group_of[n] is None or group_of[n] in whole_set)
     throughput = downsample([(t - t0, i + 1) for i, (t, _) in enumerate(binds)])
     ttw_cdf = downsample([(v, (i + 1) / len(ttw)) for i, v in enumerate(sorted(ttw))])
+    delays = watch_delays(work, rec)
     out: dict[str, Any] = {
         "workload": work.key,
         "scheduler": rec.scheduler,
@@ -527,6 +545,8 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
         "pods_bound": len(binds),
         "create_errors": rec.create_errors,
         "creation_seconds": r3(rec.t_last_create - t0),
+        "watch_delay_p50_s": r3(quantile(delays, 0.5)),
+        "watch_delay_p90_s": r3(quantile(delays, 0.9)),
         "first_create_to_last_bind_seconds": r3(span),
         "pods_per_second": r3(len(binds) / span) if span else None,
         "gpus_in_cluster": work.nodes * workloads.NODE_GPUS,
@@ -1184,6 +1204,8 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             ("end", "run ended", None),
             ("pods_bound", "pods bound", True),
             ("creation_seconds", "all pods created after (s)", None),
+            ("watch_delay_p50_s", "the API server's watch delay p50 (s)", None),
+            ("watch_delay_p90_s", "the API server's watch delay p90 (s)", None),
             *COMPARED,
             ("gangs_partial_at_end", "gangs partial at the end", False),
             ("gangs_partial_over_1s", "gangs partial > 1 s", False),
@@ -1227,7 +1249,9 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         "Quantiles are interpolated inside Phalanx's histogram buckets (1 ms × 2^k), so below "
         "1 ms only the mean is exact. A verb's time starts once its body is read; *loop lag* "
         "is how late Phalanx's event loop ran a timer that was due (sampled every 50 ms, "
-        "buckets from 0.25 ms): about the wait before a call is read at all. The *gate* rows "
+        "buckets from 0.25 ms): about the wait before a call is read at all. *Watch delay* is "
+        "from the API server's answer to each binding Phalanx made to its pod watch showing "
+        "the pod bound: how stale its model ran. The *gate* rows "
         "time each gang once its quorum was at the barrier: its commit record written "
         "(*record*), then all its bindings answered (*bindings*); the *partial window* is "
         "from its first binding landing to its last.",
@@ -1240,6 +1264,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         lat = figures.get("request_latency") or {}
         timed = [(verb, lat.get(verb)) for verb in ("filter", "prioritize", "bind", "preempt")]
         timed.append(("loop lag", figures.get("loop_lag")))
+        timed.append(("watch delay", figures.get("watch_delay")))
         steps = figures.get("bind_steps") or {}
         timed += [(f"gate: {step}", steps.get(step)) for step in ("record", "bindings")]
         timed.append(("gate: partial window", figures.get("bind_window")))

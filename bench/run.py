@@ -156,6 +156,8 @@ class RunRecord:
     namespace: str
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: When the benchmark's watch first saw each pod (its creation is in `created`).
+    seen: dict[str, float] = field(default_factory=dict)
     t_first_create: float = 0.0
     t_last_create: float = 0.0
     t_end: float = 0.0
@@ -461,6 +463,7 @@ def run_one(
                 poll.stop()
                 rec.group_status.extend(poll.history)
             rec.bound = watch.snapshot()
+            rec.seen = watch.first_seen()
             if work.impossible:
                 rec.conditions = watch.condition_history()
             rec.watch_restarts = watch.restarts

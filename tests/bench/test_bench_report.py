@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import sys
 import zlib
@@ -181,6 +182,22 @@ def test_the_loop_lag_is_read_from_its_own_histogram() -> None:
     assert lag == {"count": 10, "mean_ms": 0.4, "p50_ms": 0.375, "p99_ms": 0.497}
 
 
+def test_the_watch_delay_is_read_from_its_own_histogram() -> None:
+    text = "\n".join(
+        [
+            'phalanx_watch_delay_seconds_bucket{le="0.064"} 1',
+            'phalanx_watch_delay_seconds_bucket{le="0.128"} 4',
+            'phalanx_watch_delay_seconds_bucket{le="+Inf"} 4',
+            "phalanx_watch_delay_seconds_sum 0.3",
+            "phalanx_watch_delay_seconds_count 4",
+        ]
+    )
+    delay = report.phalanx_figures(text)["watch_delay"]
+    assert delay is not None
+    assert delay["count"] == 4
+    assert delay["mean_ms"] == pytest.approx(75.0)
+
+
 def test_an_opened_gates_steps_are_read_per_step_with_the_partial_window() -> None:
     text = "\n".join(
         [
@@ -330,3 +347,17 @@ def test_every_contender_has_a_place_in_the_run_order_and_the_report_columns() -
     # never shown.
     assert set(run.SCHEDULER_ORDER) == set(schedulers.SCHEDULERS)
     assert list(report.ORDER) == list(run.SCHEDULER_ORDER)
+
+
+def test_the_watch_delay_runs_from_a_pods_creation_answered_to_its_first_sight() -> None:
+    seen = {"a-0": 0.05, "a-1": 0.6, "b-0": 0.5, "b-1": 0.4, "solo": 0.1}
+    figs = report.run_figures(two_gangs_of_two(), record({"a-0": 1.0, "a-1": 1.0}, seen=seen))
+    # delays: a-0 0.05, a-1 0.1, b-0 0.3, b-1 0.1, solo 0.0 (seen as its creation returned)
+    assert figs["watch_delay_p50_s"] == pytest.approx(0.1)
+    assert figs["watch_delay_p90_s"] == pytest.approx(0.3)
+
+
+def test_a_gated_workloads_watch_delay_is_not_judged_its_pods_were_seen_before_release() -> None:
+    gated = dataclasses.replace(two_gangs_of_two(), gated=True)
+    figs = report.run_figures(gated, record({}, seen=dict.fromkeys(("a-0", "b-0"), 0.0)))
+    assert figs["watch_delay_p50_s"] is None

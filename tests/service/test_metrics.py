@@ -1,10 +1,18 @@
-"""Metrics: what a scrape shows of the asynchronous API client's own counts."""
+"""Metrics: what a scrape shows of the asynchronous API client's own counts, and where a
+scrape's work runs."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Iterator
+
 import pytest
 from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from phalanx.service.metrics import Metrics
 from phalanx.sources.kube_async import AsyncKubeCounts
@@ -117,3 +125,58 @@ def test_a_client_made_after_registration_is_the_one_exported() -> None:
 
 def test_without_an_api_client_no_api_client_family_is_exported() -> None:
     assert client_families(Metrics()) == {}
+
+
+# ---- where a scrape runs ----------------------------------------------------------------
+
+
+class ReadWatched(GaugeMetricFamily):
+    """A family noting which threads read its samples (its collector is the model's part)."""
+
+    def __init__(self, readers: set[int]) -> None:
+        self._readers = readers
+        self._samples: list[object] = []
+        super().__init__("test_model_gpus", "GPUs, as a model collector reads them.")
+        self.add_metric([], 8)
+
+    @property  # type: ignore[override]
+    def samples(self) -> list[object]:
+        self._readers.add(threading.get_ident())
+        return self._samples
+
+    @samples.setter
+    def samples(self, value: list[object]) -> None:
+        self._samples = value
+
+
+class ModelCollector(Collector):
+    def __init__(self) -> None:
+        self.collected_on: set[int] = set()
+        self.formatted_on: set[int] = set()
+
+    def collect(self) -> Iterator[Metric]:
+        self.collected_on.add(threading.get_ident())
+        family = ReadWatched(self.formatted_on)
+        self.formatted_on.clear()  # adding the sample read them here; formatting is next
+        yield family
+
+
+def test_a_scrape_reads_collectors_on_the_loop_and_formats_them_on_another_thread() -> None:
+    metrics = Metrics()
+    model = ModelCollector()
+    metrics.registry.register(model)
+
+    async def scrape_on_the_loop() -> tuple[bytes, int]:
+        return await metrics.exposition(), threading.get_ident()
+
+    text, loop_thread = asyncio.run(scrape_on_the_loop())
+    assert model.collected_on == {loop_thread}  # the model is read by its only reader
+    assert model.formatted_on
+    assert loop_thread not in model.formatted_on  # the text is made off the loop
+    assert "test_model_gpus 8.0" in text.decode()
+
+
+def test_a_scrape_off_the_loop_shows_what_one_on_it_shows() -> None:
+    metrics = watching(BUSY)
+    metrics.watch_delay.observe(0.3)
+    assert asyncio.run(metrics.exposition()) == generate_latest(metrics.registry)

@@ -7,7 +7,7 @@ while the loop is writing it.
 from __future__ import annotations
 
 from fastapi import APIRouter
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -36,7 +36,7 @@ def ops_router(extender: Extender) -> APIRouter:
 
     @router.get("/metrics")
     async def metrics() -> Response:
-        return metrics_response(extender)
+        return await metrics_response(extender)
 
     @router.get("/debug/groups")
     async def debug_groups() -> Response:
@@ -72,8 +72,8 @@ def readyz_response(extender: Extender) -> Response:
     return OrjsonResponse({"status": "not ready", "reason": NOT_READY}, status_code=503)
 
 
-def metrics_response(extender: Extender) -> Response:
-    return Response(generate_latest(extender.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+async def metrics_response(extender: Extender) -> Response:
+    return Response(await extender.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 def probe_routes(extender: Extender) -> list[Route]:
@@ -81,7 +81,7 @@ def probe_routes(extender: Extender) -> list[Route]:
     with the extender port on loopback, kubelet probes and Prometheus reach this one."""
 
     async def metrics(_request: Request) -> Response:
-        return metrics_response(extender)
+        return await metrics_response(extender)
 
     async def healthz(_request: Request) -> Response:
         return healthz_response()

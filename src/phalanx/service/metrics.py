@@ -5,15 +5,23 @@ Counters and histograms are updated as things happen; gauges that describe the m
 at scrape time, so they can never drift from the truth. The asynchronous API client counts
 for itself (`AsyncKubeCounts`); its counters are read at scrape time too, so a request
 costs no metric work.
+
+A scrape reads every collector on the event loop (the model's only reader) and formats
+the text on a worker thread (`Metrics.exposition`): on 5,000 nodes the per-node gauges are
+15,000 samples, and their text took three quarters of a 60 ms scrape that held the loop
+(`bench/bench_scrape.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from phalanx.core.cache import ClusterState
 from phalanx.core.eligibility import term_matches
@@ -169,6 +177,11 @@ class Metrics:
             registry=r,
         )
 
+    async def exposition(self) -> bytes:
+        """The text format of every metric: read now, on the calling loop, and formatted on
+        a worker thread, so the loop serves extender calls meanwhile."""
+        return await asyncio.to_thread(generate_latest, Collected(self.registry))
+
     def watch(
         self,
         state: ClusterState,
@@ -188,6 +201,20 @@ class Metrics:
 
         Assumes scrapes run on the client's event loop (its counts are loop-only)."""
         self.registry.register(_ApiClientCollector(counts))
+
+
+class Collected(CollectorRegistry):
+    """A registry's metric families as collected at one moment, to be formatted elsewhere.
+
+    Collecting runs every collector (the model's gauges read loop-only state); the families
+    it yields are plain values, safe to read from another thread."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(auto_describe=False)
+        self._families = list(registry.collect())
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
 
 
 def claimed_gpus(node: Node) -> int:
@@ -230,11 +257,7 @@ class _ModelCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         state = self.state
-        per_node = GaugeMetricFamily(
-            "phalanx_gpus",
-            "GPUs per node by state (free, used, reserved).",
-            labels=["node", "state"],
-        )
+        rows: list[tuple[str, int, int, int]] = []
         totals = {"free": 0, "used": 0, "reserved": 0}
         for info in sorted(state.nodes(), key=lambda i: i.name):
             alloc = info.node.allocatable.gpus()
@@ -246,10 +269,11 @@ class _ModelCollector(Collector):
                 continue
             reserved = info.reserved.gpus()
             free = max(0, alloc - requested - reserved)
-            for name, value in (("free", free), ("used", used), ("reserved", reserved)):
-                per_node.add_metric([info.name, name], value)
-                totals[name] += value
-        yield per_node
+            rows.append((info.name, free, used, reserved))
+            totals["free"] += free
+            totals["used"] += used
+            totals["reserved"] += reserved
+        yield _PerNodeGpus(rows)
         cluster = GaugeMetricFamily(
             "phalanx_cluster_gpus", "GPUs in the cluster by state.", labels=["state"]
         )
@@ -286,6 +310,37 @@ class _ModelCollector(Collector):
             "on; must be 0).",
             value=claims_off_node(state),
         )
+
+
+class _PerNodeGpus(GaugeMetricFamily):
+    """`phalanx_gpus`: three samples a node, made where they are first read. The loop keeps
+    the numbers only; a scrape formats on a worker thread (`Metrics.exposition`), and
+    making 15,000 samples for 5,000 nodes was 40 % of what it left on the loop."""
+
+    def __init__(self, rows: list[tuple[str, int, int, int]]) -> None:
+        self._rows: list[tuple[str, int, int, int]] | None = rows
+        self._made: list[Sample] = []
+        super().__init__(
+            "phalanx_gpus",
+            "GPUs per node by state (free, used, reserved).",
+            labels=["node", "state"],
+        )
+
+    @property
+    def samples(self) -> list[Sample]:
+        rows, self._rows = self._rows, None
+        if rows is not None:
+            name = self.name
+            self._made = [
+                Sample(name, {"node": node, "state": state}, float(value))
+                for node, free, used, reserved in rows
+                for state, value in (("free", free), ("used", used), ("reserved", reserved))
+            ]
+        return self._made
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        self._made = value
 
 
 class _TopologyCollector(Collector):

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import bench_core  # bench/bench_core.py
 from prometheus_client import generate_latest
 
 from builders import node_obj, pod_obj
@@ -33,12 +32,8 @@ from phalanx.sources.clusterfile import ClusterFileSource
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(min(times) * 1000, 2), round(statistics.median(times) * 1000, 2)
+    figures = bench_core.timed(fn, repeat)
+    return figures["min_ms"], figures["p50_ms"]
 
 
 async def scrape_cost(nodes: int, repeat: int) -> dict[str, Any]:

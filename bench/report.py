@@ -485,12 +485,12 @@ def unschedulable_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
 def watch_delays(work: workloads.Workload, rec: Any) -> list[float]:
     """Per pod, from its creation being answered to the benchmark's watch first seeing it
     (s): how late the API server's watches deliver, to every watcher alike (Phalanx's
-    informer and kube-scheduler's too). It grows with the load on the machine. None for a
-    gated workload, whose `created` is each gate's release, after the pod was first seen."""
+    informer and kube-scheduler's too). It grows with the load on the machine. Empty (its
+    figures None) for a gated workload, whose `created` is each gate's release, after the
+    pod was first seen."""
     if work.gated:
         return []
-    seen = getattr(rec, "seen", None) or {}
-    return [seen[name] - t for name, t in rec.created.items() if name in seen]
+    return [rec.seen[name] - t for name, t in rec.created.items() if name in rec.seen]
 
 
 def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def record(bound: dict[str, float], *, end: float = 10.0, **extra: Any) -> Simpl
         "create_errors": 0,
         "created": created,
         "bound": {name: (t, "bench-node-0000") for name, t in bound.items()},
+        "seen": {},
         "watch_restarts": 0,
         "processes": {},
         "phalanx_metrics": "",

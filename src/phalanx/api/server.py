@@ -22,6 +22,7 @@ from typing import Any
 import uvicorn
 
 from phalanx.api.app import DEFAULT_MAX_BODY_BYTES, create_app, create_metrics_app
+from phalanx.api.one_write import OneWriteHttpProtocol
 from phalanx.service.extender import Extender
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def make_server(
         host=host,
         port=port,
         loop=loop_name(),
-        http="httptools",
+        http=OneWriteHttpProtocol,  # httptools, each answer in one send (api/one_write.py)
         workers=1,  # see module docstring: the gang state lives in this process
         lifespan="on",
         log_config=None,  # logs go through phalanx.logs, configured by the CLI

@@ -196,3 +196,9 @@ def test_milli_and_int_values_are_the_least_integers_not_below(quantity: Fractio
 @given(st.integers(min_value=-(2**62), max_value=2**62))
 def test_a_json_integer_equals_its_text(n: int) -> None:
     assert parse_quantity(n) == parse_quantity(str(n)) == n
+
+
+@given(st.fractions(min_value=0, max_value=10**12, max_denominator=10**9))
+def test_a_negative_value_rounds_away_from_zero_as_its_magnitude_does(quantity: Fraction) -> None:
+    assert milli_value(-quantity) == -milli_value(quantity)
+    assert int_value(-quantity) == -int_value(quantity)

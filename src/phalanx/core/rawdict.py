@@ -35,6 +35,10 @@ class Source:
 
 
 def key_path(path: str, key: str) -> str:
+    # The same text json.dumps gives, without calling it for the usual key (no quote,
+    # backslash or control character to escape): paths are made for every key read.
+    if key.isprintable() and '"' not in key and "\\" not in key:
+        return f'{path}["{key}"]'
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
@@ -56,6 +60,8 @@ def json_type(value: object) -> str:
 
 
 def read_object(src: Source, value: object, path: str) -> JsonObject:
+    if type(value) is dict:  # what the JSON decoder makes: skip the Mapping ABC's slow check
+        return cast("JsonObject", value)
     if value is None:
         return EMPTY_OBJECT
     if not isinstance(value, Mapping):

@@ -177,6 +177,21 @@ API_CLIENT_COLUMNS = (
 )
 
 
+def cpus_line(meta: Mapping[str, Any]) -> str:
+    """Where the processes ran (`bench/run.py --control-plane-cpus`)."""
+    pinned = meta.get("cpu_affinity") or {}
+    if not pinned:
+        return "Every process shared every core. "
+    apiserver = ",".join(str(c) for c in pinned.get("kube-apiserver", []))
+    etcd = ",".join(str(c) for c in pinned.get("etcd", []))
+    others = ",".join(str(c) for c in pinned.get("others", []))
+    return (
+        f"**The control plane had cores of its own:** kube-apiserver on CPU(s) {apiserver} and "
+        f"etcd on {etcd}, every other process (kwok, the schedulers, Phalanx, the load) on "
+        f"{others}. "
+    )
+
+
 def _backoff_line(meta: dict[str, Any]) -> str:
     """The chart's queue backoff, when the run gave it to Phalanx's kube-scheduler (runs
     before 2026-12-02 did not record it: they ran upstream's 1 s / 10 s)."""
@@ -1165,7 +1180,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         # Runs before 2026-12-06 logged warnings only (and wrote no access lines then).
         f"defaults; Phalanx's log level `{meta.get('phalanx_log_level', 'warning')}`. A run ends "
         f"when every pod is bound, or at saturation (no binding for {meta['settle_seconds']:g} s), "
-        f"or after {meta['cap_seconds']:g} s. "
+        f"or after {meta['cap_seconds']:g} s. {cpus_line(meta)}"
         f"Total runtime {meta['runtime_seconds'] / 60:.1f} min.",
         "",
         "Ratios are Phalanx ÷ the peer, from this one run; ✓ marks Phalanx better.",

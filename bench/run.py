@@ -85,6 +85,7 @@ sys.path.insert(0, str(ROOT / "tests" / "controlplane"))
 sys.path.insert(0, str(HERE))
 
 import churn  # noqa: E402
+import cpus  # noqa: E402
 import launcher  # noqa: E402  # tests/controlplane/launcher.py
 import observe  # noqa: E402
 import report  # noqa: E402
@@ -618,7 +619,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "kube-scheduler's at --v=3 (every attempt, its verdict, the queue it went to), "
         "one file each per run, named after its namespace; the logging costs the run some time",
     )
+    p.add_argument(
+        "--control-plane-cpus",
+        metavar="LIST",
+        help="give kube-apiserver and etcd these cores (a CPU list: 0, 0-1, 0,2) and every "
+        "other process the rest, the same for every contender; default: all share every "
+        "core, as the goals are measured (bench/cpus.py)",
+    )
     args = p.parse_args(argv)
+    args.control_plane_cpus_set = None
+    if args.control_plane_cpus is not None:
+        try:
+            chosen = cpus.parse(args.control_plane_cpus)
+            cpus.split(chosen, os.sched_getaffinity(0))
+        except cpus.CpuListError as exc:
+            p.error(str(exc))
+        args.control_plane_cpus_set = chosen
     args.only = [s for s in args.only.split(",") if s]
     args.workloads = workloads.expand(w for w in args.workloads.split(",") if w)
     for s in args.only:
@@ -680,6 +696,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile_phalanx.mkdir(parents=True, exist_ok=True)
 
     stem = args.name or dt.date.today().isoformat() + ("-quick" if args.quick else "")
+    pinned: dict[str, list[int]] = {}
+    if args.control_plane_cpus_set is not None:
+        # This process first: every process it starts from now on inherits the rest.
+        rest = cpus.split(args.control_plane_cpus_set, os.sched_getaffinity(0))
+        pinned["others"] = sorted(cpus.pin(os.getpid(), rest))
+        log(f"control plane on CPU(s) {cpus.show(args.control_plane_cpus_set)}, "
+            f"everything else on {cpus.show(rest)}")  # fmt: skip
     records: list[RunRecord] = []
     churn_records: list[tuple[workloads.ChurnWorkload, list[churn.ChurnRecord]]] = []
     with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
@@ -703,6 +726,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with launcher.ControlPlane(
             workdir=workdir / "cp", kube_version=release.version, **gang_api
         ) as cp:
+            if args.control_plane_cpus_set is not None:
+                running = cp.pids()
+                for name in cpus.CONTROL_PLANE:
+                    pinned[name] = sorted(cpus.pin(running[name], args.control_plane_cpus_set))
             api = observe.Api(cp.server, cp.admin_token, cp.ca_file)
             crd_source = install_crd(api, versions)
             nodes = 0
@@ -773,6 +800,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runtime_config": gang_api.get("runtime_config", {}),
         "native_feature_gates": schedulers.NATIVE_GATES,
         "schedule_timeout_seconds": workloads.SCHEDULE_TIMEOUT_SECONDS,
+        # Each process's CPU affinity as read back once set; empty: all share every core.
+        "cpu_affinity": pinned,
     }
     paths = report.write(args.out, stem, meta, works, records) if works else []
     for churn_work, runs in churn_records:

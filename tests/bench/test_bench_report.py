@@ -362,3 +362,14 @@ def test_a_gated_workloads_watch_delay_is_not_judged_its_pods_were_seen_before_r
     gated = dataclasses.replace(two_gangs_of_two(), gated=True)
     figs = report.run_figures(gated, record({}, seen=dict.fromkeys(("a-0", "b-0"), 0.0)))
     assert figs["watch_delay_p50_s"] is None
+
+
+def test_the_report_says_where_the_control_plane_ran() -> None:
+    pinned = {"others": [1], "etcd": [0], "kube-apiserver": [0]}
+
+    line = report.cpus_line({"cpu_affinity": pinned})
+
+    assert "kube-apiserver on CPU(s) 0 and etcd on 0" in line
+    assert "(kwok, the schedulers, Phalanx, the load) on 1" in line
+    assert report.cpus_line({"cpu_affinity": {}}) == "Every process shared every core. "
+    assert report.cpus_line({}) == "Every process shared every core. "  # runs before the flag

@@ -2,7 +2,8 @@
 gang API), vanilla kube-scheduler, kube-scheduler + Phalanx and kube-scheduler's native gang
 scheduling, at 1/10 scale. Checks that the benchmark runs and writes complete, well-formed
 results; it asserts nothing about speed. It keeps the runs' logs (`--keep-logs`), as one would
-to find out why a figure is what it is.
+to find out why a figure is what it is, and gives the control plane a core of its own
+(`--control-plane-cpus 0`), as one would to see what a dedicated control plane changes.
 
 The workloads are one of each path through the benchmark, so CI's time stays about what it
 was with two schedulers and every workload: single pods, plans, gangs in both dialects
@@ -69,6 +70,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, A
             "smoke",
             "--keep-logs",
             str(out / "logs"),
+            "--control-plane-cpus",
+            "0",
         ],
         capture_output=True,
         text=True,
@@ -230,3 +233,16 @@ def test_the_topology_churn_runs_and_phalanx_keeps_every_required_gang_in_its_do
     assert "](smoke-topology-whole-cliques.png)" in md
     for local in (str(out), str(Path.home()), str(ROOT)):
         assert local not in md + json.dumps(doc)
+
+
+def test_the_control_plane_ran_on_a_core_of_its_own(
+    quick_results: tuple[dict[str, Any], Path],
+) -> None:
+    doc, out = quick_results
+    pinned = doc["meta"]["cpu_affinity"]  # each process's affinity, read back once set
+
+    assert pinned["kube-apiserver"] == [0]
+    assert pinned["etcd"] == [0]
+    assert pinned["others"]
+    assert 0 not in pinned["others"]
+    assert "The control plane had cores of its own" in (out / "smoke.md").read_text()

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import cpus
 import png
 import workloads
 from observe import Condition
@@ -182,13 +183,11 @@ def cpus_line(meta: Mapping[str, Any]) -> str:
     pinned = meta.get("cpu_affinity") or {}
     if not pinned:
         return "Every process shared every core. "
-    apiserver = ",".join(str(c) for c in pinned.get("kube-apiserver", []))
-    etcd = ",".join(str(c) for c in pinned.get("etcd", []))
-    others = ",".join(str(c) for c in pinned.get("others", []))
     return (
-        f"**The control plane had cores of its own:** kube-apiserver on CPU(s) {apiserver} and "
-        f"etcd on {etcd}, every other process (kwok, the schedulers, Phalanx, the load) on "
-        f"{others}. "
+        f"**The control plane had cores of its own:** kube-apiserver on CPU(s) "
+        f"{cpus.show(pinned.get('kube-apiserver', []))} and etcd on "
+        f"{cpus.show(pinned.get('etcd', []))}, every other process (kwok, the schedulers, "
+        f"Phalanx, the load) on {cpus.show(pinned.get('others', []))}. "
     )
 
 

@@ -627,14 +627,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "core, as the goals are measured (bench/cpus.py)",
     )
     args = p.parse_args(argv)
-    args.control_plane_cpus_set = None
+    # (the control plane's cores, everyone else's), or None: all share every core.
+    args.cpu_split = None
     if args.control_plane_cpus is not None:
         try:
             chosen = cpus.parse(args.control_plane_cpus)
-            cpus.split(chosen, os.sched_getaffinity(0))
+            args.cpu_split = (chosen, cpus.split(chosen, os.sched_getaffinity(0)))
         except cpus.CpuListError as exc:
             p.error(str(exc))
-        args.control_plane_cpus_set = chosen
     args.only = [s for s in args.only.split(",") if s]
     args.workloads = workloads.expand(w for w in args.workloads.split(",") if w)
     for s in args.only:
@@ -697,11 +697,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stem = args.name or dt.date.today().isoformat() + ("-quick" if args.quick else "")
     pinned: dict[str, list[int]] = {}
-    if args.control_plane_cpus_set is not None:
+    if args.cpu_split is not None:
         # This process first: every process it starts from now on inherits the rest.
-        rest = cpus.split(args.control_plane_cpus_set, os.sched_getaffinity(0))
+        control_plane, rest = args.cpu_split
         pinned["others"] = sorted(cpus.pin(os.getpid(), rest))
-        log(f"control plane on CPU(s) {cpus.show(args.control_plane_cpus_set)}, "
+        log(f"control plane on CPU(s) {cpus.show(control_plane)}, "
             f"everything else on {cpus.show(rest)}")  # fmt: skip
     records: list[RunRecord] = []
     churn_records: list[tuple[workloads.ChurnWorkload, list[churn.ChurnRecord]]] = []
@@ -726,10 +726,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with launcher.ControlPlane(
             workdir=workdir / "cp", kube_version=release.version, **gang_api
         ) as cp:
-            if args.control_plane_cpus_set is not None:
+            if args.cpu_split is not None:
                 running = cp.pids()
                 for name in cpus.CONTROL_PLANE:
-                    pinned[name] = sorted(cpus.pin(running[name], args.control_plane_cpus_set))
+                    pinned[name] = sorted(cpus.pin(running[name], args.cpu_split[0]))
             api = observe.Api(cp.server, cp.admin_token, cp.ca_file)
             crd_source = install_crd(api, versions)
             nodes = 0

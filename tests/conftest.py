@@ -27,6 +27,10 @@ def _restore_root_logger() -> Iterator[None]:
     """The CLI and `logs.configure` set process-wide logging; leave it as it was."""
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
+    # uvicorn's access switch is this logger's (`phalanx.api.server.make_server`).
+    access = logging.getLogger("uvicorn.access")
+    access_state = access.level, list(access.handlers), access.propagate
     yield
     root.setLevel(level)
     root.handlers[:] = handlers
+    access.level, access.handlers[:], access.propagate = access_state

@@ -4,11 +4,17 @@ raw keep-alive connection, as Go's `http.Transport` speaks to it."""
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import os
+import signal
 
 import pytest
 from api_harness import fixture_bytes, small_cluster
 
-from phalanx.api.server import serving
+from phalanx import logs
+from phalanx.api.app import create_app
+from phalanx.api.server import make_server, serve, serving
 from phalanx.service.extender import Extender
 from phalanx.sources.clusterfile import ClusterFileSource
 
@@ -51,3 +57,54 @@ async def test_an_idle_kube_scheduler_connection_is_kept_open_for_its_next_reque
             assert await post_filter(reader, writer) == b"HTTP/1.1 200 OK"
         finally:
             writer.close()
+
+
+async def access_lines_of_one_filter(level: str) -> list[dict[str, object]]:
+    """Run `serve` as `phalanx serve` does with a metrics port (the chart's way), at
+    `level`, until SIGTERM; the access lines one `/filter` wrote."""
+    out = io.StringIO()
+    logs.configure(level, out)
+    extender = Extender(ClusterFileSource(small_cluster()))
+    served = asyncio.create_task(
+        serve(extender, host="127.0.0.1", port=0, metrics_address=("127.0.0.1", 0))
+    )
+    while "listening" not in out.getvalue():
+        await asyncio.sleep(0.01)
+    url = next(
+        line["url"]
+        for line in map(json.loads, out.getvalue().splitlines())
+        if line["msg"] == "listening"
+    )
+    host, port = str(url).removeprefix("http://").split(":")
+    reader, writer = await connect(host, int(port))
+    try:
+        assert await post_filter(reader, writer) == b"HTTP/1.1 200 OK"
+    finally:
+        writer.close()
+    # Answered: `serve` is inside its signal handlers, so this stops it, not the test run.
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert await asyncio.wait_for(served, 10) == 0
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    return [line for line in lines if line["logger"] == "uvicorn.access"]
+
+
+async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection once the server accepts them (it logs its address just before)."""
+    for _ in range(500):
+        try:
+            return await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            await asyncio.sleep(0.01)
+    raise AssertionError(f"nothing accepted connections on {host}:{port}")
+
+
+async def test_at_debug_each_request_gets_an_access_line_even_beside_a_metrics_server() -> None:
+    # The metrics server once turned uvicorn's access logger off for the whole process.
+    (line,) = await access_lines_of_one_filter("debug")
+    assert (line["method"], line["path"], line["status"]) == ("POST", "/filter", 200)
+
+
+async def test_at_info_no_access_line_is_made_at_all() -> None:
+    assert await access_lines_of_one_filter("info") == []
+    app = create_app(Extender(ClusterFileSource(small_cluster())))
+    assert make_server(app).config.access_log is False  # its arguments are not formatted either

@@ -34,6 +34,7 @@ STARTUP_TIMEOUT_SECONDS = 10.0
 # server closed the connection fails, and Go never retries a POST (kube-scheduler then
 # fails that pod's attempt with "EOF" and backs it off).
 KEEP_ALIVE_SECONDS = 120
+ACCESS_LOGGER = "uvicorn.access"
 
 
 def loop_name() -> str:
@@ -60,8 +61,15 @@ def make_server(
     port: int = 0,
     ssl_certfile: Path | None = None,
     ssl_keyfile: Path | None = None,
-    access_log: bool = True,
+    access_log: bool | None = None,
 ) -> Server:
+    """A server for `app`. `access_log` None: a line per request only when `uvicorn.access`
+    logs at info (`phalanx.logs` lets it at debug). uvicorn's switch is its logger's, for
+    every server in the process, and with it on each answer formats the line's arguments
+    even when the level then drops it. No proxy headers: kube-scheduler and Prometheus
+    call directly, and the middleware was a layer around every verb."""
+    if access_log is None:
+        access_log = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)
     config = uvicorn.Config(
         app,
         host=host,
@@ -77,6 +85,7 @@ def make_server(
         timeout_graceful_shutdown=5,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         server_header=False,
+        proxy_headers=False,
     )
     return Server(config)
 
@@ -223,7 +232,7 @@ async def serve(
         if metrics_address is not None:
             sockets.append(_listen(*metrics_address, "metrics"))
             # The metrics app has no lifespan of its own: the extender app runs the extender.
-            servers.append(make_server(create_metrics_app(extender), access_log=False))
+            servers.append(make_server(create_metrics_app(extender)))
     except ListenError:
         main_sock.close()
         raise

@@ -318,17 +318,23 @@ class GroupRef:
     dialect: Dialect = Dialect.SCHEDULER_PLUGINS
     pod_group: str = ""  # upstream v1alpha1: the Workload's spec.podGroups[].name
     replica: str = ""  # upstream v1alpha1: the pod's spec.workloadRef.podGroupReplicaKey
+    # `key`, made once: the cache, the barrier and the planner look gangs up by it at every
+    # watch event and verb, and formatting it each time was a tenth of a gang's apply.
+    _key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = "/".join(part for part in (self.pod_group, self.replica) if part)
+        path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
+        if self.dialect is not Dialect.SCHEDULER_PLUGINS:
+            path = f"{self.dialect.value}:{path}"
+        object.__setattr__(self, "_key", path)
 
     @property
     def key(self) -> str:
         """Unique and readable: `ns/name`, `volcano:ns/name`, `kai:ns/name`, `grove:ns/name`,
         `kueue:ns/name`, `yunikorn:ns/name`, `lws:ns/name`, `upstream:ns/name`, or
         `upstream:ns/workload/podgroup[/replica]` (names never contain "/")."""
-        parts = "/".join(part for part in (self.pod_group, self.replica) if part)
-        path = f"{self.namespace}/{self.name}" + (f"/{parts}" if parts else "")
-        if self.dialect is Dialect.SCHEDULER_PLUGINS:
-            return path
-        return f"{self.dialect.value}:{path}"
+        return self._key
 
     @property
     def object_ref(self) -> GroupRef:

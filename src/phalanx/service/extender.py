@@ -113,6 +113,9 @@ class Extender:
     ) -> None:
         self.settings = s = settings or ServiceSettings()
         self.source = source
+        # Asked once: a runtime Protocol check walks the protocol's members each time, and
+        # planning ahead asks at every gang's arrival.
+        self._commit_log = source if isinstance(source, CommitLog) else None
         self.clock = clock
         self.state = ClusterState(on_release=self._released)
         self.planner = GangPlanner(
@@ -168,13 +171,13 @@ class Extender:
                 self.planner,
                 self.binder,
                 self.reporter,
-                source=source,
+                source=self._commit_log,
                 settings=s.roll_forward,
                 synced=lambda: self.source.synced,
                 clock=clock,
                 wall_clock=wall_clock,
             )
-            if isinstance(source, CommitLog)
+            if self._commit_log is not None
             else None
         )
         self._expiry: asyncio.Task[None] | None = None
@@ -211,7 +214,7 @@ class Extender:
         never a gang a commit record names (roll-forward's, or another replica's)."""
         if not self._acts_alone():
             return
-        records = self.source.commit_records() if isinstance(self.source, CommitLog) else {}
+        records = self._commit_log.commit_records() if self._commit_log is not None else {}
         for group in groups:
             if group.key in records:
                 continue

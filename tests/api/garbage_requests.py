@@ -116,6 +116,11 @@ GARBAGE: list[tuple[str, bytes, str]] = [
         body({"Pod": POD, "NodeNameToVictims": {"n1": {"Pods": [{"metadata": {}}]}}}),
         "NodeNameToVictims['n1'].Pods[0].metadata.uid must be a non-empty string",
     ),
+    (  # a node name is cut where no node name is longer, never echoed whole
+        "preempt",
+        body({"Pod": POD, "NodeNameToMetaVictims": {"n" * 100_000: 3}}),
+        "NodeNameToMetaVictims['" + "n" * 253 + "…'] must be an object",
+    ),
 ]
 
 VERBS = ["filter", "prioritize", "bind", "preempt"]

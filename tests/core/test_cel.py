@@ -191,6 +191,17 @@ def test_text_that_is_not_a_cel_expression_is_bad_input(expression: str, mention
     assert "CEL expression" in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "expression",
+    ["١٢٣ == 123", "device.attributes['a'].b == ²", ".٥ == 0.5"],
+    ids=["Arabic-Indic digits", "a superscript two", "after a dot"],
+)
+def test_a_digit_outside_ascii_is_not_a_cel_number_but_bad_input(expression: str) -> None:
+    # Python's str.isdigit takes them; CEL's grammar has only 0-9.
+    with pytest.raises(CelSyntaxError, match="unexpected character"):
+        parse_selector(expression)
+
+
 def test_valid_cel_beyond_phalanx_parses_rather_than_failing() -> None:
     # The whole grammar is read, so none of these is ever reported as malformed.
     for expression in (

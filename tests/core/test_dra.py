@@ -216,6 +216,18 @@ def test_a_counter_the_api_server_would_refuse_names_the_field(where: str, field
     assert raised.value.field == field
 
 
+def test_an_array_where_a_capacity_belongs_is_refused_by_its_type_not_its_text() -> None:
+    obj = gpu_slice_obj("n1", 1)
+    nested: list[object] = []
+    for _ in range(5_000):  # quoted whole, it made a RecursionError
+        nested = [nested]
+    obj["spec"]["devices"][0]["capacity"]["memory"] = {"value": nested}
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_resource_slice(obj)
+    assert raised.value.field == 'spec.devices[0].capacity["memory"].value'
+    assert raised.value.reason == "an array is not a Kubernetes quantity"
+
+
 def test_device_taints_and_partitions_are_flagged() -> None:
     obj = gpu_slice_obj("n1", 3)
     devices = obj["spec"]["devices"]

@@ -294,6 +294,32 @@ def test_a_node_tolerates_nulls_where_the_api_omits_fields() -> None:
     assert node.allocatable == Resources({"cpu": 500})
 
 
+def nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(nested(5_000), "an array"), (["1"] * 100_000, "an array"), ({"value": "1"}, "an object")],
+    ids=["nested 5,000 deep", "100,000 items long", "an object"],
+)
+def test_an_array_or_object_where_a_quantity_belongs_is_refused_by_its_type_not_its_text(
+    value: object, kind: str
+) -> None:
+    # Quoted whole, the first made a RecursionError and the second a 500 kB message.
+    obj = pod_obj("p")
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = value
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_pod(obj)
+    assert str(raised.value) == (
+        f'Pod default/p: spec.containers[0].resources.requests["cpu"]: {kind} is not a '
+        "Kubernetes quantity"
+    )
+
+
 @pytest.mark.parametrize(
     ("allocatable", "expected"),
     [

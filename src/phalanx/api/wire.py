@@ -417,7 +417,9 @@ def _victims_map(
         )
     victims: dict[str, MetaVictims] = {}
     for node, entry in value.items():
-        where = f"{field}[{node!r}]"
+        # No node name is longer; never echo the rest back (as `_string`).
+        shown = node if len(node) <= MAX_NAME_LENGTH else node[:MAX_NAME_LENGTH] + "…"
+        where = f"{field}[{shown!r}]"
         if entry is None:  # a nil *Victims: nothing to evict there
             victims[node] = MetaVictims((), 0)
             continue

@@ -102,6 +102,7 @@ _NUMBER = re.compile(
     r"0[xX][0-9a-fA-F]+[uU]?|[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"
     r"|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[uU]?"
 )
+_DIGITS = frozenset("0123456789")
 _SPACE = re.compile(r"(?:[ \t\n\r\f]+|//[^\n]*)+")
 _SIMPLE_ESCAPES = {
     "a": "\a",
@@ -163,7 +164,8 @@ class _Lexer:
                 return self._string(start, raw=char in "rR", is_bytes=char in "bB")
         if char in "'\"":
             return self._string(start, raw=False, is_bytes=False)
-        if char.isdigit() or (char == "." and start + 1 < len(text) and text[start + 1].isdigit()):
+        # ASCII digits only, as CEL's grammar has them (str.isdigit also takes "²" and "١").
+        if char in _DIGITS or (char == "." and text[start + 1 : start + 2] in _DIGITS):
             return self._number(start)
         ident = _IDENT.match(text, start)
         if ident is not None:

@@ -170,6 +170,12 @@ def test_a_members_own_min_member_is_refused_the_size_is_the_task_groups() -> No
             "enclosed in double quotes: line 1 column 3 (char 2))",
         ),
         (
+            "[" * 100_000,
+            {},
+            "spark-pi",
+            "annotation yunikorn.apache.org/task-groups: is not JSON (nested too deeply)",
+        ),
+        (
             '{"name": "executor", "minMember": 2}',
             {},
             "spark-pi",
@@ -269,6 +275,7 @@ def test_a_members_own_min_member_is_refused_the_size_is_the_task_groups() -> No
     ],
     ids=[
         "not-json",
+        "nested-too-deeply",
         "not-a-list",
         "empty-list",
         "no-name",

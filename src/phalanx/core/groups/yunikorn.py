@@ -129,6 +129,8 @@ def task_groups(annotations: Mapping[str, str]) -> TaskGroups | str | None:
         entries = json.loads(text)
     except ValueError as error:
         return f"{where}: is not JSON ({error})"
+    except RecursionError:  # "[[[[..." fits an annotation many times over
+        return f"{where}: is not JSON (nested too deeply)"
     if not isinstance(entries, list) or not entries:
         return f"{where}: is not a non-empty JSON list of task groups"
     groups: dict[str, int] = {}

@@ -7,6 +7,7 @@ not exceptions; these are for input that cannot be turned into the model at all.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 # Long values are cut in messages: they end up in Events, logs and HTTP answers.
 _QUOTE_LIMIT = 80
@@ -19,7 +20,14 @@ def quoted(value: object) -> str:
         return json.dumps(text, ensure_ascii=False)
     if value is None or isinstance(value, bool | int | float):
         return json.dumps(value)  # as the request spelled it: null, true, 1e+30
-    return repr(value)
+    # Named by type: quoting an array or object whole could make a message of any size,
+    # and a deeply nested one recurses past the interpreter's limit.
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    text = repr(value)
+    return text if len(text) <= _QUOTE_LIMIT else text[:_QUOTE_LIMIT] + "…"
 
 
 class QuantityError(ValueError):

@@ -319,7 +319,7 @@ class GroupRef:
     pod_group: str = ""  # upstream v1alpha1: the Workload's spec.podGroups[].name
     replica: str = ""  # upstream v1alpha1: the pod's spec.workloadRef.podGroupReplicaKey
     # `key`, made once: the cache, the barrier and the planner look gangs up by it at every
-    # watch event and verb, and formatting it each time was a tenth of a gang's apply.
+    # watch event and verb, and formatting it at each lookup showed in every profile.
     _key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

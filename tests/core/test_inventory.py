@@ -387,6 +387,22 @@ def test_a_node_needs_a_name() -> None:
         parse_node({"metadata": {}, "status": {}})
 
 
+@pytest.mark.parametrize(
+    "namespace",
+    # "a/b" once decoded as pod "b/p" of namespace "a", a member of gang a/g; "upstream:x"
+    # made its gang's key that of an upstream PodGroup in namespace x.
+    ["a/b", "upstream:x", "ML", "x" * 64],
+    ids=["slash", "dialect-prefix", "upper-case", "too-long"],
+)
+def test_a_pod_whose_namespace_no_object_could_have_is_refused_naming_the_field(
+    namespace: str,
+) -> None:
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_pod(pod_obj("p", namespace=namespace, group="g"))
+    assert raised.value.field == "metadata.namespace"
+    assert "is not a valid namespace" in raised.value.reason
+
+
 # --- pod requests ----------------------------------------------------------------------
 
 REQUESTS = [

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Final
+
+DNS_LABEL_FORM: Final = '(lower-case letters, digits and "-", at most 63)'
 
 # The longest DNS subdomain, so the longest name of most objects (pods, nodes, PodGroups).
 MAX_NAME_LENGTH = 253

@@ -15,6 +15,7 @@ from typing import Final, cast
 
 from phalanx.core.errors import InvalidObjectError, QuantityError, quoted
 from phalanx.core.model import CPU, PODS, Resources
+from phalanx.core.names import DNS_LABEL_FORM, is_dns_label
 from phalanx.core.quantity import int_value, milli_value, parse_quantity
 
 DEFAULT_NAMESPACE: Final = "default"
@@ -123,7 +124,9 @@ def read_string_map(src: Source, value: object, path: str) -> dict[str, str]:
 
 
 def read_metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[Source, JsonObject]:
-    """The object's identity (for messages) and its `metadata`."""
+    """The object's identity (for messages) and its `metadata`. A namespace no object could
+    have is refused: with a "/" in it, `ns/name` would name another object (the API server
+    refuses them; a file or a request may still carry one)."""
     unnamed = Source(kind, "")
     metadata = read_object(unnamed, obj.get("metadata"), "metadata")
     name = read_string(unnamed, metadata.get("name"), "metadata.name")
@@ -131,6 +134,11 @@ def read_metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[Sour
         raise unnamed.invalid("metadata.name", "is required")
     if namespaced:
         namespace = read_string(unnamed, metadata.get("namespace"), "metadata.namespace")
+        if namespace and not is_dns_label(namespace):
+            raise Source(kind, f"{namespace}/{name}").invalid(
+                "metadata.namespace",
+                f"{quoted(namespace)} is not a valid namespace {DNS_LABEL_FORM}",
+            )
         name = f"{namespace or DEFAULT_NAMESPACE}/{name}"
     return Source(kind, name), metadata
 

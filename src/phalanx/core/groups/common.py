@@ -25,7 +25,13 @@ from phalanx.core.model import (
     TopologyConstraint,
     task_names,
 )
-from phalanx.core.names import annotation_int, is_dns_label, is_object_name, is_qualified_name
+from phalanx.core.names import (
+    DNS_LABEL_FORM,
+    annotation_int,
+    is_dns_label,
+    is_object_name,
+    is_qualified_name,
+)
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
@@ -47,7 +53,6 @@ SCHEDULE_TIMEOUT_ANNOTATION: Final = ANNOTATION_PREFIX + "schedule-timeout-secon
 _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
 
 OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
-DNS_LABEL_FORM: Final = '(lower-case letters, digits and "-", at most 63)'
 
 
 def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
@@ -61,14 +66,9 @@ def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
 def read_identity(kind: str, obj: JsonObject) -> tuple[Source, JsonObject, str, str]:
     """A gang object's (source, metadata, namespace, name). A name or namespace no object
     could have (from a file: the API server refuses them) is refused naming the field; a
-    "/" in one would make the key of another gang."""
+    "/" in one would make the key of another gang (`read_metadata` checks the namespace)."""
     src, metadata = read_metadata(kind, obj, namespaced=True)
     namespace, name = namespace_and_name(src)
-    given = metadata.get("namespace")
-    if isinstance(given, str) and given and not is_dns_label(given):
-        raise src.invalid(
-            "metadata.namespace", f"{quoted(given)} is not a valid namespace {DNS_LABEL_FORM}"
-        )
     if not is_object_name(name):
         raise src.invalid(
             "metadata.name", f"{quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"

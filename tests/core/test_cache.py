@@ -236,6 +236,18 @@ def test_a_recreated_pod_with_the_same_name_replaces_the_old_one() -> None:
     assert state.pod("old") is None
 
 
+def test_a_uid_under_a_new_name_leaves_its_old_one_and_no_new_pod_there_removes_it() -> None:
+    # A pod copied in a cluster file with only its name changed (the API never renames).
+    state = state_with(gpu_node("n1"))
+    state.upsert_pod(pod("a", 3, node="n1", uid="same"))
+    state.upsert_pod(pod("b", 3, node="n1", uid="same"))
+    assert state.pod_by_key("default", "a") is None
+    state.upsert_pod(pod("a", 1, node="n1", uid="other"))
+    assert present(state.pod_by_key("default", "b")).uid == "same"
+    assert present(state.pod_by_key("default", "a")).uid == "other"
+    assert free_gpus(state, "n1") == 4
+
+
 def test_assuming_an_unknown_or_bound_pod_is_a_caller_bug() -> None:
     state = state_with(gpu_node("n1"))
     with pytest.raises(StateError, match="unknown pod"):

@@ -569,6 +569,11 @@ class ClusterState:
             # Relabelled into another gang: gone from the old one as if deleted.
             self._members.get(old.group.key, set()).discard(pod.uid)
             self._drop_member(old.group.key, pod.uid, vanished=True)
+        if old is not None and old.key != pod.key and self._uid_by_key.get(old.key) == pod.uid:
+            # Its UID under another name (an object copied in a cluster file; the API never
+            # renames): the old name no longer leads to it, nor does a new pod of that name
+            # remove it.
+            del self._uid_by_key[old.key]
         stale_uid = self._uid_by_key.get(pod.key)
         if stale_uid is not None and stale_uid != pod.uid:
             # Same name, new object: the old pod is gone even if we missed its delete.

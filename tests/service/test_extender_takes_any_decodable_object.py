@@ -61,8 +61,8 @@ from phalanx.core.dra import (
 )
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry
-from phalanx.core.inventory import parse_object
-from phalanx.core.model import Binding
+from phalanx.core.inventory import parse_object, parse_pod
+from phalanx.core.model import Binding, Pod
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
 
@@ -144,6 +144,7 @@ def seeds() -> list[Obj]:
 
 SEEDS = seeds()
 NODE_NAMES = sorted(o["metadata"]["name"] for o in SEEDS if o["kind"] == "Node")
+POD_SEEDS = [i for i, seed in enumerate(SEEDS) if seed["kind"] == "Pod"]
 DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
 
 
@@ -163,6 +164,15 @@ def decodes(obj: Obj) -> bool:
     except InvalidObjectError:
         return False
     return True
+
+
+def request_pod(obj: Obj) -> Pod | None:
+    """The pod a verb's request carries, as the HTTP layer decodes it (None: it answers
+    with the refusal)."""
+    try:
+        return parse_pod(obj)
+    except InvalidObjectError:
+        return None
 
 
 def deleter(seed: Obj) -> Callable[[ScriptedSource], None]:
@@ -242,13 +252,19 @@ def decodable_garble(draw: st.DrawFn, index: int) -> Obj | None:
 # One step between rounds of verbs: an update with a changed object, the seed put back, an
 # object deleted, time passing (gates time out, reservations expire), or a round of verbs
 # that leaves out every third pending pod from the given one on (0: none), so that binds
-# wait at their gang's gate while later steps change the cluster.
+# wait at their gang's gate while later steps change the cluster, and may withhold a node
+# (kube-scheduler's own filters refused it).
 steps = st.one_of(
     seed_index().flatmap(lambda i: st.tuples(st.just("change"), st.just(i), decodable_garble(i))),
     st.tuples(st.just("restore"), seed_index(), st.none()),
     st.tuples(st.just("delete"), seed_index(), st.none()),
     st.tuples(st.just("time"), st.sampled_from((1, BARRIER_SECONDS, 61)), st.none()),
-    st.tuples(st.just("verbs"), st.integers(0, 3), st.none()),
+    st.tuples(st.just("verbs"), st.integers(0, 3), st.sampled_from([None, *NODE_NAMES])),
+    # kube-scheduler asks about a version of a pod the watch has not delivered (the HTTP
+    # layer decodes it from the request): the extender learns it from there.
+    st.sampled_from(POD_SEEDS).flatmap(
+        lambda i: st.tuples(st.just("ask"), st.just(i), decodable_garble(i))
+    ),
 )
 
 
@@ -282,49 +298,66 @@ class Driver:
         self.ext, self.source, self.clock, self.timers = ext, source, clock, timers
         self.binds: list[asyncio.Task[str]] = []
         self.overcommitted: set[str] = set()  # by Phalanx's decisions, not before them
+        self.withheld: str | None = None  # a node kube-scheduler's own filters refused
 
     def offered(self) -> list[str]:
-        names = {info.name for info in self.ext.state.nodes()}
-        return sorted(names | set(NODE_NAMES) | {GHOST})
+        names = {info.name for info in self.ext.state.nodes()} | set(NODE_NAMES) | {GHOST}
+        return sorted(names - {self.withheld})
 
     async def settle(self) -> None:
         for _ in range(20):
             await asyncio.sleep(0)
 
     async def round(self, leave_out: int = 0) -> None:
-        """Filter, prioritize and bind every pending pod but every third from `leave_out`
-        on (0: none); one preempt; the views the HTTP layer serves."""
+        """Ask about every pending pod but every third from `leave_out` on (0: none); the
+        views the HTTP layer serves."""
         state = self.ext.state
-        before = set(state.overcommitted_nodes())
-        offered = self.offered()
         pending = [p for p in state.pods() if not state.is_bound(p)]
         for position, pod in enumerate(sorted(pending, key=lambda p: p.key)):
             if leave_out and position % 3 == leave_out - 1:
                 continue
-            if state.pod(pod.uid) is None:  # deleted by an earlier step of this round
-                continue
-            result = self.ext.filter(pod, offered)
-            answered = {*result.feasible, *result.failed, *result.unresolvable}
-            assert answered <= set(offered), f"{pod.key}: answered {answered - set(offered)}"
-            scores = self.ext.prioritize(pod, offered)
-            assert set(scores) <= set(offered), f"{pod.key}: scored {set(scores) - set(offered)}"
-            if result.feasible:
-                known = state.pod(pod.uid) or pod
-                binding = Binding(known.ref, result.feasible[0])
-                self.binds.append(asyncio.create_task(self.ext.bind(binding)))
-                await self.settle()
-        if pending:
-            victims = {
-                name: [p.uid for p in state.pods() if p.node_name == name]
-                for name in offered[: len(offered) // 2 + 1]
-            }
-            kept = self.ext.preempt(pending[0], victims)
-            assert set(kept) <= set(victims), f"preempt answered {set(kept) - set(victims)}"
-        await self.settle()
-        self.overcommitted |= set(state.overcommitted_nodes()) - before
+            if state.pod(pod.uid) is not None:  # not deleted by an earlier bind's effects
+                await self.ask(pod)
         self.ext.debug_groups()
         self.ext.debug_topology()
         await self.ext.metrics.exposition()
+
+    async def ask(self, pod: Pod) -> None:
+        """One scheduling cycle of `pod`: filter and prioritize with every node offered, a
+        preempt, and a bind to the first feasible node (left running: it may wait at its
+        gang's gate)."""
+        state = self.ext.state
+        before = set(state.overcommitted_nodes())
+        offered = self.offered()
+        result = self.ext.filter(pod, offered)
+        answered = {*result.feasible, *result.failed, *result.unresolvable}
+        assert answered <= set(offered), f"{pod.key}: answered {answered - set(offered)}"
+        scores = self.ext.prioritize(pod, offered)
+        assert set(scores) <= set(offered), f"{pod.key}: scored {set(scores) - set(offered)}"
+        victims = {
+            name: [p.uid for p in state.pods() if p.node_name == name]
+            for name in offered[: len(offered) // 2 + 1]
+        }
+        kept = self.ext.preempt(pod, victims)
+        assert set(kept) <= set(victims), f"preempt answered {set(kept) - set(victims)}"
+        if result.feasible:
+            known = state.pod(pod.uid) or pod
+            binding = Binding(known.ref, result.feasible[0])
+            self.binds.append(asyncio.create_task(self.ext.bind(binding)))
+        await self.settle()
+        self.overcommitted |= set(state.overcommitted_nodes()) - before
+
+    def check_pods_by_name(self) -> None:
+        """A pod looked up by namespace and name (as a bind names it) is the pod of that
+        name, and every pod in the model is found by its own."""
+        state = self.ext.state
+        named = {(p.namespace, p.name) for p in state.pods()}
+        named |= {("default", SEEDS[i]["metadata"]["name"]) for i in POD_SEEDS}
+        for namespace, name in named:
+            found = state.pod_by_key(namespace, name)
+            assert found is None or found.key == f"{namespace}/{name}", f"{name}: {found}"
+        for pod in state.pods():
+            assert state.pod_by_key(pod.namespace, pod.name) == pod, f"{pod.key}: not found"
 
     async def time_passes(self, seconds: float) -> None:
         """What the loop does as time passes: gates time out, reservations expire, statuses
@@ -338,7 +371,7 @@ class Driver:
 
 async def scenario(
     loaded: list[Obj],
-    changes: Sequence[tuple[str, float, Obj | None]],
+    changes: Sequence[tuple[str, float, Obj | str | None]],
     clock: Clock,
     *,
     yielding: bool,
@@ -364,7 +397,7 @@ async def scenario(
     driver = Driver(ext, source, clock, timers)
     try:
         for action, number, changed in changes:
-            if action == "change" and changed is not None:
+            if action == "change" and isinstance(changed, dict):
                 source.apply(changed)
             elif action == "restore":
                 source.apply(SEEDS[int(number)])
@@ -372,9 +405,16 @@ async def scenario(
                 deleter(SEEDS[int(number)])(source)
             elif action == "time":
                 await driver.time_passes(number)
+            elif action == "ask" and isinstance(changed, dict):
+                pod = request_pod(changed)
+                if pod is not None:
+                    await driver.ask(pod)
             elif action == "verbs":
+                driver.withheld = changed if isinstance(changed, str) else None
                 await driver.round(int(number))
+                driver.withheld = None
             await driver.settle()
+            driver.check_pods_by_name()
         before = set(ext.state.overcommitted_nodes())
         await driver.round()
         await driver.time_passes(BARRIER_SECONDS)

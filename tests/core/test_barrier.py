@@ -183,6 +183,19 @@ def test_a_held_member_stays_bindable_only_while_its_reservation_and_node_hold()
     )
 
 
+def test_a_held_member_whose_requests_grew_past_its_reservation_is_no_longer_bindable() -> None:
+    # Bound anyway, its member had over-committed its node (the extender fuzz found it).
+    a, b = gang("g", 2, 4)
+    state = cluster(a, b, groups=[podgroup("g", 2)])
+    published = reserve(state, "default/g", (a, "n1"), (b, "n1"))
+    state.upsert_pod(replace(a, requests=a.requests + pod("more", 0, cpu_milli=100_000).requests))
+    assert still_bindable(state, "default/g", published.serial, a, "n1") == (
+        "pod default/g-0 now asks for more than gang default/g reserved for it on n1"
+    )
+    state.upsert_pod(replace(a, requests=pod("less", 2).requests))
+    assert still_bindable(state, "default/g", published.serial, a, "n1") == ""
+
+
 def test_a_lone_pod_must_still_fit_its_node() -> None:
     big = pod("big", 6)
     state = cluster(pod("there", 4, node="n1"), big)

@@ -154,6 +154,10 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
         or member.node != node
     ):
         return f"gang {key} no longer holds {node} for pod {pod.key}"
+    if not pod.requests.fits_in(member.requests):
+        # Its requests grew after its gang was planned (a resize, an edited file): the
+        # capacity reserved for it no longer holds it.
+        return f"pod {pod.key} now asks for more than gang {key} reserved for it on {node}"
     info = state.node(node)
     if info is None or not info.node.schedulable:
         return f"node {node} is gone, cordoned or not ready"

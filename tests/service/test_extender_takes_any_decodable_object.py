@@ -53,6 +53,7 @@ from builders import (
     workload_obj,
 )
 from json_garbage import at, garbled, objects_in, places
+from phalanx.core.cache import ClusterState
 from phalanx.core.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -369,6 +370,18 @@ class Driver:
         await self.settle()
 
 
+def settled(state: ClusterState) -> None:
+    """Once every gate and reservation is gone: nothing assumed or reserved, and the
+    counts kept as pods change are what counting the pods says (as in
+    test_barrier_interleavings.py)."""
+    assert [p.key for p in state.pods() if state.assumed_node(p.uid)] == []
+    assert state.reserved_gpus() == 0
+    pending = [p for p in state.pods() if not state.is_bound(p) and not (p.terminal or p.deleting)]
+    assert state.pending_count() == len(pending)
+    for key in state.group_keys():
+        assert state.bound_count(key) == len(state.bound_members(key)), key
+
+
 async def scenario(
     loaded: list[Obj],
     changes: Sequence[tuple[str, float, Obj | str | None]],
@@ -422,6 +435,7 @@ async def scenario(
         for task in driver.binds:
             assert task.done(), "a bind request was never answered"
             assert isinstance(task.result(), str)
+        settled(ext.state)
         driver.overcommitted |= set(ext.state.overcommitted_nodes()) - before
         return sorted(driver.overcommitted)
     finally:

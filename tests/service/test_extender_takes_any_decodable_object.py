@@ -15,7 +15,14 @@ in a verb is an opaque "internal error" answer. So:
 * filter answers, and prioritize scores, only the nodes offered; preempt answers only the
   nodes it was given; every bind is answered once things settle;
 * Phalanx's bindings over-commit no node that was not over-committed already (garbled
-  pods bound by others can over-commit one: Phalanx cannot undo that).
+  pods bound by others can over-commit one: Phalanx cannot undo that);
+* the model stays consistent: a pod found by name is the pod of that name, reserved
+  capacity is exactly the reserved members', and once settled nothing is assumed or
+  reserved and the kept counts are what counting the pods says.
+
+Besides garbage (json_garbage.py), an object may be given values from elsewhere in the
+cluster (another pod's UID, another gang's name or size), which decode more often and
+mean something where they land.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from builders import (
     workload_obj,
 )
 from json_garbage import at, garbled, objects_in, places
-from phalanx.core.cache import ClusterState
+from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -63,12 +70,13 @@ from phalanx.core.dra import (
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry
 from phalanx.core.inventory import parse_object, parse_pod
-from phalanx.core.model import Binding, Pod
+from phalanx.core.model import EMPTY, Binding, Pod, Resources
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
 
-# Each example loads, updates and drives a dozen-pod cluster a few times: about 0.1 s.
-EXAMPLES = 150
+# Each example loads, updates and drives a cluster of some 25 pods a few times: about
+# 20 ms, so some 5 s in all (every run draws new examples).
+EXAMPLES = 200
 BARRIER_SECONDS = 5.0  # on the fake clock: binds held at a gate are answered when it passes
 GHOST = "ghost"  # offered, never in the cluster: kube-scheduler's view may lag the model's
 
@@ -77,8 +85,10 @@ Obj = dict[str, Any]
 
 def seeds() -> list[Obj]:
     """A small cluster every decoder and every planner path has something in: GPU nodes
-    (racked, tainted, without GPUs, DRA-only), single pods, gangs of five dialects with
-    placement, topology and plan annotations, a bound gang to preempt, DRA claims."""
+    (racked, tainted, without GPUs, DRA-only), single pods, gangs of every dialect family
+    (scheduler-plugins, Volcano, KAI, Grove, upstream PodGroups under a composite and a
+    Workload, annotations only) with placement, topology and plan annotations, a bound
+    gang to preempt, DRA claims."""
     sp_annotations = {
         "phalanx.io/placement": "spread",
         "phalanx.io/plan": '{"sequence": [{"execute": "sp-0"}, {"execute": "sp-1"}]}',
@@ -177,7 +187,7 @@ def request_pod(obj: Obj) -> Pod | None:
 
 
 def deleter(seed: Obj) -> Callable[[ScriptedSource], None]:
-    """How the source deletes the object `seed` is (by its uid, name or key)."""
+    """How the source deletes the object `seed` (by its uid, name or key)."""
     meta, kind = seed["metadata"], seed["kind"]
     if seed.get("apiVersion") == "resource.k8s.io/v1":
         key = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
@@ -317,7 +327,7 @@ class Driver:
         for position, pod in enumerate(sorted(pending, key=lambda p: p.key)):
             if leave_out and position % 3 == leave_out - 1:
                 continue
-            if state.pod(pod.uid) is not None:  # not deleted by an earlier bind's effects
+            if state.pod(pod.uid) is not None:  # not replaced since the round began
                 await self.ask(pod)
         self.ext.debug_groups()
         self.ext.debug_topology()
@@ -368,6 +378,18 @@ class Driver:
         self.ext.expire()
         self.ext.refresh_statuses()
         await self.settle()
+
+
+def reserved_is_the_reserved_members(state: ClusterState) -> None:
+    """Each node's reserved capacity is exactly its reserved members' requests (as in
+    test_barrier_interleavings.py)."""
+    per_node: dict[str, Resources] = {}
+    for reservation in state.reservations().values():
+        for m in reservation.members:
+            if m.state is MemberState.RESERVED:
+                per_node[m.node] = per_node.get(m.node, EMPTY) + m.requests
+    for info in state.nodes():
+        assert info.reserved == per_node.get(info.name, EMPTY), info.name
 
 
 def settled(state: ClusterState) -> None:
@@ -428,6 +450,7 @@ async def scenario(
                 driver.withheld = None
             await driver.settle()
             driver.check_pods_by_name()
+            reserved_is_the_reserved_members(ext.state)
         before = set(ext.state.overcommitted_nodes())
         await driver.round()
         await driver.time_passes(BARRIER_SECONDS)
@@ -455,7 +478,8 @@ def test_any_decodable_object_is_applied_and_every_verb_answers(data: st.DataObj
         if obj is not None:
             loaded[index] = obj
     changes = data.draw(st.lists(steps, max_size=8), label="changes")
-    yielding, complete_members = data.draw(st.booleans()), data.draw(st.booleans())
+    yielding = data.draw(st.booleans(), label="every write yields")
+    complete_members = data.draw(st.booleans(), label="complete members")
 
     loop = asyncio.new_event_loop()
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -55,6 +58,19 @@ def test_every_gang_has_a_unique_readable_key_and_finds_its_object(
     ref: GroupRef, key: str, object_key: str
 ) -> None:
     assert (ref.key, ref.object_ref.key, str(ref)) == (key, object_key, key)
+
+
+def test_a_gang_reference_keeps_its_key_through_every_copy() -> None:
+    # The key is made once, at construction (`GroupRef._key`): every way the code copies a
+    # reference must make or carry the right one, and it takes no part in equality.
+    ref = GroupRef("ml", "train", Dialect.UPSTREAM, "workers", "2")
+    renamed = dataclasses.replace(ref, name="serve", replica="")
+    assert renamed.key == "upstream:ml/serve/workers"
+    assert copy.copy(ref).key == pickle.loads(pickle.dumps(ref)).key == ref.key
+    assert ref == GroupRef.parse(ref.key)
+    assert hash(ref) == hash(GroupRef.parse(ref.key))
+    assert ref != renamed
+    assert "_key" not in repr(ref)
 
 
 @pytest.mark.parametrize(

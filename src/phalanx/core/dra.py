@@ -50,7 +50,6 @@ from phalanx.core.rawdict import (
     is_extended_resource,
     key_path,
     namespace_and_name,
-    not_a_quantity,
     read_boolean,
     read_integer,
     read_metadata,
@@ -640,7 +639,7 @@ def _version(text: str) -> Version:
 
 def _quantity(src: Source, value: object, path: str) -> Fraction:
     if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise src.invalid(path, not_a_quantity(value))
+        raise src.invalid(path, str(QuantityError(value)))
     try:
         amount = parse_quantity(value)
     except QuantityError as error:

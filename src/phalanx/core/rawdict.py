@@ -156,22 +156,13 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def not_a_quantity(value: object) -> str:
-    """Why `value`, not a string or a number, is no quantity: an array or object is named
-    by its type, as quoting it whole could make a message of any size (or recurse past the
-    interpreter's limit on a deeply nested one)."""
-    if isinstance(value, Mapping | list | tuple):
-        return f"{json_type(value)} is not a Kubernetes quantity"
-    return str(QuantityError(value))
-
-
 def read_quantities(src: Source, value: object, path: str) -> dict[str, Fraction]:
     """A `ResourceList` with exact values; negative or fractional-where-integer is an error."""
     result: dict[str, Fraction] = {}
     for name, raw in read_object(src, value, path).items():
         where = key_path(path, name)
         if not isinstance(raw, str | int | float):
-            raise src.invalid(where, not_a_quantity(raw))
+            raise src.invalid(where, str(QuantityError(raw)))
         try:
             amount = parse_quantity(raw)
         except QuantityError as error:

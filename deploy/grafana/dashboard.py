@@ -299,8 +299,9 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             "Reservations re-planned because kube-scheduler did not offer a reserved node "
             "(not-offered; dra when the member had devices to allocate on that node, claims or "
             "an extended resource served from DRA devices, so its DynamicResources plugin "
-            "refused the node), or because an arriving member fit no "
-            "template slot (no-slot). dra stays near 0 while Phalanx counts devices exactly.",
+            "refused the node), because an arriving member fit no template slot (no-slot), or "
+            "because a reserved member now asks for more than its reservation holds (grew). "
+            "dra stays near 0 while Phalanx counts devices exactly.",
             units.OpsPerSecond,
             [
                 query(

@@ -17,7 +17,7 @@ from builders import (
     workload_obj,
 )
 from phalanx.api import create_app, create_metrics_app
-from phalanx.service.extender import Extender
+from phalanx.service.extender import NOT_SYNCED, Extender
 from phalanx.sources.clusterfile import ClusterFileSource
 
 pytestmark = pytest.mark.anyio
@@ -49,6 +49,25 @@ async def test_readyz_is_503_with_a_reason_until_the_extender_has_started() -> N
     assert started.status_code == 200
     assert started.json() == {"status": "ready"}
     assert health.status_code == 200
+
+
+async def test_verbs_before_the_model_is_synced_answer_200_with_the_reason_in_error() -> None:
+    # kube-scheduler sends a pod whose extender answered an Error to its backoff queue, and
+    # retries it; a failed-node answer would park it.
+    extender = Extender(ClusterFileSource(small_cluster()))
+    app = create_app(extender)
+    async with client_for(app) as client:
+        body = fixture_bytes("filter_nodenames.json")
+        headers = {"Content-Type": "application/json"}
+        before = await client.post("/filter", content=body, headers=headers)
+        async with app.router.lifespan_context(app):
+            after = await client.post("/filter", content=body, headers=headers)
+
+    assert before.status_code == 200
+    assert before.json()["Error"] == NOT_SYNCED
+    assert before.json()["NodeNames"] == []
+    assert after.json()["Error"] == ""
+    assert after.json()["NodeNames"] in (["gpu-a"], ["gpu-b"])  # the best fit
 
 
 async def test_metrics_are_prometheus_text_with_request_durations(phalanx: Phalanx) -> None:

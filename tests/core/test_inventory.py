@@ -403,6 +403,34 @@ def test_a_pod_whose_namespace_no_object_could_have_is_refused_naming_the_field(
     assert "is not a valid namespace" in raised.value.reason
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["a/b", "Trainer-0", "worker_0", "x" * 254, "-leading", "trailing."],
+    ids=["slash", "upper-case", "underscore", "too-long", "leading-dash", "trailing-dot"],
+)
+def test_a_pod_or_node_whose_name_no_object_could_have_is_refused_naming_the_field(
+    name: str,
+) -> None:
+    # The API server refuses them; a cluster file or a request may still carry one.
+    for parse, obj in ((parse_pod, pod_obj(name)), (parse_node, node_obj(name))):
+        with pytest.raises(InvalidObjectError) as raised:
+            parse(obj)
+        assert raised.value.field == "metadata.name"
+        assert "is not a valid" in raised.value.reason
+        assert '(lower-case letters, digits, "-" and ".")' in raised.value.reason
+
+
+def test_a_name_of_any_length_is_named_cut_in_the_message() -> None:
+    with pytest.raises(InvalidObjectError) as raised:
+        parse_pod(pod_obj("x" * 100_000, namespace="N" * 100_000))
+    assert len(str(raised.value)) < 1_000
+    assert raised.value.field == "metadata.namespace"
+
+
+def test_a_pod_named_with_dots_as_statefulsets_and_jobs_may_name_them_is_read() -> None:
+    assert parse_pod(pod_obj("train.v2-worker-0")).name == "train.v2-worker-0"
+
+
 # --- pod requests ----------------------------------------------------------------------
 
 REQUESTS = [

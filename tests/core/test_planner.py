@@ -14,7 +14,7 @@ from builders import (
 )
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.decisions import FilterResult
-from phalanx.core.journal import Outcome
+from phalanx.core.journal import Outcome, ReplanCause
 from phalanx.core.model import Node, Pod, PodGroup
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.topology import JOB_COMPLETION_INDEX_LABEL
@@ -106,6 +106,36 @@ def test_a_reserved_node_not_offered_triggers_one_re_plan_without_it() -> None:
     assert result.feasible
     assert result.feasible[0] != first
     assert all(m.node != first for m in present(state.reservation("default/g")).members)
+
+
+def test_a_reserved_member_whose_requests_grew_is_re_planned_at_its_filter() -> None:
+    # Its reserved capacity no longer holds it: following the reservation would only have
+    # its bind refused (`still_bindable`), after the whole wait at the gate.
+    members = gang("g", 2, 4)
+    state, planner = setup(groups=[podgroup("g", 2)], pods=members)
+    planner.filter(members[0], NODES, now=0)
+    grown = replace(members[1], requests=pod("big", 8).requests)
+    state.upsert_pod(grown)
+    result = planner.filter(grown, NODES, now=1).result
+    [event] = [e for e in planner.events if e.outcome is Outcome.REPLANNED]
+    assert event.cause is ReplanCause.GREW
+    assert event.reason.startswith("pod default/g-1 now asks for more than gang default/g")
+    reservation = present(state.reservation("default/g"))
+    assert present(reservation.member(grown.uid)).requests == grown.requests
+    assert result == FilterResult((present(reservation.node_of(grown.uid)),))
+    assert state.reserved_gpus() == 12
+
+
+def test_a_reserved_member_whose_requests_shrank_follows_its_reservation() -> None:
+    members = gang("g", 2, 4)
+    state, planner = setup(groups=[podgroup("g", 2)], pods=members)
+    planner.filter(members[0], NODES, now=0)
+    reservation = present(state.reservation("default/g"))
+    shrunk = replace(members[1], requests=pod("small", 2).requests)
+    state.upsert_pod(shrunk)
+    result = planner.filter(shrunk, NODES, now=1).result
+    assert result == FilterResult((present(reservation.node_of(shrunk.uid)),))
+    assert Outcome.REPLANNED not in outcomes(planner)
 
 
 def test_a_second_refusal_releases_the_reservation_with_a_reason() -> None:

@@ -6,6 +6,7 @@ import pytest
 from support import (
     NODES,
     Clock,
+    ScriptedSource,
     bind,
     carried,
     gang_objects,
@@ -16,10 +17,12 @@ from support import (
 )
 
 from builders import node_obj, pod_obj, podgroup_obj
+from phalanx.core.decisions import FilterResult
 from phalanx.core.inventory import parse_node, parse_pod
 from phalanx.core.model import Binding, PodRef
+from phalanx.service.extender import NOT_SYNCED
 from phalanx.service.reporter import NOMINATION_COST
-from phalanx.sources.base import BindError
+from phalanx.sources.base import BindError, StateSink
 
 pytestmark = pytest.mark.anyio
 
@@ -365,4 +368,43 @@ async def test_a_node_that_becomes_schedulable_sends_unfit_gangs_back_to_kube_sc
     ext.apply(lambda state: state.upsert_node(parse_node(node_obj("n4"))))  # a heartbeat
     await asyncio.sleep(0)
     assert len(source.requeued) == 4
+    await ext.stop()
+
+
+class _ListingSource(ScriptedSource):
+    """Lists nodes and pods at start and the gang objects only when `finish_list` says: the
+    window after a restart in which the first full list is still arriving."""
+
+    async def start(self, sink: StateSink) -> None:
+        later = [o for o in self._objects if o["kind"] == "PodGroup"]
+        self._objects = [o for o in self._objects if o["kind"] != "PodGroup"]
+        await super().start(sink)
+        self._synced = False
+        self._objects = later
+
+    def finish_list(self) -> None:
+        for obj in self._objects:
+            self.apply(obj)
+        self._synced = True
+
+
+async def test_verbs_asked_before_the_first_full_list_answer_an_error_kube_scheduler_retries() -> (
+    None
+):
+    # A refusal ("waiting for PodGroup g to exist") would park the member in kube-scheduler's
+    # unschedulable queue, and nothing asks for it back when the list completes. An error
+    # sends it to the backoff queue, which retries it.
+    ext, source = await started(gang_objects(size=2), source_class=_ListingSource)
+    assert not ext.ready
+    early = ext.filter(pod_of(ext, "g-0"), NODES)
+    assert early == FilterResult(error=NOT_SYNCED)
+    assert ext.state.reservation("default/g") is None
+    assert ext.preempt(pod_of(ext, "g-0"), {"n1": ["default/g-1"]}) == {}
+    assert await bind(ext, "g-0", "n1") == NOT_SYNCED
+    assert source.bindings == []
+
+    source.finish_list()  # synced: the same member plans, and the gang binds whole
+    nodes = reserve_all(ext, ["g-0", "g-1"])
+    assert await asyncio.gather(*(bind(ext, n, nodes[n]) for n in nodes)) == ["", ""]
+    assert sorted(node for _, node in source.bindings) == sorted(nodes.values())
     await ext.stop()

@@ -15,12 +15,7 @@ from starlette.routing import Route
 from phalanx.api.responses import OrjsonResponse, error_response
 from phalanx.core.errors import quoted
 from phalanx.core.groups import registry
-from phalanx.service.extender import Extender
-
-NOT_READY = (
-    "the cluster model is not synced yet: "
-    "waiting for the first full list of nodes, pods and podgroups"
-)
+from phalanx.service.extender import NOT_SYNCED, Extender
 
 
 def ops_router(extender: Extender) -> APIRouter:
@@ -69,7 +64,7 @@ def healthz_response() -> Response:
 def readyz_response(extender: Extender) -> Response:
     if extender.ready:
         return OrjsonResponse({"status": "ready"})
-    return OrjsonResponse({"status": "not ready", "reason": NOT_READY}, status_code=503)
+    return OrjsonResponse({"status": "not ready", "reason": NOT_SYNCED}, status_code=503)
 
 
 async def metrics_response(extender: Extender) -> Response:

@@ -73,6 +73,7 @@ class ReplanCause(StrEnum):
     # the node serves from DRA devices): its DynamicResources plugin refused it
     DRA = "dra"
     NO_SLOT = "no-slot"  # an arriving member fit none of a template reservation's slots
+    GREW = "grew"  # a reserved member now asks for more than its reservation holds
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import re
 from typing import Final
 
 DNS_LABEL_FORM: Final = '(lower-case letters, digits and "-", at most 63)'
+OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
 
 # The longest DNS subdomain, so the longest name of most objects (pods, nodes, PodGroups).
 MAX_NAME_LENGTH = 253

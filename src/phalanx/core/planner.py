@@ -434,6 +434,11 @@ class GangPlanner:
         ):
             member = self._swap_slot(key, reservation, member, pod, offered)
         if member is not None:
+            if _grew(pod, member):
+                # Its requests grew since the gang was planned (a resize, an edited file):
+                # the capacity held for it no longer holds it, and its bind would be refused.
+                grew = f"pod {pod.key} now asks for more than gang {key} reserved for it"
+                return self._replan_for(cycle, grew, cause=ReplanCause.GREW)
             if member.node in offered:
                 return _follow(member.node, offered, _reserved_for(key, member))
             return self._replan(cycle, member)
@@ -813,6 +818,16 @@ def _devices_blocker(pod: Pod) -> str:
     if pod.devices is not None:
         return pod.devices.demand.blocker
     return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
+
+
+def _grew(pod: Pod, member: MemberReservation) -> bool:
+    """Whether reserved `member` now asks for more than its reservation holds (the same
+    check as the barrier's `still_bindable`; most members share their requests object)."""
+    return (
+        member.state is MemberState.RESERVED
+        and member.requests is not pod.requests
+        and not pod.requests.fits_in(member.requests)
+    )
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

@@ -15,7 +15,13 @@ from typing import Final, cast
 
 from phalanx.core.errors import InvalidObjectError, QuantityError, quoted
 from phalanx.core.model import CPU, PODS, Resources
-from phalanx.core.names import DNS_LABEL_FORM, is_dns_label
+from phalanx.core.names import (
+    DNS_LABEL_FORM,
+    MAX_NAME_LENGTH,
+    OBJECT_NAME_FORM,
+    is_dns_label,
+    is_object_name,
+)
 from phalanx.core.quantity import int_value, milli_value, parse_quantity
 
 DEFAULT_NAMESPACE: Final = "default"
@@ -35,10 +41,18 @@ class Source:
         return InvalidObjectError(self.kind, self.name, path, reason)
 
 
+# The longest key a path names whole: a label or annotation key's 253-character prefix,
+# "/" and 63-character name. A longer one is invalid anyway; whole, it would make an error
+# message as long as itself.
+KEY_LIMIT: Final = 317
+
+
 def key_path(path: str, key: str) -> str:
     # The same text json.dumps gives, without calling it for the usual key (no quote,
     # backslash or control character to escape): paths are made for every key read.
-    if key.isprintable() and '"' not in key and "\\" not in key:
+    if len(key) > KEY_LIMIT:
+        key = key[:KEY_LIMIT] + "…"
+    elif key.isprintable() and '"' not in key and "\\" not in key:
         return f'{path}["{key}"]'
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -124,23 +138,33 @@ def read_string_map(src: Source, value: object, path: str) -> dict[str, str]:
 
 
 def read_metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[Source, JsonObject]:
-    """The object's identity (for messages) and its `metadata`. A namespace no object could
-    have is refused: with a "/" in it, `ns/name` would name another object (the API server
-    refuses them; a file or a request may still carry one)."""
+    """The object's identity (for messages) and its `metadata`. A name or namespace no
+    object could have is refused: with a "/" in a namespace, `ns/name` would name another
+    object (the API server refuses them; a file or a request may still carry one). Every
+    kind read here is named by a DNS subdomain."""
     unnamed = Source(kind, "")
     metadata = read_object(unnamed, obj.get("metadata"), "metadata")
     name = read_string(unnamed, metadata.get("name"), "metadata.name")
     if not name:
         raise unnamed.invalid("metadata.name", "is required")
+    valid = is_object_name(name)
+    # An invalid name may be of any length: the message names it cut, as `quoted` does.
+    shown = name if valid or len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH] + "…"
     if namespaced:
         namespace = read_string(unnamed, metadata.get("namespace"), "metadata.namespace")
         if namespace and not is_dns_label(namespace):
-            raise Source(kind, f"{namespace}/{name}").invalid(
+            raise Source(kind, f"{namespace[:MAX_NAME_LENGTH]}/{shown}").invalid(
                 "metadata.namespace",
                 f"{quoted(namespace)} is not a valid namespace {DNS_LABEL_FORM}",
             )
-        name = f"{namespace or DEFAULT_NAMESPACE}/{name}"
-    return Source(kind, name), metadata
+        src = Source(kind, f"{namespace or DEFAULT_NAMESPACE}/{shown}")
+    else:
+        src = Source(kind, shown)
+    if not valid:
+        raise src.invalid(
+            "metadata.name", f"{quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
+        )
+    return src, metadata
 
 
 def namespace_and_name(src: Source) -> tuple[str, str]:

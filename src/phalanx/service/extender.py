@@ -49,6 +49,16 @@ Clock = Callable[[], float]
 # bind a gang no verb asked about (`Extender._acts_alone`).
 ACTS_ALONE_SECONDS = 2.0
 
+# What filter, preempt and bind answer until the model holds its first full list (`ready`).
+# A partial model can take a gang member for a pod whose PodGroup does not exist, or count
+# a node free whose pods are not listed yet. An error, unlike an unschedulable answer, sends
+# the pod to kube-scheduler's backoff, which retries it: a refusal parks it until something
+# requeues it, and nothing would.
+NOT_SYNCED = (
+    "the cluster model is not synced yet: "
+    "waiting for the first full list of nodes, pods and gang objects"
+)
+
 # Releases whose cause no decision of ours reported: the listener reports them.
 _UNREPORTED = (
     ReleaseCause.NODE_GONE,
@@ -267,6 +277,14 @@ class Extender:
             self._synced = True
             self.planner.note_synced()
 
+    def _unsynced(self) -> bool:
+        """Whether the verbs must wait for the first full list (`NOT_SYNCED`). Once synced,
+        always, so the hot path pays one attribute read: a gang object listed later (of a
+        kind discovered later too) asks for its waiting members back when it appears."""
+        if not self._synced:
+            self._note_synced()
+        return not self._synced
+
     async def start(self) -> None:
         await self.source.start(self.apply)
         self._note_synced()  # a source may finish its list outside `apply`
@@ -333,6 +351,8 @@ class Extender:
     ) -> FilterResult:
         """`offered_set`: the offered names as a set, when the caller has one already."""
         self._asked_at = self.clock()
+        if self._unsynced():
+            return FilterResult(error=NOT_SYNCED)
         self.expire()
         pod = self.learn(pod)
         decision = self.planner.filter(pod, offered, self.clock(), offered_set=offered_set)
@@ -361,13 +381,18 @@ class Extender:
         return self.planner.prioritize(self.learn(pod), offered)
 
     def preempt(self, pod: Pod, victims: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-        """The victim sets Phalanx agrees to; each node's verdict is reported on the way."""
+        """The victim sets Phalanx agrees to; each node's verdict is reported on the way.
+        None until synced: a partial model may not know a victim is a gang's member."""
+        if self._unsynced():
+            return {}
         preemption = self.planner.preempt(victims)
         self.reporter.report_preemption(self.learn(pod), preemption)
         return preemption.kept
 
     async def bind(self, binding: Binding) -> str:
         """Bind one pod; returns "" on success or the error kube-scheduler should report."""
+        if self._unsynced():
+            return NOT_SYNCED
         return await self.barrier.bind(binding)
 
     # ---- views -------------------------------------------------------------------------

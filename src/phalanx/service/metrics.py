@@ -129,8 +129,9 @@ class Metrics:
             "Reservations re-planned, by cause: kube-scheduler did not offer a reserved node "
             "(not-offered; dra when the member had devices to allocate on that node, claims "
             "or an extended resource the node serves from DRA devices, so its "
-            "DynamicResources plugin refused it), or an arriving member fit no template slot "
-            "(no-slot).",
+            "DynamicResources plugin refused it), an arriving member fit no template slot "
+            "(no-slot), or a reserved member now asks for more than its reservation holds "
+            "(grew).",
             ["cause"],
             registry=r,
         )

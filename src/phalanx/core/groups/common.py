@@ -27,6 +27,7 @@ from phalanx.core.model import (
 )
 from phalanx.core.names import (
     DNS_LABEL_FORM,
+    OBJECT_NAME_FORM,
     annotation_int,
     is_dns_label,
     is_object_name,
@@ -52,8 +53,6 @@ SCHEDULE_TIMEOUT_ANNOTATION: Final = ANNOTATION_PREFIX + "schedule-timeout-secon
 
 _PLACEMENT_FORMS = "pack, same-node, spread, interconnect-local or domain:<node-label-key>"
 
-OBJECT_NAME_FORM: Final = '(lower-case letters, digits, "-" and ".")'
-
 
 def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
     """Why `name`, read from `where` (a pod's label, annotation or spec field), can name no
@@ -64,15 +63,10 @@ def group_name_problem(where: str, name: str, kind: str = "PodGroup") -> str:
 
 
 def read_identity(kind: str, obj: JsonObject) -> tuple[Source, JsonObject, str, str]:
-    """A gang object's (source, metadata, namespace, name). A name or namespace no object
-    could have (from a file: the API server refuses them) is refused naming the field; a
-    "/" in one would make the key of another gang (`read_metadata` checks the namespace)."""
+    """A gang object's (source, metadata, namespace, name); `read_metadata` refuses a name
+    or namespace no object could have."""
     src, metadata = read_metadata(kind, obj, namespaced=True)
     namespace, name = namespace_and_name(src)
-    if not is_object_name(name):
-        raise src.invalid(
-            "metadata.name", f"{quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
-        )
     return src, metadata, namespace, name
 
 

@@ -21,8 +21,8 @@ _STANDARD = frozenset(
     vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)).keys()
     | {"message", "asctime", "color_message", "taskName"}
 )
-_ACCESS = "uvicorn.access"
-_UVICORN = ("uvicorn", "uvicorn.error", _ACCESS, "uvicorn.asgi")
+ACCESS_LOGGER = "uvicorn.access"  # uvicorn's access lines; its level is their switch (api.server)
+_UVICORN = ("uvicorn", "uvicorn.error", ACCESS_LOGGER, "uvicorn.asgi")
 _HANDLER_NAME = "phalanx-json"
 
 
@@ -36,7 +36,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        if record.name == _ACCESS and isinstance(record.args, tuple):
+        if record.name == ACCESS_LOGGER and isinstance(record.args, tuple):
             args = record.args
             if len(args) == 5:  # uvicorn's access format: client, method, path, version, status
                 line.update(client=args[0], method=args[1], path=args[2], status=args[4])
@@ -85,4 +85,4 @@ def configure(level: str = "info", stream: IO[str] | None = None) -> None:
     # cost about a third of the HTTP serving CPU per request. Request counts and latencies
     # are in /metrics (`phalanx_request_duration_seconds`).
     if root.level > logging.DEBUG:
-        logging.getLogger(_ACCESS).setLevel(logging.WARNING)
+        logging.getLogger(ACCESS_LOGGER).setLevel(logging.WARNING)

@@ -23,6 +23,7 @@ import uvicorn
 
 from phalanx.api.app import DEFAULT_MAX_BODY_BYTES, create_app, create_metrics_app
 from phalanx.api.one_write import OneWriteHttpProtocol
+from phalanx.logs import ACCESS_LOGGER
 from phalanx.service.extender import Extender
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ STARTUP_TIMEOUT_SECONDS = 10.0
 # server closed the connection fails, and Go never retries a POST (kube-scheduler then
 # fails that pod's attempt with "EOF" and backs it off).
 KEEP_ALIVE_SECONDS = 120
-ACCESS_LOGGER = "uvicorn.access"
 
 
 def loop_name() -> str:

@@ -26,6 +26,7 @@ from dra_builders import (
     taint_rule_obj,
     tainted,
 )
+from phalanx.core.barrier import still_bindable
 from phalanx.core.dra import parse_device_class, parse_resource_claim_template
 from phalanx.core.dra_demand import Exactness
 from phalanx.core.dra_inventory import WHOLE, class_entry, whole_entry
@@ -87,6 +88,20 @@ def test_members_sharing_a_claim_are_reserved_on_one_node_and_charged_once() -> 
     assert reservation is not None
     assert reservation.node_of(a.uid) == reservation.node_of(b.uid)
     assert reservation.reserved_gpus == 8
+
+
+def test_a_member_sharing_a_claim_charged_to_another_follows_its_reservation() -> None:
+    # Its own requests name the claim's devices; its reservation holds none of them, since
+    # the claim is charged to one member (which one moves as members come and go). That is
+    # not a member whose requests grew.
+    world, planner = dra_cluster(nodes=["d1", "d2"])
+    world.claim("team", 8)
+    a, b = members(world, 2, claims={"shared": "team"})
+    reservation = present(planner.filter(a, ["d1", "d2"], now=0).reserved)
+    result = planner.filter(b, ["d1", "d2"], now=1).result
+    assert result.feasible == (reservation.node_of(b.uid),)
+    assert Outcome.REPLANNED not in [e.outcome for e in planner.events]
+    assert still_bindable(world.state, "default/g", reservation.serial, b, result.feasible[0]) == ""
 
 
 def test_a_member_whose_claim_names_an_unknown_class_is_refused_everywhere_with_why() -> None:

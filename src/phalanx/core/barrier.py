@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from phalanx.core import eligibility
 from phalanx.core.cache import ClusterState, MemberState
-from phalanx.core.model import Binding, Node, Pod, PodGroup
+from phalanx.core.dra_inventory import is_dra_entry
+from phalanx.core.model import Binding, Node, Pod, PodGroup, Resources
 from phalanx.core.quorum import TaskMinima, task_shortfall
 from phalanx.core.resolution import GroupDefaults, Resolved, resolve_group
 
@@ -154,7 +155,7 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
         or member.node != node
     ):
         return f"gang {key} no longer holds {node} for pod {pod.key}"
-    if not pod.requests.fits_in(member.requests):
+    if outgrew(pod, member.requests):
         # Its requests grew after its gang was planned (a resize, an edited file): the
         # capacity reserved for it no longer holds it.
         return f"pod {pod.key} now asks for more than gang {key} reserved for it on {node}"
@@ -162,6 +163,22 @@ def still_bindable(state: ClusterState, key: str, serial: int, waiter: Pod, node
     if info is None or not info.node.schedulable:
         return f"node {node} is gone, cordoned or not ready"
     return ""
+
+
+def outgrew(pod: Pod, reserved: Resources) -> bool:
+    """Whether `pod` now asks for more than `reserved`, what its gang's reservation holds
+    for it. Its DRA entries are left out: a claim the gang's members share is charged to
+    one of them until it is allocated (`dra_demand.gang_demand`), and which one changes as
+    members arrive and claims are allocated, while the gang's total stays the same. Most
+    members share their requests object with their reservation: nothing to compare."""
+    requests = pod.requests
+    if requests is reserved:
+        return False
+    return any(
+        amount > reserved.get(name)
+        for name, amount in requests.items()
+        if amount > 0 and not is_dra_entry(name)
+    )
 
 
 def completions(

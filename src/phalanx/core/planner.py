@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from phalanx.core.barrier import outgrew
 from phalanx.core.cache import (
     SLOT_PREFIX,
     ClusterState,
@@ -434,7 +435,7 @@ class GangPlanner:
         ):
             member = self._swap_slot(key, reservation, member, pod, offered)
         if member is not None:
-            if _grew(pod, member):
+            if member.state is MemberState.RESERVED and outgrew(pod, member.requests):
                 # Its requests grew since the gang was planned (a resize, an edited file):
                 # the capacity held for it no longer holds it, and its bind would be refused.
                 grew = f"pod {pod.key} now asks for more than gang {key} reserved for it"
@@ -818,16 +819,6 @@ def _devices_blocker(pod: Pod) -> str:
     if pod.devices is not None:
         return pod.devices.demand.blocker
     return "its ResourceClaims are not known to Phalanx yet" if pod.resource_claims else ""
-
-
-def _grew(pod: Pod, member: MemberReservation) -> bool:
-    """Whether reserved `member` now asks for more than its reservation holds (the same
-    check as the barrier's `still_bindable`; most members share their requests object)."""
-    return (
-        member.state is MemberState.RESERVED
-        and member.requests is not pod.requests
-        and not pod.requests.fits_in(member.requests)
-    )
 
 
 def _follow(node: str, offered: Sequence[str], why_not_others: str) -> FilterResult:

@@ -438,6 +438,17 @@ class ClusterState:
         declared = self._declared.get(pod.uid)
         return declared[0] if declared is not None else pod.group
 
+    def as_declared(self, pod: Pod) -> Pod:
+        """The model's copy `pod` as the API reports it: with the gang and task it names
+        itself, not those it is filed under (`_as_member`). What to give `upsert_pod` when
+        updating a copy taken from the model, which would otherwise be filed as declaring
+        its composite gang (or its Grove podgroup) itself and stay there."""
+        declared = self._declared.get(pod.uid)
+        if declared is None:
+            return pod
+        group, task = declared
+        return replace(pod, group=group, task=task)
+
     def group_error(self, key: str) -> str | None:
         return self._group_errors.get(key)
 

@@ -332,7 +332,8 @@ class ClusterFileSource:
             if state.node(node) is None:
                 outcome.append(BindError(f"node {node} not found"))
                 return
-            self.dra.upsert_pod(state, replace(pod, node_name=node, phase=PodPhase.RUNNING))
+            bound = replace(pod, node_name=node, phase=PodPhase.RUNNING)
+            self.dra.upsert_pod(state, state.as_declared(bound))  # as the API would report it
 
         self._sink(update)
         if outcome:

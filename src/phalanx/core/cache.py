@@ -578,7 +578,7 @@ class ClusterState:
         joined = old is None or old.group != pod.group
         if old is not None and old.group is not None and old.group != pod.group:
             # Relabelled into another gang: gone from the old one as if deleted.
-            self._members.get(old.group.key, set()).discard(pod.uid)
+            self._leave(old.group.key, pod.uid)
             self._drop_member(old.group.key, pod.uid, vanished=True)
         if old is not None and old.key != pod.key and self._uid_by_key.get(old.key) == pod.uid:
             # Its UID under another name (an object copied in a cluster file; the API never
@@ -705,13 +705,17 @@ class ClusterState:
         if pod.group is not None:
             self._moved.add(pod.group.key)
             self._refresh_live(pod.group.key, pod, None)
-            members = self._members.get(pod.group.key)
-            if members is not None:
-                members.discard(uid)
-                if not members:
-                    del self._members[pod.group.key]
+            self._leave(pod.group.key, uid)
             self._drop_member(pod.group.key, uid, vanished=True)
         self._recount(uid)
+
+    def _leave(self, key: str, uid: str) -> None:
+        """The pod is no longer one of gang `key`'s: a gang left with no pod is forgotten."""
+        members = self._members.get(key)
+        if members is not None:
+            members.discard(uid)
+            if not members:
+                del self._members[key]
 
     def _recount(self, uid: str) -> None:
         """Make the pod's contribution to node usage (and to the pending pods) match its

@@ -158,3 +158,32 @@ def test_a_composite_member_bound_from_the_file_still_names_its_own_pod_group() 
     assert bound.node_name == "n1"
     assert str(state.declared_group(bound)) == "upstream:default/head"
     assert state.gangs_of("upstream:default/head") == ["composite:default/job"]
+
+
+def claim_keys(state: ClusterState, pod: str) -> list[str]:
+    member = state.pod_by_key("default", pod)
+    assert member is not None
+    assert member.devices is not None
+    return [c.key for c in member.devices.demand.claims]
+
+
+@pytest.mark.parametrize("gone", ["deleted", "made invalid"])
+def test_a_pod_group_back_after_it_was_gone_gives_its_members_its_claims_again(gone: str) -> None:
+    # While the PodGroup is gone its members count their own claims; once it is back,
+    # its claim serves them again, whatever they were derived from in between.
+    group = upstream_podgroup_obj("team", 2)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]
+    member = dra_pod_obj("m", templates={"gpus": "four"}, scheduling_group="team")
+    source, state = loaded(
+        claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4)), group, member
+    )
+    assert claim_keys(state, "m") == ["default/team#gpus"]
+    if gone == "deleted":
+        source.delete_group("upstream:default/team")
+    else:
+        source.apply(upstream_podgroup_obj("team", 0))
+    member["metadata"]["labels"]["edited"] = "yes"  # any update of the member meanwhile
+    source.apply(member)
+    assert claim_keys(state, "m") == ["default/m#gpus"]
+    source.apply(group)
+    assert claim_keys(state, "m") == ["default/team#gpus"]

@@ -521,6 +521,8 @@ def observed(source: ClusterFileSource, state: ClusterState) -> dict[str, object
         "claims": dict(dra.claims),
         "templates": dict(dra.templates),
         "device nodes": sorted(dra.nodes()),
+        # As a set: the classes' notes come in the order the classes arrived, which only
+        # orders the lines people read (no decision reads them).
         "dra problems": sorted(dra.problems()),
         # Not compared: the source's `rejected` and `warnings`, logs of what was delivered
         # (an invalid version earlier stays in them); the model holds group errors.

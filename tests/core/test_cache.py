@@ -476,6 +476,18 @@ def test_a_gang_s_members_follow_every_change_to_its_pods_between_two_reads() ->
     assert "default/g" not in state._live_members  # noqa: SLF001  # nothing kept for a gone gang
 
 
+def test_a_gang_whose_last_member_is_relabelled_away_is_forgotten_as_if_it_was_deleted() -> None:
+    # A gang without an object is known by its members alone: once the last one is
+    # relabelled into another gang, it is gone from the gang list (views, status sweeps).
+    state = state_with(gpu_node("n1"))
+    member = pod("m", 1, group="typo")
+    state.upsert_pod(member)
+    assert state.group_keys() == {"default/typo"}
+    state.upsert_pod(pod("m", 1, group="g", uid=member.uid))
+    assert state.group_keys() == {"default/g"}
+    assert state.member_count("default/typo") == 0
+
+
 def test_a_gang_moves_when_a_member_its_object_or_its_reservation_changes() -> None:
     # What the status refresh recomputes: nothing else changes a gang's status.
     state = state_with(gpu_node("n1"))

@@ -4,6 +4,7 @@ pod beneath it, placed and bound all or nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -90,6 +91,17 @@ def test_the_pods_of_every_pod_group_under_a_gang_composite_are_one_gangs_member
     assert [p.name for p in cluster.state.members(RAY.key)] == ["head-0", "worker-0", "worker-1"]
     assert cluster.state.members(HEAD_GROUP.key) == []
     assert cluster.pod("head-0").task == "ray-head"
+    assert cluster.state.declared_group(cluster.pod("head-0")) == HEAD_GROUP
+
+
+def test_a_member_s_model_copy_as_declared_names_its_pod_group_and_is_filed_again() -> None:
+    # What a source upserts when it changes the model's copy of a member (its derived DRA
+    # demand, a binding): the pod as the API has it, which the cache files as before.
+    cluster = Cluster(*ray_cluster())
+    declared = cluster.state.as_declared(cluster.pod("head-0"))
+    assert (declared.group, declared.task) == (HEAD_GROUP, "")
+    cluster.state.upsert_pod(replace(declared, priority=7))
+    assert (cluster.pod("head-0").group, cluster.pod("head-0").priority) == (RAY, 7)
     assert cluster.state.declared_group(cluster.pod("head-0")) == HEAD_GROUP
 
 

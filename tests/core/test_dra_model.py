@@ -7,15 +7,21 @@ exactly once on their node (never twice, never not at all).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from builders import (
     GPU_DRIVER,
+    composite_obj,
     dra_pod_obj,
     gpu_node,
     gpu_slice_obj,
+    grove_pod_obj,
+    grove_podgang_obj,
     nvidia_class_objs,
     pod,
+    present,
     upstream_podgroup_obj,
 )
 from dra_builders import GPU_CLASS, DraWorld
@@ -24,9 +30,12 @@ from phalanx.core.cache import MemberReservation, Reservation
 from phalanx.core.dra import parse_device_class
 from phalanx.core.dra_demand import shared_out
 from phalanx.core.dra_inventory import class_entry
-from phalanx.core.groups import upstream
+from phalanx.core.groups import registry, upstream
+from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU, PodGroup
+from phalanx.core.planner import GangPlanner
 
 # ---- nodes ------------------------------------------------------------------------------
 
@@ -333,3 +342,83 @@ def test_a_podgroup_known_after_its_members_makes_their_template_entry_the_gangs
         assert p.devices is not None
         [claim] = p.devices.demand.claims
         assert (claim.key, claim.allocated) == ("default/team-cd-x", True)
+
+
+# ---- pods filed under another gang than the one they name ---------------------------------
+
+
+def gang_objects(world: DraWorld, *objects: dict[str, Any]) -> None:
+    """Gang objects into the world's model, as the sources apply them."""
+    for obj in objects:
+        parsed = registry.parse_group_object(obj)
+        assert parsed is not None
+        if isinstance(parsed.value, CompositePodGroup):
+            world.state.upsert_composite(parsed.value)
+        else:
+            assert not isinstance(parsed.value, Workload)
+            world.state.upsert_group(parsed.value)
+
+
+def test_a_composite_member_derived_again_still_names_its_own_pod_group() -> None:
+    # The model files the member under the composite; deriving its demand again (its
+    # template arrived after it) must not make it forget the PodGroup it names, or it
+    # stays the composite's when the composite no longer gangs its PodGroups.
+    world = DraWorld("n1")
+    gang_objects(world, composite_obj("job", 1), upstream_podgroup_obj("head", 1, parent="job"))
+    member = world.pod("head-0", templates={"gpu": "one"}, scheduling_group="head")
+    world.template("one", 1)
+    filed = present(world.state.pod(member.uid))
+    assert present(filed.group).key == "composite:default/job"
+    assert present(world.state.declared_group(filed)).key == "upstream:default/head"
+    assert world.state.gangs_of("upstream:default/head") == ["composite:default/job"]
+
+    gang_objects(world, composite_obj("job", None))  # the basic policy: each PodGroup a gang
+    assert present(present(world.state.pod(member.uid)).group).key == "upstream:default/head"
+
+
+def test_a_grove_member_derived_again_is_still_filed_by_its_pod_gang_s_references() -> None:
+    # A member without its podgroup's label takes the podgroup that lists it, and leaves it
+    # when the PodGang stops listing it, however often its demand was derived in between.
+    world = DraWorld("n1")
+    gang_objects(world, grove_podgang_obj("gg", {"gw": 1}))
+    obj = grove_pod_obj("gw-0", "gg")
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one"}]
+    world.model.upsert_pod(world.state, parse_pod(obj))
+    world.template("one", 1)
+    uid = obj["metadata"]["uid"]
+    assert present(world.state.pod(uid)).task == "gw"
+
+    unlisted = grove_podgang_obj("gg", {"gw": 1})
+    unlisted["spec"]["podgroups"][0]["podReferences"] = []
+    gang_objects(world, unlisted)
+    assert present(world.state.pod(uid)).task == ""
+
+
+def test_preemption_takes_an_all_pod_group_whole_after_its_members_claims_arrive() -> None:
+    # After a restart the claims of running members may be listed after the members: the
+    # members, derived again, are still their PodGroup's, and so one of its `disruptionMode:
+    # all` unit is never preempted alone.
+    world = DraWorld("n1", "n2")
+    gang_objects(
+        world,
+        composite_obj("ray", 1),
+        upstream_podgroup_obj("head", 1, parent="ray"),
+        upstream_podgroup_obj("workers", 2, parent="ray", disruption_mode="all"),
+    )
+    members = [("head-0", "n1", "head"), ("w-0", "n1", "workers")]
+    members += [("w-1", "n2", "workers"), ("w-2", "n2", "workers")]
+    for name, node, group in members:
+        world.pod(
+            name,
+            claims={"gpu": f"{name}-gpu"},
+            node=node,
+            phase="Running",
+            uid=name,
+            scheduling_group=group,
+        )
+    for name, _, _ in members:
+        world.claim(f"{name}-gpu", 1)
+    planner = GangPlanner(world.state)
+    # Two workers would still make minCount 2, but the PodGroup goes only whole.
+    assert planner.preempt({"n2": ["w-2"]}).kept == {}
+    assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}

@@ -10,6 +10,7 @@ import pytest
 
 from builders import (
     claim_template_obj,
+    composite_obj,
     device_request,
     dra_pod_obj,
     node_obj,
@@ -20,7 +21,7 @@ from builders import (
     workload_obj,
 )
 from phalanx.core.cache import ClusterState
-from phalanx.core.model import Dialect
+from phalanx.core.model import Binding, Dialect
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.sources.clusterfile import ClusterFileSource
 
@@ -139,3 +140,50 @@ def test_a_pod_group_listed_after_its_members_gives_them_its_claims() -> None:
     assert member is not None
     assert member.devices is not None
     assert [c.key for c in member.devices.demand.claims] == ["default/team#gpus"]
+
+
+def test_a_composite_member_bound_from_the_file_still_names_its_own_pod_group() -> None:
+    # The demo binds the model's copy, filed under the composite: bound, the member is
+    # still its PodGroup's (preemption reads the PodGroup's disruption mode).
+    source, state = loaded(
+        composite_obj("job", 1),
+        upstream_podgroup_obj("head", 1, parent="job"),
+        pod_obj("head-0", scheduling_group="head"),
+    )
+    member = state.pod_by_key("default", "head-0")
+    assert member is not None
+    asyncio.run(source.bind(Binding(member.ref, "n1")))
+    bound = state.pod_by_key("default", "head-0")
+    assert bound is not None
+    assert bound.node_name == "n1"
+    assert str(state.declared_group(bound)) == "upstream:default/head"
+    assert state.gangs_of("upstream:default/head") == ["composite:default/job"]
+
+
+def claim_keys(state: ClusterState, pod: str) -> list[str]:
+    member = state.pod_by_key("default", pod)
+    assert member is not None
+    assert member.devices is not None
+    return [c.key for c in member.devices.demand.claims]
+
+
+@pytest.mark.parametrize("gone", ["deleted", "made invalid"])
+def test_a_pod_group_back_after_it_was_gone_gives_its_members_its_claims_again(gone: str) -> None:
+    # While the PodGroup is gone its members count their own claims; once it is back,
+    # its claim serves them again, whatever they were derived from in between.
+    group = upstream_podgroup_obj("team", 2)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]
+    member = dra_pod_obj("m", templates={"gpus": "four"}, scheduling_group="team")
+    source, state = loaded(
+        claim_template_obj("four", device_request("gpu", "gpu.nvidia.com", 4)), group, member
+    )
+    assert claim_keys(state, "m") == ["default/team#gpus"]
+    if gone == "deleted":
+        source.delete_group("upstream:default/team")
+    else:
+        source.apply(upstream_podgroup_obj("team", 0))
+    member["metadata"]["labels"]["edited"] = "yes"  # any update of the member meanwhile
+    source.apply(member)
+    assert claim_keys(state, "m") == ["default/m#gpus"]
+    source.apply(group)
+    assert claim_keys(state, "m") == ["default/team#gpus"]

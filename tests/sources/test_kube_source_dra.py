@@ -281,6 +281,36 @@ SERVED_WITH_PODGROUPS = {
 }
 
 
+def claim_keys(live: Live, pod: str) -> list[str]:
+    devices = live.pod(pod).devices
+    return [c.key for c in devices.demand.claims] if devices is not None else []
+
+
+def test_a_podgroup_made_invalid_and_fixed_serves_its_members_template_entries_again() -> None:
+    # While the PodGroup cannot be read its claims serve no member (as once it is deleted);
+    # fixed, they serve its members again, even one updated in between.
+    group = upstream_podgroup_obj("team", 1)
+    group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]
+    member = dra_pod_obj("m", templates={"gpus": "four"}, scheduling_group="team")
+    objects = {**dra_objects(), "/api/v1/pods": [member], UPSTREAM_PODGROUPS: [group]}
+
+    async def scenario() -> None:
+        async with running(SERVED_WITH_PODGROUPS, objects=objects) as live:
+            await until("the gang's entry", lambda: claim_keys(live, "m") == ["default/team#gpus"])
+            broken = copy.deepcopy(group)
+            broken["spec"]["schedulingPolicy"] = {"gang": {"minCount": 0}}
+            live.api.modify(UPSTREAM_PODGROUPS, broken)
+            await until("its own entry", lambda: claim_keys(live, "m") == ["default/m#gpus"])
+            edited = copy.deepcopy(member)
+            edited["metadata"]["labels"]["edited"] = "yes"
+            live.api.modify("/api/v1/pods", edited)
+            await until("the edit", lambda: live.pod("m").labels.get("edited") == "yes")
+            live.api.modify(UPSTREAM_PODGROUPS, group)
+            await until("the gang's again", lambda: claim_keys(live, "m") == ["default/team#gpus"])
+
+    asyncio.run(scenario())
+
+
 def test_a_podgroups_claims_seen_on_its_watch_serve_its_members_template_entries() -> None:
     group = upstream_podgroup_obj("team", 1)
     group["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "four"}]

@@ -438,6 +438,17 @@ class ClusterState:
         declared = self._declared.get(pod.uid)
         return declared[0] if declared is not None else pod.group
 
+    def as_declared(self, pod: Pod) -> Pod:
+        """The model's copy `pod` as the API reports it: with the gang and task it names
+        itself, not those it is filed under (`_as_member`). What to give `upsert_pod` when
+        updating a copy taken from the model, which would otherwise be filed as declaring
+        its composite gang (or its Grove podgroup) itself and stay there."""
+        declared = self._declared.get(pod.uid)
+        if declared is None:
+            return pod
+        group, task = declared
+        return replace(pod, group=group, task=task)
+
     def group_error(self, key: str) -> str | None:
         return self._group_errors.get(key)
 
@@ -567,7 +578,7 @@ class ClusterState:
         joined = old is None or old.group != pod.group
         if old is not None and old.group is not None and old.group != pod.group:
             # Relabelled into another gang: gone from the old one as if deleted.
-            self._members.get(old.group.key, set()).discard(pod.uid)
+            self._leave(old.group.key, pod.uid)
             self._drop_member(old.group.key, pod.uid, vanished=True)
         if old is not None and old.key != pod.key and self._uid_by_key.get(old.key) == pod.uid:
             # Its UID under another name (an object copied in a cluster file; the API never
@@ -694,13 +705,17 @@ class ClusterState:
         if pod.group is not None:
             self._moved.add(pod.group.key)
             self._refresh_live(pod.group.key, pod, None)
-            members = self._members.get(pod.group.key)
-            if members is not None:
-                members.discard(uid)
-                if not members:
-                    del self._members[pod.group.key]
+            self._leave(pod.group.key, uid)
             self._drop_member(pod.group.key, uid, vanished=True)
         self._recount(uid)
+
+    def _leave(self, key: str, uid: str) -> None:
+        """The pod is no longer one of gang `key`'s: a gang left with no pod is forgotten."""
+        members = self._members.get(key)
+        if members is not None:
+            members.discard(uid)
+            if not members:
+                del self._members[key]
 
     def _recount(self, uid: str) -> None:
         """Make the pod's contribution to node usage (and to the pending pods) match its

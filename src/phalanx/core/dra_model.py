@@ -270,7 +270,7 @@ class DraModel:
                     continue
                 bridged = self._derive(state, pod)
                 if bridged is not pod:
-                    state.upsert_pod(bridged)
+                    state.upsert_pod(state.as_declared(bridged))  # the model's copy is filed
                 derived[uid] = bridged
         changes, self._changes = self._changes, NOTHING
         names: Iterable[str] = self._nodes if changes.everything else changes.nodes & self._nodes

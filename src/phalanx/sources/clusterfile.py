@@ -237,8 +237,13 @@ class ClusterFileSource:
         namespace, slash, name = exc.name.partition("/")  # "" while the name is unreadable
         if dialect is None or self._sink is None or not slash:
             return
-        key, reason = GroupRef(namespace, name, dialect).key, str(exc)
-        self._sink(lambda st: st.set_group_error(key, reason))
+        key, reason, dra = GroupRef(namespace, name, dialect).key, str(exc), self.dra
+
+        def invalid(state: ClusterState) -> None:
+            state.set_group_error(key, reason)
+            dra.sync_group(state, key)  # its claims no longer serve its members'
+
+        self._sink(invalid)
 
     def _apply_dra(self, obj: Mapping[str, Any]) -> bool:
         """A `resource.k8s.io/v1` object into the DRA model, settled at once."""
@@ -298,9 +303,11 @@ class ClusterFileSource:
 
     def delete_group(self, key: str) -> None:
         """Delete a gang object (a PodGroup, or a Workload) by its key (`GroupRef.key`)."""
+        dra = self.dra
 
         def update(state: ClusterState) -> None:
             state.remove_group(key)
+            dra.sync_group(state, key)  # its claims no longer serve its members'
 
         if self._sink is not None:
             self._sink(update)
@@ -332,7 +339,8 @@ class ClusterFileSource:
             if state.node(node) is None:
                 outcome.append(BindError(f"node {node} not found"))
                 return
-            self.dra.upsert_pod(state, replace(pod, node_name=node, phase=PodPhase.RUNNING))
+            bound = replace(pod, node_name=node, phase=PodPhase.RUNNING)
+            self.dra.upsert_pod(state, state.as_declared(bound))  # as the API would report it
 
         self._sink(update)
         if outcome:

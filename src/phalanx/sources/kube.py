@@ -515,6 +515,7 @@ class KubeSource:
                     self._upsert_group_object(state, kind, target, change)
                 elif isinstance(change, Invalid):
                     state.set_group_error(target.key, change.reason)
+                    self.dra.sync_group(state, target.key)  # its claims serve no member now
                     self._objects[target.key] = Held(kind, change.uid)
                     self.commits.forget_group(target.key)
                     self._report_group(kind, target, change.uid, change.reason)

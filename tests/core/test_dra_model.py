@@ -422,3 +422,35 @@ def test_preemption_takes_an_all_pod_group_whole_after_its_members_claims_arrive
     # Two workers would still make minCount 2, but the PodGroup goes only whole.
     assert planner.preempt({"n2": ["w-2"]}).kept == {}
     assert planner.preempt({"n1": ["head-0"]}).kept == {"n1": ["head-0"]}
+
+
+def test_a_reserved_composite_member_updated_after_its_claim_is_allocated_counts_it_once() -> None:
+    # Its reservation is the composite's, while the pod as the API reports it names its
+    # PodGroup: looked up under that, the member seemed unreserved, stopped carrying its
+    # allocated claim, and its node counted the devices a second time.
+    world = DraWorld("n1")
+    gang_objects(world, composite_obj("job", 1), upstream_podgroup_obj("head", 1, parent="job"))
+    world.template("four", 4)
+    as_created: dict[str, Any] = {
+        "templates": {"gpus": "four"},
+        "generated": {"gpus": "m-gpus"},
+        "scheduling_group": "head",
+        "uid": "m",
+    }
+    member = world.pod("m", **as_created)
+    world.claim("m-gpus", 4, owner_pod=member.uid)
+    filed = present(world.state.pod(member.uid))
+    world.state.reserve(
+        Reservation(
+            "composite:default/job",
+            (MemberReservation(filed.uid, filed.key, "n1", filed.requests),),
+            reserved_at=0,
+            expires_at=60,
+        )
+    )
+    assert world.taken("n1") == 4
+    world.allocate("m-gpus", "n1", range(4), for_pod=member)
+    assert world.taken("n1") == 4
+    world.pod("m", labels={"touched": "yes"}, **as_created)  # any update the pod watch brings
+    assert world.taken("n1") == 4
+    assert world.state.overcommitted_nodes() == []

@@ -307,9 +307,16 @@ def _group_claims(state: ClusterState, pod: Pod) -> tuple[PodClaimRef, ...]:
 
 
 def _reserved_member(state: ClusterState, pod: Pod) -> bool:
-    """Whether the pod holds a place in its gang's reservation and is not binding yet."""
+    """Whether the pod holds a place in its gang's reservation and is not binding yet. The
+    pod is as the API reports it, naming its own PodGroup; a member of a composite gang is
+    filed, and reserved, under the composite: the model's copy says which, while the pod
+    still names the gang it did when filed."""
     if pod.node_name or pod.group is None:
         return False
-    reservation = state.reservation(pod.group.key)
+    group = pod.group
+    filed = state.pod(pod.uid)
+    if filed is not None and filed.group is not None and state.declared_group(filed) == group:
+        group = filed.group
+    reservation = state.reservation(group.key)
     member = reservation.member(pod.uid) if reservation is not None else None
     return member is not None and member.state is MemberState.RESERVED

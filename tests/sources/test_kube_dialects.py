@@ -430,6 +430,28 @@ def test_a_pod_claimed_by_two_dialects_gets_one_event_saying_which_won() -> None
     run(scenario())
 
 
+def test_a_member_replaced_by_another_schedulers_pod_of_its_name_leaves_its_gang() -> None:
+    # Deleted and created again under another scheduler while the watch was down: the
+    # relist (or the watch) shows only the new pod, no delete of the old one. Found by
+    # the live order property (test_kube_order_independent).
+    async def scenario() -> None:
+        ours = pod_obj("w-0", group="train", uid="uid-ours")
+        async with running(
+            SERVED_137,
+            objects={collection(SP): [podgroup_obj("train", 2)], PODS: [ours]},
+        ) as live:
+            assert live.state.members("default/train") != []
+            theirs = pod_obj("w-0", group="train", uid="uid-theirs", scheduler="default-scheduler")
+            live.api.modify(PODS, theirs)
+            live.api.add(PODS, pod_obj("after"))  # on the same watch: handled once it is
+            await until("the later pod", lambda: live.state.pod_by_key("default", "after"))
+            assert live.state.pod_by_key("default", "w-0") is None
+            assert live.state.members("default/train") == []
+            assert live.state.pending_count("default/train") == 0
+
+    run(scenario())
+
+
 def test_an_invalid_gang_object_is_reported_on_itself_and_its_gang_is_invalid() -> None:
     async def scenario() -> None:
         bad = volcano_podgroup_obj("train", 0)

@@ -436,7 +436,12 @@ class KubeSource:
                 if isinstance(change, Upsert):
                     pod = change.obj.obj
                     if not pod.node_name and pod.scheduler_name not in names:
-                        # someone else's pending pod: not our work
+                        # someone else's pending pod: not our work; nor is a pod of its
+                        # name it replaced, whose delete we missed (a relist shows only it)
+                        held = state.pod_by_key(pod.namespace, pod.name)
+                        if held is not None and held.uid != pod.uid:
+                            self.dra.remove_pod(state, held.uid)
+                            self.sightings.forget(held.uid)
                         self.dra.remove_pod(state, pod.uid)
                         self.commits.forget_pod(change.key)
                         continue

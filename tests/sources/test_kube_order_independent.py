@@ -5,19 +5,27 @@ order-independent when fed through `ClusterFileSource`. The live source has its 
 to it: an informer per kind on its own thread, each posting its updates to the loop, and
 loop-side steps of its own (a pending pod of another scheduler dropped, members asked
 back when their gang object appears or changes, the gang objects held by key, the notes
-on composite children). This property drives that path: the same varied cluster, every
-object delivered as a watch event (ADDED, MODIFIED, DELETED) on its kind's watch of a
-fake API server, in a drawn order and with disturbances (the object again, an earlier
-other version, deleted and added again, replaced by one of another UID, an invalid
-version first); every object ends on its last version. The model must then read as it
-does after the source started with those last versions already listed.
+on composite children). This property drives that path: the same varied cluster (with
+pods of another scheduler), every object delivered as a watch event (ADDED, MODIFIED,
+DELETED) on its kind's watch of a fake API server, in a drawn order and with
+disturbances: the cluster-file property's (the object again, an earlier other version,
+deleted and added again, replaced by one of another UID, an invalid version first) and
+some only a watch shows (one of another UID added then deleted; a bound pod pending
+first; a pending pod of the other scheduler under the name first). Some watches also end
+with 410 Gone, their informer listing its collection again, and events before such a
+relist may be missed by the watch (the relist finds what they did). Every object ends on
+its last version; the model must then read as it does after the source started with
+those last versions already listed (`summary`: what decisions read, as the cluster-file
+property's `observed`, and the gang objects the source holds).
 
 Deterministic delivery: the test sends one event at a time and waits for it to be
 applied. A `CountingWatch` knows an event was handled when the informer asks for the
 next line (the informer handles a line, posting its update to the loop with
 `call_soon_threadsafe`, before it asks again); it then posts the test's wake-up the same
 way, behind the update, so when the test resumes the update has run. So the order the
-loop applies the events in is exactly the drawn one, and a failure replays.
+loop applies the events in is exactly the drawn one, and a failure replays. A relist is
+known applied when its informer opens its next watch, which it does after posting the
+list's update.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import asyncio
 import collections
 import copy
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from types import SimpleNamespace
 from typing import Any, cast
@@ -156,17 +164,48 @@ def _wake(done: asyncio.Future[None]) -> None:
 
 
 class CountingApi(FakeApi):
+    """The fake API server, with each collection's open watch, and `relist` to end one
+    with 410 Gone (its informer lists again, then watches anew)."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(SERVED)
         self.loop = loop
         self.open: dict[str, CountingWatch] = {}
+        self.reopened: dict[str, asyncio.Future[None]] = {}
 
     def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> FakeWatch:
         stream = CountingWatch(self.loop)
         with self.lock:
             self.watches.setdefault(path, []).append(stream)
             self.open[path] = stream
+            waiting = self.reopened.pop(path, None)
+        if waiting is not None:  # the relist's update is posted: wake the test behind it
+            self.loop.call_soon_threadsafe(_wake, waiting)
         return stream
+
+    def store(self, path: str, kind: str, obj: Obj) -> str:
+        """Make `obj` (deleted, if `kind` is DELETED) what a list of `path` answers; the
+        watch event's type: ADDED, or MODIFIED for a name already there."""
+        meta = obj["metadata"]
+        with self.lock:
+            items = self.collections.setdefault(path, [])
+            same = [
+                o
+                for o in items
+                if (o["metadata"]["name"], o["metadata"].get("namespace"))
+                == (meta["name"], meta.get("namespace"))
+            ]
+            items[:] = [o for o in items if all(o is not s for s in same)]
+            if kind != "DELETED":
+                items.append(obj)
+        return kind if kind == "DELETED" else "MODIFIED" if same else "ADDED"
+
+    def relist(self, path: str) -> asyncio.Future[None]:
+        reopened: asyncio.Future[None] = self.loop.create_future()
+        with self.lock:
+            self.reopened[path] = reopened
+        self.open[path].send(orjson.dumps({"type": "ERROR", "object": {"code": 410}}))
+        return reopened
 
 
 FAST = KubeSourceSettings(
@@ -220,6 +259,9 @@ class Recreated(Enum):
     GONE_REPLACED = "replaced, then deleted"
     # A bound (or finished) pod's earlier version, pending: how every bound pod began.
     WAS_PENDING = "was pending"
+    # A pending pod of the same name, another UID and the other scheduler (Phalanx's for
+    # another scheduler's pod, and the other way round), earlier; its delete missed.
+    OTHER_SCHEDULER = "another scheduler's before"
 
 
 def was_pending(obj: Obj) -> Obj:
@@ -229,19 +271,35 @@ def was_pending(obj: Obj) -> Obj:
     return other
 
 
-BOUND = [i for i, obj in enumerate(OBJECTS) if obj["kind"] == "Pod" and obj["spec"].get("nodeName")]
+def other_scheduler(obj: Obj) -> Obj:
+    other = replaced(obj)
+    spec = other["spec"]
+    spec["schedulerName"] = "phalanx" if spec["schedulerName"] != "phalanx" else "elsewhere"
+    return other
+
+
+PODS = [i for i, obj in enumerate(OBJECTS) if obj["kind"] == "Pod"]
+BOUND = [i for i in PODS if OBJECTS[i]["spec"].get("nodeName")]
+PENDING = [i for i in PODS if not OBJECTS[i]["spec"].get("nodeName")]
 
 
 @dataclass(frozen=True)
 class Step:
-    """One watch event: object `index` of OBJECTS as it is, or disturbed."""
+    """One watch event: object `index` of OBJECTS as it is, or disturbed; `missed`: the
+    API server has it, the watch never shows it (a relist of its kind comes later)."""
 
     index: int
     how: Disturbance | Recreated | None = None
+    missed: bool = False
 
     def __str__(self) -> str:
         what = name_of(OBJECTS[self.index])
-        return what if self.how is None else f"{what} ({self.how.value})"
+        what = what if self.how is None else f"{what} ({self.how.value})"
+        return f"{what} (missed)" if self.missed else what
+
+    @property
+    def path(self) -> str:
+        return path_of(OBJECTS[self.index])
 
     def event(self) -> tuple[str, Obj]:
         """The event's type (ADDED standing for ADDED or MODIFIED) and object."""
@@ -250,6 +308,8 @@ class Step:
             return "DELETED", replaced(obj)
         if self.how is Recreated.WAS_PENDING:
             return "ADDED", was_pending(obj)
+        if self.how is Recreated.OTHER_SCHEDULER:
+            return "ADDED", other_scheduler(obj)
         if self.how is Disturbance.GONE:
             return "DELETED", copy.deepcopy(obj)
         if self.how is Disturbance.CHANGED:
@@ -261,16 +321,33 @@ class Step:
         return "ADDED", copy.deepcopy(obj)
 
 
+@dataclass(frozen=True)
+class Relist:
+    """The watch of `path` ends with 410 Gone: its informer lists the collection again."""
+
+    path: str
+
+    def __str__(self) -> str:
+        return f"relist {self.path}"
+
+
 @st.composite
-def deliveries(draw: st.DrawFn, *, disturbances: int = 10) -> list[Step]:
+def deliveries(draw: st.DrawFn, *, disturbances: int = 10, relists: int = 3) -> list[Step | Relist]:
     """As the cluster-file property's: every object in some order, a few disturbances,
-    each object ending on its last version."""
+    each object ending on its last version; then a few relists, some events before
+    each on its collection missed by the watch (the relist finds what they did)."""
+    return with_relists(draw, ordered(draw, disturbances), relists)
+
+
+def ordered(draw: st.DrawFn, disturbances: int) -> list[Step]:
     steps = [Step(i) for i in draw(st.permutations(range(len(OBJECTS))))]
     for _ in range(draw(st.integers(0, disturbances))):
         how = draw(st.sampled_from([*Disturbance, *Recreated]))
         index = draw(
             st.sampled_from(BOUND)
             if how is Recreated.WAS_PENDING
+            else st.sampled_from(PENDING)
+            if how is Recreated.OTHER_SCHEDULER
             else st.integers(0, len(OBJECTS) - 1)
         )
         if how is Disturbance.AGAIN:
@@ -287,22 +364,31 @@ def deliveries(draw: st.DrawFn, *, disturbances: int = 10) -> list[Step]:
     return steps
 
 
-async def delivered(steps: list[Step]) -> dict[str, object]:
-    """Start empty, then every step as a watch event, each applied before the next."""
+def with_relists(draw: st.DrawFn, steps: list[Step], relists: int) -> list[Step | Relist]:
+    out: list[Step | Relist] = list(steps)
+    for _ in range(draw(st.integers(0, relists))):
+        out.insert(draw(st.integers(0, len(out))), Relist(draw(st.sampled_from(PATHS))))
+    missed = draw(st.sets(st.integers(0, len(out) - 1), max_size=12))
+    for at in sorted(missed):
+        step = out[at]
+        if isinstance(step, Step) and Relist(step.path) in out[at + 1 :]:
+            out[at] = replace(step, missed=True)
+    return out
+
+
+async def delivered(steps: list[Step | Relist]) -> dict[str, object]:
+    """Start empty, then every step as a watch event (or a relist), each applied before
+    the next."""
     live = await started([])
     try:
-        known: set[str] = set()  # names the informers hold: ADDED for others, else MODIFIED
         for step in steps:
+            if isinstance(step, Relist):
+                await asyncio.wait_for(live.api.relist(step.path), 5.0)
+                continue
             kind, obj = step.event()
-            path = path_of(obj)
-            name = f"{path} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
-            if kind == "DELETED":
-                known.discard(name)
-            elif name in known:
-                kind = "MODIFIED"
-            else:
-                known.add(name)
-            await asyncio.wait_for(live.api.open[path].deliver(kind, obj), 5.0)
+            kind = live.api.store(step.path, kind, obj)
+            if not step.missed:
+                await asyncio.wait_for(live.api.open[step.path].deliver(kind, obj), 5.0)
         return summary(live)
     finally:
         await live.source.stop()
@@ -352,7 +438,7 @@ def test_every_object_delivered_once_in_list_order_reads_as_listed() -> None:
 )
 @given(deliveries())
 def test_the_live_model_ends_the_same_whatever_order_the_watch_events_arrive_in(
-    steps: list[Step],
+    steps: list[Step | Relist],
 ) -> None:
     note("delivered: " + ", ".join(map(str, steps)))
     assert differences(asyncio.run(delivered(steps)), canonical()) == []

@@ -440,8 +440,7 @@ class KubeSource:
                         # name it replaced, whose delete we missed (a relist shows only it)
                         held = state.pod_by_key(pod.namespace, pod.name)
                         if held is not None and held.uid != pod.uid:
-                            self.dra.remove_pod(state, held.uid)
-                            self.sightings.forget(held.uid)
+                            self._forget_pod(state, held.uid)
                         self.dra.remove_pod(state, pod.uid)
                         self.commits.forget_pod(change.key)
                         continue
@@ -458,8 +457,7 @@ class KubeSource:
                     if pod.overruled and not pod.node_name:
                         self._contested(pod)
                 else:
-                    self.dra.remove_pod(state, change.uid)
-                    self.sightings.forget(change.uid)
+                    self._forget_pod(state, change.uid)
                     self.commits.forget_pod(change.key)
                     self.notices.forget(change.key)
                     if isinstance(change, Invalid):
@@ -618,6 +616,11 @@ class KubeSource:
                         self.emit_group_event, target, FIELD_IGNORED, text, warning=True
                     ),
                 )
+
+    def _forget_pod(self, state: ClusterState, uid: str) -> None:
+        """A pod gone from the model, with its devices and its binding's sighting."""
+        self.dra.remove_pod(state, uid)
+        self.sightings.forget(uid)
 
     def _forget_object(self, state: ClusterState, key: str) -> None:
         state.remove_group(key)

@@ -319,20 +319,20 @@ def test_a_podgroup_known_after_its_members_makes_their_template_entry_the_gangs
     assert a.devices is not None
     assert [c.key for c in a.devices.demand.claims] == ["default/a#cd"]  # its own, for now
 
-    world.state.upsert_group(team_pod_group())
-    derived = world.model.sync_group(world.state, "upstream:default/team")
+    derived = world.model.upsert_group(world.state, team_pod_group())
     assert {p.name: [c.key for c in p.devices.demand.claims] for p in derived if p.devices} == {
         "a": ["default/team#cd"],
         "b": ["default/team#cd"],
     }
     # Phalanx writing the PodGroup's condition changes nothing of its claims: nothing derived.
-    assert world.model.sync_group(world.state, "upstream:default/team") == []
+    assert world.model.upsert_group(world.state, team_pod_group()) == []
 
     # The controller names the gang's claim in the PodGroup's status before the members':
     # the members use it, and follow it (allocated, it pins them to its node).
     world.claim("team-cd-x", 8, owner_pod_group="team")
-    world.state.upsert_group(team_pod_group([{"name": "cd", "resourceClaimName": "team-cd-x"}]))
-    world.model.sync_group(world.state, "upstream:default/team")
+    world.model.upsert_group(
+        world.state, team_pod_group([{"name": "cd", "resourceClaimName": "team-cd-x"}])
+    )
     held = [(GPU_DRIVER, "n1", f"gpu-{i}") for i in range(8)]
     derived = world.claim(
         "team-cd-x", 8, allocated=held, node="n1", owner_pod_group="team", reserved_for_group="team"

@@ -48,7 +48,7 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_demand import claim_key, own_requests, shared_refs
 from phalanx.core.dra_state import NOTHING, Changes, DraState
-from phalanx.core.model import Dialect, GroupRef, Node, Pod, PodClaimRef
+from phalanx.core.model import Dialect, GroupRef, Node, Pod, PodClaimRef, PodGroup
 from phalanx.core.rawdict import is_extended_resource
 
 _CLAIM = "claim:"
@@ -72,7 +72,7 @@ class DraModel:
         self._refs: dict[str, tuple[str, ...]] = {}
         # Allocated claim key -> uids of the reserved members carrying it.
         self._carriers: dict[str, set[str]] = {}
-        # Upstream PodGroup key -> its claims as last seen (`sync_group`).
+        # Upstream PodGroup key -> its claims as last seen (`_sync_group`).
         self._group_claims: dict[str, tuple[PodClaimRef, ...]] = {}
         # Staged by the DRA object methods (and carries), applied by `settle`.
         self._changes = NOTHING
@@ -178,7 +178,23 @@ class DraModel:
 
     # ---- upstream PodGroups ------------------------------------------------------------
 
-    def sync_group(self, state: ClusterState, key: str) -> list[Pod]:
+    def upsert_group(self, state: ClusterState, group: PodGroup) -> list[Pod]:
+        """As `ClusterState.upsert_group`; returns the members derived again because its
+        claims may now serve theirs (`_sync_group`)."""
+        state.upsert_group(group)
+        return self._sync_group(state, group.key)
+
+    def set_group_error(self, state: ClusterState, key: str, reason: str) -> list[Pod]:
+        """As `ClusterState.set_group_error`: an invalid PodGroup's claims serve no member."""
+        state.set_group_error(key, reason)
+        return self._sync_group(state, key)
+
+    def remove_group(self, state: ClusterState, key: str) -> list[Pod]:
+        """As `ClusterState.remove_group`: a deleted PodGroup's claims serve no member."""
+        state.remove_group(key)
+        return self._sync_group(state, key)
+
+    def _sync_group(self, state: ClusterState, key: str) -> list[Pod]:
         """The upstream PodGroup `key` was added, changed or removed in `state`: when its
         claims (`PodGroup.resource_claims`) changed, the members naming it with template
         entries are indexed and derived again (`dra_demand.shared_refs`). Returns them as

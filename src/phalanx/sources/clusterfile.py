@@ -207,8 +207,7 @@ class ClusterFileSource:
         else:
 
             def add_group(state: ClusterState) -> None:
-                state.upsert_group(parsed)
-                dra.sync_group(state, parsed.key)  # its claims may serve its members'
+                dra.upsert_group(state, parsed)
 
             self._sink(add_group)
         return True
@@ -240,8 +239,7 @@ class ClusterFileSource:
         key, reason, dra = GroupRef(namespace, name, dialect).key, str(exc), self.dra
 
         def invalid(state: ClusterState) -> None:
-            state.set_group_error(key, reason)
-            dra.sync_group(state, key)  # its claims no longer serve its members'
+            dra.set_group_error(state, key, reason)
 
         self._sink(invalid)
 
@@ -306,8 +304,7 @@ class ClusterFileSource:
         dra = self.dra
 
         def update(state: ClusterState) -> None:
-            state.remove_group(key)
-            dra.sync_group(state, key)  # its claims no longer serve its members'
+            dra.remove_group(state, key)
 
         if self._sink is not None:
             self._sink(update)

@@ -517,8 +517,7 @@ class KubeSource:
                 if isinstance(change, Upsert):
                     self._upsert_group_object(state, kind, target, change)
                 elif isinstance(change, Invalid):
-                    state.set_group_error(target.key, change.reason)
-                    self.dra.sync_group(state, target.key)  # its claims serve no member now
+                    self.dra.set_group_error(state, target.key, change.reason)
                     self._objects[target.key] = Held(kind, change.uid)
                     self.commits.forget_group(target.key)
                     self._report_group(kind, target, change.uid, change.reason)
@@ -547,8 +546,7 @@ class KubeSource:
         elif isinstance(value, CompositePodGroup):
             state.upsert_composite(value)
         else:
-            state.upsert_group(value)
-            self.dra.sync_group(state, key)  # its claims may serve its members'
+            self.dra.upsert_group(state, value)
         self._objects[key] = Held(kind, change.uid)
         self.reports.saw_status(kind, key, change.obj.status, change.obj.resource_version)
         if changed and label(kind) not in self._unsynced_groups:
@@ -623,8 +621,7 @@ class KubeSource:
         self.sightings.forget(uid)
 
     def _forget_object(self, state: ClusterState, key: str) -> None:
-        state.remove_group(key)
-        self.dra.sync_group(state, key)
+        self.dra.remove_group(state, key)
         self._objects.pop(key, None)
         self.notices.forget(key)
         self.commits.forget_group(key)

@@ -60,7 +60,7 @@ from phalanx.core.dra import (
 )
 from phalanx.core.dra_model import DraModel
 from phalanx.core.dra_state import Finding
-from phalanx.core.model import Node, Pod, PodRef
+from phalanx.core.model import Node, Pod, PodGroup, PodRef
 from phalanx.sources.base import StateUpdate
 from phalanx.sources.informer import (
     ApiError,
@@ -423,7 +423,7 @@ class DraFeed:
         """`version`: where DeviceTaintRules are followed, "" when they are not served."""
         self.rules_version = version
 
-    # ---- nodes and pods (called by the source's own handlers, on the loop) -------------
+    # ---- nodes, pods and PodGroups (called by the source's own handlers, on the loop) --
 
     def upsert_node(self, state: ClusterState, node: Node) -> None:
         self.model.upsert_node(state, node)
@@ -439,9 +439,14 @@ class DraFeed:
         self._blocked.discard(uid)
         self._after(state, self.model.remove_pod(state, uid))
 
-    def sync_group(self, state: ClusterState, key: str) -> None:
-        """An upstream PodGroup changed in `state`: its claims may serve its members'."""
-        self._after(state, self.model.sync_group(state, key))
+    def upsert_group(self, state: ClusterState, group: PodGroup) -> None:
+        self._after(state, self.model.upsert_group(state, group))
+
+    def set_group_error(self, state: ClusterState, key: str, reason: str) -> None:
+        self._after(state, self.model.set_group_error(state, key, reason))
+
+    def remove_group(self, state: ClusterState, key: str) -> None:
+        self._after(state, self.model.remove_group(state, key))
 
     # ---- telling people ----------------------------------------------------------------
 

@@ -6,8 +6,9 @@ objects of every dialect are read (PodGroups, upstream Workloads); what Phalanx 
 one (e.g. a Volcano queue) is logged once and kept in `warnings`. So are
 `resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates` (`resource.k8s.io/v1`),
 whose devices are planned as the live source plans them (`phalanx.core.dra_model`). An
-object Phalanx cannot use is skipped and kept in `rejected`; the members of an invalid gang
-object are told why, as the live source tells them.
+object Phalanx cannot use is skipped and kept in `rejected`, and a version of it read before
+is gone from the model; the members of an invalid gang object, and the pods naming an
+invalid DRA object, are told why. All as the live source does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from phalanx.core.groups.composite import CompositePodGroup
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_object
 from phalanx.core.model import Binding, GroupRef, Node, Pod, PodGroup, PodPhase, PodRef
-from phalanx.core.rawdict import json_type
+from phalanx.core.rawdict import DEFAULT_NAMESPACE, json_type
 from phalanx.sources.base import BindError, CommitRecord, GroupStatus, Nomination, StateSink
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 DRA_GROUP_VERSION = "resource.k8s.io/v1"
 # Applied first when the file is loaded: nodes and pods are then bridged once.
 _DRA_ORDER = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
+_NAMESPACED_DRA = ("ResourceClaimTemplate", "ResourceClaim")
 
 
 def _is_dra(obj: Mapping[str, Any]) -> bool:
@@ -53,6 +55,21 @@ def _is_dra(obj: Mapping[str, Any]) -> bool:
 
 def _load_order(obj: Mapping[str, Any]) -> int:
     return _DRA_ORDER.index(obj["kind"]) if _is_dra(obj) else len(_DRA_ORDER)
+
+
+def _remove_node(dra: DraModel, name: str, state: ClusterState) -> None:
+    dra.remove_node(state, name)
+
+
+def _remove_pod_named(dra: DraModel, namespace: str, name: str, state: ClusterState) -> None:
+    held = state.pod_by_key(namespace, name)
+    if held is not None:
+        dra.remove_pod(state, held.uid)
+
+
+def _unreadable(dra: DraModel, kind: str, key: str, reason: str, state: ClusterState) -> None:
+    dra.unreadable(kind, key, reason)
+    dra.settle(state)
 
 
 class ClusterFileError(ValueError):
@@ -190,6 +207,7 @@ class ClusterFileSource:
             self.rejected.append(str(exc))
             log.warning("skipping invalid object", extra={"reason": str(exc)})
             self._tell_members(obj, exc)
+            self._forget_unreadable(obj, exc)
             return False
         dra = self.dra
         if isinstance(parsed, Node):
@@ -242,6 +260,29 @@ class ClusterFileSource:
             dra.set_group_error(state, key, reason)
 
         self._sink(invalid)
+
+    def _forget_unreadable(self, obj: Mapping[str, Any], exc: InvalidObjectError) -> None:
+        """A node, pod or `resource.k8s.io` object read before that can no longer be is
+        gone from the model, as it is from the live source's: its informer keeps no older
+        version to plan with. A node is not planned onto, a pod is forgotten, a DRA object
+        is absent and the pods naming it are told why."""
+        api_version, kind, metadata = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        namespace = metadata.get("namespace", "") if isinstance(metadata, Mapping) else ""
+        if not isinstance(name, str) or not isinstance(namespace, str) or self._sink is None:
+            return  # keyed by nothing: the informer could not have held it either
+        dra, reason = self.dra, str(exc)
+        update: Callable[[ClusterState], object]
+        if api_version == "v1" and kind == "Node":
+            update = functools.partial(_remove_node, dra, name)
+        elif api_version == "v1" and kind == "Pod":
+            update = functools.partial(_remove_pod_named, dra, namespace or DEFAULT_NAMESPACE, name)
+        elif _is_dra(obj):
+            key = f"{namespace or DEFAULT_NAMESPACE}/{name}" if kind in _NAMESPACED_DRA else name
+            update = functools.partial(_unreadable, dra, str(kind), key, reason)
+        else:
+            return
+        self._sink(update)
 
     def _apply_dra(self, obj: Mapping[str, Any]) -> bool:
         """A `resource.k8s.io/v1` object into the DRA model, settled at once."""

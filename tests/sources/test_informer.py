@@ -301,6 +301,34 @@ def test_gone_relists_at_once_and_deletes_what_vanished_meanwhile(gone: Watch | 
     ]  # "a" is unchanged: skipped
 
 
+def test_a_relist_finding_a_name_under_a_new_uid_deletes_the_object_it_held_first() -> None:
+    # Deleted and created again while the watch was down: the relist shows one object
+    # under the old name; its handlers must still hear that the old one is gone.
+    h = run(
+        page([obj("a", "1"), obj("b", "2")], rv="10"),
+        Watch([expired()]),
+        page([obj("a", "31", 5, uid="uid-a2"), obj("b", "2")], rv="40"),
+        Watch([event("MODIFIED", obj("a", "41", 6, uid="uid-a2"))]),
+        Watch(),
+    )
+    relist, _ = h.handler.batches[1]
+    assert relist == [Delete("ns/a", "uid-a"), Upsert("ns/a", "uid-a2", 5)]
+    assert h.handler.batches[2][0] == [Upsert("ns/a", "uid-a2", 6)]  # the same object now
+    assert h.informer.uid_of("ns/a") == "uid-a2"
+
+
+def test_a_watch_event_under_a_new_uid_deletes_the_object_its_name_held_first() -> None:
+    h = run(
+        page([obj("a", "1", "abc")], rv="10"),
+        Watch([event("ADDED", obj("a", "11", 2, uid="uid-a2"))]),
+        Watch(),
+    )
+    assert h.handler.batches[0][0] == [
+        Invalid("ns/a", "uid-a", "spec.value must be an integer, not 'abc'")
+    ]
+    assert h.handler.batches[1][0] == [Delete("ns/a", "uid-a"), Upsert("ns/a", "uid-a2", 2)]
+
+
 def test_an_expired_continue_token_restarts_the_list() -> None:
     h = run(
         page([obj("a", "1"), obj("b", "2")], rv="10", cont="tok"),

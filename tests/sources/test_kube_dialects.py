@@ -35,7 +35,7 @@ from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Backoff, InformerSettings
-from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube import INVALID_OBJECT, KubeSource, KubeSourceSettings
 from phalanx.sources.kube_reports import CONFLICT_ATTEMPTS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -147,7 +147,8 @@ def test_every_served_gang_kind_is_followed_and_keyed_by_its_dialect() -> None:
             listed = {path for method, path in live.api.requests if method == "GET"}
             assert UPSTREAM in listed
             assert UPSTREAM_ALPHA3 in listed
-            assert collection(UPSTREAM) in live.api.watches  # the newest version is followed
+            # the newest version is followed (its watch opens just after its list synced)
+            await until("watched", lambda: collection(UPSTREAM) in live.api.watches)
             assert collection(UPSTREAM_ALPHA3) not in live.api.watches
             assert not live.source.annotation_only
 
@@ -182,7 +183,10 @@ def test_composite_pod_groups_are_followed_and_their_pod_groups_pods_are_their_m
                 ],
             },
         ) as live:
-            assert collection(UPSTREAM_ALPHA3, "compositepodgroups") in live.api.watches
+            await until(
+                "watched",
+                lambda: collection(UPSTREAM_ALPHA3, "compositepodgroups") in live.api.watches,
+            )
             assert live.state.composite(RAY.key) is not None
             members = [p.name for p in live.state.members(RAY.key)]
             assert members == ["head-0", "worker-0"]
@@ -448,6 +452,25 @@ def test_a_member_replaced_by_another_schedulers_pod_of_its_name_leaves_its_gang
             assert live.state.pod_by_key("default", "w-0") is None
             assert live.state.members("default/train") == []
             assert live.state.pending_count("default/train") == 0
+
+    run(scenario())
+
+
+def test_a_pod_created_again_under_its_name_with_the_same_problem_is_told_again() -> None:
+    # Deleted and created again while the watch was down: the one object the relist shows
+    # under the name is a new pod, and no one has told its owner why it waits yet.
+    async def scenario() -> None:
+        def bad(uid: str) -> dict[str, Any]:
+            return pod_obj("w-0", annotations={"phalanx.io/gpu-memory-mib": "lots"}, uid=uid)
+
+        async with running(SERVED_137, objects={PODS: [bad("uid-1")]}) as live:
+            await until("told", lambda: live.writer.events(INVALID_OBJECT))
+            live.api.modify(PODS, bad("uid-2"))
+            live.api.add(PODS, pod_obj("after"))  # on the same watch: handled once it is
+            await until("the later pod", lambda: live.state.pod_by_key("default", "after"))
+            await live.settle()
+            told = [e["involvedObject"]["uid"] for e in live.writer.events(INVALID_OBJECT)]
+            assert told == ["uid-1", "uid-2"]
 
     run(scenario())
 

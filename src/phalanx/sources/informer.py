@@ -324,9 +324,7 @@ class Informer(Generic[T]):
             items = page.get("items") or []
             changes: list[Change[T]] = []
             for raw in items:
-                change = self._upsert(raw, listed=True)
-                if change is not None:
-                    changes.append(change)
+                changes.extend(self._upsert(raw, listed=True))
                 key = _key(raw)
                 if key:
                     listed.add(key)
@@ -412,45 +410,51 @@ class Informer(Generic[T]):
             if rv:
                 self.resource_version = rv
             return
-        change: Change[T] | None
+        changes: list[Change[T]]
         if kind in ("ADDED", "MODIFIED"):
-            change = self._upsert(obj, listed=False)
+            changes = self._upsert(obj, listed=False)
         elif kind == "DELETED":
-            change = self._delete(obj)
+            changes = self._delete(obj)
         else:
             raise ApiError(0, "BadWatchEvent", f"unknown watch event type {kind!r}")
         if rv:
             self.resource_version = rv
-        if change is not None:
-            self.handler([change], False)
+        if changes:
+            self.handler(changes, False)
 
     # ---- objects ---------------------------------------------------------------------
 
-    def _upsert(self, raw: Any, *, listed: bool) -> Change[T] | None:
+    def _upsert(self, raw: Any, *, listed: bool) -> list[Change[T]]:
+        """The object's change; after a `Delete` of the object its name held before, when
+        the name now holds another (a new UID): deleted and created again while the watch
+        was down, which a relist shows as one new object under the old name."""
         key = _key(raw)
         if not key:
             log.warning("skipping an object without metadata.name", extra={"kind": self.kind.name})
-            return None
+            return []
         meta = raw["metadata"]
         uid = str(meta.get("uid") or "")
         rv = str(meta.get("resourceVersion") or "")
         known = self._known.get(key)
         if listed and known is not None and rv and known == (uid, rv):
-            return None  # a relist found it unchanged: nothing to decode
+            return []  # a relist found it unchanged: nothing to decode
+        replaced: list[Change[T]] = []
+        if known is not None and known[0] and uid and known[0] != uid:
+            replaced.append(Delete(key, known[0]))
         self._known[key] = (uid, rv)
         try:
             obj = self.kind.decode(raw)
         except Exception as exc:  # noqa: BLE001  # any decoder failure: this object is skipped
-            return Invalid(key, uid, str(exc) or type(exc).__name__)
-        return Upsert(key, uid, obj)
+            return [*replaced, Invalid(key, uid, str(exc) or type(exc).__name__)]
+        return [*replaced, Upsert(key, uid, obj)]
 
-    def _delete(self, raw: Any) -> Change[T] | None:
+    def _delete(self, raw: Any) -> list[Change[T]]:
         key = _key(raw)
         if not key:
-            return None
+            return []
         known = self._known.pop(key, None)
         uid = str(raw["metadata"].get("uid") or (known[0] if known else ""))
-        return Delete(key, uid)
+        return [Delete(key, uid)]
 
 
 def _key(raw: Any) -> str:

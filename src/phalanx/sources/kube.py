@@ -436,11 +436,8 @@ class KubeSource:
                 if isinstance(change, Upsert):
                     pod = change.obj.obj
                     if not pod.node_name and pod.scheduler_name not in names:
-                        # someone else's pending pod: not our work; nor is a pod of its
-                        # name it replaced, whose delete we missed (a relist shows only it)
-                        held = state.pod_by_key(pod.namespace, pod.name)
-                        if held is not None and held.uid != pod.uid:
-                            self._forget_pod(state, held.uid)
+                        # someone else's pending pod: not our work (a pod of ours it
+                        # replaced under its name was deleted first, by the informer)
                         self.dra.remove_pod(state, pod.uid)
                         self.commits.forget_pod(change.key)
                         continue
@@ -457,7 +454,8 @@ class KubeSource:
                     if pod.overruled and not pod.node_name:
                         self._contested(pod)
                 else:
-                    self._forget_pod(state, change.uid)
+                    self.dra.remove_pod(state, change.uid)
+                    self.sightings.forget(change.uid)
                     self.commits.forget_pod(change.key)
                     self.notices.forget(change.key)
                     if isinstance(change, Invalid):
@@ -614,11 +612,6 @@ class KubeSource:
                         self.emit_group_event, target, FIELD_IGNORED, text, warning=True
                     ),
                 )
-
-    def _forget_pod(self, state: ClusterState, uid: str) -> None:
-        """A pod gone from the model, with its devices and its binding's sighting."""
-        self.dra.remove_pod(state, uid)
-        self.sightings.forget(uid)
 
     def _forget_object(self, state: ClusterState, key: str) -> None:
         self.dra.remove_group(state, key)

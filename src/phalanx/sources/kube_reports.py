@@ -116,7 +116,8 @@ class _Series:
 
 
 class EventLimiter:
-    """At most one write per (object, reason) per `interval`; repeats are counted, not sent.
+    """At most one write per (kind, object and UID, reason) per `interval`; repeats are
+    counted, not sent.
 
     `admit` answers what to write now: (series, created) or None to stay quiet. A held
     message unlike the one last written is not a repeat: `changed` says so, and `wait` how
@@ -314,7 +315,9 @@ class Reports:
         a reason only when it changes."""
         stamp = rfc3339(self.wall_clock())
         name = involved["name"]
-        series_key = (involved["kind"], key, reason)
+        # By UID too: a namesake created again within the interval is another object, and
+        # `kubectl describe` finds its Events by its UID.
+        series_key = (involved["kind"], f"{key} {involved.get('uid', '')}", reason)
         text = message[:MESSAGE_LIMIT]
         admitted = self._events.admit(series_key, f"{name}.{time.time_ns():x}", stamp, text)
         if admitted is None:

@@ -35,7 +35,8 @@ from phalanx.core.model import Dialect, GroupRef
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.sources.in_flight import Lane
 from phalanx.sources.informer import ApiError, Backoff, InformerSettings
-from phalanx.sources.kube import INVALID_OBJECT, KubeSource, KubeSourceSettings
+from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube_dra import INVALID_OBJECT
 from phalanx.sources.kube_reports import CONFLICT_ATTEMPTS
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

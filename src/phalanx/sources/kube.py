@@ -79,7 +79,7 @@ from phalanx.sources.informer import (
 )
 from phalanx.sources.kube_async import AsyncKubeCounts, AsyncKubeSettings
 from phalanx.sources.kube_commits import CommitBook, Recorded, decode_pod
-from phalanx.sources.kube_dra import ALL_DRA_KINDS, DraFeed
+from phalanx.sources.kube_dra import ALL_DRA_KINDS, INVALID_OBJECT, DraFeed
 from phalanx.sources.kube_groups import GroupChanges, GroupFollower, label
 from phalanx.sources.kube_reports import Held, Reports
 from phalanx.sources.kube_writes import AsyncWriter, KubeApi, PooledWriter, Writer, WriteSettings
@@ -100,8 +100,8 @@ T = TypeVar("T")
 COMPONENT = "phalanx"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 KINDS = ("Node", "Pod")
-# Event reasons of what the source itself says about objects (besides gang decisions).
-INVALID_OBJECT = "InvalidObject"
+# Event reasons of what the source itself says about objects (besides gang decisions);
+# `INVALID_OBJECT` is the DRA feed's too.
 FIELD_IGNORED = "FieldIgnored"
 DIALECT_CONFLICT = "GangDialectConflict"
 NATIVE_GANG = "NativeGangScheduling"

@@ -425,6 +425,9 @@ def test_a_name_of_any_length_is_named_cut_in_the_message() -> None:
         parse_pod(pod_obj("x" * 100_000, namespace="N" * 100_000))
     assert len(str(raised.value)) < 1_000
     assert raised.value.field == "metadata.namespace"
+    namespace, name = raised.value.name.split("/")
+    assert namespace.endswith("N…")  # shown cut, and said to be
+    assert name.endswith("x…")
 
 
 def test_a_pod_named_with_dots_as_statefulsets_and_jobs_may_name_them_is_read() -> None:

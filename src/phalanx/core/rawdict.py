@@ -148,12 +148,11 @@ def read_metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[Sour
     if not name:
         raise unnamed.invalid("metadata.name", "is required")
     valid = is_object_name(name)
-    # An invalid name may be of any length: the message names it cut, as `quoted` does.
-    shown = name if valid or len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH] + "…"
+    shown = name if valid else _cut_name(name)
     if namespaced:
         namespace = read_string(unnamed, metadata.get("namespace"), "metadata.namespace")
         if namespace and not is_dns_label(namespace):
-            raise Source(kind, f"{namespace[:MAX_NAME_LENGTH]}/{shown}").invalid(
+            raise Source(kind, f"{_cut_name(namespace)}/{shown}").invalid(
                 "metadata.namespace",
                 f"{quoted(namespace)} is not a valid namespace {DNS_LABEL_FORM}",
             )
@@ -165,6 +164,11 @@ def read_metadata(kind: str, obj: JsonObject, *, namespaced: bool) -> tuple[Sour
             "metadata.name", f"{quoted(name)} is not a valid {kind} name {OBJECT_NAME_FORM}"
         )
     return src, metadata
+
+
+def _cut_name(text: str) -> str:
+    """An invalid name may be of any length: messages name it cut, as `quoted` does."""
+    return text if len(text) <= MAX_NAME_LENGTH else text[:MAX_NAME_LENGTH] + "…"
 
 
 def namespace_and_name(src: Source) -> tuple[str, str]:

@@ -5,7 +5,10 @@ on a thread of its own (the transport blocks) and hands decoded changes to a `Ha
 which moves them onto the event loop. Every object is decoded once, from raw bytes, by the
 kind's own `decode` (only the fields Phalanx needs survive); the client's generic model
 deserialisation is never used. Per object the informer keeps only its key, UID and
-resourceVersion: memory grows with nodes + pods, not with the size of their JSON.
+resourceVersion: memory grows with nodes + pods, not with the size of their JSON. The UID
+tells a namesake apart: an object whose name is known under another UID (deleted and
+created again while the watch was down, which a relist shows as one object) is handed on
+as a `Delete` of the old one, then the new one.
 
 State machine, per kind::
 

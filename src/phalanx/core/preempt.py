@@ -17,6 +17,9 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    Upstream's `single` would let a gang go below its quorum member by member; Phalanx
    does not, since a gang below its quorum is a partial gang.
 
+A victim being deleted or finished (`Pod.departing`) takes nothing: it is no member of
+its gang or unit any more, though kube-scheduler proposes it until it is gone.
+
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
 """
@@ -161,8 +164,10 @@ def _gang_key(pod: Pod) -> str:
 def _left_partial(
     state: ClusterState, units: _Units, resolve: Resolve, chosen: Mapping[str, None]
 ) -> _Partial | None:
-    """The first unit `chosen` takes only part of; None when there is none."""
-    pods = [p for u in chosen if (p := state.pod(u)) is not None]
+    """The first unit `chosen` takes only part of; None when there is none. A victim
+    being deleted or finished takes nothing: it is no member of its gang or unit any more
+    (kube-scheduler proposes such pods too, their resources not yet given back)."""
+    pods = [p for u in chosen if (p := state.pod(u)) is not None and not p.departing]
     for unit in sorted({u for p in pods if (u := units.unit_of(p))}):
         members = units.members(unit)
         if rest := [p for p in members if p.uid not in chosen]:

@@ -196,6 +196,54 @@ def test_preemption_never_leaves_a_composite_gang_below_its_min_group_count() ->
     assert planner.preempt({"n1": ["head-0"]}).kept == {}
 
 
+def test_preemption_leaves_a_child_pod_group_it_takes_nothing_of_as_it_was() -> None:
+    """b runs below its minCount (b-1 pending again): taking a-0 leaves a, and the gang
+    (minGroupCount 1), whole, and b as it was; b-0 need not go, so n1 is kept."""
+    planner = upstream(
+        composite_obj("job", 1),
+        upstream_podgroup_obj("a", 1, parent="job"),
+        upstream_podgroup_obj("b", 2, parent="job"),
+        running("a-0", "n1", "a"),
+        running("a-1", "n1", "a"),
+        running("b-0", "n2", "b"),
+        pod_obj("b-1", 4, uid="b-1", scheduling_group="b"),
+    )
+    assert planner.preempt({"n1": ["a-0"]}).kept == {"n1": ["a-0"]}
+    assert planner.preempt({"n2": ["b-0"]}).kept == {"n2": ["b-0"]}  # b goes whole
+
+
+def _all_unit_with_a_member_being_deleted() -> GangPlanner:
+    deleting = running("a-0", "n1", "a")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return upstream(
+        upstream_podgroup_obj("a", 1, disruption_mode="all"), deleting, running("a-1", "n2", "a")
+    )
+
+
+def _gang_short_of_a_member_being_deleted() -> GangPlanner:
+    g0 = pod("g-0", 4, node="n1", group="g", uid="g-0", phase=PodPhase.RUNNING, deleting=True)
+    g1 = pod("g-1", 4, node="n1", group="g", uid="g-1", phase=PodPhase.RUNNING)
+    return setup(groups=[podgroup("g", 2)], pods=[g0, g1])[1]
+
+
+@pytest.mark.parametrize(
+    ("planner", "victim"),
+    [
+        (_all_unit_with_a_member_being_deleted, "a-0"),
+        (_gang_short_of_a_member_being_deleted, "g-0"),
+    ],
+    ids=["all-unit-spread", "gang-below-quorum"],
+)
+def test_a_victim_being_deleted_takes_nothing_from_its_gang_or_unit(
+    planner: Callable[[], GangPlanner], victim: str
+) -> None:
+    # kube-scheduler proposes a pod being deleted too (its resources are not back yet); it
+    # is no member any more, so nothing else need go with it, nor the node be dropped.
+    assert verdict(planner(), "n1", [victim]) == PreemptVerdict(
+        "n1", PreemptOutcome.KEPT, (victim,)
+    )
+
+
 def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count() -> None:
     planner = upstream(
         workload_obj("job", {"workers": 2}),

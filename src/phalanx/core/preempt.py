@@ -10,12 +10,16 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    it, or not at all; so one spread over nodes is never preempted through Phalanx: a
    node's victims must all be on that node (`_elsewhere`), as kube-scheduler can only
    take back those;
-2. a child PodGroup of a composite gang stays at its own `minCount` or goes entirely, and
-   so does a leaf of KAI's nested subgroups at its `minMember`;
+2. a child PodGroup of a composite gang the victims take pods of stays at its own
+   `minCount` or goes entirely, and so does a leaf of KAI's nested subgroups at its
+   `minMember`; one they take nothing of is left as it was, even below its own;
 3. every gang (any dialect) stays at its quorum (`minMember`, Volcano's task minima, a
    composite's `minGroupCount` of child groups, KAI's `minSubGroup`) or goes entirely.
    Upstream's `single` would let a gang go below its quorum member by member; Phalanx
    does not, since a gang below its quorum is a partial gang.
+
+A victim being deleted or finished (`Pod.departing`) takes nothing: it is no member of
+its gang or unit any more, though kube-scheduler proposes it until it is gone.
 
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
@@ -161,8 +165,10 @@ def _gang_key(pod: Pod) -> str:
 def _left_partial(
     state: ClusterState, units: _Units, resolve: Resolve, chosen: Mapping[str, None]
 ) -> _Partial | None:
-    """The first unit `chosen` takes only part of; None when there is none."""
-    pods = [p for u in chosen if (p := state.pod(u)) is not None]
+    """The first unit `chosen` takes only part of; None when there is none. A victim
+    being deleted or finished takes nothing: it is no member of its gang or unit any more
+    (kube-scheduler proposes such pods too, their resources not yet given back)."""
+    pods = [p for u in chosen if (p := state.pod(u)) is not None and not p.departing]
     for unit in sorted({u for p in pods if (u := units.unit_of(p))}):
         members = units.members(unit)
         if rest := [p for p in members if p.uid not in chosen]:
@@ -172,17 +178,18 @@ def _left_partial(
     for key in sorted({p.group.key for p in pods if p.group is not None}):
         bound = state.bound_members(key)
         remaining = [p for p in bound if p.uid not in chosen]
-        if remaining and (partial := _short(state, key, len(bound), remaining, resolve)):
+        if remaining and (partial := _short(state, key, bound, remaining, resolve)):
             return partial
     return None
 
 
 def _short(
-    state: ClusterState, key: str, bound: int, remaining: list[Pod], resolve: Resolve
+    state: ClusterState, key: str, bound: list[Pod], remaining: list[Pod], resolve: Resolve
 ) -> _Partial | None:
     """Which of a gang's `remaining` bound members (of `bound`) must go with the victims: a
-    child PodGroup (or KAI leaf subgroup) left below its own quorum, else all of them when
-    the gang is below its own; None when what remains is whole."""
+    child PodGroup (or KAI leaf subgroup) they take members of left below its own quorum,
+    else all of them when the gang is below its own; None when what remains is whole. A
+    child they take nothing of is left as it was, even below its own quorum."""
     resolution = resolve(GroupRef.parse(key))
     if not isinstance(resolution, Resolved):
         # Not resolvable now (its object is gone or invalid): as the members declare it.
@@ -192,13 +199,15 @@ def _short(
         shortfall = task_shortfall(minima, remaining)
         if len(remaining) >= need and not shortfall:
             return None
-        return _Partial(key, _gang_left(key, bound, remaining, need, shortfall), remaining)
+        return _Partial(key, _gang_left(key, len(bound), remaining, need, shortfall), remaining)
     group = resolution.group
     tree = group.min_task_member
     if isinstance(tree, ChildGroups):
+        left = {p.uid for p in remaining}
+        taken = {p.task for p in bound if p.uid not in left}
         for name, need in tree.pod_groups():
             child = [p for p in remaining if p.task == name]
-            if 0 < len(child) < need:
+            if name in taken and 0 < len(child) < need:
                 what = (
                     f"the victims would leave {tree.LEAF} {name} of gang {key} with "
                     f"{len(child)} bound member(s), below its {tree.LEAF_MINIMUM} of {need}"
@@ -207,7 +216,9 @@ def _short(
     if has_quorum(group, remaining):
         return None
     shortfall = task_shortfall(group.min_task_member, remaining)
-    return _Partial(key, _gang_left(key, bound, remaining, group.min_member, shortfall), remaining)
+    return _Partial(
+        key, _gang_left(key, len(bound), remaining, group.min_member, shortfall), remaining
+    )
 
 
 def _gang_left(key: str, bound: int, remaining: list[Pod], need: int, shortfall: str) -> str:

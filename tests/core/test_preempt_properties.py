@@ -1,0 +1,536 @@
+"""Properties of preemption's verdict over random clusters of every kind of gang (Hypothesis).
+
+A cluster of a few nodes holds gangs of the dialects preemption tells apart (a
+scheduler-plugins PodGroup, an annotation-only gang, a Volcano PodGroup with task minima,
+upstream PodGroups with `disruptionMode` `single` or `all`, alone or under a
+CompositePodGroup, itself `gang` or `basic` and perhaps nesting another, KAI's nested
+subgroups) and single pods; each member running, being deleted, finished or pending.
+kube-scheduler proposes a subset of some nodes' pods, now and then with a pod bound
+elsewhere, as 1.37 offers an `all` unit spread over nodes.
+
+The oracle is the drawn description itself, not `phalanx.core.preempt`: what each gang
+needs (its minimum, task minima or tree of child groups), which `all` unit each pod is
+beneath, and so what a victim set may take (`partial`). A pod being deleted or finished is
+no member any more (`Pod.departing`): taking it takes nothing from its gang.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import (
+    composite_obj,
+    gpu_node,
+    kai_pod_obj,
+    kai_podgroup_obj,
+    pod_obj,
+    podgroup_obj,
+    upstream_podgroup_obj,
+    volcano_podgroup_obj,
+)
+from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
+from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.inventory import parse_pod
+from phalanx.core.model import PodGroup
+from phalanx.core.planner import GangPlanner, PlannerSettings
+from phalanx.core.preempt import Preemption, PreemptOutcome, PreemptVerdict
+
+# Each example builds a cluster of some 20 objects and asks one /preempt (a few ms): some
+# 3 s for the file. A longer hunt: PREEMPT_EXAMPLES=5000 (about 30 s a property); a child
+# group left short needed a few hundred examples to turn up.
+EXAMPLES = int(os.environ.get("PREEMPT_EXAMPLES", "80"))
+common = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+# The brute force of completeness tries every subset of at most this many pods of a node.
+BRUTE_FORCE = 10
+
+Obj = dict[str, Any]
+
+
+# ---- what was drawn: the oracle's own description of the cluster --------------------------
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A task, child PodGroup or leaf subgroup and the members it needs."""
+
+    name: str
+    need: int
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Ready with `need` of its children ready (a composite's minGroupCount, a KAI
+    minSubGroup)."""
+
+    need: int
+    children: tuple[Tree | Leaf, ...]
+
+    def leaves(self) -> Iterator[Leaf]:
+        for child in self.children:
+            if isinstance(child, Tree):
+                yield from child.leaves()
+            else:
+                yield child
+
+    def ready(self, have: Counter[str]) -> bool:
+        """Whether members of these tasks (`have`, by task) make this node's quorum."""
+        met = (
+            c.ready(have) if isinstance(c, Tree) else have[c.name] >= c.need for c in self.children
+        )
+        return sum(met) >= self.need
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A gang as Phalanx files it (`key`), with the quorum drawn for it."""
+
+    key: str
+    members: frozenset[str]  # pod UIDs, whatever their state
+    min_member: int = 1
+    tasks: tuple[Leaf, ...] = ()  # Volcano's task minima
+    tree: Tree | None = None  # a composite's child groups, KAI's subgroups
+
+    def leaves(self) -> tuple[Leaf, ...]:
+        """What stays at its own minimum or goes whole: a child PodGroup, a leaf subgroup."""
+        return tuple(self.tree.leaves()) if self.tree else ()
+
+
+@dataclass
+class Cluster:
+    nodes: list[str]
+    objects: list[Obj] = field(default_factory=list)  # gang objects first, then pods
+    node_of: dict[str, str] = field(default_factory=dict)  # pod UID -> node, "" pending
+    departing: set[str] = field(default_factory=set)  # being deleted or finished
+    task: dict[str, str] = field(default_factory=dict)  # pod UID -> task, child or leaf
+    gangs: list[Gang] = field(default_factory=list)
+    units: dict[str, set[str]] = field(default_factory=dict)  # `all` unit -> pod UIDs
+    home: str = ""  # the node the gang being drawn lives on, "" when spread over nodes
+
+    def live_bound(self, uid: str) -> bool:
+        return bool(self.node_of.get(uid)) and uid not in self.departing
+
+    def on(self, node: str) -> list[str]:
+        return [uid for uid, where in self.node_of.items() if where == node]
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))  # Hypothesis shows a failing example so, not field by field
+
+    def __repr__(self) -> str:
+        def pods(uids: Iterable[str]) -> str:
+            shown = []
+            for uid in sorted(uids):
+                state = "x" if uid in self.departing else ""
+                shown.append(f"{uid}@{self.node_of[uid] or '-'}{state}")
+            return " ".join(shown)
+
+        lines = [f"{g.key} min={g.min_member} tasks={g.tasks} tree={g.tree}" for g in self.gangs]
+        lines += [f"  {g.key}: {pods(g.members)}" for g in self.gangs]
+        lines += [f"all {unit}: {pods(uids)}" for unit, uids in self.units.items()]
+        lines += [f"single: {pods(u for u in self.node_of if u.startswith('solo'))}"]
+        return "\n".join(["Cluster(", *lines, ")"])
+
+
+STATES = st.sampled_from(["running"] * 5 + ["deleting", "succeeded", "pending"])
+PHASES = {"running": "Running", "deleting": "Running", "succeeded": "Succeeded"}
+
+
+def member(draw: st.DrawFn, c: Cluster, name: str, task: str = "", **kw: Any) -> str:
+    """A pod `name` (its UID too) in a drawn state on a drawn node; `kw` names its gang as
+    its dialect does (`kai_group` for KAI's annotation, else `pod_obj`'s arguments)."""
+    state = draw(STATES)
+    node = "" if state == "pending" else c.home or draw(st.sampled_from(c.nodes))
+    phase = PHASES.get(state, "Pending")
+    if "kai_group" in kw:
+        obj = kai_pod_obj(name, kw.pop("kai_group"), task, node=node, phase=phase, uid=name)
+    else:
+        obj = pod_obj(name, 1, node=node, phase=phase, uid=name, **kw)
+    if state == "deleting":
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    c.objects.append(obj)
+    c.node_of[name] = node
+    c.task[name] = task
+    if state in ("deleting", "succeeded"):
+        c.departing.add(name)
+    return name
+
+
+def sizes(low: int = 1, high: int = 3) -> st.SearchStrategy[int]:
+    return st.integers(low, high)
+
+
+# ---- the dialects --------------------------------------------------------------------------
+
+
+def scheduler_plugins(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    need = draw(sizes(1, 4))
+    c.objects.insert(0, podgroup_obj(name, need))
+    pods = [member(draw, c, f"{name}-{i}", group=name) for i in range(draw(sizes(1, 5)))]
+    c.gangs.append(Gang(f"default/{name}", frozenset(pods), need))
+
+
+def annotated(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """An annotation-only gang: every member declares the name and the minimum."""
+    need = draw(sizes(1, 3))
+    says = {"phalanx.io/pod-group": name, "phalanx.io/min-member": str(need)}
+    pods = [member(draw, c, f"{name}-{i}", annotations=says) for i in range(draw(sizes(1, 4)))]
+    c.gangs.append(Gang(f"default/{name}", frozenset(pods), need))
+
+
+def volcano(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """Task minima within minMember (Volcano ignores minima summing to more); a member may
+    name no task, counting toward minMember only."""
+    tasks = [Leaf(f"t{j}", draw(sizes(1, 2))) for j in range(draw(sizes(1, 2)))]
+    need = sum(t.need for t in tasks) + draw(sizes(0, 1))
+    minima = {t.name: t.need for t in tasks}
+    c.objects.insert(0, volcano_podgroup_obj(name, need, min_task_member=minima))
+    pods = []
+    for i in range(draw(sizes(1, 6))):
+        task = draw(st.sampled_from([*minima, ""]))
+        says = {"volcano.sh/task-spec": task} if task else {}
+        pods.append(member(draw, c, f"{name}-{i}", task, volcano_group=name, annotations=says))
+    c.gangs.append(Gang(f"volcano:default/{name}", frozenset(pods), need, tuple(tasks)))
+
+
+MODES = st.sampled_from(["single", "all"])
+
+
+def upstream(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A PodGroup of `gang` policy, or of `basic` (no gang: it needs one member)."""
+    count, mode = draw(st.none() | sizes(1, 3)), draw(MODES)
+    need = count or 1
+    c.objects.insert(0, upstream_podgroup_obj(name, count, disruption_mode=mode))
+    pods = [member(draw, c, f"{name}-{i}", scheduling_group=name) for i in range(draw(sizes(1, 5)))]
+    c.gangs.append(Gang(f"upstream:default/{name}", frozenset(pods), need))
+    if mode == "all":
+        c.units[f"upstream:default/{name}"] = set(pods)
+
+
+def composite(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A CompositePodGroup over one or two PodGroups and perhaps a nested composite over
+    one or two more. The topmost `gang` composite is one gang of child groups (a `basic`
+    one among them needs one member); a PodGroup with only `basic` composites above is its
+    own gang. A pod's `all` unit is the highest object with `all` above it (its PodGroup
+    included)."""
+    nested = f"{name}n" if draw(st.booleans()) else ""
+    levels = [name, nested] if nested else [name]
+    children: dict[str, list[Leaf]] = {}
+    policy: dict[str, int | None] = {}  # None: `basic`
+    mode: dict[str, str] = {}
+    for level in levels:
+        children[level] = [Leaf(f"{level}g{j}", draw(sizes(1, 2))) for j in range(draw(sizes()))]
+        groups = len(children[level]) + (1 if level == name and nested else 0)
+        policy[level] = draw(st.none() | sizes(1, groups))
+        mode[level] = draw(MODES)
+        parent = name if level == nested else None
+        c.objects.insert(
+            0, composite_obj(level, policy[level], parent=parent, disruption_mode=mode[level])
+        )
+    beneath: dict[str, set[str]] = {level: set() for level in levels}
+    for level in levels:
+        above = [name, level] if level == nested else [level]  # outermost first
+        for child in children[level]:
+            child_mode = draw(MODES)
+            basic = child.need == 1 and draw(st.booleans())
+            count = None if basic else child.need
+            obj = upstream_podgroup_obj(child.name, count, parent=level, disruption_mode=child_mode)
+            c.objects.insert(0, obj)
+            pods = {
+                member(draw, c, f"{child.name}-{i}", child.name, scheduling_group=child.name)
+                for i in range(draw(sizes(0, 3)))
+            }
+            for composite_above in above:
+                beneath[composite_above] |= pods
+            units = [f"composite:default/{a}" for a in above if mode[a] == "all"]
+            units += [f"upstream:default/{child.name}"] if child_mode == "all" else []
+            if units:
+                c.units.setdefault(units[0], set()).update(pods)
+
+    def tree(level: str) -> Tree:
+        inner = (tree(nested),) if level == name and nested else ()
+        return Tree(policy[level] or 1, (*children[level], *inner))
+
+    def gang(level: str) -> Gang:
+        return Gang(f"composite:default/{level}", frozenset(beneath[level]), 1, (), tree(level))
+
+    if policy[name] is not None:
+        c.gangs.append(gang(name))
+        return
+    for level in levels:
+        if policy[level] is not None:  # the nested one, under a `basic` root
+            c.gangs.append(gang(level))
+            continue
+        for child in children[level]:
+            mine = frozenset(u for u in c.task if c.task[u] == child.name)
+            c.gangs.append(Gang(f"upstream:default/{child.name}", mine, child.need))
+
+
+def kai(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """KAI's nested subgroups: `spec.minSubGroup` over top-level subgroups, each a leaf
+    (its minMember) or a parent of leaves (its minSubGroup, else all of them)."""
+    spec: list[Obj] = []
+    top: list[Tree | Leaf] = []
+    for j in range(draw(sizes(1, 3))):
+        sub = f"{name}s{j}"
+        if draw(st.booleans()):
+            leaves = [Leaf(f"{sub}l{k}", draw(sizes(1, 2))) for k in range(draw(sizes(1, 2)))]
+            spec += [{"name": leaf.name, "parent": sub, "minMember": leaf.need} for leaf in leaves]
+            least = draw(st.none() | sizes(1, len(leaves)))
+            spec.append({"name": sub} | ({"minSubGroup": least} if least else {}))
+            top.append(Tree(least or len(leaves), tuple(leaves)))
+        else:
+            leaf = Leaf(sub, draw(sizes(1, 3)))
+            spec.append({"name": sub, "minMember": leaf.need})
+            top.append(leaf)
+    tree = Tree(draw(sizes(1, len(top))), tuple(top))
+    obj = kai_podgroup_obj(name, None)
+    obj["spec"] |= {"minSubGroup": tree.need, "subGroups": spec}
+    c.objects.insert(0, obj)
+    pods = [
+        member(draw, c, f"{leaf.name}-{i}", leaf.name, kai_group=name)
+        for leaf in tree.leaves()
+        for i in range(draw(sizes(0, 3)))
+    ]
+    c.gangs.append(Gang(f"kai:default/{name}", frozenset(pods), 1, (), tree))
+
+
+DIALECTS = {
+    "sp": scheduler_plugins,
+    "ann": annotated,
+    "vc": volcano,
+    "up": upstream,
+    "cp": composite,
+    "kai": kai,
+}
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Cluster:
+    c = Cluster([f"n{i}" for i in range(1, draw(st.integers(3, 5)) + 1)])
+    kinds = draw(st.lists(st.sampled_from(sorted(DIALECTS)), min_size=1, max_size=4))
+    for i, kind in enumerate(kinds):
+        c.home = "" if draw(st.booleans()) else draw(st.sampled_from(c.nodes))
+        DIALECTS[kind](draw, c, f"{kind}{i}")
+    c.home = ""
+    for i in range(draw(st.integers(0, 3))):
+        member(draw, c, f"solo-{i}")
+    return c
+
+
+@st.composite
+def proposals(draw: st.DrawFn, c: Cluster) -> dict[str, list[str]]:
+    """kube-scheduler's victims for some nodes: pods bound there (being deleted too). Now
+    and then, as 1.37 does, an `all` unit they touch whole, its pods on other nodes too;
+    rarely any pod bound elsewhere."""
+    nodes = draw(st.lists(st.sampled_from(c.nodes), min_size=1, max_size=3, unique=True))
+    proposal = {}
+    for node in nodes:
+        here = sorted(c.on(node))
+        victims = draw(st.lists(st.sampled_from(here), unique=True, min_size=1)) if here else []
+        spread = [u for unit in c.units.values() if unit & set(victims) for u in sorted(unit)]
+        if spread and draw(st.sampled_from(range(4))) == 3:
+            victims += [u for u in spread if c.node_of[u] and u not in victims]
+        elsewhere = sorted(u for u, n in c.node_of.items() if n and n != node)
+        if elsewhere and draw(st.sampled_from(range(10))) == 9:
+            victims.append(draw(st.sampled_from(elsewhere)))
+        proposal[node] = list(dict.fromkeys(victims))
+    return proposal
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Cluster, dict[str, list[str]]]:
+    c = draw(clusters())
+    return c, draw(proposals(c))
+
+
+def preempt(c: Cluster, proposal: dict[str, list[str]]) -> Preemption:
+    state = ClusterState()
+    for node in c.nodes:
+        state.upsert_node(gpu_node(node))
+    for obj in c.objects:
+        if obj["kind"] == "Pod":
+            state.upsert_pod(parse_pod(obj))
+            continue
+        parsed = registry.parse_group_object(obj)
+        assert parsed is not None
+        if isinstance(parsed.value, CompositePodGroup):
+            state.upsert_composite(parsed.value)
+        else:
+            assert isinstance(parsed.value, PodGroup)
+            state.upsert_group(parsed.value)
+    return GangPlanner(state, PlannerSettings()).preempt(proposal)
+
+
+# ---- the oracle ----------------------------------------------------------------------------
+
+
+def has_quorum(c: Cluster, gang: Gang, pods: set[str]) -> bool:
+    have = Counter(c.task[u] for u in pods)
+    return (
+        len(pods) >= gang.min_member
+        and all(have[t.name] >= t.need for t in gang.tasks)
+        and (gang.tree is None or gang.tree.ready(have))
+    )
+
+
+def partial(c: Cluster, victims: Iterable[str]) -> str:
+    """What taking `victims` would leave partial, for people; "" when nothing. A gang (or
+    a child of one) it takes members of keeps its quorum (its own minimum) or loses them
+    all; an `all` unit it takes members of loses them all. Departing pods take nothing."""
+    taken = {u for u in victims if c.live_bound(u)}
+    for unit, beneath in c.units.items():
+        live = {u for u in beneath if c.live_bound(u)}
+        if taken & live and not live <= taken:
+            return f"unit {unit}: takes {sorted(taken & live)} of {sorted(live)}"
+    for gang in c.gangs:
+        live = {u for u in gang.members if c.live_bound(u)}
+        if not taken & live:
+            continue
+        left = live - taken
+        if left and not has_quorum(c, gang, left):
+            return f"gang {gang.key}: leaves {sorted(left)} below its quorum"
+        for leaf in gang.leaves():
+            pods = {u for u in live if c.task[u] == leaf.name}
+            rest = pods - taken
+            if pods & taken and 0 < len(rest) < leaf.need:
+                return f"{leaf.name} of {gang.key}: leaves {sorted(rest)} below {leaf.need}"
+    return ""
+
+
+def ties(c: Cluster) -> list[set[str]]:
+    """The sets of pods one victim may pull in with it: each gang's, each unit's."""
+    return [set(g.members) for g in c.gangs] + list(c.units.values())
+
+
+def reachable(c: Cluster, start: Iterable[str]) -> set[str]:
+    """Every pod tied to `start` through gangs and units, any number of steps away."""
+    seen, todo = set(start), list(start)
+    while todo:
+        uid = todo.pop()
+        for tie in ties(c):
+            if uid in tie:
+                todo += tie - seen
+                seen |= tie
+    return seen
+
+
+def least_whole_superset(c: Cluster, node: str, proposed: list[str]) -> set[str] | None:
+    """The smallest set of pods bound on `node` holding `proposed` that leaves nothing
+    partial, by trying every subset of the node's live pods tied to the proposal (others
+    change no gang it touches); None when there is none. Raises Skip when too many."""
+    if any(c.node_of.get(u) != node for u in proposed):
+        return None
+    candidates = sorted(
+        u for u in reachable(c, proposed) if c.node_of[u] == node and c.live_bound(u)
+    )
+    candidates = [u for u in candidates if u not in proposed]
+    if len(candidates) > BRUTE_FORCE:
+        raise Skip
+    for size in range(len(candidates) + 1):
+        for extra in itertools.combinations(candidates, size):
+            if not partial(c, [*proposed, *extra]):
+                return {*proposed, *extra}
+    return None
+
+
+class Skip(Exception):  # noqa: N818  # a control-flow signal, not an error
+    """Too many pods on a node to try every subset."""
+
+
+# ---- the properties ------------------------------------------------------------------------
+
+
+def verdicts(c: Cluster, proposal: dict[str, list[str]]) -> Iterator[PreemptVerdict]:
+    preemption = preempt(c, proposal)
+    assert [v.node for v in preemption.verdicts] == list(proposal)
+    yield from preemption.verdicts
+
+
+@common
+@given(scenarios())
+def test_a_node_is_kept_or_widened_with_its_victims_or_dropped_with_none_and_a_reason(
+    scenario: tuple[Cluster, dict[str, list[str]]],
+) -> None:
+    c, proposal = scenario
+    preemption = preempt(c, proposal)
+    for v in preemption.verdicts:
+        if v.node in preemption.kept:
+            assert v.outcome in (PreemptOutcome.KEPT, PreemptOutcome.WIDENED)
+            assert preemption.kept[v.node] == list(v.victims)
+        else:
+            assert v.outcome is PreemptOutcome.DROPPED
+            assert v.victims == ()
+            assert v.reason
+
+
+@common
+@given(scenarios())
+def test_a_kept_set_holds_the_proposal_and_only_pods_of_its_node_tied_to_it(
+    scenario: tuple[Cluster, dict[str, list[str]]],
+) -> None:
+    c, proposal = scenario
+    for v in verdicts(c, proposal):
+        if v.outcome is PreemptOutcome.DROPPED:
+            continue
+        proposed = proposal[v.node]
+        assert v.victims[: len(proposed)] == tuple(proposed)
+        added = v.victims[len(proposed) :]
+        assert v.added == added
+        assert (v.outcome is PreemptOutcome.WIDENED) == bool(added)
+        assert all(c.node_of[u] == v.node for u in v.victims)
+        assert all(c.live_bound(u) for u in added)
+        assert set(added) <= reachable(c, proposed)
+
+
+@common
+@given(scenarios())
+def test_what_kube_scheduler_takes_from_a_kept_node_leaves_every_gang_whole_or_gone(
+    scenario: tuple[Cluster, dict[str, list[str]]],
+) -> None:
+    c, proposal = scenario
+    for v in verdicts(c, proposal):
+        if v.outcome is not PreemptOutcome.DROPPED:
+            assert partial(c, v.victims) == "", v
+
+
+@common
+@given(scenarios())
+def test_a_proposal_that_leaves_every_gang_whole_or_gone_is_kept_as_proposed(
+    scenario: tuple[Cluster, dict[str, list[str]]],
+) -> None:
+    c, proposal = scenario
+    for v in verdicts(c, proposal):
+        proposed = proposal[v.node]
+        if all(c.node_of[u] == v.node for u in proposed) and not partial(c, proposed):
+            assert (v.outcome, v.victims) == (PreemptOutcome.KEPT, tuple(proposed)), v
+
+
+@common
+@given(scenarios())
+def test_a_node_is_dropped_only_when_no_set_on_it_leaves_every_gang_whole_and_widened_no_more(
+    scenario: tuple[Cluster, dict[str, list[str]]],
+) -> None:
+    """Completeness by brute force: the least set on the node holding the proposal that
+    leaves nothing partial is what Phalanx keeps; none, and the node is dropped."""
+    c, proposal = scenario
+    for v in verdicts(c, proposal):
+        try:
+            least = least_whole_superset(c, v.node, proposal[v.node])
+        except Skip:
+            continue
+        if least is None:
+            assert v.outcome is PreemptOutcome.DROPPED, v
+        else:
+            assert v.outcome is not PreemptOutcome.DROPPED, v
+            assert set(v.victims) == least, v

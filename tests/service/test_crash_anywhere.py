@@ -22,10 +22,11 @@ In the last process kube-scheduler retries every unbound pod and roll-forward pa
 
 1. every gang has no member bound or at least its quorum, unless a member it needed
    vanished while no process ran, or a node its commit record named for an unbound member
-   was removed, cordoned or given to another pod. For those the design promises only what
-   roll-forward promises ("Roll-forward never evicts" in docs/design.md): the record is
-   cleared and the gang re-planned (3 and 4 below), and its bound members stay bound
-   (nothing here unbinds a pod);
+   was removed, cordoned or given to another pod. For those the design promises what
+   roll-forward promises ("Roll-forward never evicts" in docs/design.md): its bound members
+   stay bound (nothing here unbinds a pod), the record is cleared (3 below), and the gang is
+   re-planned, so it stays partial only for want of members (fewer than its quorum exist)
+   or of room (the schedulable nodes' free GPUs cannot hold the members it misses);
 2. no node is over-committed, in the cluster or in the model;
 3. no commit record is left in force;
 4. nothing is assumed without a binding in flight, no bind is held at a gate, and once the
@@ -699,6 +700,20 @@ def check_settled(scenario: Scenario, process: Process) -> None:
                 f"gang {key}: {bound} of its quorum {need} bound; "
                 f"members {[(k, cluster.node_of(k)) for k in cluster.members(key)]}"
             )
+            # Released and re-planned: it stays partial only for want of members or of room.
+            unbound = [k for k in cluster.members(key) if not cluster.node_of(k)]
+            missing = need - bound
+            if len(unbound) >= missing:
+                each = gpus_of(cluster.pods[unbound[0]])
+                room = sum(
+                    (NODE_GPUS - cluster.used(n)) // each
+                    for n in cluster.nodes
+                    if cluster.schedulable(n)
+                )
+                assert room < missing, (
+                    f"gang {key}: {bound} of its quorum {need} bound, and room for the "
+                    f"{missing} member(s) it misses"
+                )
             event("a gang the design lets stay partial stayed partial")
 
     # 2. No node over-committed, and the model sees the cluster as it is.

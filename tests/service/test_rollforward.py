@@ -27,7 +27,7 @@ from builders import node_obj, pod_obj, podgroup_obj
 from phalanx.core.cache import Released
 from phalanx.core.journal import Outcome
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict
-from phalanx.service.extender import Extender
+from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForward, RollForwardSettings
 from phalanx.sources.base import BindError
 
@@ -198,6 +198,75 @@ async def test_a_gang_whose_binding_failed_is_finished_from_the_record_a_bound_m
     assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
     assert sorted(source.bindings) == sorted((f"default/{n}", nodes[n]) for n in nodes)
     assert ext.partial_gangs() == []
+    await ext.stop()
+
+
+# ---- the grace of a record a crash left: its nodes are held -----------------------------
+
+
+async def restarted_over_a_cut_gang(clocks: Clocks) -> tuple[Extender, RecordingSource]:
+    """A fresh instance over what a crash left: gang g (3 of 3 members of 4 GPUs) cut after
+    2 of its 3 bindings, whose record sends g-2 to n2; n3 is full; a pod of 8 GPUs waits."""
+    objects = [
+        *(node_obj(n) for n in NODES),
+        podgroup_obj("g", 3),
+        pod_obj("g-0", 4, group="g", node="n1", phase="Running"),
+        pod_obj("g-1", 4, group="g", node="n1", phase="Running"),
+        pod_obj("g-2", 4, group="g"),
+        pod_obj("other-job", 8, node="n3", phase="Running"),
+        pod_obj("big", 8),
+    ]
+    source = RecordingSource(objects)
+    placements = {"g-0": "n1", "g-1": "n1", "g-2": "n2"}
+    source.records[KEY] = CommitRecord(
+        KEY,
+        {f"default/{n}": node for n, node in placements.items()},
+        {f"default/{n}": f"uid-default-{n}" for n in placements},
+        clocks.rfc3339(0),
+    )
+    ext = Extender(
+        source,
+        ServiceSettings(
+            bind_retry_backoff_seconds=0.0,
+            roll_forward=RollForwardSettings(interval_seconds=3600, grace_seconds=GRACE),
+        ),
+        clock=clocks.mono,
+        wall_clock=clocks.wall,
+    )
+    await ext.start()
+    return ext, source
+
+
+async def test_a_restarted_instance_holds_the_node_a_record_names_so_no_other_pod_takes_it() -> (
+    None
+):
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks)
+
+    # Before, kube-scheduler's cycle of `big` got n2 during the grace, and g stayed 2 of 3.
+    assert ext.filter(pod_of(ext, "big"), NODES).feasible == ()
+    assert ext.filter(pod_of(ext, "g-2"), NODES).feasible == ("n2",)
+    assert await bind(ext, "g-2", "n2") == ""
+    assert ("default/g-2", "n2") in source.bindings
+    assert ext.partial_gangs() == []
+    assert ext.state.reserved_gpus() == 0
+    await ext.stop()
+
+
+async def test_a_held_member_kube_scheduler_does_not_reach_is_rolled_forward_once_due() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks)
+    assert ext.filter(pod_of(ext, "big"), NODES).feasible == ()
+    assert ext.roll_forward is not None
+
+    clocks.advance(GRACE)
+    (decision,) = await ext.roll_forward.run_once()
+
+    assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
+    assert source.bindings == [("default/g-2", "n2")]
+    assert ext.state.reservation(KEY) is None
+    assert ext.state.reserved_gpus() == 0
+    assert ext.filter(pod_of(ext, "big"), NODES).feasible == ()  # nothing is free now
     await ext.stop()
 
 

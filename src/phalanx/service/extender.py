@@ -272,10 +272,14 @@ class Extender:
         return self.clock() - self._asked_at <= ACTS_ALONE_SECONDS
 
     def _note_synced(self) -> None:
-        """Once, when the source's first full list is in the model (see `planner.parked`)."""
+        """Once, when the source's first full list is in the model (see `planner.parked`).
+        Commit records hold their nodes from then on, before any verb plans with the model:
+        a gang a crash cut keeps the capacity its record names (`RollForward.hold`)."""
         if not self._synced and self.source.synced:
             self._synced = True
             self.planner.note_synced()
+            if self.roll_forward is not None:
+                self.roll_forward.hold()
 
     def _unsynced(self) -> bool:
         """Whether the verbs must wait for the first full list (`NOT_SYNCED`). Once synced,

@@ -19,7 +19,11 @@ record and carries it out:
 
 A record is left alone for `grace_seconds` after it was written (by its `at`) or first
 seen here (whichever is sooner): a live bind barrier, here or in another replica, may be
-issuing those very bindings.
+issuing those very bindings. Meanwhile the capacity it names is *held*: a gang it would roll
+forward now, and that holds no reservation, is reserved on its recorded nodes (`hold`, from
+the first full sync on), so that kube-scheduler's cycles of other pods cannot take it during
+the grace and leave the gang partial for good. Its members' own cycles follow that
+reservation, and the pass that finds the record due binds them through it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from phalanx.core.cache import ClusterState, ReleaseCause, StateError
+from phalanx.core.cache import (
+    ClusterState,
+    MemberReservation,
+    ReleaseCause,
+    Reservation,
+    StateError,
+)
 from phalanx.core.journal import Outcome
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
@@ -101,22 +111,65 @@ class RollForward:
         now = self.clock()
         self._first_seen = {k: self._first_seen.get(k, now) for k in records}
         taken: list[Decision] = []
-        for key, record in sorted(records.items()):
+        for _, record in sorted(records.items()):
             if not self._due(record):
+                self._hold(record)
                 continue
-            min_member, minima, deleting = self._quorum(key)
-            decision = decide(
-                self.state,
-                record,
-                min_member=min_member,
-                min_task_member=minima,
-                deleting=deleting,
-            )
+            decision = self._decide(record)
             if decision.verdict is Verdict.WAIT:
                 continue
             taken.append(decision)
             await self._carry_out(decision)
         return taken
+
+    def hold(self) -> None:
+        """Hold the capacity of every record (see the module docstring). Called once the
+        model holds the first full list, before any verb plans with it, whether or not this
+        instance has the duty yet: the Lease of a holder that died lapses only after 15 s,
+        while kube-scheduler's cycles come at once. Each pass with the duty holds again what
+        a record still needs."""
+        for _, record in sorted(self.source.commit_records().items()):
+            self._hold(record)
+
+    def _hold(self, record: CommitRecord) -> None:
+        """Reserve the unbound members of `record` on their recorded nodes, if it would be
+        rolled forward now and its gang holds no reservation (one of its own, or a hold)."""
+        key = record.group_key
+        if self.state.reservation(key) is not None:
+            return
+        decision = self._decide(record)
+        if decision.verdict is not Verdict.ROLL_FORWARD:
+            return
+        members = []
+        for binding in decision.bindings:
+            pod = self.state.pod(binding.pod.uid)
+            if pod is None:
+                return
+            members.append(MemberReservation(pod.uid, pod.key, binding.node, pod.requests))
+        now = self.clock()
+        # Until the pass after the record is due at the latest; held again if still needed.
+        lasts = self.settings.grace_seconds + self.settings.interval_seconds
+        try:
+            self.state.reserve(Reservation(key, tuple(members), now, now + lasts))
+        except StateError as exc:  # `decide` found room for every member: not expected
+            log.warning(
+                "cannot hold a commit record's nodes", extra={"group": key, "reason": str(exc)}
+            )
+            return
+        log.info(
+            "holding the nodes of a commit record until it is due",
+            extra={"group": key, "placements": {b.pod.key: b.node for b in decision.bindings}},
+        )
+
+    def _decide(self, record: CommitRecord) -> Decision:
+        min_member, minima, deleting = self._quorum(record.group_key)
+        return decide(
+            self.state,
+            record,
+            min_member=min_member,
+            min_task_member=minima,
+            deleting=deleting,
+        )
 
     def _due(self, record: CommitRecord) -> bool:
         grace = self.settings.grace_seconds

@@ -49,7 +49,7 @@ class BindError(Exception):
     def __init__(self, message: str, *, gone: bool = False, conflict: bool = False) -> None:
         super().__init__(message)
         self.gone = gone
-        self.conflict = conflict  # already bound elsewhere: never retried blindly
+        self.conflict = conflict  # already bound (answered 409): never retried blindly
 
 
 class ClusterSource(Protocol):

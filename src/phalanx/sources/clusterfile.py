@@ -369,7 +369,7 @@ class ClusterFileSource:
             if pod is None or pod.uid != ref.uid:
                 outcome.append(BindError(f"pod {ref} not found", gone=True))
                 return
-            if pod.node_name and pod.node_name != node:
+            if pod.node_name:  # to its own node too: the API server answers 409 either way
                 outcome.append(
                     BindError(f"pod {ref} is already bound to {pod.node_name}", conflict=True)
                 )

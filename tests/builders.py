@@ -5,6 +5,11 @@ from __future__ import annotations
 import itertools
 from typing import Any, TypeVar
 
+from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
+from phalanx.core.groups.composite import CompositePodGroup
+from phalanx.core.groups.upstream import Workload
+from phalanx.core.inventory import parse_pod
 from phalanx.core.model import (
     CPU,
     MEMORY,
@@ -36,6 +41,22 @@ def present(value: T | None) -> T:
     `state.reservation(...)`) whose None fails the test here, typed as found."""
     assert value is not None, "expected a value, found None"
     return value
+
+
+def apply_raw(state: ClusterState, *objects: dict[str, Any]) -> None:
+    """Raw pods and gang objects of any dialect into `state`, as the sources apply them."""
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            state.upsert_pod(parse_pod(obj))
+            continue
+        parsed = registry.parse_group_object(obj)
+        assert parsed is not None, f"not a gang object: {obj['kind']}"
+        if isinstance(parsed.value, CompositePodGroup):
+            state.upsert_composite(parsed.value)
+        elif isinstance(parsed.value, Workload):
+            state.upsert_workload(parsed.value)
+        else:
+            state.upsert_group(parsed.value)
 
 
 def gpu_node(

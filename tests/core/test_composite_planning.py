@@ -9,13 +9,18 @@ from typing import Any
 
 import pytest
 
-from builders import LEAF, SPINE, composite_obj, gpu_node, pod_obj, rack_node, upstream_podgroup_obj
+from builders import (
+    LEAF,
+    SPINE,
+    apply_raw,
+    composite_obj,
+    gpu_node,
+    pod_obj,
+    rack_node,
+    upstream_podgroup_obj,
+)
 from phalanx.core.barrier import BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
-from phalanx.core.groups import registry
-from phalanx.core.groups.composite import CompositePodGroup
-from phalanx.core.groups.upstream import Workload
-from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Binding, ChildGroups, Dialect, GroupRef, Node, Pod
 from phalanx.core.planner import GangPlanner
 from phalanx.core.resolution import (
@@ -46,17 +51,7 @@ class Cluster:
             self.add(obj)
 
     def add(self, obj: dict[str, Any]) -> None:
-        if obj["kind"] == "Pod":
-            self.state.upsert_pod(parse_pod(obj))
-            return
-        parsed = registry.parse_group_object(obj)
-        assert parsed is not None
-        value = parsed.value
-        if isinstance(value, CompositePodGroup):
-            self.state.upsert_composite(value)
-        else:
-            assert not isinstance(value, Workload)
-            self.state.upsert_group(value)
+        apply_raw(self.state, obj)
 
     def pod(self, name: str) -> Pod:
         found = self.state.pod_by_key("default", name)

@@ -13,6 +13,7 @@ import pytest
 
 from builders import (
     GPU_DRIVER,
+    apply_raw,
     composite_obj,
     dra_pod_obj,
     gpu_node,
@@ -30,9 +31,7 @@ from phalanx.core.cache import MemberReservation, Reservation
 from phalanx.core.dra import parse_device_class
 from phalanx.core.dra_demand import shared_out
 from phalanx.core.dra_inventory import class_entry
-from phalanx.core.groups import registry, upstream
-from phalanx.core.groups.composite import CompositePodGroup
-from phalanx.core.groups.upstream import Workload
+from phalanx.core.groups import upstream
 from phalanx.core.inventory import parse_pod
 from phalanx.core.model import DRA_GPU, NVIDIA_GPU, PodGroup
 from phalanx.core.planner import GangPlanner
@@ -349,14 +348,7 @@ def test_a_podgroup_known_after_its_members_makes_their_template_entry_the_gangs
 
 def gang_objects(world: DraWorld, *objects: dict[str, Any]) -> None:
     """Gang objects into the world's model, as the sources apply them."""
-    for obj in objects:
-        parsed = registry.parse_group_object(obj)
-        assert parsed is not None
-        if isinstance(parsed.value, CompositePodGroup):
-            world.state.upsert_composite(parsed.value)
-        else:
-            assert not isinstance(parsed.value, Workload)
-            world.state.upsert_group(parsed.value)
+    apply_raw(world.state, *objects)
 
 
 def test_a_composite_member_derived_again_still_names_its_own_pod_group() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from builders import (
+    apply_raw,
     composite_obj,
     gpu_node,
     pod,
@@ -17,10 +18,6 @@ from builders import (
     workload_obj,
 )
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import registry
-from phalanx.core.groups.composite import CompositePodGroup
-from phalanx.core.groups.upstream import Workload
-from phalanx.core.inventory import parse_pod
 from phalanx.core.model import Pod, PodGroup, PodPhase, SubGroupTree
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import PreemptOutcome, PreemptVerdict, Widening
@@ -83,18 +80,7 @@ def test_preemption_never_takes_a_running_gangs_last_member_of_a_task() -> None:
 def upstream(*objects: dict[str, Any]) -> GangPlanner:
     """A planner over n1..n3 and raw gang objects and pods, as the sources feed them."""
     state, planner = setup()
-    for obj in objects:
-        if obj["kind"] == "Pod":
-            state.upsert_pod(parse_pod(obj))
-            continue
-        parsed = registry.parse_group_object(obj)
-        assert parsed is not None
-        if isinstance(parsed.value, CompositePodGroup):
-            state.upsert_composite(parsed.value)
-        elif isinstance(parsed.value, Workload):
-            state.upsert_workload(parsed.value)
-        else:
-            state.upsert_group(parsed.value)
+    apply_raw(state, *objects)
     return planner
 
 

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import (
+    apply_raw,
     composite_obj,
     gpu_node,
     kai_pod_obj,
@@ -37,10 +38,6 @@ from builders import (
     volcano_podgroup_obj,
 )
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import registry
-from phalanx.core.groups.composite import CompositePodGroup
-from phalanx.core.inventory import parse_pod
-from phalanx.core.model import PodGroup
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import Preemption, PreemptOutcome, PreemptVerdict
 
@@ -358,17 +355,7 @@ def preempt(c: Cluster, proposal: dict[str, list[str]]) -> Preemption:
     state = ClusterState()
     for node in c.nodes:
         state.upsert_node(gpu_node(node))
-    for obj in c.objects:
-        if obj["kind"] == "Pod":
-            state.upsert_pod(parse_pod(obj))
-            continue
-        parsed = registry.parse_group_object(obj)
-        assert parsed is not None
-        if isinstance(parsed.value, CompositePodGroup):
-            state.upsert_composite(parsed.value)
-        else:
-            assert isinstance(parsed.value, PodGroup)
-            state.upsert_group(parsed.value)
+    apply_raw(state, *c.objects)
     return GangPlanner(state, PlannerSettings()).preempt(proposal)
 
 

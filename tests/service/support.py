@@ -10,7 +10,9 @@ tests/e2e.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast, overload
 
 from builders import node_obj, pod_obj, podgroup_obj
@@ -24,6 +26,25 @@ from phalanx.sources.clusterfile import ClusterFileSource
 NODES = ["n1", "n2", "n3"]
 
 Hook = Callable[[], None]
+
+
+@contextlib.contextmanager
+def errors_logged() -> Iterator[list[str]]:
+    """What Phalanx logs at ERROR and above while the block runs (a failed background task,
+    a binder, barrier or roll-forward pass that caught a bug): nothing, hopefully."""
+    seen: list[str] = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(self.format(record))
+
+    handler = Recorder(logging.ERROR)
+    logger = logging.getLogger("phalanx")
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
 
 
 class Clock:

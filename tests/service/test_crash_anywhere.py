@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-import logging
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
@@ -57,10 +56,10 @@ from typing import Any, TypeVar
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from support import Clock, FakeTimers
+from support import Clock, FakeTimers, errors_logged
 
 from builders import node_obj, pod_obj, podgroup_obj
-from phalanx.core.model import Binding
+from phalanx.core.model import NVIDIA_GPU, Binding
 from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord, Decision
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
@@ -84,12 +83,11 @@ RETRIES = 2
 FAILURES = 2
 SETTLE_ROUNDS = 12
 TURNS = 200  # loop turns that let everything started run to its end
-GPU = "nvidia.com/gpu"
 
 
 def gpus_of(obj: Obj) -> int:
     requests = obj["spec"]["containers"][0]["resources"]["requests"]
-    return int(requests.get(GPU, "0"))
+    return int(requests.get(NVIDIA_GPU, "0"))
 
 
 @dataclass
@@ -644,18 +642,6 @@ def clusters(draw: st.DrawFn) -> tuple[Cluster, list[Obj]]:
     return Cluster(nodes, groups, pods, quorum), late
 
 
-class ErrorsLogged(logging.Handler):
-    """Phalanx's log records at ERROR and above: a bug caught and logged (a barrier or a
-    roll-forward pass that raised, a background task that failed)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.found: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.found.append(record.getMessage())
-
-
 @settings(max_examples=EXAMPLES)
 @given(
     drawn=clusters(),
@@ -666,23 +652,21 @@ class ErrorsLogged(logging.Handler):
 def test_a_gang_is_whole_or_unbound_after_a_crash_anywhere_and_a_restart(
     drawn: tuple[Cluster, list[Obj]], carried: int, crashes: int, data: st.DataObject
 ) -> None:
-    errors = ErrorsLogged()
-    logging.getLogger("phalanx").addHandler(errors)
     scenario = Scenario(data, *copy.deepcopy(drawn), carried)
-    try:
-        event("records carried by the bindings" if carried else "records written first")
-        for _ in range(crashes):
-            scenario.run_until_crash()
-            scenario.while_down()
-        process = scenario.settle()
-        check_settled(scenario, process)
-        scenario.stop(process)
-    finally:
-        logging.getLogger("phalanx").removeHandler(errors)
-        if scenario.running is not None and not scenario.running.is_closed():
-            _close(scenario.running)  # a failed example's process: no tasks left pending
+    with errors_logged() as errors:
+        try:
+            event("records carried by the bindings" if carried else "records written first")
+            for _ in range(crashes):
+                scenario.run_until_crash()
+                scenario.while_down()
+            process = scenario.settle()
+            check_settled(scenario, process)
+            scenario.stop(process)
+        finally:
+            if scenario.running is not None and not scenario.running.is_closed():
+                _close(scenario.running)  # a failed example's process: no tasks left pending
     assert scenario.loop_errors == []
-    assert errors.found == []
+    assert errors == []
 
 
 def check_settled(scenario: Scenario, process: Process) -> None:

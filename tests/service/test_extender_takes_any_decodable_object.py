@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import Clock, FakeTimers, ScriptedSource
+from support import Clock, FakeTimers, ScriptedSource, errors_logged
 
 from builders import (
     LEAF,
@@ -283,20 +282,9 @@ steps = st.one_of(
 def failures_recorded(loop: asyncio.AbstractEventLoop) -> Iterator[list[str]]:
     """What the loop's exception handler saw and what the service logged as an error (a
     failed background task, a binder or barrier that caught a bug): nothing, hopefully."""
-    seen: list[str] = []
-    loop.set_exception_handler(lambda _loop, context: seen.append(str(context)))
-
-    class Recorder(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(self.format(record))
-
-    handler = Recorder(logging.ERROR)
-    logger = logging.getLogger("phalanx")
-    logger.addHandler(handler)
-    try:
+    with errors_logged() as seen:
+        loop.set_exception_handler(lambda _loop, context: seen.append(str(context)))
         yield seen
-    finally:
-        logger.removeHandler(handler)
 
 
 class Driver:

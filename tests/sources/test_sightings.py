@@ -71,6 +71,19 @@ def test_a_watch_event_that_beats_the_answer_is_no_delay() -> None:
     assert len(seen) == 0
 
 
+def test_a_pod_shown_bound_while_a_binding_that_is_then_refused_was_in_flight_is_no_delay() -> None:
+    # The pod was bound already (a conflict): the update the watch showed was not this
+    # binding's. Found by tests/e2e/test_kube_source.py, where kwok's status update of the
+    # bound pod came while its refused second binding was in flight.
+    seen, delays, _ = sightings()
+    seen.sent("u1")
+    seen.seen_bound("u1")
+    seen.seen_bound("u1")  # another update meanwhile: still one decision, at the answer
+    seen.failed("u1")
+    assert delays == []
+    assert len(seen) == 0
+
+
 def test_a_failed_binding_or_a_deleted_pod_leaves_nothing_to_time() -> None:
     seen, delays, _ = sightings()
     seen.sent("refused")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+_SEEN = -1.0  # a clock reading no binding is answered at
+
 
 class BindingSightings:
     """Bindings answered and not yet seen bound on the watch, by pod UID.
@@ -24,7 +26,8 @@ class BindingSightings:
     def __init__(self, observe: Callable[[float], None], clock: Callable[[], float]) -> None:
         self._observe = observe
         self._clock = clock
-        # None: sent, not yet answered (the watch event may come first).
+        # None: sent, not yet answered; _SEEN: shown bound before the answer, which decides
+        # whether that was this binding (answered: a delay of 0) or not (refused: none).
         self._answered: dict[str, float | None] = {}
 
     def __len__(self) -> int:
@@ -34,18 +37,27 @@ class BindingSightings:
         self._answered[uid] = None
 
     def answered(self, uid: str) -> None:
-        if uid in self._answered:  # not already seen bound
+        if self._answered.get(uid) == _SEEN:
+            del self._answered[uid]
+            self._observe(0.0)
+        elif uid in self._answered:  # not already seen bound
             self._answered[uid] = self._clock()
 
     def failed(self, uid: str) -> None:
         self._answered.pop(uid, None)
 
     def seen_bound(self, uid: str) -> None:
-        """The watch shows the pod bound: its delay, once. Seen before the answer: 0."""
+        """The watch shows the pod bound: its delay, once. Seen before the answer: 0, once
+        the answer says the binding landed (a pod already bound when a binding was sent is
+        shown bound too, and that binding is refused)."""
         if uid not in self._answered:
             return
-        at = self._answered.pop(uid)
-        self._observe(0.0 if at is None else max(0.0, self._clock() - at))
+        at = self._answered[uid]
+        if at is None:
+            self._answered[uid] = _SEEN
+        elif at != _SEEN:
+            del self._answered[uid]
+            self._observe(max(0.0, self._clock() - at))
 
     def forget(self, uid: str) -> None:
         """The pod is gone: a binding the watch never showed bound is not a delay."""

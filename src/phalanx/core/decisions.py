@@ -2,8 +2,10 @@
 
 `FilterResult` is what kube-scheduler gets back (feasible nodes, and why not the others).
 `FilterDecision` is the whole decision of one filter call: that answer plus the reservation
-it made, if any, and the gang events worth reporting. Callers act on the value; nobody
-compares the model before and after, or drains a list, to learn what happened.
+it made, if any, and the gang events worth reporting. `Reserved` / `NotReserved` answer
+`GangPlanner.reserve_recorded` (a gang held on the nodes its commit record names). Callers
+act on the value; nobody compares the model before and after, or drains a list, to learn
+what happened.
 """
 
 from __future__ import annotations
@@ -32,6 +34,21 @@ class FilterDecision:
     result: FilterResult
     reserved: Reservation | None = None  # published by this call (the gang's first member)
     events: tuple[GangEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """A reservation published outside filter, and the journal's note of it."""
+
+    reservation: Reservation
+    event: GangEvent | None  # None: it repeats the gang's last decision
+
+
+@dataclass(frozen=True, slots=True)
+class NotReserved:
+    """Why nothing was reserved; the model and the journal are unchanged."""
+
+    reason: str
 
 
 def refuse_all(nodes: Sequence[str], reason: str) -> FilterResult:

@@ -31,7 +31,8 @@ HISTORY = 256
 class Outcome(StrEnum):
     """Gang decisions, as counted by phalanx_gang_decisions_total{result}."""
 
-    COMMITTED = "committed"  # reserved whole: the Event reason is `Reserved`
+    # Reserved whole, or held on the nodes a commit record names: the Event reason is `Reserved`
+    COMMITTED = "committed"
     WAITING = "waiting-for-members"
     UNFIT = "unfit"
     INVALID = "invalid"

@@ -24,6 +24,10 @@ Pods in no gang go through `phalanx.core.singles`. Every call returns its whole 
 (`phalanx.core.journal`) keeps the per-gang records. Expiry is `expire(now)`, called by
 the service before each filter and periodically: the only place reservations time out.
 
+A gang a crash cut is reserved here too: `reserve_recorded` holds its unbound members on
+the nodes its commit record names (roll-forward's grace, `phalanx.service.rollforward`),
+through the same `ClusterState.reserve` and journal note as a planned reservation.
+
 Pure: time comes in as `now` (seconds, any monotonic origin).
 """
 
@@ -41,8 +45,15 @@ from phalanx.core.cache import (
     MemberState,
     ReleaseCause,
     Reservation,
+    StateError,
 )
-from phalanx.core.decisions import FilterDecision, FilterResult, refuse_all
+from phalanx.core.decisions import (
+    FilterDecision,
+    FilterResult,
+    NotReserved,
+    Reserved,
+    refuse_all,
+)
 from phalanx.core.dra_demand import shared_out
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.gang_explain import describe_request
@@ -57,6 +68,7 @@ from phalanx.core.journal import (
 )
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
+    Binding,
     GroupRef,
     Placement,
     Pod,
@@ -789,6 +801,42 @@ class GangPlanner:
             if event is not None:
                 events.append(event)
         return events
+
+    # ---- commit records ----------------------------------------------------------------
+
+    def reserve_recorded(
+        self, group: GroupRef, placements: Sequence[Binding], now: float, lifetime: float
+    ) -> Reserved | NotReserved:
+        """Reserve each unbound member on the node its gang's commit record names, for
+        `lifetime` seconds (`core.rollforward.decide` chose `placements`: nothing is planned
+        here). Refused, changing nothing, when the gang holds a reservation already, a
+        member left the model, or a node lacks room."""
+        key = group.key
+        if self.state.reservation(key) is not None:
+            return NotReserved(f"gang {key} already holds a reservation")
+        members = []
+        for placed in placements:
+            pod = self.state.pod(placed.pod.uid)
+            if pod is None:
+                return NotReserved(f"pod {placed.pod.key} is not in the model")
+            members.append(MemberReservation(pod.uid, pod.key, placed.node, pod.requests))
+        try:
+            reservation = self.state.reserve(
+                Reservation(key, tuple(members), reserved_at=now, expires_at=now + lifetime)
+            )
+        except StateError as exc:
+            return NotReserved(str(exc))
+        rec = self.journal.record(key)
+        if rec.proposal is not None and any(
+            rec.proposal.assignment.get(m.pod_uid) != m.node for m in members
+        ):
+            # Planned elsewhere since the record was written: that plan is not what is held.
+            rec.proposal = None
+            rec.claimed = {}
+        rec.arrived = set()
+        nodes = ", ".join(sorted({m.node for m in members}))
+        reason = f"reserved {len(members)} member(s) on {nodes}, as its commit record names"
+        return Reserved(reservation, self.journal.note(group, Outcome.COMMITTED, reason))
 
     # ---- prioritize and preempt -----------------------------------------------------------
 

@@ -253,6 +253,16 @@ async def test_a_restarted_instance_holds_the_node_a_record_names_so_no_other_po
     await ext.stop()
 
 
+async def test_the_hold_is_the_gangs_reserved_decision_in_its_journal_and_events() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks)
+
+    assert last_outcome(ext) is Outcome.COMMITTED
+    (event,) = await events_settled(source, "Reserved")
+    assert event[3] == "reserved 1 member(s) on n2, as its commit record names"
+    await ext.stop()
+
+
 async def test_a_held_member_kube_scheduler_does_not_reach_is_rolled_forward_once_due() -> None:
     clocks = Clocks()
     ext, source = await restarted_over_a_cut_gang(clocks)

@@ -1,9 +1,9 @@
 """Rolling gangs forward from their commit records: the side effects of `core.rollforward`.
 
 `RollForward.forever()` runs as one task of the service (started from `Extender.start`).
-It sees the model, the planner (for group resolution and the journal), the binder and the
-reporter, and nothing else of the service. With a source that is a `CommitLog` it waits
-for the first full sync, then every `interval_seconds`, while the source says this
+It sees the model, the planner (for group resolution, holds and the journal), the binder
+and the reporter, and nothing else of the service. With a source that is a `CommitLog` it
+waits for the first full sync, then every `interval_seconds`, while the source says this
 instance holds the duty (its Lease), asks `core.rollforward.decide` about every commit
 record and carries it out:
 
@@ -22,7 +22,9 @@ seen here (whichever is sooner): a live bind barrier, here or in another replica
 issuing those very bindings. Meanwhile the capacity it names is *held*: a gang it would roll
 forward now, and that holds no reservation, is reserved on its recorded nodes (`hold`, from
 the first full sync on), so that kube-scheduler's cycles of other pods cannot take it during
-the grace and leave the gang partial for good. Its members' own cycles follow that
+the grace and leave the gang partial for good. The planner makes that reservation
+(`GangPlanner.reserve_recorded`) and journals it as `committed` (reported like any gang
+decision: Event `Reserved`); a refusal is only logged. Its members' own cycles follow that
 reservation, and the pass that finds the record due binds them through it.
 """
 
@@ -34,13 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from phalanx.core.cache import (
-    ClusterState,
-    MemberReservation,
-    ReleaseCause,
-    Reservation,
-    StateError,
-)
+from phalanx.core.cache import ClusterState, ReleaseCause, StateError
+from phalanx.core.decisions import NotReserved
 from phalanx.core.journal import Outcome
 from phalanx.core.model import GroupRef, Pod
 from phalanx.core.planner import GangPlanner
@@ -140,26 +137,21 @@ class RollForward:
         decision = self._decide(record)
         if decision.verdict is not Verdict.ROLL_FORWARD:
             return
-        members = []
-        for binding in decision.bindings:
-            pod = self.state.pod(binding.pod.uid)
-            if pod is None:
-                return
-            members.append(MemberReservation(pod.uid, pod.key, binding.node, pod.requests))
-        now = self.clock()
         # Until the pass after the record is due at the latest; held again if still needed.
         lasts = self.settings.grace_seconds + self.settings.interval_seconds
-        try:
-            self.state.reserve(Reservation(key, tuple(members), now, now + lasts))
-        except StateError as exc:  # `decide` found room for every member: not expected
+        held = self.planner.reserve_recorded(
+            GroupRef.parse(key), decision.bindings, self.clock(), lasts
+        )
+        if isinstance(held, NotReserved):  # `decide` found each member room: not expected
             log.warning(
-                "cannot hold a commit record's nodes", extra={"group": key, "reason": str(exc)}
+                "cannot hold a commit record's nodes", extra={"group": key, "reason": held.reason}
             )
             return
         log.info(
             "holding the nodes of a commit record until it is due",
             extra={"group": key, "placements": {b.pod.key: b.node for b in decision.bindings}},
         )
+        self.reporter.report([held.event])
 
     def _decide(self, record: CommitRecord) -> Decision:
         min_member, minima, deleting = self._quorum(record.group_key)

@@ -1,6 +1,7 @@
 """Faults through the real kube-scheduler and Phalanx: a reserved node cordoned before the
 gang binds, Phalanx SIGKILLed while a bind barrier is half full, a dead instance's commit
-record finished by the next one, a kube-apiserver restart, and garbage annotations.
+record finished by the next one (and the node it names held meanwhile against another pod),
+a kube-apiserver restart, and garbage annotations.
 
 A member is kept from reaching kube-scheduler with a scheduling gate: it exists (Phalanx
 counts it toward the quorum and reserves for it) while its siblings' ``/bind`` calls wait
@@ -10,12 +11,13 @@ at the barrier — the state "the last member has not been scheduled yet", held 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest_scheduling import Scheduler, cluster, phalanx, scheduler  # noqa: F401  # fixtures
 from phalanx_process import PhalanxProcess
-from scheduling import A_COMMIT, PG_API, Scenario
+from scheduling import A_COMMIT, PG_API, Gang, Scenario, bound_node
 
 from phalanx.core.rollforward import CommitRecord, encode_commit_record
 
@@ -172,6 +174,46 @@ def test_phalanx_killed_while_a_barrier_is_half_full_leaves_no_partial_gang(
     cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
 
 
+def _left_by_a_crash(
+    sc: Scenario,
+    gang: Gang,
+    recorded: Mapping[str, str],
+    bound: Sequence[str],
+    *,
+    written: datetime,
+    carried: bool = True,
+) -> dict[str, str]:
+    """What a Phalanx killed between two of a gang's bindings leaves: the members ``bound``
+    bound to their nodes in ``recorded`` (pod -> node, every member), and the commit record
+    of ``recorded`` stamped ``written``, carried by each of those bindings (``carried``) or
+    on the PodGroup (a record too long to carry, written first). Returns the record's
+    annotation."""
+    pods = sc.pods()
+    record = CommitRecord(
+        f"{sc.namespace}/{gang.name}",
+        {f"{sc.namespace}/{p}": n for p, n in recorded.items()},
+        {f"{sc.namespace}/{p}": pods[p]["metadata"]["uid"] for p in recorded},
+    )
+    notes = {A_COMMIT: encode_commit_record(record, written.strftime("%Y-%m-%dT%H:%M:%SZ"))}
+    if not carried:
+        sc.api.merge_patch(
+            f"{PG_API}/namespaces/{sc.namespace}/podgroups/{gang.name}",
+            {"metadata": {"annotations": notes}},
+        )
+    for member in bound:
+        meta = {"name": member, "uid": pods[member]["metadata"]["uid"]}
+        sc.api.create(
+            f"/api/v1/namespaces/{sc.namespace}/pods/{member}/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {**meta, "annotations": notes} if carried else meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": recorded[member]},
+            },
+        )
+    return notes
+
+
 @pytest.mark.parametrize("kept", ["carried by the binding", "on the PodGroup"])
 def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_record(
     cluster: Scenario,  # noqa: F811
@@ -191,32 +233,17 @@ def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_recor
     try:
         phalanx.kill()
         gang = cluster.gang("half", 3, 2)
-        pods = cluster.pods()
         recorded = {gang.members[0]: a, gang.members[1]: a, gang.members[2]: b}
-        record = CommitRecord(
-            f"{cluster.namespace}/{gang.name}",
-            {f"{cluster.namespace}/{p}": n for p, n in recorded.items()},
-            {f"{cluster.namespace}/{p}": pods[p]["metadata"]["uid"] for p in recorded},
-        )
-        # Written a minute ago: past the grace a live barrier is given.
-        written = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        notes = {A_COMMIT: encode_commit_record(record, written)}
-        carried = kept == "carried by the binding"
-        if not carried:
-            cluster.api.merge_patch(
-                f"{PG_API}/namespaces/{cluster.namespace}/podgroups/{gang.name}",
-                {"metadata": {"annotations": notes}},
-            )
         first = gang.members[0]
-        meta = {"name": first, "uid": pods[first]["metadata"]["uid"]}
-        cluster.api.create(
-            f"/api/v1/namespaces/{cluster.namespace}/pods/{first}/binding",
-            {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {**meta, "annotations": notes} if carried else meta,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": a},
-            },
+        carried = kept == "carried by the binding"
+        # Written a minute ago: past the grace a live barrier is given.
+        notes = _left_by_a_crash(
+            cluster,
+            gang,
+            recorded,
+            [first],
+            written=datetime.now(UTC) - timedelta(minutes=1),
+            carried=carried,
         )
         assert cluster.bound_count(gang) == 1
 
@@ -249,6 +276,75 @@ def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_recor
         if carried:
             notes_now = cluster.pods()[first]["metadata"]["annotations"]
             assert notes_now[A_COMMIT] == notes[A_COMMIT]
+    finally:
+        if not phalanx.running:
+            phalanx.start()
+        scheduler.start()
+
+
+def _cycle_of(sc: Scenario, name: str) -> str | None:
+    """What kube-scheduler's first finished cycle of pod ``name`` did: ``bound to <node>``,
+    or the message of the failure it put the pod back in its queue with (None: not yet)."""
+    pod = sc.pods()[name]
+    if node := bound_node(pod):
+        return f"bound to {node}"
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+            return str(c.get("message") or "unschedulable")
+    return None
+
+
+def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_another_pod(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+) -> None:
+    # The state a Phalanx killed between two bindings leaves: two of three members bound to
+    # a, the third recorded for b, the only node with room for it, and the record fresh (the
+    # barrier that wrote it may still be binding): roll-forward leaves it alone for its grace
+    # (15 s) and holds b for the member meanwhile. kube-scheduler asks about another pod
+    # that fits only on b first (the member waits behind its gate): b is refused to it, and
+    # the member's own cycle then binds it to b. Without the hold, the other pod took b, and
+    # roll-forward released the gang: two of three bound for good.
+    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself
+    a = cluster.node("a", 8)
+    b = cluster.node("b", 4)
+    cluster.nodes_ready()
+    scheduler.stop()
+    try:
+        phalanx.kill()
+        gang = cluster.gang("kept", 3, 4, held=[2])
+        *bound, member = gang.members
+        other = "other"
+        cluster.pod(other, 4)  # fits on b alone: a is full once the gang's two are bound
+        recorded = {bound[0]: a, bound[1]: a, member: b}
+        # Written now: the grace counts from here, and the member is let through a few
+        # seconds later (a member behind its gate cannot be bound, by roll-forward either).
+        _left_by_a_crash(cluster, gang, recorded, bound, written=datetime.now(UTC))
+        assert cluster.bound_count(gang) == 2
+
+        phalanx.start()
+        held = cluster.wait(
+            f"Phalanx to hold {b} for {member}",
+            lambda: (v := phalanx.debug_group(cluster.namespace, gang.name)) and v["reservation"],
+            timeout=5,
+        )
+        assert [(m["pod"], m["node"]) for m in held["members"]] == [
+            (f"{cluster.namespace}/{member}", b)
+        ], held
+        assert phalanx.metric("phalanx_reserved_gpus") == 4
+
+        scheduler.start()
+        said = cluster.wait(f"kube-scheduler's cycle of {other}", lambda: _cycle_of(cluster, other))
+        assert not bound_node(cluster.pods()[other]), f"{other} took the held node: {said}"
+        assert "4 GPU(s) here are reserved for gangs" in said, said
+
+        cluster.ungate(member)
+        where = cluster.wait_gang(gang, timeout=40)
+        assert where == recorded
+        assert phalanx.metric("phalanx_partial_gangs") == 0
+        cluster.assert_unbound_for([other], 2.0)  # and no room for it anywhere now
+        phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
     finally:
         if not phalanx.running:
             phalanx.start()

@@ -1,6 +1,7 @@
 """The live-cluster source against a real kube-apiserver: sync and readiness, watches,
 annotation-only mode, pods/binding, commit records, Events, PodGroup status, an apiserver
-restart, garbage objects, the roll-forward Lease and roll-forward itself."""
+restart, a relist after 410 Gone, garbage objects, the roll-forward Lease and roll-forward
+itself."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -20,14 +21,24 @@ from builders import present
 from phalanx.core.cache import ClusterState
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.journal import Outcome
-from phalanx.core.model import Binding, GroupRef, PodRef
+from phalanx.core.model import Binding, GroupRef, Pod, PodRef
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, Verdict
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.metrics import Metrics
 from phalanx.service.rollforward import RollForward, RollForwardSettings
 from phalanx.sources.base import BindError
-from phalanx.sources.informer import Backoff, InformerSettings
+from phalanx.sources.informer import (
+    Backoff,
+    Delete,
+    Informer,
+    InformerSettings,
+    Invalid,
+    Transport,
+    Upsert,
+    WatchStream,
+)
 from phalanx.sources.kube import KubeSource, KubeSourceSettings
+from phalanx.sources.kube_commits import Recorded
 from phalanx.sources.kubeclient import KubeClient
 from phalanx.sources.lease import LeaseHolder, LeaseSettings
 
@@ -215,6 +226,73 @@ def restarts(metrics: Metrics) -> float:
 
 def watch_delays(metrics: Metrics) -> float:
     return metrics.registry.get_sample_value("phalanx_watch_delay_seconds_count") or 0.0
+
+
+class HeldWatches:
+    """An informer's transport whose watch the test takes down: `hold` closes the open watch
+    and keeps the informer's next one waiting until `release`. Lists pass through, counted."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.lists = 0
+        self.waiting = 0  # watch requests held back now
+        self.held_from: list[str] = []  # the resourceVersion each held watch asked for
+        self._released = threading.Event()
+        self._released.set()
+        self._lock = threading.Lock()
+        self._stream: WatchStream | None = None
+
+    @classmethod
+    def around(cls, informer: Informer[Any]) -> HeldWatches:
+        held = cls(informer.transport)
+        informer.transport = held
+        return held
+
+    def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+        with self._lock:
+            self.lists += 1
+        return self.inner.list(path, limit=limit, continue_token=continue_token)
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> WatchStream:
+        while True:
+            if not self._released.is_set():
+                with self._lock:
+                    self.waiting += 1
+                    self.held_from.append(resource_version)
+                self._released.wait()
+                with self._lock:
+                    self.waiting -= 1
+            stream = self.inner.watch(
+                path, resource_version=resource_version, timeout_seconds=timeout_seconds
+            )
+            with self._lock:
+                if self._released.is_set():  # not held while it was being opened
+                    self._stream = stream
+                    return stream
+            stream.close()
+
+    def hold(self) -> None:
+        with self._lock:
+            self._released.clear()
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def too_old(cp: launcher.ControlPlane, path: str, resource_version: str) -> bool:
+    """Whether the API server refuses to watch `path` from `resource_version` with 410 Gone
+    (as the answer's status, or as the stream's ERROR event)."""
+    status, answer = cp.request(
+        "GET", f"{path}?watch=true&resourceVersion={resource_version}&timeoutSeconds=1"
+    )
+    if status == 410:
+        return True
+    # One event is answered parsed; several, as the text of their lines.
+    first = answer if isinstance(answer, dict) else {}
+    return first.get("type") == "ERROR" and first["object"].get("code") == 410
 
 
 # ---- tests --------------------------------------------------------------------------------
@@ -546,6 +624,102 @@ def test_watches_recover_after_an_apiserver_restart(
     live.wait("pod after restart", lambda st: st.pod_by_key(namespace, "after-restart"), timeout=30)
     assert restarts(live.metrics) > before
     assert live.source.synced
+
+
+def test_a_watch_answered_410_gone_relists_and_hands_on_what_changed_while_it_was_down(
+    control_plane: launcher.ControlPlane,
+    namespace: str,
+    gpu_nodes: Callable[..., dict[str, Any]],
+    crd: None,
+) -> None:
+    # The Node and Pod informers' watches are taken down (`HeldWatches`), a pod deleted, one
+    # deleted and created again, one added and the node cordoned meanwhile, and the API
+    # server restarted: its watch cache then starts from the present, and answers 410 Gone
+    # to a watch from any older resourceVersion, as it does to a watch that fell out of its
+    # window. Let go, the informers resume from where they were, are told 410 and relist.
+    cp = control_plane
+    node = "kube-src-gone-0"
+    gpu_nodes(node, gpus=8)
+    uids = {name: make_pod(cp, namespace, name)["metadata"]["uid"] for name in ("gone", "again")}
+    phalanx = Live(cp, namespace)
+    nodes = HeldWatches.around(phalanx.source.nodes)
+    pods = HeldWatches.around(phalanx.source.pods)
+    handed: list[Upsert[Recorded[Pod]] | Delete | Invalid] = []
+    apply = phalanx.source.pods.handler
+
+    def recorded(changes: Sequence[Upsert[Recorded[Pod]] | Delete | Invalid], synced: bool) -> None:
+        handed.extend(changes)
+        apply(changes, synced)
+
+    phalanx.source.pods.handler = recorded
+
+    def world(st: ClusterState) -> tuple[str, str, str, bool]:
+        """The UIDs the model holds for pods `gone`, `again` and `added` ("": none), and
+        whether it holds the node cordoned."""
+        uid = {
+            n: p.uid if (p := st.pod_by_key(namespace, n)) else ""
+            for n in ("gone", "again", "added")
+        }
+        return uid["gone"], uid["again"], uid["added"], present(st.node(node)).node.unschedulable
+
+    phalanx.start()
+    try:
+        # The Node and Pod watches go down; what changes meanwhile they do not see.
+        for held in (nodes, pods):
+            held.hold()
+        launcher.wait_for(
+            "both watches held", lambda: nodes.waiting == pods.waiting == 1, timeout=10
+        )
+        cp.core_v1().delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
+        cp.core_v1().delete_namespaced_pod("again", namespace, grace_period_seconds=0)
+        again = make_pod(cp, namespace, "again")["metadata"]["uid"]  # a namesake, a new UID
+        added = make_pod(cp, namespace, "added")["metadata"]["uid"]
+        cp.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"unschedulable": True}},
+            content_type="application/merge-patch+json",
+        )
+        cp.restart_apiserver()
+        # The versions the informers would resume from are too old now (once its watch cache
+        # is initialised again).
+        for path, held in (("/api/v1/nodes", nodes), ("/api/v1/pods", pods)):
+            launcher.wait_for(
+                f"410 Gone for a watch of {path} from {held.held_from[-1]}",
+                partial(too_old, cp, path, held.held_from[-1]),
+                timeout=30,
+            )
+        assert phalanx.look(world) == (uids["gone"], uids["again"], "", False)
+        lists = (nodes.lists, pods.lists)
+        since = len(handed)
+
+        for held in (nodes, pods):
+            held.release()
+        phalanx.wait(
+            "the model to hold what changed", lambda st: world(st) == ("", again, added, True)
+        )
+        for kind in ("Node", "Pod"):
+            gone = phalanx.metrics.registry.get_sample_value(
+                "phalanx_watch_restarts_total", {"kind": kind, "reason": "gone"}
+            )
+            assert (gone or 0) >= 1, kind  # the informer was told 410, and relisted
+        assert nodes.lists > lists[0]
+        assert pods.lists > lists[1]  # listed again: the relist
+        # What the watches missed is handed on as it happened: the deleted pod as a delete,
+        # the namesake as a delete of the old object, then the new one.
+        after = handed[since:]
+        assert Delete(f"{namespace}/gone", uids["gone"]) in after
+        old = after.index(Delete(f"{namespace}/again", uids["again"]))
+        new = next(
+            i
+            for i, c in enumerate(after)
+            if isinstance(c, Upsert) and c.key == f"{namespace}/again" and c.uid == again
+        )
+        assert old < new
+    finally:
+        for held in (nodes, pods):
+            held.release()
+        phalanx.stop()
 
 
 def test_garbage_objects_are_skipped_once_and_others_keep_flowing(

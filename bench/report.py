@@ -254,7 +254,7 @@ def phalanx_figures(text: str) -> dict[str, Any]:
         # Members the barrier bound with their gang before kube-scheduler sent their /bind.
         "members_completed": int(gauges.pop("phalanx_members_completed_total", 0)),
         "gauges_at_end": gauges,
-        # Which informer's watch restarted, and why (closed, gone, error, forbidden).
+        # Which informer's watch restarted, and why (closed, gone, error, forbidden, missing).
         "watch_restarts": restarts,
         "api_client": client,
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -448,16 +448,102 @@ def test_a_deleted_invalid_object_is_deleted_too() -> None:
 # ---- the kind disappears; stopping --------------------------------------------------------
 
 
-def test_a_404_list_forgets_everything_and_ends_with_missing() -> None:
+class Clock:
+    """Time that passes only while the informer backs off."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.now = 0.0
+        self.stop = stop
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.now += seconds
+        return self.stop.is_set()
+
+
+@dataclass
+class TimedRecorder(Recorder):
+    clock: Callable[[], float] = lambda: 0.0
+    times: list[float] = field(default_factory=list)
+
+    def __call__(self, changes: Sequence[Upsert[int] | Delete | Invalid], synced: bool) -> None:
+        super().__call__(changes, synced)
+        self.times.append(self.clock())
+
+
+def missing_run(
+    *steps: bytes | Watch | ApiError,
+) -> tuple[Informer[int], TimedRecorder, Ending, Clock]:
     stop = threading.Event()
-    script = Script(
-        stop, page([obj("a", "1")], rv="10"), ApiError(410, "Expired"), ApiError(404, "NotFound")
+    clock = Clock(stop)
+    handler = TimedRecorder(clock=clock)
+    informer = Informer(
+        KIND,
+        Script(stop, *steps),
+        handler,
+        settings=InformerSettings(gone_after_seconds=30.0),
+        stop=stop,
+        clock=clock,
+        wait=clock.wait,
+        rand=lambda: 0.0,
     )
-    handler = Recorder()
-    informer = Informer(KIND, script, handler, stop=stop, wait=lambda s: stop.is_set())
-    assert informer.run() is Ending.MISSING
+    return informer, handler, informer.run(), clock
+
+
+def test_a_404_list_lasting_gone_after_seconds_forgets_everything_and_ends_with_missing() -> None:
+    informer, handler, ending, clock = missing_run(
+        page([obj("a", "1")], rv="10"), ApiError(410, "Expired"), *[ApiError(404, "NotFound")] * 12
+    )
+    assert ending is Ending.MISSING
+    assert clock.now >= 30.0
+    assert [c for c in handler.changes if isinstance(c, Delete)] == [Delete("ns/a", "uid-a")]
     assert handler.batches[-1] == ([Delete("ns/a", "uid-a")], False)
     assert informer.uid_of("ns/a") == ""
+
+
+def test_a_404_list_for_a_moment_keeps_what_is_known_and_lists_again() -> None:
+    # An API server that restarts answers before it serves its CRDs again.
+    informer, handler, ending, _ = missing_run(
+        page([obj("a", "1")], rv="10"),
+        ApiError(410, "Expired"),
+        ApiError(404, "NotFound"),
+        ApiError(404, "NotFound"),
+        page([obj("a", "1"), obj("b", "2")], rv="20"),
+        Watch(),
+    )
+    assert ending is Ending.STOPPED
+    assert not [c for c in handler.changes if isinstance(c, Delete)]
+    assert upserts(handler.changes) == [("ns/a", 1), ("ns/b", 1)]
+    assert informer.uid_of("ns/a") == "uid-a"
+
+
+def test_a_404_streak_starts_again_after_a_good_list() -> None:
+    _, handler, ending, clock = missing_run(
+        page([obj("a", "1")], rv="10"),
+        ApiError(410, "Expired"),
+        *[ApiError(404, "NotFound")] * 3,
+        page([obj("a", "1")], rv="20"),
+        ApiError(410, "Expired"),
+        *[ApiError(404, "NotFound")] * 12,
+    )
+    assert ending is Ending.MISSING
+    listed_again_at = handler.times[1]
+    assert clock.now - listed_again_at >= 30.0
+    assert [c for c in handler.changes if isinstance(c, Delete)] == [Delete("ns/a", "uid-a")]
+
+
+def test_a_404_on_a_list_with_nothing_known_ends_with_missing_at_once() -> None:
+    _, handler, ending, clock = missing_run(ApiError(404, "NotFound"))
+    assert ending is Ending.MISSING
+    assert clock.now == 0.0
+    assert handler.batches == []
+
+
+def test_a_404_list_restarts_with_reason_missing() -> None:
+    h = run(page([obj("a", "1")], rv="10"), ApiError(410, "Expired"), ApiError(404, "NotFound"))
+    assert h.restarts == ["Thing:gone", "Thing:missing"]
 
 
 def test_stop_closes_an_open_watch_and_run_returns() -> None:

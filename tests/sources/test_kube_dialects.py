@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 from source_fakes import FakeApi, RecordingWriter, group_list, resource_list, until
 
@@ -49,7 +50,9 @@ PODS = "/api/v1/pods"
 
 FAST = KubeSourceSettings(
     crd_recheck_seconds=0.05,
-    informer=InformerSettings(backoff=Backoff(initial_seconds=0.01, cap_seconds=0.05)),
+    informer=InformerSettings(
+        backoff=Backoff(initial_seconds=0.01, cap_seconds=0.05), gone_after_seconds=0.1
+    ),
 )
 
 # What a 1.37 API server with Volcano and scheduler-plugins installed answers.
@@ -79,13 +82,18 @@ def collection(api_path: str, resource: str = "podgroups") -> str:
 class Running:
     """A started KubeSource over a fake API, feeding a ClusterState."""
 
-    def __init__(self, api: FakeApi, scheduler_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        api: FakeApi,
+        scheduler_config: dict[str, Any] | None = None,
+        settings: KubeSourceSettings = FAST,
+    ) -> None:
         self.api = api
         self.state = ClusterState()
         self.writer = RecordingWriter()
         self.source = KubeSource(
             api,
-            settings=FAST,
+            settings=settings,
             writer=self.writer,
             wall_clock=lambda: T0,
             scheduler_config=scheduler_config,
@@ -106,6 +114,7 @@ async def running(
     scheduler_config: dict[str, Any] | None = None,
     forbidden: frozenset[str] = frozenset(),
     objects: Mapping[str, list[dict[str, Any]]] | None = None,
+    settings: KubeSourceSettings = FAST,
 ) -> AsyncIterator[Running]:
     """A started source; `objects` by collection path (see `collection`), `forbidden`
     collections refused by RBAC."""
@@ -114,7 +123,7 @@ async def running(
     api.add("/api/v1/nodes", node_obj("n1"))
     for path, items in (objects or {}).items():
         api.add(path, *items)
-    live = Running(api, scheduler_config)
+    live = Running(api, scheduler_config, settings)
     await live.source.start(live.sink)
     try:
         await until("synced", lambda: live.source.synced)
@@ -275,6 +284,33 @@ def test_a_kind_no_longer_served_is_forgotten_with_its_objects() -> None:
                 "Volcano objects forgotten",
                 lambda: live.state.group("volcano:default/train") is None,
             )
+
+    run(scenario())
+
+
+def test_a_kind_missing_from_discovery_for_a_moment_keeps_its_objects() -> None:
+    # An API server that restarts answers discovery, and lists, before it serves its CRDs.
+    patient = replace(FAST, informer=replace(FAST.informer, gone_after_seconds=30.0))
+
+    async def scenario() -> None:
+        async with running(
+            SERVED_137,
+            objects={collection(VOLCANO): [volcano_podgroup_obj("train", 3)]},
+            settings=patient,
+        ) as live:
+            served = dict(live.api.discovery)
+            live.api.missing.add(collection(VOLCANO))
+            live.api.discovery["/apis"] = group_list("scheduling.x-k8s.io/v1alpha1")
+            for watch in live.api.watches[collection(VOLCANO)]:  # relist: it answers 404
+                watch.send(orjson.dumps({"type": "ERROR", "object": {"code": 410}}))
+            await asyncio.sleep(0.3)  # discoveries without it, lists answering 404
+            assert live.state.group("volcano:default/train") is not None
+            assert live.source.served is not None
+            assert live.source.served.of(Dialect.VOLCANO)
+            live.api.missing.clear()
+            live.api.discovery.update(served)
+            await asyncio.sleep(0.2)
+            assert live.state.group("volcano:default/train") is not None
 
     run(scenario())
 

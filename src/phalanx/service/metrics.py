@@ -76,7 +76,7 @@ class Metrics:
         )
         self.watch_restarts = Counter(
             "phalanx_watch_restarts",
-            "Informer watch restarts by kind and reason (closed, gone, error, forbidden).",
+            "Informer watch restarts by kind and reason (closed, gone, error, forbidden, missing).",
             ["kind", "reason"],
             registry=r,
         )

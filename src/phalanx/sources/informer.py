@@ -23,7 +23,9 @@ State machine, per kind::
       │         │ any other error ─▶ BACKOFF ─▶ WATCHING from resourceVersion  [error]
       │      BACKOFF (capped exponential, jittered; reset by a good list or event)
       └── a failed list ─▶ BACKOFF ─▶ LISTING                                  [error]
-    a 404 on the list (the CRD was removed) ─▶ everything known is deleted, `run` returns MISSING
+    a 404 on the list (the CRD was removed) ─▶ BACKOFF ─▶ LISTING while it lasts less than
+      `gone_after_seconds`, then everything known is deleted, `run` returns MISSING (at once
+      when nothing is known)                                                    [missing]
     a 403 on the list (RBAC) ─▶ `on_forbidden` is told once per streak, then BACKOFF as any
       error (granting the rule later is picked up)                              [forbidden]
     `stop` ─▶ the open request is closed, `run` returns STOPPED
@@ -173,6 +175,10 @@ class InformerSettings:
     # A watch that ends cleanly sooner than this without a single event is treated as an
     # error (backoff), or a server that hangs up at once would be asked again in a tight loop.
     min_watch_seconds: float = 1.0
+    # How long a kind must answer 404 before what is known of it is forgotten (seconds): an
+    # API server that restarts serves its CRDs a moment after it answers, and forgetting a
+    # dialect's gang objects for that moment would plan its gangs without them.
+    gone_after_seconds: float = 30.0
 
 
 class _GoneError(Exception):
@@ -222,6 +228,7 @@ class Informer(Generic[T]):
         self.resource_version = ""
         self.synced = False
         self._known: dict[str, tuple[str, str]] = {}  # key -> (uid, resourceVersion)
+        self._missing_since: float | None = None  # first 404 of the current streak
         self._stream: WatchStream | None = None
         self._progress = False  # an event arrived during the current attempt
         self._lock = threading.Lock()
@@ -250,6 +257,7 @@ class Informer(Generic[T]):
         while not self.stop_event.is_set():
             self._progress = False
             refused = False  # this attempt's list was refused by RBAC
+            missing = False  # this attempt's list answered 404
             try:
                 if need_list:
                     if not first:
@@ -258,6 +266,7 @@ class Informer(Generic[T]):
                     need_list = False
                     attempt = 0
                     forbidden = False
+                    self._missing_since = None
                 first = False
                 if self._watch():
                     attempt = 0
@@ -269,8 +278,12 @@ class Informer(Generic[T]):
                 need_list = True
                 continue
             except _MissingError:
-                self._forget_all()
-                return Ending.MISSING
+                if self._missing_for_good():
+                    self._forget_all()
+                    return Ending.MISSING
+                failure = "the kind is not served (404); what is known of it is kept a while"
+                need_list = True
+                missing = True
             except ApiError as exc:
                 failure = str(exc)
                 refused = exc.status == 403 and need_list
@@ -295,10 +308,18 @@ class Informer(Generic[T]):
                     "retry_in_seconds": round(delay, 2),
                 },
             )
-            self._restart("forbidden" if refused else "error")
+            self._restart("forbidden" if refused else "missing" if missing else "error")
             if self.wait(delay):
                 break
         return Ending.STOPPED
+
+    def _missing_for_good(self) -> bool:
+        """Whether a 404 on the list ends the kind: when nothing of it is known, or it has
+        answered 404 since `gone_after_seconds` ago (see InformerSettings)."""
+        now = self.clock()
+        if self._missing_since is None:
+            self._missing_since = now
+        return not self._known or now - self._missing_since >= self.settings.gone_after_seconds
 
     def _restart(self, reason: str) -> None:
         if not self.stop_event.is_set():

@@ -12,7 +12,12 @@
     WAITING `recheck_seconds` ─▶ DISCOVERING  (a CRD installed later, a gate turned on at
                                                an upgrade, a newer upstream version)
 
-An informer whose list answers 404 (the CRD was removed) forgets its objects and ends; the
+A followed kind that discovery no longer shows counts as served until it has been missing
+for the informers' `gone_after_seconds` (discovery asks again every `MISSING_RECHECK_SECONDS`
+meanwhile): an API server that restarts answers before it serves its CRDs again, and
+forgetting a dialect's gang objects for that moment would plan its gangs without them (its
+members read as annotation-only gangs, or as waiting for their object). An informer whose
+list answers 404 keeps what it knows for as long, then forgets its objects and ends; the
 next discovery decides whether the kind is still served. `/apis` is readable by every
 authenticated user (system:discovery): no RBAC. Aggregated discovery is not asked for
 (plain JSON).
@@ -30,6 +35,7 @@ import functools
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +58,9 @@ from phalanx.sources.kube_writes import KubeApi
 from phalanx.sources.retry import answered
 
 log = logging.getLogger(__name__)
+
+# Seconds between discoveries while a followed kind is missing from them (see above).
+MISSING_RECHECK_SECONDS = 5.0
 
 GroupChanges = Sequence[Upsert[Recorded[GroupObject]] | Delete | Invalid]
 # (the kind, its changes, whether this is the informer's first complete list)
@@ -123,6 +132,7 @@ class GroupFollower:
         stop: threading.Event,
         on_forbidden: Callable[[ServedKind, str], None] | None = None,
         rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.handler = handler
@@ -134,7 +144,10 @@ class GroupFollower:
         self.on_forbidden = on_forbidden
         self.stop_event = stop
         self.rand = rand
+        self.clock = clock
         self._followed: dict[ServedKind, _Followed] = {}
+        # Followed kinds the last discoveries lacked, since when (this thread only).
+        self._missing: dict[ServedKind, float] = {}
         self._lock = threading.Lock()
 
     # ---- discovery -----------------------------------------------------------------------
@@ -165,10 +178,38 @@ class GroupFollower:
             if not answer:
                 return
             (found,) = answer
+            found = self._confirmed(found)
             self.on_served(found)
             self._reconcile(found)
-            if self.stop_event.wait(self.recheck_seconds):
+            wait = self.recheck_seconds
+            if self._missing:
+                wait = min(wait, MISSING_RECHECK_SECONDS)
+            if self.stop_event.wait(wait):
                 return
+
+    def _confirmed(self, found: Served) -> Served:
+        """`found`, and each followed kind it lacks that has been missing for less than
+        `gone_after_seconds` and that no other version of its kind replaced."""
+        now = self.clock()
+        with self._lock:
+            followed = list(self._followed)
+        gone_after = self.informer_settings.gone_after_seconds
+        kept: list[ServedKind] = []
+        for kind in followed:
+            if any(k.group == kind.group and k.kind == kind.kind for k in found.kinds):
+                self._missing.pop(kind, None)
+                continue
+            since = self._missing.setdefault(kind, now)
+            if now - since < gone_after:
+                if since == now:
+                    log.warning(
+                        "a followed gang kind is missing from discovery; still followed "
+                        "unless it stays missing",
+                        extra={"kind": label(kind), "gone_after_seconds": gone_after},
+                    )
+                kept.append(kind)
+        self._missing = {k: t for k, t in self._missing.items() if k in kept}
+        return Served((*found.kinds, *kept)) if kept else found
 
     def stop(self) -> None:
         """Stop every informer (from any thread); `run` returns once `stop_event` is set."""
@@ -201,8 +242,8 @@ class GroupFollower:
                 self.on_gone(kind)
         for kind in found.kinds:
             running = current.get(kind)
-            if running is not None and running.thread.is_alive():
-                continue
+            if running is not None and (running.thread.is_alive() or kind in self._missing):
+                continue  # a missing kind's informer ended on a 404: not again until it is back
             if self.stop_event.is_set():
                 return
             self._start(kind)

@@ -615,15 +615,37 @@ def test_watches_recover_after_an_apiserver_restart(
     graceful: bool,
 ) -> None:
     cp = control_plane
+    group = f"{namespace}/held-{'term' if graceful else 'kill'}"
+    make_pod_group(cp, namespace, group.split("/")[1], 2)
+    live.wait("the PodGroup", lambda st: st.group(group))
     before = restarts(live.metrics)
-    cp.restart_apiserver(graceful=graceful)
-    name = f"kube-src-restart-{'term' if graceful else 'kill'}"
-    gpu_nodes(name, gpus=2, wait_ready=False)
-    make_pod(cp, namespace, "after-restart")
-    live.wait("node after restart", lambda st: st.node(name), timeout=30)
-    live.wait("pod after restart", lambda st: st.pod_by_key(namespace, "after-restart"), timeout=30)
+    # The model is sampled all through the restart: the API server answers before it serves
+    # its CRDs again, and the PodGroup must not be forgotten meanwhile.
+    seen: list[bool] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            seen.append(live.look(lambda st: st.group(group) is not None))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        cp.restart_apiserver(graceful=graceful)
+        name = f"kube-src-restart-{'term' if graceful else 'kill'}"
+        gpu_nodes(name, gpus=2, wait_ready=False)
+        make_pod(cp, namespace, "after-restart")
+        live.wait("node after restart", lambda st: st.node(name), timeout=30)
+        live.wait(
+            "pod after restart", lambda st: st.pod_by_key(namespace, "after-restart"), timeout=30
+        )
+    finally:
+        done.set()
+        sampler.join(5)
     assert restarts(live.metrics) > before
     assert live.source.synced
+    assert seen
+    assert all(seen), f"the PodGroup was forgotten in {seen.count(False)} samples"
 
 
 def test_a_watch_answered_410_gone_relists_and_hands_on_what_changed_while_it_was_down(

@@ -11,6 +11,8 @@ from builders import (
     apply_raw,
     composite_obj,
     gpu_node,
+    kai_pod_obj,
+    kai_podgroup_obj,
     pod,
     pod_obj,
     podgroup,
@@ -246,6 +248,72 @@ def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count() -> N
         ),
     )
     assert planner.preempt({"n1": ["w-0"]}).kept == {}
+
+
+# ---- nested child groups -----------------------------------------------------------------
+
+
+def nested(inner: int | None, y_node: str, y_count: int = 1) -> GangPlanner:
+    """A composite gang `r` (minGroupCount 1) over PodGroup a (a-0 on n3) and a nested
+    composite n of minGroupCount `inner` (None: `basic`) over x (x-0 on n1) and y (y-0 on
+    `y_node`), of minCount 1 but y's `y_count`."""
+    return upstream(
+        composite_obj("r", 1),
+        composite_obj("n", inner, parent="r"),
+        upstream_podgroup_obj("a", 1, parent="r"),
+        upstream_podgroup_obj("x", 1, parent="n"),
+        upstream_podgroup_obj("y", y_count, parent="n"),
+        running("a-0", "n3", "a"),
+        running("x-0", "n1", "x"),
+        running("y-0", y_node, "y"),
+    )
+
+
+def test_preemption_never_leaves_a_nested_composite_below_its_own_min_group_count() -> None:
+    """a alone keeps r's quorum, but n with y alone is a partial gang of its own."""
+    found = verdict(nested(2, "n2"), "n1", ["x-0"])
+    assert (found.outcome, found.unit, found.reason) == (
+        PreemptOutcome.DROPPED,
+        "composite:default/r",
+        "the victims would leave CompositePodGroup n of gang composite:default/r with 1 "
+        "bound member(s), below its quorum (CompositePodGroup n has 1 of 2 child group(s) "
+        "ready: PodGroup x has 0 of 1 member(s)), but 1 of its 1 other pod(s) that would "
+        "have to go too are not on n1 (n2)",
+    )
+    assert nested(2, "n1").preempt({"n1": ["x-0"]}).kept == {"n1": ["x-0", "y-0"]}
+
+
+def test_a_nested_basic_composite_is_held_to_nothing_of_its_own() -> None:
+    """y runs below its minCount 2 and the victims take nothing of it: n, `basic`, is no
+    gang that would need y to go with x."""
+    assert nested(None, "n2", y_count=2).preempt({"n1": ["x-0"]}).kept == {"n1": ["x-0"]}
+    assert nested(1, "n2", y_count=2).preempt({"n1": ["x-0"]}).kept == {}
+
+
+def test_a_kai_parent_subgroup_stays_at_its_own_quorum_or_goes_whole() -> None:
+    """Leaf a alone keeps the PodGroup's minSubGroup 1, but parent p (all of x and y)
+    left with y alone is a partial subgroup."""
+    group = kai_podgroup_obj("k", None)
+    group["spec"] |= {
+        "minSubGroup": 1,
+        "subGroups": [
+            {"name": "a", "minMember": 1},
+            {"name": "p"},
+            {"name": "x", "parent": "p", "minMember": 1},
+            {"name": "y", "parent": "p", "minMember": 1},
+        ],
+    }
+    where = {"a": "n3", "x": "n1", "y": "n2"}
+    planner = upstream(
+        group,
+        *(
+            kai_pod_obj(f"{s}-0", "k", s, node=n, phase="Running", uid=f"{s}-0")
+            for s, n in where.items()
+        ),
+    )
+    found = verdict(planner, "n1", ["x-0"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "kai:default/k")
+    assert found.reason.startswith("the victims would leave subgroup p of gang kai:default/k")
 
 
 # ---- the verdicts ------------------------------------------------------------------------

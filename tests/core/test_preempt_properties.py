@@ -43,7 +43,7 @@ from phalanx.core.preempt import Preemption, PreemptOutcome, PreemptVerdict
 
 # Each example builds a cluster of some 20 objects and asks one /preempt (a few ms): some
 # 3 s for the file. A longer hunt: PREEMPT_EXAMPLES=5000 (about 30 s a property); a child
-# group left short needed a few hundred examples to turn up.
+# group left short, or a nested composite, needed a few hundred examples to turn up.
 EXAMPLES = int(os.environ.get("PREEMPT_EXAMPLES", "80"))
 common = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -69,10 +69,11 @@ class Leaf:
 @dataclass(frozen=True)
 class Tree:
     """Ready with `need` of its children ready (a composite's minGroupCount, a KAI
-    minSubGroup)."""
+    minSubGroup). `basic`: a nested `basic` composite, ready with one, but no gang."""
 
     need: int
     children: tuple[Tree | Leaf, ...]
+    basic: bool = False
 
     def leaves(self) -> Iterator[Leaf]:
         for child in self.children:
@@ -80,6 +81,14 @@ class Tree:
                 yield from child.leaves()
             else:
                 yield child
+
+    def nested(self) -> Iterator[Tree]:
+        """Every tree beneath this one that is a gang of its own."""
+        for child in self.children:
+            if isinstance(child, Tree):
+                yield from child.nested()
+                if not child.basic:
+                    yield child
 
     def ready(self, have: Counter[str]) -> bool:
         """Whether members of these tasks (`have`, by task) make this node's quorum."""
@@ -102,6 +111,11 @@ class Gang:
     def leaves(self) -> tuple[Leaf, ...]:
         """What stays at its own minimum or goes whole: a child PodGroup, a leaf subgroup."""
         return tuple(self.tree.leaves()) if self.tree else ()
+
+    def nested(self) -> tuple[Tree, ...]:
+        """What stays at its own quorum or goes whole: a nested `gang` composite, a KAI
+        parent subgroup."""
+        return tuple(self.tree.nested()) if self.tree else ()
 
 
 @dataclass
@@ -256,7 +270,7 @@ def composite(draw: st.DrawFn, c: Cluster, name: str) -> None:
 
     def tree(level: str) -> Tree:
         inner = (tree(nested),) if level == name and nested else ()
-        return Tree(policy[level] or 1, (*children[level], *inner))
+        return Tree(policy[level] or 1, (*children[level], *inner), basic=policy[level] is None)
 
     def gang(level: str) -> Gang:
         return Gang(f"composite:default/{level}", frozenset(beneath[level]), 1, (), tree(level))
@@ -373,8 +387,9 @@ def has_quorum(c: Cluster, gang: Gang, pods: set[str]) -> bool:
 
 def partial(c: Cluster, victims: Iterable[str]) -> str:
     """What taking `victims` would leave partial, for people; "" when nothing. A gang (or
-    a child of one) it takes members of keeps its quorum (its own minimum) or loses them
-    all; an `all` unit it takes members of loses them all. Departing pods take nothing."""
+    a child group of one, a nested gang composite included) it takes members of keeps its
+    quorum (its own minimum) or loses them all; an `all` unit it takes members of loses
+    them all. Departing pods take nothing."""
     taken = {u for u in victims if c.live_bound(u)}
     for unit, beneath in c.units.items():
         live = {u for u in beneath if c.live_bound(u)}
@@ -392,6 +407,12 @@ def partial(c: Cluster, victims: Iterable[str]) -> str:
             rest = pods - taken
             if pods & taken and 0 < len(rest) < leaf.need:
                 return f"{leaf.name} of {gang.key}: leaves {sorted(rest)} below {leaf.need}"
+        for tree in gang.nested():
+            names = {leaf.name for leaf in tree.leaves()}
+            pods = {u for u in live if c.task[u] in names}
+            rest = pods - taken
+            if pods & taken and rest and not tree.ready(Counter(c.task[u] for u in rest)):
+                return f"{sorted(names)} of {gang.key}: leaves {sorted(rest)} below {tree}"
     return ""
 
 

@@ -10,9 +10,11 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    it, or not at all; so one spread over nodes is never preempted through Phalanx: a
    node's victims must all be on that node (`_elsewhere`), as kube-scheduler can only
    take back those;
-2. a child PodGroup of a composite gang the victims take pods of stays at its own
-   `minCount` or goes entirely, and so does a leaf of KAI's nested subgroups at its
-   `minMember`; one they take nothing of is left as it was, even below its own;
+2. a child group of a composite gang the victims take pods of stays at its own quorum or
+   goes entirely: a child PodGroup at its `minCount`, a nested `gang` composite at its
+   `minGroupCount` of child groups, a KAI leaf subgroup at its `minMember`, a KAI parent
+   subgroup at its `minSubGroup`; one they take nothing of is left as it was, even below
+   its own, and a nested `basic` composite, no gang, is held to nothing of its own;
 3. every gang (any dialect) stays at its quorum (`minMember`, Volcano's task minima, a
    composite's `minGroupCount` of child groups, KAI's `minSubGroup`) or goes entirely.
    Upstream's `single` would let a gang go below its quorum member by member; Phalanx
@@ -27,7 +29,7 @@ why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -186,10 +188,10 @@ def _left_partial(
 def _short(
     state: ClusterState, key: str, bound: list[Pod], remaining: list[Pod], resolve: Resolve
 ) -> _Partial | None:
-    """Which of a gang's `remaining` bound members (of `bound`) must go with the victims: a
-    child PodGroup (or KAI leaf subgroup) they take members of left below its own quorum,
-    else all of them when the gang is below its own; None when what remains is whole. A
-    child they take nothing of is left as it was, even below its own quorum."""
+    """Which of a gang's `remaining` bound members (of `bound`) must go with the victims:
+    those of a child group they take members of left below its own quorum, else all of
+    them when the gang is below its own; None when what remains is whole. A child group
+    they take nothing of is left as it was, even below its own quorum."""
     resolution = resolve(GroupRef.parse(key))
     if not isinstance(resolution, Resolved):
         # Not resolvable now (its object is gone or invalid): as the members declare it.
@@ -202,23 +204,54 @@ def _short(
         return _Partial(key, _gang_left(key, len(bound), remaining, need, shortfall), remaining)
     group = resolution.group
     tree = group.min_task_member
-    if isinstance(tree, ChildGroups):
-        left = {p.uid for p in remaining}
-        taken = {p.task for p in bound if p.uid not in left}
-        for name, need in tree.pod_groups():
-            child = [p for p in remaining if p.task == name]
-            if name in taken and 0 < len(child) < need:
-                what = (
-                    f"the victims would leave {tree.LEAF} {name} of gang {key} with "
-                    f"{len(child)} bound member(s), below its {tree.LEAF_MINIMUM} of {need}"
-                )
-                return _Partial(key, what, child)
+    if isinstance(tree, ChildGroups) and (partial := _child_short(key, tree, bound, remaining)):
+        return partial
     if has_quorum(group, remaining):
         return None
     shortfall = task_shortfall(group.min_task_member, remaining)
     return _Partial(
         key, _gang_left(key, len(bound), remaining, group.min_member, shortfall), remaining
     )
+
+
+def _child_short(
+    key: str, tree: ChildGroups, bound: list[Pod], remaining: list[Pod]
+) -> _Partial | None:
+    """The first child group beneath `tree`, narrowest first, that the victims take
+    members of and leave below its own quorum, with what remains of it: a PodGroup (or
+    KAI leaf subgroup) below its minimum, a nested composite (or KAI parent subgroup)
+    below its own child groups. A nested `basic` composite is no gang: held to nothing."""
+    left = {p.uid for p in remaining}
+    taken = {p.task for p in bound if p.uid not in left}
+    for child in _beneath(tree):
+        if isinstance(child, ChildGroups) and child.basic:
+            continue
+        names = {n for n, _ in child.pod_groups()} if isinstance(child, ChildGroups) else {child[0]}
+        rest = [p for p in remaining if p.task in names]
+        if not rest or not names & taken:
+            continue
+        if isinstance(child, ChildGroups):
+            if shortfall := task_shortfall(child, rest):
+                what = (
+                    f"the victims would leave {child.label()} of gang {key} with "
+                    f"{len(rest)} bound member(s), below its quorum ({shortfall})"
+                )
+                return _Partial(key, what, rest)
+        elif len(rest) < child[1]:
+            what = (
+                f"the victims would leave {tree.LEAF} {child[0]} of gang {key} with "
+                f"{len(rest)} bound member(s), below its {tree.LEAF_MINIMUM} of {child[1]}"
+            )
+            return _Partial(key, what, rest)
+    return None
+
+
+def _beneath(tree: ChildGroups) -> Iterator[tuple[str, int] | ChildGroups]:
+    """Every child group beneath `tree`, each after those beneath it."""
+    for child in tree.children:
+        if isinstance(child, ChildGroups):
+            yield from _beneath(child)
+        yield child
 
 
 def _gang_left(key: str, bound: int, remaining: list[Pod], need: int, shortfall: str) -> str:

@@ -249,7 +249,8 @@ def child_tree(
                 for child in sorted(nested.values(), key=lambda c: c.name)
                 if child.parent == composite.name
             ]
-        return ChildGroups(composite.name, composite.min_group_count or 1, tuple(children))
+        count = composite.min_group_count
+        return ChildGroups(composite.name, count or 1, tuple(children), basic=count is None)
 
     return build(root, 1)
 

@@ -23,6 +23,11 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
 A victim being deleted or finished (`Pod.departing`) takes nothing: it is no member of
 its gang or unit any more, though kube-scheduler proposes it until it is gone.
 
+A gang that does not resolve now (its object being deleted, a composite waiting for a
+child group, members the object refuses) still runs: it is judged by what the cluster
+declares of it (`resolution.declared_group`), never by less; the PodGroups beneath a
+composite that is gone or refused, as that composite's gang with every child group needed.
+
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
 """
@@ -30,14 +35,14 @@ why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups.composite import disruption_unit
-from phalanx.core.model import ChildGroups, Dialect, GroupRef, Pod
+from phalanx.core.groups.composite import KIND, disruption_unit
+from phalanx.core.model import ChildGroups, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.quorum import has_quorum, task_shortfall
-from phalanx.core.resolution import Resolution, Resolved
+from phalanx.core.resolution import Resolution, Resolved, declared_group
 
 Resolve = Callable[[GroupRef], Resolution]
 
@@ -177,52 +182,82 @@ def _left_partial(
             taken = len(members) - len(rest)
             what = f"the victims take {taken} of the {len(members)} bound pod(s) under {unit}"
             return _Partial(unit, f"{what} (disruptionMode all)", rest)
+    judged: set[str] = set()
     for key in sorted({p.group.key for p in pods if p.group is not None}):
-        bound = state.bound_members(key)
-        remaining = [p for p in bound if p.uid not in chosen]
-        if remaining and (partial := _short(state, key, bound, remaining, resolve)):
+        gang = _gang(state, resolve, key)
+        if gang.key in judged:  # PodGroups beneath one composite that cannot be read
+            continue
+        judged.add(gang.key)
+        remaining = [p for p in gang.bound if p.uid not in chosen]
+        if remaining and (partial := _short(gang, remaining)):
             return partial
     return None
 
 
-def _short(
-    state: ClusterState, key: str, bound: list[Pod], remaining: list[Pod], resolve: Resolve
-) -> _Partial | None:
-    """Which of a gang's `remaining` bound members (of `bound`) must go with the victims:
-    those of a child group they take members of left below its own quorum, else all of
-    them when the gang is below its own; None when what remains is whole. A child group
-    they take nothing of is left as it was, even below its own quorum."""
-    resolution = resolve(GroupRef.parse(key))
-    if not isinstance(resolution, Resolved):
-        # Not resolvable now (its object is gone or invalid): as the members declare it.
-        group = state.group(key)
-        need = group.min_member if group else max(p.min_member or 1 for p in remaining)
-        minima = group.min_task_member if group else ()
-        shortfall = task_shortfall(minima, remaining)
-        if len(remaining) >= need and not shortfall:
-            return None
-        return _Partial(key, _gang_left(key, len(bound), remaining, need, shortfall), remaining)
-    group = resolution.group
+@dataclass(frozen=True, slots=True)
+class _Gang:
+    """A gang as preemption judges it: its key, its quorum and its bound members."""
+
+    key: str
+    group: PodGroup
+    bound: list[Pod]
+    note: str = ""  # for people, after what it would be left with: how it was judged
+
+
+def _gang(state: ClusterState, resolve: Resolve, key: str) -> _Gang:
+    """The gang the members filed under `key` are in. One that does not resolve now (being
+    deleted, waiting for a child group, refused) still runs, so it is judged by what
+    `state` declares of it (`declared_group`): a composite's tree, not one member; a
+    PodGroup beneath a composite that cannot be read, with every sibling. With nothing
+    declaring it, by the most any member declares."""
+    ref = GroupRef.parse(key)
+    resolution = resolve(ref)
+    if isinstance(resolution, Resolved):
+        return _Gang(key, resolution.group, state.bound_members(key))
+    group = declared_group(state, ref)
+    if group is None:
+        members = state.members(key, include_finished=True)
+        need = max(p.min_member or 1 for p in members)
+        return _Gang(key, PodGroup(ref.namespace, ref.name, need), state.bound_members(key))
+    if group.key == key:
+        return _Gang(key, group, state.bound_members(key))
+    # The composite above cannot be read: the bound pods of every PodGroup beneath it,
+    # which the cache leaves filed under their PodGroups, each its PodGroup's as its task.
     tree = group.min_task_member
-    if isinstance(tree, ChildGroups) and (partial := _child_short(key, tree, bound, remaining)):
-        return partial
-    if has_quorum(group, remaining):
-        return None
-    shortfall = task_shortfall(group.min_task_member, remaining)
-    return _Partial(
-        key, _gang_left(key, len(bound), remaining, group.min_member, shortfall), remaining
-    )
+    names = [name for name, _ in tree.pod_groups()] if isinstance(tree, ChildGroups) else []
+    bound = [
+        replace(p, task=name)
+        for name in names
+        for p in state.bound_members(GroupRef(ref.namespace, name, Dialect.UPSTREAM).key)
+    ]
+    note = f"{KIND} {group.namespace}/{group.name} cannot be read: every child group counts"
+    return _Gang(group.key, group, bound, note)
 
 
-def _child_short(
-    key: str, tree: ChildGroups, bound: list[Pod], remaining: list[Pod]
-) -> _Partial | None:
+def _short(gang: _Gang, remaining: list[Pod]) -> _Partial | None:
+    """Which of a gang's `remaining` bound members must go with the victims: those of a
+    child group they take members of left below its own quorum, else all of them when
+    the gang is below its own; None when what remains is whole. A child group they take
+    nothing of is left as it was, even below its own quorum."""
+    group = gang.group
+    tree = group.min_task_member
+    partial = _child_short(gang, tree, remaining) if isinstance(tree, ChildGroups) else None
+    if partial is None and not has_quorum(group, remaining):
+        shortfall = task_shortfall(group.min_task_member, remaining)
+        what = _gang_left(gang.key, len(gang.bound), remaining, group.min_member, shortfall)
+        partial = _Partial(gang.key, what, remaining)
+    if partial is not None and gang.note:
+        return _Partial(partial.unit, f"{partial.what} ({gang.note})", partial.rest)
+    return partial
+
+
+def _child_short(gang: _Gang, tree: ChildGroups, remaining: list[Pod]) -> _Partial | None:
     """The first child group beneath `tree`, narrowest first, that the victims take
     members of and leave below its own quorum, with what remains of it: a PodGroup (or
     KAI leaf subgroup) below its minimum, a nested composite (or KAI parent subgroup)
     below its own child groups. A nested `basic` composite is no gang: held to nothing."""
     left = {p.uid for p in remaining}
-    taken = {p.task for p in bound if p.uid not in left}
+    taken = {p.task for p in gang.bound if p.uid not in left}
     for child in _beneath(tree):
         if isinstance(child, ChildGroups) and child.basic:
             continue
@@ -233,16 +268,16 @@ def _child_short(
         if isinstance(child, ChildGroups):
             if shortfall := task_shortfall(child, rest):
                 what = (
-                    f"the victims would leave {child.label()} of gang {key} with "
+                    f"the victims would leave {child.label()} of gang {gang.key} with "
                     f"{len(rest)} bound member(s), below its quorum ({shortfall})"
                 )
-                return _Partial(key, what, rest)
+                return _Partial(gang.key, what, rest)
         elif len(rest) < child[1]:
             what = (
-                f"the victims would leave {tree.LEAF} {child[0]} of gang {key} with "
+                f"the victims would leave {tree.LEAF} {child[0]} of gang {gang.key} with "
                 f"{len(rest)} bound member(s), below its {tree.LEAF_MINIMUM} of {child[1]}"
             )
-            return _Partial(key, what, rest)
+            return _Partial(gang.key, what, rest)
     return None
 
 

@@ -11,6 +11,8 @@ from builders import (
     apply_raw,
     composite_obj,
     gpu_node,
+    kai_pod_obj,
+    kai_podgroup_obj,
     pod,
     pod_obj,
     podgroup,
@@ -230,9 +232,13 @@ def test_a_victim_being_deleted_takes_nothing_from_its_gang_or_unit(
     )
 
 
-def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count() -> None:
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "being-deleted"])
+def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count(deleting: bool) -> None:
+    # Its members run on while the Workload is being deleted; before, such a pod group was
+    # judged against one member.
+    workload = workload_obj("job", {"workers": 2})
     planner = upstream(
-        workload_obj("job", {"workers": 2}),
+        being_deleted(workload) if deleting else workload,
         *(
             pod_obj(
                 f"w-{i}",
@@ -246,6 +252,152 @@ def test_preemption_never_leaves_a_workload_pod_group_below_its_min_count() -> N
         ),
     )
     assert planner.preempt({"n1": ["w-0"]}).kept == {}
+
+
+# ---- nested child groups -----------------------------------------------------------------
+
+
+def nested(inner: int | None, y_node: str, y_count: int = 1) -> GangPlanner:
+    """A composite gang `r` (minGroupCount 1) over PodGroup a (a-0 on n3) and a nested
+    composite n of minGroupCount `inner` (None: `basic`) over x (x-0 on n1) and y (y-0 on
+    `y_node`), of minCount 1 but y's `y_count`."""
+    return upstream(
+        composite_obj("r", 1),
+        composite_obj("n", inner, parent="r"),
+        upstream_podgroup_obj("a", 1, parent="r"),
+        upstream_podgroup_obj("x", 1, parent="n"),
+        upstream_podgroup_obj("y", y_count, parent="n"),
+        running("a-0", "n3", "a"),
+        running("x-0", "n1", "x"),
+        running("y-0", y_node, "y"),
+    )
+
+
+def test_preemption_never_leaves_a_nested_composite_below_its_own_min_group_count() -> None:
+    """a alone keeps r's quorum, but n with y alone is a partial gang of its own."""
+    found = verdict(nested(2, "n2"), "n1", ["x-0"])
+    assert (found.outcome, found.unit, found.reason) == (
+        PreemptOutcome.DROPPED,
+        "composite:default/r",
+        "the victims would leave CompositePodGroup n of gang composite:default/r with 1 "
+        "bound member(s), below its quorum (CompositePodGroup n has 1 of 2 child group(s) "
+        "ready: PodGroup x has 0 of 1 member(s)), but 1 of its 1 other pod(s) that would "
+        "have to go too are not on n1 (n2)",
+    )
+    assert nested(2, "n1").preempt({"n1": ["x-0"]}).kept == {"n1": ["x-0", "y-0"]}
+
+
+def test_a_nested_basic_composite_is_held_to_nothing_of_its_own() -> None:
+    """y runs below its minCount 2 and the victims take nothing of it: n, `basic`, is no
+    gang that would need y to go with x."""
+    assert nested(None, "n2", y_count=2).preempt({"n1": ["x-0"]}).kept == {"n1": ["x-0"]}
+    assert nested(1, "n2", y_count=2).preempt({"n1": ["x-0"]}).kept == {}
+
+
+def test_a_kai_parent_subgroup_stays_at_its_own_quorum_or_goes_whole() -> None:
+    """Leaf a alone keeps the PodGroup's minSubGroup 1, but parent p (all of x and y)
+    left with y alone is a partial subgroup."""
+    group = kai_podgroup_obj("k", None)
+    group["spec"] |= {
+        "minSubGroup": 1,
+        "subGroups": [
+            {"name": "a", "minMember": 1},
+            {"name": "p"},
+            {"name": "x", "parent": "p", "minMember": 1},
+            {"name": "y", "parent": "p", "minMember": 1},
+        ],
+    }
+    where = {"a": "n3", "x": "n1", "y": "n2"}
+    planner = upstream(
+        group,
+        *(
+            kai_pod_obj(f"{s}-0", "k", s, node=n, phase="Running", uid=f"{s}-0")
+            for s, n in where.items()
+        ),
+    )
+    found = verdict(planner, "n1", ["x-0"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "kai:default/k")
+    assert found.reason.startswith("the victims would leave subgroup p of gang kai:default/k")
+
+
+# ---- a running gang that does not resolve now -----------------------------------------------
+
+
+def being_deleted(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+def _ray_disagreeing_on_placement() -> list[Any]:
+    objects = ray("single", min_group_count=2)
+    objects[3]["metadata"]["annotations"]["phalanx.io/placement"] = "pack"
+    objects[4]["metadata"]["annotations"]["phalanx.io/placement"] = "spread"
+    return objects
+
+
+@pytest.mark.parametrize(
+    "objects",
+    [
+        lambda: [being_deleted(composite_obj("ray", 2)), *ray("single")[1:]],
+        _ray_disagreeing_on_placement,
+        lambda: ray("single", min_group_count=3),
+    ],
+    ids=["composite-being-deleted", "members-disagree-on-placement", "waiting-for-a-child"],
+)
+def test_a_composite_gang_that_does_not_resolve_now_is_still_held_to_its_min_group_count(
+    objects: Callable[[], list[Any]],
+) -> None:
+    """Its members still run: taking the head leaves the workers alone, one child group of
+    the two (or three) it needs. Before, it was judged against a quorum of one member."""
+    found = verdict(upstream(*objects()), "n1", ["head-0"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "composite:default/ray")
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        lambda state: state.remove_group("composite:default/ray"),
+        lambda state: state.set_group_error("composite:default/ray", "refused"),
+    ],
+    ids=["deleted", "refused"],
+)
+def test_pod_groups_beneath_a_composite_that_cannot_be_read_are_judged_as_all_its_children(
+    unreadable: Callable[[ClusterState], object],
+) -> None:
+    """Its minGroupCount unknown, every child group counts: the head goes only with the
+    workers. Before, each PodGroup was judged alone by its own minCount."""
+    planner = upstream(*ray("single", min_group_count=2))
+    unreadable(planner.state)
+    found = verdict(planner, "n1", ["head-0"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "composite:default/ray")
+    assert found.reason == (
+        "the victims would leave gang composite:default/ray with 3 of its 4 bound member(s), "
+        "below its quorum (CompositePodGroup ray has 1 of 2 child group(s) ready: PodGroup "
+        "head has 0 of 1 member(s)) (CompositePodGroup default/ray cannot be read: every child "
+        "group counts), but 3 of its 3 other pod(s) that would have to go too are not on n1 "
+        "(n2, n3)"
+    )
+    assert planner.preempt({"n3": ["worker-2"]}).kept == {"n3": ["worker-2"]}  # 2 of 2 remain
+
+
+def test_a_yunikorn_definition_still_counts_once_the_member_carrying_it_has_finished() -> None:
+    groups = '[{"name": "a", "minMember": 1}, {"name": "b", "minMember": 2}]'
+
+    def member(name: str, node: str, phase: str = "Running", **more: str) -> dict[str, Any]:
+        annotations = {"yunikorn.apache.org/task-group-name": name[0], **more}
+        labels = {"applicationId": "app"}
+        return pod_obj(
+            name, node=node, phase=phase, uid=name, labels=labels, annotations=annotations
+        )
+
+    planner = upstream(
+        member("a-0", "n3", "Succeeded", **{"yunikorn.apache.org/task-groups": groups}),
+        member("a-1", "n3"),
+        member("b-0", "n1"),
+        member("b-1", "n2"),
+    )
+    found = verdict(planner, "n1", ["b-0"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "yunikorn:default/app")
 
 
 # ---- the verdicts ------------------------------------------------------------------------

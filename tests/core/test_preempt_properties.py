@@ -4,19 +4,27 @@ A cluster of a few nodes holds gangs of the dialects preemption tells apart (a
 scheduler-plugins PodGroup, an annotation-only gang, a Volcano PodGroup with task minima,
 upstream PodGroups with `disruptionMode` `single` or `all`, alone or under a
 CompositePodGroup, itself `gang` or `basic` and perhaps nesting another, KAI's nested
-subgroups) and single pods; each member running, being deleted, finished or pending.
+subgroups, a 1.35 Workload's pod groups and their replicas, a Grove PodGang's podgroups
+(a member filed by the PodGang's `podReferences`, or in none), a YuniKorn application's
+task groups declared by some of its members) and single pods; each member running, being
+deleted, finished or pending. Kueue's and LeaderWorkerSet's gangs are not drawn: their
+size is their members' declared count, as an annotation-only gang's. A gang object may be
+being deleted (its running members still count), a composite may wait for a child group
+it lacks, and a root composite may be gone, leaving a tree beneath it that cannot be read.
 kube-scheduler proposes a subset of some nodes' pods, now and then with a pod bound
 elsewhere, as 1.37 offers an `all` unit spread over nodes.
 
 The oracle is the drawn description itself, not `phalanx.core.preempt`: what each gang
-needs (its minimum, task minima or tree of child groups), which `all` unit each pod is
-beneath, and so what a victim set may take (`partial`). A pod being deleted or finished is
-no member any more (`Pod.departing`): taking it takes nothing from its gang.
+needs (its minimum, task minima or tree of child groups; under a composite that cannot be
+read, every child group), which `all` unit each pod is beneath, and so what a victim set
+may take (`partial`). A pod being deleted or finished is no member any more
+(`Pod.departing`): taking it takes nothing from its gang.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -30,20 +38,22 @@ from builders import (
     apply_raw,
     composite_obj,
     gpu_node,
+    grove_podgang_obj,
     kai_pod_obj,
     kai_podgroup_obj,
     pod_obj,
     podgroup_obj,
     upstream_podgroup_obj,
     volcano_podgroup_obj,
+    workload_obj,
 )
 from phalanx.core.cache import ClusterState
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import Preemption, PreemptOutcome, PreemptVerdict
 
 # Each example builds a cluster of some 20 objects and asks one /preempt (a few ms): some
-# 3 s for the file. A longer hunt: PREEMPT_EXAMPLES=5000 (about 30 s a property); a child
-# group left short needed a few hundred examples to turn up.
+# 3 s for the file. A longer hunt: PREEMPT_EXAMPLES=3000 (about 20 s a property); a child
+# group left short, or a nested composite, needed a few hundred examples to turn up.
 EXAMPLES = int(os.environ.get("PREEMPT_EXAMPLES", "80"))
 common = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -69,10 +79,11 @@ class Leaf:
 @dataclass(frozen=True)
 class Tree:
     """Ready with `need` of its children ready (a composite's minGroupCount, a KAI
-    minSubGroup)."""
+    minSubGroup). `basic`: a nested `basic` composite, ready with one, but no gang."""
 
     need: int
     children: tuple[Tree | Leaf, ...]
+    basic: bool = False
 
     def leaves(self) -> Iterator[Leaf]:
         for child in self.children:
@@ -80,6 +91,14 @@ class Tree:
                 yield from child.leaves()
             else:
                 yield child
+
+    def nested(self) -> Iterator[Tree]:
+        """Every tree beneath this one that is a gang of its own."""
+        for child in self.children:
+            if isinstance(child, Tree):
+                yield from child.nested()
+                if not child.basic:
+                    yield child
 
     def ready(self, have: Counter[str]) -> bool:
         """Whether members of these tasks (`have`, by task) make this node's quorum."""
@@ -102,6 +121,11 @@ class Gang:
     def leaves(self) -> tuple[Leaf, ...]:
         """What stays at its own minimum or goes whole: a child PodGroup, a leaf subgroup."""
         return tuple(self.tree.leaves()) if self.tree else ()
+
+    def nested(self) -> tuple[Tree, ...]:
+        """What stays at its own quorum or goes whole: a nested `gang` composite, a KAI
+        parent subgroup."""
+        return tuple(self.tree.nested()) if self.tree else ()
 
 
 @dataclass
@@ -141,6 +165,14 @@ class Cluster:
 
 STATES = st.sampled_from(["running"] * 5 + ["deleting", "succeeded", "pending"])
 PHASES = {"running": "Running", "deleting": "Running", "succeeded": "Succeeded"}
+DELETED_AT = "2026-01-01T00:00:00Z"
+
+
+def gang_object(draw: st.DrawFn, c: Cluster, obj: Obj) -> None:
+    """A gang object, now and then being deleted: its members still run, and count."""
+    if draw(st.sampled_from(range(8))) == 7:
+        obj["metadata"]["deletionTimestamp"] = DELETED_AT
+    c.objects.insert(0, obj)
 
 
 def member(draw: st.DrawFn, c: Cluster, name: str, task: str = "", **kw: Any) -> str:
@@ -154,7 +186,7 @@ def member(draw: st.DrawFn, c: Cluster, name: str, task: str = "", **kw: Any) ->
     else:
         obj = pod_obj(name, 1, node=node, phase=phase, uid=name, **kw)
     if state == "deleting":
-        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        obj["metadata"]["deletionTimestamp"] = DELETED_AT
     c.objects.append(obj)
     c.node_of[name] = node
     c.task[name] = task
@@ -172,7 +204,7 @@ def sizes(low: int = 1, high: int = 3) -> st.SearchStrategy[int]:
 
 def scheduler_plugins(draw: st.DrawFn, c: Cluster, name: str) -> None:
     need = draw(sizes(1, 4))
-    c.objects.insert(0, podgroup_obj(name, need))
+    gang_object(draw, c, podgroup_obj(name, need))
     pods = [member(draw, c, f"{name}-{i}", group=name) for i in range(draw(sizes(1, 5)))]
     c.gangs.append(Gang(f"default/{name}", frozenset(pods), need))
 
@@ -191,7 +223,7 @@ def volcano(draw: st.DrawFn, c: Cluster, name: str) -> None:
     tasks = [Leaf(f"t{j}", draw(sizes(1, 2))) for j in range(draw(sizes(1, 2)))]
     need = sum(t.need for t in tasks) + draw(sizes(0, 1))
     minima = {t.name: t.need for t in tasks}
-    c.objects.insert(0, volcano_podgroup_obj(name, need, min_task_member=minima))
+    gang_object(draw, c, volcano_podgroup_obj(name, need, min_task_member=minima))
     pods = []
     for i in range(draw(sizes(1, 6))):
         task = draw(st.sampled_from([*minima, ""]))
@@ -207,7 +239,7 @@ def upstream(draw: st.DrawFn, c: Cluster, name: str) -> None:
     """A PodGroup of `gang` policy, or of `basic` (no gang: it needs one member)."""
     count, mode = draw(st.none() | sizes(1, 3)), draw(MODES)
     need = count or 1
-    c.objects.insert(0, upstream_podgroup_obj(name, count, disruption_mode=mode))
+    gang_object(draw, c, upstream_podgroup_obj(name, count, disruption_mode=mode))
     pods = [member(draw, c, f"{name}-{i}", scheduling_group=name) for i in range(draw(sizes(1, 5)))]
     c.gangs.append(Gang(f"upstream:default/{name}", frozenset(pods), need))
     if mode == "all":
@@ -217,10 +249,14 @@ def upstream(draw: st.DrawFn, c: Cluster, name: str) -> None:
 def composite(draw: st.DrawFn, c: Cluster, name: str) -> None:
     """A CompositePodGroup over one or two PodGroups and perhaps a nested composite over
     one or two more. The topmost `gang` composite is one gang of child groups (a `basic`
-    one among them needs one member); a PodGroup with only `basic` composites above is its
-    own gang. A pod's `all` unit is the highest object with `all` above it (its PodGroup
-    included)."""
+    one among them needs one member, a `basic` nested composite one ready child, and is
+    no gang of its own); a PodGroup with only `basic` composites above is its own gang. A
+    minGroupCount may exceed the children (the composite waits for one it lacks). The root
+    may be gone: everything beneath it is then one gang that cannot be read, every child
+    group of the root needed. A pod's `all` unit is the highest object with `all` above it
+    (its PodGroup included), up to a root that is gone."""
     nested = f"{name}n" if draw(st.booleans()) else ""
+    gone = draw(st.sampled_from(range(8))) == 7
     levels = [name, nested] if nested else [name]
     children: dict[str, list[Leaf]] = {}
     policy: dict[str, int | None] = {}  # None: `basic`
@@ -228,12 +264,12 @@ def composite(draw: st.DrawFn, c: Cluster, name: str) -> None:
     for level in levels:
         children[level] = [Leaf(f"{level}g{j}", draw(sizes(1, 2))) for j in range(draw(sizes()))]
         groups = len(children[level]) + (1 if level == name and nested else 0)
-        policy[level] = draw(st.none() | sizes(1, groups))
+        policy[level] = draw(st.none() | sizes(1, groups + 1))
         mode[level] = draw(MODES)
         parent = name if level == nested else None
-        c.objects.insert(
-            0, composite_obj(level, policy[level], parent=parent, disruption_mode=mode[level])
-        )
+        obj = composite_obj(level, policy[level], parent=parent, disruption_mode=mode[level])
+        if not (gone and level == name):
+            gang_object(draw, c, obj)
     beneath: dict[str, set[str]] = {level: set() for level in levels}
     for level in levels:
         above = [name, level] if level == nested else [level]  # outermost first
@@ -242,26 +278,30 @@ def composite(draw: st.DrawFn, c: Cluster, name: str) -> None:
             basic = child.need == 1 and draw(st.booleans())
             count = None if basic else child.need
             obj = upstream_podgroup_obj(child.name, count, parent=level, disruption_mode=child_mode)
-            c.objects.insert(0, obj)
+            gang_object(draw, c, obj)
             pods = {
                 member(draw, c, f"{child.name}-{i}", child.name, scheduling_group=child.name)
                 for i in range(draw(sizes(0, 3)))
             }
             for composite_above in above:
                 beneath[composite_above] |= pods
-            units = [f"composite:default/{a}" for a in above if mode[a] == "all"]
+            read = [a for a in above if not (gone and a == name)]
+            units = [f"composite:default/{a}" for a in read if mode[a] == "all"]
             units += [f"upstream:default/{child.name}"] if child_mode == "all" else []
             if units:
                 c.units.setdefault(units[0], set()).update(pods)
 
     def tree(level: str) -> Tree:
         inner = (tree(nested),) if level == name and nested else ()
-        return Tree(policy[level] or 1, (*children[level], *inner))
+        mine = (*children[level], *inner)
+        if gone and level == name:
+            return Tree(len(mine), mine)
+        return Tree(policy[level] or 1, mine, basic=policy[level] is None)
 
     def gang(level: str) -> Gang:
         return Gang(f"composite:default/{level}", frozenset(beneath[level]), 1, (), tree(level))
 
-    if policy[name] is not None:
+    if gone or policy[name] is not None:
         c.gangs.append(gang(name))
         return
     for level in levels:
@@ -293,13 +333,75 @@ def kai(draw: st.DrawFn, c: Cluster, name: str) -> None:
     tree = Tree(draw(sizes(1, len(top))), tuple(top))
     obj = kai_podgroup_obj(name, None)
     obj["spec"] |= {"minSubGroup": tree.need, "subGroups": spec}
-    c.objects.insert(0, obj)
+    gang_object(draw, c, obj)
     pods = [
         member(draw, c, f"{leaf.name}-{i}", leaf.name, kai_group=name)
         for leaf in tree.leaves()
         for i in range(draw(sizes(0, 3)))
     ]
     c.gangs.append(Gang(f"kai:default/{name}", frozenset(pods), 1, (), tree))
+
+
+def workload(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A 1.35 Workload of one or two pod groups, `gang` or `basic`: each pod group, and
+    each replica key its pods name, is a gang of its own with the pod group's minCount."""
+    counts = {f"{name}p{j}": draw(st.none() | sizes(1, 3)) for j in range(draw(sizes(1, 2)))}
+    gang_object(draw, c, workload_obj(name, counts))
+    for group, count in counts.items():
+        replicas: dict[str, set[str]] = {}
+        for i in range(draw(sizes(1, 4))):
+            replica = draw(st.sampled_from(["", "", "r0", "r1"]))
+            ref = {"name": name, "podGroup": group}
+            ref |= {"podGroupReplicaKey": replica} if replica else {}
+            replicas.setdefault(replica, set()).add(
+                member(draw, c, f"{group}-{i}", workload_ref=ref)
+            )
+        for replica, pods in replicas.items():
+            key = f"upstream:default/{name}/{group}" + (f"/{replica}" if replica else "")
+            c.gangs.append(Gang(key, frozenset(pods), count or 1))
+
+
+def grove(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A PodGang of one to three podgroups, each with its minReplicas (0 asks for nothing;
+    the gang's size is their sum). A member is in its podgroup by its `grove.io/podclique`
+    label, or, without one, by the PodGang's `podReferences` (`<podgroup>-<i>` for each i
+    below minReplicas); one in neither makes the PodGang refuse its members, and counts
+    toward the size only."""
+    minima = {f"{name}p{j}": draw(sizes(0, 2)) for j in range(draw(sizes(1, 3)))}
+    first = next(iter(minima))
+    minima[first] = max(minima[first], 1)
+    gang_object(draw, c, grove_podgang_obj(name, minima))
+    pods = []
+    for group, minimum in minima.items():
+        for i in range(draw(sizes(0, 3))):
+            labelled = draw(st.booleans())
+            task = group if labelled or i < minimum else ""
+            labels = {"grove.io/podgang": name} | (
+                {"grove.io/podclique": group} if labelled else {}
+            )
+            pods.append(member(draw, c, f"{group}-{i}", task, labels=labels))
+    size = sum(minima.values())
+    tasks = tuple(Leaf(group, minimum) for group, minimum in minima.items())
+    c.gangs.append(Gang(f"grove:default/{name}", frozenset(pods), size, tasks))
+
+
+def yunikorn(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """An application of one or two task groups with their minMember (the size is their
+    sum), declared by some of its members: by every one, or by those drawn, at least one,
+    which may be finished or being deleted (the definition stays the application's)."""
+    tasks = [Leaf(f"{name}t{j}", draw(sizes(1, 2))) for j in range(draw(sizes(1, 2)))]
+    groups = json.dumps([{"name": t.name, "minMember": t.need} for t in tasks])
+    everyone = draw(st.booleans())
+    pods = []
+    for i in range(draw(sizes(1, 5))):
+        task = draw(st.sampled_from([t.name for t in tasks]))
+        says = {"yunikorn.apache.org/task-group-name": task}
+        if everyone or i == 0 or draw(st.booleans()):
+            says["yunikorn.apache.org/task-groups"] = groups
+        labels = {"applicationId": name}
+        pods.append(member(draw, c, f"{name}-{i}", task, labels=labels, annotations=says))
+    size = sum(t.need for t in tasks)
+    c.gangs.append(Gang(f"yunikorn:default/{name}", frozenset(pods), size, tuple(tasks)))
 
 
 DIALECTS = {
@@ -309,6 +411,9 @@ DIALECTS = {
     "up": upstream,
     "cp": composite,
     "kai": kai,
+    "wl": workload,
+    "grove": grove,
+    "yk": yunikorn,
 }
 
 
@@ -373,8 +478,9 @@ def has_quorum(c: Cluster, gang: Gang, pods: set[str]) -> bool:
 
 def partial(c: Cluster, victims: Iterable[str]) -> str:
     """What taking `victims` would leave partial, for people; "" when nothing. A gang (or
-    a child of one) it takes members of keeps its quorum (its own minimum) or loses them
-    all; an `all` unit it takes members of loses them all. Departing pods take nothing."""
+    a child group of one, a nested gang composite included) it takes members of keeps its
+    quorum (its own minimum) or loses them all; an `all` unit it takes members of loses
+    them all. Departing pods take nothing."""
     taken = {u for u in victims if c.live_bound(u)}
     for unit, beneath in c.units.items():
         live = {u for u in beneath if c.live_bound(u)}
@@ -392,6 +498,12 @@ def partial(c: Cluster, victims: Iterable[str]) -> str:
             rest = pods - taken
             if pods & taken and 0 < len(rest) < leaf.need:
                 return f"{leaf.name} of {gang.key}: leaves {sorted(rest)} below {leaf.need}"
+        for tree in gang.nested():
+            names = {leaf.name for leaf in tree.leaves()}
+            pods = {u for u in live if c.task[u] in names}
+            rest = pods - taken
+            if pods & taken and rest and not tree.ready(Counter(c.task[u] for u in rest)):
+                return f"{sorted(names)} of {gang.key}: leaves {sorted(rest)} below {tree}"
     return ""
 
 

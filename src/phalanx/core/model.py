@@ -643,6 +643,9 @@ class ChildGroups:
     name: str  # the CompositePodGroup's name
     min_groups: int
     children: tuple[tuple[str, int] | ChildGroups, ...]
+    # A nested `basic` composite: counted by one satisfied child, but no gang of its own, so
+    # preemption holds it to nothing (`phalanx.core.preempt`).
+    basic: bool = False
 
     # In messages: what a leaf is and what its minimum is called (KAI's in `SubGroupTree`).
     LEAF: ClassVar[str] = "PodGroup"

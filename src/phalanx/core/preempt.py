@@ -10,9 +10,11 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
    it, or not at all; so one spread over nodes is never preempted through Phalanx: a
    node's victims must all be on that node (`_elsewhere`), as kube-scheduler can only
    take back those;
-2. a child PodGroup of a composite gang the victims take pods of stays at its own
-   `minCount` or goes entirely, and so does a leaf of KAI's nested subgroups at its
-   `minMember`; one they take nothing of is left as it was, even below its own;
+2. a child group of a composite gang the victims take pods of stays at its own quorum or
+   goes entirely: a child PodGroup at its `minCount`, a nested `gang` composite at its
+   `minGroupCount` of child groups, a KAI leaf subgroup at its `minMember`, a KAI parent
+   subgroup at its `minSubGroup`; one they take nothing of is left as it was, even below
+   its own, and a nested `basic` composite, no gang, is held to nothing of its own;
 3. every gang (any dialect) stays at its quorum (`minMember`, Volcano's task minima, a
    composite's `minGroupCount` of child groups, KAI's `minSubGroup`) or goes entirely.
    Upstream's `single` would let a gang go below its quorum member by member; Phalanx
@@ -21,21 +23,26 @@ looks elsewhere). Repeated until nothing is left partial. The units, narrowest f
 A victim being deleted or finished (`Pod.departing`) takes nothing: it is no member of
 its gang or unit any more, though kube-scheduler proposes it until it is gone.
 
+A gang that does not resolve now (its object being deleted, a composite waiting for a
+child group, members the object refuses) still runs: it is judged by what the cluster
+declares of it (`resolution.declared_group`), never by less; the PodGroups beneath a
+composite that is gone or refused, as that composite's gang with every child group needed.
+
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups.composite import disruption_unit
-from phalanx.core.model import ChildGroups, Dialect, GroupRef, Pod
+from phalanx.core.groups.composite import KIND, disruption_unit
+from phalanx.core.model import ChildGroups, Dialect, GroupRef, Pod, PodGroup
 from phalanx.core.quorum import has_quorum, task_shortfall
-from phalanx.core.resolution import Resolution, Resolved
+from phalanx.core.resolution import Resolution, Resolved, declared_group
 
 Resolve = Callable[[GroupRef], Resolution]
 
@@ -175,50 +182,111 @@ def _left_partial(
             taken = len(members) - len(rest)
             what = f"the victims take {taken} of the {len(members)} bound pod(s) under {unit}"
             return _Partial(unit, f"{what} (disruptionMode all)", rest)
+    judged: set[str] = set()
     for key in sorted({p.group.key for p in pods if p.group is not None}):
-        bound = state.bound_members(key)
-        remaining = [p for p in bound if p.uid not in chosen]
-        if remaining and (partial := _short(state, key, bound, remaining, resolve)):
+        gang = _gang(state, resolve, key)
+        if gang.key in judged:  # PodGroups beneath one composite that cannot be read
+            continue
+        judged.add(gang.key)
+        remaining = [p for p in gang.bound if p.uid not in chosen]
+        if remaining and (partial := _short(gang, remaining)):
             return partial
     return None
 
 
-def _short(
-    state: ClusterState, key: str, bound: list[Pod], remaining: list[Pod], resolve: Resolve
-) -> _Partial | None:
-    """Which of a gang's `remaining` bound members (of `bound`) must go with the victims: a
-    child PodGroup (or KAI leaf subgroup) they take members of left below its own quorum,
-    else all of them when the gang is below its own; None when what remains is whole. A
-    child they take nothing of is left as it was, even below its own quorum."""
-    resolution = resolve(GroupRef.parse(key))
-    if not isinstance(resolution, Resolved):
-        # Not resolvable now (its object is gone or invalid): as the members declare it.
-        group = state.group(key)
-        need = group.min_member if group else max(p.min_member or 1 for p in remaining)
-        minima = group.min_task_member if group else ()
-        shortfall = task_shortfall(minima, remaining)
-        if len(remaining) >= need and not shortfall:
-            return None
-        return _Partial(key, _gang_left(key, len(bound), remaining, need, shortfall), remaining)
-    group = resolution.group
+@dataclass(frozen=True, slots=True)
+class _Gang:
+    """A gang as preemption judges it: its key, its quorum and its bound members."""
+
+    key: str
+    group: PodGroup
+    bound: list[Pod]
+    note: str = ""  # for people, after what it would be left with: how it was judged
+
+
+def _gang(state: ClusterState, resolve: Resolve, key: str) -> _Gang:
+    """The gang the members filed under `key` are in. One that does not resolve now (being
+    deleted, waiting for a child group, refused) still runs, so it is judged by what
+    `state` declares of it (`declared_group`): a composite's tree, not one member; a
+    PodGroup beneath a composite that cannot be read, with every sibling. With nothing
+    declaring it, by the most any member declares."""
+    ref = GroupRef.parse(key)
+    resolution = resolve(ref)
+    if isinstance(resolution, Resolved):
+        return _Gang(key, resolution.group, state.bound_members(key))
+    group = declared_group(state, ref)
+    if group is None:
+        members = state.members(key, include_finished=True)
+        need = max(p.min_member or 1 for p in members)
+        return _Gang(key, PodGroup(ref.namespace, ref.name, need), state.bound_members(key))
+    if group.key == key:
+        return _Gang(key, group, state.bound_members(key))
+    # The composite above cannot be read: the bound pods of every PodGroup beneath it,
+    # which the cache leaves filed under their PodGroups, each its PodGroup's as its task.
     tree = group.min_task_member
-    if isinstance(tree, ChildGroups):
-        left = {p.uid for p in remaining}
-        taken = {p.task for p in bound if p.uid not in left}
-        for name, need in tree.pod_groups():
-            child = [p for p in remaining if p.task == name]
-            if name in taken and 0 < len(child) < need:
+    names = [name for name, _ in tree.pod_groups()] if isinstance(tree, ChildGroups) else []
+    bound = [
+        replace(p, task=name)
+        for name in names
+        for p in state.bound_members(GroupRef(ref.namespace, name, Dialect.UPSTREAM).key)
+    ]
+    note = f"{KIND} {group.namespace}/{group.name} cannot be read: every child group counts"
+    return _Gang(group.key, group, bound, note)
+
+
+def _short(gang: _Gang, remaining: list[Pod]) -> _Partial | None:
+    """Which of a gang's `remaining` bound members must go with the victims: those of a
+    child group they take members of left below its own quorum, else all of them when
+    the gang is below its own; None when what remains is whole. A child group they take
+    nothing of is left as it was, even below its own quorum."""
+    group = gang.group
+    tree = group.min_task_member
+    partial = _child_short(gang, tree, remaining) if isinstance(tree, ChildGroups) else None
+    if partial is None and not has_quorum(group, remaining):
+        shortfall = task_shortfall(group.min_task_member, remaining)
+        what = _gang_left(gang.key, len(gang.bound), remaining, group.min_member, shortfall)
+        partial = _Partial(gang.key, what, remaining)
+    if partial is not None and gang.note:
+        return _Partial(partial.unit, f"{partial.what} ({gang.note})", partial.rest)
+    return partial
+
+
+def _child_short(gang: _Gang, tree: ChildGroups, remaining: list[Pod]) -> _Partial | None:
+    """The first child group beneath `tree`, narrowest first, that the victims take
+    members of and leave below its own quorum, with what remains of it: a PodGroup (or
+    KAI leaf subgroup) below its minimum, a nested composite (or KAI parent subgroup)
+    below its own child groups. A nested `basic` composite is no gang: held to nothing."""
+    left = {p.uid for p in remaining}
+    taken = {p.task for p in gang.bound if p.uid not in left}
+    for child in _beneath(tree):
+        if isinstance(child, ChildGroups) and child.basic:
+            continue
+        names = {n for n, _ in child.pod_groups()} if isinstance(child, ChildGroups) else {child[0]}
+        rest = [p for p in remaining if p.task in names]
+        if not rest or not names & taken:
+            continue
+        if isinstance(child, ChildGroups):
+            if shortfall := task_shortfall(child, rest):
                 what = (
-                    f"the victims would leave {tree.LEAF} {name} of gang {key} with "
-                    f"{len(child)} bound member(s), below its {tree.LEAF_MINIMUM} of {need}"
+                    f"the victims would leave {child.label()} of gang {gang.key} with "
+                    f"{len(rest)} bound member(s), below its quorum ({shortfall})"
                 )
-                return _Partial(key, what, child)
-    if has_quorum(group, remaining):
-        return None
-    shortfall = task_shortfall(group.min_task_member, remaining)
-    return _Partial(
-        key, _gang_left(key, len(bound), remaining, group.min_member, shortfall), remaining
-    )
+                return _Partial(gang.key, what, rest)
+        elif len(rest) < child[1]:
+            what = (
+                f"the victims would leave {tree.LEAF} {child[0]} of gang {gang.key} with "
+                f"{len(rest)} bound member(s), below its {tree.LEAF_MINIMUM} of {child[1]}"
+            )
+            return _Partial(gang.key, what, rest)
+    return None
+
+
+def _beneath(tree: ChildGroups) -> Iterator[tuple[str, int] | ChildGroups]:
+    """Every child group beneath `tree`, each after those beneath it."""
+    for child in tree.children:
+        if isinstance(child, ChildGroups):
+            yield from _beneath(child)
+        yield child
 
 
 def _gang_left(key: str, bound: int, remaining: list[Pod], need: int, shortfall: str) -> str:

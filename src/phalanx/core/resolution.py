@@ -102,6 +102,34 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
     return _with_placement(ref, found, members, defaults)
 
 
+def declared_group(state: ClusterState, ref: GroupRef) -> PodGroup | None:
+    """The quorum of `ref`'s gang as `state` declares it, whatever keeps the gang from
+    resolving now (its object being deleted, members disagreeing on placement or straying
+    from its tasks, a topology refused, a composite waiting for a child group): for
+    preemption, which must judge running members of a gang that does not resolve; never
+    planned. From its object (a composite's tree as its objects make it) or, for a gang of
+    no object, its members, finished ones and those being deleted too (a YuniKorn
+    application's definition does not end with the pod carrying it). A PodGroup beneath a
+    composite that cannot be read (gone, or refused) is part of that composite's gang, whose
+    key this gang then has (`composite.unread_gang`). None when nothing declares it."""
+    if ref.dialect is Dialect.COMPOSITE:
+        root = state.composite(ref.key)
+        if root is None:
+            return None
+        same = [c for c in state.composites().values() if c.namespace == root.namespace]
+        tree = composite.child_tree(root, same, state.groups().values())
+        return composite.composite_gang(root, tree, DEFAULT_TIMEOUT_SECONDS)
+    group = state.group(ref.key)
+    if ref.dialect is Dialect.UPSTREAM and group is not None and group.parent:
+        top = composite.gang_above(group, state.composite)
+        if isinstance(top, composite.Broken) and top.missing:
+            composites = state.composites().values()
+            return composite.unread_gang(top.missing, composites, state.groups().values())
+    members = state.members(ref.key, include_finished=True)
+    found = registry.resolve(ref, state.group_object, members)
+    return found if isinstance(found, PodGroup) else None
+
+
 def _with_placement(
     ref: GroupRef, found: PodGroup, members: list[Pod], defaults: GroupDefaults
 ) -> Resolution:

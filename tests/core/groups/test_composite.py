@@ -220,7 +220,7 @@ def test_the_child_tree_counts_basic_pod_groups_as_one_member_and_nests_composit
     assert child_tree(root, [root, nested], groups) == ChildGroups(
         "ray",
         2,
-        (("head", 1), ("side", 1), ChildGroups("workers", 1, (("gpu-a", 4),))),
+        (("head", 1), ("side", 1), ChildGroups("workers", 1, (("gpu-a", 4),), basic=True)),
     )
 
 

@@ -51,6 +51,7 @@ from phalanx.core.groups.upstream import (
     read_topology,
 )
 from phalanx.core.model import (
+    DEFAULT_TIMEOUT_SECONDS,
     ChildGroups,
     Claim,
     Dialect,
@@ -249,9 +250,25 @@ def child_tree(
                 for child in sorted(nested.values(), key=lambda c: c.name)
                 if child.parent == composite.name
             ]
-        return ChildGroups(composite.name, composite.min_group_count or 1, tuple(children))
+        count = composite.min_group_count
+        return ChildGroups(composite.name, count or 1, tuple(children), basic=count is None)
 
     return build(root, 1)
+
+
+def unread_gang(
+    key: str, composites: Iterable[CompositePodGroup], pod_groups: Iterable[PodGroup]
+) -> PodGroup:
+    """The gang of composite `key` while it cannot be read (gone, or refused) and PodGroups
+    or composites still name it as their parent (`gang_above` is `Broken` there): its
+    policy is unknown, so every child group they make counts, the strictest reading. For
+    preemption's judgement of the pods still running beneath it; never planned."""
+    ref = GroupRef.parse(key)
+    unread = CompositePodGroup(ref.namespace, ref.name, None)
+    tree = child_tree(unread, composites, pod_groups)
+    every = len(tree.children)
+    tree = replace(tree, min_groups=every, basic=False)
+    return composite_gang(replace(unread, min_group_count=every), tree, DEFAULT_TIMEOUT_SECONDS)
 
 
 def composite_gang(root: CompositePodGroup, tree: ChildGroups, default_timeout: int) -> PodGroup:

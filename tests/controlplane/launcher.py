@@ -1025,9 +1025,10 @@ profiles:
             self.stop_scheduler()
             raise
 
-    def stop_scheduler(self) -> None:
+    def stop_scheduler(self, *, kill: bool = False) -> None:
+        """SIGTERM kube-scheduler (``kill``: SIGKILL, a crash); nothing if none runs."""
         if self.scheduler is not None:
-            self.scheduler.stop()
+            self.scheduler.stop(kill=kill)
 
     @staticmethod
     def _scheduler_opener() -> urllib.request.OpenerDirector:

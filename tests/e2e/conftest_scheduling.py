@@ -213,6 +213,11 @@ class Scheduler:
         self.config, self.origin = scheduler_config(
             self.phalanx.url, lease, self.profile, self.chart
         )
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start it with the configuration it last ran, its Lease's name too, as its
+        container restarts: after a SIGKILL it waits out the dead one's Lease first."""
         binary = self.chart.binary if self.chart is not None else None
         self.cp.start_scheduler(yaml.safe_dump(self.config, sort_keys=False), binary=binary)
         self.starts += 1
@@ -226,8 +231,9 @@ class Scheduler:
         self.start()
         return True
 
-    def stop(self) -> None:
-        self.cp.stop_scheduler()
+    def stop(self, *, kill: bool = False) -> None:
+        """SIGTERM (it releases its Lease on the way out), or SIGKILL (``kill``: a crash)."""
+        self.cp.stop_scheduler(kill=kill)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from support import (
 
 from builders import pod_obj, podgroup_obj, present
 from phalanx.service.barrier import ANNOUNCE_AFTER_SECONDS
-from phalanx.service.extender import Extender
+from phalanx.service.extender import ACTS_ALONE_SECONDS, Extender
 from phalanx.sources.base import BindError
 
 pytestmark = pytest.mark.anyio
@@ -198,6 +198,32 @@ async def test_a_member_created_later_completes_the_gang_its_first_member_waits_
     assert not first.done()
     assert source.bindings == []
     source.apply(pod_obj("g-2", 4, group="g"))  # the last slot: the gang can bind
+    assert await asyncio.wait_for(first, timeout=2) == ""
+    assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
+    await ext.stop()
+
+
+async def test_held_binds_whose_kube_scheduler_went_quiet_wait_for_a_bind_to_open_the_gate() -> (
+    None
+):
+    # A kube-scheduler that died leaves its /binds counted at the gate; with several replicas
+    # a standby's may lead by now and plan over the gang. Only a bind, or a kube-scheduler
+    # heard from lately, opens the gate for a member that arrives.
+    clock = Clock()
+    objects = [podgroup_obj("g", 3), pod_obj("g-0", 4, group="g")]
+    ext, source = await started(objects, source_class=RecordingSource, clock=clock)
+    nodes = reserve_all(ext, ["g-0"])
+    first = asyncio.create_task(bind(ext, "g-0", nodes["g-0"]))
+    await asyncio.sleep(0)
+    clock.now += ACTS_ALONE_SECONDS + 1  # kube-scheduler asks nothing more
+    source.apply(pod_obj("g-1", 4, group="g"))
+    source.apply(pod_obj("g-2", 4, group="g"))  # the gang could bind now
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    assert source.bindings == []
+    # A kube-scheduler leading again follows the reservation, and its /bind opens the gate.
+    nodes.update(reserve_all(ext, ["g-1"]))
+    assert await asyncio.wait_for(bind(ext, "g-1", nodes["g-1"]), timeout=2) == ""
     assert await asyncio.wait_for(first, timeout=2) == ""
     assert sorted(n for n, _ in source.bindings) == [f"default/g-{i}" for i in range(3)]
     await ext.stop()

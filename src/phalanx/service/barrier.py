@@ -183,7 +183,8 @@ class BindBarrier:
         self.complete_members = complete_members
         # The longest commit record a gang's bindings carry; a longer one is written first.
         self.carried_record_bytes = carried_record_bytes
-        # Whether a gate may open with no /bind held (`_complete_unasked`): not on a standby.
+        # Whether a gate may open with no new /bind (`_complete_unasked`, `sweep`): only while
+        # its kube-scheduler asks this instance things, so leads (not on a standby).
         self.acts_alone = acts_alone
         self._gates: dict[str, _Gate] = {}
         # Members being bound (or bound, until the model sees it) without their /bind: a
@@ -329,6 +330,9 @@ class BindBarrier:
             elif (
                 self.complete_members
                 and (key in groups or touched.nodes)
+                # Held binds are no proof that their kube-scheduler still leads: one that died
+                # leaves them counted, and a standby's may plan over this gang meanwhile.
+                and self.acts_alone()
                 and self._quorum(gate, self.state.bound_count(key))
             ):
                 self._open(gate)

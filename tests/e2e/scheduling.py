@@ -929,6 +929,15 @@ class Scenario:
     def wait_gang(self, gang: Gang, *, timeout: float = 30.0) -> dict[str, str]:
         return self.wait_bound(gang.members, timeout=timeout)
 
+    def wait_held(self, waiting: int, *, timeout: float = 30.0) -> None:
+        """Until Phalanx's barrier holds exactly ``waiting`` ``/bind`` requests."""
+        self.phalanx.wait_metric(
+            "phalanx_barrier_waiting",
+            lambda v: v == waiting,
+            timeout=timeout,
+            what=f"{waiting} /bind request(s) held at the barrier",
+        )
+
     def wait_event(
         self, name: str, text: str, *, reason: str | None = None, timeout: float = 30.0
     ) -> Obj:

@@ -29,15 +29,6 @@ BARRIER_TIMEOUT_SECONDS = 8
 PHALANX_ARGS = [f"--barrier-timeout-seconds={BARRIER_TIMEOUT_SECONDS}"]
 
 
-def _barrier_holds(sc: Scenario, waiting: int, *, timeout: float = 30.0) -> None:
-    sc.phalanx.wait_metric(
-        "phalanx_barrier_waiting",
-        lambda v: v == waiting,
-        timeout=timeout,
-        what=f"{waiting} /bind request(s) held at the barrier",
-    )
-
-
 # ---- expiry and re-planning ------------------------------------------------------------------
 
 
@@ -65,7 +56,7 @@ def test_a_reservation_on_a_node_cordoned_before_binding_expires_and_the_gang_re
     b = cluster.node("b", 8)
     cluster.nodes_ready()
     gang = cluster.gang("held", 3, 2, timeout_seconds=4, held=[2])
-    _barrier_holds(cluster, 2)
+    cluster.wait_held(2)
     view = cluster.phalanx.debug_group(cluster.namespace, gang.name)
     assert view is not None
     assert view["reservation"] is not None, view
@@ -121,7 +112,7 @@ def test_an_expired_reservation_withdraws_the_nominations_of_members_not_yet_sch
     a = cluster.node("a", 8)
     cluster.nodes_ready()
     gang = cluster.gang("withdrawn", 3, 2, timeout_seconds=4, held=[2])
-    _barrier_holds(cluster, 2)
+    cluster.wait_held(2)
     held = gang.members[2]
     cluster.wait(
         f"{held} nominated to its reserved node",
@@ -154,7 +145,7 @@ def test_phalanx_killed_while_a_barrier_is_half_full_leaves_no_partial_gang(
     cluster.node("b", 8)
     cluster.nodes_ready()
     gang = cluster.gang("crash", 4, 2, held=[3])
-    _barrier_holds(cluster, 3)
+    cluster.wait_held(3)
     pid = phalanx.pid
 
     phalanx.kill()  # SIGKILL: three /bind requests break mid-wait
@@ -165,7 +156,7 @@ def test_phalanx_killed_while_a_barrier_is_half_full_leaves_no_partial_gang(
 
     # The new instance knows nothing of the old reservation: it re-plans when
     # kube-scheduler retries the three members, and they wait at its barrier.
-    _barrier_holds(cluster, 3, timeout=45)
+    cluster.wait_held(3, timeout=45)
     assert cluster.bound_count(gang) == 0
     cluster.ungate(gang.members[3])
     where = cluster.wait_gang(gang)

@@ -59,15 +59,6 @@ NEXT_LEADER_SECONDS = 45.0
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
-def _barrier_holds(sc: Scenario, waiting: int, *, timeout: float = 30.0) -> None:
-    sc.phalanx.wait_metric(
-        "phalanx_barrier_waiting",
-        lambda v: v == waiting,
-        timeout=timeout,
-        what=f"{waiting} /bind request(s) held at the barrier",
-    )
-
-
 def _binds_answered(sc: Scenario) -> float:
     return sc.phalanx.metric("phalanx_request_duration_seconds_count", verb="bind")
 
@@ -101,7 +92,7 @@ def _bound_once(watch: PodWatch, members: Collection[str]) -> dict[str, list[str
 def _settled(sc: Scenario, gang: Gang) -> None:
     """Nothing of the gang left reserved or held at Phalanx, and no partial gang."""
     sc.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=15)
-    _barrier_holds(sc, 0, timeout=15)
+    sc.wait_held(0, timeout=15)
     view = sc.phalanx.debug_group(sc.namespace, gang.name)
     assert view is not None
     assert view["reservation"] is None, view
@@ -130,7 +121,7 @@ def test_a_gang_held_at_bind_when_kube_scheduler_restarts_ends_whole_through_the
     failed, logged = _failed_bindings(cluster), len(phalanx.log_records())
     with PodWatch(cluster.cp, cluster.namespace) as watch:
         gang = cluster.gang("restart", 4, 2, held=[3])
-        _barrier_holds(cluster, 3)
+        cluster.wait_held(3)
         answered, released = _binds_answered(cluster), _releases(cluster)
         given_up = _releases(cluster, cause="barrier")
         try:
@@ -148,7 +139,7 @@ def test_a_gang_held_at_bind_when_kube_scheduler_restarts_ends_whole_through_the
                 timeout=NEXT_LEADER_SECONDS,
                 what="the cut /bind requests answered",
             )
-            _barrier_holds(cluster, 3, timeout=NEXT_LEADER_SECONDS)  # the next one's binds
+            cluster.wait_held(3, timeout=NEXT_LEADER_SECONDS)  # the next one's binds
             assert cluster.bound_count(gang) == 0
         finally:
             scheduler.ensure_running()
@@ -191,7 +182,7 @@ def test_a_gang_held_at_bind_is_not_bound_by_phalanx_alone_while_no_kube_schedul
     cluster.nodes_ready()
     logged = len(phalanx.log_records())
     gang = cluster.gang("alone", 4, 2, held=[3])
-    _barrier_holds(cluster, 3)
+    cluster.wait_held(3)
     completed = phalanx.metric("phalanx_members_completed_total")
     given_up = _releases(cluster, cause="barrier")
     try:
@@ -350,7 +341,7 @@ def test_kube_scheduler_dying_while_a_gang_s_bindings_are_in_flight_leaves_it_wh
     cluster.nodes_ready()
     failed, logged = _failed_bindings(cluster), len(phalanx.log_records())
     gang = cluster.gang("flight", 4, 2, held=[3])
-    _barrier_holds(cluster, 3)
+    cluster.wait_held(3)
     try:
         with bindings_held(cluster, gang.members) as webhook:
             cluster.ungate(gang.members[3])  # the gate opens: Phalanx binds the four

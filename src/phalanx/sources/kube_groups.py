@@ -196,7 +196,7 @@ class GroupFollower:
         gone_after = self.informer_settings.gone_after_seconds
         kept: list[ServedKind] = []
         for kind in followed:
-            if any(k.group == kind.group and k.kind == kind.kind for k in found.kinds):
+            if found.serves_any_version_of(kind):
                 self._missing.pop(kind, None)
                 continue
             since = self._missing.setdefault(kind, now)
@@ -238,7 +238,7 @@ class GroupFollower:
             with self._lock:
                 del self._followed[kind]
             log.info("no longer following a gang kind", extra={"kind": label(kind)})
-            if not any(k.group == kind.group and k.kind == kind.kind for k in found.kinds):
+            if not found.serves_any_version_of(kind):
                 self.on_gone(kind)
         for kind in found.kinds:
             running = current.get(kind)

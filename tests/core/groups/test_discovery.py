@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups.discovery import ServedKind, probes, served
+from phalanx.core.groups.discovery import Served, ServedKind, probes, served
 from phalanx.core.groups.registry import served_holding
 from phalanx.core.model import Dialect, GroupRef
 
@@ -211,6 +211,17 @@ def test_served_kinds_compare_equal_while_nothing_changed() -> None:
 
     assert answer() == answer()
     assert answer() != served(apis(), {})
+
+
+def test_a_kind_counts_as_served_in_any_version_of_its_group_and_kind() -> None:
+    followed = ServedKind(
+        Dialect.UPSTREAM, "scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"
+    )
+    newer = ServedKind(Dialect.UPSTREAM, "scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups")
+    other = ServedKind(Dialect.UPSTREAM, "scheduling.k8s.io", "v1alpha1", "Workload", "workloads")
+    assert Served((newer,)).serves_any_version_of(followed)
+    assert not Served((other,)).serves_any_version_of(followed)
+    assert not Served().serves_any_version_of(followed)
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,10 @@ class Served:
     def of(self, dialect: Dialect) -> tuple[ServedKind, ...]:
         return tuple(kind for kind in self.kinds if kind.dialect is dialect)
 
+    def serves_any_version_of(self, kind: ServedKind) -> bool:
+        """Whether `kind`'s group and kind are served, in its version or another."""
+        return any(k.group == kind.group and k.kind == kind.kind for k in self.kinds)
+
 
 def probes(apis: JsonObject) -> tuple[str, ...]:
     """The group-versions, among those Phalanx can follow, that `/apis` says are served."""

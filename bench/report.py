@@ -21,6 +21,12 @@ which only Phalanx can report (its /metrics). Definitions:
   watch's first sight of it; p50 / p90. Every watcher gets an event at about the same moment
   (the scheduler's, Phalanx's, this one), so it is how late every scheduler learns of a pod,
   and how late this watch sees a binding. It grows with the load on the machine.
+* **pod watchers the API server closed as unresponsive** — anyone's (the scheduler's,
+  Phalanx's, this benchmark's), from kube-apiserver's ``apiserver_terminated_watchers_total``.
+  Its watch cache waits for a watcher whose channel is full out of a budget of 50 ms a
+  second, delaying every pod watcher, then closes it; the channel holds
+  max(10, capacity / 75) events, fixed when the watch opens. The JSON has the pod watch
+  cache's capacity at the run's start and end too (``pod_watch_cache``).
 * **gangs placed vs feasible** — gangs that became whole, against what an offline greedy
   all-or-nothing packer fits on the empty cluster (``workloads.feasible_gangs``).
 * **time to unschedulable** (the impossible-gang workloads) — the gang's members are created
@@ -337,6 +343,38 @@ def api_write_counts(text: str) -> dict[str, int]:
     return dict(counts)
 
 
+def _pod_watch_cache(text: str) -> tuple[int, int | None]:
+    """(watchers of pods closed as unresponsive so far, the pod watch cache's capacity)."""
+    closed, capacity = 0, None
+    for metric, labels, value in parse_metrics(text):
+        if labels.get("resource") != "pods" or labels.get("group", "") != "":
+            continue
+        if metric == "apiserver_terminated_watchers_total":
+            closed += int(value)
+        elif metric == "watch_cache_capacity":
+            capacity = int(value)
+    return closed, capacity
+
+
+def pod_watch_cache(before: str, after: str) -> dict[str, int | None] | None:
+    """What kube-apiserver's pod watch cache did during a run: the pod watchers it closed as
+    unresponsive (anyone's: Phalanx's, kube-scheduler's, this benchmark's), and its capacity
+    when the run began and ended. A watcher that falls a full channel behind is waited for
+    out of a budget of 50 ms a second, delaying every pod watcher, then closed; the channel
+    holds max(10, capacity / 75) events, fixed when the watch opens (k8s.io/apiserver
+    pkg/storage/cacher), so watches opened on a fresh cluster are the shortest. None without
+    both scrapes."""
+    if not before or not after:
+        return None
+    closed_before, capacity_before = _pod_watch_cache(before)
+    closed_after, capacity_after = _pod_watch_cache(after)
+    return {
+        "watchers_closed": closed_after - closed_before,
+        "capacity_at_start": capacity_before,
+        "capacity_at_end": capacity_after,
+    }
+
+
 def api_writes(before: str, after: str) -> dict[str, int] | None:
     """The writes kube-apiserver served during a run, by verb and resource: everyone's (the
     benchmark's pod creations and kwok's pod status updates too, the same for every
@@ -583,9 +621,11 @@ def run_figures(work: workloads.Workload, rec: Any) -> dict[str, Any]:
         "phalanx": phalanx_figures(rec.phalanx_metrics),
         "kube_scheduler": kube_scheduler_figures(rec.scheduler_metrics),
         "api_writes": api_writes(*rec.apiserver_metrics),
+        "pod_watch_cache": pod_watch_cache(*rec.apiserver_metrics),
         "scheduler_config": rec.scheduler_config,
         "series": {"bound_over_time": throughput, "time_to_whole_gang_cdf": ttw_cdf},
     }
+    out["pod_watchers_closed"] = (out["pod_watch_cache"] or {}).get("watchers_closed")
     algo = (out["kube_scheduler"].get("algorithm_duration") or {}).get("mean_ms")
     out["cycle_ceiling_pods_per_second"] = round(1000 / algo, 1) if algo else None
     if work.key == "big-gang" and whole_after_last_member:
@@ -1220,6 +1260,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
             ("creation_seconds", "all pods created after (s)", None),
             ("watch_delay_p50_s", "the API server's watch delay p50 (s)", None),
             ("watch_delay_p90_s", "the API server's watch delay p90 (s)", None),
+            ("pod_watchers_closed", "pod watchers the API server closed as unresponsive", None),
             *COMPARED,
             ("gangs_partial_at_end", "gangs partial at the end", False),
             ("gangs_partial_over_1s", "gangs partial > 1 s", False),

@@ -269,6 +269,31 @@ def test_api_writes_are_the_mutating_requests_served_between_two_scrapes() -> No
     assert report.api_writes("", scrape(1, 1, 1)) is None
 
 
+def test_the_pod_watch_cache_figures_are_the_pod_watchers_closed_between_two_scrapes() -> None:
+    def scrape(pods_closed: int, nodes_closed: int, capacity: int) -> str:
+        return "\n".join(
+            [
+                f'apiserver_terminated_watchers_total{{group="",resource="pods"}} {pods_closed}',
+                f'apiserver_terminated_watchers_total{{group="",resource="nodes"}} {nodes_closed}',
+                f'watch_cache_capacity{{group="",resource="pods"}} {capacity}',
+                'watch_cache_capacity{group="",resource="nodes"} 51200',
+            ]
+        )
+
+    figures = report.pod_watch_cache(scrape(2, 0, 200), scrape(7, 4, 3200))
+    # Only pods' watchers count; the capacity is the pod cache's at each scrape.
+    assert figures == {"watchers_closed": 5, "capacity_at_start": 200, "capacity_at_end": 3200}
+    # A fresh API server has closed none yet: the counter is not exported before its first.
+    assert report.pod_watch_cache("", scrape(1, 1, 100)) is None
+    assert report.pod_watch_cache(
+        'watch_cache_capacity{group="",resource="pods"} 100', scrape(3, 0, 100)
+    ) == {
+        "watchers_closed": 3,
+        "capacity_at_start": 100,
+        "capacity_at_end": 100,
+    }
+
+
 def test_the_plugins_share_of_a_cycle_counts_only_extension_points_inside_the_algorithm() -> None:
     def point(name: str, count: int, seconds: float) -> list[str]:
         labels = f'extension_point="{name}",profile="phalanx",status="Success"'

@@ -7,13 +7,11 @@ and any bindings it issued); the pass under test then decides and acts on it.
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from support import (
     NODES,
-    Clock,
     RecordingSource,
     bind,
     binding,
@@ -24,6 +22,7 @@ from support import (
 )
 
 from builders import node_obj, pod_obj, podgroup_obj
+from clocks import Clocks
 from phalanx.core.cache import Released
 from phalanx.core.journal import Outcome
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict
@@ -37,25 +36,6 @@ KEY = "default/g"
 GRACE = 15.0
 # The extender's own roll-forward task never acts during a test: only the pass under test does.
 IDLE = RollForwardSettings(interval_seconds=3600, grace_seconds=3600)
-
-
-class Clocks:
-    """The monotonic clock the service runs on and the wall clock record times are read
-    against, moved together as time passes."""
-
-    def __init__(self) -> None:
-        self.mono = Clock()
-        self.wall = Clock()
-        self.wall.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-
-    def advance(self, seconds: float) -> None:
-        self.mono.now += seconds
-        self.wall.now += seconds
-
-    def rfc3339(self, seconds_ago: float) -> str:
-        """A write time `seconds_ago`, as the API source stamps it (`Z`, not `+00:00`)."""
-        stamp = datetime.fromtimestamp(self.wall.now - seconds_ago, tz=UTC)
-        return stamp.isoformat().replace("+00:00", "Z")
 
 
 async def extender(

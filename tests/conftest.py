@@ -1,4 +1,5 @@
-"""Shared test setup: make `tests/builders.py` importable as `builders`, keep logging as found."""
+"""Shared test setup: make the helpers in `tests/` importable by bare name (`builders`,
+`clocks`, ...), keep logging as found."""
 
 import logging
 import sys

@@ -1,4 +1,5 @@
-"""Shared set-up for the service tests: a clock, scripted sources and a started extender.
+"""Shared set-up for the service tests: timers on the test's clock (`clocks.FakeClock`),
+scripted sources and a started extender.
 
 The sources here are collaborators of the code under test (the real `Extender`): a
 `ClusterFileSource` whose I/O can fail as a test says, yield to the event loop, and run a
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast, overload
 
 from builders import node_obj, pod_obj, podgroup_obj
+from clocks import FakeClock
 from phalanx.core.model import Binding, Pod, PodRef
 from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord
 from phalanx.service.barrier import Timers
@@ -47,18 +49,10 @@ def errors_logged() -> Iterator[list[str]]:
         logger.removeHandler(handler)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class FakeTimers:
     """Barrier timeouts on the test's clock: they fire only when the test says time passed."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self._due: list[tuple[float, int, Callable[[], None], list[bool]]] = []
         self._seq = 0
@@ -262,7 +256,7 @@ async def started(
             complete_members=complete_members,
             carried_record_bytes=carried_record_bytes,
         ),
-        clock=clock or Clock(),
+        clock=clock or FakeClock(),
         timers=timers,
     )
     await ext.start()

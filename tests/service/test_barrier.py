@@ -14,7 +14,6 @@ import pytest
 import support
 from support import (
     NODES,
-    Clock,
     FakeTimers,
     RecordingSource,
     ScriptedSource,
@@ -25,6 +24,7 @@ from support import (
     reserve_all,
 )
 
+from clocks import FakeClock
 from phalanx.core.model import Pod
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.binder import Binder
@@ -58,7 +58,7 @@ async def held(
 
 
 async def test_a_filter_that_expires_the_reservation_answers_the_held_binds_at_once() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started(gang_objects(size=3, timeout=5), clock=clock, barrier=30)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     [waiting] = await held(ext, ["g-0"], nodes)
@@ -71,7 +71,7 @@ async def test_a_filter_that_expires_the_reservation_answers_the_held_binds_at_o
 
 
 async def test_a_gate_that_times_out_never_releases_a_newer_reservation_of_its_gang() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, _ = await started(gang_objects(size=3, timeout=5), clock=clock, barrier=0.2)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
     [waiting] = await held(ext, ["g-0"], nodes)
@@ -178,7 +178,7 @@ async def test_a_member_deleted_during_the_commit_record_write_binds_and_assumes
 async def test_a_reservation_expiring_while_the_commit_record_is_written_never_overcommits() -> (
     None
 ):
-    clock = Clock()
+    clock = FakeClock()
     objects = gang_objects(size=2, gpus=8, timeout=30) + gang_objects(name="h", size=3, gpus=8)
     ext, source = await started(objects, clock=clock, carried_record_bytes=0)
     nodes = reserve_all(ext, ["g-0", "g-1"])
@@ -331,7 +331,7 @@ async def test_a_failed_commit_record_write_binds_nothing_and_says_so() -> None:
 
 
 async def test_an_opened_gate_times_its_commit_record_and_then_its_bindings() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started(gang_objects(size=2), clock=clock, carried_record_bytes=0)
     source.on("commit", lambda: setattr(clock, "now", clock.now + 0.25))
     source.on("bind", lambda: setattr(clock, "now", clock.now + 0.5))
@@ -374,7 +374,7 @@ async def test_a_schedule_timeout_below_the_barrier_timeout_is_warned_about_once
 async def arrive(
     ext: Extender,
     timers: FakeTimers,
-    clock: Clock,
+    clock: FakeClock,
     name: str,
     nodes: Mapping[str, str],
     seconds: float,
@@ -391,7 +391,7 @@ async def arrive(
 async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_with_the_gang() -> (
     None
 ):
-    clock = Clock()
+    clock = FakeClock()
     timers = FakeTimers(clock)
     objects = gang_objects(size=4, gpus=2, timeout=30)
     ext, source = await started(objects, barrier=20, clock=clock, timers=timers)
@@ -415,7 +415,7 @@ async def test_members_arriving_past_the_timeout_are_parked_counted_and_bound_wi
 
 
 async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_again() -> None:
-    clock = Clock()
+    clock = FakeClock()
     timers = FakeTimers(clock)
     ext, _ = await started(gang_objects(size=3, timeout=30), barrier=20, clock=clock, timers=timers)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])
@@ -432,7 +432,7 @@ async def test_each_new_member_at_bind_gives_the_reservation_the_gangs_timeout_a
 
 
 async def test_a_member_sent_again_is_not_progress_and_the_stalled_gang_is_given_up() -> None:
-    clock = Clock()
+    clock = FakeClock()
     timers = FakeTimers(clock)
     ext, source = await started(gang_objects(size=3), barrier=20, clock=clock, timers=timers)
     nodes = reserve_all(ext, ["g-0", "g-1", "g-2"])

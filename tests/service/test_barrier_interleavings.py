@@ -25,9 +25,10 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from support import Clock, FakeTimers, RecordingSource, gang_objects
+from support import FakeTimers, RecordingSource, gang_objects
 
 from builders import node_obj, pod_obj
+from clocks import FakeClock
 from phalanx.core.barrier import still_bindable
 from phalanx.core.cache import MemberState
 from phalanx.core.model import EMPTY, Binding, Pod
@@ -57,7 +58,7 @@ class BarrierInterleavings(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.timers = FakeTimers(self.clock)
         objects: list[dict[str, Any]] = [node_obj(n) for n in NODE_NAMES]
         for name, (size, need, gpus) in GANGS.items():

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from support import (
     NODES,
-    Clock,
     FakeTimers,
     RecordingSource,
     bind,
@@ -24,6 +23,7 @@ from support import (
 )
 
 from builders import pod_obj, podgroup_obj, present
+from clocks import FakeClock
 from phalanx.service.barrier import ANNOUNCE_AFTER_SECONDS
 from phalanx.service.extender import ACTS_ALONE_SECONDS, Extender
 from phalanx.sources.base import BindError
@@ -35,9 +35,11 @@ def sample(ext: Extender, name: str) -> float:
     return ext.metrics.registry.get_sample_value(name) or 0
 
 
-async def started_on_test_time(size: int) -> tuple[Extender, RecordingSource, Clock, FakeTimers]:
+async def started_on_test_time(
+    size: int,
+) -> tuple[Extender, RecordingSource, FakeClock, FakeTimers]:
     """A reserved gang of `size`, its timers on the test's clock."""
-    clock = Clock()
+    clock = FakeClock()
     timers = FakeTimers(clock)
     ext, source = await started(
         [*gang_objects(size=size, gpus=4)],
@@ -209,7 +211,7 @@ async def test_held_binds_whose_kube_scheduler_went_quiet_wait_for_a_bind_to_ope
     # A kube-scheduler that died leaves its /binds counted at the gate; with several replicas
     # a standby's may lead by now and plan over the gang. Only a bind, or a kube-scheduler
     # heard from lately, opens the gate for a member that arrives.
-    clock = Clock()
+    clock = FakeClock()
     objects = [podgroup_obj("g", 3), pod_obj("g-0", 4, group="g")]
     ext, source = await started(objects, source_class=RecordingSource, clock=clock)
     nodes = reserve_all(ext, ["g-0"])

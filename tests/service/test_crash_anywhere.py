@@ -51,14 +51,14 @@ import itertools
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from support import Clock, FakeTimers, errors_logged
+from support import FakeTimers, errors_logged
 
 from builders import node_obj, pod_obj, podgroup_obj
+from clocks import Clocks, FakeClock
 from phalanx.core.model import NVIDIA_GPU, Binding
 from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord, Decision
 from phalanx.service.extender import Extender, ServiceSettings
@@ -217,7 +217,7 @@ class ProcessSource(ClusterFileSource):
     died first. A `CommitLog` that reads records back as the live `CommitBook` does: the
     newest of each gang's, its copies on bound pods settled in this process's memory only."""
 
-    def __init__(self, cluster: Cluster, script: Script, wall: Clock) -> None:
+    def __init__(self, cluster: Cluster, script: Script, wall: FakeClock) -> None:
         super().__init__(cluster.objects())
         self.cluster = cluster
         self.script = script
@@ -359,8 +359,7 @@ class Scenario:
         self.late = late  # members not created yet, in order
         self.carried = carried
         self.script = Script()
-        self.mono, self.wall = Clock(), Clock()
-        self.wall.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+        self.clocks = Clocks()
         self.loop_errors: list[str] = []
         # Gangs the design lets stay partial: a member they needed vanished, or a node their
         # record named for an unbound member was taken away, while no process ran.
@@ -369,8 +368,7 @@ class Scenario:
         self.running: asyncio.AbstractEventLoop | None = None  # the live process's loop
 
     def advance(self, seconds: float) -> None:
-        self.mono.now += seconds
-        self.wall.now += seconds
+        self.clocks.advance(seconds)
 
     # ---- a process's life --------------------------------------------------------------
 
@@ -379,8 +377,8 @@ class Scenario:
         loop = asyncio.new_event_loop()
         loop.set_exception_handler(lambda _, ctx: self.loop_errors.append(str(ctx)))
         self.running = loop
-        source = ProcessSource(self.cluster, self.script, self.wall)
-        timers = FakeTimers(self.mono)
+        source = ProcessSource(self.cluster, self.script, self.clocks.wall)
+        timers = FakeTimers(self.clocks.mono)
         ext = Extender(
             source,
             ServiceSettings(
@@ -392,8 +390,8 @@ class Scenario:
                 roll_forward=RollForwardSettings(interval_seconds=3600, grace_seconds=GRACE),
                 carried_record_bytes=self.carried,
             ),
-            clock=self.mono,
-            wall_clock=self.wall,
+            clock=self.clocks.mono,
+            wall_clock=self.clocks.wall,
             timers=timers,
         )
         process = Process(loop, ext, source, timers)

@@ -5,7 +5,6 @@ import asyncio
 import pytest
 from support import (
     NODES,
-    Clock,
     ScriptedSource,
     bind,
     carried,
@@ -17,6 +16,7 @@ from support import (
 )
 
 from builders import node_obj, pod_obj, podgroup_obj
+from clocks import FakeClock
 from phalanx.core.decisions import FilterResult
 from phalanx.core.inventory import parse_node, parse_pod
 from phalanx.core.model import Binding, PodRef
@@ -115,7 +115,7 @@ async def test_a_member_deleted_as_the_barrier_opens_fails_the_re_check_and_noth
 
 
 async def test_reserved_gpus_return_to_zero_after_expiry() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, _ = await started(gang_objects(size=2, timeout=30), clock=clock)
     reserve_all(ext, ["g-0", "g-1"])
     assert ext.state.reserved_gpus() == 16
@@ -264,7 +264,7 @@ async def test_nominate_members_decides_between_a_nomination_and_the_plain_reque
 
 
 async def test_with_nominations_off_a_release_writes_no_withdrawal() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started(
         gang_objects(size=3, timeout=30), clock=clock, barrier=30, nominate_members=False
     )
@@ -280,7 +280,7 @@ async def test_with_nominations_off_a_release_writes_no_withdrawal() -> None:
 async def test_a_released_reservation_withdraws_the_nominations_of_its_pending_members() -> None:
     # kube-scheduler counts a nominated pod on its node for everyone else: a nomination
     # left behind would hold capacity Phalanx has handed back.
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started(gang_objects(size=3, timeout=30), clock=clock, barrier=30)
     ext.filter(pod_of(ext, "g-0"), NODES)
     await asyncio.sleep(0)
@@ -320,7 +320,7 @@ async def test_podgroup_status_follows_members_after_the_gang_decision() -> None
 
 
 async def test_an_expired_reservation_answers_binds_held_at_the_barrier_at_once() -> None:
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started(
         gang_objects(size=3, timeout=30), clock=clock, barrier=30, complete_members=False
     )

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from support import Clock, ScriptedSource, bind, group_view, pod_of
+from support import ScriptedSource, bind, group_view, pod_of
 
 from builders import (
     GPU_DRIVER,
@@ -21,6 +21,7 @@ from builders import (
     podgroup_obj,
     present,
 )
+from clocks import FakeClock
 from phalanx.service.extender import Extender, ServiceSettings
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +54,7 @@ async def started(
     objects: list[dict[str, Any]], *, dra_extended_resources: bool = True
 ) -> tuple[Extender, ScriptedSource]:
     source = ScriptedSource(objects, dra_extended_resources=dra_extended_resources)
-    ext = Extender(source, ServiceSettings(bind_retry_backoff_seconds=0.0), clock=Clock())
+    ext = Extender(source, ServiceSettings(bind_retry_backoff_seconds=0.0), clock=FakeClock())
     await ext.start()
     return ext, source
 

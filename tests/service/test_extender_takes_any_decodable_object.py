@@ -35,7 +35,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import Clock, FakeTimers, ScriptedSource, errors_logged
+from support import FakeTimers, ScriptedSource, errors_logged
 
 from builders import (
     LEAF,
@@ -58,6 +58,7 @@ from builders import (
     volcano_podgroup_obj,
     workload_obj,
 )
+from clocks import FakeClock
 from json_garbage import at, garbled, objects_in, places
 from phalanx.core.cache import ClusterState, MemberState
 from phalanx.core.dra import (
@@ -292,7 +293,7 @@ class Driver:
     prioritized, and sent to /bind on what filter answered, one pod after another."""
 
     def __init__(
-        self, ext: Extender, source: ScriptedSource, clock: Clock, timers: FakeTimers
+        self, ext: Extender, source: ScriptedSource, clock: FakeClock, timers: FakeTimers
     ) -> None:
         self.ext, self.source, self.clock, self.timers = ext, source, clock, timers
         self.binds: list[asyncio.Task[str]] = []
@@ -395,7 +396,7 @@ def settled(state: ClusterState) -> None:
 async def scenario(
     loaded: list[Obj],
     changes: Sequence[tuple[str, float, Obj | str | None]],
-    clock: Clock,
+    clock: FakeClock,
     *,
     yielding: bool,
     complete_members: bool,
@@ -474,7 +475,11 @@ def test_any_decodable_object_is_applied_and_every_verb_answers(data: st.DataObj
         with failures_recorded(loop) as seen:
             overcommitted = loop.run_until_complete(
                 scenario(
-                    loaded, changes, Clock(), yielding=yielding, complete_members=complete_members
+                    loaded,
+                    changes,
+                    FakeClock(),
+                    yielding=yielding,
+                    complete_members=complete_members,
                 )
             )
         assert seen == [], seen

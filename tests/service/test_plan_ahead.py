@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from support import (
     NODES,
-    Clock,
     RecordingSource,
     ScriptedSource,
     bind,
@@ -27,6 +26,7 @@ from support import (
 )
 
 from builders import pod_obj, podgroup_obj
+from clocks import FakeClock
 from phalanx.core.rollforward import CommitRecord
 from phalanx.service.extender import ACTS_ALONE_SECONDS, Extender
 from phalanx.sources.base import BindError
@@ -196,7 +196,7 @@ async def test_a_binding_that_fails_is_not_retried_from_watch_events() -> None:
 async def test_a_phalanx_its_kube_scheduler_has_not_asked_lately_plans_nothing_ahead() -> None:
     # A standby replica: its kube-scheduler does not lead and sends it nothing, while the
     # leader's Phalanx holds reservations this one cannot see.
-    clock = Clock()
+    clock = FakeClock()
     ext, source = await started([QUEUED], source_class=RecordingSource, clock=clock)
     create_gang(source, shapes=(8, 4, 4))
     await settle()

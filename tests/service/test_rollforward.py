@@ -7,13 +7,11 @@ and any bindings it issued); the pass under test then decides and acts on it.
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from support import (
     NODES,
-    Clock,
     RecordingSource,
     bind,
     binding,
@@ -24,6 +22,7 @@ from support import (
 )
 
 from builders import node_obj, pod_obj, podgroup_obj
+from clocks import Clocks
 from phalanx.core.cache import Released
 from phalanx.core.journal import Outcome
 from phalanx.core.rollforward import CommitRecord, Decision, Verdict
@@ -37,25 +36,6 @@ KEY = "default/g"
 GRACE = 15.0
 # The extender's own roll-forward task never acts during a test: only the pass under test does.
 IDLE = RollForwardSettings(interval_seconds=3600, grace_seconds=3600)
-
-
-class Clocks:
-    """The monotonic clock the service runs on and the wall clock record times are read
-    against, moved together as time passes."""
-
-    def __init__(self) -> None:
-        self.mono = Clock()
-        self.wall = Clock()
-        self.wall.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-
-    def advance(self, seconds: float) -> None:
-        self.mono.now += seconds
-        self.wall.now += seconds
-
-    def rfc3339(self, seconds_ago: float) -> str:
-        """A write time `seconds_ago`, as the API source stamps it (`Z`, not `+00:00`)."""
-        stamp = datetime.fromtimestamp(self.wall.now - seconds_ago, tz=UTC)
-        return stamp.isoformat().replace("+00:00", "Z")
 
 
 async def extender(
@@ -204,9 +184,12 @@ async def test_a_gang_whose_binding_failed_is_finished_from_the_record_a_bound_m
 # ---- the grace of a record a crash left: its nodes are held -----------------------------
 
 
-async def restarted_over_a_cut_gang(clocks: Clocks) -> tuple[Extender, RecordingSource]:
+async def restarted_over_a_cut_gang(
+    clocks: Clocks, *, big: bool = True, nominate_members: bool = True
+) -> tuple[Extender, RecordingSource]:
     """A fresh instance over what a crash left: gang g (3 of 3 members of 4 GPUs) cut after
-    2 of its 3 bindings, whose record sends g-2 to n2; n3 is full; a pod of 8 GPUs waits."""
+    2 of its 3 bindings, whose record sends g-2 to n2; n3 is full; a pod of 8 GPUs waits
+    (unless not `big`: then nothing pending outside the gang, and nominating pays)."""
     objects = [
         *(node_obj(n) for n in NODES),
         podgroup_obj("g", 3),
@@ -214,7 +197,7 @@ async def restarted_over_a_cut_gang(clocks: Clocks) -> tuple[Extender, Recording
         pod_obj("g-1", 4, group="g", node="n1", phase="Running"),
         pod_obj("g-2", 4, group="g"),
         pod_obj("other-job", 8, node="n3", phase="Running"),
-        pod_obj("big", 8),
+        *([pod_obj("big", 8)] if big else []),
     ]
     source = RecordingSource(objects)
     placements = {"g-0": "n1", "g-1": "n1", "g-2": "n2"}
@@ -229,6 +212,7 @@ async def restarted_over_a_cut_gang(clocks: Clocks) -> tuple[Extender, Recording
         ServiceSettings(
             bind_retry_backoff_seconds=0.0,
             roll_forward=RollForwardSettings(interval_seconds=3600, grace_seconds=GRACE),
+            nominate_members=nominate_members,
         ),
         clock=clocks.mono,
         wall_clock=clocks.wall,
@@ -277,6 +261,79 @@ async def test_a_held_member_kube_scheduler_does_not_reach_is_rolled_forward_onc
     assert ext.state.reservation(KEY) is None
     assert ext.state.reserved_gpus() == 0
     assert ext.filter(pod_of(ext, "big"), NODES).feasible == ()  # nothing is free now
+    await ext.stop()
+
+
+# ---- the hold's members are nominated, as a fresh reservation's are ---------------------
+
+
+@pytest.mark.parametrize(
+    ("big", "nominate_members", "nominated"),
+    [
+        pytest.param(False, True, {"default/g-2": "n2"}, id="nominated-to-the-held-node"),
+        pytest.param(True, True, {}, id="behind-a-backlog:-requeued-only"),
+        pytest.param(False, False, {}, id="nominations-off:-requeued-only"),
+    ],
+)
+async def test_a_hold_nominates_its_pending_member_to_the_held_node_where_that_pays(
+    big: bool, nominate_members: bool, nominated: dict[str, str]
+) -> None:
+    # Before, kube-scheduler left a member it had parked before the restart parked until its
+    # own retry, and counted the held node free for everyone else (preemption included).
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(
+        clocks, big=big, nominate_members=nominate_members
+    )
+    await asyncio.sleep(0)  # nominations and requeues are written by background tasks
+
+    assert source.nominated == nominated
+    # Pending when this instance synced: whoever refused it, it may be parked.
+    assert source.requeued == ["default/g-2"]
+    await ext.stop()
+
+
+async def test_a_hold_that_expires_withdraws_its_nomination() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks, big=False)
+    reservation = ext.state.reservation(KEY)
+    assert reservation is not None
+
+    clocks.advance(reservation.expires_at - clocks.mono.now + 1)
+    ext.expire()
+    await asyncio.sleep(0)
+
+    assert ext.state.reservation(KEY) is None
+    assert source.nominated == {"default/g-2": ""}
+    await ext.stop()
+
+
+async def test_a_hold_that_roll_forward_releases_withdraws_its_nomination() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks, big=False)
+    assert ext.roll_forward is not None
+    cordon_node(source, "n2")
+
+    clocks.advance(GRACE)
+    (decision,) = await ext.roll_forward.run_once()
+    await asyncio.sleep(0)
+
+    assert decision.verdict is Verdict.RELEASE, decision.reason
+    assert ext.state.reservation(KEY) is None
+    assert source.nominated == {"default/g-2": ""}
+    await ext.stop()
+
+
+async def test_a_hold_its_gang_binds_through_leaves_no_nomination_to_withdraw() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks, big=False)
+    assert ext.filter(pod_of(ext, "g-2"), NODES).feasible == ("n2",)
+    assert await bind(ext, "g-2", "n2") == ""
+    await asyncio.sleep(0)
+
+    assert ext.partial_gangs() == []
+    assert source.nominated == {"default/g-2": "n2"}  # set once, never cleared
+    ext.refresh_statuses()
+    assert ext.reporter._nominated == {}  # noqa: SLF001  # nothing kept for bound pods
     await ext.stop()
 
 

@@ -5,7 +5,7 @@ import asyncio
 from typing import Any, cast
 
 import pytest
-from support import Clock, ScriptedSource, group_view, pod_of, topology_view
+from support import ScriptedSource, group_view, pod_of, topology_view
 
 from builders import (
     node_obj,
@@ -15,6 +15,7 @@ from builders import (
     upstream_podgroup_obj,
     volcano_podgroup_obj,
 )
+from clocks import FakeClock
 from phalanx.core.inventory import parse_node
 from phalanx.core.model import Binding, Dialect, GroupRef
 from phalanx.demo.report import render_group_view
@@ -56,7 +57,7 @@ def gang(name: str, size: int, annotations: dict[str, str]) -> list[dict[str, An
 
 async def start(objects: list[dict[str, Any]]) -> tuple[Extender, ScriptedSource]:
     source = ScriptedSource(objects)
-    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=Clock())
+    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=FakeClock())
     await ext.start()
     return ext, source
 
@@ -222,7 +223,7 @@ async def test_kueue_pod_set_annotations_constrain_a_gang_like_phalanx_ones() ->
 
 
 async def test_an_expired_reservation_no_longer_claims_where_the_gang_landed() -> None:
-    clock = Clock()
+    clock = FakeClock()
     source = ScriptedSource([*rack(2), *gang("g", 2, {REQUIRED: CLIQUE})])
     ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=clock)
     await ext.start()

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from clocks import FakeClock
 from phalanx.sources.informer import (
     ApiError,
     Backoff,
@@ -448,19 +449,14 @@ def test_a_deleted_invalid_object_is_deleted_too() -> None:
 # ---- the kind disappears; stopping --------------------------------------------------------
 
 
-class Clock:
-    """Time that passes only while the informer backs off."""
+def backing_off(clock: FakeClock, stop: threading.Event) -> Callable[[float], bool]:
+    """The informer's `wait` (as `stop.wait`): the only time that passes is its backoff."""
 
-    def __init__(self, stop: threading.Event) -> None:
-        self.now = 0.0
-        self.stop = stop
+    def wait(seconds: float) -> bool:
+        clock.now += seconds
+        return stop.is_set()
 
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.now += seconds
-        return self.stop.is_set()
+    return wait
 
 
 @dataclass
@@ -475,9 +471,9 @@ class TimedRecorder(Recorder):
 
 def missing_run(
     *steps: bytes | Watch | ApiError,
-) -> tuple[Informer[int], TimedRecorder, Ending, Clock]:
+) -> tuple[Informer[int], TimedRecorder, Ending, FakeClock]:
     stop = threading.Event()
-    clock = Clock(stop)
+    clock = FakeClock(0.0)
     handler = TimedRecorder(clock=clock)
     informer = Informer(
         KIND,
@@ -486,7 +482,7 @@ def missing_run(
         settings=InformerSettings(gone_after_seconds=30.0),
         stop=stop,
         clock=clock,
-        wait=clock.wait,
+        wait=backing_off(clock, stop),
         rand=lambda: 0.0,
     )
     return informer, handler, informer.run(), clock

@@ -15,6 +15,7 @@ import httpx
 import orjson
 import pytest
 
+from clocks import FakeClock
 from phalanx.sources.api_transport import HttpxSender
 from phalanx.sources.base import BindError
 from phalanx.sources.in_flight import Lane
@@ -33,22 +34,6 @@ def assigned(node: str) -> str:
         'Operation cannot be fulfilled on pods/binding "worker-0": '
         f'pod worker-0 is already assigned to node "{node}"'
     )
-
-
-class FakeTime:
-    """A monotonic clock that moves only when someone sleeps on it."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 Answer = tuple[int, Any] | tuple[int, Any, dict[str, str]] | httpx.TransportError
@@ -77,7 +62,7 @@ def status(code: int, reason: str, message: str) -> tuple[int, dict[str, Any]]:
 
 def make_client(
     api: Callable[[httpx.Request], Any],
-    time: FakeTime,
+    time: FakeClock,
     *,
     authorization: Callable[[], str] | None = None,
     **settings: Any,
@@ -87,22 +72,22 @@ def make_client(
         "https://api.test",
         authorization=authorization,
         settings=AsyncKubeSettings(**settings),
-        clock=time.clock,
+        clock=time,
         sleep=time.sleep,
         jitter=lambda: 0.0,
     )
 
 
 @pytest.fixture
-def time() -> FakeTime:
-    return FakeTime()
+def time() -> FakeClock:
+    return FakeClock()
 
 
 # ---- bindings ---------------------------------------------------------------------------------
 
 
 async def test_a_binding_posts_the_binding_object_and_never_reads_the_answer(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     api = FakeApi((201, b"not json: a successful binding is never decoded"))
     client = make_client(api, time)
@@ -135,7 +120,7 @@ async def test_a_binding_posts_the_binding_object_and_never_reads_the_answer(
          "forbidden", "invalid"],
 )  # fmt: skip
 async def test_a_refused_binding_says_whether_the_pod_is_gone_or_in_conflict(
-    time: FakeTime, refusal: Answer, gone: bool, conflict: bool
+    time: FakeClock, refusal: Answer, gone: bool, conflict: bool
 ) -> None:
     api = FakeApi(refusal)
     client = make_client(api, time)
@@ -163,7 +148,7 @@ async def test_a_refused_binding_says_whether_the_pod_is_gone_or_in_conflict(
          "read-timeout-then-elsewhere", "never-connected-then-here", "throttled-then-here"],
 )  # fmt: skip
 async def test_a_retried_binding_that_finds_its_pod_on_its_node_succeeds_only_if_it_may_have_landed(
-    time: FakeTime, first: Answer, bound_to: str, succeeds: bool
+    time: FakeClock, first: Answer, bound_to: str, succeeds: bool
 ) -> None:
     api = FakeApi(first, status(409, "Conflict", assigned(bound_to)))
     client = make_client(api, time)
@@ -180,7 +165,7 @@ async def test_a_retried_binding_that_finds_its_pod_on_its_node_succeeds_only_if
 # ---- overload: what is retried, how long -----------------------------------------------------
 
 
-async def test_a_429_is_retried_no_sooner_than_its_retry_after(time: FakeTime) -> None:
+async def test_a_429_is_retried_no_sooner_than_its_retry_after(time: FakeClock) -> None:
     api = FakeApi((429, {}, {"Retry-After": "3"}), (201, {}))
     client = make_client(api, time, backoff_initial_seconds=0.05)
 
@@ -191,7 +176,7 @@ async def test_a_429_is_retried_no_sooner_than_its_retry_after(time: FakeTime) -
 
 
 async def test_server_errors_are_retried_with_doubling_backoff_until_one_succeeds(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     api = FakeApi(
         status(503, "ServiceUnavailable", "etcd leader changed"),
@@ -208,7 +193,7 @@ async def test_server_errors_are_retried_with_doubling_backoff_until_one_succeed
     assert (client.counts.server_errors, client.counts.no_answer) == (2, 1)
 
 
-async def test_retries_stop_at_the_callers_deadline_with_the_last_error(time: FakeTime) -> None:
+async def test_retries_stop_at_the_callers_deadline_with_the_last_error(time: FakeClock) -> None:
     api = FakeApi(status(503, "ServiceUnavailable", "still overloaded"))
     client = make_client(api, time, backoff_initial_seconds=0.1)
     deadline = time.now + 1.0
@@ -225,7 +210,7 @@ async def test_retries_stop_at_the_callers_deadline_with_the_last_error(time: Fa
     assert (caught.value.gone, caught.value.conflict) == (False, False)
 
 
-async def test_a_retry_after_beyond_the_deadline_gives_up_at_once(time: FakeTime) -> None:
+async def test_a_retry_after_beyond_the_deadline_gives_up_at_once(time: FakeClock) -> None:
     api = FakeApi((429, {}, {"Retry-After": "30"}), (201, {}))
     client = make_client(api, time)
 
@@ -237,7 +222,7 @@ async def test_a_retry_after_beyond_the_deadline_gives_up_at_once(time: FakeTime
 
 
 async def test_without_a_deadline_overload_is_retried_for_the_retry_window(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     api = FakeApi(httpx.ReadTimeout("no answer"))
     client = make_client(
@@ -254,7 +239,7 @@ async def test_without_a_deadline_overload_is_retried_for_the_retry_window(
 
 
 @pytest.mark.parametrize("code", [400, 403, 404, 409, 410, 422], ids=lambda c: f"http-{c}")
-async def test_a_client_error_is_raised_at_once(time: FakeTime, code: int) -> None:
+async def test_a_client_error_is_raised_at_once(time: FakeClock, code: int) -> None:
     api = FakeApi(status(code, "Refused", "no"))
     client = make_client(api, time)
 
@@ -273,7 +258,7 @@ async def test_a_client_error_is_raised_at_once(time: FakeTime, code: int) -> No
 # ---- the client's own limits ------------------------------------------------------------------
 
 
-def times_of(bucket: TokenBucket, time: FakeTime, count: int) -> list[float]:
+def times_of(bucket: TokenBucket, time: FakeClock, count: int) -> list[float]:
     """When each of `count` acquires in a row got its token, from the bucket's start."""
     start = time.now
     got: list[float] = []
@@ -287,14 +272,14 @@ def times_of(bucket: TokenBucket, time: FakeTime, count: int) -> list[float]:
     return got
 
 
-def test_the_token_bucket_admits_a_burst_at_once_then_qps_a_second(time: FakeTime) -> None:
-    bucket = TokenBucket(qps=10.0, burst=4, clock=time.clock, sleep=time.sleep)
+def test_the_token_bucket_admits_a_burst_at_once_then_qps_a_second(time: FakeClock) -> None:
+    bucket = TokenBucket(qps=10.0, burst=4, clock=time, sleep=time.sleep)
 
     assert times_of(bucket, time, 7) == [0.0, 0.0, 0.0, 0.0, 0.1, 0.2, 0.3]
 
 
-def test_an_idle_token_bucket_refills_to_its_burst_and_no_further(time: FakeTime) -> None:
-    bucket = TokenBucket(qps=10.0, burst=3, clock=time.clock, sleep=time.sleep)
+def test_an_idle_token_bucket_refills_to_its_burst_and_no_further(time: FakeClock) -> None:
+    bucket = TokenBucket(qps=10.0, burst=3, clock=time, sleep=time.sleep)
     times_of(bucket, time, 3)
 
     time.now += 60.0
@@ -302,16 +287,16 @@ def test_an_idle_token_bucket_refills_to_its_burst_and_no_further(time: FakeTime
     assert times_of(bucket, time, 5) == [0.0, 0.0, 0.0, 0.1, 0.2]
 
 
-def test_a_token_due_after_the_deadline_is_not_taken(time: FakeTime) -> None:
-    bucket = TokenBucket(qps=2.0, burst=1, clock=time.clock, sleep=time.sleep)
+def test_a_token_due_after_the_deadline_is_not_taken(time: FakeClock) -> None:
+    bucket = TokenBucket(qps=2.0, burst=1, clock=time, sleep=time.sleep)
     assert bucket.reserve() == 0.0
 
     assert bucket.reserve(deadline=time.now + 0.4) is None
     assert bucket.reserve(deadline=time.now + 0.5) == 0.5  # the refused call took nothing
 
 
-def test_a_binding_does_not_queue_behind_reports_for_its_token(time: FakeTime) -> None:
-    bucket = TokenBucket(qps=10.0, burst=2, clock=time.clock, sleep=time.sleep)
+def test_a_binding_does_not_queue_behind_reports_for_its_token(time: FakeClock) -> None:
+    bucket = TokenBucket(qps=10.0, burst=2, clock=time, sleep=time.sleep)
     reports = [bucket.reserve(lane=Lane.REPORT) for _ in range(6)]
     assert reports == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3, 0.4])
     # The shared bucket owes four tokens; the binding waits for none of them.
@@ -322,15 +307,15 @@ def test_a_binding_does_not_queue_behind_reports_for_its_token(time: FakeTime) -
     assert bucket.reserve(lane=Lane.REPORT) == pytest.approx(0.8)
 
 
-def test_bindings_alone_are_held_to_the_qps_and_respect_a_deadline(time: FakeTime) -> None:
-    bucket = TokenBucket(qps=2.0, burst=1, clock=time.clock, sleep=time.sleep)
+def test_bindings_alone_are_held_to_the_qps_and_respect_a_deadline(time: FakeClock) -> None:
+    bucket = TokenBucket(qps=2.0, burst=1, clock=time, sleep=time.sleep)
     assert bucket.reserve(lane=Lane.BIND) == 0.0
     assert bucket.reserve(time.now + 0.4, lane=Lane.BIND) is None
     assert bucket.reserve(time.now + 0.5, lane=Lane.BIND) == 0.5
 
 
 async def test_every_attempt_waits_for_a_token_and_a_call_gives_up_at_its_deadline(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     api = FakeApi((200, {}))
     client = make_client(api, time, qps=2.0, burst=1)
@@ -438,14 +423,14 @@ def test_settings_refuse_a_limit_that_cannot_work(field: str, value: float) -> N
     ids=["object", "list", "empty", "not-json"],
 )
 async def test_request_answers_the_decoded_object_or_nothing(
-    time: FakeTime, body: Any, decoded: dict[str, Any]
+    time: FakeClock, body: Any, decoded: dict[str, Any]
 ) -> None:
     client = make_client(FakeApi((201, body)), time)
 
     assert await client.request("POST", "/api/v1/namespaces/team/events", {"a": 1}) == decoded
 
 
-async def test_a_patch_is_a_json_merge_patch(time: FakeTime) -> None:
+async def test_a_patch_is_a_json_merge_patch(time: FakeClock) -> None:
     api = FakeApi((200, {}))
     client = make_client(api, time)
 
@@ -457,7 +442,7 @@ async def test_a_patch_is_a_json_merge_patch(time: FakeTime) -> None:
     assert orjson.loads(sent.content) == {"status": {"phase": "Ok"}}
 
 
-async def test_a_post_sends_json_and_answers_the_created_object(time: FakeTime) -> None:
+async def test_a_post_sends_json_and_answers_the_created_object(time: FakeClock) -> None:
     api = FakeApi((201, {"metadata": {"name": "ev-1"}}))
     client = make_client(api, time)
 
@@ -474,7 +459,7 @@ def tokens(*values: str) -> Callable[[], str]:
     return lambda: next(supply)
 
 
-async def test_a_401_reads_the_credential_again_and_retries_once(time: FakeTime) -> None:
+async def test_a_401_reads_the_credential_again_and_retries_once(time: FakeClock) -> None:
     api = FakeApi(status(401, "Unauthorized", "token expired"), (201, {}))
     client = make_client(api, time, authorization=tokens("Bearer old", "Bearer new"))
 
@@ -484,7 +469,7 @@ async def test_a_401_reads_the_credential_again_and_retries_once(time: FakeTime)
     assert time.slept == []
 
 
-async def test_a_second_401_is_raised(time: FakeTime) -> None:
+async def test_a_second_401_is_raised(time: FakeClock) -> None:
     api = FakeApi(status(401, "Unauthorized", "token rejected"))
     client = make_client(api, time, authorization=tokens("Bearer a", "Bearer b", "Bearer c"))
 
@@ -494,7 +479,7 @@ async def test_a_second_401_is_raised(time: FakeTime) -> None:
 
 
 async def test_the_credential_is_read_again_once_it_is_older_than_the_refresh_period(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     api = FakeApi((200, {}))
     client = make_client(
@@ -512,7 +497,7 @@ async def test_the_credential_is_read_again_once_it_is_older_than_the_refresh_pe
 
 
 async def test_a_credential_that_cannot_be_read_yet_is_retried_like_no_answer(
-    time: FakeTime,
+    time: FakeClock,
 ) -> None:
     reads: Iterator[str | OSError] = iter([OSError("token file missing"), "Bearer rotated"])
 

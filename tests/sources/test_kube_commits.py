@@ -10,6 +10,7 @@ import pytest
 from source_fakes import RecordingWriter
 
 from builders import pod_obj, podgroup_obj
+from clocks import FakeClock
 from phalanx.core.rollforward import COMMIT_ANNOTATION, CommitRecord, encode_commit_record
 from phalanx.sources.kube_commits import CommitBook, Recorded, commit_of, decode_pod
 
@@ -65,11 +66,11 @@ def test_the_annotation_a_binding_carries_is_the_record_stamped_now() -> None:
 
 
 def test_each_binding_is_stamped_when_it_is_sent_and_carries_its_own_gangs_record() -> None:
-    now = [1_800_000_000.0]
-    book = CommitBook(RecordingWriter(), lambda _: PG_PATH, lambda: now[0])
+    wall = FakeClock(1_800_000_000.0)
+    book = CommitBook(RecordingWriter(), lambda _: PG_PATH, wall)
     first, other = record("", "g-0", "g-1"), record("", "h-0")
     assert book.carried(first) == book.carried(first)  # the same gang, the same second
-    now[0] += 1
+    wall.now += 1
     assert '"at":"2027-01-15T08:00:01Z"' in book.carried(first)[COMMIT_ANNOTATION]
     assert '"placements":{"default/h-0":"n1"}' in book.carried(other)[COMMIT_ANNOTATION]
     assert '"default/g-1"' in book.carried(first)[COMMIT_ANNOTATION]

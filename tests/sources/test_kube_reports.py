@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from source_fakes import RecordingWriter
 
+from clocks import FakeClock
 from phalanx.core.groups import scheduler_plugins
 from phalanx.core.groups.discovery import ServedKind
 from phalanx.core.groups.status import GroupPhase, GroupStatus
@@ -334,15 +335,7 @@ def test_a_negative_coalescing_window_is_refused_naming_it() -> None:
 # ---- Events: at most one write per object and reason per interval -----------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def event_reports(writer: RecordingWriter, clock: Clock, window: Window) -> Reports:
+def event_reports(writer: RecordingWriter, clock: FakeClock, window: Window) -> Reports:
     """Events limited to one write per second, on the test's clock; a held message's wait
     ends when the test closes `window`."""
     return Reports(
@@ -366,14 +359,14 @@ class HeldSeries:
     """An Event series written at 0 s with `first`, and `second` held from 0.25 s."""
 
     writer: RecordingWriter
-    clock: Clock
+    clock: FakeClock
     window: Window
     rep: Reports
     second: asyncio.Future[None]
 
 
 async def one_held(first: str, second: str) -> HeldSeries:
-    writer, clock, window = RecordingWriter(), Clock(), Window()
+    writer, clock, window = RecordingWriter(), FakeClock(0.0), Window()
     rep = event_reports(writer, clock, window)
     await unfit(rep, first)
     clock.now = 0.25
@@ -388,7 +381,7 @@ def written(writer: RecordingWriter) -> list[tuple[str, int]]:
 
 
 async def test_a_repeat_of_the_written_message_within_the_interval_is_counted_not_sent() -> None:
-    writer, clock, window = RecordingWriter(), Clock(), Window()
+    writer, clock, window = RecordingWriter(), FakeClock(0.0), Window()
     rep = event_reports(writer, clock, window)
     await unfit(rep, "no room")
     clock.now = 0.5

@@ -11,6 +11,7 @@ import pytest
 from source_fakes import FakeApi, RecordingWriter, group_list, until
 
 from builders import node_obj, pod_obj, present
+from clocks import FakeClock
 from phalanx.core.cache import ClusterState
 from phalanx.core.model import Binding, PodRef
 from phalanx.service.metrics import Metrics
@@ -22,17 +23,9 @@ from phalanx.sources.sightings import BindingSightings
 PODS = "/api/v1/pods"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def sightings() -> tuple[BindingSightings, list[float], Clock]:
+def sightings() -> tuple[BindingSightings, list[float], FakeClock]:
     delays: list[float] = []
-    clock = Clock()
+    clock = FakeClock(100.0)
     return BindingSightings(delays.append, clock), delays, clock
 
 
@@ -134,7 +127,7 @@ async def bind_then_watch(refuse: frozenset[str]) -> tuple[float, float]:
     api = FakeApi({"/apis": group_list()})
     api.add("/api/v1/nodes", node_obj("n1"))
     api.add(PODS, pod_obj("p", uid="u-p"))
-    clock, metrics, state = Clock(), Metrics(), ClusterState()
+    clock, metrics, state = FakeClock(100.0), Metrics(), ClusterState()
     source = KubeSource(
         api,
         settings=KubeSourceSettings(

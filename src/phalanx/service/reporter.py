@@ -210,18 +210,20 @@ class Reporter:
             reason += f", {completed} of them before their own cycle"
         self.report([self.planner.note(group, Outcome.BOUND, reason)])
 
-    def nominate_others(self, reservation: Reservation, pod: Pod) -> None:
+    def nominate_others(self, reservation: Reservation, pod: Pod | None, why: str = "") -> None:
         """A fresh reservation: nominate each other pending member to its reserved node (its
         next cycle filters that node alone) and bring back the ones kube-scheduler parked
         after being told to wait, rather than at its next flush. Behind a backlog, where a
-        nomination costs more than it saves, only the parked ones are touched."""
+        nomination costs more than it saves, only the parked ones are touched. `pod`: the
+        member whose filter made it, being placed already; None for a commit record's hold,
+        which no member's cycle made."""
         nominations = []
         for m in reservation.members:
-            if m.pod_uid != pod.uid and m.state is MemberState.RESERVED:
+            if (pod is None or m.pod_uid != pod.uid) and m.state is MemberState.RESERVED:
                 member = self.state.pod(m.pod_uid)
                 if member is not None and not self.state.is_bound(member):
                     nominations.append(Nomination(member.ref, m.node))
-        why = f"gang {reservation.group_key} reserved"
+        why = why or f"gang {reservation.group_key} reserved"
         if self.worth_nominating(reservation.group_key):
             self.nominate(nominations, why)
             return

@@ -24,8 +24,11 @@ forward now, and that holds no reservation, is reserved on its recorded nodes (`
 the first full sync on), so that kube-scheduler's cycles of other pods cannot take it during
 the grace and leave the gang partial for good. The planner makes that reservation
 (`GangPlanner.reserve_recorded`) and journals it as `committed` (reported like any gang
-decision: Event `Reserved`); a refusal is only logged. Its members' own cycles follow that
-reservation, and the pass that finds the record due binds them through it.
+decision: Event `Reserved`); a refusal is only logged. Its pending members are nominated to
+their held nodes, or the parked ones requeued, as a fresh reservation's are
+(`Reporter.nominate_others`), and the release of a hold withdraws those nominations like any
+other's. Their own cycles follow that reservation, and the pass that finds the record due
+binds them through it.
 """
 
 from __future__ import annotations
@@ -151,6 +154,10 @@ class RollForward:
             "holding the nodes of a commit record until it is due",
             extra={"group": key, "placements": {b.pod.key: b.node for b in decision.bindings}},
         )
+        # As for a fresh reservation: the members' cycles filter their held node alone, the
+        # parked ones come back, and kube-scheduler counts the node as theirs for other pods.
+        why = f"gang {key} holds the nodes its commit record names"
+        self.reporter.nominate_others(held.reservation, None, why)
         self.reporter.report([held.event])
 
     def _decide(self, record: CommitRecord) -> Decision:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from builders import pod_obj, podgroup_obj
+from clocks import FakeClock
 from phalanx.core.groups import scheduler_plugins
 from phalanx.core.groups.discovery import ServedKind
 from phalanx.core.groups.status import GroupPhase, GroupStatus
@@ -331,8 +332,8 @@ def test_the_status_body_is_what_the_kube_source_sent_before_dialects_and_the_fi
     None
 ):
     api = RecordingApi()
-    now = [T0]
-    source = KubeSource(api, wall_clock=lambda: now[0])  # type: ignore[arg-type]  # only patch() runs
+    wall = FakeClock(T0)
+    source = KubeSource(api, wall_clock=wall)  # type: ignore[arg-type]  # only patch() runs
     # What the watch records when it sees the PodGroup.
     kind = ServedKind(
         Dialect.SCHEDULER_PLUGINS, "scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"
@@ -341,7 +342,7 @@ def test_the_status_body_is_what_the_kube_source_sent_before_dialects_and_the_fi
 
     async def send_all() -> None:
         for at, update in SEQUENCE:
-            now[0] = at
+            wall.now = at
             await source.update_group_status(update)
 
     asyncio.run(send_all())

@@ -185,11 +185,12 @@ async def test_a_gang_whose_binding_failed_is_finished_from_the_record_a_bound_m
 
 
 async def restarted_over_a_cut_gang(
-    clocks: Clocks, *, big: bool = True, nominate_members: bool = True
+    clocks: Clocks, *, big: bool = True, nominate_members: bool = True, lease_held: bool = True
 ) -> tuple[Extender, RecordingSource]:
     """A fresh instance over what a crash left: gang g (3 of 3 members of 4 GPUs) cut after
     2 of its 3 bindings, whose record sends g-2 to n2; n3 is full; a pod of 8 GPUs waits
-    (unless not `big`: then nothing pending outside the gang, and nominating pays)."""
+    (unless not `big`: then nothing pending outside the gang, and nominating pays). Not
+    `lease_held`: a standby, or an instance whose Lease is not yet its own."""
     objects = [
         *(node_obj(n) for n in NODES),
         podgroup_obj("g", 3),
@@ -200,6 +201,7 @@ async def restarted_over_a_cut_gang(
         *([pod_obj("big", 8)] if big else []),
     ]
     source = RecordingSource(objects)
+    source.lease_held = lease_held
     placements = {"g-0": "n1", "g-1": "n1", "g-2": "n2"}
     source.records[KEY] = CommitRecord(
         KEY,
@@ -289,6 +291,47 @@ async def test_a_hold_nominates_its_pending_member_to_the_held_node_where_that_p
     assert source.nominated == nominated
     # Pending when this instance synced: whoever refused it, it may be parked.
     assert source.requeued == ["default/g-2"]
+    await ext.stop()
+
+
+async def test_a_hold_made_without_the_duty_is_nominated_by_the_first_pass_that_has_it() -> None:
+    # A standby's nominations would be withdrawn when its hold lapses, clearing the leader's.
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks, big=False, lease_held=False)
+    assert ext.roll_forward is not None
+    await asyncio.sleep(0)
+    assert ext.state.reservation(KEY) is not None  # held all the same: who leads is unknown
+    assert source.nominated == {}
+    assert source.requeued == []
+
+    source.lease_held = True
+    assert await ext.roll_forward.run_once() == []  # within the grace: nothing due
+    await asyncio.sleep(0)
+    assert source.nominated == {"default/g-2": "n2"}
+    assert source.requeued == ["default/g-2"]
+    await ext.roll_forward.run_once()  # once only
+    await asyncio.sleep(0)
+    assert source.requeued == ["default/g-2"]
+    await ext.stop()
+
+
+async def test_a_hold_that_lapsed_before_the_duty_came_is_not_nominated() -> None:
+    clocks = Clocks()
+    ext, source = await restarted_over_a_cut_gang(clocks, big=False, lease_held=False)
+    assert ext.roll_forward is not None
+    hold = ext.state.reservation(KEY)
+    assert hold is not None
+    clocks.advance(hold.expires_at - clocks.mono.now + 1)
+    ext.expire()
+    assert ext.state.reservation(KEY) is None
+
+    source.lease_held = True
+    (decision,) = await ext.roll_forward.run_once()  # the record is due: bound, not held
+    await asyncio.sleep(0)
+
+    assert decision.verdict is Verdict.ROLL_FORWARD, decision.reason
+    assert source.bindings == [("default/g-2", "n2")]
+    assert source.nominated == {}
     await ext.stop()
 
 

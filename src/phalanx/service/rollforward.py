@@ -27,8 +27,11 @@ the grace and leave the gang partial for good. The planner makes that reservatio
 decision: Event `Reserved`); a refusal is only logged. Its pending members are nominated to
 their held nodes, or the parked ones requeued, as a fresh reservation's are
 (`Reporter.nominate_others`), and the release of a hold withdraws those nominations like any
-other's. Their own cycles follow that reservation, and the pass that finds the record due
-binds them through it.
+other's. Only the instance with the duty writes them: a standby holds too (at its first sync
+it cannot know who leads), but its nominations would be withdrawn when its hold lapses,
+clearing the leader's own. A hold made without the duty is nominated by the first pass that
+has it, if it still stands. Their own cycles follow that reservation, and the pass that finds
+the record due binds them through it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from phalanx.core.cache import ClusterState, ReleaseCause, StateError
+from phalanx.core.cache import ClusterState, ReleaseCause, Reservation, StateError
 from phalanx.core.decisions import NotReserved
 from phalanx.core.journal import Outcome
 from phalanx.core.model import GroupRef, Pod
@@ -91,6 +94,9 @@ class RollForward:
         self.clock = clock
         self.wall_clock = wall_clock
         self._first_seen: dict[str, float] = {}
+        # Holds made without the duty, by gang: the serial of the reservation, whose members
+        # the first pass with the duty nominates if it still stands.
+        self._unnominated: dict[str, int] = {}
 
     async def forever(self) -> None:
         """Wait for the first full sync, then a pass every `interval_seconds`."""
@@ -107,6 +113,7 @@ class RollForward:
         """Act on every record due now; returns the decisions taken (for tests and logs)."""
         if not self.source.may_roll_forward:
             return []
+        self._nominate_holds()
         records = self.source.commit_records()
         now = self.clock()
         self._first_seen = {k: self._first_seen.get(k, now) for k in records}
@@ -154,11 +161,26 @@ class RollForward:
             "holding the nodes of a commit record until it is due",
             extra={"group": key, "placements": {b.pod.key: b.node for b in decision.bindings}},
         )
-        # As for a fresh reservation: the members' cycles filter their held node alone, the
-        # parked ones come back, and kube-scheduler counts the node as theirs for other pods.
-        why = f"gang {key} holds the nodes its commit record names"
-        self.reporter.nominate_others(held.reservation, None, why)
+        if self.source.may_roll_forward:
+            self._nominate(held.reservation)
+        else:
+            self._unnominated[key] = held.reservation.serial
         self.reporter.report([held.event])
+
+    def _nominate(self, hold: Reservation) -> None:
+        """As for a fresh reservation: the members' cycles filter their held node alone, the
+        parked ones come back, and kube-scheduler counts the node as theirs for other pods."""
+        why = f"gang {hold.group_key} holds the nodes its commit record names"
+        self.reporter.nominate_others(hold, None, why)
+
+    def _nominate_holds(self) -> None:
+        """Nominate the members of the holds made before this instance had the duty, those
+        that still stand (not bound through, lapsed or replaced by a plan of the gang)."""
+        for key, serial in self._unnominated.items():
+            hold = self.state.reservation(key)
+            if hold is not None and hold.serial == serial:
+                self._nominate(hold)
+        self._unnominated.clear()
 
     def _decide(self, record: CommitRecord) -> Decision:
         min_member, minima, deleting = self._quorum(record.group_key)

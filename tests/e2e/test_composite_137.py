@@ -35,19 +35,28 @@ def control_plane(control_plane_137: launcher.ControlPlane) -> launcher.ControlP
     return control_plane_137
 
 
-def composite(sc: Scenario, name: str, min_group_count: int) -> Obj:
-    return sc.api.create(
+def composite(sc: Scenario, name: str, min_group_count: int | None, *, parent: str = "") -> Obj:
+    """A CompositePodGroup: `min_group_count` None is the `basic` policy; `parent` nests it."""
+    policy = (
+        {"basic": {}} if min_group_count is None else {"gang": {"minGroupCount": min_group_count}}
+    )
+    spec: Obj = {
+        "workloadRef": {"workloadName": parent or name, "templateName": name},
+        "schedulingPolicy": policy,
+    }
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    created = sc.api.create(
         f"{COMPOSITES}/namespaces/{sc.namespace}/compositepodgroups",
         {
             "apiVersion": "scheduling.k8s.io/v1alpha3",
             "kind": "CompositePodGroup",
             "metadata": {"name": name},
-            "spec": {
-                "workloadRef": {"workloadName": name, "templateName": name},
-                "schedulingPolicy": {"gang": {"minGroupCount": min_group_count}},
-            },
+            "spec": spec,
         },
     )
+    assert created["spec"].get("parentCompositePodGroupName", "") == parent, created
+    return created
 
 
 def child_group(
@@ -58,6 +67,7 @@ def child_group(
     *,
     topology_key: str = "",
     annotations: dict[str, str] | None = None,
+    priority_class_name: str = "",
 ) -> Obj:
     spec: Obj = {
         "parentCompositePodGroupName": parent,
@@ -67,6 +77,9 @@ def child_group(
     }
     if topology_key:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if priority_class_name:
+        # kube-scheduler refuses a member whose priority is not its PodGroup's.
+        spec["priorityClassName"] = priority_class_name
     created = sc.api.create(
         f"{GROUPS}/namespaces/{sc.namespace}/podgroups",
         {

@@ -16,6 +16,7 @@ leave every running gang whole or entirely gone, and kube-scheduler deletes what
 
 Each also checks what Phalanx says of its answer: ``phalanx_preemption_nodes_total`` and a
 ``preemption verdict`` log line (widened on 1.35, dropped naming the PodGroup on 1.37).
+A nested CompositePodGroup is preempted in ``test_preemption_137``.
 
 kwok finalizes a pod once it carries a deletionTimestamp (``pod-delete`` stage), so
 kube-scheduler's victims disappear from the API. Each test runs on the control plane its
@@ -25,6 +26,7 @@ and kube-scheduler are started once on each).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,23 +52,31 @@ def control_plane(request: pytest.FixtureRequest) -> launcher.ControlPlane:
     return cp
 
 
-@pytest.fixture
-def high(cluster: Scenario) -> Iterator[str]:  # noqa: F811
-    """A PriorityClass of this test's own (cluster-scoped), above the default 0."""
-    name = f"{cluster.namespace}-high"
-    cluster.api.create(
+@contextlib.contextmanager
+def priority_class(sc: Scenario, suffix: str, value: int) -> Iterator[str]:
+    """A PriorityClass of the test's own (cluster-scoped, named after its namespace),
+    deleted afterwards."""
+    name = f"{sc.namespace}-{suffix}"
+    sc.api.create(
         PRIORITY_CLASSES,
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
             "metadata": {"name": name},
-            "value": 1000,
+            "value": value,
         },
     )
     try:
         yield name
     finally:
-        cluster.api.delete(f"{PRIORITY_CLASSES}/{name}")
+        sc.api.delete(f"{PRIORITY_CLASSES}/{name}")
+
+
+@pytest.fixture
+def high(cluster: Scenario) -> Iterator[str]:  # noqa: F811
+    """A PriorityClass of this test's own, above the default 0: the preemptor's."""
+    with priority_class(cluster, "high", 1000) as name:
+        yield name
 
 
 def urgent(sc: Scenario, name: str, gpus: int, priority_class: str) -> Obj:

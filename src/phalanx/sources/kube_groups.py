@@ -10,8 +10,8 @@
         │          forgotten unless another version of the kind took over
         ▼
     WAITING `recheck_seconds` ─▶ DISCOVERING  (a gate turned on at an upgrade, a newer
-        │                                      upstream version; CRDs, where not watched)
-        │ a followed kind's CRD changed ─▶ WAITING `crd_debounce_seconds` ─▶ DISCOVERING
+        │                                      upstream version; a CRD, where not watched)
+        │ a followed kind's CRD changed ─▶ `crd_debounce_seconds` more ─▶ DISCOVERING
 
 **The CRD watch.** Another thread runs an informer on `apiextensions.k8s.io/v1`
 CustomResourceDefinitions, metadata only (`KubeApi.metadata()`: a CRD's schema can run to
@@ -190,6 +190,7 @@ class GroupFollower:
         self._crd_watch: tuple[Informer[None], threading.Thread] | None = None
         self._crds_listed = False  # the CRD watch's first complete list is in (its thread)
         self._woken = threading.Event()  # a followed kind's CRD changed, or `stop`
+        self._changed_crds: set[str] = set()  # their names, since the last discovery said them
         self._settle_until = 0.0  # `clock()` until which discovery asks again quickly
 
     # ---- discovery -----------------------------------------------------------------------
@@ -213,6 +214,14 @@ class GroupFollower:
         backoff = self.informer_settings.backoff
         while not self.stop_event.is_set():
             self._woken.clear()  # a CRD change from now on is seen by the next discovery
+            with self._lock:
+                changed, self._changed_crds = sorted(self._changed_crds), set()
+            if changed:  # one line for a burst
+                log.info(
+                    "CustomResourceDefinitions of gang kinds changed: discovering the gang "
+                    "APIs again",
+                    extra={"crds": changed},
+                )
             answer = answered(
                 self.discover,
                 "the gang APIs",
@@ -300,8 +309,9 @@ class GroupFollower:
             on_forbidden=self._crds_forbidden,
             rand=self.rand,
         )
-        thread = threading.Thread(target=self._follow_crds, args=(informer,), name="crd-watch")
-        thread.daemon = True
+        thread = threading.Thread(
+            target=self._follow_crds, args=(informer,), name="crd-watch", daemon=True
+        )
         with self._lock:
             if self.stop_event.is_set():
                 return
@@ -319,18 +329,15 @@ class GroupFollower:
         self, changes: Sequence[Upsert[None] | Delete | Invalid], synced: bool
     ) -> None:
         """From the CRD watch's thread: wake discovery when a followed kind's CRD changed."""
-        names = sorted({change.key for change in changes if defines_followed_kind(change.key)})
+        names = {change.key for change in changes if defines_followed_kind(change.key)}
         listed = self._crds_listed
         self._crds_listed = self._crds_listed or synced
         if not names:
             return
         with self._lock:
             self._settle_until = self.clock() + self.crd_settle_seconds
-        if listed:  # the first list is no news to say
-            log.info(
-                "a gang kind's CustomResourceDefinition changed: discovering the gang APIs again",
-                extra={"crds": names},
-            )
+            if listed:  # the first list is no news to say
+                self._changed_crds |= names
         self._woken.set()
 
     def _crds_forbidden(self, _kind: str, message: str) -> None:

@@ -378,6 +378,8 @@ class FakeApi:
         self.stopped = threading.Event()
 
     def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+        if path not in self.counts:  # the CRD watch's list: none here
+            return orjson.dumps({"metadata": {"resourceVersion": "999999"}, "items": []})
         started = time.perf_counter()
         start = int(continue_token or 0)
         end = min(self.counts[path], start + limit)
@@ -393,6 +395,9 @@ class FakeApi:
 
     def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> _Idle:
         return _Idle(self.stopped)
+
+    def metadata(self) -> FakeApi:
+        return self
 
     def request(
         self, method: str, path: str, body: Mapping[str, Any] | None = None

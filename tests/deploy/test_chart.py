@@ -857,6 +857,8 @@ def test_phalanx_cluster_role_grants_exactly_what_phalanx_calls(chart: Chart) ->
         # 1.37's composites: followed; a composite gang's commit record and condition.
         ("scheduling.k8s.io", "compositepodgroups"): ["get", "list", "patch", "watch"],
         ("scheduling.k8s.io", "compositepodgroups/status"): ["patch"],
+        # CRDs, metadata only: a gang kind's CRD installed later is discovered at once.
+        ("apiextensions.k8s.io", "customresourcedefinitions"): ["get", "list", "watch"],
         # DRA: read only (kube-scheduler allocates the claims).
         ("resource.k8s.io", "resourceslices"): ["get", "list", "watch"],
         ("resource.k8s.io", "deviceclasses"): ["get", "list", "watch"],

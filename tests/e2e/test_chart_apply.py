@@ -143,6 +143,10 @@ GRANTED = [
     ("watch", "scheduling.k8s.io.compositepodgroups", {}),
     ("patch", "scheduling.k8s.io.compositepodgroups", {"namespace": "team-a"}),
     ("patch", "scheduling.k8s.io.compositepodgroups/status", {"namespace": "team-a"}),
+    # CRDs, read for their metadata: a gang kind's CRD installed later is discovered at once.
+    ("get", "apiextensions.k8s.io.customresourcedefinitions", {}),
+    ("list", "apiextensions.k8s.io.customresourcedefinitions", {}),
+    ("watch", "apiextensions.k8s.io.customresourcedefinitions", {}),
     # DRA, read only. kube-scheduler's own role (bound too) also reads slices, classes and
     # claims; nothing but Phalanx's role grants the templates.
     ("list", "resource.k8s.io.resourceslices", {}),
@@ -188,6 +192,8 @@ DENIED = [
     ("update", "coordination.k8s.io.leases", {"namespace": NAMESPACE, "name": "someone-else"}),
     ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
     ("bind", "rbac.authorization.k8s.io.clusterroles", {}),
+    ("create", "apiextensions.k8s.io.customresourcedefinitions", {}),
+    ("delete", "apiextensions.k8s.io.customresourcedefinitions", {}),
     ("create", "resource.k8s.io.resourceslices", {}),
     ("create", "resource.k8s.io.resourceclaimtemplates", {"namespace": "team-a"}),
     ("delete", "resource.k8s.io.deviceclasses", {}),

@@ -7,11 +7,12 @@ This module runs a control plane of its own: kube-apiserver with the ``GenericWo
 gate and ``scheduling.k8s.io/v1alpha1`` served (1.35's ``Workload``), kube-scheduler with
 ``GenericWorkload`` and ``GangScheduling`` on (its native gang plugin exists, and the
 chart's profile disables it), the scheduler-plugins and Volcano PodGroup CRDs installed
-before Phalanx starts.
+before Phalanx starts; KAI's PodGroup CRD is installed by the last test, while Phalanx runs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     scheduler,
     scheduler_config,
 )
+from kai import ensure_kai_crd, kai_pod_group, kai_sizes
 from podgroup_crd import ensure_pod_group_crd
 from scheduling import (
+    A_KAI_GROUP,
     A_VOLCANO_GROUP,
     POD_GROUP_LABEL,
     Api,
@@ -345,3 +348,41 @@ def test_a_profile_leaving_native_gang_scheduling_on_is_reported_at_start_and_on
         assert decisions == [], decisions  # held at kube-scheduler's PreEnqueue, unseen
         member(sc, "w-1", 4, workload_ref={"name": "late", "podGroup": "workers"}, gated=False)
         sc.wait_bound(["w-0", "w-1"], timeout=60)
+
+
+# ---- a gang API installed while Phalanx runs (last: KAI stays served after it) ---------------
+
+
+def test_a_gang_crd_installed_while_phalanx_runs_is_followed_in_seconds_and_its_gang_binds(
+    control_plane: launcher.ControlPlane,
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """Phalanx runs as deployed: its periodic discovery of the gang APIs comes every 60 s.
+    KAI's PodGroup CRD is installed now and a KAI gang submitted at once (KAI installed
+    and a job run). The watch on CustomResourceDefinitions has Phalanx discover again
+    within about a second, so the gang binds in seconds, not after up to a minute."""
+    sc = cluster
+    sc.monitor.gang_sizes.append(kai_sizes)
+    sc.node("a", 8)
+    sc.node("b", 8)
+    sc.nodes_ready()
+    kind = "PodGroup (scheduling.run.ai/v2alpha2)"
+
+    def followed() -> bool:
+        return any(
+            r.get("msg") == "following a gang kind" and r.get("kind") == kind
+            for r in sc.phalanx.log_records()
+        )
+
+    assert not followed()
+    installed = time.monotonic()
+    ensure_kai_crd(control_plane)  # returns once it is Established and served
+    kai_pod_group(sc, "late", 2)
+    names = ["late-0", "late-1"]
+    for name in names:
+        body = pod_body(name, gpus=8, node_selector=sc.selector, annotations={A_KAI_GROUP: "late"})
+        sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
+    sc.wait("KAI's PodGroups followed", followed, timeout=8.0)
+    where = sc.wait_bound(names, timeout=15.0)
+    assert len(set(where.values())) == 2, where
+    assert time.monotonic() - installed < 20.0, "bound, but not within seconds"

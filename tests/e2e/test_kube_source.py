@@ -14,8 +14,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
+import orjson
 import pytest
-from podgroup_crd import PG_API, ensure_pod_group_crd, remove_pod_group_crd
+from podgroup_crd import CRD_NAME, CRDS, PG_API, ensure_pod_group_crd, remove_pod_group_crd
 
 from builders import present
 from phalanx.core.cache import ClusterState
@@ -337,6 +338,30 @@ def test_without_the_crd_gangs_are_annotation_only_until_it_appears(
     finally:
         phalanx.stop()
         ensure_pod_group_crd(cp)
+
+
+def test_the_crd_watch_reads_each_crd_as_its_metadata_only(
+    control_plane: launcher.ControlPlane, crd: None
+) -> None:
+    """What the source's watch on CustomResourceDefinitions asks for: no schemas, on the list
+    and on the watch (whose first events, from no resourceVersion, are the CRDs there)."""
+    api = KubeClient.from_kubeconfig(control_plane.kubeconfig)
+    try:
+        client = api.metadata()
+        page = orjson.loads(client.list(CRDS, limit=500, continue_token=""))
+        stream = client.watch(CRDS, resource_version="", timeout_seconds=1)
+        try:
+            first = orjson.loads(next(line for line in stream if line.strip()))
+        finally:
+            stream.close()
+    finally:
+        api.close()
+    assert page["kind"] == "PartialObjectMetadataList"
+    assert CRD_NAME in {item["metadata"]["name"] for item in page["items"]}
+    assert all(set(item) <= {"kind", "apiVersion", "metadata"} for item in page["items"])
+    assert first["type"] == "ADDED"
+    assert first["object"]["kind"] == "PartialObjectMetadata"
+    assert "spec" not in first["object"]
 
 
 def test_the_source_syncs_then_follows_nodes_pods_and_pod_groups(

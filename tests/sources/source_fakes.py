@@ -53,6 +53,7 @@ class FakeApi:
         self.requests: list[tuple[str, str]] = []
         self.missing: set[str] = set()  # collections whose list answers 404 (CRD removed)
         self.forbidden: set[str] = set()  # collections whose list answers 403 (RBAC)
+        self.metadata_reads: list[str] = []  # paths listed or watched through `metadata()`
 
     def add(self, path: str, *objects: dict[str, Any]) -> None:
         """Objects listed at `path` from now on (and, for open watches, ADDED)."""
@@ -117,8 +118,31 @@ class FakeApi:
             self.watches.setdefault(path, []).append(stream)
         return stream
 
+    def metadata(self) -> MetadataOnly:
+        return MetadataOnly(self)
+
     def close(self) -> None:
         pass
+
+
+class MetadataOnly:
+    """`FakeApi.metadata()`: the same collections (stored as the test wrote them), each
+    list and watch recorded in `metadata_reads`."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+        with self.api.lock:
+            self.api.metadata_reads.append(path)
+        return self.api.list(path, limit=limit, continue_token=continue_token)
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> FakeWatch:
+        with self.api.lock:
+            self.api.metadata_reads.append(path)
+        return self.api.watch(
+            path, resource_version=resource_version, timeout_seconds=timeout_seconds
+        )
 
 
 class RecordingWriter:

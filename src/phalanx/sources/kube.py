@@ -18,13 +18,15 @@ informers); this module wires them and keeps the loop-side tables they share.
   us for our profile only, so anyone else's pending pods are not our work).
 * **DRA** (`kube_dra`): ResourceSlices, DeviceClasses, ResourceClaims and templates, when
   `resource.k8s.io/v1` is served; every node and pod enters the model through its bridge.
-* **Gang dialects.** Every gang API the API server serves is followed (discovery at start
-  and every `crd_recheck_seconds`: scheduler-plugins, Volcano and KAI PodGroups, Grove's
-  PodGangs, upstream `scheduling.k8s.io` PodGroups in the newest served version and 1.35's
-  Workloads). Without the scheduler-plugins CRD, its gangs are declared by pod annotations
-  only; that is logged once. The source is synced once Nodes and Pods are listed,
-  discovery has answered, and every gang kind served then is listed. Objects are found
-  through their `GroupRef` (`object_ref`, the kind they are served as): no key is split.
+* **Gang dialects.** Every gang API the API server serves is followed (discovery at start,
+  about a second after a gang kind's CRD changes, and every `crd_recheck_seconds`:
+  scheduler-plugins, Volcano and KAI PodGroups, Grove's PodGangs, upstream
+  `scheduling.k8s.io` PodGroups in the newest served version and 1.35's Workloads).
+  Without the scheduler-plugins CRD, its gangs are declared by pod annotations only; that
+  is logged once. The source is synced once Nodes and Pods are listed, discovery has
+  answered, and every gang kind served then is listed (the CRD watch counts for nothing
+  there). Objects are found through their `GroupRef` (`object_ref`, the kind they are
+  served as): no key is split.
 * **Bad input.** An object the inventory refuses is skipped (a gang object's members get
   its reason through `ClusterState.set_group_error`; a pod with a malformed `phalanx.io/*`
   annotation stays for usage with `Pod.invalid`): one log line and one Event per object
@@ -137,8 +139,9 @@ def _ignore_delay(seconds: float) -> None:
 
 @dataclass(frozen=True, slots=True)
 class KubeSourceSettings:
-    # How often the served gang APIs are discovered again (seconds): a CRD installed later,
-    # a feature gate turned on at an upgrade.
+    # How often the served gang APIs are discovered again (seconds): a feature gate turned on
+    # at an upgrade; a CRD installed later where Phalanx may not watch CRDs (else it is
+    # followed about a second after it changes, `kube_groups`). Also the DRA API's.
     crd_recheck_seconds: float = 60.0
     # At most one Event write per (object, reason) in this window (seconds).
     event_interval_seconds: float = 30.0
@@ -477,8 +480,8 @@ class KubeSource:
         if not served.of(Dialect.SCHEDULER_PLUGINS) and (before is None or had_crd):
             log.warning(
                 "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) is not installed: its gangs are "
-                "declared by pod annotations only; looking for it again every "
-                f"{self.settings.crd_recheck_seconds:g}s"
+                "declared by pod annotations only; followed once it is installed (within "
+                f"seconds; {self.settings.crd_recheck_seconds:g}s where CRDs may not be watched)"
             )
         log.info(
             "gang APIs served",

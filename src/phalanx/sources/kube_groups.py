@@ -9,8 +9,21 @@
         │          a kind no longer served has its informer stopped, and its objects are
         │          forgotten unless another version of the kind took over
         ▼
-    WAITING `recheck_seconds` ─▶ DISCOVERING  (a CRD installed later, a gate turned on at
-                                               an upgrade, a newer upstream version)
+    WAITING `recheck_seconds` ─▶ DISCOVERING  (a gate turned on at an upgrade, a newer
+        │                                      upstream version; a CRD, where not watched)
+        │ a followed kind's CRD changed ─▶ `crd_debounce_seconds` more ─▶ DISCOVERING
+
+**The CRD watch.** Another thread runs an informer on `apiextensions.k8s.io/v1`
+CustomResourceDefinitions, metadata only (`KubeApi.metadata()`: a CRD's schema can run to
+hundreds of KB, and its name, `<plural>.<group>`, says what it defines). Each add, change or
+delete of a CRD defining a kind Phalanx can follow (`discovery.defines_followed_kind`) wakes
+the discovery thread, which waits `crd_debounce_seconds` (so that a burst, an install making
+several CRDs that are then each Established, is one discovery), discovers, and asks again
+every `crd_debounce_seconds` until `crd_settle_seconds` after the last such change: a CRD is
+served a moment after it is Established, and each API server of an HA control plane catches
+up on its own. The watch's first list counts as a change (a CRD made between the first
+discovery and that list is not left to the periodic recheck). RBAC that refuses the watch is
+said once; built-in kinds are no CRDs: for both, the periodic recheck remains.
 
 A followed kind that discovery no longer shows counts as served until it has been missing
 for the informers' `gone_after_seconds` (discovery asks again every `MISSING_RECHECK_SECONDS`
@@ -41,12 +54,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phalanx.core.groups import registry
-from phalanx.core.groups.discovery import Served, ServedKind, probes, served
+from phalanx.core.groups.discovery import Served, ServedKind, defines_followed_kind, probes, served
 from phalanx.core.groups.registry import GroupObject
 from phalanx.core.groups.upstream import Workload
 from phalanx.sources.informer import (
     ApiError,
     Delete,
+    Ending,
     Informer,
     InformerSettings,
     Invalid,
@@ -61,6 +75,24 @@ log = logging.getLogger(__name__)
 
 # Seconds between discoveries while a followed kind is missing from them (see above).
 MISSING_RECHECK_SECONDS = 5.0
+# The CRD watch (see above): from a followed kind's CRD changing to the discovery it wakes,
+# and between the discoveries that follow (seconds); how long after its last change those
+# go on. A CRD is Established within a second or so of its creation (5 s on an HA control
+# plane, which is itself a change), and served a moment after that.
+CRD_DEBOUNCE_SECONDS = 1.0
+CRD_SETTLE_SECONDS = 5.0
+
+
+def _name_only(raw: dict[str, Any]) -> None:
+    """Nothing of a CRD is decoded: its name (the informer's key) says what it defines."""
+    del raw
+
+
+CRDS: Kind[None] = Kind(
+    "CustomResourceDefinition",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    _name_only,
+)
 
 GroupChanges = Sequence[Upsert[Recorded[GroupObject]] | Delete | Invalid]
 # (the kind, its changes, whether this is the informer's first complete list)
@@ -117,6 +149,8 @@ class GroupFollower:
     to the loop); `on_gone(kind)` that a kind is no longer served and no other version
     replaced it (its objects must be forgotten); `on_forbidden(kind, message)` that RBAC
     refuses its list (from its informer's thread); `handler` gets each informer's changes.
+    `crd_debounce_seconds` and `crd_settle_seconds`: the CRD watch's timings (see the
+    module docstring).
     """
 
     def __init__(
@@ -133,6 +167,8 @@ class GroupFollower:
         on_forbidden: Callable[[ServedKind, str], None] | None = None,
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
+        crd_debounce_seconds: float = CRD_DEBOUNCE_SECONDS,
+        crd_settle_seconds: float = CRD_SETTLE_SECONDS,
     ) -> None:
         self.api = api
         self.handler = handler
@@ -149,6 +185,13 @@ class GroupFollower:
         # Followed kinds the last discoveries lacked, since when (this thread only).
         self._missing: dict[ServedKind, float] = {}
         self._lock = threading.Lock()
+        self.crd_debounce_seconds = crd_debounce_seconds
+        self.crd_settle_seconds = crd_settle_seconds
+        self._crd_watch: tuple[Informer[None], threading.Thread] | None = None
+        self._crds_listed = False  # the CRD watch's first complete list is in (its thread)
+        self._woken = threading.Event()  # a followed kind's CRD changed, or `stop`
+        self._changed_crds: set[str] = set()  # their names, since the last discovery said them
+        self._settle_until = 0.0  # `clock()` until which discovery asks again quickly
 
     # ---- discovery -----------------------------------------------------------------------
 
@@ -165,9 +208,20 @@ class GroupFollower:
         return served(apis, lists)
 
     def run(self) -> None:
-        """The discovery thread: until stopped. Never raises."""
+        """The discovery thread (and the CRD watch's, started here): until stopped. Never
+        raises."""
+        self._watch_crds()
         backoff = self.informer_settings.backoff
         while not self.stop_event.is_set():
+            self._woken.clear()  # a CRD change from now on is seen by the next discovery
+            with self._lock:
+                changed, self._changed_crds = sorted(self._changed_crds), set()
+            if changed:  # one line for a burst
+                log.info(
+                    "CustomResourceDefinitions of gang kinds changed: discovering the gang "
+                    "APIs again",
+                    extra={"crds": changed},
+                )
             answer = answered(
                 self.discover,
                 "the gang APIs",
@@ -181,11 +235,22 @@ class GroupFollower:
             found = self._confirmed(found)
             self.on_served(found)
             self._reconcile(found)
-            wait = self.recheck_seconds
-            if self._missing:
-                wait = min(wait, MISSING_RECHECK_SECONDS)
-            if self.stop_event.wait(wait):
+            if self._rest():
                 return
+
+    def _rest(self) -> bool:
+        """Wait until the next discovery is due; True once stopped. A followed kind's CRD
+        changing ends the wait, and then `crd_debounce_seconds` gather the rest of its burst."""
+        wait = self.recheck_seconds
+        if self._missing:
+            wait = min(wait, MISSING_RECHECK_SECONDS)
+        with self._lock:
+            settling = self.clock() < self._settle_until
+        if settling:
+            wait = min(wait, self.crd_debounce_seconds)
+        if self._woken.wait(wait) and not self.stop_event.is_set():
+            return self.stop_event.wait(self.crd_debounce_seconds)
+        return self.stop_event.is_set()
 
     def _confirmed(self, found: Served) -> Served:
         """`found`, and each followed kind it lacks that has been missing for less than
@@ -212,18 +277,76 @@ class GroupFollower:
         return Served((*found.kinds, *kept)) if kept else found
 
     def stop(self) -> None:
-        """Stop every informer (from any thread); `run` returns once `stop_event` is set."""
+        """Stop every informer, the CRD watch's too (from any thread); `run` returns once
+        `stop_event` is set."""
         with self._lock:
             followed = list(self._followed.values())
+            crd_watch = self._crd_watch
+        self._woken.set()  # ends the discovery thread's wait
         for entry in followed:
             entry.stop.set()
             entry.informer.stop()
+        if crd_watch is not None:
+            crd_watch[0].stop()
 
     def join(self, timeout: float) -> None:
         with self._lock:
             threads = [entry.thread for entry in self._followed.values()]
+            if self._crd_watch is not None:
+                threads.append(self._crd_watch[1])
         for thread in threads:
             thread.join(timeout)
+
+    # ---- the CRD watch -------------------------------------------------------------------
+
+    def _watch_crds(self) -> None:
+        informer = Informer(
+            CRDS,
+            self.api.metadata(),
+            self._crds_changed,
+            settings=self.informer_settings,
+            on_restart=self.on_restart,
+            on_forbidden=self._crds_forbidden,
+            rand=self.rand,
+        )
+        thread = threading.Thread(
+            target=self._follow_crds, args=(informer,), name="crd-watch", daemon=True
+        )
+        with self._lock:
+            if self.stop_event.is_set():
+                return
+            self._crd_watch = (informer, thread)
+        thread.start()
+
+    def _follow_crds(self, informer: Informer[None]) -> None:
+        if informer.run() is Ending.MISSING:
+            log.warning(
+                "CustomResourceDefinitions are not served: a gang CRD installed later is "
+                f"followed at the next periodic discovery (every {self.recheck_seconds:g}s)"
+            )
+
+    def _crds_changed(
+        self, changes: Sequence[Upsert[None] | Delete | Invalid], synced: bool
+    ) -> None:
+        """From the CRD watch's thread: wake discovery when a followed kind's CRD changed."""
+        names = {change.key for change in changes if defines_followed_kind(change.key)}
+        listed = self._crds_listed
+        self._crds_listed = self._crds_listed or synced
+        if not names:
+            return
+        with self._lock:
+            self._settle_until = self.clock() + self.crd_settle_seconds
+            if listed:  # the first list is no news to say
+                self._changed_crds |= names
+        self._woken.set()
+
+    def _crds_forbidden(self, _kind: str, message: str) -> None:
+        log.warning(
+            "may not watch CustomResourceDefinitions: a gang CRD installed later is followed "
+            f"at the next periodic discovery (every {self.recheck_seconds:g}s), not at once; "
+            "grant get, list and watch on them (the chart's RBAC does)",
+            extra={"reason": message},
+        )
 
     # ---- informers -----------------------------------------------------------------------
 

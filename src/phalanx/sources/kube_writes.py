@@ -51,6 +51,10 @@ class KubeApi(Transport, Protocol):
 
     def bind(self, binding: Binding, annotations: Mapping[str, str] | None = None) -> None: ...
 
+    def metadata(self) -> Transport:
+        """The same API's lists and watches of each object's metadata only."""
+        ...
+
     def close(self) -> None: ...
 
 

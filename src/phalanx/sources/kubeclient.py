@@ -15,6 +15,10 @@ when no answer came) and, for bindings, as `BindError` with `gone` / `conflict` 
 block: the source runs them on informer threads or its bounded thread pool, never on the
 event loop.
 
+`KubeClient.metadata()` is the same client asking for metadata only (PartialObjectMetadata,
+as client-go's metadata client does), for a kind whose objects are large and whose metadata
+says enough (CustomResourceDefinitions: their schemas can run to hundreds of KB).
+
 `kubeconfig_access` / `in_cluster_access` hand the same loaders' result to clients with a
 transport of their own (`kube_async.AsyncKubeClient`) as a `ClusterAccess`, so this stays
 the one module that knows the `kubernetes` client.
@@ -43,6 +47,10 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 # Kubernetes' own patch for built-in kinds: lists with a merge key are merged by it.
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# Each object's `metadata` only, as a list and as a watch event's object; plain JSON last, so
+# an API server that cannot transform answers whole objects rather than 406.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 # Enough for three watches, the lease, and the source's bind pool at once.
 POOL_CONNECTIONS = 32
 
@@ -147,9 +155,10 @@ class KubeClient:
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
         timeout: tuple[float, float] | None = None,
+        accept: str = JSON,
     ) -> Any:
         """The urllib3 response of a 2xx answer, unread; raises ApiError otherwise."""
-        headers = {"Accept": JSON}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         method, url, headers, payload, post = self._api.param_serialize(
@@ -207,17 +216,23 @@ class KubeClient:
 
     # ---- informer transport --------------------------------------------------------------
 
-    def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+    def metadata(self) -> MetadataClient:
+        """This client, listing and watching each object's metadata only."""
+        return MetadataClient(self)
+
+    def list(self, path: str, *, limit: int, continue_token: str, accept: str = JSON) -> bytes:
         query = [("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
-        raw = self._send("GET", path, query=query, timeout=(10.0, 120.0))
+        raw = self._send("GET", path, query=query, timeout=(10.0, 120.0), accept=accept)
         try:
             return bytes(raw.data)
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, type(exc).__name__, str(exc)) from exc
 
-    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> _Stream:
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, accept: str = JSON
+    ) -> _Stream:
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -226,7 +241,9 @@ class KubeClient:
         if resource_version:
             query.append(("resourceVersion", resource_version))
         # The read timeout outlives the server's own timeout: a silent connection is dead.
-        raw = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 60.0))
+        raw = self._send(
+            "GET", path, query=query, timeout=(10.0, timeout_seconds + 60.0), accept=accept
+        )
         return _Stream(raw)
 
     # ---- bindings ------------------------------------------------------------------------
@@ -241,6 +258,27 @@ class KubeClient:
         except ApiError as exc:
             raise bind_error(namespace, name, node, exc) from exc
         raw.release_conn()  # the answer is never read (see module docstring)
+
+
+class MetadataClient:
+    """An informer's transport answering PartialObjectMetadata: per object its `metadata`
+    (name, UID, resourceVersion, labels, ...) and nothing else, on the client's connections."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    def list(self, path: str, *, limit: int, continue_token: str) -> bytes:
+        return self._client.list(
+            path, limit=limit, continue_token=continue_token, accept=METADATA_LIST
+        )
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> _Stream:
+        return self._client.watch(
+            path,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            accept=METADATA,
+        )
 
 
 def binding_body(

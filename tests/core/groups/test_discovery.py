@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from phalanx.core.errors import InvalidObjectError
-from phalanx.core.groups.discovery import Served, ServedKind, probes, served
+from phalanx.core.groups.discovery import (
+    Served,
+    ServedKind,
+    defines_followed_kind,
+    probes,
+    served,
+)
 from phalanx.core.groups.registry import served_holding
 from phalanx.core.model import Dialect, GroupRef
 
@@ -222,6 +228,25 @@ def test_a_kind_counts_as_served_in_any_version_of_its_group_and_kind() -> None:
     assert Served((newer,)).serves_any_version_of(followed)
     assert not Served((other,)).serves_any_version_of(followed)
     assert not Served().serves_any_version_of(followed)
+
+
+@pytest.mark.parametrize(
+    ("crd", "followed"),
+    [
+        ("podgroups.scheduling.x-k8s.io", True),
+        ("podgroups.scheduling.volcano.sh", True),
+        ("podgroups.scheduling.run.ai", True),
+        ("podgangs.scheduler.grove.io", True),
+        ("queues.scheduling.volcano.sh", False),  # Volcano's, but no gang kind
+        ("certificates.cert-manager.io", False),
+        ("podgroups.scheduling.x-k8s.io.example.com", False),
+    ],
+    ids=str,
+)
+def test_a_crd_defines_a_followed_kind_when_its_name_is_that_kinds_plural_and_group(
+    crd: str, followed: bool
+) -> None:
+    assert defines_followed_kind(crd) is followed
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,9 @@ turned on at an upgrade); `Served` values compare equal while nothing changed.
 
 A kind's status goes to `<object>/status` when its resource list has `<resource>/status`,
 else onto the object itself (Volcano's CRD has no status subresource).
+
+`defines_followed_kind` tells the source's watch on CustomResourceDefinitions which ones
+may change this answer, so it asks again at once rather than at its next periodic look.
 """
 
 from __future__ import annotations
@@ -89,6 +92,17 @@ _WANTED: Final = (
         Dialect.COMPOSITE, upstream.GROUP, composite.VERSION, composite.KIND, composite.RESOURCE
     ),
 )
+
+
+# The CustomResourceDefinition names of those kinds: the API server requires a CRD to be
+# named `<plural>.<group>`, so the name alone says what it defines.
+_CRD_NAMES: Final = frozenset(f"{kind.resource}.{kind.group}" for kind in _WANTED)
+
+
+def defines_followed_kind(crd_name: str) -> bool:
+    """Whether the CustomResourceDefinition named `crd_name` defines a kind Phalanx can
+    follow (in any version): creating, changing or deleting it may change `served`."""
+    return crd_name in _CRD_NAMES
 
 
 @dataclass(frozen=True, slots=True)

@@ -400,6 +400,28 @@ def test_a_yunikorn_definition_still_counts_once_the_member_carrying_it_has_fini
     assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "yunikorn:default/app")
 
 
+def test_a_refused_kueue_pod_group_is_held_to_its_live_members_count_not_a_finished_pods() -> None:
+    """The members disagree on placement, so the group does not resolve; its live members
+    declare 2, a finished pod of an earlier group of the name 3. Taking q-2 leaves 2 of
+    2: before, it was judged against the finished pod's 3 and the node dropped."""
+
+    def member(name: str, node: str, count: str, phase: str = "Running", **more: str) -> Any:
+        labels = {"kueue.x-k8s.io/pod-group-name": "q"}
+        annotations = {"kueue.x-k8s.io/pod-group-total-count": count, **more}
+        return pod_obj(
+            name, node=node, phase=phase, uid=name, labels=labels, annotations=annotations
+        )
+
+    planner = upstream(
+        member("q-0", "n1", "2", **{"phalanx.io/placement": "pack"}),
+        member("q-1", "n1", "2", **{"phalanx.io/placement": "spread"}),
+        member("q-2", "n2", "2"),
+        member("q-3", "n3", "3", "Succeeded"),
+    )
+    assert verdict(planner, "n2", ["q-2"]) == PreemptVerdict("n2", PreemptOutcome.KEPT, ("q-2",))
+    assert verdict(planner, "n1", ["q-0", "q-1"]).outcome is PreemptOutcome.DROPPED  # 1 of 2
+
+
 # ---- the verdicts ------------------------------------------------------------------------
 
 

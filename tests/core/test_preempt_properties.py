@@ -6,9 +6,13 @@ upstream PodGroups with `disruptionMode` `single` or `all`, alone or under a
 CompositePodGroup, itself `gang` or `basic` and perhaps nesting another, KAI's nested
 subgroups, a 1.35 Workload's pod groups and their replicas, a Grove PodGang's podgroups
 (a member filed by the PodGang's `podReferences`, or in none), a YuniKorn application's
-task groups declared by some of its members) and single pods; each member running, being
-deleted, finished or pending. Kueue's and LeaderWorkerSet's gangs are not drawn: their
-size is their members' declared count, as an annotation-only gang's. A gang object may be
+task groups declared by some of its members, a Kueue pod group, a LeaderWorkerSet's
+groups, alone or admitted by Kueue) and single pods; each member running, being deleted,
+finished or pending. A Kueue or LeaderWorkerSet gang has no object: its size is the count
+its members declare, now and then one declaring another or none that can be read, a
+finished one an earlier group's, and members may disagree on placement or an LWS pod
+lack the opt-in (no member then): the gang is refused, its running members still held to
+the size they declare. A gang object may be
 being deleted (its running members still count), a composite may wait for a child group
 it lacks, and a root composite may be gone, leaving a tree beneath it that cannot be read.
 kube-scheduler proposes a subset of some nodes' pods, now and then with a pod bound
@@ -404,6 +408,91 @@ def yunikorn(draw: st.DrawFn, c: Cluster, name: str) -> None:
     c.gangs.append(Gang(f"yunikorn:default/{name}", frozenset(pods), size, tuple(tasks)))
 
 
+KUEUE_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+LWS = "leaderworkerset.sigs.k8s.io/"
+LWS_OPT_IN = "phalanx.io/leaderworkerset-gang"
+
+
+def declares(count: int) -> st.SearchStrategy[str | None]:
+    """What one member says of its gang's size `count`: mostly that, now and then another
+    size, one that cannot be read, or nothing."""
+    return st.sampled_from([str(count)] * 9 + [str(count + 1), "0", None])
+
+
+def placement(draw: st.DrawFn) -> dict[str, str]:
+    """A member's `phalanx.io/placement`, if any: members that disagree on it refuse their
+    gang (it must still be judged, by what its members declare)."""
+    said = draw(st.sampled_from(["", "", "", "pack", "spread"]))
+    return {"phalanx.io/placement": said} if said else {}
+
+
+def declared_size(c: Cluster, said: dict[str, str | None]) -> int:
+    """A gang's size as its members declare it (pod UID -> Kueue's total count or LWS's
+    size): the size its live members agree on; when they disagree, or none declares one
+    that can be read (the gang is refused, but its running members run on), the most any
+    member declares, finished ones too; else one."""
+
+    def sizes_of(uids: Iterable[str]) -> set[int]:
+        return {int(t) for u in uids if (t := said[u]) and t.isdigit() and int(t) > 0}
+
+    live = sizes_of(u for u in said if u not in c.departing)
+    return live.pop() if len(live) == 1 else max(sizes_of(said), default=1)
+
+
+def kueue(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A Kueue plain pod group: each member labelled with its name and annotated with the
+    total count, its size, and perhaps a placement. Now and then the name was used before
+    by a group of another count, which its finished members (or being deleted) declare."""
+    count, said = draw(sizes(1, 4)), {}
+    earlier = draw(sizes(1, 4)) if draw(st.sampled_from(range(4))) == 3 else 0
+    for i in range(draw(sizes(1, 5))):
+        text = draw(declares(count))
+        says = placement(draw) | ({KUEUE_COUNT: text} if text is not None else {})
+        uid = member(draw, c, f"{name}-{i}", labels={KUEUE_NAME: name}, annotations=says)
+        if earlier and uid in c.departing:
+            text = c.objects[-1]["metadata"]["annotations"][KUEUE_COUNT] = str(earlier)
+        said[uid] = text
+    c.gangs.append(Gang(f"kueue:default/{name}", frozenset(said), declared_size(c, said)))
+
+
+def leaderworkerset(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A LeaderWorkerSet's one or two groups, each a leader `<lws>-<g>` and workers
+    `<lws>-<g>-<w>` (as LWS names them) of the group's declared size, perhaps in subgroups
+    (a member's subgroup is no quorum: the size alone counts). A pod is a member when it
+    opted in, now and then one not. Or Kueue admitted the set, labelling each group's
+    pods as a pod group of the size: then that is the gang, opted in or not (Kueue's
+    precedes LWS's)."""
+    admitted = draw(st.sampled_from(range(4))) == 3
+    for g in range(draw(sizes(1, 2))):
+        group, size = f"{name}-{g}", draw(sizes(1, 4))
+        divides = [s for s in range(1, size + 1) if size % s == 0 or (size - 1) % s == 0]
+        each = draw(st.none() | st.sampled_from(divides))
+        said: dict[str, str | None] = {}
+        for w in range(draw(sizes(1, size))):
+            pod = f"{group}-{w}" if w else group
+            labels = {LWS + "name": name, LWS + "group-index": str(g), LWS + "worker-index": str(w)}
+            says = placement(draw) | ({LWS + "size": str(size)} if admitted else {})
+            text = draw(declares(size))  # the size the gang reads: Kueue's count, else LWS's
+            if text is not None:
+                says[KUEUE_COUNT if admitted else LWS + "size"] = text
+            if admitted:
+                labels[KUEUE_NAME] = group
+            opted = draw(st.sampled_from(range(10))) < 9
+            if opted:
+                says[LWS_OPT_IN] = "true"
+            if opted or admitted:
+                said[pod] = text
+            if each is not None:
+                says[LWS + "subgroup-size"] = str(each)
+                index = (w - 1) // each if size % each and w else w // each
+                labels[LWS + "subgroup-index"] = str(index)
+            member(draw, c, pod, labels=labels, annotations=says)
+        key = f"kueue:default/{group}" if admitted else f"lws:default/{group}"
+        if said:
+            c.gangs.append(Gang(key, frozenset(said), declared_size(c, said)))
+
+
 DIALECTS = {
     "sp": scheduler_plugins,
     "ann": annotated,
@@ -414,6 +503,8 @@ DIALECTS = {
     "wl": workload,
     "grove": grove,
     "yk": yunikorn,
+    "kq": kueue,
+    "lws": leaderworkerset,
 }
 
 

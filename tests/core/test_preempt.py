@@ -16,6 +16,7 @@ from builders import (
     pod,
     pod_obj,
     podgroup,
+    podgroup_obj,
     upstream_podgroup_obj,
     workload_obj,
 )
@@ -398,6 +399,84 @@ def test_a_yunikorn_definition_still_counts_once_the_member_carrying_it_has_fini
     )
     found = verdict(planner, "n1", ["b-0"])
     assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, "yunikorn:default/app")
+
+
+# A gang's object's key, the gang's key and its objects.
+Unread = tuple[str, str, list[Any]]
+
+
+def _workload_gang(nodes: list[str]) -> Unread:
+    """A 1.35 Workload's pod group of minCount 2, a member on each of `nodes`."""
+    ref = {"name": "job", "podGroup": "workers"}
+    pods = [
+        pod_obj(f"x-{i}", 4, node=n, phase="Running", uid=f"x-{i}", workload_ref=ref)
+        for i, n in enumerate(nodes)
+    ]
+    return (
+        "upstream:default/job",
+        "upstream:default/job/workers",
+        [workload_obj("job", {"workers": 2}), *pods],
+    )
+
+
+def _scheduler_plugins_gang(nodes: list[str]) -> Unread:
+    """A scheduler-plugins PodGroup of minMember 2, a member on each of `nodes`."""
+    pods = [
+        pod_obj(f"x-{i}", 4, node=n, phase="Running", uid=f"x-{i}", group="g")
+        for i, n in enumerate(nodes)
+    ]
+    return "default/g", "default/g", [podgroup_obj("g", 2), *pods]
+
+
+@pytest.mark.parametrize("gang", [_workload_gang, _scheduler_plugins_gang], ids=["wl", "sp"])
+@pytest.mark.parametrize(
+    "unreadable",
+    [ClusterState.remove_group, lambda state, key: state.set_group_error(key, "refused")],
+    ids=["deleted", "refused"],
+)
+def test_a_gang_whose_object_cannot_be_read_and_whose_members_declare_no_size_goes_whole(
+    gang: Callable[[list[str]], Unread],
+    unreadable: Callable[[ClusterState, str], object],
+) -> None:
+    """Its quorum unknown, taking some of its running members takes them all: none or all
+    leave it whole, whatever it was. Before, it was judged against one member, so the
+    victims could leave it partial."""
+    key, gang_key, objects = gang(["n1", "n1", "n2"])
+    planner = upstream(*objects)
+    unreadable(planner.state, key)
+    found = verdict(planner, "n2", ["x-2"])
+    assert (found.outcome, found.unit) == (PreemptOutcome.DROPPED, gang_key)
+    assert found.reason == (
+        f"the victims would leave gang {gang_key} with 2 of its 3 bound member(s), below its "
+        "quorum of 3 (no object or member declares its size: every bound member counts), but "
+        "2 of its 2 other pod(s) that would have to go too are not on n2 (n1)"
+    )
+    key, _, objects = gang(["n1", "n1"])
+    planner = upstream(*objects)
+    unreadable(planner.state, key)
+    assert planner.preempt({"n1": ["x-0"]}).kept == {"n1": ["x-0", "x-1"]}
+
+
+def test_a_refused_kueue_pod_group_is_held_to_its_live_members_count_not_a_finished_pods() -> None:
+    """The members disagree on placement, so the group does not resolve; its live members
+    declare 2, a finished pod of an earlier group of the name 3. Taking q-2 leaves 2 of
+    2: before, it was judged against the finished pod's 3 and the node dropped."""
+
+    def member(name: str, node: str, count: str, phase: str = "Running", **more: str) -> Any:
+        labels = {"kueue.x-k8s.io/pod-group-name": "q"}
+        annotations = {"kueue.x-k8s.io/pod-group-total-count": count, **more}
+        return pod_obj(
+            name, node=node, phase=phase, uid=name, labels=labels, annotations=annotations
+        )
+
+    planner = upstream(
+        member("q-0", "n1", "2", **{"phalanx.io/placement": "pack"}),
+        member("q-1", "n1", "2", **{"phalanx.io/placement": "spread"}),
+        member("q-2", "n2", "2"),
+        member("q-3", "n3", "3", "Succeeded"),
+    )
+    assert verdict(planner, "n2", ["q-2"]) == PreemptVerdict("n2", PreemptOutcome.KEPT, ("q-2",))
+    assert verdict(planner, "n1", ["q-0", "q-1"]).outcome is PreemptOutcome.DROPPED  # 1 of 2
 
 
 # ---- the verdicts ------------------------------------------------------------------------

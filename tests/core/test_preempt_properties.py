@@ -6,19 +6,25 @@ upstream PodGroups with `disruptionMode` `single` or `all`, alone or under a
 CompositePodGroup, itself `gang` or `basic` and perhaps nesting another, KAI's nested
 subgroups, a 1.35 Workload's pod groups and their replicas, a Grove PodGang's podgroups
 (a member filed by the PodGang's `podReferences`, or in none), a YuniKorn application's
-task groups declared by some of its members) and single pods; each member running, being
-deleted, finished or pending. Kueue's and LeaderWorkerSet's gangs are not drawn: their
-size is their members' declared count, as an annotation-only gang's. A gang object may be
-being deleted (its running members still count), a composite may wait for a child group
-it lacks, and a root composite may be gone, leaving a tree beneath it that cannot be read.
+task groups declared by some of its members, a Kueue pod group, a LeaderWorkerSet's
+groups, alone or admitted by Kueue) and single pods; each member running, being deleted,
+finished or pending. A Kueue or LeaderWorkerSet gang has no object: its size is the count
+its members declare, now and then one declaring another or none that can be read, a
+finished one an earlier group's, and members may disagree on placement or an LWS pod
+lack the opt-in (no member then): the gang is refused, its running members still held to
+the size they declare. A gang object may be
+being deleted (its running members still count), or gone or refused (its members declare
+no size: they go all together or stay), a composite may wait for a child group it lacks,
+and a root composite may be gone, leaving a tree beneath it that cannot be read.
 kube-scheduler proposes a subset of some nodes' pods, now and then with a pod bound
 elsewhere, as 1.37 offers an `all` unit spread over nodes.
 
 The oracle is the drawn description itself, not `phalanx.core.preempt`: what each gang
 needs (its minimum, task minima or tree of child groups; under a composite that cannot be
-read, every child group), which `all` unit each pod is beneath, and so what a victim set
-may take (`partial`). A pod being deleted or finished is no member any more
-(`Pod.departing`): taking it takes nothing from its gang.
+read, every child group; with nothing declaring its size, every live bound member), which
+`all` unit each pod is beneath, and so what a victim set may take (`partial`). A pod
+being deleted or finished is no member any more (`Pod.departing`): taking it takes
+nothing from its gang.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from builders import (
     workload_obj,
 )
 from phalanx.core.cache import ClusterState
+from phalanx.core.groups import registry
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.preempt import Preemption, PreemptOutcome, PreemptVerdict
 
@@ -137,6 +144,7 @@ class Cluster:
     task: dict[str, str] = field(default_factory=dict)  # pod UID -> task, child or leaf
     gangs: list[Gang] = field(default_factory=list)
     units: dict[str, set[str]] = field(default_factory=dict)  # `all` unit -> pod UIDs
+    refused: list[str] = field(default_factory=list)  # gang objects Phalanx refuses, by key
     home: str = ""  # the node the gang being drawn lives on, "" when spread over nodes
 
     def live_bound(self, uid: str) -> bool:
@@ -159,6 +167,7 @@ class Cluster:
         lines = [f"{g.key} min={g.min_member} tasks={g.tasks} tree={g.tree}" for g in self.gangs]
         lines += [f"  {g.key}: {pods(g.members)}" for g in self.gangs]
         lines += [f"all {unit}: {pods(uids)}" for unit, uids in self.units.items()]
+        lines += [f"refused: {' '.join(self.refused)}"] if self.refused else []
         lines += [f"single: {pods(u for u in self.node_of if u.startswith('solo'))}"]
         return "\n".join(["Cluster(", *lines, ")"])
 
@@ -168,11 +177,26 @@ PHASES = {"running": "Running", "deleting": "Running", "succeeded": "Succeeded"}
 DELETED_AT = "2026-01-01T00:00:00Z"
 
 
-def gang_object(draw: st.DrawFn, c: Cluster, obj: Obj) -> None:
-    """A gang object, now and then being deleted: its members still run, and count."""
-    if draw(st.sampled_from(range(8))) == 7:
+def gang_object(draw: st.DrawFn, c: Cluster, obj: Obj, *, may_be_unread: bool = False) -> bool:
+    """A gang object, now and then being deleted: its members still run, and count. One
+    that `may_be_unread`, now and then gone or refused instead: False, and its members,
+    declaring no size, go all together or stay (`unread`)."""
+    fate = draw(st.sampled_from(range(8)))
+    if may_be_unread and fate == 6:
+        parsed = registry.parse_group_object(obj)
+        if parsed is not None and draw(st.booleans()):
+            c.refused.append(parsed.value.key)
+        return False
+    if fate == 7:
         obj["metadata"]["deletionTimestamp"] = DELETED_AT
     c.objects.insert(0, obj)
+    return True
+
+
+def unread(c: Cluster, pods: Iterable[str]) -> int:
+    """The quorum of a gang nothing declares a size of: all its live bound members, the
+    one reading under which taking some of them never leaves it partial."""
+    return max(sum(c.live_bound(u) for u in pods), 1)
 
 
 def member(draw: st.DrawFn, c: Cluster, name: str, task: str = "", **kw: Any) -> str:
@@ -204,9 +228,9 @@ def sizes(low: int = 1, high: int = 3) -> st.SearchStrategy[int]:
 
 def scheduler_plugins(draw: st.DrawFn, c: Cluster, name: str) -> None:
     need = draw(sizes(1, 4))
-    gang_object(draw, c, podgroup_obj(name, need))
+    read = gang_object(draw, c, podgroup_obj(name, need), may_be_unread=True)
     pods = [member(draw, c, f"{name}-{i}", group=name) for i in range(draw(sizes(1, 5)))]
-    c.gangs.append(Gang(f"default/{name}", frozenset(pods), need))
+    c.gangs.append(Gang(f"default/{name}", frozenset(pods), need if read else unread(c, pods)))
 
 
 def annotated(draw: st.DrawFn, c: Cluster, name: str) -> None:
@@ -223,13 +247,18 @@ def volcano(draw: st.DrawFn, c: Cluster, name: str) -> None:
     tasks = [Leaf(f"t{j}", draw(sizes(1, 2))) for j in range(draw(sizes(1, 2)))]
     need = sum(t.need for t in tasks) + draw(sizes(0, 1))
     minima = {t.name: t.need for t in tasks}
-    gang_object(draw, c, volcano_podgroup_obj(name, need, min_task_member=minima))
+    obj = volcano_podgroup_obj(name, need, min_task_member=minima)
+    read = gang_object(draw, c, obj, may_be_unread=True)
     pods = []
     for i in range(draw(sizes(1, 6))):
         task = draw(st.sampled_from([*minima, ""]))
         says = {"volcano.sh/task-spec": task} if task else {}
         pods.append(member(draw, c, f"{name}-{i}", task, volcano_group=name, annotations=says))
-    c.gangs.append(Gang(f"volcano:default/{name}", frozenset(pods), need, tuple(tasks)))
+    key = f"volcano:default/{name}"
+    if read:
+        c.gangs.append(Gang(key, frozenset(pods), need, tuple(tasks)))
+    else:
+        c.gangs.append(Gang(key, frozenset(pods), unread(c, pods)))
 
 
 MODES = st.sampled_from(["single", "all"])
@@ -239,10 +268,13 @@ def upstream(draw: st.DrawFn, c: Cluster, name: str) -> None:
     """A PodGroup of `gang` policy, or of `basic` (no gang: it needs one member)."""
     count, mode = draw(st.none() | sizes(1, 3)), draw(MODES)
     need = count or 1
-    gang_object(draw, c, upstream_podgroup_obj(name, count, disruption_mode=mode))
+    obj = upstream_podgroup_obj(name, count, disruption_mode=mode)
+    read = gang_object(draw, c, obj, may_be_unread=True)
     pods = [member(draw, c, f"{name}-{i}", scheduling_group=name) for i in range(draw(sizes(1, 5)))]
-    c.gangs.append(Gang(f"upstream:default/{name}", frozenset(pods), need))
-    if mode == "all":
+    c.gangs.append(
+        Gang(f"upstream:default/{name}", frozenset(pods), need if read else unread(c, pods))
+    )
+    if mode == "all" and read:
         c.units[f"upstream:default/{name}"] = set(pods)
 
 
@@ -333,20 +365,23 @@ def kai(draw: st.DrawFn, c: Cluster, name: str) -> None:
     tree = Tree(draw(sizes(1, len(top))), tuple(top))
     obj = kai_podgroup_obj(name, None)
     obj["spec"] |= {"minSubGroup": tree.need, "subGroups": spec}
-    gang_object(draw, c, obj)
+    read = gang_object(draw, c, obj, may_be_unread=True)
     pods = [
         member(draw, c, f"{leaf.name}-{i}", leaf.name, kai_group=name)
         for leaf in tree.leaves()
         for i in range(draw(sizes(0, 3)))
     ]
-    c.gangs.append(Gang(f"kai:default/{name}", frozenset(pods), 1, (), tree))
+    if read:
+        c.gangs.append(Gang(f"kai:default/{name}", frozenset(pods), 1, (), tree))
+    else:
+        c.gangs.append(Gang(f"kai:default/{name}", frozenset(pods), unread(c, pods)))
 
 
 def workload(draw: st.DrawFn, c: Cluster, name: str) -> None:
     """A 1.35 Workload of one or two pod groups, `gang` or `basic`: each pod group, and
     each replica key its pods name, is a gang of its own with the pod group's minCount."""
     counts = {f"{name}p{j}": draw(st.none() | sizes(1, 3)) for j in range(draw(sizes(1, 2)))}
-    gang_object(draw, c, workload_obj(name, counts))
+    read = gang_object(draw, c, workload_obj(name, counts), may_be_unread=True)
     for group, count in counts.items():
         replicas: dict[str, set[str]] = {}
         for i in range(draw(sizes(1, 4))):
@@ -358,7 +393,7 @@ def workload(draw: st.DrawFn, c: Cluster, name: str) -> None:
             )
         for replica, pods in replicas.items():
             key = f"upstream:default/{name}/{group}" + (f"/{replica}" if replica else "")
-            c.gangs.append(Gang(key, frozenset(pods), count or 1))
+            c.gangs.append(Gang(key, frozenset(pods), (count or 1) if read else unread(c, pods)))
 
 
 def grove(draw: st.DrawFn, c: Cluster, name: str) -> None:
@@ -370,7 +405,7 @@ def grove(draw: st.DrawFn, c: Cluster, name: str) -> None:
     minima = {f"{name}p{j}": draw(sizes(0, 2)) for j in range(draw(sizes(1, 3)))}
     first = next(iter(minima))
     minima[first] = max(minima[first], 1)
-    gang_object(draw, c, grove_podgang_obj(name, minima))
+    read = gang_object(draw, c, grove_podgang_obj(name, minima), may_be_unread=True)
     pods = []
     for group, minimum in minima.items():
         for i in range(draw(sizes(0, 3))):
@@ -382,26 +417,120 @@ def grove(draw: st.DrawFn, c: Cluster, name: str) -> None:
             pods.append(member(draw, c, f"{group}-{i}", task, labels=labels))
     size = sum(minima.values())
     tasks = tuple(Leaf(group, minimum) for group, minimum in minima.items())
-    c.gangs.append(Gang(f"grove:default/{name}", frozenset(pods), size, tasks))
+    if read:
+        c.gangs.append(Gang(f"grove:default/{name}", frozenset(pods), size, tasks))
+    else:
+        c.gangs.append(Gang(f"grove:default/{name}", frozenset(pods), unread(c, pods)))
 
 
 def yunikorn(draw: st.DrawFn, c: Cluster, name: str) -> None:
     """An application of one or two task groups with their minMember (the size is their
     sum), declared by some of its members: by every one, or by those drawn, at least one,
-    which may be finished or being deleted (the definition stays the application's)."""
+    which may be finished or being deleted (the definition stays the application's). Now
+    and then by none: nothing declares its size (`unread`)."""
     tasks = [Leaf(f"{name}t{j}", draw(sizes(1, 2))) for j in range(draw(sizes(1, 2)))]
     groups = json.dumps([{"name": t.name, "minMember": t.need} for t in tasks])
     everyone = draw(st.booleans())
+    defined = draw(st.sampled_from(range(8))) < 7
     pods = []
     for i in range(draw(sizes(1, 5))):
         task = draw(st.sampled_from([t.name for t in tasks]))
         says = {"yunikorn.apache.org/task-group-name": task}
-        if everyone or i == 0 or draw(st.booleans()):
+        if defined and (everyone or i == 0 or draw(st.booleans())):
             says["yunikorn.apache.org/task-groups"] = groups
         labels = {"applicationId": name}
         pods.append(member(draw, c, f"{name}-{i}", task, labels=labels, annotations=says))
-    size = sum(t.need for t in tasks)
-    c.gangs.append(Gang(f"yunikorn:default/{name}", frozenset(pods), size, tuple(tasks)))
+    key = f"yunikorn:default/{name}"
+    if defined:
+        size = sum(t.need for t in tasks)
+        c.gangs.append(Gang(key, frozenset(pods), size, tuple(tasks)))
+    else:
+        c.gangs.append(Gang(key, frozenset(pods), unread(c, pods)))
+
+
+KUEUE_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+LWS = "leaderworkerset.sigs.k8s.io/"
+LWS_OPT_IN = "phalanx.io/leaderworkerset-gang"
+
+
+def declares(count: int) -> st.SearchStrategy[str | None]:
+    """What one member says of its gang's size `count`: mostly that, now and then another
+    size, one that cannot be read, or nothing."""
+    return st.sampled_from([str(count)] * 9 + [str(count + 1), "0", None])
+
+
+def placement(draw: st.DrawFn) -> dict[str, str]:
+    """A member's `phalanx.io/placement`, if any: members that disagree on it refuse their
+    gang (it must still be judged, by what its members declare)."""
+    said = draw(st.sampled_from(["", "", "", "pack", "spread"]))
+    return {"phalanx.io/placement": said} if said else {}
+
+
+def declared_size(c: Cluster, said: dict[str, str | None]) -> int:
+    """A gang's size as its members declare it (pod UID -> Kueue's total count or LWS's
+    size): the size its live members agree on; when they disagree, or none declares one
+    that can be read (the gang is refused, but its running members run on), the most any
+    member declares, finished ones too; else every live bound member (`unread`)."""
+
+    def sizes_of(uids: Iterable[str]) -> set[int]:
+        return {int(t) for u in uids if (t := said[u]) and t.isdigit() and int(t) > 0}
+
+    live = sizes_of(u for u in said if u not in c.departing)
+    return live.pop() if len(live) == 1 else max(sizes_of(said), default=unread(c, said))
+
+
+def kueue(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A Kueue plain pod group: each member labelled with its name and annotated with the
+    total count, its size, and perhaps a placement. Now and then the name was used before
+    by a group of another count, which its finished members (or being deleted) declare."""
+    count, said = draw(sizes(1, 4)), {}
+    earlier = draw(sizes(1, 4)) if draw(st.sampled_from(range(4))) == 3 else 0
+    for i in range(draw(sizes(1, 5))):
+        text = draw(declares(count))
+        says = placement(draw) | ({KUEUE_COUNT: text} if text is not None else {})
+        uid = member(draw, c, f"{name}-{i}", labels={KUEUE_NAME: name}, annotations=says)
+        if earlier and uid in c.departing:
+            text = c.objects[-1]["metadata"]["annotations"][KUEUE_COUNT] = str(earlier)
+        said[uid] = text
+    c.gangs.append(Gang(f"kueue:default/{name}", frozenset(said), declared_size(c, said)))
+
+
+def leaderworkerset(draw: st.DrawFn, c: Cluster, name: str) -> None:
+    """A LeaderWorkerSet's one or two groups, each a leader `<lws>-<g>` and workers
+    `<lws>-<g>-<w>` (as LWS names them) of the group's declared size, perhaps in subgroups
+    (a member's subgroup is no quorum: the size alone counts). A pod is a member when it
+    opted in, now and then one not. Or Kueue admitted the set, labelling each group's
+    pods as a pod group of the size: then that is the gang, opted in or not (Kueue's
+    precedes LWS's)."""
+    admitted = draw(st.sampled_from(range(4))) == 3
+    for g in range(draw(sizes(1, 2))):
+        group, size = f"{name}-{g}", draw(sizes(1, 4))
+        divides = [s for s in range(1, size + 1) if size % s == 0 or (size - 1) % s == 0]
+        each = draw(st.none() | st.sampled_from(divides))
+        said: dict[str, str | None] = {}
+        for w in range(draw(sizes(1, size))):
+            pod = f"{group}-{w}" if w else group
+            labels = {LWS + "name": name, LWS + "group-index": str(g), LWS + "worker-index": str(w)}
+            says = placement(draw) | ({LWS + "size": str(size)} if admitted else {})
+            text = draw(declares(size))  # the size the gang reads: Kueue's count, else LWS's
+            if text is not None:
+                says[KUEUE_COUNT if admitted else LWS + "size"] = text
+            if admitted:
+                labels[KUEUE_NAME] = group
+            opted = draw(st.sampled_from(range(10))) < 9
+            if opted:
+                says[LWS_OPT_IN] = "true"
+            if opted or admitted:
+                said[pod] = text
+            if each is not None:
+                says[LWS + "subgroup-size"] = str(each)
+                index = (w - 1) // each if size % each and w else w // each
+                labels[LWS + "subgroup-index"] = str(index)
+            member(draw, c, pod, labels=labels, annotations=says)
+        key = f"kueue:default/{group}" if admitted else f"lws:default/{group}"
+        if said:
+            c.gangs.append(Gang(key, frozenset(said), declared_size(c, said)))
 
 
 DIALECTS = {
@@ -414,6 +543,8 @@ DIALECTS = {
     "wl": workload,
     "grove": grove,
     "yk": yunikorn,
+    "kq": kueue,
+    "lws": leaderworkerset,
 }
 
 
@@ -461,6 +592,8 @@ def preempt(c: Cluster, proposal: dict[str, list[str]]) -> Preemption:
     for node in c.nodes:
         state.upsert_node(gpu_node(node))
     apply_raw(state, *c.objects)
+    for key in c.refused:
+        state.set_group_error(key, "refused")
     return GangPlanner(state, PlannerSettings()).preempt(proposal)
 
 

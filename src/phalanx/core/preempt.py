@@ -26,7 +26,9 @@ its gang or unit any more, though kube-scheduler proposes it until it is gone.
 A gang that does not resolve now (its object being deleted, a composite waiting for a
 child group, members the object refuses) still runs: it is judged by what the cluster
 declares of it (`resolution.declared_group`), never by less; the PodGroups beneath a
-composite that is gone or refused, as that composite's gang with every child group needed.
+composite that is gone or refused, as that composite's gang with every child group needed;
+one nothing declares a size of (its object gone or refused, its members naming none), as
+all its bound members: taking some takes them all.
 
 What was decided per node is a `PreemptVerdict` (kept as proposed, widened, dropped, and
 why); the answer to kube-scheduler, `Preemption.kept`, is derived from the verdicts.
@@ -209,16 +211,24 @@ def _gang(state: ClusterState, resolve: Resolve, key: str) -> _Gang:
     deleted, waiting for a child group, refused) still runs, so it is judged by what
     `state` declares of it (`declared_group`): a composite's tree, not one member; a
     PodGroup beneath a composite that cannot be read, with every sibling. With nothing
-    declaring it, by the most any member declares."""
+    declaring it, by the most any member declares; with no member declaring a size either
+    (its object gone or refused), as all its bound members, never as one."""
     ref = GroupRef.parse(key)
     resolution = resolve(ref)
     if isinstance(resolution, Resolved):
         return _Gang(key, resolution.group, state.bound_members(key))
     group = declared_group(state, ref)
     if group is None:
+        bound = state.bound_members(key)
         members = state.members(key, include_finished=True)
-        need = max(p.min_member or 1 for p in members)
-        return _Gang(key, PodGroup(ref.namespace, ref.name, need), state.bound_members(key))
+        sizes = [p.min_member for p in members if p.min_member is not None]
+        if sizes:  # declared, though not as one gang (its members disagree): the most
+            return _Gang(key, PodGroup(ref.namespace, ref.name, max(sizes)), bound)
+        # Its quorum unknown, only none or all of its bound members leave it whole, whatever
+        # the quorum was: the strictest reading, as for a composite that cannot be read.
+        unknown = PodGroup(ref.namespace, ref.name, max(len(bound), 1))
+        note = "no object or member declares its size: every bound member counts"
+        return _Gang(key, unknown, bound, note)
     if group.key == key:
         return _Gang(key, group, state.bound_members(key))
     # The composite above cannot be read: the bound pods of every PodGroup beneath it,

@@ -108,10 +108,13 @@ def declared_group(state: ClusterState, ref: GroupRef) -> PodGroup | None:
     from its tasks, a topology refused, a composite waiting for a child group): for
     preemption, which must judge running members of a gang that does not resolve; never
     planned. From its object (a composite's tree as its objects make it) or, for a gang of
-    no object, its members, finished ones and those being deleted too (a YuniKorn
-    application's definition does not end with the pod carrying it). A PodGroup beneath a
-    composite that cannot be read (gone, or refused) is part of that composite's gang, whose
-    key this gang then has (`composite.unread_gang`). None when nothing declares it."""
+    no object, its live members, as resolution reads them; when they make none together
+    (none declares it, or they disagree), its finished members and those being deleted
+    too (a YuniKorn application's definition does not end with the pod carrying it, but a
+    finished pod's size is no live member's: the name may have had an earlier group). A
+    PodGroup beneath a composite that cannot be read (gone, or refused) is part of that
+    composite's gang, whose key this gang then has (`composite.unread_gang`). None when
+    nothing declares it."""
     if ref.dialect is Dialect.COMPOSITE:
         root = state.composite(ref.key)
         if root is None:
@@ -125,8 +128,10 @@ def declared_group(state: ClusterState, ref: GroupRef) -> PodGroup | None:
         if isinstance(top, composite.Broken) and top.missing:
             composites = state.composites().values()
             return composite.unread_gang(top.missing, composites, state.groups().values())
-    members = state.members(ref.key, include_finished=True)
-    found = registry.resolve(ref, state.group_object, members)
+    found = registry.resolve(ref, state.group_object, state.members(ref.key))
+    if not isinstance(found, PodGroup):
+        everyone = state.members(ref.key, include_finished=True)
+        found = registry.resolve(ref, state.group_object, everyone)
     return found if isinstance(found, PodGroup) else None
 
 

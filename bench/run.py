@@ -84,6 +84,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "controlplane"))
 sys.path.insert(0, str(HERE))
 
+import audit  # noqa: E402
 import churn  # noqa: E402
 import cpus  # noqa: E402
 import launcher  # noqa: E402  # tests/controlplane/launcher.py
@@ -157,6 +158,8 @@ class RunRecord:
     namespace: str
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: When the API server answered each pod's binding (`audit.bindings`; empty without it).
+    bound_at_apiserver: dict[str, float] = field(default_factory=dict)
     #: When the benchmark's watch first saw each pod (its creation is in `created`).
     seen: dict[str, float] = field(default_factory=dict)
     t_first_create: float = 0.0
@@ -377,6 +380,7 @@ def run_one(
     profile_dir: Path | None,
     source: Path | None = None,
     keep_logs: Path | None = None,
+    audit_log: Path | None = None,
 ) -> RunRecord:
     ns = f"b-{work.key}-{spec.key}-{uuid.uuid4().hex[:6]}"
     rec = RunRecord(work.key, spec.key, ns)
@@ -415,6 +419,7 @@ def run_one(
             sampler = observe.ProcSampler(st.sampled_pids(cp), clock=clock, by_thread=("phalanx",))
             watch = observe.PodWatch(api, ns, clock=clock)
             before = apiserver_metrics(cp)
+            audit_from = audit.size(audit_log) if audit_log is not None else 0
             watch.start()
             sampler.start()
             polls = [
@@ -468,6 +473,8 @@ def run_one(
             if work.impossible:
                 rec.conditions = watch.condition_history()
             rec.watch_restarts = watch.restarts
+            if audit_log is not None:
+                rec.bound_at_apiserver = audit.bindings(audit_log, audit_from, ns)
             rec.processes = sampler.summary(rec.t_first_create, rec.t_end)
             rec.apiserver_metrics = (before, apiserver_metrics(cp))
             with contextlib.suppress(Exception):
@@ -717,9 +724,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         digest = _source_digest(source)
         log(f"Phalanx {version}, source snapshot {digest}")
-        gang_api: dict[str, Any] = {}
+        audit_flags, audit_log = audit.flags(workdir)
+        gang_api: dict[str, Any] = {"apiserver_flags": audit_flags}
         if native is not None and native.api_version == "scheduling.k8s.io/v1beta1":
-            gang_api = {
+            gang_api |= {
                 "apiserver_feature_gates": schedulers.NATIVE_GATES,
                 "runtime_config": native.runtime_config,
             }
@@ -751,6 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.profile_phalanx,
                             source,
                             args.keep_logs,
+                            audit_log,
                         )
                     )
             for churn_work in churns:

@@ -86,6 +86,21 @@ def test_time_to_whole_gang_starts_when_the_first_member_is_created() -> None:
     assert figs["pods_per_second"] == pytest.approx(5 / 3.2, abs=1e-3)
 
 
+def test_the_audit_figures_time_each_binding_by_the_api_servers_answer() -> None:
+    watched = {"a-0": 1.0, "a-1": 1.5, "b-0": 3.2, "b-1": 3.2, "solo": 0.4}
+    answered = {"a-0": 0.9, "a-1": 1.2, "b-0": 2.2, "b-1": 2.0, "solo": 0.3}
+    figs = report.run_figures(two_gangs_of_two(), record(watched, bound_at_apiserver=answered))
+    assert figs["time_to_whole_gang_p99_s"] == pytest.approx(3.0)  # b by the watch
+    assert figs["time_to_whole_gang_p50_api_s"] == pytest.approx(1.2)  # a: created 0.0
+    assert figs["time_to_whole_gang_p99_api_s"] == pytest.approx(2.0)  # b: created 0.2
+    assert figs["binding_seen_after_p50_s"] == pytest.approx(0.3)
+    assert figs["binding_seen_after_p99_s"] == pytest.approx(1.2, abs=0.01)
+    # A run without the audit log (older results) has none of these figures.
+    bare = report.run_figures(two_gangs_of_two(), record(watched))
+    assert bare["time_to_whole_gang_p99_api_s"] is None
+    assert bare["binding_seen_after_p50_s"] is None
+
+
 @pytest.mark.parametrize(
     ("phalanx", "floor", "met"),
     [(95.0, 100.0, True), (90.0, 100.0, True), (89.0, 100.0, False)],

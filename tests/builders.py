@@ -295,10 +295,12 @@ def pod_obj(
     volcano_group: str | None = None,
     scheduling_group: str | None = None,
     workload_ref: dict[str, str] | None = None,
+    priority: int | None = None,
+    preemption_policy: str | None = None,
 ) -> dict[str, Any]:
     """A pod; `group` labels it for scheduler-plugins, `volcano_group` annotates it as
     Volcano's controllers do, `scheduling_group` (1.36+) / `workload_ref` (1.35) set the
-    upstream spec field."""
+    upstream spec field; `priority` and `preemption_policy` the spec fields (None: unset)."""
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
     if gpus:
@@ -323,6 +325,10 @@ def pod_obj(
         spec["schedulingGroup"] = {"podGroupName": scheduling_group}
     if workload_ref is not None:
         spec["workloadRef"] = dict(workload_ref)
+    if priority is not None:
+        spec["priority"] = priority
+    if preemption_policy is not None:
+        spec["preemptionPolicy"] = preemption_policy
     all_annotations = dict(annotations or {})
     if volcano_group is not None:
         all_annotations["scheduling.k8s.io/group-name"] = volcano_group
@@ -514,10 +520,13 @@ def upstream_podgroup_obj(
     status: dict[str, Any] | None = None,
     parent: str | None = None,
     disruption_mode: str | None = "single",
+    priority: int | None = None,
+    preemption_policy: str | None = None,
 ) -> dict[str, Any]:
     """A `scheduling.k8s.io` PodGroup (1.36+); `min_count` None is the basic policy;
     `parent` its CompositePodGroup (1.37); `disruption_mode` (`single`, `all`) None leaves the
-    field unset, in v1alpha2 it is that version's string (`Pod`, `PodGroup`)."""
+    field unset, in v1alpha2 it is that version's string (`Pod`, `PodGroup`); `priority`
+    and `preemption_policy` the 1.37 spec fields (None: unset)."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     )
@@ -531,6 +540,10 @@ def upstream_podgroup_obj(
     if parent is not None:  # the API server requires the workloadRef with it
         spec["parentCompositePodGroupName"] = parent
         spec["workloadRef"] = {"workloadName": parent, "templateName": name}
+    if priority is not None:
+        spec["priority"] = priority
+    if preemption_policy is not None:
+        spec["preemptionPolicy"] = preemption_policy
     obj: dict[str, Any] = {
         "apiVersion": f"scheduling.k8s.io/{version}",
         "kind": "PodGroup",

@@ -19,7 +19,7 @@ from builders import (
     rack_node,
     upstream_podgroup_obj,
 )
-from phalanx.core.barrier import BindAlone, Join, admit
+from phalanx.core.barrier import Answer, BindAlone, Join, admit
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.model import Binding, ChildGroups, Dialect, GroupRef, Node, Pod
 from phalanx.core.planner import GangPlanner
@@ -267,6 +267,83 @@ def test_a_root_being_deleted_is_not_planned() -> None:
     objects = ray_cluster()
     objects[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert isinstance(Cluster(*objects).resolve(RAY), Deleting)
+
+
+# --- a PodGroup beneath that kube-scheduler refuses ---------------------------------------
+
+
+def refused_tree(a_priority: int = 500) -> list[dict[str, Any]]:
+    """Composite `r` (gang of 3) over PodGroups `a`, `x` and `y` (minCount 1, priority 0),
+    one 8-GPU member each; `a-0` of priority `a_priority`."""
+    return [
+        composite_obj("r", 3),
+        *(upstream_podgroup_obj(name, 1, parent="r") for name in ("a", "x", "y")),
+        pod_obj("a-0", 8, scheduling_group="a", priority=a_priority),
+        member("x-0", "x"),
+        member("y-0", "y"),
+    ]
+
+
+R = GroupRef("default", "r", Dialect.COMPOSITE)
+REFUSED_R = (
+    "CompositePodGroup default/r cannot be scheduled all or nothing: PodGroup default/a is "
+    "refused, as kube-scheduler 1.37 refuses it before any cycle of its pods: pod default/a-0 "
+    "has priority 500 but the PodGroup's spec.priority is 0"
+)
+
+
+def test_a_composite_with_a_pod_group_kube_scheduler_refuses_is_refused_whole() -> None:
+    # Each PodGroup is judged alone, against its own priority: x and y are fine, but the
+    # composite cannot be all or nothing while none of a's pods is ever scheduled.
+    cluster = Cluster(*refused_tree(), nodes=3)
+    found = cluster.resolve(R)
+    assert isinstance(found, Invalid)
+    assert found.reason.startswith(REFUSED_R)
+
+    decision = cluster.planner.filter(cluster.pod("x-0"), cluster.nodes, now=0)
+    assert decision.reserved is None
+    assert all(r == found.reason for r in decision.result.unresolvable.values())
+    assert cluster.planner.plan_ahead(R, now=0) is None
+    assert cluster.state.reservations() == {}
+    x = cluster.pod("x-0")
+    assert admit(cluster.state, Binding(x.ref, "n1"), GroupDefaults()) == Answer(found.reason)
+
+
+def test_a_composite_whose_refused_pod_group_gets_a_valid_pod_is_reserved_whole() -> None:
+    cluster = Cluster(*refused_tree(), nodes=3)
+    cluster.state.remove_pod(cluster.pod("a-0").uid)
+    cluster.add(pod_obj("a-0", 8, scheduling_group="a", uid="a-0-again"))
+    reserved = cluster.planner.filter(cluster.pod("x-0"), cluster.nodes, now=0).reserved
+    assert reserved is not None
+    assert sorted(m.pod_key for m in reserved.members) == [
+        "default/a-0",
+        "default/x-0",
+        "default/y-0",
+    ]
+
+
+def test_a_pod_group_beneath_is_judged_by_its_own_priority_not_the_composites() -> None:
+    objects = refused_tree()
+    objects[1] = upstream_podgroup_obj("a", 1, parent="r", priority=500)
+    assert isinstance(Cluster(*objects, nodes=3).resolve(R), Resolved)
+
+
+def test_a_pod_arriving_that_its_pod_group_is_refused_for_releases_the_composites_hold() -> None:
+    objects = refused_tree()
+    objects[0] = composite_obj("r", 2)  # x and y are a quorum without a
+    a_0 = objects.pop(4)
+    cluster = Cluster(*objects, nodes=3)
+    assert cluster.planner.filter(cluster.pod("x-0"), cluster.nodes, now=0).reserved is not None
+    cluster.add(a_0)
+
+    event = cluster.planner.release_refused(cluster.pod("a-0"))
+
+    assert event is not None
+    assert event.reason.startswith(REFUSED_R)
+    assert [(r.cause, r.group_key) for r in cluster.released] == [
+        (ReleaseCause.GROUP_CHANGED, R.key)
+    ]
+    assert cluster.state.reservations() == {}
 
 
 # --- topology at both levels -------------------------------------------------------------

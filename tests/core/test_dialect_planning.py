@@ -541,6 +541,96 @@ def test_a_gang_object_deleted_for_good_after_being_deleted_releases_nothing_twi
     assert isinstance(cluster.resolve(UPSTREAM), Waiting)
 
 
+# --- a PodGroup kube-scheduler refuses (its validatePodGroup) ------------------------------
+
+
+def job_members(*priorities: int, version: str = "v1beta1") -> list[dict[str, Any]]:
+    """PodGroup `job` (minCount 2, priority 0 unset) and one 8-GPU member per priority."""
+    return [
+        upstream_podgroup_obj("job", 2, version=version),
+        *(
+            pod_obj(f"job-{i}", 8, scheduling_group="job", priority=p)
+            for i, p in enumerate(priorities)
+        ),
+    ]
+
+
+REFUSED_JOB = (
+    "PodGroup default/job is refused, as kube-scheduler 1.37 refuses it before any cycle of "
+    "its pods: pod default/job-1 has priority 500 but the PodGroup's spec.priority is 0"
+)
+
+
+def test_a_pod_group_whose_pod_has_another_priority_is_refused_naming_the_pod() -> None:
+    cluster = Cluster(*job_members(0, 500))
+    found = cluster.resolve(UPSTREAM)
+    assert isinstance(found, Invalid)
+    assert found.reason.startswith(REFUSED_JOB)
+
+    decision = cluster.planner.filter(cluster.pod("job-0"), NODES, now=0)
+    assert decision.result.feasible == ()
+    assert decision.reserved is None
+    assert all(r.startswith(REFUSED_JOB) for r in decision.result.unresolvable.values())
+    assert [(e.outcome, e.reason) for e in decision.events] == [(Outcome.INVALID, found.reason)]
+    assert cluster.planner.plan_ahead(UPSTREAM, now=0) is None
+    assert cluster.state.reservations() == {}
+    answer = admit(cluster.state, Binding(cluster.pod("job-0").ref, "n1"), GroupDefaults())
+    assert answer == Answer(found.reason)
+
+
+def test_a_refused_pod_group_is_planned_once_the_pod_that_broke_it_is_replaced() -> None:
+    cluster = Cluster(*job_members(0, 500))
+    cluster.state.remove_pod(cluster.pod("job-1").uid)
+    cluster.add(pod_obj("job-1", 8, scheduling_group="job", uid="job-1-again"))
+    assert isinstance(cluster.resolve(UPSTREAM), Resolved)
+    assert cluster.planner.filter(cluster.pod("job-0"), NODES, now=0).reserved is not None
+
+
+def test_a_1_36_pod_group_is_refused_for_scheduler_names_alone_as_its_kube_scheduler_does() -> None:
+    cluster = Cluster(*job_members(0, 500, version="v1alpha2"))
+    assert isinstance(cluster.resolve(UPSTREAM), Resolved)
+    cluster.add(pod_obj("job-2", 8, scheduling_group="job", scheduler="default-scheduler"))
+    found = cluster.resolve(UPSTREAM)
+    assert isinstance(found, Invalid)
+    assert "kube-scheduler 1.36" in found.reason
+    assert 'pod default/job-2 has spec.schedulerName "default-scheduler"' in found.reason
+
+
+def test_other_dialects_gangs_are_not_held_to_kube_schedulers_pod_group_rules() -> None:
+    cluster = Cluster(
+        volcano_podgroup_obj("job", 2),
+        pod_obj("job-0", 8, volcano_group="job", priority=500),
+        pod_obj("job-1", 8, volcano_group="job", scheduler="default-scheduler"),
+    )
+    assert isinstance(cluster.resolve(VOLCANO), Resolved)
+
+
+def test_a_member_arriving_that_kube_scheduler_refuses_the_gang_for_releases_its_reservation() -> (
+    None
+):
+    cluster = Cluster(*job_members(0, 0))
+    reserved_gang(cluster, "job-0")
+    cluster.add(pod_obj("job-2", 8, scheduling_group="job", priority=500))
+
+    event = cluster.planner.release_refused(cluster.pod("job-2"))
+
+    assert event is not None
+    assert event.outcome is Outcome.INVALID
+    assert "pod default/job-2 has priority 500" in event.reason
+    [released] = cluster.released
+    assert (released.cause, released.group_key) == (ReleaseCause.GROUP_CHANGED, UPSTREAM.key)
+    assert released.why == f"{event.reason}; reservation released"
+    assert cluster.state.reservations() == {}
+
+
+def test_a_member_arriving_that_keeps_the_gang_valid_leaves_its_reservation_alone() -> None:
+    cluster = Cluster(*job_members(0, 0))
+    reserved_gang(cluster, "job-0")
+    cluster.add(pod_obj("job-2", 8, scheduling_group="job"))
+    assert cluster.planner.release_refused(cluster.pod("job-2")) is None
+    assert cluster.released == []
+
+
 # --- Kueue's plain pod groups ------------------------------------------------------------
 
 

@@ -746,6 +746,12 @@ def test_priority_deletion_and_node_selector_are_read() -> None:
     assert pod.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 
 
+def test_a_pods_preemption_policy_is_read_and_unset_is_kube_schedulers_default() -> None:
+    # An upstream PodGroup's pods must agree on it (`phalanx.core.groups.member_rules`).
+    assert parse_pod(pod_obj("p", preemption_policy="Never")).preemption_policy == "Never"
+    assert parse_pod(pod_obj("p")).preemption_policy == "PreemptLowerPriority"
+
+
 def test_a_false_pod_scheduled_condition_is_read_with_its_reason() -> None:
     obj = pod_obj("p", node="gpu-1", phase="Running")
     assert parse_pod(obj).unscheduled == ""

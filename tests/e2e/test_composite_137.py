@@ -2,7 +2,9 @@
 KubeRay-shaped ``scheduling.k8s.io/v1alpha3`` CompositePodGroup (``gang``, minGroupCount
 2) over a head PodGroup (minCount 1) and a worker PodGroup (minCount 2), each pod asking a
 whole node. Where the head fits and the workers do not, nothing binds (alone, the head's
-PodGroup would); once there is room, all three bind together.
+PodGroup would); once there is room, all three bind together. A composite over a PodGroup
+whose pod's priority is not the PodGroup's, which kube-scheduler never schedules, binds
+nothing until that pod is recreated of the right priority.
 
 This module runs on ``control_plane_137`` (kube-apiserver 1.37.2 with ``GenericWorkload``
 and ``CompositePodGroup``, ``scheduling.k8s.io/v1beta1`` and ``v1alpha3`` served);
@@ -12,6 +14,7 @@ disabled by the chart's profile, as for every other 1.37 gang: Phalanx alone dec
 
 from __future__ import annotations
 
+import httpx
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 from conftest_scheduling import (  # noqa: F401  # fixtures
@@ -23,6 +26,7 @@ from conftest_scheduling import (  # noqa: F401  # fixtures
     scheduler_config,
 )
 from scheduling import Obj, Scenario, composite_quorums, pod_body
+from test_preemption import priority_class
 
 pytestmark = pytest.mark.e2e
 
@@ -96,9 +100,13 @@ def child_group(
     return created
 
 
-def member(sc: Scenario, name: str, group: str) -> None:
-    body = pod_body(name, gpus=8, node_selector=sc.selector, gated=True)
+def member(
+    sc: Scenario, name: str, group: str, *, priority_class_name: str = "", gated: bool = True
+) -> None:
+    body = pod_body(name, gpus=8, node_selector=sc.selector, gated=gated)
     body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    if priority_class_name:
+        body["spec"]["priorityClassName"] = priority_class_name
     sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
 
 
@@ -217,3 +225,77 @@ def test_a_worker_groups_zone_key_keeps_its_workers_in_one_zone(judged: Scenario
 
     assert {zone_of[where["worker-0"]], zone_of[where["worker-1"]]} == {"b"}, where
     assert zone_of[where["head-0"]] == "a", where
+
+
+def pod_group(sc: Scenario, name: str, min_count: int) -> None:
+    """A PodGroup of no composite."""
+    sc.api.create(
+        f"{GROUPS}/namespaces/{sc.namespace}/podgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        },
+    )
+
+
+def debug_error(sc: Scenario, key: str) -> str:
+    """Why the running Phalanx does not plan gang `key`, as `/debug/groups` says it."""
+    answer = httpx.get(f"{sc.phalanx.url}/debug/groups/{key}", timeout=10, trust_env=False)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json().get("error") or "")
+
+
+def test_a_composite_over_a_pod_group_kube_scheduler_refuses_binds_nothing_until_it_is_fixed(
+    judged: Scenario,
+) -> None:
+    """Composite `r` (gang of 3) over PodGroups `a`, `x` and `y` (priority 0), one member
+    each; `a-0` is of a PriorityClass of 500, so kube-scheduler refuses every cycle of a's
+    pods ("all pods in a single pod group should have the same priority as the pod group's
+    priority, got 500 and 0") and filters x-0 and y-0 alone. Phalanx refuses the composite
+    whole and says why; a PodGroup of its own beside it binds. Once `a-0` is recreated of
+    its PodGroup's priority, the three bind together. Before, x-0's `/bind` completed the
+    gang: a-0 was bound without any cycle of its own."""
+    sc = judged
+    for name in ("a", "b", "c", "d", "e"):
+        sc.node(name, 8)
+    sc.nodes_ready()
+    with priority_class(sc, "medium", 500) as medium:
+        composite(sc, "r", 3)
+        for group in ("a", "x", "y"):
+            child_group(sc, group, 1, "r")
+        pod_group(sc, "solo", 2)
+        member(sc, "a-0", "a", priority_class_name=medium)
+        for name, group in (("x-0", "x"), ("y-0", "y"), ("solo-0", "solo"), ("solo-1", "solo")):
+            member(sc, name, group)
+        for name in ("a-0", "x-0", "y-0", "solo-0", "solo-1"):
+            sc.ungate(name)
+
+        sc.wait_bound(["solo-0", "solo-1"], timeout=45)
+        told = f"pod {sc.namespace}/a-0 has priority 500 but the PodGroup's spec.priority is 0"
+        said = sc.wait_event("r", told, reason="InvalidGang")
+        assert said["involvedObject"]["kind"] == "CompositePodGroup", said
+        assert said["message"].startswith(
+            f"CompositePodGroup {sc.namespace}/r cannot be scheduled all or nothing: "
+            f"PodGroup {sc.namespace}/a is refused"
+        ), said
+        root = f"{COMPOSITES}/namespaces/{sc.namespace}/compositepodgroups/r"
+
+        def says_why() -> Obj | None:
+            c = condition(sc, root, "CompositePodGroupInitiallyScheduled")
+            return c if c is not None and told in c.get("message", "") else None
+
+        refused = sc.wait("the composite's condition to say why", says_why)
+        assert (refused["status"], refused["reason"]) == ("False", "SchedulerError"), refused
+        assert told in debug_error(sc, f"composite:{sc.namespace}/r")
+        sc.assert_unbound_for(["a-0", "x-0", "y-0"], 5.0)
+
+        # Pods and PodGroups keep their priority: a-0 is recreated, of a's (0).
+        sc.delete_pods(["a-0"])
+        sc.wait("a-0 to be gone", lambda: "a-0" not in sc.pods())
+        member(sc, "a-0", "a", gated=False)
+        where = sc.wait_bound(["a-0", "x-0", "y-0"], timeout=60)
+    assert len(set(where.values()) | set(sc.placement(["solo-0", "solo-1"]).values())) == 5
+    sc.wait_event("r", "bound 3 member(s) together", reason="Bound")
+    assert debug_error(sc, f"composite:{sc.namespace}/r") == ""

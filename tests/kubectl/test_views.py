@@ -887,3 +887,31 @@ def test_a_composite_being_deleted_waits_naming_the_composite() -> None:
     wait = wait_of(gang, [])
     assert wait is not None
     assert wait.reason == gang.deleting
+
+
+# ---- a PodGroup kube-scheduler refuses (1.37's pod-group checks) ---------------------------
+
+
+def test_a_pod_group_whose_pod_has_another_priority_waits_for_that_naming_the_pod() -> None:
+    pods = [pod_obj("job-0", scheduling_group="job"), pod_obj("job-1", scheduling_group="job")]
+    pods[1]["spec"]["priority"] = 500
+    gang = one_gang([upstream_podgroup_obj("job", 2)], pods)
+    wait = wait_of(gang, [])
+    assert wait is not None
+    assert wait.said_by == "phalanx"
+    assert wait.reason.startswith(
+        "PodGroup default/job is refused, as kube-scheduler 1.37 refuses it before any cycle of "
+        "its pods: pod default/job-1 has priority 500 but the PodGroup's spec.priority is 0"
+    )
+
+
+def test_a_composite_over_a_refused_pod_group_waits_for_it_naming_the_pod() -> None:
+    pods = ray_pods({})
+    pods[0]["spec"]["priority"] = 500
+    gang = one_gang(ray_objects(), pods)
+    assert gang.problems[0].startswith(
+        "CompositePodGroup default/ray cannot be scheduled all or nothing: PodGroup "
+        "default/ray-head is refused"
+    )
+    assert "pod default/head-0 has priority 500" in gang.problems[0]
+    assert one_gang(ray_objects(), ray_pods({})).problems == ()

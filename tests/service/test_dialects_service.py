@@ -321,6 +321,67 @@ async def test_a_composite_waiting_for_members_names_the_short_child_on_the_comp
     await ext.stop()
 
 
+def refused_composite() -> list[dict[str, Any]]:
+    """Composite `r` (gang of 3) over PodGroups `a`, `x`, `y` (priority 0), one whole-node
+    member each: `a-0` is of priority 500, so kube-scheduler runs no cycle of it."""
+    return [
+        composite_obj("r", 3),
+        *(upstream_podgroup_obj(name, 1, parent="r") for name in ("a", "x", "y")),
+        pod_obj("a-0", 8, scheduling_group="a", priority=500),
+        *(pod_obj(f"{name}-0", 8, scheduling_group=name) for name in ("x", "y")),
+    ]
+
+
+async def test_a_composite_with_a_pod_group_kube_scheduler_refuses_binds_none_of_its_pods() -> None:
+    # kube-scheduler filters and binds x-0 and y-0 but never a-0: were the composite
+    # reserved, x-0's /bind would complete the gang and bind a-0 before any cycle of it.
+    ext, source = await started(refused_composite())
+    assert ext.filter(pod_of(ext, "x-0"), NODES).feasible == ()
+    error = await bind(ext, "x-0", "n1")
+    await asyncio.sleep(0)
+
+    told = "pod default/a-0 has priority 500 but the PodGroup's spec.priority is 0"
+    assert told in error
+    assert source.bindings == []
+    assert ext.state.reservations() == {}
+    said = [e for e in source.events if e[:2] == ("CompositePodGroup", "composite:default/r")]
+    assert [e[2] for e in said] == ["InvalidGang"]
+    assert told in said[0][3]
+    for key in ("composite:default/r", "upstream:default/a", "upstream:default/x"):
+        assert source.statuses[key].reason == "invalid", key
+    view = ext.views.group(GroupRef("default", "r", Dialect.COMPOSITE))
+    assert view is not None
+    assert told in str(view["error"])
+    await ext.stop()
+
+
+async def test_a_member_arriving_that_kube_scheduler_refuses_its_gang_for_answers_held_binds() -> (
+    None
+):
+    ext, source = await started(
+        [
+            upstream_podgroup_obj("job", 2),
+            *(pod_obj(f"job-{i}", 8, scheduling_group="job") for i in range(2)),
+        ],
+        complete_members=False,
+    )
+    [node] = ext.filter(pod_of(ext, "job-0"), NODES).feasible
+    held = asyncio.create_task(bind(ext, "job-0", node))
+    await asyncio.sleep(0.01)
+    assert not held.done()
+
+    source.apply(pod_obj("job-2", 8, scheduling_group="job", priority=500))
+
+    error = await asyncio.wait_for(held, 1)
+    assert "pod default/job-2 has priority 500" in error
+    assert ext.state.reservations() == {}
+    await asyncio.sleep(0)
+    said = [e[2] for e in source.events if e[1] == "upstream:default/job"]
+    assert said[-2:] == ["ReservationReleased", "InvalidGang"]
+    assert source.bindings == []
+    await ext.stop()
+
+
 async def test_the_debug_view_shows_a_composite_gang_as_one_with_every_childs_members() -> None:
     ext, _ = await started(ray_cluster(2))
     view = ext.views.group(GroupRef("default", "ray", Dialect.COMPOSITE))

@@ -231,7 +231,9 @@ class ReleaseCause(StrEnum):
     REPLAN = "replan"  # kube-scheduler did not offer a reserved node
     NODE_GONE = "node-gone"  # a node it used was deleted
     GROUP_GONE = "group-gone"  # its gang object was deleted, or is being deleted
-    GROUP_CHANGED = "group-changed"  # its gang object changed (size, policy, plan, topology)
+    # Its gang object changed (size, policy, plan, topology), or a member joined that
+    # kube-scheduler refuses the gang for (`GangPlanner.release_refused`).
+    GROUP_CHANGED = "group-changed"
     TOPOLOGY_CHANGED = "topology-changed"  # relabelled nodes split it across required domains
     BARRIER = "barrier"  # the bind barrier gave up (timeout, re-check, commit record)
     ROLL_FORWARD = "roll-forward"  # a commit record wins over it, or cannot be carried out

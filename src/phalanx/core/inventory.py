@@ -59,6 +59,7 @@ from phalanx.core.model import (
     EXTENDED_CLAIM_ENTRY,
     MIG_PREFIX,
     NVIDIA_GPU,
+    PREEMPT_LOWER_PRIORITY,
     Dialect,
     GpuInfo,
     GroupRef,
@@ -317,6 +318,8 @@ def parse_pod(obj: JsonObject) -> Pod:
         plan_node=settings.plan_node,
         gpu_memory_mib=settings.gpu_memory_mib,
         priority=read_integer(src, spec.get("priority"), "spec.priority") or 0,
+        preemption_policy=read_string(src, spec.get("preemptionPolicy"), "spec.preemptionPolicy")
+        or PREEMPT_LOWER_PRIORITY,
         deleting=metadata.get("deletionTimestamp") not in (None, ""),
         resource_version=read_string(
             src, metadata.get("resourceVersion"), "metadata.resourceVersion"

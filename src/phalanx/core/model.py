@@ -299,6 +299,37 @@ class DisruptionMode(StrEnum):
     ALL = "all"  # every pod beneath goes together, or none does
 
 
+# A pod's `spec.preemptionPolicy` when it sets none (as kube-scheduler reads it), and the
+# other value the API allows.
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRules:
+    """What kube-scheduler's pod-group cycle requires of an upstream PodGroup's pods before
+    it schedules any of them (`validatePodGroup`), by the release whose API the PodGroup is
+    read in: it fails every cycle of the group's pods otherwise, and never filters or binds
+    one. Judged by `phalanx.core.groups.member_rules`.
+
+    1.36 (`v1alpha2`): its pending pods name one `spec.schedulerName`. 1.37 (`v1beta1`,
+    `v1alpha3`): its pending and bound pods name one, each pod's priority is `priority`,
+    and each pod's preemption policy is `preemption_policy` or, when that is "", the same
+    as the others'."""
+
+    release: str  # "1.36" | "1.37"
+    priority: int = 0  # `spec.priority` (unset: 0, as kube-scheduler reads it)
+    # `spec.preemptionPolicy`: set only with the PodGroupPreemptionPolicy gate, whose API
+    # server then defaults it, and kube-scheduler then holds every pod to it; "": unset
+    # (the gate off), the pods' policies need only agree.
+    preemption_policy: str = ""
+
+    @property
+    def names_only(self) -> bool:
+        """1.36's rules: only the pending pods' scheduler names are checked."""
+        return self.release == "1.36"
+
+
 _DIALECT_PREFIXES = frozenset(d.value for d in Dialect if d is not Dialect.SCHEDULER_PLUGINS)
 
 
@@ -421,6 +452,8 @@ class Pod:
     plan_node: str = ""  # phalanx.io/plan-node
     gpu_memory_mib: int = 0  # phalanx.io/gpu-memory-mib: minimum memory per GPU
     priority: int = 0
+    # `spec.preemptionPolicy`: an upstream PodGroup's pods must agree on it (`MemberRules`).
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
     deleting: bool = False
     # Group settings declared on the pod itself (annotation-only groups).
     min_member: int | None = None
@@ -735,6 +768,9 @@ class PodGroup:
     # Upstream `spec.disruptionMode`: read by preemption only, so it changes no plan (and
     # upstream makes it immutable): outside equality, an edit re-plans nothing.
     disruption_mode: DisruptionMode = field(default=DisruptionMode.SINGLE, compare=False)
+    # Upstream PodGroup (1.36+): what kube-scheduler requires of its pods before it
+    # schedules any (`MemberRules`); None in other dialects, whose schedulers require none.
+    member_rules: MemberRules | None = None
 
     @property
     def ref(self) -> GroupRef:

@@ -87,6 +87,7 @@ from phalanx.core.resolution import (
     Resolution,
     Resolved,
     Waiting,
+    refused_by_scheduler,
     resolve_group,
 )
 from phalanx.core.singles import SingleFit
@@ -660,6 +661,20 @@ class GangPlanner:
         if member.node not in offered:
             return self._replan(cycle, member)
         return _follow(member.node, offered, _reserved_for(key, member))
+
+    def release_refused(self, pod: Pod) -> GangEvent | None:
+        """A member arrived while its gang holds a reservation: when kube-scheduler now
+        refuses every cycle of the gang's pods (`refused_by_scheduler`: the newcomer broke
+        its PodGroup's rules), the reservation is released, as nothing of it would be
+        bound before it expired, and the refusal noted (the event, if new)."""
+        group = pod.group
+        if group is None or self.state.reservation(group.key) is None:
+            return None
+        why = refused_by_scheduler(self.state, group)
+        if not why:
+            return None
+        self.state.release(group.key, ReleaseCause.GROUP_CHANGED, f"{why}; reservation released")
+        return self.journal.note(group, Outcome.INVALID, why)
 
     def claim_arrival(self, pod: Pod) -> MemberReservation | None:
         """A member that arrived while its gang holds a template reservation takes a slot

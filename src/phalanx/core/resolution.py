@@ -4,6 +4,10 @@
 exist yet: it may still come), `Invalid(reason)` (it will never schedule as declared) or
 `Deleting(reason)` (its object is being deleted: nothing of it is planned, reserved or
 bound any more; its members wait until the object is gone).
+An upstream gang whose pods kube-scheduler refuses to schedule at all (one scheduler name;
+in 1.37 the PodGroup's priority and preemption policy: `phalanx.core.groups.member_rules`)
+is `Invalid` too, a composite gang with such a PodGroup beneath it as a whole: nothing of
+it is planned, reserved, completed or bound while kube-scheduler would schedule none of it.
 The gang comes from its object in any dialect (`phalanx.core.groups.registry.resolve`: a
 PodGroup, a Workload's pod group) or, for annotation-only gangs, from its members'
 annotations; its placement from the object, else the members' common annotation, else the
@@ -15,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from phalanx.core.cache import ClusterState
-from phalanx.core.groups import composite, lws, registry
+from phalanx.core.groups import composite, lws, member_rules, registry
 from phalanx.core.inventory import parse_placement
 from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -99,7 +103,39 @@ def resolve_group(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -
     stray_members = registry.dialect(ref.dialect).stray_members
     if stray_members is not None and (stray := stray_members(found, members)):
         return Invalid(stray)
+    if not found.deleting and (refused := member_rules.refusal(found, members, state.is_bound)):
+        return Invalid(refused)
     return _with_placement(ref, found, members, defaults)
+
+
+def refused_by_scheduler(state: ClusterState, ref: GroupRef) -> str:
+    """Why kube-scheduler refuses every cycle of gang `ref`'s pods as they are now (an
+    upstream PodGroup whose pods break its `MemberRules`, or a composite gang with such a
+    PodGroup beneath: `phalanx.core.groups.member_rules`); "" when it does not."""
+    if ref.dialect is Dialect.UPSTREAM:
+        group = state.group(ref.key)
+        if group is None:
+            return ""
+        return member_rules.refusal(group, state.members(ref.key), state.is_bound)
+    root = state.composite(ref.key) if ref.dialect is Dialect.COMPOSITE else None
+    if root is None:
+        return ""
+    tree, _ = state.tree_memo(ref.key, lambda: _composite_tree(state, root))
+    return _composite_refusal(state, ref, tree)
+
+
+def _composite_refusal(state: ClusterState, ref: GroupRef, tree: ChildGroups) -> str:
+    """`refused_by_scheduler` of composite gang `ref`, whose tree is `tree`: each PodGroup
+    beneath is judged with its own pods (the members whose task it is)."""
+    by_task: dict[str, list[Pod]] = {}
+    for pod in state.members(ref.key):
+        by_task.setdefault(pod.task, []).append(pod)
+    children = [
+        (group, by_task.get(name, []))
+        for name, _ in tree.pod_groups()
+        if (group := state.group(GroupRef(ref.namespace, name, Dialect.UPSTREAM).key)) is not None
+    ]
+    return member_rules.composite_refusal(ref.namespace, ref.name, children, state.is_bound)
 
 
 def declared_group(state: ClusterState, ref: GroupRef) -> PodGroup | None:
@@ -199,6 +235,9 @@ def _tree_of(state: ClusterState, ref: GroupRef, defaults: GroupDefaults) -> Res
             f"CompositePodGroup {ref.namespace}/{ref.name} has {len(tree.children)} child "
             f"group(s), fewer than its minGroupCount {tree.min_groups}; waiting for the rest"
         )
+    refused = _composite_refusal(state, ref, tree)
+    if refused:
+        return Invalid(refused)
     gang = replace(
         composite.composite_gang(root, tree, defaults.timeout_seconds), topology=topology
     )

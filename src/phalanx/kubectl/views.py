@@ -51,6 +51,7 @@ from typing import Any
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.groups import registry, upstream
 from phalanx.core.groups.composite import CompositePodGroup, child_tree, gang_above
+from phalanx.core.groups.member_rules import composite_refusal, refusal
 from phalanx.core.groups.upstream import Workload
 from phalanx.core.inventory import parse_pod
 from phalanx.core.journal import GroupPhase
@@ -392,6 +393,8 @@ def collect_gangs(
         if pod.group is None:
             continue
         ref = pod.group
+        if not pod.departing:
+            tree.pods.setdefault(ref.key, []).append(pod)
         above = filed.get(ref.key)
         if above is not None:  # a member of the composite gang above its PodGroup
             ref, pod = above, replace(pod, task=ref.name)
@@ -420,6 +423,7 @@ def collect_gangs(
         record = _commit(ref.key, _annotations(raw).get(COMMIT_ANNOTATION))
         if record is not None:
             draft.member_commits.append(record)
+    tree.refusals(drafts, filed)
     return [drafts[k].view() for k in sorted(drafts)], skipped
 
 
@@ -430,6 +434,8 @@ class _Tree:
 
     composites: dict[str, CompositePodGroup] = field(default_factory=dict)
     pod_groups: list[PodGroup] = field(default_factory=list)
+    # Each gang's live pods, by the key of the gang they name themselves.
+    pods: dict[str, list[Pod]] = field(default_factory=dict)
 
     def file(self, drafts: dict[str, _Draft]) -> dict[str, GroupRef]:
         """PodGroup key -> the composite gang its pods are members of; a composite gang's
@@ -447,6 +453,26 @@ class _Tree:
             draft.min_member = max(fewest_members(children), 1)
             draft.min_task_member = children
         return filed
+
+    def refusals(self, drafts: dict[str, _Draft], filed: Mapping[str, GroupRef]) -> None:
+        """A problem on the gang of each PodGroup whose pods kube-scheduler refuses to
+        schedule (`phalanx.core.groups.member_rules`), as Phalanx refuses it: the composite
+        gang's when it is filed under one."""
+        for group in self.pod_groups:
+            members = sorted(self.pods.get(group.key, ()), key=lambda p: p.name)
+            above = filed.get(group.key)
+            if above is None:
+                why, draft = refusal(group, members, _bound), drafts.get(group.key)
+            else:
+                children = [(group, members)]
+                why = composite_refusal(above.namespace, above.name, children, _bound)
+                draft = drafts.get(above.key)
+            if why and draft is not None:
+                draft.problems.append(why)
+
+
+def _bound(pod: Pod) -> bool:
+    return bool(pod.node_name)
 
 
 def _add_object(

@@ -233,15 +233,18 @@ class Extender:
                 self.reporter.report(decision.events)
 
     def _claim_arrivals(self, arrivals: Sequence[Pod]) -> None:
-        """Members that arrived while their gang held a template reservation claim a slot
-        now. One the gate cannot complete is nominated to its node: its own cycle, which
-        it needs, then filters that node alone. One it can complete is not: the gang's
-        first `/bind` binds it, and a nomination would only hasten a cycle of it that is
-        not needed, for a write and an update event each
+        """Members that arrived while their gang held a reservation: one that makes
+        kube-scheduler refuse the gang releases it (`release_refused`); else, of a template
+        reservation, each claims a slot now. One the gate cannot complete is nominated to
+        its node: its own cycle, which it needs, then filters that node alone. One it can
+        complete is not: the gang's first `/bind` binds it, and a nomination would only
+        hasten a cycle of it that is not needed, for a write and an update event each
         (bench/results/2026-12-06-claim-nominations.md)."""
         claimed = []
         worth: dict[str, bool] = {}  # by gang: nominating pays only while the backlog is short
         for pod in arrivals:
+            # A newcomer kube-scheduler refuses its gang for releases the reservation first.
+            self.reporter.report([self.planner.release_refused(pod)])
             member = self.planner.claim_arrival(pod)
             if member is None or pod.group is None or self._completed_anyway(pod, member.node):
                 continue

@@ -16,6 +16,7 @@ from phalanx.core.model import (
     Dialect,
     DisruptionMode,
     GroupRef,
+    MemberRules,
     Placement,
     PodClaimRef,
     PodGroup,
@@ -155,6 +156,7 @@ def test_a_pod_group_gives_min_count_and_its_key(version: str) -> None:
         timeout_declared=False,
         uid="upg-ml-gang-0",
         dialect=Dialect.UPSTREAM,
+        member_rules=MemberRules("1.36" if version == "v1alpha2" else "1.37"),
     )
     assert group.key == "upstream:ml/gang-0"
 

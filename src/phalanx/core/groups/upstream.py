@@ -18,7 +18,10 @@ Two shapes, by the version the API server serves:
   kube-scheduler writes it). In 1.37 (`DRAWorkloadResourceClaims`) `spec.resourceClaims`
   names ResourceClaims the members share (`read_resource_claims`).
   `spec.disruptionMode` (`single` or `all`; in `v1alpha2` the string `Pod` or
-  `PodGroup`) is read for preemption (`phalanx.core.groups.disruption`).
+  `PodGroup`) is read for preemption (`phalanx.core.groups.disruption`). What
+  kube-scheduler requires of the pods before it schedules any (one scheduler name; in 1.37
+  `spec.priority` and `spec.preemptionPolicy` too) is `phalanx.core.groups.member_rules`:
+  a gang whose pods break it is refused.
 
 `basic` means "no gang": the PodGroup has `basic` set and its members are scheduled one
 by one. The API server validates these spec fields, so a malformed one raises; a pod's
@@ -46,6 +49,7 @@ from phalanx.core.groups.common import (
     read_min_count,
 )
 from phalanx.core.groups.disruption import read_disruption_mode, read_v1alpha2_disruption_mode
+from phalanx.core.groups.member_rules import read_member_rules
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
     OUTCOME_INVALID,
@@ -241,8 +245,8 @@ def gang_of(workload: Workload, ref: GroupRef) -> PodGroup | str:
 def parse_pod_group(obj: JsonObject) -> PodGroup:
     src, metadata, namespace, name = read_identity(POD_GROUP_KIND, obj)
     spec = read_object(src, obj.get("spec"), "spec")
-    v1alpha2 = read_string(src, obj.get("apiVersion"), "apiVersion") == f"{GROUP}/v1alpha2"
-    read_mode = read_v1alpha2_disruption_mode if v1alpha2 else read_disruption_mode
+    version = read_string(src, obj.get("apiVersion"), "apiVersion").removeprefix(f"{GROUP}/")
+    read_mode = read_v1alpha2_disruption_mode if version == "v1alpha2" else read_disruption_mode
     path = "spec.schedulingPolicy"
     min_count = read_policy(src, read_object(src, spec.get("schedulingPolicy"), path), path)
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
@@ -265,6 +269,7 @@ def parse_pod_group(obj: JsonObject) -> PodGroup:
             src, spec, read_object(src, obj.get("status"), "status")
         ),
         disruption_mode=read_mode(src, spec),
+        member_rules=read_member_rules(src, spec, version),
     )
 
 

@@ -380,6 +380,18 @@ def pod_watch_cache(before: str, after: str) -> dict[str, int | None] | None:
     }
 
 
+def watch_cache_line(meta: Mapping[str, Any]) -> str:
+    """What the pod watch cache held before the first run (bench/run.py
+    `warm_pod_watch_cache`); results from before 7 December say nothing: cold."""
+    cache = meta.get("pod_watch_cache") or {}
+    if cache.get("warmed"):
+        return (
+            f"kube-apiserver's pod watch cache warmed to {cache.get('capacity')} events before "
+            "the first run, so every run's watches open with the same channels. "
+        )
+    return "kube-apiserver's pod watch cache cold at the first run (10-event channels). "
+
+
 def api_writes(before: str, after: str) -> dict[str, int] | None:
     """The writes kube-apiserver served during a run, by verb and resource: everyone's (the
     benchmark's pod creations and kwok's pod status updates too, the same for every
@@ -1269,7 +1281,7 @@ def markdown(doc: dict[str, Any], stem: str, pngs: list[str]) -> str:
         # Runs before 2026-12-06 logged warnings only (and wrote no access lines then).
         f"defaults; Phalanx's log level `{meta.get('phalanx_log_level', 'warning')}`. A run ends "
         f"when every pod is bound, or at saturation (no binding for {meta['settle_seconds']:g} s), "
-        f"or after {meta['cap_seconds']:g} s. {cpus_line(meta)}"
+        f"or after {meta['cap_seconds']:g} s. {cpus_line(meta)}{watch_cache_line(meta)}"
         f"Total runtime {meta['runtime_seconds'] / 60:.1f} min.",
         "",
         "Ratios are Phalanx ÷ the peer, from this one run; ✓ marks Phalanx better.",

@@ -101,9 +101,16 @@ def child_group(
 
 
 def member(
-    sc: Scenario, name: str, group: str, *, priority_class_name: str = "", gated: bool = True
+    sc: Scenario,
+    name: str,
+    group: str,
+    *,
+    gpus: int = 8,
+    priority_class_name: str = "",
+    gated: bool = True,
 ) -> None:
-    body = pod_body(name, gpus=8, node_selector=sc.selector, gated=gated)
+    """A member of upstream PodGroup `group` (of `priority_class_name`, "" for priority 0)."""
+    body = pod_body(name, gpus=gpus, node_selector=sc.selector, gated=gated)
     body["spec"]["schedulingGroup"] = {"podGroupName": group}
     if priority_class_name:
         body["spec"]["priorityClassName"] = priority_class_name

@@ -40,8 +40,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import launcher  # tests/controlplane/launcher.py, put on sys.path by conftest.py
 import pytest
 from conftest_scheduling import cluster, phalanx, scheduler  # noqa: F401  # fixtures
-from scheduling import Member, Scenario, bound_node, composite_quorums, pod_body
-from test_composite_137 import child_group, composite, judged  # noqa: F401  # judged: fixture
+from scheduling import Member, Scenario, bound_node, composite_quorums
+from test_composite_137 import child_group, composite, judged, member  # noqa: F401  # judged: fixture
 from test_preemption import (  # noqa: F401  # high: a fixture
     gone,
     high,
@@ -71,15 +71,6 @@ def medium(cluster: Scenario) -> Iterator[str]:  # noqa: F811
         yield name
 
 
-def member(sc: Scenario, name: str, group: str, gpus: int, priority_class_name: str) -> None:
-    """A gated member of upstream PodGroup `group` (of `priority_class_name`, "" for 0)."""
-    body = pod_body(name, gpus=gpus, node_selector=sc.selector, gated=True)
-    body["spec"]["schedulingGroup"] = {"podGroupName": group}
-    if priority_class_name:
-        body["spec"]["priorityClassName"] = priority_class_name
-    sc.api.create(f"/api/v1/namespaces/{sc.namespace}/pods", body)
-
-
 def nested_composite(
     sc: Scenario,
     inner: int | None,
@@ -98,7 +89,7 @@ def nested_composite(
     for group, parent, need in (("a", "r", 1), ("x", "n", 1), ("y", "n", y_min)):
         child_group(sc, group, need, parent, priority_class_name=classes.get(f"{group}-0", ""))
     for name, size in zip(MEMBERS, (8, gpus, gpus), strict=True):
-        member(sc, name, name.split("-")[0], size, classes.get(name, ""))
+        member(sc, name, name.split("-")[0], gpus=size, priority_class_name=classes.get(name, ""))
     for name in MEMBERS:
         sc.ungate(name)
     return sc.wait_bound(MEMBERS, timeout=45)

@@ -348,7 +348,7 @@ def api_write_counts(text: str) -> dict[str, int]:
     return dict(counts)
 
 
-def _pod_watch_cache(text: str) -> tuple[int, int | None]:
+def pod_watch_cache_now(text: str) -> tuple[int, int | None]:
     """(watchers of pods closed as unresponsive so far, the pod watch cache's capacity)."""
     closed, capacity = 0, None
     for metric, labels, value in parse_metrics(text):
@@ -371,8 +371,8 @@ def pod_watch_cache(before: str, after: str) -> dict[str, int | None] | None:
     both scrapes."""
     if not before or not after:
         return None
-    closed_before, capacity_before = _pod_watch_cache(before)
-    closed_after, capacity_after = _pod_watch_cache(after)
+    closed_before, capacity_before = pod_watch_cache_now(before)
+    closed_after, capacity_after = pod_watch_cache_now(after)
     return {
         "watchers_closed": closed_after - closed_before,
         "capacity_at_start": capacity_before,

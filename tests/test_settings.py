@@ -123,6 +123,18 @@ def test_service_settings_carry_the_tuning() -> None:
     assert (svc.default_timeout_seconds, svc.barrier_timeout_seconds) == (90, 15)
 
 
+def test_status_and_events_wait_up_to_five_seconds_for_the_bindings_by_default() -> None:
+    assert Settings().service_settings().report_hold_seconds == 5.0
+    assert Settings(report_hold_seconds=0).service_settings().report_hold_seconds == 0.0
+
+
+@pytest.mark.parametrize("hold", ["-1", "nan", "inf", "soon"])
+def test_a_report_hold_that_is_not_a_finite_number_of_seconds_is_refused(hold: str) -> None:
+    parsed: dict[str, Any] = {"report_hold_seconds": hold}  # as from the environment
+    with pytest.raises(ValidationError, match="report_hold_seconds"):
+        Settings(**parsed)
+
+
 @pytest.mark.parametrize(
     ("variable", "field"),
     [

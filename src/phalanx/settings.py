@@ -169,6 +169,16 @@ class Settings(BaseSettings):
         "pending pods bound whole before any member's cycle. "
         "false: every member waits for its own /bind, as kube-scheduler's filters see each.",
     )
+    report_hold_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Seconds a gang's status or Event may wait while Phalanx has bindings in "
+        "flight. On a busy API server every write delays the others, its watch events too; "
+        "status and Events only say what already happened, so they go once the bindings "
+        "have been quiet for 0.5 s, or after this long, and a gang's status is written once "
+        "with its latest content. Nominations and requeues never wait. 0: written at once.",
+    )
     dra_extended_resources: bool = Field(
         default=True,
         description="Whether kube-scheduler serves extended resources (nvidia.com/gpu, "
@@ -317,6 +327,7 @@ class Settings(BaseSettings):
             single_pod_nodes=self.single_pod_nodes,
             nominate_members=self.nominate_members,
             complete_members=self.complete_members,
+            report_hold_seconds=self.report_hold_seconds,
         )
 
 

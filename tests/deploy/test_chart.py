@@ -515,6 +515,11 @@ def test_two_containers_listening_on_one_port_are_refused_at_render(
             "/apiPriority/priorityLevel",
             id="no-priority-level",
         ),
+        pytest.param(
+            {"phalanx": {"reportHoldSeconds": -1}},
+            "/phalanx/reportHoldSeconds",
+            id="negative-report-hold",
+        ),
     ],
 )
 def test_values_schema_rejects_mistakes(
@@ -597,6 +602,7 @@ MILLIONS = {
         "singlePodNodes": 1_000_000,
         "apiQps": 1_000_000,
         "apiBurst": 2_000_000,
+        "reportHoldSeconds": 1_000_000,
     },
 }
 
@@ -620,6 +626,7 @@ def test_numbers_of_a_million_or_more_render_as_written_and_phalanx_parses_them(
         "single_pod_nodes": ("PHALANX_SINGLE_POD_NODES", "1000000"),
         "api_qps": ("PHALANX_API_QPS", "1000000"),
         "api_burst": ("PHALANX_API_BURST", "2000000"),
+        "report_hold_seconds": ("PHALANX_REPORT_HOLD_SECONDS", "1000000"),
     }
     assert {var: env[var] for var, _ in settings.values()} == dict(settings.values())
     from_env: dict[str, Any] = {field: env[var] for field, (var, _) in settings.items()}
@@ -631,12 +638,26 @@ def test_numbers_of_a_million_or_more_render_as_written_and_phalanx_parses_them(
 def test_fractional_numbers_render_as_written(chart: Chart) -> None:
     values = {
         "kubeScheduler": {"clientConnection": {"qps": 50.5}},
-        "phalanx": {"barrierTimeoutSeconds": 20.25, "apiQps": 2.5},
+        "phalanx": {"barrierTimeoutSeconds": 20.25, "apiQps": 2.5, "reportHoldSeconds": 0.75},
     }
     docs = chart.render(values)
     assert scheduler_config(docs)["clientConnection"]["qps"] == 50.5
     env = env_of(container(docs, "phalanx"))
     assert (env["PHALANX_BARRIER_TIMEOUT_SECONDS"], env["PHALANX_API_QPS"]) == ("20.25", "2.5")
+    assert env["PHALANX_REPORT_HOLD_SECONDS"] == "0.75"
+
+
+def test_by_default_status_and_events_wait_up_to_five_seconds_for_the_bindings(
+    chart: Chart,
+) -> None:
+    field = "report_hold_seconds"
+    env = env_of(container(chart.render(), "phalanx"))
+    assert env["PHALANX_REPORT_HOLD_SECONDS"] == "5"
+    on: dict[str, Any] = {field: env["PHALANX_REPORT_HOLD_SECONDS"]}  # as pydantic parses it
+    assert Settings(**on).report_hold_seconds == 5
+    env = env_of(container(chart.render({"phalanx": {"reportHoldSeconds": 0}}), "phalanx"))
+    off: dict[str, Any] = {field: env["PHALANX_REPORT_HOLD_SECONDS"]}
+    assert Settings(**off).report_hold_seconds == 0
 
 
 # ---- pod hardening and probes --------------------------------------------------------

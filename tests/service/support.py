@@ -20,9 +20,9 @@ from builders import node_obj, pod_obj, podgroup_obj
 from clocks import FakeClock
 from phalanx.core.model import Binding, Pod, PodRef
 from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES, CommitRecord
-from phalanx.service.barrier import Timers
 from phalanx.service.extender import Extender, ServiceSettings
 from phalanx.service.rollforward import RollForwardSettings
+from phalanx.service.timers import Timers
 from phalanx.sources.clusterfile import ClusterFileSource
 
 NODES = ["n1", "n2", "n3"]
@@ -208,6 +208,7 @@ async def started(
     nominate_members: bool = True,
     complete_members: bool = True,
     carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
+    report_hold: float = 0.0,
 ) -> tuple[Extender, ScriptedSource]: ...
 
 
@@ -226,6 +227,7 @@ async def started(
     nominate_members: bool = True,
     complete_members: bool = True,
     carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
+    report_hold: float = 0.0,
 ) -> tuple[Extender, S]: ...
 
 
@@ -243,6 +245,7 @@ async def started(
     nominate_members: bool = True,
     complete_members: bool = True,
     carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES,
+    report_hold: float = 0.0,
 ) -> tuple[Extender, ScriptedSource]:
     source = source_class([node_obj(n) for n in NODES] + objects, failures, yielding=yielding)
     ext = Extender(
@@ -255,6 +258,9 @@ async def started(
             nominate_members=nominate_members,
             complete_members=complete_members,
             carried_record_bytes=carried_record_bytes,
+            # Status and Events at once: these specs read them as a gang binds. Held
+            # behind bindings: tests/service/test_bindings_first.py.
+            report_hold_seconds=report_hold,
         ),
         clock=clock or FakeClock(),
         timers=timers,

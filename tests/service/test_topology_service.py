@@ -57,7 +57,11 @@ def gang(name: str, size: int, annotations: dict[str, str]) -> list[dict[str, An
 
 async def start(objects: list[dict[str, Any]]) -> tuple[Extender, ScriptedSource]:
     source = ScriptedSource(objects)
-    ext = Extender(source, ServiceSettings(barrier_timeout_seconds=5.0), clock=FakeClock())
+    ext = Extender(
+        source,
+        ServiceSettings(barrier_timeout_seconds=5.0, report_hold_seconds=0),
+        clock=FakeClock(),
+    )
     await ext.start()
     return ext, source
 

@@ -47,7 +47,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from phalanx.core.barrier import (
     Answer,
@@ -73,6 +72,7 @@ from phalanx.service.binder import Binder
 from phalanx.service.metrics import Metrics
 from phalanx.service.reporter import Reporter
 from phalanx.service.tasks import Tasks
+from phalanx.service.timers import LoopTimers, Timer, Timers
 
 log = logging.getLogger(__name__)
 
@@ -83,23 +83,6 @@ Clock = Callable[[], float]
 # gangs that fit, about 300 of 800 members were completed while their cycle was under way:
 # without the wait each got two Events.
 ANNOUNCE_AFTER_SECONDS = 2.0
-
-
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Timers(Protocol):
-    """Where the barrier's timeouts are scheduled: the event loop, or a test's fake clock."""
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
-
-
-class LoopTimers:
-    """The running event loop's own timers (seconds of its monotonic clock)."""
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from phalanx.core.barrier import fits_alone
 from phalanx.core.cache import ClusterState
 from phalanx.core.model import Binding, Pod
 from phalanx.core.rollforward import CommitRecord
+from phalanx.service.bindings_first import BindingsFirst
 from phalanx.service.metrics import Metrics
 from phalanx.sources.base import BindError, ClusterSource, CommitLog
 
@@ -53,12 +54,15 @@ class Binder:
         settings: BindSettings | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        bindings_first: BindingsFirst | None = None,
     ) -> None:
         self.state = state
         self.source = source
         self.metrics = metrics
         self.settings = settings or BindSettings()
         self.clock = clock
+        # Told of every binding in flight: best-effort writes wait for them.
+        self.bindings_first = bindings_first or BindingsFirst(0.0)
 
     async def bind_alone(self, pod: Pod, node: str) -> str:
         """Bind a pod that waits for nobody, if it still fits; "" or the error to report."""
@@ -71,6 +75,10 @@ class Binder:
     async def bind_assumed(self, pod: Pod, node: str, *, record: CommitRecord | None = None) -> str:
         """Issue the binding of an assumed pod (carrying its gang's commit record, if given);
         forget it on failure. "" or the error."""
+        with self.bindings_first.binding():
+            return await self._bind_assumed(pod, node, record)
+
+    async def _bind_assumed(self, pod: Pod, node: str, record: CommitRecord | None) -> str:
         binding = Binding(pod.ref, node)
         attempts = 1 + self.settings.retries
         deadline = self.clock() + self.settings.timeout_seconds
@@ -106,7 +114,8 @@ class Binder:
         """Write the gang's commit record before its first binding, for a record too long
         for its bindings to carry; "" or why it failed."""
         try:
-            await self.source.write_commit_record(record)
+            with self.bindings_first.binding():  # the gang's bindings wait on it
+                await self.source.write_commit_record(record)
         except Exception as exc:  # noqa: BLE001  # any failure: nothing is bound yet, so back out
             return str(exc) or type(exc).__name__
         return ""

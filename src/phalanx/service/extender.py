@@ -33,13 +33,15 @@ from phalanx.core.model import Binding, GroupRef, Placement, Pod
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.rollforward import CARRIED_RECORD_MAX_BYTES
 from phalanx.core.topology import DEFAULT_TOPOLOGIES, Topologies
-from phalanx.service.barrier import BindBarrier, Timers
+from phalanx.service.barrier import BindBarrier
 from phalanx.service.binder import Binder, BindSettings
+from phalanx.service.bindings_first import BindingsFirst
 from phalanx.service.loop_health import watch_lag
 from phalanx.service.metrics import Metrics
 from phalanx.service.reporter import Reporter
 from phalanx.service.rollforward import RollForward, RollForwardSettings
 from phalanx.service.tasks import Tasks
+from phalanx.service.timers import Timers
 from phalanx.service.views import GangViews
 from phalanx.sources.base import ClusterSource, CommitLog, Nomination, StateUpdate
 
@@ -106,6 +108,9 @@ class ServiceSettings:
     # pods; a longer one is written on the gang's object before the first binding. 0: every
     # record is written first (DESIGN §6 to the letter, one more round trip per gang).
     carried_record_bytes: int = CARRIED_RECORD_MAX_BYTES
+    # How long a gang status or Event may wait while bindings are in flight (seconds;
+    # phalanx.service.bindings_first); 0: written at once.
+    report_hold_seconds: float = 5.0
 
 
 class Extender:
@@ -143,6 +148,7 @@ class Extender:
         self.metrics.watch_topology(self.planner.topology_usage)
         self.tasks = Tasks()
         self._synced = False  # the source's first full list has reached the model
+        self.bindings_first = BindingsFirst(s.report_hold_seconds, clock=clock, timers=timers)
         self.reporter = Reporter(
             self.state,
             self.planner,
@@ -152,6 +158,7 @@ class Extender:
             clock=clock,
             wall_clock=wall_clock,
             nominate_members=s.nominate_members,
+            bindings_first=self.bindings_first,
         )
         self.binder = Binder(
             self.state,
@@ -159,6 +166,7 @@ class Extender:
             self.metrics,
             BindSettings(s.bind_retries, s.bind_retry_backoff_seconds, s.bind_timeout_seconds),
             clock=clock,
+            bindings_first=self.bindings_first,
         )
         self.barrier = BindBarrier(
             self.state,

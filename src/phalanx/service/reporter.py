@@ -18,8 +18,9 @@ contradict the others' is said once: a log line and a Warning Event on the Node.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from phalanx.core.cache import ClusterState, MemberState, Released, Reservation
 from phalanx.core.gang import Placed
@@ -30,6 +31,7 @@ from phalanx.core.planner import GangPlanner
 from phalanx.core.preempt import Preemption, PreemptOutcome
 from phalanx.core.resolution import Deleting, Resolved
 from phalanx.core.topology import Topologies, TopologyFinding
+from phalanx.service.bindings_first import BindingsFirst
 from phalanx.service.metrics import Metrics
 from phalanx.service.tasks import Tasks
 from phalanx.sources.base import ClusterSource, Nomination
@@ -90,6 +92,7 @@ class Reporter:
         clock: Clock,
         wall_clock: Clock,
         nominate_members: bool = True,
+        bindings_first: BindingsFirst | None = None,
     ) -> None:
         self.state = state
         self.planner = planner
@@ -99,6 +102,8 @@ class Reporter:
         self.clock = clock
         self.wall_clock = wall_clock
         self.nominate_members = nominate_members  # False: members are only ever requeued
+        # Gang status and Events wait while bindings are in flight (service/bindings_first).
+        self.bindings_first = bindings_first or BindingsFirst(0.0)
         # What was last written as each PodGroup's status (phase, counts, reason, message).
         self._shown: dict[str, tuple[object, ...]] = {}
         # Gangs a decision was reported for since the last refresh, and where the refresh's
@@ -160,17 +165,29 @@ class Reporter:
     def _event(self, group: GroupRef, reason: str, message: str, *, warning: bool) -> bool:
         """An Event on the gang's object, else on its first member; False if neither exists."""
         if self.state.group_object(group.object_ref.key) is not None:
-            self.tasks.spawn(self.source.emit_group_event(group, reason, message, warning=warning))
+            self._after_bindings(
+                lambda: self.source.emit_group_event(group, reason, message, warning=warning)
+            )
             return True
         members = self.state.members(group.key)
         if not members:
             return False
-        self.tasks.spawn(
-            self.source.emit_event(
-                "Pod", group.namespace, members[0].name, reason, message, warning=warning
+        first = members[0].name
+        self._after_bindings(
+            lambda: self.source.emit_event(
+                "Pod", group.namespace, first, reason, message, warning=warning
             )
         )
         return True
+
+    def _after_bindings(self, write: Callable[[], Awaitable[None]]) -> None:
+        """A best-effort write, in the background once the bindings let it go."""
+
+        async def when_quiet() -> None:
+            await self.bindings_first.turn()
+            await write()
+
+        self.tasks.spawn(when_quiet())
 
     def member_completed(self, pod: Pod, node: str, group: GroupRef) -> None:
         """kube-scheduler's own record of a binding (`Scheduled` on the pod), for a member the
@@ -180,8 +197,8 @@ class Reporter:
             f"Successfully assigned {pod.key} to {node} "
             f"(bound by Phalanx with gang {group}, before its own scheduling cycle)"
         )
-        self.tasks.spawn(
-            self.source.emit_event("Pod", pod.namespace, pod.name, "Scheduled", message)
+        self._after_bindings(
+            lambda: self.source.emit_event("Pod", pod.namespace, pod.name, "Scheduled", message)
         )
 
     def warn_once(self, group: GroupRef, reason: str, message: str) -> None:
@@ -372,9 +389,15 @@ class Reporter:
         for finding in findings:
             message = str(finding)
             log.warning(message, extra={"node": finding.node, "reason": INCONSISTENT_TOPOLOGY})
-            self.tasks.spawn(
-                self.source.emit_event(
-                    "Node", "", finding.node, INCONSISTENT_TOPOLOGY, message, warning=True
+            self._after_bindings(
+                partial(
+                    self.source.emit_event,
+                    "Node",
+                    "",
+                    finding.node,
+                    INCONSISTENT_TOPOLOGY,
+                    message,
+                    warning=True,
                 )
             )
 
@@ -395,5 +418,20 @@ class Reporter:
             status.message,
         )
         if self._shown.get(status.group_key) != shown:
+            first = status.group_key not in self._shown
             self._shown[status.group_key] = shown
-            self.tasks.spawn(self.source.update_group_status(status))
+            if first:
+                # Others may wait on an object's first status (Volcano's job controller
+                # creates a job's pods once its PodGroup leaves Pending): never held.
+                self.tasks.spawn(self.source.update_group_status(status))
+            else:
+                self.tasks.spawn(self._status_when_quiet(status))
+
+    async def _status_when_quiet(self, status: GroupStatus) -> None:
+        """`status` once the bindings let it go, unless its object is being deleted by then.
+        The source writes only the newest of an object's statuses waiting for their turn."""
+        await self.bindings_first.turn()
+        group = self.state.group(status.group_key) or self.state.composite(status.group_key)
+        if group is not None and group.deleting:
+            return
+        await self.source.update_group_status(status)

@@ -11,6 +11,7 @@ from support import FakeTimers, RecordingSource, bind, gang_objects, pod_of, res
 from clocks import FakeClock
 from phalanx.core.groups.status import GroupStatus
 from phalanx.service.bindings_first import QUIET_SECONDS, BindingsFirst
+from phalanx.service.extender import Extender
 
 pytestmark = pytest.mark.anyio
 
@@ -140,16 +141,22 @@ class StatusLog(RecordingSource):
         await super().update_group_status(status)
 
 
-async def test_a_bound_gang_s_event_and_status_wait_until_the_bindings_are_quiet() -> None:
+async def holding(size: int) -> tuple[Extender, StatusLog, FakeClock, FakeTimers]:
+    """A gang of `size`, with the hold on and its timers on the test's clock."""
     clock = FakeClock()
     timers = FakeTimers(clock)
     ext, source = await started(
-        gang_objects(size=4, gpus=4),
+        gang_objects(size=size, gpus=4),
         source_class=StatusLog,
         clock=clock,
         timers=timers,
         report_hold=5.0,
     )
+    return ext, source, clock, timers
+
+
+async def test_a_bound_gang_s_event_and_status_wait_until_the_bindings_are_quiet() -> None:
+    ext, source, clock, timers = await holding(4)
     nodes = reserve_all(ext, ["g-0"])
     await settle()
     before = len(source.written)  # the reservation's status: the object's first, at once
@@ -176,15 +183,7 @@ async def test_a_bound_gang_s_event_and_status_wait_until_the_bindings_are_quiet
 
 
 async def test_nominations_and_a_first_status_do_not_wait_for_the_bindings() -> None:
-    clock = FakeClock()
-    timers = FakeTimers(clock)
-    ext, source = await started(
-        gang_objects(size=3, gpus=4),
-        source_class=StatusLog,
-        clock=clock,
-        timers=timers,
-        report_hold=5.0,
-    )
+    ext, source, clock, timers = await holding(3)
     with ext.bindings_first.binding():  # another gang's bindings are in flight
         reserve_all(ext, ["g-0"])
         await settle()

@@ -35,6 +35,7 @@ EXPORTED_FAMILIES = {
     "phalanx_gang_bind_window_seconds",
     "phalanx_gang_bind_step_seconds",
     "phalanx_barrier_waiting",
+    "phalanx_reports_held",
     "phalanx_event_loop_lag_seconds",
     "phalanx_bindings_total",
     "phalanx_watch_restarts_total",

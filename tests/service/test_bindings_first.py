@@ -141,6 +141,10 @@ class StatusLog(RecordingSource):
         await super().update_group_status(status)
 
 
+def held(ext: Extender) -> float:
+    return ext.metrics.registry.get_sample_value("phalanx_reports_held") or 0
+
+
 async def holding(size: int) -> tuple[Extender, StatusLog, FakeClock, FakeTimers]:
     """A gang of `size`, with the hold on and its timers on the test's clock."""
     clock = FakeClock()
@@ -168,6 +172,7 @@ async def test_a_bound_gang_s_event_and_status_wait_until_the_bindings_are_quiet
     assert len(source.bindings) == 4
     assert not any("bound 4 member(s) together" in e[3] for e in source.events)
     assert len(source.written) == before
+    assert held(ext) >= 2  # at least the gang's Event and its status
 
     source.delete_pod(pod_of(ext, "g-3").uid)  # the status changes again while it waits
     ext.refresh_statuses()
@@ -178,6 +183,7 @@ async def test_a_bound_gang_s_event_and_status_wait_until_the_bindings_are_quiet
     await settle()
     assert any("bound 4 member(s) together" in e[3] for e in source.events)
     assert len(source.written) > before
+    assert held(ext) == 0
     assert source.written[-1].scheduled == 3
     await ext.stop()
 

@@ -149,6 +149,7 @@ class Extender:
         self.tasks = Tasks()
         self._synced = False  # the source's first full list has reached the model
         self.bindings_first = BindingsFirst(s.report_hold_seconds, clock=clock, timers=timers)
+        self.metrics.reports_held.set_function(lambda: self.bindings_first.held)
         self.reporter = Reporter(
             self.state,
             self.planner,

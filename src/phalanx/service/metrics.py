@@ -68,6 +68,11 @@ class Metrics:
             "Bind requests held at the bind barrier, waiting for the rest of their gang.",
             registry=r,
         )
+        self.reports_held = Gauge(
+            "phalanx_reports_held",
+            "Gang status writes and Events waiting for Phalanx's bindings to be quiet.",
+            registry=r,
+        )
         self.bindings = Counter(
             "phalanx_bindings",
             "Bindings issued by Phalanx, by result (bound, failed, gone, conflict).",

@@ -329,11 +329,16 @@ def gangs_row(m: Exported) -> list[timeseries.Panel]:
             width=12,
         ),
         timeseries_panel(
-            "Bind barrier waiters",
+            "Bind barrier waiters, held reports",
             "/bind requests held at the barrier waiting for the rest of their gang. Each waits "
-            "at most the barrier timeout (20 s by default).",
+            "at most the barrier timeout (20 s by default). Held reports: gang status writes "
+            "and Events waiting while Phalanx has bindings in flight, each at most "
+            "reportHoldSeconds (5 s by default).",
             units.NoUnit,
-            [query(f"sum({m.select('phalanx_barrier_waiting')})", "waiting")],
+            [
+                query(f"sum({m.select('phalanx_barrier_waiting')})", "waiting"),
+                query(f"sum({m.select('phalanx_reports_held')})", "held reports"),
+            ],
             width=8,
         ),
         timeseries_panel(

@@ -181,7 +181,7 @@ def test_dashboard_has_the_panels_operators_need() -> None:
         "Time to whole gang",
         "GPUs per node: reserved / used / free",
         "Request latency per verb (p50 / p99)",
-        "Bind barrier waiters",
+        "Bind barrier waiters, held reports",
         "Watch restarts",
         "Preemption: nodes by Phalanx's answer",
         "Partial gangs (must be 0)",

@@ -1,6 +1,7 @@
 """Faults through the real kube-scheduler and Phalanx: a reserved node cordoned before the
 gang binds, Phalanx SIGKILLed while a bind barrier is half full, a dead instance's commit
-record finished by the next one (and the node it names held meanwhile against another pod),
+record finished by the next one (and the node it names held meanwhile against another pod,
+its member nominated to it),
 a kube-apiserver restart, and garbage annotations.
 
 A member is kept from reaching kube-scheduler with a scheduling gate: it exists (Phalanx
@@ -336,6 +337,46 @@ def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_an
         assert phalanx.metric("phalanx_partial_gangs") == 0
         cluster.assert_unbound_for([other], 2.0)  # and no room for it anywhere now
         phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
+    finally:
+        if not phalanx.running:
+            phalanx.start()
+        scheduler.start()
+
+
+def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record_names(
+    cluster: Scenario,  # noqa: F811
+    phalanx: PhalanxProcess,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+) -> None:
+    # Two of three members bound to a, the third recorded for b, the record fresh: the next
+    # instance holds b for the member through the grace (15 s) and, having the roll-forward
+    # duty (the last holder stopped cleanly and released its Lease), nominates the member
+    # to b, so that kube-scheduler (its preemption included) counts b as taken by it. With
+    # kube-scheduler stopped, the nomination stays until roll-forward binds the member.
+    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself
+    a = cluster.node("a", 8)
+    b = cluster.node("b", 4)
+    cluster.nodes_ready()
+    scheduler.stop()
+    try:
+        phalanx.stop()
+        gang = cluster.gang("nominated", 3, 4)
+        *bound, member = gang.members
+        recorded = {bound[0]: a, bound[1]: a, member: b}
+        _left_by_a_crash(cluster, gang, recorded, bound, written=datetime.now(UTC))
+        assert cluster.bound_count(gang) == 2
+
+        phalanx.start()
+        cluster.wait(
+            f"{member} nominated to {b}",
+            lambda: _nominated_node(cluster, member) == b or None,
+            timeout=10,
+        )
+        assert not bound_node(cluster.pods()[member])  # held, not yet rolled forward
+
+        where = cluster.wait_gang(gang, timeout=40)
+        assert where == recorded
+        assert phalanx.metric("phalanx_partial_gangs") == 0
     finally:
         if not phalanx.running:
             phalanx.start()

@@ -11,8 +11,9 @@ at the barrier — the state "the last member has not been scheduled yet", held 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -166,6 +167,29 @@ def test_phalanx_killed_while_a_barrier_is_half_full_leaves_no_partial_gang(
     cluster.phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
 
 
+def _two_nodes(sc: Scenario, gpus_of_b: int) -> tuple[str, str]:
+    """Nodes a (8 GPUs) and b, ready, for a gang the test leaves partially bound itself (the
+    invariant monitor then sees it partial for up to 40 s, as it would one Phalanx left)."""
+    sc.max_partial_seconds = 40.0
+    a = sc.node("a", 8)
+    b = sc.node("b", gpus_of_b)
+    sc.nodes_ready()
+    return a, b
+
+
+@contextlib.contextmanager
+def _kube_scheduler_stopped(kube: Scheduler, instance: PhalanxProcess) -> Iterator[None]:
+    """kube-scheduler stopped, so that only roll-forward binds; afterwards Phalanx and
+    kube-scheduler run again, whatever the test left stopped."""
+    kube.stop()
+    try:
+        yield
+    finally:
+        if not instance.running:
+            instance.start()
+        kube.start()
+
+
 def _left_by_a_crash(
     sc: Scenario,
     gang: Gang,
@@ -217,12 +241,8 @@ def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_recor
     # recorded node, and the commit record on it (its binding carried the record) or on the
     # PodGroup (a record too long to carry, written first). kube-scheduler is stopped so
     # that only roll-forward can bind the rest.
-    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself (see below)
-    a = cluster.node("a", 8)
-    b = cluster.node("b", 8)
-    cluster.nodes_ready()
-    scheduler.stop()
-    try:
+    a, b = _two_nodes(cluster, 8)
+    with _kube_scheduler_stopped(scheduler, phalanx):
         phalanx.kill()
         gang = cluster.gang("half", 3, 2)
         recorded = {gang.members[0]: a, gang.members[1]: a, gang.members[2]: b}
@@ -268,10 +288,6 @@ def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_recor
         if carried:
             notes_now = cluster.pods()[first]["metadata"]["annotations"]
             assert notes_now[A_COMMIT] == notes[A_COMMIT]
-    finally:
-        if not phalanx.running:
-            phalanx.start()
-        scheduler.start()
 
 
 def _cycle_of(sc: Scenario, name: str) -> str | None:
@@ -298,12 +314,8 @@ def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_an
     # that fits only on b first (the member waits behind its gate): b is refused to it, and
     # the member's own cycle then binds it to b. Without the hold, the other pod took b, and
     # roll-forward released the gang: two of three bound for good.
-    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself
-    a = cluster.node("a", 8)
-    b = cluster.node("b", 4)
-    cluster.nodes_ready()
-    scheduler.stop()
-    try:
+    a, b = _two_nodes(cluster, 4)
+    with _kube_scheduler_stopped(scheduler, phalanx):
         phalanx.kill()
         gang = cluster.gang("kept", 3, 4, held=[2])
         *bound, member = gang.members
@@ -337,10 +349,6 @@ def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_an
         assert phalanx.metric("phalanx_partial_gangs") == 0
         cluster.assert_unbound_for([other], 2.0)  # and no room for it anywhere now
         phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
-    finally:
-        if not phalanx.running:
-            phalanx.start()
-        scheduler.start()
 
 
 def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record_names(
@@ -353,12 +361,8 @@ def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record
     # duty (the last holder stopped cleanly and released its Lease), nominates the member
     # to b, so that kube-scheduler (its preemption included) counts b as taken by it. With
     # kube-scheduler stopped, the nomination stays until roll-forward binds the member.
-    cluster.max_partial_seconds = 40.0  # the test creates the partial gang itself
-    a = cluster.node("a", 8)
-    b = cluster.node("b", 4)
-    cluster.nodes_ready()
-    scheduler.stop()
-    try:
+    a, b = _two_nodes(cluster, 4)
+    with _kube_scheduler_stopped(scheduler, phalanx):
         phalanx.stop()
         gang = cluster.gang("nominated", 3, 4)
         *bound, member = gang.members
@@ -377,10 +381,6 @@ def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record
         where = cluster.wait_gang(gang, timeout=40)
         assert where == recorded
         assert phalanx.metric("phalanx_partial_gangs") == 0
-    finally:
-        if not phalanx.running:
-            phalanx.start()
-        scheduler.start()
 
 
 # ---- the API server restarts ------------------------------------------------------------------

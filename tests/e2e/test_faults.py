@@ -351,6 +351,10 @@ def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_an
         phalanx.wait_metric("phalanx_reserved_gpus", lambda v: v == 0, timeout=10)
 
 
+#: The e2e Phalanx's kubeconfig names no namespace, so its roll-forward Lease is in `default`.
+ROLL_FORWARD_LEASE = "/apis/coordination.k8s.io/v1/namespaces/default/leases/phalanx-rollforward"
+
+
 def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record_names(
     cluster: Scenario,  # noqa: F811
     phalanx: PhalanxProcess,  # noqa: F811
@@ -358,12 +362,16 @@ def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record
 ) -> None:
     # Two of three members bound to a, the third recorded for b, the record fresh: the next
     # instance holds b for the member through the grace (15 s) and, having the roll-forward
-    # duty (the last holder stopped cleanly and released its Lease), nominates the member
-    # to b, so that kube-scheduler (its preemption included) counts b as taken by it. With
-    # kube-scheduler stopped, the nomination stays until roll-forward binds the member.
+    # duty (nobody else holds its Lease), nominates the member to b, so that kube-scheduler
+    # (its preemption included) counts b as taken by it. With kube-scheduler stopped, the
+    # nomination stays until roll-forward binds the member.
     a, b = _two_nodes(cluster, 4)
     with _kube_scheduler_stopped(scheduler, phalanx):
         phalanx.stop()
+        # A test before may have killed the instance holding the Lease: the next one would
+        # wait out its duration (15 s) from when it first sees it, as client-go's leader
+        # election does, and the record would be due by then. No Phalanx runs: remove it.
+        cluster.api.delete(ROLL_FORWARD_LEASE)
         gang = cluster.gang("nominated", 3, 4)
         *bound, member = gang.members
         recorded = {bound[0]: a, bound[1]: a, member: b}

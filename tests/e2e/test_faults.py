@@ -290,6 +290,16 @@ def test_the_next_instance_rolls_a_half_bound_gang_forward_from_its_commit_recor
             assert notes_now[A_COMMIT] == notes[A_COMMIT]
 
 
+def _two_bound_the_third_recorded(sc: Scenario, gang: Gang, a: str, b: str) -> dict[str, str]:
+    """A gang of three left by a crash with its first two members bound to `a` and the
+    third recorded for `b`, in a record written now (fresh: within roll-forward's grace)."""
+    *bound, member = gang.members
+    recorded = {bound[0]: a, bound[1]: a, member: b}
+    _left_by_a_crash(sc, gang, recorded, bound, written=datetime.now(UTC))
+    assert sc.bound_count(gang) == 2
+    return recorded
+
+
 def _cycle_of(sc: Scenario, name: str) -> str | None:
     """What kube-scheduler's first finished cycle of pod ``name`` did: ``bound to <node>``,
     or the message of the failure it put the pod back in its queue with (None: not yet)."""
@@ -318,14 +328,12 @@ def test_the_next_instance_holds_the_node_a_fresh_commit_record_names_against_an
     with _kube_scheduler_stopped(scheduler, phalanx):
         phalanx.kill()
         gang = cluster.gang("kept", 3, 4, held=[2])
-        *bound, member = gang.members
+        member = gang.members[-1]
         other = "other"
         cluster.pod(other, 4)  # fits on b alone: a is full once the gang's two are bound
-        recorded = {bound[0]: a, bound[1]: a, member: b}
         # Written now: the grace counts from here, and the member is let through a few
         # seconds later (a member behind its gate cannot be bound, by roll-forward either).
-        _left_by_a_crash(cluster, gang, recorded, bound, written=datetime.now(UTC))
-        assert cluster.bound_count(gang) == 2
+        recorded = _two_bound_the_third_recorded(cluster, gang, a, b)
 
         phalanx.start()
         held = cluster.wait(
@@ -373,10 +381,8 @@ def test_the_next_instance_nominates_a_held_member_to_the_node_its_commit_record
         # election does, and the record would be due by then. No Phalanx runs: remove it.
         cluster.api.delete(ROLL_FORWARD_LEASE)
         gang = cluster.gang("nominated", 3, 4)
-        *bound, member = gang.members
-        recorded = {bound[0]: a, bound[1]: a, member: b}
-        _left_by_a_crash(cluster, gang, recorded, bound, written=datetime.now(UTC))
-        assert cluster.bound_count(gang) == 2
+        member = gang.members[-1]
+        recorded = _two_bound_the_third_recorded(cluster, gang, a, b)
 
         phalanx.start()
         cluster.wait(

@@ -5,10 +5,11 @@ delays all of them, its watch events too: a gang's last binding then reaches eve
 (kube-scheduler, the job's operator, Phalanx's own model). A gang's status and its Events
 say what already happened, and nothing waits on them. So while any binding is in flight,
 and for `QUIET_SECONDS` after the last one lands, they wait, each at most `hold_seconds`.
-A gang's status is written once, with what it says last, however often it changed while
-it waited (`Reporter._push_status`).
+Of an object's statuses held meanwhile only the newest is written (the source's coalescing,
+`Reports.update_group_status`).
 
-Nominations and requeues do not wait: members' next cycles depend on them.
+Nominations and requeues do not wait: members' next cycles depend on them. Nor does an
+object's first status: others may wait for it (`Reporter._push_status`).
 
     write ──▶ quiet? ──yes──▶ sent now
                 │ no

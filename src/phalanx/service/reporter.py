@@ -8,7 +8,8 @@ gang — or on the first member of an annotation-only gang) and a status write (
 spells it in the object's dialect). Status is also refreshed periodically, since members
 bind, run and finish long after the gang decision. `/preempt`'s verdicts (`Preemption`)
 become counts and log lines only (`report_preemption` says why no Event). Every write is a
-background task: nothing here blocks a verb.
+background task: nothing here blocks a verb. Status and Events, except an object's first status,
+wait while Phalanx has bindings in flight (`service/bindings_first.py`).
 
 Where a gang landed (the topology level its members share, and why not a narrower one) is
 counted when its quorum binds and shown in its status message. A node whose topology labels

@@ -79,7 +79,12 @@ class BindingsFirst:
                     self._arm(self.quiet_seconds)
 
     def quiet(self) -> bool:
-        return self._in_flight == 0 and self.clock() - self._last_landed >= self.quiet_seconds
+        return self._in_flight == 0 and self._quiet_left() <= 0
+
+    def _quiet_left(self) -> float:
+        """How long until the bindings have been quiet for `quiet_seconds`, once none is in
+        flight (0 or less: they have)."""
+        return self.quiet_seconds - (self.clock() - self._last_landed)
 
     async def turn(self) -> None:
         """Return when a best-effort write may go: at once when the bindings are quiet."""
@@ -88,7 +93,7 @@ class BindingsFirst:
         held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._held[held] = None
         if self._in_flight == 0 and self._check is None:
-            self._arm(self.quiet_seconds - (self.clock() - self._last_landed))
+            self._arm(self._quiet_left())
         longest = self.timers.call_later(self.hold_seconds, lambda: _release(held))
         try:
             await held
@@ -105,7 +110,7 @@ class BindingsFirst:
         self._check = None
         if self._in_flight:
             return  # the last binding to land arms the next check
-        left = self.quiet_seconds - (self.clock() - self._last_landed)
+        left = self._quiet_left()
         if left > 0:
             self._arm(left)
             return

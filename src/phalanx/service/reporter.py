@@ -406,8 +406,7 @@ class Reporter:
         """Write `status` unless it says nothing new. Never to an object being deleted:
         nobody reads it any more, and a write would move its resourceVersion under the
         update that removes its finalizers (a conflict and a retry for that controller)."""
-        group = self.state.group(status.group_key) or self.state.composite(status.group_key)
-        if group is not None and group.deleting:
+        if self._being_deleted(status.group_key):
             return
         shown = (
             status.phase,
@@ -426,13 +425,14 @@ class Reporter:
                 # creates a job's pods once its PodGroup leaves Pending): never held.
                 self.tasks.spawn(self.source.update_group_status(status))
             else:
-                self.tasks.spawn(self._status_when_quiet(status))
+                self._after_bindings(partial(self._write_status, status))
 
-    async def _status_when_quiet(self, status: GroupStatus) -> None:
-        """`status` once the bindings let it go, unless its object is being deleted by then.
-        The source writes only the newest of an object's statuses waiting for their turn."""
-        await self.bindings_first.turn()
-        group = self.state.group(status.group_key) or self.state.composite(status.group_key)
-        if group is not None and group.deleting:
-            return
-        await self.source.update_group_status(status)
+    async def _write_status(self, status: GroupStatus) -> None:
+        """A held status, unless its object is being deleted by its turn. The source writes
+        only the newest of an object's statuses waiting for their turn."""
+        if not self._being_deleted(status.group_key):
+            await self.source.update_group_status(status)
+
+    def _being_deleted(self, key: str) -> bool:
+        group = self.state.group(key) or self.state.composite(key)
+        return group is not None and group.deleting

@@ -177,7 +177,8 @@ class Settings(BaseSettings):
         "flight. On a busy API server every write delays the others, its watch events too; "
         "status and Events only say what already happened, so they go once the bindings "
         "have been quiet for 0.5 s, or after this long, and a gang's status is written once "
-        "with its latest content. Nominations and requeues never wait. 0: written at once.",
+        "with its latest content. Nominations, requeues and a PodGroup's first status never "
+        "wait. 0: written at once.",
     )
     dra_extended_resources: bool = Field(
         default=True,

@@ -110,6 +110,13 @@ NAME = (
             PRIORITY,
         ),
         (MemberRules("1.37"), [member("job-1", priority=500, node="n1")], ""),
+        # A gated pod is judged like any pending one: kube-scheduler 1.37 gates the whole
+        # group while any pod of it is gated, and checks it with the rest once ungated.
+        (
+            MemberRules("1.37"),
+            [member("job-0"), member("job-1", priority=500, unjudged="scheduling gates")],
+            PRIORITY,
+        ),
         (
             MemberRules("1.37"),
             [member("job-0"), member("job-1", scheduler_name="default-scheduler")],
@@ -158,6 +165,7 @@ NAME = (
         "a-pending-pods-priority",
         "a-bound-pods-priority",
         "nothing-pending",
+        "a-gated-pods-priority",
         "scheduler-names",
         "the-groups-preemption-policy",
         "preemption-policies-disagree",

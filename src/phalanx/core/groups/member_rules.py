@@ -18,7 +18,9 @@ in (`MemberRules`):
 
 The first pod to break a rule, in that order (pending pods by name, then bound ones), is
 the one named, with its value and the one it should have. A group with no pending pod is
-not checked: kube-scheduler runs no cycle for it.
+not checked: kube-scheduler runs no cycle for it. A pod behind scheduling gates is pending
+like any other: kube-scheduler gates the whole group while any pod of it is gated
+(`runPreEnqueuePlugins`), then judges the gated pod with the rest once its gates lift.
 
 Each PodGroup is judged on its own, against its own priority, also beneath a
 CompositePodGroup: the chart runs kube-scheduler without its `CompositePodGroup` gate, so

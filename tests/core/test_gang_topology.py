@@ -38,6 +38,7 @@ def topology(
     required: str | None = None,
     preferred: str | None = None,
     slices: tuple[int, str] | None = None,
+    layers: tuple[tuple[int, str], ...] = (),
 ) -> GangTopology:
     size, level = slices or (0, None)
     return GangTopology(
@@ -46,6 +47,7 @@ def topology(
         preferred=DEFAULT.level(preferred) if preferred else None,
         slice_size=size,
         slice_level=DEFAULT.level(level) if level else None,
+        slice_layers=tuple((n, DEFAULT.levels.index(lv)) for n, lv in layers),
     )
 
 
@@ -333,6 +335,58 @@ def test_slices_follow_the_operators_ranks_not_the_pod_names() -> None:
     }
     assert where["a"] == where["c"]
     assert where["b"] == where["d"]
+
+
+# ---- multi-layer slices (Kueue's podset-slice-required-topology-constraints) ----------
+
+
+def leaf_pair(busy_second_clique: bool = True) -> ClusterState:
+    """Leaf l0: clique c00 (two 4-GPU nodes) and c01 (two, busy); leaf l1: cliques c02 and
+    c03 of three nodes each. c00 is the tightest clique a slice of two fits in."""
+    nodes = [
+        rack_node(f"c{c:02d}-n{n:02d}", 4, spine="s0", leaf=f"l{c // 2}", clique=f"c{c:02d}")
+        for c, count in ((0, 2), (1, 2), (2, 3), (3, 3))
+        for n in range(count)
+    ]
+    busy = [("c01-n00", 4), ("c01-n01", 4)] if busy_second_clique else []
+    return cluster(nodes, busy)
+
+
+def test_each_outer_slice_lands_inside_one_domain_of_its_layer_around_its_inner_slices() -> None:
+    state = leaf_pair()
+    # Slices of 2 alone: the first takes the tightest clique, c00; the second then has no
+    # room left in leaf l0 and goes to l1.
+    alone = place(state, ranked_gang(4), slices=(2, CLIQUE))
+    assert label_values(state, alone, LEAF) == {"l0", "l1"}
+    # Inside slices of 4 per leaf, both go to l1, each in one clique.
+    result = place(state, ranked_gang(4), slices=(2, CLIQUE), layers=((4, LEAF),))
+    assert label_values(state, result, LEAF) == {"l1"}
+    assert all(len(s) == 1 for s in slices_of(state, result, 2))
+    assert isinstance(result, Placed)
+    assert result.explanation.endswith(
+        "every 4 consecutive members within one leaf; every 2 consecutive members within one clique"
+    )
+
+
+def test_outer_slices_by_rank_may_take_different_domains_of_their_layer() -> None:
+    # 8 members, slices of 4 per leaf around slices of 2 per clique: leaf l0 holds 16 GPUs
+    # (c00, c01), leaf l1 24; one outer slice in each, every inner one in one clique.
+    state = leaf_pair(busy_second_clique=False)
+    result = place(state, ranked_gang(8), slices=(2, CLIQUE), layers=((4, LEAF),))
+    assert isinstance(result, Placed), result
+    by_rank = sorted(result.members, key=lambda p: int(p.name.split("-")[1]))
+    leaves = [present(state.node(result.assignment[p.uid])).node.labels[LEAF] for p in by_rank]
+    assert len(set(leaves[:4])) == 1
+    assert len(set(leaves[4:])) == 1
+    assert all(len(s) == 1 for s in slices_of(state, result, 2))
+
+
+def test_an_outer_slice_that_fits_no_domain_of_its_layer_is_named() -> None:
+    state = leaf_pair()
+    result = place(state, ranked_gang(8), slices=(2, CLIQUE), layers=((8, LEAF),))
+    assert isinstance(result, Unfit)
+    assert "leaf slice 1 of 1 (w-0..w-7)" in result.reason
+    assert "fits in no leaf" in result.reason
 
 
 def test_a_slice_that_fits_no_domain_of_its_level_is_named() -> None:

@@ -394,6 +394,24 @@ def test_a_relabel_that_moves_a_whole_slice_keeps_the_reservation() -> None:
     assert state.reservation("default/g") == before
 
 
+def test_a_reservation_whose_outer_slice_a_relabel_splits_across_leaves_is_released() -> None:
+    # Slices of 4 per leaf around slices of 2 per clique; the first inner slice's two nodes
+    # move to another leaf together: each inner slice is whole, the outer one is not.
+    nodes = nvl72(4, per_clique=2, per_leaf=2)
+    members = gang("g", 4, 4)
+    topology = TopologyConstraint(slice_size=2, slice_required=CLIQUE, slice_layers=((4, LEAF),))
+    state, planner = setup(nodes, groups=[podgroup("g", 4, topology=topology)], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    reservation = present(state.reservation("default/g"))
+    for m in members[:2]:
+        old = present(state.node(present(reservation.node_of(m.uid)))).node
+        state.upsert_node(replace(old, labels={**old.labels, LEAF: "l9"}))
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") is None
+
+
 # ---- upstream's PodGroup topology key: any node label ----------------------------------------
 
 ZONE = "topology.kubernetes.io/zone"

@@ -1,5 +1,6 @@
 """A gang's topology intent: read from annotations (Phalanx's and Kueue's), then resolved."""
 
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -22,6 +23,11 @@ from phalanx.core.topology import (
 
 K = "kueue.x-k8s.io/"
 P = "phalanx.io/"
+
+
+def layer(level: str, size: object) -> dict[str, object]:
+    """One layer of Kueue's multi-layer slices annotation."""
+    return {"topology": level, "size": size}
 
 
 def intent_of(annotations: dict[str, str]) -> tuple[TopologyConstraint | None, str]:
@@ -66,6 +72,22 @@ def intent_of(annotations: dict[str, str]) -> tuple[TopologyConstraint | None, s
             {P + "topology-required": LEAF, K + "podset-required-topology": LEAF},
             TopologyConstraint(required=LEAF),
         ),
+        # Kueue's multi-layer slices: the innermost layer is the slice, the others wrap it.
+        (
+            {
+                K + "podset-required-topology": SPINE,
+                K + "podset-slice-required-topology-constraints": (
+                    f'[{{"topology": "{LEAF}", "size": 8}}, {{"topology": "{CLIQUE}", "size": 4}}]'
+                ),
+            },
+            TopologyConstraint(
+                required=SPINE, slice_size=4, slice_required=CLIQUE, slice_layers=((8, LEAF),)
+            ),
+        ),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([layer(CLIQUE, 18)])},
+            TopologyConstraint(slice_size=18, slice_required=CLIQUE),
+        ),
     ],
     ids=[
         "none",
@@ -80,6 +102,8 @@ def intent_of(annotations: dict[str, str]) -> tuple[TopologyConstraint | None, s
         "kueue-slices",
         "name-with-kueue-levels",
         "both-families-agree",
+        "kueue-multi-layer",
+        "kueue-one-layer-is-the-two-annotations",
     ],
 )
 def test_a_pod_declares_its_topology_intent_in_annotations(
@@ -113,7 +137,56 @@ def test_a_pod_declares_its_topology_intent_in_annotations(
         ({K + "podset-unconstrained-topology": "yes"}, '"yes" is not a boolean'),
         (
             {K + "podset-slice-required-topology-constraints": "[]"},
-            "multi-layer slices are not supported",
+            "podset-slice-required-topology-constraints: must be a list of 1 to 3 layers",
+        ),
+        ({K + "podset-slice-required-topology-constraints": "rack=16"}, "is not JSON"),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, 1)] * 4)},
+            "must be a list of 1 to 3 layers",
+        ),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, 0)])},
+            "[0].size 0 is not a positive integer",
+        ),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, "16")])},
+            '[0].size "16" is not a positive integer',
+        ),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([{"size": 16}])},
+            "[0].topology missing or not a string is not a node label key",
+        ),
+        (
+            {
+                K + "podset-slice-required-topology-constraints": json.dumps(
+                    [layer(LEAF, 16), layer(LEAF, 4)]
+                )
+            },
+            f'[1].topology "{LEAF}" is named by two layers',
+        ),
+        (
+            {
+                K + "podset-slice-required-topology-constraints": json.dumps(
+                    [layer(LEAF, 16), layer(CLIQUE, 5)]
+                )
+            },
+            "[1].size 5 does not divide [0].size 16",
+        ),
+        (
+            {
+                K + "podset-slice-required-topology-constraints": json.dumps(
+                    [{"topology": CLIQUE, "sizes": [1, 3, 4]}]
+                )
+            },
+            "[0].sizes (slices of uneven sizes) is not supported",
+        ),
+        (
+            {
+                K + "podset-slice-required-topology-constraints": json.dumps([layer(CLIQUE, 4)]),
+                K + "podset-slice-required-topology": CLIQUE,
+                K + "podset-slice-size": "4",
+            },
+            "cannot be set together with kueue.x-k8s.io/podset-slice-required-topology",
         ),
         (
             {P + "topology-required": LEAF, K + "podset-required-topology": SPINE},
@@ -129,7 +202,16 @@ def test_a_pod_declares_its_topology_intent_in_annotations(
         "kueue-required-and-unconstrained",
         "kueue-required-and-preferred",
         "kueue-unconstrained-not-boolean",
-        "kueue-multi-layer",
+        "kueue-layers-empty",
+        "kueue-layers-not-json",
+        "kueue-layers-four",
+        "kueue-layer-size-zero",
+        "kueue-layer-size-string",
+        "kueue-layer-without-level",
+        "kueue-layers-repeat-a-level",
+        "kueue-layer-size-does-not-divide",
+        "kueue-layer-uneven-sizes",
+        "kueue-layers-and-slice-annotations",
         "families-disagree",
     ],
 )
@@ -176,6 +258,27 @@ def resolve(
     topologies: Topologies = DEFAULT_TOPOLOGIES,
 ) -> GangTopology | str:
     return resolve_topology(group or podgroup("g", 8), list(members), topologies)
+
+
+def layered(*layers: tuple[int, str], required: str = "") -> TopologyConstraint:
+    """Multi-layer slices, outermost first, as Kueue's annotation reads."""
+    (size, level), outer = layers[-1], layers[:-1]
+    return TopologyConstraint(
+        required=required, slice_size=size, slice_required=level, slice_layers=outer
+    )
+
+
+def test_multi_layer_slices_resolve_to_their_levels_outermost_first() -> None:
+    resolved = resolve(podgroup("g", 16, topology=layered((8, LEAF), (4, CLIQUE), (2, HOSTNAME))))
+    assert resolved == GangTopology(
+        DEFAULT_TOPOLOGIES.default,
+        slice_size=2,
+        slice_level=3,
+        slice_layers=((8, 1), (4, 2)),
+    )
+    assert str(resolved) == (
+        f"slices of 8 in {LEAF}, slices of 4 in {CLIQUE}, slices of 2 in {HOSTNAME}"
+    )
 
 
 def test_a_gang_that_declares_nothing_is_unconstrained_on_the_default_topology() -> None:
@@ -270,6 +373,27 @@ def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(
             "placement interconnect-local is itself a topology constraint",
         ),
         (
+            podgroup("g", 8, topology=layered((6, LEAF), (2, CLIQUE))),
+            [],
+            "gang default/g: topology slice size 6 does not divide the gang's minMember 8",
+        ),
+        (
+            podgroup("g", 8, topology=layered((4, CLIQUE), (2, LEAF))),
+            [],
+            f"gang default/g: slices of 2 in {LEAF} must lie inside the slices of 4 in "
+            f"{CLIQUE}: list the layers from the widest level to the narrowest",
+        ),
+        (
+            podgroup("g", 8, topology=layered((4, SPINE), (2, CLIQUE), required=LEAF)),
+            [],
+            f"gang default/g: slice level {SPINE} is wider than required level {LEAF}",
+        ),
+        (
+            podgroup("g", 8, topology=layered((4, "example.com/rack"), (2, CLIQUE))),
+            [],
+            'gang default/g: slice layer 0 level "example.com/rack" is not a level of topology',
+        ),
+        (
             podgroup("g", 2),
             [
                 pod("m-0", group="g", topology=TopologyConstraint(required=LEAF)),
@@ -292,6 +416,10 @@ def test_the_walk_goes_from_the_preferred_level_one_wider_at_a_time(
         "required-narrower-than-preferred",
         "slice-wider-than-required",
         "legacy-placement-too",
+        "outer-slice-does-not-divide",
+        "slice-layers-widen",
+        "slice-layer-wider-than-required",
+        "slice-layer-unknown-level",
         "members-disagree",
         "group-and-members-disagree",
     ],

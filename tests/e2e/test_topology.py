@@ -11,6 +11,7 @@ tests sharing the control plane never share a domain.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ PREFERRED = "phalanx.io/topology-preferred"
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 KUEUE_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+KUEUE_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CLIQUES, PER_CLIQUE, GPUS = 3, 3, 4
 
@@ -54,15 +56,17 @@ def members(
     *,
     annotations: Mapping[str, str] | None = None,
     ranked: bool = False,
+    gpus: int = GPUS,
 ) -> list[str]:
-    """`size` four-GPU members of PodGroup `gang`, created gated and released together (as
-    a Job's pods come); `ranked` gives them Indexed Job completion indexes, last first."""
+    """`size` members of PodGroup `gang` (four GPUs each unless `gpus`), created gated and
+    released together (as a Job's pods come); `ranked` gives them Indexed Job completion
+    indexes, last first."""
     names = [f"{gang}-{i}" for i in range(size)]
     for i in reversed(range(size)):
         labels = {POD_GROUP_LABEL: gang}
         if ranked:
             labels[COMPLETION_INDEX] = str(i)
-        cluster.pod(names[i], GPUS, labels=labels, annotations=annotations, gated=True)
+        cluster.pod(names[i], gpus, labels=labels, annotations=annotations, gated=True)
     for name in names:
         cluster.ungate(name)
     return names
@@ -140,6 +144,33 @@ def test_kueue_slices_put_each_run_of_ranks_in_one_clique(
     assert first != second  # three nodes per clique: two slices of two cannot share one
     cluster.wait_event("dp", "every 2 consecutive members within one clique", reason="Reserved")
     assert ns in next(iter(first))
+
+
+def test_kueue_multi_layer_slices_keep_each_outer_run_of_ranks_in_one_leaf(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    labels = racks(cluster)
+    ns = cluster.namespace
+    # Clique 1 is full and clique 0 has one node left: leaf 0 holds one slice of two
+    # two-GPU members (the tightest clique for it), but not the four of a leaf's slice.
+    busy = [f"{ns}-c1-n{n}" for n in range(PER_CLIQUE)] + [f"{ns}-c0-n0", f"{ns}-c0-n1"]
+    for i, node in enumerate(busy):
+        cluster.pod(f"busy-{i}", GPUS, node_selector={HOSTNAME: node})
+    cluster.wait_bound([f"busy-{i}" for i in range(len(busy))])
+    layers = json.dumps([{"topology": LEAF, "size": 4}, {"topology": CLIQUE, "size": 2}])
+    kueue = {KUEUE_REQUIRED: SPINE, KUEUE_SLICE_LAYERS: layers}
+    cluster.pod_group("tp", 4)
+    names = members(cluster, "tp", 4, annotations=kueue, ranked=True, gpus=2)
+    where = cluster.wait_bound(names)
+    assert domains(where, labels, LEAF) == {f"{ns}-l1"}, where
+    for run in (names[:2], names[2:]):
+        assert len(domains({n: where[n] for n in run}, labels, CLIQUE)) == 1, where
+    cluster.wait_event(
+        "tp",
+        "every 4 consecutive members within one leaf; every 2 consecutive members within one "
+        "clique",
+        reason="Reserved",
+    )
 
 
 def test_bad_topology_intent_is_an_event_on_the_group_and_binds_nothing(

@@ -174,6 +174,10 @@ def landing_text(
         parts.append(f"required {topology.key(topology.required)}: placed within {landed}")
     else:
         parts.append(f"placed within {landed}")
+    parts.extend(
+        f"every {size} consecutive members within one {short_name(topology.key(level))}"
+        for size, level in topology.slice_layers
+    )
     if topology.slice_size and topology.slice_level is not None:
         parts.append(
             f"every {topology.slice_size} consecutive members within one "

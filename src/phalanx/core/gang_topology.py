@@ -38,7 +38,7 @@ module only chooses domains and says what it found, as values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from phalanx.core.gang_explain import LevelMiss, topology_unfit_detail
@@ -170,6 +170,49 @@ class TopologySearch:
         self.anchor_pods = anchor_pods
         self.anchor_nodes = frozenset(anchors.values())
         self._position: dict[int, int] = {}  # unit index -> its place in the placing order
+        # Multi-layer slices by rank, placed as tasks and sets (`_layered`): member uid ->
+        # its innermost slice's name, and each such name's label in messages.
+        self._rank_task: dict[str, str] = {}
+        self._rank_label: dict[str, str] = {}
+        if topology.slice_layers and topology.slice_size and not topology.slice_tasks:
+            self.topology = self._layered(topology)
+
+    def _task(self, pod: Pod) -> str:
+        """The task `pod` is placed as: its innermost slice for multi-layer slices, else
+        its own (`Pod.task`)."""
+        return self._rank_task.get(pod.uid, pod.task)
+
+    def _layered(self, topology: GangTopology) -> GangTopology:
+        """Multi-layer slices by rank as the tree of sets they are: each innermost slice
+        (runs of `slice_size` members, anchors included, by rank) a task of its own at the
+        slice level, and each wider layer's runs a set of the innermost slices it holds, at
+        that layer's level. Sizes divide one another, so the runs nest."""
+        size = topology.slice_size
+        pods = [p for p in self.anchor_pods if p.uid in self.anchors]
+        ranked = member_order((*pods, *self.members))
+        count = -(-len(ranked) // size)
+        names = [str(i + 1) for i in range(count)]
+        for i, name in enumerate(names):
+            run = ranked[i * size : (i + 1) * size]
+            self._rank_task.update((p.uid, name) for p in run)
+            self._rank_label[name] = f"slice {name} of {count} ({run[0].name}..{run[-1].name})"
+        sets: list[TaskSetLevel] = []
+        for outer, level in topology.slice_layers:
+            per = outer // size  # innermost slices in one of this layer's
+            total = -(-count // per)
+            noun = short_name(topology.key(level))
+            for m in range(total):
+                run = ranked[m * outer : (m + 1) * outer]
+                label = f"{noun} slice {m + 1} of {total} ({run[0].name}..{run[-1].name})"
+                sets.append(TaskSetLevel(label, frozenset(names[m * per : (m + 1) * per]), level))
+        return replace(
+            topology,
+            slice_size=0,
+            slice_layers=(),
+            slice_tasks=frozenset(names),
+            slice_noun="slice",
+            task_sets=(*topology.task_sets, *sets),
+        )
 
     def search(
         self, units: Sequence[Unit], order: Sequence[Unit], usable: frozenset[str]
@@ -294,6 +337,7 @@ class TopologySearch:
                 anchor_pods=self.anchor_pods,
             )
             search._position = self._position
+            search._rank_task, search._rank_label = self._rank_task, self._rank_label
             result = search._place_in(order, level, cand, usable, search._task_groups(order))
             if isinstance(result, dict):
                 return result, why
@@ -372,7 +416,7 @@ class TopologySearch:
             if not any(s.tasks <= t.tasks for t in outermost):
                 outermost.append(s)
         held = frozenset().union(*(s.tasks for s in outermost))
-        rest = [u for u in order if u.members[0].task not in held]
+        rest = [u for u in order if self._task(u.members[0]) not in held]
         rest_slices = [g for g in slices if g.task not in held]
         first: Failure | None = None
         for sets_first in (True, False) if rest else (True,):
@@ -467,11 +511,11 @@ class TopologySearch:
     def _held(self, of: TaskSetLevel, order: Sequence[Unit]) -> _HeldSet:
         """What set `of` holds: its units in placing order, its bound members' nodes, and
         their total need."""
-        units = [u for u in order if u.members[0].task in of.tasks]
+        units = [u for u in order if self._task(u.members[0]) in of.tasks]
         anchors = frozenset(
             self.anchors[p.uid]
             for p in self.anchor_pods
-            if p.task in of.tasks and p.uid in self.anchors
+            if self._task(p) in of.tasks and p.uid in self.anchors
         )
         return _HeldSet(of, units, anchors, amounts(requested(units)))
 
@@ -627,12 +671,12 @@ class TopologySearch:
         tasks = self.topology.slice_tasks
         groups: dict[str, _SliceGroup] = {}
         for position, u in enumerate(order):
-            task = u.members[0].task
+            task = self._task(u.members[0])
             name = task if task in tasks else f"/unit {u.index}"
             group = groups.get(name)
             if group is None:
                 label = (
-                    f"{self.topology.slice_noun} {task}"
+                    self._rank_label.get(task, f"{self.topology.slice_noun} {task}")
                     if task in tasks
                     else f"member {u.members[0].name}"
                 )
@@ -641,8 +685,8 @@ class TopologySearch:
             group.units.append(u)
         for pod in self.anchor_pods:
             node = self.anchors.get(pod.uid)
-            if node is not None and pod.task in groups:
-                groups[pod.task].anchors.add(node)
+            if node is not None and self._task(pod) in groups:
+                groups[self._task(pod)].anchors.add(node)
 
         return sorted(groups.values(), key=_largest_first)
 

@@ -607,6 +607,10 @@ class TopologyConstraint:
     preferred: str = ""  # soft: one domain of this level, else one level wider at a time
     slice_size: int = 0  # 0: no slices; else every consecutive slice of n members ...
     slice_required: str = ""  # ... inside one domain of this level
+    # Wider slices around those (Kueue's multi-layer slices), outermost first: (size, level)
+    # for each, every consecutive run of `size` members by rank inside one domain of
+    # `level`; each size a multiple of the next one's (the last one's: `slice_size`).
+    slice_layers: tuple[tuple[int, str], ...] = ()
     # True for upstream's PodGroup field (`spec.schedulingConstraints.topology[0].key`), which
     # the API server accepts for any node label: a `required` key no configured topology has
     # is then a one-level topology of that label. Phalanx's and Kueue's annotations keep to
@@ -639,6 +643,7 @@ class TopologyConstraint:
             parts.append(f"required {self.required}")
         if self.preferred:
             parts.append(f"preferred {self.preferred}")
+        parts.extend(f"slices of {size} in {level}" for size, level in self.slice_layers)
         if self.slice_size:
             parts.append(f"slices of {self.slice_size} in {self.slice_required}")
         if self.slice_tasks:

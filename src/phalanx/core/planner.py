@@ -277,21 +277,24 @@ class GangPlanner:
                 )
         if topology.slice_tasks or topology.task_sets:
             return self._task_split(key, reservation, topology)
-        size, level = topology.slice_size, topology.slice_level
-        if size <= 1 or level is None or self.state.bound_count(key):
+        if topology.slice_level is None or self.state.bound_count(key):
             return ""
         pods = [self.state.pod(m.pod_uid) for m in reservation.members]
         if any(p is None for p in pods):
             return ""  # slots of a template reservation: such gangs have no slices
         node_of = {m.pod_uid: m.node for m in reservation.members}
         ranked = member_order(p for p in pods if p is not None)
-        count = -(-len(ranked) // size)
-        for i in range(count):
-            run = ranked[i * size : (i + 1) * size]
-            names = _split(index, level, (node_of[p.uid] for p in run))
-            if names is not None:
-                what = f"slice {i + 1} of {count} ({run[0].name}..{run[-1].name})"
-                return _moved(key, what, topology.key(level), names)
+        # Multi-layer slices: the widest layer first, as they were placed.
+        for size, level in (*topology.slice_layers, (topology.slice_size, topology.slice_level)):
+            if size <= 1:
+                continue
+            count = -(-len(ranked) // size)
+            for i in range(count):
+                run = ranked[i * size : (i + 1) * size]
+                names = _split(index, level, (node_of[p.uid] for p in run))
+                if names is not None:
+                    what = f"slice {i + 1} of {count} ({run[0].name}..{run[-1].name})"
+                    return _moved(key, what, topology.key(level), names)
         return ""
 
     def _task_split(self, key: str, reservation: Reservation, topology: GangTopology) -> str:

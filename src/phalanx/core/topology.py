@@ -467,6 +467,10 @@ class GangTopology:
     # share one domain of their level (tasks: `Pod.task`), instead of slices by rank.
     slice_tasks: frozenset[str] = frozenset()
     slice_noun: str = "PodGroup"  # what `slice_tasks` name (`TopologyConstraint.slice_noun`)
+    # Wider slices by rank around the `slice_size` ones (Kueue's multi-layer slices),
+    # outermost first: (size, level), each level wider than the next, the last one's wider
+    # than `slice_level`, each size a multiple of the next (`resolve_topology` checks).
+    slice_layers: tuple[tuple[int, int], ...] = ()
     # Slice tasks that do not share one level: (task, level) for each, sorted by task.
     task_levels: tuple[tuple[str, int], ...] = ()
     # Sets of tasks each in one domain of its level, nested or disjoint, each no wider than
@@ -577,6 +581,7 @@ class GangTopology:
             parts.append(f"required {self.key(self.required)}")
         if self.preferred is not None:
             parts.append(f"preferred {self.key(self.preferred)}")
+        parts.extend(f"slices of {size} in {self.key(lv)}" for size, lv in self.slice_layers)
         if self.slice_size and self.slice_level is not None:
             parts.append(f"slices of {self.slice_size} in {self.key(self.slice_level)}")
         levels = ((task, self.key(level)) for task, level in self.levels_of_tasks())
@@ -659,6 +664,7 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     noun = intent.slice_noun
     by_level = _tasks_by_level(intent.task_levels)
     roles += [(f"{noun}(s) {task_names(tasks)}", name) for name, tasks in by_level.items()]
+    roles += [(f"slice layer {i}", name) for i, (_, name) in enumerate(intent.slice_layers)]
     roles += [(f"{s.label} ({s.field})" if s.field else s.label, s.level) for s in intent.task_sets]
     roles += [
         (f"{p.label} preferred ({p.field})" if p.field else f"{p.label} preferred", p.level)
@@ -698,6 +704,11 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         slice_level=slice_level,
         slice_tasks=frozenset(intent.slice_tasks),
         slice_noun=noun,
+        slice_layers=tuple(
+            (size, level)
+            for i, (size, _) in enumerate(intent.slice_layers)
+            if (level := levels[f"slice layer {i}"]) is not None
+        ),
         task_levels=task_levels,
         task_sets=_sets(intent.task_sets, topology),
     )
@@ -900,12 +911,17 @@ def _check(
                 f"{shown(intent.required, required)}; slices must fit inside the required "
                 "domain"
             )
-    problem = _set_problem(resolved, intent) or _preference_problem(resolved, intent)
+    problem = (
+        _layer_problem(resolved, intent)
+        or _set_problem(resolved, intent)
+        or _preference_problem(resolved, intent)
+    )
     if problem:
         return f"gang {key}: {problem}"
-    if intent.slice_size and group.min_member % intent.slice_size:
+    outermost = intent.slice_layers[0][0] if intent.slice_layers else intent.slice_size
+    if outermost and group.min_member % outermost:
         return (
-            f"gang {key}: topology slice size {intent.slice_size} does not divide the gang's "
+            f"gang {key}: topology slice size {outermost} does not divide the gang's "
             f"minMember {group.min_member}"
         )
     placement = group.placement or Placement()
@@ -924,6 +940,32 @@ def _check(
         if p.level != p.required and (required is None or p.level > required)
     )
     return replace(resolved, preferences=kept) if kept != resolved.preferences else resolved
+
+
+def _layer_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:
+    """Why the slice layers cannot be honoured as declared ("" if they can): the outermost
+    wider than the required level, or a layer not narrower than the one around it (the
+    innermost, `slice_size`, included). Precondition: `resolved.slice_layers` are
+    `intent.slice_layers` in order, all resolved."""
+    if not resolved.slice_layers or resolved.slice_level is None:
+        return ""
+    named = [*intent.slice_layers, (intent.slice_size, intent.slice_required)]
+    levels = [lv for _, lv in resolved.slice_layers] + [resolved.slice_level]
+    required = resolved.required
+    if required is not None and levels[0] < required:
+        return (
+            f"slice level {named[0][1]} is wider than required level {intent.required}; "
+            "slices must fit inside the required domain"
+        )
+    for (size, outer), (inner_size, inner), lv, inner_lv in zip(
+        named, named[1:], levels, levels[1:], strict=False
+    ):
+        if inner_lv <= lv:
+            return (
+                f"slices of {inner_size} in {inner} must lie inside the slices of {size} in "
+                f"{outer}: list the layers from the widest level to the narrowest"
+            )
+    return ""
 
 
 def _preference_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:

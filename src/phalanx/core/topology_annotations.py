@@ -7,8 +7,10 @@ when the gang is resolved (`phalanx.core.topology.resolve_topology`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from phalanx.core.errors import quoted
@@ -29,10 +31,13 @@ KUEUE_PREFERRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_UNCONSTRAINED_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 KUEUE_SLICE_SIZE_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-size"
 KUEUE_SLICE_REQUIRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-topology"
-# Kueue's multi-layer slices (alpha): not supported, so refused rather than silently ignored.
+# Kueue's multi-layer slices: a JSON list of {"topology": <level>, "size": <members>},
+# outermost first, in place of the two annotations above (Kueue's TASMultiLayerTopology).
 KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
     "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 )
+# Kueue's webhook takes at most three layers.
+MAX_SLICE_LAYERS: Final = 3
 
 _TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label
 
@@ -85,6 +90,7 @@ def read_topology(
         preferred=levels.preferred if levels else "",
         slice_size=levels.slice_size if levels else 0,
         slice_required=levels.slice_required if levels else "",
+        slice_layers=levels.slice_layers if levels else (),
     ), []
 
 
@@ -134,14 +140,15 @@ def _topology_levels(
 def _kueue_levels(
     annotations: Mapping[str, str], problems: list[TopologyProblem]
 ) -> TopologyConstraint | None:
-    if KUEUE_SLICE_CONSTRAINTS_ANNOTATION in annotations:
-        problems.append(
-            (
-                KUEUE_SLICE_CONSTRAINTS_ANNOTATION,
-                f"multi-layer slices are not supported; use {KUEUE_SLICE_REQUIRED_ANNOTATION} "
-                f"with {KUEUE_SLICE_SIZE_ANNOTATION}",
-            )
-        )
+    layers: tuple[tuple[int, str], ...] = ()
+    layers_text = annotations.get(KUEUE_SLICE_CONSTRAINTS_ANNOTATION)
+    if layers_text is not None:
+        layers = _slice_layers(layers_text, problems)
+        for key in (KUEUE_SLICE_REQUIRED_ANNOTATION, KUEUE_SLICE_SIZE_ANNOTATION):
+            if key in annotations:
+                problems.append(
+                    (KUEUE_SLICE_CONSTRAINTS_ANNOTATION, f"cannot be set together with {key}")
+                )
     unconstrained = False
     text = annotations.get(KUEUE_UNCONSTRAINED_ANNOTATION)
     if text is not None:
@@ -163,7 +170,60 @@ def _kueue_levels(
         slice_required=KUEUE_SLICE_REQUIRED_ANNOTATION,
         tiers=False,
     )
-    return TopologyConstraint() if levels is None and unconstrained else levels
+    if levels is None and (unconstrained or layers):
+        levels = TopologyConstraint()
+    if layers and levels is not None:
+        (size, level), outer = layers[-1], layers[:-1]
+        levels = replace(levels, slice_size=size, slice_required=level, slice_layers=outer)
+    return levels
+
+
+def _slice_layers(text: str, problems: list[TopologyProblem]) -> tuple[tuple[int, str], ...]:
+    """Kueue's multi-layer slices, outermost first, as (size, level); () with the problems
+    added when they are malformed (what Kueue's webhook refuses, said per entry)."""
+    key = KUEUE_SLICE_CONSTRAINTS_ANNOTATION
+    shape = '[{"topology": <node label key>, "size": <members per slice>}, ...], outermost first'
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        problems.append((key, f"is not JSON; expected {shape}"))
+        return ()
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SLICE_LAYERS:
+        problems.append((key, f"must be a list of 1 to {MAX_SLICE_LAYERS} layers: {shape}"))
+        return ()
+    found = len(problems)
+    layers: list[tuple[int, str]] = []
+    last = 0  # the index of the entry in `layers[-1]`
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            problems.append((key, f"[{i}] must be an object: {shape}"))
+            continue
+        if "sizes" in entry:
+            problems.append((key, f"[{i}].sizes (slices of uneven sizes) is not supported"))
+            continue
+        level, size = entry.get("topology"), entry.get("size")
+        if not isinstance(level, str) or not is_qualified_name(level):
+            said = quoted(level) if isinstance(level, str) else "missing or not a string"
+            problems.append((key, f"[{i}].topology {said} is not a node label key"))
+            continue
+        if type(size) is not int or size < 1:
+            problems.append((key, f"[{i}].size {json.dumps(size)} is not a positive integer"))
+            continue
+        if any(level == seen for _, seen in layers):
+            problems.append((key, f"[{i}].topology {quoted(level)} is named by two layers"))
+            continue
+        if layers and layers[-1][0] % size:
+            problems.append(
+                (
+                    key,
+                    f"[{i}].size {size} does not divide [{last}].size {layers[-1][0]} (each "
+                    "layer's slices split the slices of the layer before it evenly)",
+                )
+            )
+            continue
+        layers.append((size, level))
+        last = i
+    return tuple(layers) if len(problems) == found else ()
 
 
 def _level(

@@ -220,6 +220,55 @@ def test_every_slice_lands_inside_one_domain_of_the_slice_level(
             assert len({index.of_node[result.assignment[p.uid]][level] for p in run}) == 1
 
 
+@st.composite
+def layered_gangs(draw: st.DrawFn) -> tuple[tuple[tuple[int, int], ...], tuple[Pod, ...]]:
+    """Multi-layer slices by rank: 1-3 layers, widest first, at levels each narrower than
+    the one before, each size a multiple (1-3) of the next (the innermost 1-3 members);
+    1-3 runs of the widest; members of 1 or 2 GPUs. Returns (layers as (size, level), the
+    members)."""
+    depth = draw(st.integers(1, 3))
+    levels = sorted(draw(st.lists(st.integers(0, 3), min_size=depth, max_size=depth, unique=True)))
+    sizes = [draw(st.integers(1, 3))]
+    for _ in range(depth - 1):
+        sizes.insert(0, sizes[0] * draw(st.integers(1, 3)))
+    count = sizes[0] * draw(st.integers(1, 3))
+    gpus = draw(st.sampled_from([1, 2]))
+    members = tuple(
+        pod(
+            f"w-{i}", gpus, group="g", memory_gib=1, labels={"apps.kubernetes.io/pod-index": str(i)}
+        )
+        for i in range(count)
+    )
+    return tuple(zip(sizes, levels, strict=True)), members
+
+
+@common
+@given(clusters(), layered_gangs())
+def test_every_run_of_every_slice_layer_lands_inside_one_domain_of_its_level(
+    state: ClusterState, gang: tuple[tuple[tuple[int, int], ...], tuple[Pod, ...]]
+) -> None:
+    layers, members = gang
+    (size, level), outer = layers[-1], layers[:-1]
+    topology = GangTopology(DEFAULT, slice_size=size, slice_level=level, slice_layers=outer)
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if not isinstance(result, Placed):
+        assert isinstance(result, Unfit)
+        return
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    for run_size, run_level in layers:
+        for k in range(0, len(members), run_size):
+            run = members[k : k + run_size]
+            where = {index.of_node[result.assignment[p.uid]][run_level] for p in run}
+            assert len(where) == 1, (run_size, run_level, k)
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
 @common
 @given(
     clusters(),

@@ -438,6 +438,7 @@ READ_KEYS = (
     "kueue.x-k8s.io/podset-unconstrained-topology",
     "kueue.x-k8s.io/podset-slice-size",
     "kueue.x-k8s.io/podset-slice-required-topology",
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints",
     "yunikorn.apache.org/app-id",
     "yunikorn.apache.org/task-group-name",
     "yunikorn.apache.org/task-groups",

@@ -140,17 +140,22 @@ def test_a_pod_declares_its_topology_intent_in_annotations(
             "podset-slice-required-topology-constraints: must be a list of 1 to 3 layers",
         ),
         ({K + "podset-slice-required-topology-constraints": "rack=16"}, "is not JSON"),
+        ({K + "podset-slice-required-topology-constraints": "[" * 100_000}, "is not JSON"),
+        (
+            {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, 2**31)])},
+            "[0].size 2147483648 is not an integer from 1 to 2147483647",
+        ),
         (
             {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, 1)] * 4)},
             "must be a list of 1 to 3 layers",
         ),
         (
             {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, 0)])},
-            "[0].size 0 is not a positive integer",
+            "[0].size 0 is not an integer from 1 to 2147483647",
         ),
         (
             {K + "podset-slice-required-topology-constraints": json.dumps([layer(LEAF, "16")])},
-            '[0].size "16" is not a positive integer',
+            '[0].size "16" is not an integer from 1 to 2147483647',
         ),
         (
             {K + "podset-slice-required-topology-constraints": json.dumps([{"size": 16}])},
@@ -204,6 +209,8 @@ def test_a_pod_declares_its_topology_intent_in_annotations(
         "kueue-unconstrained-not-boolean",
         "kueue-layers-empty",
         "kueue-layers-not-json",
+        "kueue-layers-nested-too-deep",
+        "kueue-layer-size-beyond-int32",
         "kueue-layers-four",
         "kueue-layer-size-zero",
         "kueue-layer-size-string",

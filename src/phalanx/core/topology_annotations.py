@@ -36,8 +36,9 @@ KUEUE_SLICE_REQUIRED_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-t
 KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
     "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 )
-# Kueue's webhook takes at most three layers.
+# Kueue's webhook takes at most three layers, each size an int32.
 MAX_SLICE_LAYERS: Final = 3
+MAX_SLICE_SIZE: Final = 2**31 - 1
 
 _TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label
 
@@ -185,7 +186,7 @@ def _slice_layers(text: str, problems: list[TopologyProblem]) -> tuple[tuple[int
     shape = '[{"topology": <node label key>, "size": <members per slice>}, ...], outermost first'
     try:
         raw = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be a layer list
         problems.append((key, f"is not JSON; expected {shape}"))
         return ()
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SLICE_LAYERS:
@@ -206,8 +207,10 @@ def _slice_layers(text: str, problems: list[TopologyProblem]) -> tuple[tuple[int
             said = quoted(level) if isinstance(level, str) else "missing or not a string"
             problems.append((key, f"[{i}].topology {said} is not a node label key"))
             continue
-        if type(size) is not int or size < 1:
-            problems.append((key, f"[{i}].size {json.dumps(size)} is not a positive integer"))
+        if type(size) is not int or not 1 <= size <= MAX_SLICE_SIZE:
+            problems.append(
+                (key, f"[{i}].size {json.dumps(size)} is not an integer from 1 to {MAX_SLICE_SIZE}")
+            )
             continue
         if any(level == seen for _, seen in layers):
             problems.append((key, f"[{i}].topology {quoted(level)} is named by two layers"))

@@ -109,8 +109,35 @@ def test_a_volcano_and_a_scheduler_plugins_group_of_one_name_are_two_gangs() -> 
             ],
         ),
         ({"minTaskMember": {"worker": 3, "ps": 1}}, []),
+        # Volcano's subgroups (its Job's partitionPolicy): said, never silently dropped.
+        (
+            {
+                "subGroupPolicy": [
+                    {
+                        "name": "worker",
+                        "subGroupSize": 2,
+                        "matchLabelKeys": ["volcano.sh/partition-id"],
+                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                    }
+                ]
+            },
+            [
+                'spec.subGroupPolicy ("worker") is not supported: its subgroups\' minSubGroups '
+                "and networkTopology are not enforced; the gang is placed whole by "
+                "spec.minMember, spec.minTaskMember and spec.networkTopology"
+            ],
+        ),
+        ({"subGroupPolicy": []}, []),
     ],
-    ids=["queue", "default-queue", "no-queue", "task-minima-over-min-member", "task-minima"],
+    ids=[
+        "queue",
+        "default-queue",
+        "no-queue",
+        "task-minima-over-min-member",
+        "task-minima",
+        "sub-group-policy",
+        "no-sub-group-policy",
+    ],
 )
 def test_what_phalanx_cannot_honour_is_a_warning_not_an_error(
     spec: dict[str, Any], warnings: list[str]

@@ -58,6 +58,7 @@ from phalanx.core.rawdict import (
     key_path,
     read_integer,
     read_object,
+    read_objects,
     read_quantities,
     read_string,
     read_string_map,
@@ -137,6 +138,14 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             f"spec.minMember ({min_member}), and Volcano then skips its task checks too"
         )
         min_task_member = ()
+    policies = list(read_objects(src, spec.get("subGroupPolicy"), "spec.subGroupPolicy"))
+    if policies:
+        names = ", ".join(quoted(str(p.get("name", ""))) for _, p in policies)
+        warnings.append(
+            f"spec.subGroupPolicy ({names}) is not supported: its subgroups' minSubGroups and "
+            "networkTopology are not enforced; the gang is placed whole by spec.minMember, "
+            "spec.minTaskMember and spec.networkTopology"
+        )
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
     group = PodGroup(

@@ -10,11 +10,12 @@ from builders import CLIQUE, HOSTNAME, LEAF, SPINE, gang, gpu_node, nvl72, pod, 
 from phalanx.core.cache import ClusterState
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
 from phalanx.core.inventory import parse_placement
-from phalanx.core.model import Node, Pod
+from phalanx.core.model import Node, Pod, SubGroupPolicy
 from phalanx.core.topology import (
     CLUSTER,
     DEFAULT_TOPOLOGIES,
     GangTopology,
+    SubGroupLevel,
     TaskPreferenceLevel,
     TaskSetLevel,
     build_index,
@@ -23,6 +24,7 @@ from phalanx.core.topology_usage import free_domains
 
 DEFAULT = DEFAULT_TOPOLOGIES.default
 SPINE_LEVEL, LEAF_LEVEL = DEFAULT.levels.index(SPINE), DEFAULT.levels.index(LEAF)
+CLIQUE_LEVEL = DEFAULT.levels.index(CLIQUE)
 
 
 def cluster(nodes: Iterable[Node], busy: Iterable[tuple[str, int]] = ()) -> ClusterState:
@@ -387,6 +389,89 @@ def test_an_outer_slice_that_fits_no_domain_of_its_layer_is_named() -> None:
     assert isinstance(result, Unfit)
     assert "leaf slice 1 of 1 (w-0..w-7)" in result.reason
     assert "fits in no leaf" in result.reason
+
+
+# ---- Volcano's subgroups (spec.subGroupPolicy) ----------------------------------------
+
+TASK_SPEC, PARTITION = "volcano.sh/task-spec", "volcano.sh/partition-id"
+PARTITIONS = SubGroupPolicy(
+    "worker", match_labels=((TASK_SPEC, "worker"),), keys=(PARTITION,), required="tier:1"
+)
+
+
+def partitioned(count: int, per: int) -> list[Pod]:
+    """`count` four-GPU workers, `per` to a partition, as Volcano's Job controller labels them."""
+    return [
+        pod(f"w-{i}", 4, group="g", labels={TASK_SPEC: "worker", PARTITION: str(i // per)})
+        for i in range(count)
+    ]
+
+
+def place_subgroups(
+    state: ClusterState, members: list[Pod], *levels: SubGroupLevel
+) -> Placed | Unfit:
+    snapshot = state.snapshot()
+    spec = GangSpec(
+        key="default/g",
+        placement=parse_placement("pack"),
+        members=tuple(members),
+        topology=GangTopology(DEFAULT, subgroups=levels),
+        index=build_index(DEFAULT, (i.node for i in snapshot)),
+    )
+    return place_gang(snapshot, spec)
+
+
+def cliques_by_partition(state: ClusterState, result: Placed | Unfit) -> dict[str, set[str]]:
+    assert isinstance(result, Placed), result
+    found: dict[str, set[str]] = {}
+    for p in result.members:
+        clique = present(state.node(result.assignment[p.uid])).node.labels[CLIQUE]
+        found.setdefault(p.labels[PARTITION], set()).add(clique)
+    return found
+
+
+def test_each_subgroup_lands_inside_one_domain_of_its_policys_level() -> None:
+    # Cliques of three nodes: packed, four members would fill one clique and spill the
+    # fourth over; partitions of two each keep to one clique.
+    state = cluster(nvl72(3, per_clique=3, per_leaf=3))
+    members = partitioned(4, 2)
+    packed = place(state, members)
+    assert len(label_values(state, packed, CLIQUE)) == 2
+    result = place_subgroups(state, members, SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None))
+    assert all(len(c) == 1 for c in cliques_by_partition(state, result).values())
+    assert isinstance(result, Placed)
+    assert result.explanation.endswith("each subgroup of policy worker within one clique")
+
+
+def test_a_subgroup_that_fits_no_domain_of_its_level_is_named() -> None:
+    state = cluster(nvl72(2, per_clique=3, per_leaf=2))
+    result = place_subgroups(
+        state, partitioned(8, 4), SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None)
+    )
+    assert isinstance(result, Unfit)
+    assert "subgroup worker-0 fits in no clique" in result.reason
+
+
+def test_a_soft_subgroup_keeps_to_one_domain_when_it_can_and_spreads_when_it_cannot() -> None:
+    soft = SubGroupLevel(replace(PARTITIONS, required="", preferred="tier:1"), None, CLIQUE_LEVEL)
+    state = cluster(nvl72(3, per_clique=3, per_leaf=3))
+    kept = place_subgroups(state, partitioned(4, 2), soft)
+    assert all(len(c) == 1 for c in cliques_by_partition(state, kept).values())
+    # A partition of four in cliques of three: it cannot, and is placed anyway.
+    spread = place_subgroups(state, partitioned(4, 4), soft)
+    assert len(cliques_by_partition(state, spread)["0"]) == 2
+
+
+def test_members_in_no_subgroup_are_placed_around_the_subgroups() -> None:
+    state = cluster(nvl72(3, per_clique=3, per_leaf=3))
+    members = [*partitioned(4, 2), pod("ps-0", 4, group="g", labels={TASK_SPEC: "ps"})]
+    result = place_subgroups(state, members, SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None))
+    assert isinstance(result, Placed), result
+    assert {p.name for p in result.members} == {p.name for p in members}
+    by_partition = cliques_by_partition(
+        state, replace(result, members=tuple(p for p in result.members if PARTITION in p.labels))
+    )
+    assert all(len(c) == 1 for c in by_partition.values())
 
 
 def test_a_slice_that_fits_no_domain_of_its_level_is_named() -> None:

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, rack_node
 from phalanx.core.cache import ClusterState, MemberReservation, Reservation
 from phalanx.core.gang import GangSpec, Placed, Unfit, place_gang
-from phalanx.core.model import Placement, Pod
+from phalanx.core.model import Placement, Pod, SubGroupPolicy
 from phalanx.core.snapshot import Snapshot
 from phalanx.core.topology import (
     CLUSTER,
     DEFAULT_TOPOLOGIES,
     Domain,
     GangTopology,
+    SubGroupLevel,
     TaskPreferenceLevel,
     TaskSetLevel,
     TopologyIndex,
@@ -267,6 +268,37 @@ def test_every_run_of_every_slice_layer_lands_inside_one_domain_of_its_level(
         node = result.assignment[p.uid]
         used[node] = used.get(node, 0) + p.requests.gpus()
     assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+
+
+@common
+@given(
+    clusters(),
+    st.lists(st.integers(1, 3), min_size=1, max_size=4),
+    st.sampled_from([1, 2, 3]),
+    st.integers(0, 2),
+)
+def test_every_volcano_subgroup_lands_inside_one_domain_of_its_level(
+    state: ClusterState, partitions: list[int], level: int, loose: int
+) -> None:
+    """Partitions of 1-3 one-GPU members (and `loose` members in none), each partition a
+    subgroup required in one domain of `level`."""
+    members = tuple(
+        pod(f"p{k}-{i}", 1, group="g", memory_gib=1, labels={"partition": str(k)})
+        for k, size in enumerate(partitions)
+        for i in range(size)
+    ) + tuple(pod(f"loose-{i}", 1, group="g", memory_gib=1) for i in range(loose))
+    policy = SubGroupPolicy("p", keys=("partition",), required="tier:1")
+    topology = GangTopology(DEFAULT, subgroups=(SubGroupLevel(policy, level, None),))
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if not isinstance(result, Placed):
+        assert isinstance(result, Unfit)
+        return
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    for k in range(len(partitions)):
+        nodes = {result.assignment[p.uid] for p in members if p.labels.get("partition") == str(k)}
+        assert len({index.of_node[n][level] for n in nodes}) == 1, k
 
 
 @common

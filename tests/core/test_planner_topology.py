@@ -21,7 +21,7 @@ from builders import (
 )
 from phalanx.core.cache import ClusterState, ReleaseCause, Released
 from phalanx.core.journal import Outcome
-from phalanx.core.model import Node, Pod, PodGroup, TopologyConstraint
+from phalanx.core.model import Node, Pod, PodGroup, SubGroupPolicy, TopologyConstraint
 from phalanx.core.planner import GangPlanner, PlannerSettings
 from phalanx.core.topology import parse_topologies
 
@@ -406,6 +406,26 @@ def test_a_reservation_whose_outer_slice_a_relabel_splits_across_leaves_is_relea
     for m in members[:2]:
         old = present(state.node(present(reservation.node_of(m.uid)))).node
         state.upsert_node(replace(old, labels={**old.labels, LEAF: "l9"}))
+
+    planner.recheck_topology()
+
+    assert state.reservation("default/g") is None
+
+
+def test_a_reservation_whose_volcano_subgroup_a_relabel_splits_is_released() -> None:
+    # Partitions of two, each in one tier-1 domain (a clique); one node of the first
+    # partition moves to the other clique: that subgroup now spans two.
+    nodes = nvl72(2, per_clique=4)
+    labels = [{"volcano.sh/partition-id": str(i // 2)} for i in range(4)]
+    members = [pod(f"g-{i}", 4, group="g", labels=labels[i]) for i in range(4)]
+    policy = SubGroupPolicy("worker", keys=("volcano.sh/partition-id",), required="tier:1")
+    topology = TopologyConstraint(subgroups=(policy,))
+    state, planner = setup(nodes, groups=[podgroup("g", 4, topology=topology)], pods=members)
+    planner.filter(members[0], [n.name for n in nodes], now=0)
+    reservation = present(state.reservation("default/g"))
+    first = [present(reservation.node_of(m.uid)) for m in members[:2]]
+    assert len({clique_of(n) for n in first}) == 1
+    relabelled(state, first[0])
 
     planner.recheck_topology()
 

@@ -10,10 +10,18 @@ import pytest
 from builders import CLIQUE, HOSTNAME, LEAF, SPINE, pod, pod_obj, podgroup, podgroup_obj
 from phalanx.core.errors import InvalidObjectError
 from phalanx.core.inventory import parse_pod, parse_pod_group
-from phalanx.core.model import Pod, PodGroup, TaskPreference, TaskSet, TopologyConstraint
+from phalanx.core.model import (
+    Pod,
+    PodGroup,
+    SubGroupPolicy,
+    TaskPreference,
+    TaskSet,
+    TopologyConstraint,
+)
 from phalanx.core.topology import (
     DEFAULT_TOPOLOGIES,
     GangTopology,
+    SubGroupLevel,
     TaskPreferenceLevel,
     TaskSetLevel,
     Topologies,
@@ -286,6 +294,50 @@ def test_multi_layer_slices_resolve_to_their_levels_outermost_first() -> None:
     assert str(resolved) == (
         f"slices of 8 in {LEAF}, slices of 4 in {CLIQUE}, slices of 2 in {HOSTNAME}"
     )
+
+
+def test_volcano_subgroup_tiers_resolve_to_levels_of_the_gangs_topology() -> None:
+    workers = SubGroupPolicy("worker", keys=("volcano.sh/partition-id",), required="tier:1")
+    ps = SubGroupPolicy("ps", keys=("volcano.sh/partition-id",), preferred="tier:1")
+    group = podgroup(
+        "g", 8, topology=TopologyConstraint(required="tier:2", subgroups=(workers, ps))
+    )
+    resolved = resolve(group)
+    assert isinstance(resolved, GangTopology)
+    assert resolved.subgroups == (SubGroupLevel(workers, 2, None), SubGroupLevel(ps, None, 2))
+    assert str(resolved) == (
+        f"required {LEAF}, each subgroup of policy worker in one {CLIQUE}, "
+        f"each subgroup of policy ps preferably in one {CLIQUE}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("intent", "message"),
+    [
+        (
+            TopologyConstraint(
+                required="tier:1",
+                subgroups=(SubGroupPolicy("worker", keys=("k",), required="tier:2"),),
+            ),
+            f"gang default/g: subGroupPolicy worker requires one {LEAF}, wider than the gang's "
+            f"required level {CLIQUE}; subgroups must fit inside the gang's domain",
+        ),
+        (
+            TopologyConstraint(
+                subgroups=(SubGroupPolicy("worker", keys=("k",), required="tier:9"),)
+            ),
+            'gang default/g: subGroupPolicy worker required level "tier:9" is not a tier of '
+            "topology default",
+        ),
+    ],
+    ids=["wider-than-the-gang", "no-such-tier"],
+)
+def test_a_subgroup_level_the_gang_cannot_honour_is_a_clear_error(
+    intent: TopologyConstraint, message: str
+) -> None:
+    resolved = resolve(podgroup("g", 8, topology=intent))
+    assert isinstance(resolved, str)
+    assert resolved.startswith(message)
 
 
 def test_a_gang_that_declares_nothing_is_unconstrained_on_the_default_topology() -> None:

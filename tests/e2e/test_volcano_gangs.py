@@ -34,6 +34,7 @@ LEAF = "network.topology.nvidia.com/leaf"
 HOSTNAME = "kubernetes.io/hostname"
 GPUS = 4  # per node, and per member
 TASK_SPEC = "volcano.sh/task-spec"  # a member's task, as Volcano's job controller writes it
+PARTITION = "volcano.sh/partition-id"  # a member's partition (its subgroup), the same way
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +231,60 @@ def test_bad_task_minima_are_refused_naming_the_entry_or_ignored_once(
     )
     assert ignored["count"] == 1, ignored
     assert sc.placement([stray]) == {stray: ""}
+
+
+def test_each_volcano_subgroup_is_kept_within_its_own_tier(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """A Volcano Job's partitions (``spec.subGroupPolicy``, as its controller writes one for
+    a task with a ``partitionPolicy``): the gang may spread over the leaf (tier 2), each
+    partition only over one clique (tier 1). Clique 0 has two free nodes, clique 1 three;
+    the partitions interleave by name, so packing the gang by name alone would split both."""
+    sc = judged(cluster)
+    ns = sc.namespace
+    for c in range(2):
+        for n in range(3):
+            labels = {SPINE: f"{ns}-s0", LEAF: f"{ns}-l0"}
+            sc.node(f"c{c}-n{n}", GPUS, clique=f"{ns}-c{c}", labels=labels)
+    sc.nodes_ready()
+    sc.pod("busy", GPUS, node_selector={HOSTNAME: f"{ns}-c0-n0"})
+    sc.wait_bound(["busy"])
+    sc.api.create(
+        f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "tp"},
+            "spec": {
+                "minMember": 4,
+                "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+                "subGroupPolicy": [
+                    {
+                        "name": "worker",
+                        "labelSelector": {"matchLabels": {TASK_SPEC: "worker"}},
+                        "matchLabelKeys": [PARTITION],
+                        "subGroupSize": 2,
+                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                    }
+                ],
+            },
+        },
+    )
+    names = [f"tp-{i}" for i in range(4)]
+    for i, member in enumerate(names):
+        body = pod_body(
+            member,
+            gpus=GPUS,
+            node_selector=sc.selector,
+            labels={TASK_SPEC: "worker", PARTITION: str(i % 2)},
+            annotations={A_VOLCANO_GROUP: "tp", TASK_SPEC: "worker"},
+            gated=True,
+        )
+        sc.api.create(f"/api/v1/namespaces/{ns}/pods", body)
+    for member in names:
+        sc.ungate(member)
+    where = sc.wait_bound(names)
+    for partition in (names[0::2], names[1::2]):
+        cliques = {sc.node_labels(where[m])[CLIQUE_LABEL] for m in partition}
+        assert len(cliques) == 1, where
+    sc.wait_event("tp", "each subgroup of policy worker within one clique", reason="Reserved")

@@ -190,6 +190,11 @@ def landing_text(
     parts.extend(
         f"{s.label} within one {short_name(topology.key(s.level))}" for s in topology.task_sets
     )
+    parts.extend(
+        f"each subgroup of policy {s.policy.name} within one {short_name(topology.key(s.required))}"
+        for s in topology.subgroups
+        if s.required is not None
+    )
     widened = False
     for pref, level in preferences:
         noun = short_name(topology.key(pref.level))

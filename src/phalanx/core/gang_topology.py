@@ -45,9 +45,11 @@ from phalanx.core.gang_explain import LevelMiss, topology_unfit_detail
 from phalanx.core.gang_trial import HOPELESS_TRIES, Failure, Trial, Unit, amounts, requested
 from phalanx.core.model import Pod, task_names
 from phalanx.core.snapshot import Snapshot
+from phalanx.core.subgroups import subgroups_of
 from phalanx.core.topology import (
     CLUSTER,
     GangTopology,
+    TaskPreferenceLevel,
     TaskSetLevel,
     TopologyIndex,
     member_order,
@@ -176,11 +178,52 @@ class TopologySearch:
         self._rank_label: dict[str, str] = {}
         if topology.slice_layers and topology.slice_size and not topology.slice_tasks:
             self.topology = self._layered(topology)
+        elif topology.subgroups and not topology.slice_tasks:
+            self.topology = self._subgrouped(topology)
 
     def _task(self, pod: Pod) -> str:
         """The task `pod` is placed as: its innermost slice for multi-layer slices, else
         its own (`Pod.task`)."""
         return self._rank_task.get(pod.uid, pod.task)
+
+    def _subgrouped(self, topology: GangTopology) -> GangTopology:
+        """Volcano's subgroups as tasks: each member (anchors included) in the subgroup its
+        labels put it in (`subgroups_of`), each subgroup at its policy's required level,
+        and its preferred one as a task's preference. Members in no subgroup are placed
+        loose, as members of no task are."""
+        pods = [p for p in self.anchor_pods if p.uid in self.anchors]
+        by_policy = {s.policy: s for s in topology.subgroups}
+        found = subgroups_of(by_policy, (*pods, *self.members))
+        required: dict[str, int] = {}
+        preferences: list[TaskPreferenceLevel] = []
+        for uid, (policy, name) in found.items():
+            self._rank_task[uid] = name
+            if name in self._rank_label:
+                continue
+            self._rank_label[name] = f"subgroup {name}"
+            level = by_policy[policy]
+            if level.required is not None:
+                required[name] = level.required
+            if level.preferred is not None and (
+                level.required is None or level.preferred > level.required
+            ):
+                label = f"subgroup {name}"
+                preferences.append(
+                    TaskPreferenceLevel(
+                        label, frozenset({name}), level.preferred, level.required, False
+                    )
+                )
+        levels = sorted(required.items())
+        shared = {level for _, level in levels}
+        return replace(
+            topology,
+            subgroups=(),
+            slice_tasks=frozenset(required),
+            slice_noun="subgroup",
+            slice_level=shared.pop() if len(shared) == 1 else None,
+            task_levels=tuple(levels) if len(shared) > 1 else (),
+            preferences=(*topology.preferences, *sorted(preferences, key=lambda p: p.label)),
+        )
 
     def _layered(self, topology: GangTopology) -> GangTopology:
         """Multi-layer slices by rank as the tree of sets they are: each innermost slice

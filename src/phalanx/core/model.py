@@ -594,6 +594,23 @@ class TaskPreference:
 
 
 @dataclass(frozen=True, slots=True)
+class SubGroupPolicy:
+    """A Volcano `spec.subGroupPolicy` entry, as far as placement goes: the pods its label
+    selector (`match_labels` and `match_expressions`, ANDed) picks are cut into subgroups by
+    their values of `keys`, and each subgroup's members lie in one domain of `required`
+    and, best effort, of `preferred` (level names, as `TopologyConstraint`'s; "" none).
+    A pod is in the first policy, in the object's order, that picks it and whose every key
+    it has a value of (`phalanx.core.subgroups.subgroup_of`)."""
+
+    name: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    keys: tuple[str, ...] = ()
+    required: str = ""
+    preferred: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyConstraint:
     """A gang's topology intent as declared: level names are node label keys, or `tier:<n>`
     (a Volcano HyperNode tier: the n-th level counted up from the narrowest above a node),
@@ -631,6 +648,10 @@ class TopologyConstraint:
     # Tasks' and sets' preferred levels (`TaskPreference`), sorted by label; tried inside
     # the gang's domain, never making a gang that fits without them unfit.
     preferences: tuple[TaskPreference, ...] = ()
+    # Volcano's subgroup policies (`SubGroupPolicy`), every one in the object's order when
+    # one has a network topology of its own: which members share a domain is known only
+    # from their labels (a pod is in the first policy that picks it).
+    subgroups: tuple[SubGroupPolicy, ...] = ()
     # Where the intent is declared, named when members disagree on it or it cannot be
     # honoured ("" when it is the topology annotations' own).
     declared_by: str = ""
@@ -650,6 +671,12 @@ class TopologyConstraint:
             parts.append(tasks_in_levels(self.slice_noun, self.levels_of_tasks()))
         parts.extend(str(s) for s in self.task_sets)
         parts.extend(str(p) for p in self.preferences)
+        for policy in self.subgroups:
+            if not policy.required and not policy.preferred:
+                continue
+            levels = [f"in one {policy.required}"] if policy.required else []
+            levels += [f"preferably in one {policy.preferred}"] if policy.preferred else []
+            parts.append(f"each subgroup of policy {policy.name} {' and '.join(levels)}")
         return ", ".join(parts) or "unconstrained"
 
     def levels_of_tasks(self) -> tuple[tuple[str, str], ...]:

@@ -91,6 +91,7 @@ from phalanx.core.resolution import (
     resolve_group,
 )
 from phalanx.core.singles import SingleFit
+from phalanx.core.subgroups import subgroups_of
 from phalanx.core.template import (
     NoSlot,
     cluster_room,
@@ -275,6 +276,8 @@ class GangPlanner:
                     f"changed and its reserved nodes now lie in {len(names)}: "
                     f"{', '.join(names)}"
                 )
+        if any(s.required is not None for s in topology.subgroups):
+            return self._subgroup_split(key, reservation, topology)
         if topology.slice_tasks or topology.task_sets:
             return self._task_split(key, reservation, topology)
         if topology.slice_level is None or self.state.bound_count(key):
@@ -295,6 +298,24 @@ class GangPlanner:
                 if names is not None:
                     what = f"slice {i + 1} of {count} ({run[0].name}..{run[-1].name})"
                     return _moved(key, what, topology.key(level), names)
+        return ""
+
+    def _subgroup_split(self, key: str, reservation: Reservation, topology: GangTopology) -> str:
+        """`_split_by_relabel` for Volcano's subgroups: the reserved members of each (by
+        their labels, `subgroups_of`) must still share one domain of its policy's level."""
+        index = self.index(topology.topology)
+        pods = [p for m in reservation.members if (p := self.state.pod(m.pod_uid)) is not None]
+        node_of = {m.pod_uid: m.node for m in reservation.members}
+        levels = {s.policy: s.required for s in topology.subgroups}
+        nodes: dict[tuple[str, int], list[str]] = {}
+        for uid, (policy, name) in subgroups_of(levels, pods).items():
+            level = levels[policy]
+            if level is not None:
+                nodes.setdefault((name, level), []).append(node_of[uid])
+        for (name, level), where in sorted(nodes.items()):
+            names = _split(index, level, where)
+            if names is not None:
+                return _moved(key, f"subgroup {name}", topology.key(level), names)
         return ""
 
     def _task_split(self, key: str, reservation: Reservation, topology: GangTopology) -> str:

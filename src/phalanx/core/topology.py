@@ -35,6 +35,7 @@ from phalanx.core.model import (
     Pod,
     PodGroup,
     PolicyKind,
+    SubGroupPolicy,
     TaskSet,
     TopologyConstraint,
     task_names,
@@ -453,6 +454,16 @@ class TaskPreferenceLevel:
 
 
 @dataclass(frozen=True, slots=True)
+class SubGroupLevel:
+    """A Volcano subgroup policy resolved: each subgroup's members in one domain of
+    `required` and, best effort, of `preferred` (positions; None: none)."""
+
+    policy: SubGroupPolicy
+    required: int | None
+    preferred: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class GangTopology:
     """A gang's topology constraint, checked against its topology: levels as positions."""
 
@@ -479,6 +490,9 @@ class GangTopology:
     # Tasks' and sets' preferred levels, each narrower than its own required level and the
     # gang's (`resolve_topology` checks); best effort (`preferring`).
     preferences: tuple[TaskPreferenceLevel, ...] = ()
+    # Volcano's subgroup policies with a level: which members share a subgroup is read from
+    # their labels when the gang is placed (`TopologySearch`), never before.
+    subgroups: tuple[SubGroupLevel, ...] = ()
 
     @property
     def constrained(self) -> bool:
@@ -489,6 +503,7 @@ class GangTopology:
             or bool(self.slice_tasks)
             or bool(self.task_sets)
             or bool(self.preferences)
+            or any(s.required is not None or s.preferred is not None for s in self.subgroups)
         )
 
     def preferring(
@@ -593,6 +608,13 @@ class GangTopology:
             for s in self.task_sets
         )
         parts.extend(f"{p.label} preferably in one {self.key(p.level)}" for p in self.preferences)
+        for sub in self.subgroups:
+            if sub.required is None and sub.preferred is None:
+                continue
+            said = [f"in one {self.key(sub.required)}"] if sub.required is not None else []
+            if sub.preferred is not None:
+                said.append(f"preferably in one {self.key(sub.preferred)}")
+            parts.append(f"each subgroup of policy {sub.policy.name} {' and '.join(said)}")
         shown = ", ".join(parts) or "unconstrained"
         if self.topology.adhoc:
             shown += " (a node label, in no configured topology)"
@@ -665,6 +687,11 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
     by_level = _tasks_by_level(intent.task_levels)
     roles += [(f"{noun}(s) {task_names(tasks)}", name) for name, tasks in by_level.items()]
     roles += [(f"slice layer {i}", name) for i, (_, name) in enumerate(intent.slice_layers)]
+    for policy in intent.subgroups:
+        roles += [
+            (f"subGroupPolicy {policy.name} {which}", name)
+            for which, name in (("required", policy.required), ("preferred", policy.preferred))
+        ]
     roles += [(f"{s.label} ({s.field})" if s.field else s.label, s.level) for s in intent.task_sets]
     roles += [
         (f"{p.label} preferred ({p.field})" if p.field else f"{p.label} preferred", p.level)
@@ -711,6 +738,14 @@ def _levels(key: str, intent: TopologyConstraint, topologies: Topologies) -> Gan
         ),
         task_levels=task_levels,
         task_sets=_sets(intent.task_sets, topology),
+        subgroups=tuple(
+            SubGroupLevel(
+                policy,
+                levels[f"subGroupPolicy {policy.name} required"],
+                levels[f"subGroupPolicy {policy.name} preferred"],
+            )
+            for policy in intent.subgroups
+        ),
     )
     return _with_preferences(resolved, intent)
 
@@ -913,6 +948,7 @@ def _check(
             )
     problem = (
         _layer_problem(resolved, intent)
+        or _subgroup_problem(resolved)
         or _set_problem(resolved, intent)
         or _preference_problem(resolved, intent)
     )
@@ -964,6 +1000,20 @@ def _layer_problem(resolved: GangTopology, intent: TopologyConstraint) -> str:
             return (
                 f"slices of {inner_size} in {inner} must lie inside the slices of {size} in "
                 f"{outer}: list the layers from the widest level to the narrowest"
+            )
+    return ""
+
+
+def _subgroup_problem(resolved: GangTopology) -> str:
+    """Why a subgroup policy's level cannot be honoured ("" if it can): one wider than the
+    gang's required level (a subgroup lies inside the gang's domain)."""
+    required = resolved.required
+    for sub in resolved.subgroups:
+        if required is not None and sub.required is not None and sub.required < required:
+            return (
+                f"subGroupPolicy {sub.policy.name} requires one {resolved.key(sub.required)}, "
+                f"wider than the gang's required level {resolved.key(required)}; subgroups "
+                "must fit inside the gang's domain"
             )
     return ""
 

@@ -12,12 +12,39 @@ from phalanx.core.groups import volcano
 from phalanx.core.groups.common import PodView
 from phalanx.core.groups.status import GroupPhase, GroupStatus
 from phalanx.core.inventory import parse_pod
-from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, Resources, TopologyConstraint
+from phalanx.core.model import (
+    Claim,
+    Dialect,
+    GroupRef,
+    PodGroup,
+    Resources,
+    SelectorOperator,
+    SelectorRequirement,
+    SubGroupPolicy,
+    TopologyConstraint,
+)
 from phalanx.core.rawdict import Source
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 KUBE = "scheduling.k8s.io/group-name"
 VOLCANO = "scheduling.volcano.sh/group-name"
+
+
+PARTITION = "volcano.sh/partition-id"
+
+
+def partition_policy(**fields: Any) -> dict[str, Any]:
+    """A subgroup policy as Volcano's Job controller writes one for a task with a
+    `partitionPolicy`: the task's pods, by partition, each partition in one tier-1 HyperNode."""
+    policy = {
+        "name": "worker",
+        "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+        "matchLabelKeys": [PARTITION],
+        "subGroupSize": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        **fields,
+    }
+    return {k: v for k, v in policy.items() if v is not None}
 
 
 def view(annotations: dict[str, str]) -> PodView:
@@ -109,24 +136,22 @@ def test_a_volcano_and_a_scheduler_plugins_group_of_one_name_are_two_gangs() -> 
             ],
         ),
         ({"minTaskMember": {"worker": 3, "ps": 1}}, []),
-        # Volcano's subgroups (its Job's partitionPolicy): said, never silently dropped.
+        # Volcano's subgroups: their levels are placed, their gang minima are said not to be.
         (
-            {
-                "subGroupPolicy": [
-                    {
-                        "name": "worker",
-                        "subGroupSize": 2,
-                        "matchLabelKeys": ["volcano.sh/partition-id"],
-                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
-                    }
-                ]
-            },
+            {"subGroupPolicy": [partition_policy(minSubGroups=2)]},
             [
-                'spec.subGroupPolicy ("worker") is not supported: its subgroups\' minSubGroups '
-                "and networkTopology are not enforced; the gang is placed whole by "
-                "spec.minMember, spec.minTaskMember and spec.networkTopology"
+                "spec.subGroupPolicy[0].minSubGroups (2) not enforced: the gang's quorum is "
+                "spec.minMember and spec.minTaskMember (each subgroup's network topology is)"
             ],
         ),
+        (
+            {"subGroupPolicy": [partition_policy(matchLabelKeys=None)]},
+            [
+                'spec.subGroupPolicy[0] ("worker") has no matchLabelKeys: Volcano groups no pod '
+                "by it, so neither does Phalanx"
+            ],
+        ),
+        ({"subGroupPolicy": [partition_policy(minSubGroups=0)]}, []),
         ({"subGroupPolicy": []}, []),
     ],
     ids=[
@@ -135,6 +160,8 @@ def test_a_volcano_and_a_scheduler_plugins_group_of_one_name_are_two_gangs() -> 
         "no-queue",
         "task-minima-over-min-member",
         "task-minima",
+        "sub-group-minimum",
+        "sub-group-policy-without-keys",
         "sub-group-policy",
         "no-sub-group-policy",
     ],
@@ -214,6 +241,64 @@ def test_network_topology_becomes_a_tier_constraint(
     assert volcano.parse_pod_group(obj).value.topology == expected
 
 
+def test_sub_group_policies_place_each_subgroup_at_its_tier_every_policy_in_order() -> None:
+    obj = volcano_podgroup_obj("job", 8)
+    obj["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+    obj["spec"]["subGroupPolicy"] = [
+        partition_policy(),
+        partition_policy(
+            name="ps",
+            labelSelector={
+                "matchExpressions": [{"key": "role", "operator": "In", "values": ["ps"]}]
+            },
+            networkTopology={"mode": "soft"},
+        ),
+        partition_policy(name="rest", labelSelector=None, networkTopology=None),
+    ]
+    topology = volcano.parse_pod_group(obj).value.topology
+    assert topology is not None
+    assert (topology.required, topology.preferred) == ("tier:2", "tier:1")
+    assert topology.subgroups == (
+        SubGroupPolicy(
+            "worker",
+            match_labels=(("volcano.sh/task-spec", "worker"),),
+            keys=(PARTITION,),
+            required="tier:1",
+        ),
+        SubGroupPolicy(
+            "ps",
+            match_expressions=(SelectorRequirement("role", SelectorOperator.IN, ("ps",)),),
+            keys=(PARTITION,),
+            preferred="tier:1",
+        ),
+        SubGroupPolicy("rest", keys=(PARTITION,)),
+    )
+    assert str(topology) == (
+        "required tier:2, preferred tier:1, each subgroup of policy worker in one tier:1, "
+        "each subgroup of policy ps preferably in one tier:1"
+    )
+
+
+def test_sub_group_policies_of_no_network_topology_constrain_nothing() -> None:
+    obj = volcano_podgroup_obj("job", 8)
+    obj["spec"]["subGroupPolicy"] = [partition_policy(networkTopology=None)]
+    assert volcano.parse_pod_group(obj).value.topology is None
+
+
+def test_sub_group_policies_beside_the_slice_annotations_are_refused() -> None:
+    obj = volcano_podgroup_obj("job", 8, namespace="ml")
+    obj["metadata"]["annotations"] = {
+        "phalanx.io/topology-slice-size": "2",
+        "phalanx.io/topology-slice-required": "nvidia.com/gpu.clique",
+    }
+    obj["spec"]["subGroupPolicy"] = [partition_policy()]
+    with pytest.raises(InvalidObjectError) as raised:
+        volcano.parse_pod_group(obj)
+    assert str(raised.value).startswith(
+        "PodGroup ml/job: spec.subGroupPolicy: cannot be combined with the PodGroup's slices"
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "error"),
     [
@@ -252,6 +337,58 @@ def test_network_topology_becomes_a_tier_constraint(
             f'spec.minTaskMember["worker"]: must be at most {2**31 - 1} (an int32), not {2**31}',
         ),
         ({"minTaskMember": {"": 1}}, 'spec.minTaskMember[""]: a task name must not be empty'),
+        (
+            {"subGroupPolicy": [partition_policy(name="")]},
+            "spec.subGroupPolicy[0].name: a subgroup policy needs a name",
+        ),
+        (
+            {"subGroupPolicy": [partition_policy(), partition_policy()]},
+            'spec.subGroupPolicy[1].name: "worker" names two subgroup policies',
+        ),
+        (
+            {"subGroupPolicy": [partition_policy(subGroupSize=0)]},
+            f"spec.subGroupPolicy[0].subGroupSize: must be an integer from 1 to {2**31 - 1}",
+        ),
+        (
+            {"subGroupPolicy": [partition_policy(minSubGroups=-1)]},
+            f"spec.subGroupPolicy[0].minSubGroups: must be an integer from 0 to {2**31 - 1}",
+        ),
+        (
+            {"subGroupPolicy": [partition_policy(matchLabelKeys=["not a key"])]},
+            'spec.subGroupPolicy[0].matchLabelKeys[0]: "not a key" is no label key',
+        ),
+        (
+            {
+                "subGroupPolicy": [
+                    partition_policy(
+                        labelSelector={"matchExpressions": [{"key": "role", "operator": "Gt"}]}
+                    )
+                ]
+            },
+            "spec.subGroupPolicy[0].labelSelector.matchExpressions[0].operator: "
+            '"Gt" is not In, NotIn, Exists or DoesNotExist',
+        ),
+        (
+            {
+                "subGroupPolicy": [
+                    partition_policy(
+                        labelSelector={"matchExpressions": [{"key": "role", "operator": "In"}]}
+                    )
+                ]
+            },
+            "spec.subGroupPolicy[0].labelSelector.matchExpressions[0].values: "
+            "operator In needs values",
+        ),
+        (
+            {
+                "subGroupPolicy": [
+                    partition_policy(networkTopology={"mode": "hard", "highestTierName": "rack"})
+                ]
+            },
+            "spec.subGroupPolicy[0].networkTopology.highestTierName: tier names are not "
+            "supported: Phalanx counts tiers from its node labels (use highestTierAllowed)",
+        ),
+        ({"subGroupPolicy": {"name": "worker"}}, "spec.subGroupPolicy: must be a list, not"),
     ],
     ids=[
         "zero",
@@ -267,6 +404,15 @@ def test_network_topology_becomes_a_tier_constraint(
         "task-minimum-type",
         "task-minimum-beyond-int32",
         "task-name-empty",
+        "sub-group-policy-unnamed",
+        "sub-group-policies-of-one-name",
+        "sub-group-size-zero",
+        "min-sub-groups-negative",
+        "match-label-key",
+        "selector-operator",
+        "selector-values",
+        "sub-group-tier-name",
+        "sub-group-policy-type",
     ],
 )
 def test_an_invalid_pod_group_is_an_error_naming_the_field(
@@ -276,7 +422,7 @@ def test_an_invalid_pod_group_is_an_error_naming_the_field(
     obj["spec"].update(spec)
     with pytest.raises(InvalidObjectError) as raised:
         volcano.parse_pod_group(obj)
-    assert str(raised.value) == f"PodGroup ml/job: {error}"
+    assert str(raised.value).startswith(f"PodGroup ml/job: {error}")
 
 
 def test_an_edited_min_member_makes_a_different_gang() -> None:

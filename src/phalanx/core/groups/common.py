@@ -20,6 +20,7 @@ from phalanx.core.model import (
     DEFAULT_TIMEOUT_SECONDS,
     Placement,
     PolicyKind,
+    SubGroupPolicy,
     TaskPreference,
     TaskSet,
     TopologyConstraint,
@@ -264,6 +265,20 @@ def with_task_levels(
         # Named where levels that do not nest are refused (`resolve_topology`).
         declared_by=levels_field,
     )
+
+
+def with_subgroups(
+    src: Source,
+    own: TopologyConstraint | None,
+    policies: Sequence[SubGroupPolicy],
+    field: str,
+    kind: str,
+) -> TopologyConstraint:
+    """A gang's topology intent (`own`) with Volcano's subgroups each in one domain of its
+    policy's level (`TopologyConstraint.subgroups`). Refused, naming `field`, beside the
+    object's annotations' slices: a member cannot be both a slice's and a subgroup's."""
+    base = _unsliced(src, own, field, kind, by_task=True)
+    return replace(base, subgroups=tuple(policies))
 
 
 def with_task_sets(

@@ -39,6 +39,7 @@ from phalanx.core.groups.common import (
     is_deleting,
     read_identity,
     read_min_count,
+    with_subgroups,
 )
 from phalanx.core.groups.status import (
     MESSAGE_LIMIT,
@@ -51,7 +52,17 @@ from phalanx.core.groups.status import (
     rfc3339,
     set_condition,
 )
-from phalanx.core.model import Claim, Dialect, GroupRef, PodGroup, TopologyConstraint
+from phalanx.core.model import (
+    Claim,
+    Dialect,
+    GroupRef,
+    PodGroup,
+    SelectorOperator,
+    SelectorRequirement,
+    SubGroupPolicy,
+    TopologyConstraint,
+)
+from phalanx.core.names import is_qualified_name
 from phalanx.core.rawdict import (
     JsonObject,
     Source,
@@ -62,6 +73,7 @@ from phalanx.core.rawdict import (
     read_quantities,
     read_string,
     read_string_map,
+    read_strings,
     to_resources,
 )
 
@@ -138,16 +150,15 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
             f"spec.minMember ({min_member}), and Volcano then skips its task checks too"
         )
         min_task_member = ()
-    policies = list(read_objects(src, spec.get("subGroupPolicy"), "spec.subGroupPolicy"))
-    if policies:
-        names = ", ".join(quoted(str(p.get("name", ""))) for _, p in policies)
-        warnings.append(
-            f"spec.subGroupPolicy ({names}) is not supported: its subgroups' minSubGroups and "
-            "networkTopology are not enforced; the gang is placed whole by spec.minMember, "
-            "spec.minTaskMember and spec.networkTopology"
-        )
+    policies = _sub_group_policies(src, spec, warnings)
     annotations = read_string_map(src, metadata.get("annotations"), "metadata.annotations")
     settings = ObjectSettings.read(src, annotations, timeout=True)
+    topology = settings.topology_with(
+        src, _network_topology(src, spec, "spec.networkTopology"), "spec.networkTopology"
+    )
+    # Every policy, in order, even one of no level: a pod is in the first that picks it.
+    if any(p.required or p.preferred for p in policies):
+        topology = with_subgroups(src, topology, policies, "spec.subGroupPolicy", KIND)
     group = PodGroup(
         namespace=namespace,
         name=name,
@@ -158,7 +169,7 @@ def parse_pod_group(obj: JsonObject) -> Parsed[PodGroup]:
         ),
         uid=read_string(src, metadata.get("uid"), "metadata.uid"),
         dialect=Dialect.VOLCANO,
-        topology=settings.topology_with(src, _network_topology(src, spec), "spec.networkTopology"),
+        topology=topology,
         min_task_member=min_task_member,
         deleting=is_deleting(metadata),
     )
@@ -197,11 +208,96 @@ KINDS: Final = {(API_VERSION, KIND): parse_pod_group}
 NARROWEST_TIER: Final = "tier:1"
 
 
-def _network_topology(src: Source, spec: JsonObject) -> TopologyConstraint | None:
-    path = "spec.networkTopology"
-    if spec.get("networkTopology") is None:
+def _sub_group_policies(
+    src: Source, spec: JsonObject, warnings: list[str]
+) -> tuple[SubGroupPolicy, ...]:
+    """`spec.subGroupPolicy` as far as placement goes (`SubGroupPolicy`), validated as
+    Volcano's API does; what Phalanx does not enforce (a subgroup's size and
+    `minSubGroups`) is added to `warnings`, as is a policy that can group no pod."""
+    path = "spec.subGroupPolicy"
+    policies: list[SubGroupPolicy] = []
+    unenforced: list[str] = []
+    for where, policy in read_objects(src, spec.get("subGroupPolicy"), path):
+        name = read_string(src, policy.get("name"), f"{where}.name")
+        if not name:
+            raise src.invalid(f"{where}.name", "a subgroup policy needs a name")
+        if any(p.name == name for p in policies):
+            raise src.invalid(f"{where}.name", f"{quoted(name)} names two subgroup policies")
+        for field, least in (("subGroupSize", 1), ("minSubGroups", 0)):
+            value = read_integer(src, policy.get(field), f"{where}.{field}")
+            if value is not None and not least <= value <= INT32_MAX:
+                raise src.invalid(
+                    f"{where}.{field}", f"must be an integer from {least} to {INT32_MAX}"
+                )
+            if field == "minSubGroups" and value:
+                unenforced.append(f"{where}.minSubGroups ({value})")
+        keys = read_strings(src, policy.get("matchLabelKeys"), f"{where}.matchLabelKeys")
+        for i, key in enumerate(keys):
+            if not is_qualified_name(key):
+                raise src.invalid(f"{where}.matchLabelKeys[{i}]", f"{quoted(key)} is no label key")
+        if not keys:
+            warnings.append(
+                f"{where} ({quoted(name)}) has no matchLabelKeys: Volcano groups no pod by it, "
+                "so neither does Phalanx"
+            )
+        labels, expressions = _label_selector(src, policy.get("labelSelector"), where)
+        topology = _network_topology(src, policy, f"{where}.networkTopology")
+        policies.append(
+            SubGroupPolicy(
+                name,
+                match_labels=labels,
+                match_expressions=expressions,
+                keys=keys,
+                required=topology.required if topology else "",
+                preferred=topology.preferred if topology else "",
+            )
+        )
+    if unenforced:
+        warnings.append(
+            f"{', '.join(unenforced)} not enforced: the gang's quorum is spec.minMember and "
+            "spec.minTaskMember (each subgroup's network topology is)"
+        )
+    return tuple(policies)
+
+
+def _label_selector(
+    src: Source, value: object, where: str
+) -> tuple[tuple[tuple[str, str], ...], tuple[SelectorRequirement, ...]]:
+    """A policy's `labelSelector` (a `metav1.LabelSelector`): its `matchLabels` and its
+    `matchExpressions` (In and NotIn with values, Exists and DoesNotExist without)."""
+    path = f"{where}.labelSelector"
+    selector = read_object(src, value, path)
+    labels = read_string_map(src, selector.get("matchLabels"), f"{path}.matchLabels")
+    expressions = []
+    for at, expression in read_objects(
+        src, selector.get("matchExpressions"), f"{path}.matchExpressions"
+    ):
+        key = read_string(src, expression.get("key"), f"{at}.key")
+        if not is_qualified_name(key):
+            raise src.invalid(f"{at}.key", f"{quoted(key)} is no label key")
+        text = read_string(src, expression.get("operator"), f"{at}.operator")
+        if text not in _SELECTOR_OPERATORS:
+            raise src.invalid(
+                f"{at}.operator", f"{quoted(text)} is not In, NotIn, Exists or DoesNotExist"
+            )
+        operator = SelectorOperator(text)
+        values = read_strings(src, expression.get("values"), f"{at}.values")
+        listed = operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+        if listed != bool(values):
+            said = "needs values" if listed else "takes no values"
+            raise src.invalid(f"{at}.values", f"operator {text} {said}")
+        expressions.append(SelectorRequirement(key, operator, values))
+    return tuple(sorted(labels.items())), tuple(expressions)
+
+
+_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _network_topology(src: Source, holder: JsonObject, path: str) -> TopologyConstraint | None:
+    """A `networkTopology` (the PodGroup's, or a subgroup policy's, at `path`)."""
+    if holder.get("networkTopology") is None:
         return None
-    topology = read_object(src, spec.get("networkTopology"), path)
+    topology = read_object(src, holder.get("networkTopology"), path)
     mode = read_string(src, topology.get("mode"), f"{path}.mode") or "hard"
     if mode not in ("hard", "soft"):
         raise src.invalid(f"{path}.mode", f"{quoted(mode)} is not hard or soft")

@@ -10,7 +10,14 @@ from builders import gang, gpu_node, pod, podgroup, present
 from phalanx.core.cache import ClusterState, MemberReservation, MemberState
 from phalanx.core.decisions import FilterResult
 from phalanx.core.journal import Outcome
-from phalanx.core.model import NVIDIA_GPU, Pod, PodGroup, Resources
+from phalanx.core.model import (
+    NVIDIA_GPU,
+    Pod,
+    PodGroup,
+    Resources,
+    SubGroupPolicy,
+    TopologyConstraint,
+)
 from phalanx.core.planner import GangPlanner
 
 NODES = ["n1", "n2", "n3"]
@@ -86,8 +93,21 @@ def test_a_member_of_another_shape_matches_no_slot_and_the_gang_waits_for_its_qu
     [
         podgroup("g", 3, plan='{"sequence": [{"execute": "a"}, {"execute": "b"}]}'),
         podgroup("g", 3, differentiable=frozenset({"a", "b"})),
+        podgroup(
+            "g",
+            3,
+            topology=TopologyConstraint(slice_size=3, slice_required="nvidia.com/gpu.clique"),
+        ),
+        # Which subgroup a member not yet created is in, its labels will say.
+        podgroup(
+            "g",
+            3,
+            topology=TopologyConstraint(
+                subgroups=(SubGroupPolicy("worker", keys=("partition",), required="tier:1"),)
+            ),
+        ),
     ],
-    ids=["with-a-plan", "with-differentiable-members"],
+    ids=["with-a-plan", "with-differentiable-members", "with-slices", "with-volcano-subgroups"],
 )
 def test_gangs_that_are_not_interchangeable_keep_quorum_first(group: PodGroup) -> None:
     first = gang("g", 3, 4)[0]

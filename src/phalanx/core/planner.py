@@ -590,9 +590,11 @@ class GangPlanner:
     ) -> FilterResult:
         """Fewer than minMember members exist: reserve the gang from its template if it has
         one (phalanx.core.template), else everyone waits. A gang with slices waits: which
-        rank (or which subgroup, for slices by task) will claim which slot is not known
-        before the members exist."""
-        sliced = topology.slice_size or topology.slice_tasks or topology.task_sets
+        rank (or which subgroup, for slices by task or Volcano's subgroups) will claim which
+        slot is not known before the members exist."""
+        sliced = (
+            topology.slice_size or topology.slice_tasks or topology.task_sets or topology.subgroups
+        )
         template = None if sliced else template_of(self.state, group, members)
         if template is None or not self.settings.template_reservation:
             reason = f"waiting for gang members: {len(members)}/{group.min_member} exist"

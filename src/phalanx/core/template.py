@@ -9,9 +9,10 @@ arrives. The bind barrier still releases nothing until the quorum has reached `/
 all-or-nothing is unchanged.
 
 A gang is templated only when its members are interchangeable: no execution plan, no
-differentiable members, no topology slices (slices need member ranks that pods not yet
-created do not have), no member bound yet, and every existing member with the same
-requests and the same node constraints. Otherwise it keeps quorum-first.
+differentiable members, no topology slices or Volcano subgroups (they need member ranks or
+labels that pods not yet created do not have), no member bound yet, and every existing
+member with the same requests and the same node constraints. Otherwise it keeps
+quorum-first.
 
 A gang with task minima (Volcano's `spec.minTaskMember`, KAI's subgroups, YuniKorn's task
 groups) is templated only when they name
@@ -64,8 +65,8 @@ def template_of(state: ClusterState, group: PodGroup, members: Sequence[Pod]) ->
         return None
     if group.plan_json or group.differentiable or group.basic:
         return None
-    if group.topology is not None and group.topology.slice_size:
-        return None
+    if group.topology is not None and (group.topology.slice_size or group.topology.subgroups):
+        return None  # which member lands in which slice or subgroup is not known yet
     if isinstance(group.min_task_member, ChildGroups):
         return None  # a composite's PodGroups are shaped each its own way (head, workers)
     if group.min_task_member and (

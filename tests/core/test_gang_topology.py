@@ -407,18 +407,8 @@ def partitioned(count: int, per: int) -> list[Pod]:
     ]
 
 
-def place_subgroups(
-    state: ClusterState, members: list[Pod], *levels: SubGroupLevel
-) -> Placed | Unfit:
-    snapshot = state.snapshot()
-    spec = GangSpec(
-        key="default/g",
-        placement=parse_placement("pack"),
-        members=tuple(members),
-        topology=GangTopology(DEFAULT, subgroups=levels),
-        index=build_index(DEFAULT, (i.node for i in snapshot)),
-    )
-    return place_gang(snapshot, spec)
+def subgrouped(*levels: SubGroupLevel) -> GangTopology:
+    return GangTopology(DEFAULT, subgroups=levels)
 
 
 def cliques_by_partition(state: ClusterState, result: Placed | Unfit) -> dict[str, set[str]]:
@@ -437,7 +427,7 @@ def test_each_subgroup_lands_inside_one_domain_of_its_policys_level() -> None:
     members = partitioned(4, 2)
     packed = place(state, members)
     assert len(label_values(state, packed, CLIQUE)) == 2
-    result = place_subgroups(state, members, SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None))
+    result = place_tasks(state, members, subgrouped(SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None)))
     assert all(len(c) == 1 for c in cliques_by_partition(state, result).values())
     assert isinstance(result, Placed)
     assert result.explanation.endswith("each subgroup of policy worker within one clique")
@@ -445,8 +435,8 @@ def test_each_subgroup_lands_inside_one_domain_of_its_policys_level() -> None:
 
 def test_a_subgroup_that_fits_no_domain_of_its_level_is_named() -> None:
     state = cluster(nvl72(2, per_clique=3, per_leaf=2))
-    result = place_subgroups(
-        state, partitioned(8, 4), SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None)
+    result = place_tasks(
+        state, partitioned(8, 4), subgrouped(SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None))
     )
     assert isinstance(result, Unfit)
     assert "subgroup worker-0 fits in no clique" in result.reason
@@ -455,17 +445,17 @@ def test_a_subgroup_that_fits_no_domain_of_its_level_is_named() -> None:
 def test_a_soft_subgroup_keeps_to_one_domain_when_it_can_and_spreads_when_it_cannot() -> None:
     soft = SubGroupLevel(replace(PARTITIONS, required="", preferred="tier:1"), None, CLIQUE_LEVEL)
     state = cluster(nvl72(3, per_clique=3, per_leaf=3))
-    kept = place_subgroups(state, partitioned(4, 2), soft)
+    kept = place_tasks(state, partitioned(4, 2), subgrouped(soft))
     assert all(len(c) == 1 for c in cliques_by_partition(state, kept).values())
     # A partition of four in cliques of three: it cannot, and is placed anyway.
-    spread = place_subgroups(state, partitioned(4, 4), soft)
+    spread = place_tasks(state, partitioned(4, 4), subgrouped(soft))
     assert len(cliques_by_partition(state, spread)["0"]) == 2
 
 
 def test_members_in_no_subgroup_are_placed_around_the_subgroups() -> None:
     state = cluster(nvl72(3, per_clique=3, per_leaf=3))
     members = [*partitioned(4, 2), pod("ps-0", 4, group="g", labels={TASK_SPEC: "ps"})]
-    result = place_subgroups(state, members, SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None))
+    result = place_tasks(state, members, subgrouped(SubGroupLevel(PARTITIONS, CLIQUE_LEVEL, None)))
     assert isinstance(result, Placed), result
     assert {p.name for p in result.members} == {p.name for p in members}
     by_partition = cliques_by_partition(

@@ -221,6 +221,27 @@ def test_every_slice_lands_inside_one_domain_of_the_slice_level(
             assert len({index.of_node[result.assignment[p.uid]][level] for p in run}) == 1
 
 
+def placed_whole(
+    state: ClusterState, members: tuple[Pod, ...], topology: GangTopology
+) -> tuple[Placed, TopologyIndex] | None:
+    """The gang placed by topology, every member of it and no node given more GPUs than it
+    has free, with the index it was placed over; None when it is unfit (an answer, never
+    an error)."""
+    snapshot = state.snapshot()
+    index = build_index(DEFAULT, (i.node for i in snapshot))
+    result = place_gang(snapshot, spec(members, topology, index))
+    if not isinstance(result, Placed):
+        assert isinstance(result, Unfit)
+        return None
+    assert {p.uid for p in result.members} == {p.uid for p in members}
+    used: dict[str, int] = {}
+    for p in members:
+        node = result.assignment[p.uid]
+        used[node] = used.get(node, 0) + p.requests.gpus()
+    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
+    return result, index
+
+
 @st.composite
 def layered_gangs(draw: st.DrawFn) -> tuple[tuple[tuple[int, int], ...], tuple[Pod, ...]]:
     """Multi-layer slices by rank: 1-3 layers, widest first, at levels each narrower than
@@ -251,23 +272,15 @@ def test_every_run_of_every_slice_layer_lands_inside_one_domain_of_its_level(
     layers, members = gang
     (size, level), outer = layers[-1], layers[:-1]
     topology = GangTopology(DEFAULT, slice_size=size, slice_level=level, slice_layers=outer)
-    snapshot = state.snapshot()
-    index = build_index(DEFAULT, (i.node for i in snapshot))
-    result = place_gang(snapshot, spec(members, topology, index))
-    if not isinstance(result, Placed):
-        assert isinstance(result, Unfit)
+    placed = placed_whole(state, members, topology)
+    if placed is None:
         return
-    assert {p.uid for p in result.members} == {p.uid for p in members}
+    result, index = placed
     for run_size, run_level in layers:
         for k in range(0, len(members), run_size):
             run = members[k : k + run_size]
             where = {index.of_node[result.assignment[p.uid]][run_level] for p in run}
             assert len(where) == 1, (run_size, run_level, k)
-    used: dict[str, int] = {}
-    for p in members:
-        node = result.assignment[p.uid]
-        used[node] = used.get(node, 0) + p.requests.gpus()
-    assert all(gpus <= snapshot.nodes[n].free.gpus() for n, gpus in used.items())
 
 
 @common
@@ -289,13 +302,10 @@ def test_every_volcano_subgroup_lands_inside_one_domain_of_its_level(
     ) + tuple(pod(f"loose-{i}", 1, group="g", memory_gib=1) for i in range(loose))
     policy = SubGroupPolicy("p", keys=("partition",), required="tier:1")
     topology = GangTopology(DEFAULT, subgroups=(SubGroupLevel(policy, level, None),))
-    snapshot = state.snapshot()
-    index = build_index(DEFAULT, (i.node for i in snapshot))
-    result = place_gang(snapshot, spec(members, topology, index))
-    if not isinstance(result, Placed):
-        assert isinstance(result, Unfit)
+    placed = placed_whole(state, members, topology)
+    if placed is None:
         return
-    assert {p.uid for p in result.members} == {p.uid for p in members}
+    result, index = placed
     for k in range(len(partitions)):
         nodes = {result.assignment[p.uid] for p in members if p.labels.get("partition") == str(k)}
         assert len({index.of_node[n][level] for n in nodes}) == 1, k

@@ -100,12 +100,9 @@ def judged(sc: Scenario) -> Scenario:
     return sc
 
 
-def test_a_hard_network_topology_keeps_a_gang_one_clique_holds_in_that_clique(
-    cluster: Scenario,  # noqa: F811
-) -> None:
-    """highestTierAllowed 2 would allow the leaf; clique 0, one node busy, still has two free
-    nodes that a spread over the leaf would fill first (the most broken clique), but clique
-    1 holds the gang whole, and tier 1 is tried first."""
+def racks_one_node_busy(cluster: Scenario) -> Scenario:  # noqa: F811
+    """The module's rack set (two cliques of three four-GPU nodes under one leaf), node 0
+    of clique 0 busy; Volcano gangs judged."""
     sc = judged(cluster)
     ns = sc.namespace
     for c in range(2):
@@ -115,6 +112,17 @@ def test_a_hard_network_topology_keeps_a_gang_one_clique_holds_in_that_clique(
     sc.nodes_ready()
     sc.pod("busy", GPUS, node_selector={HOSTNAME: f"{ns}-c0-n0"})
     sc.wait_bound(["busy"])
+    return sc
+
+
+def test_a_hard_network_topology_keeps_a_gang_one_clique_holds_in_that_clique(
+    cluster: Scenario,  # noqa: F811
+) -> None:
+    """highestTierAllowed 2 would allow the leaf; clique 0, one node busy, still has two free
+    nodes that a spread over the leaf would fill first (the most broken clique), but clique
+    1 holds the gang whole, and tier 1 is tried first."""
+    sc = racks_one_node_busy(cluster)
+    ns = sc.namespace
     names = volcano_gang(sc, "ring", 3, network_topology={"mode": "hard", "highestTierAllowed": 2})
     where = sc.wait_bound(names)
     cliques = {sc.node_labels(node)[CLIQUE_LABEL] for node in where.values()}
@@ -240,15 +248,8 @@ def test_each_volcano_subgroup_is_kept_within_its_own_tier(
     a task with a ``partitionPolicy``): the gang may spread over the leaf (tier 2), each
     partition only over one clique (tier 1). Clique 0 has two free nodes, clique 1 three;
     the partitions interleave by name, so packing the gang by name alone would split both."""
-    sc = judged(cluster)
+    sc = racks_one_node_busy(cluster)
     ns = sc.namespace
-    for c in range(2):
-        for n in range(3):
-            labels = {SPINE: f"{ns}-s0", LEAF: f"{ns}-l0"}
-            sc.node(f"c{c}-n{n}", GPUS, clique=f"{ns}-c{c}", labels=labels)
-    sc.nodes_ready()
-    sc.pod("busy", GPUS, node_selector={HOSTNAME: f"{ns}-c0-n0"})
-    sc.wait_bound(["busy"])
     sc.api.create(
         f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
         {

@@ -172,19 +172,20 @@ class TopologySearch:
         self.anchor_pods = anchor_pods
         self.anchor_nodes = frozenset(anchors.values())
         self._position: dict[int, int] = {}  # unit index -> its place in the placing order
-        # Multi-layer slices by rank, placed as tasks and sets (`_layered`): member uid ->
-        # its innermost slice's name, and each such name's label in messages.
-        self._rank_task: dict[str, str] = {}
-        self._rank_label: dict[str, str] = {}
+        # Multi-layer slices by rank (`_layered`) and Volcano's subgroups (`_subgrouped`),
+        # placed as tasks: member uid -> the task it is placed as, and each such task's
+        # label in messages.
+        self._placed_task: dict[str, str] = {}
+        self._placed_label: dict[str, str] = {}
         if topology.slice_layers and topology.slice_size and not topology.slice_tasks:
             self.topology = self._layered(topology)
         elif topology.subgroups and not topology.slice_tasks:
             self.topology = self._subgrouped(topology)
 
     def _task(self, pod: Pod) -> str:
-        """The task `pod` is placed as: its innermost slice for multi-layer slices, else
-        its own (`Pod.task`)."""
-        return self._rank_task.get(pod.uid, pod.task)
+        """The task `pod` is placed as: its innermost slice for multi-layer slices, its
+        subgroup for Volcano's ("" when in none), else its own (`Pod.task`)."""
+        return self._placed_task.get(pod.uid, pod.task)
 
     def _subgrouped(self, topology: GangTopology) -> GangTopology:
         """Volcano's subgroups as tasks: each member (anchors included) in the subgroup its
@@ -194,13 +195,15 @@ class TopologySearch:
         pods = [p for p in self.anchor_pods if p.uid in self.anchors]
         by_policy = {s.policy: s for s in topology.subgroups}
         found = subgroups_of(by_policy, (*pods, *self.members))
+        # A member in no subgroup is placed as one of no task, whatever its Volcano task.
+        self._placed_task.update((p.uid, "") for p in (*pods, *self.members))
         required: dict[str, int] = {}
         preferences: list[TaskPreferenceLevel] = []
         for uid, (policy, name) in found.items():
-            self._rank_task[uid] = name
-            if name in self._rank_label:
+            self._placed_task[uid] = name
+            if name in self._placed_label:
                 continue
-            self._rank_label[name] = f"subgroup {name}"
+            self._placed_label[name] = f"subgroup {name}"
             level = by_policy[policy]
             if level.required is not None:
                 required[name] = level.required
@@ -237,8 +240,8 @@ class TopologySearch:
         names = [str(i + 1) for i in range(count)]
         for i, name in enumerate(names):
             run = ranked[i * size : (i + 1) * size]
-            self._rank_task.update((p.uid, name) for p in run)
-            self._rank_label[name] = f"slice {name} of {count} ({run[0].name}..{run[-1].name})"
+            self._placed_task.update((p.uid, name) for p in run)
+            self._placed_label[name] = f"slice {name} of {count} ({run[0].name}..{run[-1].name})"
         sets: list[TaskSetLevel] = []
         for outer, level in topology.slice_layers:
             per = outer // size  # innermost slices in one of this layer's
@@ -380,7 +383,7 @@ class TopologySearch:
                 anchor_pods=self.anchor_pods,
             )
             search._position = self._position
-            search._rank_task, search._rank_label = self._rank_task, self._rank_label
+            search._placed_task, search._placed_label = self._placed_task, self._placed_label
             result = search._place_in(order, level, cand, usable, search._task_groups(order))
             if isinstance(result, dict):
                 return result, why
@@ -719,7 +722,7 @@ class TopologySearch:
             group = groups.get(name)
             if group is None:
                 label = (
-                    self._rank_label.get(task, f"{self.topology.slice_noun} {task}")
+                    self._placed_label.get(task, f"{self.topology.slice_noun} {task}")
                     if task in tasks
                     else f"member {u.members[0].name}"
                 )

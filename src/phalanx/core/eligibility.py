@@ -32,7 +32,8 @@ AFFINITY_MISMATCH = "didn't match the pod's required node affinity"
 CLAIMS_UNKNOWN = "could not be judged: the pod's ResourceClaims are not known to Phalanx yet"
 
 
-def _requirement_matches(req: SelectorRequirement, value: str | None) -> bool:
+def requirement_matches(req: SelectorRequirement, value: str | None) -> bool:
+    """Whether a label's (or field's) `value` (None: absent) meets `req`."""
     op = req.operator
     if op is SelectorOperator.EXISTS:
         return value is not None
@@ -57,10 +58,10 @@ def term_matches(term: SelectorTerm, node: Node) -> bool:
     if not term.match_expressions and not term.match_fields:
         return False
     labels = node.labels
-    if not all(_requirement_matches(r, labels.get(r.key)) for r in term.match_expressions):
+    if not all(requirement_matches(r, labels.get(r.key)) for r in term.match_expressions):
         return False
     return all(
-        _requirement_matches(r, node.name if r.key == "metadata.name" else None)
+        requirement_matches(r, node.name if r.key == "metadata.name" else None)
         for r in term.match_fields
     )
 

@@ -203,14 +203,13 @@ class TopologySearch:
             self._placed_task[uid] = name
             if name in self._placed_label:
                 continue
-            self._placed_label[name] = f"subgroup {name}"
+            label = self._placed_label[name] = f"subgroup {name}"
             level = by_policy[policy]
             if level.required is not None:
                 required[name] = level.required
             if level.preferred is not None and (
                 level.required is None or level.preferred > level.required
             ):
-                label = f"subgroup {name}"
                 preferences.append(
                     TaskPreferenceLevel(
                         label, frozenset({name}), level.preferred, level.required, False

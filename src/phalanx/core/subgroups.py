@@ -14,39 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from phalanx.core.model import Pod, SelectorOperator, SelectorRequirement, SubGroupPolicy
+from phalanx.core.eligibility import requirement_matches
+from phalanx.core.model import Pod, SubGroupPolicy
 
 
 def subgroup_of(policies: Iterable[SubGroupPolicy], labels: Mapping[str, str]) -> str:
     """The subgroup a pod of `labels` is in: its policy's name and its key values, joined
     by `-` as Volcano names them (`worker-0`); "" when no policy groups it."""
-    for policy in policies:
-        if not policy.keys or not picks(policy, labels):
-            continue
-        values = [labels.get(key, "") for key in policy.keys]
-        if all(values):
-            return "-".join((policy.name, *values))
-    return ""
-
-
-def picks(policy: SubGroupPolicy, labels: Mapping[str, str]) -> bool:
-    """Whether `policy`'s label selector picks a pod of `labels` (no selector: every pod)."""
-    if any(labels.get(key) != value for key, value in policy.match_labels):
-        return False
-    return all(_meets(req, labels) for req in policy.match_expressions)
-
-
-def _meets(req: SelectorRequirement, labels: Mapping[str, str]) -> bool:
-    value = labels.get(req.key)
-    match req.operator:
-        case SelectorOperator.IN:
-            return value is not None and value in req.values
-        case SelectorOperator.NOT_IN:
-            return value is None or value not in req.values
-        case SelectorOperator.EXISTS:
-            return value is not None
-        case _:  # DoesNotExist: parsing admits no other operator for a label selector
-            return value is None
+    grouped = _grouped(policies, labels)
+    return grouped[1] if grouped else ""
 
 
 def subgroups_of(
@@ -54,11 +30,24 @@ def subgroups_of(
 ) -> dict[str, tuple[SubGroupPolicy, str]]:
     """Each pod's subgroup with its policy, by pod uid; pods in none are left out."""
     ordered = tuple(policies)
-    found: dict[str, tuple[SubGroupPolicy, str]] = {}
-    for pod in pods:
-        for policy in ordered:
-            name = subgroup_of((policy,), pod.labels)
-            if name:
-                found[pod.uid] = (policy, name)
-                break
-    return found
+    return {pod.uid: grouped for pod in pods if (grouped := _grouped(ordered, pod.labels))}
+
+
+def picks(policy: SubGroupPolicy, labels: Mapping[str, str]) -> bool:
+    """Whether `policy`'s label selector picks a pod of `labels` (no selector: every pod)."""
+    if any(labels.get(key) != value for key, value in policy.match_labels):
+        return False
+    return all(requirement_matches(r, labels.get(r.key)) for r in policy.match_expressions)
+
+
+def _grouped(
+    policies: Iterable[SubGroupPolicy], labels: Mapping[str, str]
+) -> tuple[SubGroupPolicy, str] | None:
+    """The first policy that groups a pod of `labels`, with the subgroup's name."""
+    for policy in policies:
+        if not policy.keys or not picks(policy, labels):
+            continue
+        values = [labels.get(key, "") for key in policy.keys]
+        if all(values):
+            return policy, "-".join((policy.name, *values))
+    return None

@@ -25,6 +25,10 @@ from phalanx.core.names import (
 from phalanx.core.quantity import int_value, milli_value, parse_quantity
 
 DEFAULT_NAMESPACE: Final = "default"
+# The bounds of the APIs' int32 fields (sizes, minima, priorities): a CRD's `format: int32`
+# is not enforced by the API server, so a reader checks them itself.
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
 
 JsonObject = Mapping[str, object]
 EMPTY_OBJECT: JsonObject = {}

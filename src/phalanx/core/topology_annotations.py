@@ -16,7 +16,7 @@ from typing import Final
 from phalanx.core.errors import quoted
 from phalanx.core.model import ANNOTATION_PREFIX, TopologyConstraint
 from phalanx.core.names import annotation_int, is_qualified_name
-from phalanx.core.rawdict import Source, key_path
+from phalanx.core.rawdict import INT32_MAX, Source, key_path
 
 # Topology intent (docs/topology.md), on the PodGroup or identical on the members.
 TOPOLOGY_ANNOTATION: Final = ANNOTATION_PREFIX + "topology"
@@ -38,7 +38,6 @@ KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
 )
 # Kueue's webhook takes at most three layers, each size an int32.
 MAX_SLICE_LAYERS: Final = 3
-MAX_SLICE_SIZE: Final = 2**31 - 1
 
 _TOPOLOGY_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label
 
@@ -207,9 +206,9 @@ def _slice_layers(text: str, problems: list[TopologyProblem]) -> tuple[tuple[int
             said = quoted(level) if isinstance(level, str) else "missing or not a string"
             problems.append((key, f"[{i}].topology {said} is not a node label key"))
             continue
-        if type(size) is not int or not 1 <= size <= MAX_SLICE_SIZE:
+        if type(size) is not int or not 1 <= size <= INT32_MAX:
             problems.append(
-                (key, f"[{i}].size {json.dumps(size)} is not an integer from 1 to {MAX_SLICE_SIZE}")
+                (key, f"[{i}].size {json.dumps(size)} is not an integer from 1 to {INT32_MAX}")
             )
             continue
         if any(level == seen for _, seen in layers):

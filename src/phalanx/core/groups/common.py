@@ -35,6 +35,7 @@ from phalanx.core.names import (
     is_qualified_name,
 )
 from phalanx.core.rawdict import (
+    INT32_MAX,
     JsonObject,
     Source,
     key_path,
@@ -344,9 +345,6 @@ def with_task_topology(
     own = with_task_levels(src, own, levels, kind=kind, noun=noun, levels_field=levels_field)
     own = with_task_sets(src, own, sets, kind=kind, noun=noun)
     return with_task_preferences(src, own, preferences, kind=kind, noun=noun)
-
-
-INT32_MAX: Final = 2**31 - 1
 
 
 def annotation_int32(text: str) -> int | str:

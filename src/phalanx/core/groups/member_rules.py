@@ -43,13 +43,18 @@ from phalanx.core.model import (
     Pod,
     PodGroup,
 )
-from phalanx.core.rawdict import JsonObject, Source, read_integer, read_string
+from phalanx.core.rawdict import (
+    INT32_MAX,
+    INT32_MIN,
+    JsonObject,
+    Source,
+    read_integer,
+    read_string,
+)
 
 PRIORITY_FIELD: Final = "spec.priority"
 POLICY_FIELD: Final = "spec.preemptionPolicy"
 POLICIES: Final = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-INT32_MIN: Final = -(2**31)
-INT32_MAX: Final = 2**31 - 1
 
 IsBound = Callable[[Pod], bool]
 

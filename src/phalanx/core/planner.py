@@ -280,17 +280,20 @@ class GangPlanner:
             return self._subgroup_split(key, reservation, topology)
         if topology.slice_tasks or topology.task_sets:
             return self._task_split(key, reservation, topology)
-        if topology.slice_level is None or self.state.bound_count(key):
+        # Multi-layer slices: the widest layer first, as they were placed.
+        layers = [
+            (size, level)
+            for size, level in (*topology.slice_layers, (topology.slice_size, topology.slice_level))
+            if size > 1 and level is not None
+        ]
+        if not layers or self.state.bound_count(key):
             return ""
         pods = [self.state.pod(m.pod_uid) for m in reservation.members]
         if any(p is None for p in pods):
             return ""  # slots of a template reservation: such gangs have no slices
         node_of = {m.pod_uid: m.node for m in reservation.members}
         ranked = member_order(p for p in pods if p is not None)
-        # Multi-layer slices: the widest layer first, as they were placed.
-        for size, level in (*topology.slice_layers, (topology.slice_size, topology.slice_level)):
-            if size <= 1:
-                continue
+        for size, level in layers:
             count = -(-len(ranked) // size)
             for i in range(count):
                 run = ranked[i * size : (i + 1) * size]
